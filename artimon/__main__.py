@@ -1,0 +1,5 @@
+import sys
+
+from artimon.cli import main
+
+sys.exit(main())

@@ -1,0 +1,51 @@
+"""``artimon <command>``: one entry point, a subcommand per component.
+
+Commands register in ``COMMANDS`` (name -> module path of a ``configure(parser)`` and
+``run(args) -> int`` pair), so ``artimon --help`` lists them all and a command's imports
+are paid only when it runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import logging
+import sys
+
+__all__ = ["COMMANDS", "main"]
+
+COMMANDS: dict[str, tuple[str, str]] = {
+    "up": ("artimon.commands.up", "run the embedded stack on this machine (--demo adds demo apps)"),
+    "zk": ("artimon.commands.zk", "run a ZooKeeper server from the jars in the pyspark wheel"),
+    "endpoints": ("artimon.commands.endpoints", "list the bookkeeper endpoints in ZooKeeper"),
+    "read": ("artimon.commands.read", "read one bookkeeper endpoint and print its variables"),
+}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="artimon",
+        description="Artimon: labeled variables, polled every minute, stored and queried.",
+    )
+    parser.add_argument("-v", "--verbose", action="store_true", help="log at DEBUG level")
+    subcommands = parser.add_subparsers(dest="command", metavar="<command>", required=True)
+    for name, (module_path, summary) in COMMANDS.items():
+        module = importlib.import_module(module_path)
+        sub = subcommands.add_parser(name, help=summary, description=module.__doc__)
+        module.configure(sub)
+        sub.set_defaults(run=module.run)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(
+        level=logging.DEBUG if args.verbose else logging.INFO,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        stream=sys.stderr,
+    )
+    logging.getLogger("kazoo").setLevel(logging.WARNING if not args.verbose else logging.DEBUG)
+    try:
+        return int(args.run(args))
+    except KeyboardInterrupt:
+        return 130

@@ -1,0 +1,1 @@
+"""One module per ``artimon`` subcommand, each with ``configure(parser)`` and ``run(args)``."""

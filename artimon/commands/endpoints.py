@@ -1,0 +1,28 @@
+"""List the bookkeeper endpoints registered in ZooKeeper (--zk, else $ARTIMON_ZK)."""
+
+from __future__ import annotations
+
+import argparse
+
+from bookkeeper.discovery import list_endpoints
+from bookkeeper.registration import make_client
+from bookkeeper.znodes import resolve_zk
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--zk", default=None, help="connect string[/root] (default $ARTIMON_ZK)")
+
+
+def run(args: argparse.Namespace) -> int:
+    connect, layout = resolve_zk(args.zk)
+    client = make_client(connect)
+    client.start(timeout=15)
+    try:
+        found = list_endpoints(client, layout)
+    finally:
+        client.stop()
+        client.close()
+    for info in found:
+        print(f"{info.context}\t{info.host}:{info.port}\t{info.uuid}")
+    print(f"{len(found)} endpoint(s) under {layout.contexts} on {connect}")
+    return 0

@@ -1,0 +1,52 @@
+"""Run a ZooKeeper server from the jars inside the pyspark wheel, bound to 127.0.0.1,
+until Ctrl-C. With $ARTIMON_ZK set, check that ensemble answers instead of starting one."""
+
+from __future__ import annotations
+
+import argparse
+import os
+from pathlib import Path
+
+from artimon.commands._signals import stop_event
+from bookkeeper.zkserver import ZooKeeperServer, four_letter_word
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--port", type=int, default=2181, help="client port (default 2181)")
+    parser.add_argument(
+        "--data-dir",
+        type=Path,
+        default=Path("artimon-data/zookeeper"),
+        help="where ZooKeeper keeps its data and log (default ./artimon-data/zookeeper)",
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    external = os.environ.get("ARTIMON_ZK")
+    if external:
+        connect = external.partition("/")[0]
+        host, _, port = connect.split(",")[0].rpartition(":")
+        answer = four_letter_word(host or "127.0.0.1", int(port or 2181))
+        print(
+            f"ARTIMON_ZK={external}: using that ensemble, not starting one "
+            f"({host}:{port} answers {answer or 'nothing'!r})",
+            flush=True,
+        )
+        return 0 if answer == "imok" else 1
+    server = ZooKeeperServer(args.data_dir, args.port)
+    stop = stop_event()
+    server.start()
+    print(
+        f"ZooKeeper ready on {server.hosts} (pid {server.pid}, data in {args.data_dir}); "
+        f"export ARTIMON_ZK={server.hosts} to point other shells at it. Ctrl-C stops it.",
+        flush=True,
+    )
+    try:
+        while not stop.wait(1.0):
+            if server.process is None or server.process.poll() is not None:
+                print("ZooKeeper exited unexpectedly; see its log in", args.data_dir, flush=True)
+                return 1
+    finally:
+        server.stop()
+    print("ZooKeeper stopped.", flush=True)
+    return 0

@@ -1,0 +1,60 @@
+"""The bookkeeper: labeled variables kept by an application and served to Artimon's agents.
+
+See README.md beside this file and docs/bookkeeper.md.
+"""
+
+from __future__ import annotations
+
+from bookkeeper._bookkeeper import Bookkeeper
+from bookkeeper.batch import Sample, SampleBatch
+from bookkeeper.client import EndpointClient, read_endpoint
+from bookkeeper.exceptions import (
+    BookkeeperError,
+    EndpointUnavailableError,
+    FrameTooLargeError,
+    InvalidLabelError,
+    InvalidNameError,
+    InvalidValueError,
+    MalformedFrameError,
+    TextFormatError,
+    VariableTypeError,
+    WireError,
+)
+from bookkeeper.export import FileExporter
+from bookkeeper.server import EndpointServer
+from bookkeeper.textformat import format_line, parse_line, parse_lines
+from bookkeeper.variables import BooleanVar, DoubleVar, IntegerVar, StringVar, Variable
+from bookkeeper.vartype import VarType
+from bookkeeper.znodes import EndpointInfo, ZkLayout, resolve_zk
+
+__all__ = [
+    "Bookkeeper",
+    "BookkeeperError",
+    "BooleanVar",
+    "DoubleVar",
+    "EndpointClient",
+    "EndpointInfo",
+    "EndpointServer",
+    "EndpointUnavailableError",
+    "FileExporter",
+    "FrameTooLargeError",
+    "IntegerVar",
+    "InvalidLabelError",
+    "InvalidNameError",
+    "InvalidValueError",
+    "MalformedFrameError",
+    "Sample",
+    "SampleBatch",
+    "StringVar",
+    "TextFormatError",
+    "VarType",
+    "Variable",
+    "VariableTypeError",
+    "WireError",
+    "ZkLayout",
+    "format_line",
+    "parse_line",
+    "parse_lines",
+    "read_endpoint",
+    "resolve_zk",
+]

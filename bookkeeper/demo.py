@@ -1,0 +1,75 @@
+"""Demo applications for ``artimon up --demo``: a web tier, disks and racks whose
+variables move like real ones, each in a context of its own, registered in ZooKeeper."""
+
+from __future__ import annotations
+
+import random
+import threading
+
+from bookkeeper._bookkeeper import Bookkeeper
+
+__all__ = ["DemoApps"]
+
+_METHODS = {"GET": 0.7, "POST": 0.2, "PUT": 0.07, "DELETE": 0.03}
+_STATUSES = {"200": 0.93, "404": 0.04, "500": 0.03}
+
+
+class DemoApps:
+    """Three demo applications updated every ``tick`` seconds from one daemon thread."""
+
+    def __init__(self, zk_hosts: str | None, *, tick: float = 1.0, seed: int = 42) -> None:
+        self.tick = tick
+        self._random = random.Random(seed)
+        self._stop = threading.Event()
+        self.web = Bookkeeper("demo.web", labels={"dc": "par", "rack": "r1"})
+        self.storage = Bookkeeper("demo.storage", labels={"dc": "par", "rack": "r2"})
+        self.racks = Bookkeeper("demo.racks", labels={"dc": "par"})
+        self.bookkeepers = [self.web, self.storage, self.racks]
+        for bk in self.bookkeepers:
+            bk.serve(zk_hosts=zk_hosts)
+        self._requests = {
+            (m, s): self.web.integer("http.requests", method=m, status=s)
+            for m in _METHODS
+            for s in _STATUSES
+        }
+        self._latency = self.web.double("http.latency.ms")
+        self._disks = {
+            (host, volume): (
+                self.storage.integer("disk.size.bytes", server=host, volume=volume),
+                self.storage.integer("disk.used.bytes", server=host, volume=volume),
+            )
+            for host in ("db1", "db2")
+            for volume in ("/", "/data", "/logs")
+        }
+        for size, used in self._disks.values():
+            size.set(500 * 2**30)
+            used.set(self._random.randrange(50, 300) * 2**30)
+        self._temperatures = {
+            rack: self.racks.double("rack.temperature.celsius", rack=rack)
+            for rack in ("r1", "r2", "r3", "r4")
+        }
+        self.web.boolean("app.up").set(True)
+        self.web.string("app.version").set("1.0.0")
+        self._thread = threading.Thread(target=self._run, name="demo-apps", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=5)
+        for bk in self.bookkeepers:
+            bk.close()
+
+    def _run(self) -> None:
+        rnd = self._random
+        while not self._stop.wait(self.tick):
+            load = rnd.randint(50, 150)
+            for (method, status), counter in self._requests.items():
+                counter.add(int(load * _METHODS[method] * _STATUSES[status] + rnd.random()))
+            self._latency.set(20 + rnd.expovariate(1 / 15))
+            for _, used in self._disks.values():
+                used.add(rnd.randrange(0, 2**24))
+            for rack, temperature in self._temperatures.items():
+                base = 24.0 + int(rack[1:])
+                temperature.set(round(base + rnd.gauss(0, 0.5), 2))

@@ -1,0 +1,70 @@
+"""The bookkeeper's errors, one tree rooted at :class:`BookkeeperError`.
+
+::
+
+    BookkeeperError
+    ├── InvalidNameError        (also ValueError)  a variable name breaks the naming rules
+    ├── InvalidLabelError       (also ValueError)  a label key or value breaks the rules
+    ├── InvalidValueError       (also ValueError)  NaN, an infinity, an out-of-range integer
+    ├── VariableTypeError       (also TypeError)   a series used with another type than its own
+    ├── TextFormatError         (also ValueError)  a malformed line of a ``.artimon`` file
+    └── WireError                                  a Thrift endpoint conversation failed
+        ├── FrameTooLargeError  (also ValueError)  a frame longer than the configured maximum
+        ├── MalformedFrameError (also ValueError)  bytes that do not decode as the expected message
+        └── EndpointUnavailableError               connect or read failed or timed out
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "BookkeeperError",
+    "EndpointUnavailableError",
+    "FrameTooLargeError",
+    "InvalidLabelError",
+    "InvalidNameError",
+    "InvalidValueError",
+    "MalformedFrameError",
+    "TextFormatError",
+    "VariableTypeError",
+    "WireError",
+]
+
+
+class BookkeeperError(Exception):
+    """Root of every error the bookkeeper package raises."""
+
+
+class InvalidNameError(BookkeeperError, ValueError):
+    """A variable name breaks the naming rules."""
+
+
+class InvalidLabelError(BookkeeperError, ValueError):
+    """A label key or value breaks the rules, or there are too many labels."""
+
+
+class InvalidValueError(BookkeeperError, ValueError):
+    """A value a variable cannot hold (NaN, an infinity, an integer outside 64 bits)."""
+
+
+class VariableTypeError(BookkeeperError, TypeError):
+    """A series is used with another type than the one it was created with."""
+
+
+class TextFormatError(BookkeeperError, ValueError):
+    """A line of the ``.artimon`` text format that cannot be parsed."""
+
+
+class WireError(BookkeeperError):
+    """A Thrift endpoint conversation failed."""
+
+
+class FrameTooLargeError(WireError, ValueError):
+    """A frame announced a length above the configured maximum."""
+
+
+class MalformedFrameError(WireError, ValueError):
+    """A frame's bytes do not decode as the expected Thrift message."""
+
+
+class EndpointUnavailableError(WireError):
+    """An endpoint could not be reached or did not answer in time."""

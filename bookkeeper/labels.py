@@ -1,0 +1,136 @@
+"""Variable names and labels: the rules, and their canonical text form.
+
+Rules (every breach raises a ``ValueError`` subclass naming the offender):
+
+- a name is 1 to 200 characters of ``A-Z a-z 0-9 _ . : -`` and starts with a letter or ``_``;
+- a label key is 1 to 100 characters of ``A-Z a-z 0-9 _ . -`` and starts with a letter or ``_``;
+- a label value is 1 to 1,024 characters of any text without control characters;
+- a variable has at most 32 labels of its own (framework labels are not counted).
+
+The canonical text of a label set sorts the keys and joins ``key=value`` pairs with ``,``;
+in values, ``%``, ``,``, ``=``, ``{``, ``}``, ``'`` and whitespace are percent-encoded so
+that the text splits back unambiguously (the Warp 10 input format does the same).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from functools import lru_cache
+from urllib.parse import quote, unquote
+
+from bookkeeper.exceptions import InvalidLabelError, InvalidNameError
+
+__all__ = [
+    "MAX_LABELS",
+    "MAX_LABEL_KEY_LENGTH",
+    "MAX_LABEL_VALUE_LENGTH",
+    "MAX_NAME_LENGTH",
+    "format_labels",
+    "format_series",
+    "parse_labels",
+    "parse_series",
+    "validate_labels",
+    "validate_name",
+]
+
+MAX_NAME_LENGTH = 200
+MAX_LABEL_KEY_LENGTH = 100
+MAX_LABEL_VALUE_LENGTH = 1024
+MAX_LABELS = 32
+
+_NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_.:\-]*\Z")
+_KEY_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_.\-]*\Z")
+_CONTROL_RE = re.compile(r"[\x00-\x1f\x7f]")
+# Everything printable stays readable; only the separators and whitespace are encoded.
+_SAFE = '!"#$&()*+-./:;<>?@[\\]^_`|~'
+
+
+def validate_name(name: str) -> str:
+    """Return ``name`` if it is a valid variable name, else raise ``InvalidNameError``."""
+    if not isinstance(name, str):
+        raise InvalidNameError(f"variable name must be a str, got {type(name).__name__}: {name!r}")
+    if not 0 < len(name) <= MAX_NAME_LENGTH:
+        raise InvalidNameError(
+            f"variable name must be 1 to {MAX_NAME_LENGTH} characters, got {len(name)}: "
+            f"{name[:60]!r}"
+        )
+    if not _NAME_RE.match(name):
+        raise InvalidNameError(
+            f"invalid variable name {name!r}: use letters, digits, '_', '.', ':' or '-', "
+            "starting with a letter or '_'"
+        )
+    return name
+
+
+def validate_labels(labels: Mapping[str, str]) -> dict[str, str]:
+    """Return a plain dict copy of ``labels`` if valid, else raise ``InvalidLabelError``."""
+    if len(labels) > MAX_LABELS:
+        raise InvalidLabelError(f"at most {MAX_LABELS} labels per variable, got {len(labels)}")
+    checked: dict[str, str] = {}
+    for key, value in labels.items():
+        if not isinstance(key, str) or not 0 < len(key) <= MAX_LABEL_KEY_LENGTH:
+            raise InvalidLabelError(
+                f"label key must be a str of 1 to {MAX_LABEL_KEY_LENGTH} characters: {key!r}"
+            )
+        if not _KEY_RE.match(key):
+            raise InvalidLabelError(
+                f"invalid label key {key!r}: use letters, digits, '_', '.' or '-', "
+                "starting with a letter or '_'"
+            )
+        if not isinstance(value, str):
+            raise InvalidLabelError(
+                f"label {key!r} must have a str value, got {type(value).__name__}: {value!r}"
+            )
+        if not 0 < len(value) <= MAX_LABEL_VALUE_LENGTH:
+            raise InvalidLabelError(
+                f"label {key!r} value must be 1 to {MAX_LABEL_VALUE_LENGTH} characters, "
+                f"got {len(value)}: {value[:60]!r}"
+            )
+        if _CONTROL_RE.search(value):
+            raise InvalidLabelError(f"label {key!r} value has a control character: {value!r}")
+        checked[key] = value
+    return checked
+
+
+def _escape(value: str) -> str:
+    return quote(value, safe=_SAFE)
+
+
+def format_labels(labels: Mapping[str, str]) -> str:
+    """Canonical text of a label set: ``k1=v1,k2=v2`` with keys sorted, values escaped."""
+    return ",".join(f"{key}={_escape(labels[key])}" for key in sorted(labels))
+
+
+def format_series(name: str, labels: Mapping[str, str]) -> str:
+    """Canonical text of a series: ``name{k1=v1,k2=v2}``."""
+    return f"{name}{{{format_labels(labels)}}}"
+
+
+@lru_cache(maxsize=65536)
+def _parse_labels_cached(text: str) -> tuple[tuple[str, str], ...]:
+    if not text:
+        return ()
+    pairs = []
+    for item in text.split(","):
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise InvalidLabelError(f"label {item!r} is not key=value in {text!r}")
+        pairs.append((key, unquote(value, errors="strict")))
+    return tuple(pairs)
+
+
+def parse_labels(text: str) -> dict[str, str]:
+    """Inverse of :func:`format_labels` (cached: label sets repeat from round to round)."""
+    try:
+        return dict(_parse_labels_cached(text))
+    except UnicodeDecodeError as exc:
+        raise InvalidLabelError(f"label set {text!r} has a bad percent-escape: {exc}") from None
+
+
+def parse_series(text: str) -> tuple[str, dict[str, str]]:
+    """Inverse of :func:`format_series`: ``name{k=v}`` to ``(name, labels)``."""
+    name, brace, rest = text.partition("{")
+    if not brace or not rest.endswith("}"):
+        raise InvalidNameError(f"series {text!r} is not name{{labels}}")
+    return validate_name(name), parse_labels(rest[:-1])

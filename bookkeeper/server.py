@@ -1,0 +1,112 @@
+"""The bookkeeper endpoint: a bookkeeper's variables served over framed binary Thrift."""
+
+from __future__ import annotations
+
+import logging
+import socket
+import uuid
+from typing import TYPE_CHECKING, Any
+
+from bookkeeper._thrift import PROTOCOL_VERSION, endpoint_thrift
+from bookkeeper.framed import FramedThriftServer
+from bookkeeper.registration import Registration
+from bookkeeper.znodes import EndpointInfo, resolve_zk
+
+if TYPE_CHECKING:
+    from bookkeeper._bookkeeper import Bookkeeper
+
+__all__ = ["DEFAULT_REQUEST_MAX_FRAME_SIZE", "EndpointServer", "advertised_address"]
+
+log = logging.getLogger(__name__)
+
+# Requests carry no arguments; anything bigger than this is not a request of ours.
+DEFAULT_REQUEST_MAX_FRAME_SIZE = 64 * 1024
+
+
+def advertised_address(bind_host: str) -> str:
+    """The address peers should dial: the bound one, or for a wildcard bind the address
+    of the interface that routes outwards (no packet is sent to find it)."""
+    if bind_host not in ("", "0.0.0.0", "::"):
+        return bind_host
+    probe = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    try:
+        probe.connect(("192.0.2.1", 9))  # TEST-NET-1: never routed, only used to pick a source
+        return str(probe.getsockname()[0])
+    except OSError:
+        return "127.0.0.1"
+    finally:
+        probe.close()
+
+
+class _Handler:
+    def __init__(self, bk: Bookkeeper) -> None:
+        self._bk = bk
+
+    def ping(self) -> int:
+        return PROTOCOL_VERSION
+
+    def snapshot(self) -> Any:
+        return self._bk.snapshot().to_thrift()
+
+
+class EndpointServer:
+    """Serves one bookkeeper; optionally registered in ZooKeeper (see :meth:`register`)."""
+
+    def __init__(
+        self,
+        bk: Bookkeeper,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        *,
+        max_frame_size: int = DEFAULT_REQUEST_MAX_FRAME_SIZE,
+        idle_timeout: float = 300.0,
+    ) -> None:
+        self.bookkeeper = bk
+        self.uuid = uuid.uuid4().hex
+        self._server = FramedThriftServer(
+            endpoint_thrift.BookkeeperEndpoint,
+            _Handler(bk),
+            host,
+            port,
+            max_frame_size=max_frame_size,
+            idle_timeout=idle_timeout,
+            name=f"bookkeeper[{bk.context}]",
+        )
+        self.host = self._server.host
+        self.port = self._server.port
+        self.registration: Registration | None = None
+
+    @property
+    def stats(self) -> dict[str, int]:
+        """Connection and request counters (``connections``, ``requests``, ``bad_frames``...)."""
+        return dict(self._server.stats)
+
+    def start(self) -> None:
+        self._server.start()
+
+    def register(
+        self,
+        zk_hosts: str | None = None,
+        *,
+        advertise_host: str | None = None,
+        session_timeout: float = 10.0,
+    ) -> Registration:
+        """Register as ephemeral ``/contexts/<context>/<ip>:<port>:<uuid>`` and keep it so."""
+        connect, layout = resolve_zk(zk_hosts)
+        ip = advertise_host or advertised_address(self.host)
+        bk = self.bookkeeper
+        info = EndpointInfo(ip, self.port, bk.context, self.uuid, dict(bk.framework_labels))
+        self.registration = Registration(
+            connect,
+            layout.endpoint(bk.context, ip, self.port, self.uuid),
+            info.to_json(),
+            session_timeout=session_timeout,
+        )
+        self.registration.start()
+        return self.registration
+
+    def stop(self) -> None:
+        if self.registration is not None:
+            self.registration.close()
+            self.registration = None
+        self._server.stop()

@@ -1,0 +1,189 @@
+"""A real ZooKeeper server from the jars inside the pyspark wheel, for the embedded stack,
+``artimon zk`` and tests.
+
+``ZooKeeperServer(data_dir).start()`` writes a ``zoo.cfg`` (bound to 127.0.0.1, its own
+data dir, admin server off, ``4lw.commands.whitelist=ruok,srvr``), runs
+``java -cp <pyspark>/jars/* org.apache.zookeeper.server.ZooKeeperServerMain zoo.cfg`` and
+waits until the server answers ``imok`` to ``ruok``. ``stop()`` ends it by its PID
+(SIGTERM, then SIGKILL after a grace period). A stopped server can be started again on the
+same port and data (to test a ZooKeeper restart).
+
+Lifecycle: NEW --start()--> RUNNING --stop()--> STOPPED --start()--> RUNNING
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.util
+import logging
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import time
+from pathlib import Path
+from types import TracebackType
+
+__all__ = ["ZooKeeperServer", "four_letter_word", "free_port", "pyspark_jars"]
+
+log = logging.getLogger(__name__)
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    """A TCP port that was free a moment ago."""
+    with socket.socket() as probe:
+        probe.bind((host, 0))
+        return int(probe.getsockname()[1])
+
+
+def pyspark_jars() -> Path:
+    """The ``jars`` directory of the installed pyspark wheel."""
+    spec = importlib.util.find_spec("pyspark")
+    if spec is None or not spec.submodule_search_locations:
+        raise RuntimeError("pyspark is not installed: its wheel carries the ZooKeeper jars")
+    jars = Path(next(iter(spec.submodule_search_locations))) / "jars"
+    if not any(jars.glob("zookeeper-*.jar")):
+        raise RuntimeError(f"no zookeeper-*.jar in {jars}")
+    return jars
+
+
+def four_letter_word(host: str, port: int, word: str = "ruok", timeout: float = 2.0) -> str:
+    """Send a four-letter command and return the answer ('' if the server is not up)."""
+    try:
+        with socket.create_connection((host, port), timeout=timeout) as sock:
+            sock.sendall(word.encode())
+            chunks = []
+            while chunk := sock.recv(4096):
+                chunks.append(chunk)
+            return b"".join(chunks).decode(errors="replace")
+    except OSError:
+        return ""
+
+
+class ZooKeeperServer:
+    """One standalone ZooKeeper server process (see the module doc)."""
+
+    def __init__(
+        self,
+        data_dir: str | os.PathLike[str],
+        port: int = 0,
+        *,
+        host: str = "127.0.0.1",
+        tick_time_ms: int = 2000,
+        heap: str = "256m",
+        java: str | None = None,
+    ) -> None:
+        self.data_dir = Path(data_dir)
+        self.host = host
+        self.port = port or free_port(host)
+        self.tick_time_ms = tick_time_ms
+        self.heap = heap
+        self.java = java or shutil.which("java") or "java"
+        self.process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def hosts(self) -> str:
+        """The connect string (``host:port``), what ``ARTIMON_ZK`` would hold."""
+        return f"{self.host}:{self.port}"
+
+    @property
+    def pid(self) -> int | None:
+        return self.process.pid if self.process else None
+
+    def _write_config(self) -> Path:
+        (self.data_dir / "data").mkdir(parents=True, exist_ok=True)
+        config = self.data_dir / "zoo.cfg"
+        config.write_text(
+            "\n".join(
+                [
+                    f"tickTime={self.tick_time_ms}",
+                    f"dataDir={self.data_dir.resolve() / 'data'}",
+                    f"clientPort={self.port}",
+                    f"clientPortAddress={self.host}",
+                    "admin.enableServer=false",
+                    "4lw.commands.whitelist=ruok,srvr",
+                    "maxClientCnxns=0",
+                    "autopurge.snapRetainCount=3",
+                    "autopurge.purgeInterval=1",
+                    "",
+                ]
+            )
+        )
+        return config
+
+    def start(self, timeout: float = 60.0) -> ZooKeeperServer:
+        """Start the server and wait until it answers; ``RuntimeError`` with its log if not."""
+        if self.process is not None and self.process.poll() is None:
+            return self
+        config = self._write_config()
+        log_path = self.data_dir / "zookeeper.log"
+        command = [
+            self.java,
+            f"-Xmx{self.heap}",
+            "-XX:+UseSerialGC",
+            "-Dzookeeper.admin.enableServer=false",
+            "-cp",
+            f"{pyspark_jars()}/*",
+            "org.apache.zookeeper.server.ZooKeeperServerMain",
+            str(config),
+        ]
+        with open(log_path, "ab") as log_file:
+            self.process = subprocess.Popen(
+                command,
+                stdout=log_file,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
+            )
+        (self.data_dir / "zookeeper.pid").write_text(f"{self.process.pid}\n")
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise RuntimeError(
+                    f"ZooKeeper exited with {self.process.returncode}; "
+                    f"last lines of {log_path}:\n{self._log_tail(log_path)}"
+                )
+            if four_letter_word(self.host, self.port, "ruok", timeout=1.0) == "imok":
+                log.info("ZooKeeper ready on %s (pid %s)", self.hosts, self.process.pid)
+                return self
+            time.sleep(0.1)  # polling a starting JVM: no event to wait on
+        self.stop()
+        raise RuntimeError(
+            f"ZooKeeper did not answer on {self.hosts} within {timeout} s; "
+            f"last lines of {log_path}:\n{self._log_tail(log_path)}"
+        )
+
+    @staticmethod
+    def _log_tail(path: Path, lines: int = 20) -> str:
+        try:
+            return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+        except OSError:
+            return "(no log)"
+
+    def stop(self, grace: float = 10.0) -> None:
+        """Stop the server by its PID: SIGTERM, then SIGKILL after ``grace`` seconds."""
+        process, self.process = self.process, None
+        if process is None or process.poll() is not None:
+            return
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(process.pid, signal.SIGTERM)
+        try:
+            process.wait(timeout=grace)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(process.pid, signal.SIGKILL)
+            process.wait()
+        with contextlib.suppress(OSError):
+            (self.data_dir / "zookeeper.pid").unlink()
+
+    def __enter__(self) -> ZooKeeperServer:
+        return self.start()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()

@@ -1,0 +1,98 @@
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from artimon.cli import COMMANDS
+from bookkeeper import Bookkeeper
+
+ARTIMON = [sys.executable, "-m", "artimon"]
+
+
+def _run(
+    *args: str, env: dict[str, str] | None = None, timeout: float = 120
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [*ARTIMON, *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env={**os.environ, **(env or {})},
+    )
+
+
+def test_help_lists_every_command() -> None:
+    result = _run("--help")
+    assert result.returncode == 0
+    for name in COMMANDS:
+        assert name in result.stdout
+
+
+@pytest.mark.slow
+def test_up_demo_starts_zookeeper_and_reads_the_demo_apps(tmp_path) -> None:
+    env = {k: v for k, v in os.environ.items() if k != "ARTIMON_ZK"}
+    result = subprocess.run(
+        [
+            *ARTIMON,
+            "up",
+            "--demo",
+            "--interval",
+            "0.5",
+            "--rounds",
+            "2",
+            "--data-dir",
+            str(tmp_path),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=180,
+        env=env,
+    )
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[0].startswith("[ready] zookeeper")
+    rounds = [line for line in lines if line.startswith("round ")]
+    assert len(rounds) == 2
+    assert all("3 endpoints, 31 variables read, 0 failed" in line for line in rounds), rounds
+    assert lines[-1] == "stopped."
+    assert (tmp_path / "zookeeper" / "zoo.cfg").exists()
+    assert not (tmp_path / "zookeeper" / "zookeeper.pid").exists()  # stopped by its PID
+
+
+@pytest.mark.slow
+def test_endpoints_and_read_against_a_registered_app(zk_hosts: str) -> None:
+    bk = Bookkeeper("cli-test", environ={})
+    bk.integer("hits", page="home").set(7)
+    server = bk.serve(zk_hosts=zk_hosts, session_timeout=2.0)
+    try:
+        assert server.registration is not None and server.registration.registered.wait(30)
+        listing = _run("endpoints", "--zk", zk_hosts)
+        assert listing.returncode == 0, listing.stderr
+        assert f"cli-test\t{server.host}:{server.port}\t{server.uuid}" in listing.stdout
+        assert "1 endpoint(s)" in listing.stdout
+        read = _run("read", f"{server.host}:{server.port}")
+        assert read.returncode == 0, read.stderr
+        assert " hits{context=cli-test," in read.stdout and read.stdout.rstrip().endswith(" 7")
+    finally:
+        bk.close()
+
+
+def test_read_reports_a_bad_address_and_a_dead_endpoint() -> None:
+    bad = _run("read", "nonsense")
+    assert bad.returncode == 2 and "expected HOST:PORT" in bad.stderr
+    import socket
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    dead = _run("read", f"127.0.0.1:{port}", "--timeout", "2")
+    assert dead.returncode == 1 and "connect to" in dead.stderr
+
+
+def test_zk_command_checks_an_external_ensemble(zk_hosts: str) -> None:
+    result = _run("zk", env={"ARTIMON_ZK": zk_hosts})
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "answers 'imok'" in result.stdout

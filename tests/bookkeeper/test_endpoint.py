@@ -1,0 +1,221 @@
+from __future__ import annotations
+
+import socket
+import struct
+import threading
+import time
+from collections.abc import Iterator
+
+import pytest
+
+from bookkeeper import (
+    Bookkeeper,
+    EndpointClient,
+    EndpointServer,
+    EndpointUnavailableError,
+    FrameTooLargeError,
+    MalformedFrameError,
+    VarType,
+    read_endpoint,
+)
+from bookkeeper.framed import FramedThriftServer
+
+
+@pytest.fixture
+def served() -> Iterator[tuple[Bookkeeper, EndpointServer]]:
+    bk = Bookkeeper("endpoint-test", environ={})
+    bk.integer("hits", method="GET").set(42)
+    bk.double("load").set(0.75)
+    bk.boolean("up").set(True)
+    bk.string("version", build="a b").set("1.0 'rc'")
+    server = bk.serve(register=False)
+    yield bk, server
+    bk.close()
+
+
+def _raw(server: EndpointServer) -> socket.socket:
+    return socket.create_connection((server.host, server.port), timeout=5)
+
+
+def _hung_up(sock: socket.socket) -> bool:
+    """True once the peer closed (a reset counts: it closed with our bytes unread)."""
+    try:
+        return sock.recv(1024) == b""
+    except ConnectionResetError:
+        return True
+
+
+def test_reads_all_four_types_over_a_socket(served: tuple[Bookkeeper, EndpointServer]) -> None:
+    _, server = served
+    batch = read_endpoint(server.host, server.port)
+    got = {s.name: (s.type, s.value, s.labels) for s in batch.samples()}
+    assert got["hits"][:2] == (VarType.INTEGER, 42)
+    assert got["hits"][2]["method"] == "GET"
+    assert got["load"][:2] == (VarType.DOUBLE, 0.75)
+    assert got["up"][:2] == (VarType.BOOLEAN, True)
+    assert got["version"][:2] == (VarType.STRING, "1.0 'rc'")
+    assert got["version"][2]["build"] == "a b"
+    assert batch.context == "endpoint-test"
+    assert all(s.labels["context"] == "endpoint-test" for s in batch.samples())
+
+
+def test_a_connection_is_reused_and_sees_updates(served: tuple[Bookkeeper, EndpointServer]) -> None:
+    bk, server = served
+    with EndpointClient(server.host, server.port) as client:
+        assert client.ping() == 1
+        bk.integer("hits", method="GET").add(1)
+        batch = client.snapshot()
+    assert {s.name: s.value for s in batch.samples()}["hits"] == 43
+    assert server.stats["connections"] == 1
+    assert server.stats["requests"] == 2
+
+
+@pytest.mark.parametrize(
+    "garbage",
+    [
+        b"\x00\x00\x00\x10" + b"\xff" * 16,  # a frame of junk
+        b"\x00\x00\x00\x00",  # an empty frame
+        b"\xff\xff\xff\xff",  # a negative length
+        b"GET / HTTP/1.1\r\nHost: x\r\n\r\n",  # someone's browser
+        struct.pack("!i", 12) + struct.pack("!iH", -2147418111, 8) + b"snap",  # truncated call
+    ],
+)
+def test_garbage_closes_only_that_connection(
+    served: tuple[Bookkeeper, EndpointServer], garbage: bytes
+) -> None:
+    _, server = served
+    bystander = EndpointClient(server.host, server.port)
+    assert bystander.ping() == 1
+    with _raw(server) as sock:
+        sock.sendall(garbage)
+        sock.shutdown(socket.SHUT_WR)
+        assert _hung_up(sock)
+    assert len(bystander.snapshot()) == 4
+    assert len(read_endpoint(server.host, server.port)) == 4
+    bystander.close()
+
+
+def test_an_oversized_frame_is_refused_unread(served: tuple[Bookkeeper, EndpointServer]) -> None:
+    _, server = served
+    with _raw(server) as sock:
+        sock.sendall(struct.pack("!i", 1 << 30) + b"x" * 1024)
+        assert _hung_up(sock)
+    assert server.stats["bad_frames"] == 1
+    assert len(read_endpoint(server.host, server.port)) == 4
+
+
+def test_client_refuses_an_answer_larger_than_its_limit(
+    served: tuple[Bookkeeper, EndpointServer],
+) -> None:
+    bk, server = served
+    for i in range(2000):
+        bk.integer("bulk", i=str(i)).set(i)
+    with (
+        EndpointClient(server.host, server.port, max_frame_size=4096) as client,
+        pytest.raises(FrameTooLargeError, match="exceeds the maximum of 4096"),
+    ):
+        client.snapshot()
+
+
+class _Liar:
+    """A peer that answers one call with a fixed payload, to test the client's defenses."""
+
+    def __init__(self, answer: bytes) -> None:
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.port = self.listener.getsockname()[1]
+        self.answer = answer
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+
+    def _run(self) -> None:
+        conn, _ = self.listener.accept()
+        with conn:
+            conn.recv(65536)
+            conn.sendall(self.answer)
+            conn.recv(1)  # until the client hangs up
+
+    def __enter__(self) -> _Liar:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.thread.join(timeout=10)
+        self.listener.close()
+
+
+def _framed(payload: bytes) -> bytes:
+    return struct.pack("!i", len(payload)) + payload
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        _framed(b"\x80\x01\x00\x02junk"),
+        _framed(  # a reply whose struct holds a string claiming 2 GB
+            b"\x80\x01\x00\x02\x00\x00\x00\x08snapshot\x00\x00\x00\x00"
+            b"\x0c\x00\x00\x0b\x00\x02\x7f\xff\xff\xffabc"
+        ),
+        _framed(  # a well-formed reply whose batch columns disagree
+            b"\x80\x01\x00\x02\x00\x00\x00\x08snapshot\x00\x00\x00\x00\x0c\x00\x00"
+            b"\x0b\x00\x09\x00\x00\x00\x01\x07\x00\x00"
+        ),
+    ],
+)
+def test_client_reports_a_garbage_answer(answer: bytes) -> None:
+    with (
+        _Liar(answer) as liar,
+        EndpointClient("127.0.0.1", liar.port, timeout=5) as client,
+        pytest.raises(MalformedFrameError),
+    ):
+        client.snapshot()
+
+
+def test_client_times_out_on_a_silent_peer() -> None:
+    started = time.monotonic()
+    with (
+        _Liar(b"") as liar,
+        EndpointClient("127.0.0.1", liar.port, timeout=0.5) as client,
+        pytest.raises(EndpointUnavailableError),
+    ):
+        client.snapshot()
+    assert time.monotonic() - started < 5
+
+
+def test_client_reports_a_closed_port() -> None:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    with pytest.raises(EndpointUnavailableError, match="connect"):
+        read_endpoint("127.0.0.1", port, timeout=2)
+
+
+def test_connections_beyond_the_cap_are_refused_and_counted() -> None:
+    bk = Bookkeeper("cap-test", environ={})
+    from bookkeeper._thrift import endpoint_thrift
+    from bookkeeper.server import _Handler
+
+    server = FramedThriftServer(endpoint_thrift.BookkeeperEndpoint, _Handler(bk), max_connections=2)
+    server.start()
+    held = [EndpointClient(server.host, server.port) for _ in range(2)]
+    try:
+        for client in held:
+            client.ping()
+        with (
+            EndpointClient(server.host, server.port, timeout=5) as extra,
+            pytest.raises(EndpointUnavailableError),
+        ):
+            extra.ping()
+        assert server.stats["connections_refused"] == 1
+        held[0].close()
+        deadline = time.monotonic() + 10
+        while True:  # the server notices the close asynchronously
+            with EndpointClient(server.host, server.port) as again:
+                try:
+                    assert again.ping() == 1
+                    break
+                except EndpointUnavailableError:
+                    if time.monotonic() > deadline:
+                        raise
+    finally:
+        for client in held:
+            client.close()
+        server.stop()

@@ -1,0 +1,159 @@
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+
+import pytest
+from kazoo.client import KazooClient
+
+from bookkeeper import Bookkeeper, EndpointInfo, read_endpoint, resolve_zk
+from bookkeeper.registration import RegistrationState
+from bookkeeper.testing import AppProcess, expire_session, start_app
+from bookkeeper.zkserver import ZooKeeperServer
+
+
+def wait_for(condition: Callable[[], object], timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+        time.sleep(0.05)
+
+
+@pytest.fixture
+def zk(zk_hosts: str) -> Iterator[KazooClient]:
+    connect, _ = resolve_zk(zk_hosts)
+    client = KazooClient(hosts=connect)
+    client.start(timeout=30)
+    yield client
+    client.stop()
+    client.close()
+
+
+def endpoints(zk: KazooClient, zk_hosts: str) -> dict[str, list[EndpointInfo]]:
+    layout = resolve_zk(zk_hosts)[1]
+    found: dict[str, list[EndpointInfo]] = {}
+    if not zk.exists(layout.contexts):
+        return found
+    for segment in zk.get_children(layout.contexts):
+        context = layout.context_name(segment)
+        for child in zk.get_children(layout.context(context)):
+            data, _ = zk.get(f"{layout.context(context)}/{child}")
+            found.setdefault(context, []).append(EndpointInfo.from_json(data))
+    return found
+
+
+@pytest.mark.slow
+def test_two_apps_in_two_contexts_register_and_one_killed_disappears(
+    zk: KazooClient, zk_hosts: str
+) -> None:
+    apps: list[AppProcess] = []
+    try:
+        apps = [
+            start_app("web", zk_hosts, variables=5, session_timeout=2.0),
+            start_app("db/main", zk_hosts, variables=7, session_timeout=2.0),
+        ]
+        wait_for(lambda: len(endpoints(zk, zk_hosts)) == 2, 30, "two contexts registered")
+        found = endpoints(zk, zk_hosts)
+        assert sorted(found) == ["db/main", "web"]
+        for app, context in zip(apps, ["web", "db/main"], strict=True):
+            (info,) = found[context]
+            assert (info.host, info.port, info.uuid) == (app.host, app.port, app.uuid)
+            assert info.context == context
+            assert info.labels["context"] == context and "host" in info.labels
+            assert info.protocol_version == 1
+            batch = read_endpoint(info.host, info.port)
+            assert batch.context == context
+        layout = resolve_zk(zk_hosts)[1]
+        assert zk.get_children(layout.context("web")) == [
+            f"{apps[0].host}:{apps[0].port}:{apps[0].uuid}"
+        ]
+
+        killed_at = time.monotonic()
+        apps[0].kill()
+        wait_for(
+            lambda: "web" not in endpoints(zk, zk_hosts) or not endpoints(zk, zk_hosts)["web"],
+            15,
+            "the killed app's znode to go",
+        )
+        # The session timeout was 2 s: the server reaps the node within about that.
+        assert time.monotonic() - killed_at < 2.0 + 3.0
+        assert len(endpoints(zk, zk_hosts)["db/main"]) == 1
+    finally:
+        for app in apps:
+            app.kill()
+
+
+@pytest.mark.slow
+def test_session_expiry_re_registers(zk: KazooClient, zk_hosts: str) -> None:
+    bk = Bookkeeper("expiry", environ={})
+    server = bk.serve(zk_hosts=zk_hosts, session_timeout=2.0)
+    try:
+        registration = server.registration
+        assert registration is not None
+        assert registration.registered.wait(30)
+        connect, _ = resolve_zk(zk_hosts)
+        first_session = registration.client.client_id[0]
+        expire_session(connect, registration.client)
+        wait_for(lambda: registration.registrations == 2, 30, "re-registration")
+        assert registration.client.client_id[0] != first_session
+        assert registration.state is RegistrationState.REGISTERED
+        (info,) = endpoints(zk, zk_hosts)["expiry"]
+        assert info.port == server.port
+        _, stat = zk.get(registration.path)
+        assert stat.ephemeralOwner == registration.client.client_id[0]
+    finally:
+        bk.close()
+    assert not zk.exists(registration.path)
+
+
+@pytest.mark.slow
+def test_serves_without_zookeeper_and_registers_when_it_comes(tmp_path, caplog) -> None:
+    late = ZooKeeperServer(tmp_path / "late-zk", tick_time_ms=500)
+    bk = Bookkeeper("late", environ={})
+    server = bk.serve(zk_hosts=late.hosts, session_timeout=2.0)
+    try:
+        assert len(read_endpoint(server.host, server.port)) == 0  # serving already
+        registration = server.registration
+        assert registration is not None
+        wait_for(lambda: "does not answer" in caplog.text, 10, "the warning")
+        assert not registration.registered.is_set()
+        late.start()
+        assert registration.registered.wait(30)
+        client = KazooClient(hosts=late.hosts)
+        client.start(timeout=30)
+        try:
+            assert client.exists(registration.path)
+        finally:
+            client.stop()
+            client.close()
+    finally:
+        bk.close()
+        late.stop()
+    assert caplog.text.count("does not answer") == 1
+
+
+@pytest.mark.slow
+def test_zookeeper_restart_keeps_the_registration(tmp_path) -> None:
+    zk_server = ZooKeeperServer(tmp_path / "restart-zk", tick_time_ms=500)
+    zk_server.start()
+    bk = Bookkeeper("restart", environ={})
+    server = bk.serve(zk_hosts=zk_server.hosts, session_timeout=4.0)
+    try:
+        registration = server.registration
+        assert registration is not None
+        assert registration.registered.wait(30)
+        zk_server.stop()
+        wait_for(lambda: not registration.registered.is_set(), 30, "the loss to be noticed")
+        zk_server.start()
+        assert registration.registered.wait(60)
+        client = KazooClient(hosts=zk_server.hosts)
+        client.start(timeout=30)
+        try:
+            wait_for(lambda: client.exists(registration.path), 30, "the znode back")
+        finally:
+            client.stop()
+            client.close()
+    finally:
+        bk.close()
+        zk_server.stop()
