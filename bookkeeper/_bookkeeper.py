@@ -94,7 +94,7 @@ class Bookkeeper:
             raise VariableTypeError(
                 f"{name}{{{var.label_text}}} is a {var.type.name} variable, not {cls.type.name}"
             )
-        return var  # type: ignore[return-value]
+        return var
 
     def _create(self, cls: type[V], name: str, labels: Mapping[str, str], key: _Key) -> V:
         validate_name(name)
@@ -135,7 +135,7 @@ class Bookkeeper:
             raise VariableTypeError(
                 f"{name}{{{var.label_text}}} is a {var.type.name} variable, not {cls.type.name}"
             )
-        return var  # type: ignore[return-value]
+        return var
 
     def _remove(self, var: Variable) -> bool:  # type: ignore[type-arg]
         with self._lock:

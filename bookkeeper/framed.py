@@ -106,7 +106,7 @@ class FramedThriftServer:
         name: str = "thrift",
     ) -> None:
         self._processor = TProcessor(service, handler)
-        self._protocol_factory = protocol_factory or TCyBinaryProtocolFactory()
+        self._protocol_factory = protocol_factory or TCyBinaryProtocolFactory()  # type: ignore[no-untyped-call]
         self.max_frame_size = max_frame_size
         self.idle_timeout = idle_timeout
         self.max_connections = max_connections
@@ -189,11 +189,12 @@ class FramedThriftServer:
             )
         except Exception as exc:  # whatever the decoder raises on garbage
             raise MalformedFrameError(f"undecodable request: {exc!r}") from None
-        out = TCyMemoryBuffer()
+        out: Any = TCyMemoryBuffer()
         oprot = self._protocol_factory.get_protocol(out)
         if isinstance(result, TApplicationException):
             processor.send_exception(oprot, api, result, seqid)
-            return out.getvalue()
+            return bytes(out.getvalue())
+        assert run is not None  # process_in gives a callable with every non-exception result
         try:
             result.success = run()
         except Exception as exc:
@@ -202,10 +203,10 @@ class FramedThriftServer:
                 log.exception("%s: %s failed", self.name, api)
                 error = TApplicationException(TApplicationException.INTERNAL_ERROR, repr(exc))
                 processor.send_exception(oprot, api, error, seqid)
-                return out.getvalue()
+                return bytes(out.getvalue())
         if not result.oneway:
             processor.send_result(oprot, api, result, seqid)
-        return out.getvalue()
+        return bytes(out.getvalue())
 
 
 def call(
@@ -224,7 +225,7 @@ def call(
     Raises ``EndpointUnavailableError`` when the peer goes away or times out,
     ``FrameTooLargeError`` / ``MalformedFrameError`` when its answer is not acceptable.
     """
-    factory = protocol_factory or TCyBinaryProtocolFactory()
+    factory = protocol_factory or TCyBinaryProtocolFactory()  # type: ignore[no-untyped-call]
     out = TCyMemoryBuffer()
     oprot = factory.get_protocol(out)
     oprot.write_message_begin(api, TMessageType.CALL, seqid)

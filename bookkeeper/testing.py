@@ -133,7 +133,12 @@ def _main(argv: list[str] | None = None) -> int:
     )
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
-    threading.Thread(target=lambda: (sys.stdin.read(), stop.set()), daemon=True).start()
+
+    def stop_on_stdin_close() -> None:
+        sys.stdin.read()
+        stop.set()
+
+    threading.Thread(target=stop_on_stdin_close, daemon=True).start()
     print(f"READY {server.host} {server.port} {server.uuid}", flush=True)
     counters = [bk.integer("test.counter", i=str(i)) for i in range(args.variables)]
     while not stop.wait(args.tick or None):
