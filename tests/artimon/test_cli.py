@@ -96,3 +96,34 @@ def test_zk_command_checks_an_external_ensemble(zk_hosts: str) -> None:
     result = _run("zk", env={"ARTIMON_ZK": zk_hosts})
     assert result.returncode == 0, result.stdout + result.stderr
     assert "answers 'imok'" in result.stdout
+
+
+@pytest.mark.slow
+def test_zk_command_serves_until_ctrl_c(tmp_path) -> None:
+    import signal
+
+    from bookkeeper.zkserver import four_letter_word, free_port
+
+    port = free_port()
+    env = {k: v for k, v in os.environ.items() if k != "ARTIMON_ZK"}
+    process = subprocess.Popen(
+        [*ARTIMON, "zk", "--port", str(port), "--data-dir", str(tmp_path)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+    try:
+        assert process.stdout is not None
+        ready = process.stdout.readline()
+        assert ready.startswith(f"ZooKeeper ready on 127.0.0.1:{port}"), ready
+        assert four_letter_word("127.0.0.1", port, "ruok") == "imok"
+        process.send_signal(signal.SIGINT)
+        out, _ = process.communicate(timeout=60)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.communicate()
+    assert process.returncode == 0
+    assert "ZooKeeper stopped." in out
+    assert four_letter_word("127.0.0.1", port, "ruok", timeout=1) == ""
