@@ -35,22 +35,16 @@ def main() -> None:
     bk = Bookkeeper("bench", environ={})
     labels = {"method": "GET", "status": "200"}
     handle = bk.integer("http.requests", labels)
-    counter = Counter(
-        "http_requests", "requests", ["method", "status"], registry=CollectorRegistry()
-    )
+    counter = Counter("http_requests", "requests", ["method", "status"], registry=CollectorRegistry())
     child = counter.labels(method="GET", status="200")
 
     ours_handle = per_op_ns(lambda: handle.add(1), number, repeat)
     theirs_child = per_op_ns(lambda: child.inc(), number, repeat)
-    ours_mapping = per_op_ns(
-        lambda: bk.add_to_integer_var("http.requests", labels, 1), number, repeat
-    )
+    ours_mapping = per_op_ns(lambda: bk.add_to_integer_var("http.requests", labels, 1), number, repeat)
     ours_kwargs = per_op_ns(
         lambda: bk.integer("http.requests", method="GET", status="200").add(1), number, repeat
     )
-    theirs_labels = per_op_ns(
-        lambda: counter.labels(method="GET", status="200").inc(), number, repeat
-    )
+    theirs_labels = per_op_ns(lambda: counter.labels(method="GET", status="200").inc(), number, repeat)
 
     big = Bookkeeper("bench-10k", environ={})
     for i in range(10_000):

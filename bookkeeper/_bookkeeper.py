@@ -102,14 +102,10 @@ class Bookkeeper:
         with self._lock:
             var = self._vars.get(key)
             if var is None:
-                var = self._vars[key] = cls(
-                    self, self._lock, name, checked, format_labels(checked), key
-                )
+                var = self._vars[key] = cls(self, self._lock, name, checked, format_labels(checked), key)
         return var  # type: ignore[return-value]
 
-    def integer(
-        self, name: str, labels: Mapping[str, str] | None = None, /, **kw: str
-    ) -> IntegerVar:
+    def integer(self, name: str, labels: Mapping[str, str] | None = None, /, **kw: str) -> IntegerVar:
         """The cached handle of INTEGER ``name{labels, **kw}``, created at 0 on first use."""
         return self._handle(IntegerVar, name, labels, kw)
 
@@ -117,9 +113,7 @@ class Bookkeeper:
         """The cached handle of DOUBLE ``name{labels, **kw}``, created at 0.0 on first use."""
         return self._handle(DoubleVar, name, labels, kw)
 
-    def boolean(
-        self, name: str, labels: Mapping[str, str] | None = None, /, **kw: str
-    ) -> BooleanVar:
+    def boolean(self, name: str, labels: Mapping[str, str] | None = None, /, **kw: str) -> BooleanVar:
         """The cached handle of BOOLEAN ``name{labels, **kw}``, created False on first use."""
         return self._handle(BooleanVar, name, labels, kw)
 
@@ -219,9 +213,7 @@ class Bookkeeper:
         names: dict[str, int] = {}
         label_sets: dict[str, int] = {}
         name_ids = [names.setdefault(var.name, len(names)) for var, _, _ in rows]
-        label_set_ids = [
-            label_sets.setdefault(var.label_text, len(label_sets)) for var, _, _ in rows
-        ]
+        label_set_ids = [label_sets.setdefault(var.label_text, len(label_sets)) for var, _, _ in rows]
         types = bytes([var.type for var, _, _ in rows])
         values = np.zeros(len(rows), dtype=np.int64)
         int_rows: list[int] = []
@@ -282,9 +274,7 @@ class Bookkeeper:
         server = EndpointServer(self, host, port, **kwargs)
         server.start()
         if register:
-            server.register(
-                zk_hosts, advertise_host=advertise_host, session_timeout=session_timeout
-            )
+            server.register(zk_hosts, advertise_host=advertise_host, session_timeout=session_timeout)
         self._servers.append(server)
         return server
 

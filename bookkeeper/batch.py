@@ -7,7 +7,7 @@ asked to (:meth:`SampleBatch.samples`, for tests and small tools).
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
@@ -15,7 +15,7 @@ import numpy as np
 
 from bookkeeper._thrift import PROTOCOL_VERSION, endpoint_thrift
 from bookkeeper.exceptions import MalformedFrameError
-from bookkeeper.labels import format_series, parse_labels
+from bookkeeper.labels import format_labels, format_series, parse_labels
 from bookkeeper.vartype import VarType
 
 __all__ = ["Sample", "SampleBatch"]
@@ -75,9 +75,7 @@ class SampleBatch:
         """Canonical ``name{labels}`` of each row, framework labels included."""
         cache: dict[tuple[int, int], str] = {}
         keys = []
-        for name_id, set_id in zip(
-            self.name_ids.tolist(), self.label_set_ids.tolist(), strict=True
-        ):
+        for name_id, set_id in zip(self.name_ids.tolist(), self.label_set_ids.tolist(), strict=True):
             key = cache.get((name_id, set_id))
             if key is None:
                 labels = dict(self.common_labels)
@@ -133,6 +131,52 @@ class SampleBatch:
         for table in (self.names, self.label_sets, self.strings):
             if any(not isinstance(s, str) for s in table):
                 raise MalformedFrameError("batch has a string that is not valid UTF-8")
+
+    @classmethod
+    def from_samples(
+        cls, context: str, samples: Iterable[Sample], common_labels: dict[str, str] | None = None
+    ) -> SampleBatch:
+        """A batch from :class:`Sample` objects (labels kept whole per row; for file sources
+        and tests, where samples arrive one by one anyway)."""
+        names: dict[str, int] = {}
+        label_sets: dict[str, int] = {}
+        name_ids: list[int] = []
+        set_ids: list[int] = []
+        types: list[int] = []
+        timestamps: list[int] = []
+        strings: list[str] = []
+        values = []
+        doubles: list[tuple[int, float]] = []
+        for row, sample in enumerate(samples):
+            name_ids.append(names.setdefault(sample.name, len(names)))
+            set_ids.append(label_sets.setdefault(format_labels(sample.labels), len(label_sets)))
+            types.append(sample.type)
+            timestamps.append(sample.timestamp_ms)
+            if sample.type is VarType.DOUBLE:
+                doubles.append((row, float(sample.value)))
+                values.append(0)
+            elif sample.type is VarType.STRING:
+                values.append(len(strings))
+                strings.append(str(sample.value))
+            else:
+                values.append(int(sample.value))
+        value_column = np.array(values, dtype=np.int64)
+        if doubles:
+            rows, numbers = zip(*doubles, strict=True)
+            value_column.view(np.float64)[list(rows)] = numbers
+        return cls(
+            context=context,
+            snapshot_ms=max(timestamps, default=0),
+            common_labels=dict(common_labels or {}),
+            names=list(names),
+            label_sets=list(label_sets),
+            name_ids=np.array(name_ids, dtype=np.int32),
+            label_set_ids=np.array(set_ids, dtype=np.int32),
+            types=np.array(types, dtype=np.uint8),
+            values=value_column,
+            timestamps=np.array(timestamps, dtype=np.int64),
+            strings=strings,
+        )
 
     def to_thrift(self) -> Any:
         """The ``VarBatch`` Thrift struct of this batch."""

@@ -28,9 +28,7 @@ class DemoApps:
         for bk in self.bookkeepers:
             bk.serve(zk_hosts=zk_hosts)
         self._requests = {
-            (m, s): self.web.integer("http.requests", method=m, status=s)
-            for m in _METHODS
-            for s in _STATUSES
+            (m, s): self.web.integer("http.requests", method=m, status=s) for m in _METHODS for s in _STATUSES
         }
         self._latency = self.web.double("http.latency.ms")
         self._disks = {

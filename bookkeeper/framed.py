@@ -65,9 +65,7 @@ def _recv_exact(sock: socket.socket, size: int, deadline: float | None) -> bytea
     return data
 
 
-def read_frame(
-    sock: socket.socket, max_frame_size: int, deadline: float | None = None
-) -> bytearray:
+def read_frame(sock: socket.socket, max_frame_size: int, deadline: float | None = None) -> bytearray:
     """Read one frame; ``EOFError`` on a clean close, ``TimeoutError`` past the socket's
     timeout or the ``time.monotonic()`` deadline, ``FrameTooLargeError`` or
     ``MalformedFrameError`` on a bad length (nothing of the body is read then)."""
@@ -120,6 +118,10 @@ class FramedThriftServer:
         self._thread = threading.Thread(
             target=self._accept_loop, name=f"{name}-accept-{self.port}", daemon=True
         )
+
+    @property
+    def open_connections(self) -> int:
+        return len(self._clients)
 
     def start(self) -> None:
         self._thread.start()
@@ -184,9 +186,7 @@ class FramedThriftServer:
         a request that does not decode is told apart from a handler that fails)."""
         processor = self._processor
         try:
-            api, seqid, result, run = processor.process_in(
-                _input_protocol(self._protocol_factory, frame)
-            )
+            api, seqid, result, run = processor.process_in(_input_protocol(self._protocol_factory, frame))
         except Exception as exc:  # whatever the decoder raises on garbage
             raise MalformedFrameError(f"undecodable request: {exc!r}") from None
         out: Any = TCyMemoryBuffer()

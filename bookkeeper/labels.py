@@ -52,8 +52,7 @@ def validate_name(name: str) -> str:
         raise InvalidNameError(f"variable name must be a str, got {type(name).__name__}: {name!r}")
     if not 0 < len(name) <= MAX_NAME_LENGTH:
         raise InvalidNameError(
-            f"variable name must be 1 to {MAX_NAME_LENGTH} characters, got {len(name)}: "
-            f"{name[:60]!r}"
+            f"variable name must be 1 to {MAX_NAME_LENGTH} characters, got {len(name)}: {name[:60]!r}"
         )
     if not _NAME_RE.match(name):
         raise InvalidNameError(

@@ -116,9 +116,7 @@ def _main(argv: list[str] | None = None) -> int:
     parser.add_argument("--zk", default=None)
     parser.add_argument("--no-register", action="store_true")
     parser.add_argument("--session-timeout", type=float, default=10.0)
-    parser.add_argument(
-        "--tick", type=float, default=0.0, help="grow counters every N s (0: never)"
-    )
+    parser.add_argument("--tick", type=float, default=0.0, help="grow counters every N s (0: never)")
     parser.add_argument("--host", default="127.0.0.1")
     args = parser.parse_args(argv)
 

@@ -84,9 +84,7 @@ def parse_line(line: str, lineno: int = 1) -> Sample:
         raise TextFormatError(f"line {lineno}: longer than {MAX_LINE_LENGTH} characters")
     fields = line.strip().split(" ")
     if len(fields) != 3:
-        raise TextFormatError(
-            f"line {lineno}: expected '<ts_ms> name{{labels}} value', got {line[:120]!r}"
-        )
+        raise TextFormatError(f"line {lineno}: expected '<ts_ms> name{{labels}} value', got {line[:120]!r}")
     ts_text, series, value_text = fields
     if not ts_text.isascii() or not ts_text.isdigit():
         raise TextFormatError(f"line {lineno}: timestamp {ts_text[:40]!r} is not epoch ms digits")

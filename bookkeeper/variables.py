@@ -46,9 +46,7 @@ def _as_int(value: object) -> int:
     try:
         return operator.index(value)  # type: ignore[arg-type]
     except TypeError:
-        raise TypeError(
-            f"an INTEGER variable takes an int, got {type(value).__name__}: {value!r}"
-        ) from None
+        raise TypeError(f"an INTEGER variable takes an int, got {type(value).__name__}: {value!r}") from None
 
 
 class Variable(Generic[T]):
@@ -162,9 +160,7 @@ class DoubleVar(Variable[float]):
 
     def _check(self, value: object) -> float:
         if not isinstance(value, int | float) or isinstance(value, bool):
-            raise TypeError(
-                f"a DOUBLE variable takes a float, got {type(value).__name__}: {value!r}"
-            )
+            raise TypeError(f"a DOUBLE variable takes a float, got {type(value).__name__}: {value!r}")
         value = float(value)
         if not math.isfinite(value):
             raise InvalidValueError(f"DOUBLE {self.name} refuses a non-finite value: {value}")
@@ -197,9 +193,7 @@ class BooleanVar(Variable[bool]):
 
     def _check(self, value: object) -> bool:
         if not isinstance(value, bool):
-            raise TypeError(
-                f"a BOOLEAN variable takes a bool, got {type(value).__name__}: {value!r}"
-            )
+            raise TypeError(f"a BOOLEAN variable takes a bool, got {type(value).__name__}: {value!r}")
         return value
 
 

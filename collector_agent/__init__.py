@@ -1,5 +1,60 @@
-"""Artimon's ``collector_agent`` package: not built yet, see README.md beside this file."""
+"""The collector agent: a Flume-NG-style source -> channel -> sink pipeline.
+
+See README.md beside this file and docs/agent.md.
+"""
 
 from __future__ import annotations
 
-__all__: list[str] = []
+from collector_agent.agent import Agent
+from collector_agent.channel_processor import ChannelProcessor
+from collector_agent.channels.base import BasicChannel, Transaction, TransactionState
+from collector_agent.channels.file import FileChannel
+from collector_agent.channels.memory import MemoryChannel
+from collector_agent.config import AgentSpec, load_properties, parse_agent
+from collector_agent.context import Context
+from collector_agent.event import Event
+from collector_agent.exceptions import (
+    AgentError,
+    ChannelException,
+    ChannelFullException,
+    ConfigurationError,
+    EventDeliveryException,
+    MalformedEventError,
+    TransactionStateError,
+)
+from collector_agent.lifecycle import Component, LifecycleState
+from collector_agent.registry import register
+from collector_agent.sinks.base import BatchSink, Sink
+from collector_agent.sources.base import EventDrivenSource, PollableSource, Source
+from collector_agent.status import Status
+
+__all__ = [
+    "Agent",
+    "AgentError",
+    "AgentSpec",
+    "BasicChannel",
+    "BatchSink",
+    "ChannelException",
+    "ChannelFullException",
+    "ChannelProcessor",
+    "Component",
+    "ConfigurationError",
+    "Context",
+    "Event",
+    "EventDeliveryException",
+    "EventDrivenSource",
+    "FileChannel",
+    "LifecycleState",
+    "MalformedEventError",
+    "MemoryChannel",
+    "PollableSource",
+    "Sink",
+    "Source",
+    "Status",
+    "Transaction",
+    "TransactionState",
+    "TransactionStateError",
+    "load_properties",
+    "parse_agent",
+    "register",
+]

@@ -18,10 +18,6 @@ def test_all_is_explicit_and_resolves(package: str) -> None:
     for name in exported:
         assert hasattr(module, name), f"{package}.__all__ names missing {name}"
     public = {
-        n
-        for n, v in vars(module).items()
-        if not n.startswith("_") and not isinstance(v, type(importlib))
+        n for n, v in vars(module).items() if not n.startswith("_") and not isinstance(v, type(importlib))
     }
-    assert public <= set(exported) | {"annotations"}, (
-        f"unlisted public names: {public - set(exported)}"
-    )
+    assert public <= set(exported) | {"annotations"}, f"unlisted public names: {public - set(exported)}"

@@ -137,9 +137,7 @@ def test_integer_add_wraps_like_a_java_long(bk: Bookkeeper) -> None:
 
 def test_concurrent_adds_lose_nothing(bk: Bookkeeper) -> None:
     var = bk.integer("hits")
-    threads = [
-        threading.Thread(target=lambda: [var.add(1) for _ in range(20_000)]) for _ in range(4)
-    ]
+    threads = [threading.Thread(target=lambda: [var.add(1) for _ in range(20_000)]) for _ in range(4)]
     for t in threads:
         t.start()
     for t in threads:

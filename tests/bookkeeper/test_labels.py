@@ -46,9 +46,7 @@ def test_environment_then_code_override(monkeypatch: pytest.MonkeyPatch) -> None
 def test_custom_pattern_and_no_match(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr("bookkeeper.framework_labels.host_identity", lambda: ("box", "box.lan"))
     assert "dc" not in framework_labels("c", environ={})
-    labels = framework_labels(
-        "c", environ={"ARTIMON_HOST_PATTERN": r"(?P<module>[a-z]+)\.(?P<dc>\w+)"}
-    )
+    labels = framework_labels("c", environ={"ARTIMON_HOST_PATTERN": r"(?P<module>[a-z]+)\.(?P<dc>\w+)"})
     assert (labels["module"], labels["dc"]) == ("box", "lan")
     with pytest.raises(ValueError, match="ARTIMON_HOST_PATTERN"):
         framework_labels("c", environ={"ARTIMON_HOST_PATTERN": "("})

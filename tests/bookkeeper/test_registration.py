@@ -44,9 +44,7 @@ def endpoints(zk: KazooClient, zk_hosts: str) -> dict[str, list[EndpointInfo]]:
 
 
 @pytest.mark.slow
-def test_two_apps_in_two_contexts_register_and_one_killed_disappears(
-    zk: KazooClient, zk_hosts: str
-) -> None:
+def test_two_apps_in_two_contexts_register_and_one_killed_disappears(zk: KazooClient, zk_hosts: str) -> None:
     apps: list[AppProcess] = []
     try:
         apps = [
@@ -65,9 +63,7 @@ def test_two_apps_in_two_contexts_register_and_one_killed_disappears(
             batch = read_endpoint(info.host, info.port)
             assert batch.context == context
         layout = resolve_zk(zk_hosts)[1]
-        assert zk.get_children(layout.context("web")) == [
-            f"{apps[0].host}:{apps[0].port}:{apps[0].uuid}"
-        ]
+        assert zk.get_children(layout.context("web")) == [f"{apps[0].host}:{apps[0].port}:{apps[0].uuid}"]
 
         killed_at = time.monotonic()
         apps[0].kill()

@@ -1,0 +1,73 @@
+"""Run a collector agent from a Flume-style properties file, until Ctrl-C.
+
+The file is re-read every --reload-interval seconds and applied by difference (a bad new
+configuration is refused and the running one kept). GET /metrics on the monitoring port
+gives Flume's counters as JSON (?format=prometheus for Prometheus).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+from artimon.commands._signals import stop_event
+from collector_agent import Agent, ConfigurationError
+from collector_agent.monitoring import MonitorServer, SelfReporter
+from collector_agent.reloader import ConfigWatcher
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("-f", "--conf-file", type=Path, required=True, help="the properties file")
+    parser.add_argument("-n", "--name", required=True, help="the agent's name in the file (a1 in a1.sources)")
+    parser.add_argument("--monitor-host", default="127.0.0.1", help="monitoring bind address")
+    parser.add_argument("--monitor-port", type=int, default=41414, help="monitoring port (0: any free one)")
+    parser.add_argument("--no-monitor", action="store_true", help="no monitoring HTTP server")
+    parser.add_argument(
+        "--reload-interval", type=float, default=30.0, help="seconds between file checks (0: never)"
+    )
+    parser.add_argument("--zk", default=None, help="ZooKeeper for the agent's self-report and central config")
+    parser.add_argument(
+        "--config-from-zk", action="store_true", help="also watch /artimon/config/agents/<name>"
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        text = args.conf_file.read_text(encoding="utf-8")
+        agent = Agent.from_properties(text, args.name)
+    except (OSError, ConfigurationError) as exc:
+        print(f"artimon agent: {exc}", file=sys.stderr)
+        return 2
+    stop = stop_event()
+    zk_hosts = args.zk or os.environ.get("ARTIMON_ZK")
+    agent.start()
+    monitor = None
+    reporter = SelfReporter(agent.metrics, agent.name)
+    reporter.start()
+    if zk_hosts:
+        reporter.bookkeeper.serve(zk_hosts=zk_hosts)
+    if not args.no_monitor:
+        monitor = MonitorServer(agent.metrics, agent.name, args.monitor_host, args.monitor_port)
+        monitor.start()
+    watcher = ConfigWatcher(
+        agent,
+        args.conf_file,
+        interval=args.reload_interval,
+        zk_hosts=zk_hosts if args.config_from_zk else None,
+    )
+    watcher.start()
+    where = f"; metrics on http://{monitor.host}:{monitor.port}/metrics" if monitor else ""
+    print(f"agent {agent.name} running{where}. Ctrl-C stops it.", flush=True)
+    try:
+        stop.wait()
+    finally:
+        watcher.stop()
+        if monitor is not None:
+            monitor.stop()
+        agent.stop()
+        reporter.stop()
+        reporter.bookkeeper.close()
+    print(f"agent {agent.name} stopped.", flush=True)
+    return 0

@@ -1,0 +1,322 @@
+"""The agent: builds components from a spec, runs them, reloads by difference.
+
+Start order: channels, then sink groups (each with its runner thread), then sources (a
+runner thread for a pollable one); stop order is the reverse. A reload checks the whole new
+configuration first (nothing changes if any key is bad), then restarts only what changed:
+a channel that keeps its name and type keeps its object and its events (new settings are
+applied in place); a source or sink group restarts when its own settings changed or a
+channel it uses was replaced.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from dataclasses import dataclass
+from typing import Any
+
+from collector_agent.channel_processor import ChannelProcessor
+from collector_agent.channels.base import BasicChannel
+from collector_agent.config import (
+    AgentSpec,
+    ComponentSpec,
+    SinkGroupSpec,
+    load_properties,
+    parse_agent,
+)
+from collector_agent.exceptions import ConfigurationError
+from collector_agent.interceptors.base import Interceptor
+from collector_agent.registry import resolve
+from collector_agent.runners import Runner
+from collector_agent.selectors.base import ChannelSelector
+from collector_agent.sink_processors.base import SinkProcessor
+from collector_agent.sinks.base import Sink
+from collector_agent.sources.base import PollableSource, Source
+
+__all__ = ["Agent"]
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class _Group:
+    spec: SinkGroupSpec
+    sinks: list[Sink]
+    processor: SinkProcessor
+    runner: Runner
+
+
+@dataclass
+class _Built:
+    channels: dict[str, BasicChannel]
+    sources: dict[str, Source]
+    source_runners: dict[str, Runner]
+    groups: dict[str, _Group]
+
+
+def _instantiate(spec: ComponentSpec) -> Any:
+    cls = resolve(spec.kind, spec.type, spec.prefix + "type")
+    component = cls(spec.name)
+    component.configure(spec.context)
+    return component
+
+
+class Agent:
+    """A running (or runnable) agent; see the module doc."""
+
+    def __init__(self, spec: AgentSpec) -> None:
+        self.spec = spec
+        self.channels: dict[str, BasicChannel] = {}
+        self.sources: dict[str, Source] = {}
+        self._source_runners: dict[str, Runner] = {}
+        self._groups: dict[str, _Group] = {}
+        self._lock = threading.RLock()
+        self.reloads = 0
+        self.reload_failures = 0
+        self._pending: _Built | None = None
+
+    @classmethod
+    def from_properties(cls, text: str, name: str, environ: dict[str, str] | None = None) -> Agent:
+        """Parse and check ``text`` for agent ``name`` (``ConfigurationError`` on any problem)."""
+        agent = cls(parse_agent(load_properties(text, environ), name))
+        agent._pending = agent._build(agent.spec, {})
+        return agent
+
+    @property
+    def name(self) -> str:
+        return self.spec.name
+
+    @property
+    def sinks(self) -> dict[str, Sink]:
+        return {sink.name: sink for group in self._groups.values() for sink in group.sinks}
+
+    # -- building ----------------------------------------------------------------------------
+
+    def _build_source(
+        self, spec: ComponentSpec, channels: dict[str, BasicChannel]
+    ) -> tuple[Source, Runner | None]:
+        source: Source = _instantiate(spec)
+        context = spec.context
+        bound = {name: channels[name] for name in spec.channels}
+        selector_context = context.subset("selector")
+        selector: ChannelSelector = resolve(
+            "selector",
+            selector_context.values.pop("type", "replicating"),
+            spec.prefix + "selector.type",
+        )()
+        selector.configure(selector_context, bound)
+        interceptors: list[Interceptor] = []
+        for name in context.get_list("interceptors", []):
+            interceptor_context = context.subset(f"interceptors.{name}")
+            type_name = interceptor_context.values.pop("type", None)
+            if type_name is None:
+                raise context.error(f"interceptors.{name}.type", "is required")
+            interceptor: Interceptor = resolve(
+                "interceptor", type_name, context.full_key(f"interceptors.{name}.type")
+            )()
+            interceptor.configure(interceptor_context)
+            interceptors.append(interceptor)
+        source.channel_processor = ChannelProcessor(selector, interceptors)
+        batch_size = getattr(source, "batch_size", None)
+        for channel in bound.values():
+            limit = getattr(channel, "transaction_capacity", None)
+            if batch_size is not None and limit is not None and batch_size > limit:
+                raise context.error(
+                    "batchSize",
+                    f"{batch_size} exceeds transactionCapacity {limit} of channel {channel.name}",
+                )
+        runner = None
+        if isinstance(source, PollableSource):
+            runner = Runner(
+                f"source {spec.name}",
+                source.process,
+                increment=source.backoff_increment,
+                max_backoff=source.max_backoff,
+            )
+        return source, runner
+
+    @staticmethod
+    def _build_group(spec: SinkGroupSpec, agent: AgentSpec, channels: dict[str, BasicChannel]) -> _Group:
+        sinks: list[Sink] = []
+        for sink_name in spec.sinks:
+            sink_spec = agent.sinks[sink_name]
+            sink: Sink = _instantiate(sink_spec)
+            sink.channel = channels[sink_spec.channels[0]]
+            limit = getattr(sink.channel, "transaction_capacity", None)
+            batch_size = getattr(sink, "batch_size", None)
+            if batch_size is not None and limit is not None and batch_size > limit:
+                raise sink_spec.context.error(
+                    "batchSize",
+                    f"{batch_size} exceeds transactionCapacity {limit} of channel {sink.channel.name}",
+                )
+            sinks.append(sink)
+        context = spec.context
+        processor: SinkProcessor = resolve(
+            "processor", context.values.pop("type", "default"), context.full_key("type")
+        )()
+        processor.configure(context, sinks)
+        increment = context.get_int("backoffSleepIncrement", 100, minimum=1) / 1000
+        max_backoff = context.get_int("maxBackoffSleep", 5000, minimum=1) / 1000
+        runner = Runner(
+            f"sink group {spec.name}",
+            processor.process,
+            increment=increment,
+            max_backoff=max_backoff,
+        )
+        return _Group(spec, sinks, processor, runner)
+
+    def _build(self, spec: AgentSpec, live: dict[str, BasicChannel]) -> _Built:
+        """Components for ``spec`` that are not running already (``live`` channels are
+        reused when name and type match; their new settings are checked on a scratch copy)."""
+        channels: dict[str, BasicChannel] = {}
+        for name, channel_spec in spec.channels.items():
+            current = live.get(name)
+            if current is not None:
+                type(current)(name).configure(channel_spec.context)  # check before applying
+                channels[name] = current
+            else:
+                channels[name] = _instantiate(channel_spec)
+        sources, runners = {}, {}
+        for name, source_spec in spec.sources.items():
+            sources[name], runner = self._build_source(source_spec, channels)
+            if runner is not None:
+                runners[name] = runner
+        groups = {
+            name: self._build_group(group_spec, spec, channels)
+            for name, group_spec in spec.sinkgroups.items()
+        }
+        return _Built(channels, sources, runners, groups)
+
+    # -- running -----------------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Start every component (channels, sinks, sources)."""
+        with self._lock:
+            built = self._pending or self._build(self.spec, {})
+            self._pending = None
+            self._start(built, set(built.channels), set(built.groups), set(built.sources))
+            log.info(
+                "agent %s started: %d sources, %d channels, %d sink groups",
+                self.name,
+                len(self.sources),
+                len(self.channels),
+                len(self._groups),
+            )
+
+    def _start(self, built: _Built, channels: set[str], groups: set[str], sources: set[str]) -> None:
+        for name in channels:
+            built.channels[name].start()
+        self.channels = dict(built.channels)
+        for name in groups:
+            group = built.groups[name]
+            group.processor.start()
+            group.runner.start()
+            self._groups[name] = group
+        for name in sources:
+            source = built.sources[name]
+            source.start()
+            self.sources[name] = source
+            if name in built.source_runners:
+                self._source_runners[name] = built.source_runners[name]
+                self._source_runners[name].start()
+
+    def _stop_source(self, name: str) -> None:
+        runner = self._source_runners.pop(name, None)
+        if runner is not None:
+            runner.stop()
+        self.sources.pop(name).stop()
+
+    def _stop_group(self, name: str) -> None:
+        group = self._groups.pop(name)
+        group.runner.stop()
+        group.processor.stop()
+
+    def stop(self) -> None:
+        """Stop sources, then sinks, then channels (a file channel closes cleanly)."""
+        with self._lock:
+            for name in list(self.sources):
+                self._stop_source(name)
+            for name in list(self._groups):
+                self._stop_group(name)
+            for channel in self.channels.values():
+                channel.stop()
+            log.info("agent %s stopped", self.name)
+
+    def reload(self, text: str, environ: dict[str, str] | None = None) -> bool:
+        """Apply a new configuration by difference; ``False`` (and the old one keeps
+        running) if it does not check out."""
+        with self._lock:
+            try:
+                new = parse_agent(load_properties(text, environ), self.name)
+                replaced = {
+                    n
+                    for n, s in self.spec.channels.items()
+                    if n not in new.channels
+                    or new.channels[n].type != s.type
+                    or not self.channels[n].can_reconfigure(new.channels[n].context)
+                }
+                built = self._build(new, {n: c for n, c in self.channels.items() if n not in replaced})
+            except ConfigurationError as exc:
+                self.reload_failures += 1
+                log.error(
+                    "agent %s: new configuration refused, keeping the running one: %s",
+                    self.name,
+                    exc,
+                )
+                return False
+            old = self.spec
+            changed_sources = {
+                n
+                for n in self.sources
+                if n not in new.sources
+                or new.sources[n] != old.sources[n]
+                or replaced & set(old.sources[n].channels)
+            }
+            changed_groups = {
+                n
+                for n in self._groups
+                if n not in new.sinkgroups
+                or new.sinkgroups[n] != old.sinkgroups[n]
+                or any(
+                    s not in new.sinks
+                    or new.sinks[s] != old.sinks[s]
+                    or replaced & set(old.sinks[s].channels)
+                    for s in old.sinkgroups[n].sinks
+                )
+            }
+            for name in changed_sources:
+                self._stop_source(name)
+            for name in changed_groups:
+                self._stop_group(name)
+            for name in replaced:
+                self.channels[name].stop()
+            for name, channel_spec in new.channels.items():
+                if name in self.channels and name not in replaced and channel_spec != old.channels[name]:
+                    self.channels[name].configure(channel_spec.context)
+            self.spec = new
+            fresh_channels = {n for n in new.channels if n not in self.channels or n in replaced}
+            self._start(
+                built,
+                fresh_channels,
+                {n for n in new.sinkgroups if n not in self._groups},
+                {n for n in new.sources if n not in self.sources},
+            )
+            self.reloads += 1
+            log.info(
+                "agent %s reloaded: restarted %d sources, %d sink groups; replaced %d channels",
+                self.name,
+                len(changed_sources),
+                len(changed_groups),
+                len(replaced),
+            )
+            return True
+
+    def metrics(self) -> dict[str, dict[str, float]]:
+        """Every component's counters by Flume group name (``CHANNEL.c1``, ``SOURCE.r1``...)."""
+        with self._lock:
+            components: list[Any] = [
+                *self.sources.values(),
+                *self.channels.values(),
+                *self.sinks.values(),
+            ]
+        return {f"{c.kind}.{c.name}": c.metrics() for c in components}

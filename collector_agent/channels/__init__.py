@@ -1,0 +1,1 @@
+"""Channels, one per module; aliases in ``collector_agent.registry``."""

@@ -1,0 +1,111 @@
+"""A component's configuration: its keys (without the ``agent.kind.name.`` prefix) and
+typed getters whose errors name the full key."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from collector_agent.exceptions import ConfigurationError
+
+__all__ = ["Context"]
+
+_TRUE = {"true", "yes", "on", "1"}
+_FALSE = {"false", "no", "off", "0"}
+
+
+class Context:
+    """Keys of one component; ``prefix`` is how the keys are spelled in the file."""
+
+    def __init__(self, values: Mapping[str, str] | None = None, prefix: str = "") -> None:
+        self.values = dict(values or {})
+        self.prefix = prefix
+
+    def __contains__(self, key: str) -> bool:
+        return key in self.values
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Context) and self.values == other.values
+
+    def __repr__(self) -> str:
+        return f"Context({self.prefix!r}, {self.values!r})"
+
+    def full_key(self, key: str) -> str:
+        return f"{self.prefix}{key}"
+
+    def error(self, key: str, problem: str) -> ConfigurationError:
+        return ConfigurationError(f"{self.full_key(key)}: {problem}")
+
+    def get_str(self, key: str, default: str | None = None) -> str:
+        value = self.values.get(key, default)
+        if value is None:
+            raise self.error(key, "is required")
+        return value
+
+    def get_optional(self, key: str) -> str | None:
+        return self.values.get(key)
+
+    def get_int(
+        self,
+        key: str,
+        default: int | None = None,
+        *,
+        minimum: int | None = None,
+        maximum: int | None = None,
+    ) -> int:
+        raw = self.values.get(key)
+        if raw is None:
+            if default is None:
+                raise self.error(key, "is required")
+            return default
+        try:
+            value = int(raw.strip())
+        except ValueError:
+            raise self.error(key, f"{raw!r} is not an integer") from None
+        if minimum is not None and value < minimum:
+            raise self.error(key, f"{value} is below the minimum {minimum}")
+        if maximum is not None and value > maximum:
+            raise self.error(key, f"{value} is above the maximum {maximum}")
+        return value
+
+    def get_float(self, key: str, default: float | None = None, *, minimum: float | None = None) -> float:
+        raw = self.values.get(key)
+        if raw is None:
+            if default is None:
+                raise self.error(key, "is required")
+            return default
+        try:
+            value = float(raw.strip())
+        except ValueError:
+            raise self.error(key, f"{raw!r} is not a number") from None
+        if value != value or value in (float("inf"), float("-inf")):
+            raise self.error(key, f"{raw!r} is not a finite number")
+        if minimum is not None and value < minimum:
+            raise self.error(key, f"{value} is below the minimum {minimum}")
+        return value
+
+    def get_bool(self, key: str, default: bool) -> bool:
+        raw = self.values.get(key)
+        if raw is None:
+            return default
+        lowered = raw.strip().lower()
+        if lowered in _TRUE:
+            return True
+        if lowered in _FALSE:
+            return False
+        raise self.error(key, f"{raw!r} is not a boolean (true/false)")
+
+    def get_list(self, key: str, default: list[str] | None = None) -> list[str]:
+        raw = self.values.get(key)
+        if raw is None:
+            if default is None:
+                raise self.error(key, "is required")
+            return list(default)
+        return raw.split()
+
+    def subset(self, prefix: str) -> Context:
+        """The keys under ``prefix.`` with it removed (``selector.mapping.CA`` ...)."""
+        dotted = prefix + "."
+        return Context(
+            {k[len(dotted) :]: v for k, v in self.values.items() if k.startswith(dotted)},
+            self.full_key(dotted),
+        )

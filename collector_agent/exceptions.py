@@ -1,0 +1,59 @@
+"""The agent's errors, one tree rooted at :class:`AgentError`.
+
+::
+
+    AgentError
+    ├── ConfigurationError      (also ValueError)    a bad key or value; names the key
+    ├── ChannelException                             a channel operation failed
+    │   └── ChannelFullException                     no room left after keep-alive
+    ├── TransactionStateError   (also RuntimeError)  a transaction used out of order
+    ├── EventDeliveryException                       a sink could not deliver a batch
+    └── MalformedEventError     (also ValueError)    events the next hop refuses as malformed
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+__all__ = [
+    "AgentError",
+    "ChannelException",
+    "ChannelFullException",
+    "ConfigurationError",
+    "EventDeliveryException",
+    "MalformedEventError",
+    "TransactionStateError",
+]
+
+
+class AgentError(Exception):
+    """Root of every error the collector agent raises."""
+
+
+class ConfigurationError(AgentError, ValueError):
+    """A configuration key is missing, unknown or has a bad value; the message names it."""
+
+
+class ChannelException(AgentError):
+    """A channel could not put, take or commit."""
+
+
+class ChannelFullException(ChannelException):
+    """The channel had no room for the events within its keep-alive."""
+
+
+class TransactionStateError(AgentError, RuntimeError):
+    """A transaction method was called in a state that does not allow it."""
+
+
+class EventDeliveryException(AgentError):
+    """A sink could not deliver a batch to its destination (it will be retried)."""
+
+
+class MalformedEventError(AgentError, ValueError):
+    """The destination refused some events as malformed; ``indexes`` are their positions in
+    the batch handed to the sink."""
+
+    def __init__(self, message: str, indexes: Sequence[int]) -> None:
+        super().__init__(message)
+        self.indexes = list(indexes)

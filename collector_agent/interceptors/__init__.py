@@ -1,0 +1,1 @@
+"""Interceptors, one per module; aliases in ``collector_agent.registry``."""

@@ -1,0 +1,154 @@
+"""Monitoring: ``GET /metrics`` as Flume serves it (numbers instead of strings) or in the
+Prometheus text format, and the agent's counters published through its own Bookkeeper.
+
+JSON shape (``GET /metrics``)::
+
+    {"CHANNEL.c1": {"ChannelSize": 5, "ChannelCapacity": 100, "ChannelFillPercentage": 5.0,
+                    "EventPutAttemptCount": 22, ..., "StartTime": 1344882209413, "StopTime": 0},
+     "SOURCE.r1": {...}, "SINK.k1": {...}}
+
+``GET /metrics?format=prometheus`` gives ``flume_<counter>{type="CHANNEL",component="c1",
+agent="a1"} value`` lines. The self-report keeps ``flume.<counter>{type=..., component=...}``
+variables in the bookkeeper of context ``artimon.agent`` (label ``agent``), so an Artimon
+agent polling that endpoint monitors the agents themselves.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import threading
+import time
+from collections.abc import Callable
+
+import uvicorn
+from fastapi import FastAPI, Query
+from fastapi.responses import JSONResponse, PlainTextResponse, Response
+
+from bookkeeper import Bookkeeper
+
+__all__ = ["MonitorServer", "SelfReporter", "prometheus_text"]
+
+log = logging.getLogger(__name__)
+
+Metrics = dict[str, dict[str, float]]
+_SNAKE_RE = re.compile(r"(?<!^)(?=[A-Z])")
+
+
+def prometheus_text(metrics: Metrics, agent: str) -> str:
+    """The Prometheus text exposition of ``metrics``."""
+    series: dict[str, list[str]] = {}
+    for group, counters in sorted(metrics.items()):
+        kind, _, component = group.partition(".")
+        for counter, value in sorted(counters.items()):
+            name = "flume_" + _SNAKE_RE.sub("_", counter).lower()
+            labels = f'type="{kind}",component="{_escape(component)}",agent="{_escape(agent)}"'
+            series.setdefault(name, []).append(f"{name}{{{labels}}} {float(value)!r}")
+    lines = []
+    for name, samples in series.items():
+        kind = "counter" if name.endswith("_count") or name.endswith("_fail") else "gauge"
+        lines.append(f"# TYPE {name} {kind}")
+        lines.extend(samples)
+    return "\n".join(lines) + "\n"
+
+
+def _escape(value: str) -> str:
+    return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+
+
+def create_app(metrics: Callable[[], Metrics], agent: str) -> FastAPI:
+    app = FastAPI(title=f"Artimon agent {agent}", docs_url=None, redoc_url=None)
+
+    @app.get("/metrics", response_model=None)
+    def get_metrics(format: str = Query("json", pattern="^(json|prometheus)$")) -> Response:
+        values = metrics()
+        if format == "prometheus":
+            return PlainTextResponse(prometheus_text(values, agent), media_type="text/plain; version=0.0.4")
+        return JSONResponse(values)
+
+    @app.get("/")
+    def index() -> PlainTextResponse:
+        return PlainTextResponse(f"Artimon agent {agent}: GET /metrics\n")
+
+    return app
+
+
+class MonitorServer:
+    """uvicorn serving :func:`create_app` from a daemon thread on ``host:port`` (0 = ephemeral)."""
+
+    def __init__(
+        self, metrics: Callable[[], Metrics], agent: str, host: str = "127.0.0.1", port: int = 41414
+    ) -> None:
+        config = uvicorn.Config(
+            create_app(metrics, agent),
+            host=host,
+            port=port,
+            log_level="warning",
+            timeout_keep_alive=5,
+            limit_concurrency=32,
+        )
+        self._server = uvicorn.Server(config)
+        self._thread = threading.Thread(target=self._server.run, name="agent-monitor", daemon=True)
+        self.host = host
+        self.port = port
+
+    def start(self, timeout: float = 30.0) -> None:
+        self._thread.start()
+        deadline = time.monotonic() + timeout
+        while not self._server.started:  # uvicorn offers no event to wait on
+            if not self._thread.is_alive():
+                raise RuntimeError(f"monitoring server could not listen on {self.host}:{self.port}")
+            if time.monotonic() > deadline:
+                raise RuntimeError("monitoring server did not start")
+            time.sleep(0.02)
+        sockets = self._server.servers[0].sockets
+        self.port = sockets[0].getsockname()[1]
+
+    def stop(self) -> None:
+        self._server.should_exit = True
+        self._thread.join(timeout=10)
+
+
+class SelfReporter:
+    """Copies the agent's counters into a Bookkeeper every ``every`` seconds."""
+
+    def __init__(
+        self,
+        metrics: Callable[[], Metrics],
+        agent: str,
+        bk: Bookkeeper | None = None,
+        every: float = 10.0,
+    ) -> None:
+        self.metrics = metrics
+        self.bookkeeper = bk or Bookkeeper("artimon.agent", labels={})
+        self.agent = agent
+        self.every = every
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="agent-self-report", daemon=True)
+
+    def publish(self) -> None:
+        bk = self.bookkeeper
+        for group, counters in self.metrics().items():
+            kind, _, component = group.partition(".")
+            labels = {"type": kind, "component": component, "agent": self.agent}
+            for counter, value in counters.items():
+                if counter == "ChannelFillPercentage":
+                    bk.double(f"flume.{counter}", labels).set(float(value))
+                else:
+                    bk.integer(f"flume.{counter}", labels).set(int(value))
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=10)
+
+    def _run(self) -> None:
+        while True:
+            try:
+                self.publish()
+            except Exception:
+                log.exception("publishing the agent's counters failed")
+            if self._stop.wait(self.every):
+                return

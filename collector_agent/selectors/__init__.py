@@ -1,0 +1,1 @@
+"""Channel selectors, one per module; aliases in ``collector_agent.registry``."""

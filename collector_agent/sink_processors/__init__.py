@@ -1,0 +1,1 @@
+"""Sink processors, one per module; aliases in ``collector_agent.registry``."""

@@ -1,0 +1,1 @@
+"""Sinks, one per module; aliases in ``collector_agent.registry``."""

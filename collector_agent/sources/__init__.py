@@ -1,0 +1,1 @@
+"""Sources, one per module; aliases in ``collector_agent.registry``."""

@@ -1,0 +1,116 @@
+"""``thrift``: Apache Flume's ``ThriftSourceProtocol`` server (``append``/``appendBatch``).
+
+Keys: ``bind`` (required), ``port`` (required, 0 = ephemeral), ``protocol`` (``compact``
+default, or ``binary``), ``threads`` (most concurrent connections, default 64),
+``maxFrameSize`` (bytes, default 16 MiB), ``idleTimeout`` (s, default 300).
+
+Answers ``OK`` once the events are committed in every required channel, ``FAILED`` when a
+channel refused them (full: the client retries later), ``ERROR`` on anything else. A
+client that sends garbage or an oversized frame loses its connection; nothing else does.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from bookkeeper.framed import FramedThriftServer
+from collector_agent._flume_thrift import flume_thrift, protocol_factory
+from collector_agent.context import Context
+from collector_agent.event import Event
+from collector_agent.exceptions import ChannelException
+from collector_agent.sources.base import EventDrivenSource
+
+__all__ = ["ThriftSource"]
+
+log = logging.getLogger(__name__)
+_OK: int = flume_thrift.Status.OK
+_FAILED: int = flume_thrift.Status.FAILED
+_ERROR: int = flume_thrift.Status.ERROR
+
+
+class _Handler:
+    def __init__(self, source: ThriftSource) -> None:
+        self.source = source
+
+    def append(self, event: Any) -> int:
+        counters = self.source.counters
+        counters.add("AppendReceivedCount")
+        status = self._deliver([event])
+        if status == _OK:
+            counters.add("AppendAcceptedCount")
+        return status
+
+    def appendBatch(self, events: list[Any]) -> int:
+        counters = self.source.counters
+        counters.add("AppendBatchReceivedCount")
+        status = self._deliver(events or [])
+        if status == _OK:
+            counters.add("AppendBatchAcceptedCount")
+        return status
+
+    def _deliver(self, thrift_events: list[Any]) -> int:
+        source = self.source
+        counters = source.counters
+        counters.add("EventReceivedCount", len(thrift_events))
+        try:
+            events = [Event(dict(e.headers or {}), bytes(e.body or b"")) for e in thrift_events]
+        except (TypeError, ValueError, AttributeError):
+            counters.add("EventReadFail")
+            return _ERROR
+        try:
+            source.channel_processor.process_batch(events)
+        except ChannelException as exc:
+            counters.add("ChannelWriteFail")
+            log.debug("thrift source %s: channel refused %d events: %s", source.name, len(events), exc)
+            return _FAILED
+        except Exception:
+            counters.add("GenericProcessingFail")
+            log.exception("thrift source %s: processing failed", source.name)
+            return _ERROR
+        counters.add("EventAcceptedCount", len(events))
+        return _OK
+
+
+class ThriftSource(EventDrivenSource):
+    def __init__(self, name: str) -> None:
+        super().__init__(name)
+        self._server: FramedThriftServer | None = None
+        self.port = 0
+
+    def configure(self, context: Context) -> None:
+        super().configure(context)
+        self.bind = context.get_str("bind")
+        self.requested_port = context.get_int("port", minimum=0, maximum=65535)
+        self.protocol = protocol_factory(context)
+        self.threads = context.get_int("threads", 64, minimum=1)
+        self.max_frame_size = context.get_int("maxFrameSize", 16 * 1024 * 1024, minimum=1024)
+        self.idle_timeout = context.get_float("idleTimeout", 300.0, minimum=0.1)
+
+    def start(self) -> None:
+        self._server = FramedThriftServer(
+            flume_thrift.ThriftSourceProtocol,
+            _Handler(self),
+            self.bind,
+            self.requested_port,
+            protocol_factory=self.protocol,
+            max_frame_size=self.max_frame_size,
+            idle_timeout=self.idle_timeout,
+            max_connections=self.threads,
+            name=f"thrift-source[{self.name}]",
+        )
+        self.port = self._server.port
+        self._server.start()
+        super().start()
+
+    def stop(self) -> None:
+        if self._server is not None:
+            self._server.stop()
+            self._server = None
+        super().stop()
+
+    def metrics(self) -> dict[str, float]:
+        values = self.counters.snapshot()
+        if self._server is not None:
+            values["OpenConnectionCount"] = self._server.open_connections
+        return values
