@@ -232,12 +232,16 @@ class Agent:
         group.processor.stop()
 
     def stop(self) -> None:
-        """Stop sources, then sinks, then channels (a file channel closes cleanly)."""
+        """Stop sources, then sinks, then channels (a file channel closes cleanly). The
+        components stay listed, so their final counters can still be read."""
         with self._lock:
-            for name in list(self.sources):
-                self._stop_source(name)
-            for name in list(self._groups):
-                self._stop_group(name)
+            for name, source in self.sources.items():
+                if name in self._source_runners:
+                    self._source_runners[name].stop()
+                source.stop()
+            for group in self._groups.values():
+                group.runner.stop()
+                group.processor.stop()
             for channel in self.channels.values():
                 channel.stop()
             log.info("agent %s stopped", self.name)

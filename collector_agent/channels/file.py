@@ -160,6 +160,7 @@ class FileChannel(BasicChannel):
         self._reader: sqlite3.Connection | None = None
         self._disk_checked_at = 0.0
         self.replay_seconds = 0.0
+        self.sqlite_commits = 0  # fewer than transaction commits when group commit works
 
     def configure(self, context: Context) -> None:
         capacity = context.get_int("capacity", 1_000_000, minimum=1)
@@ -328,6 +329,7 @@ class FileChannel(BasicChannel):
                 if ticket.deletes:
                     conn.executemany("DELETE FROM events WHERE seq BETWEEN ? AND ?", _runs(ticket.deletes))
             conn.execute("COMMIT")
+            self.sqlite_commits += 1
         except sqlite3.Error as exc:
             if conn.in_transaction:
                 conn.execute("ROLLBACK")

@@ -1,0 +1,153 @@
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import httpx
+
+from collector_agent import Agent
+from collector_agent.monitoring import MonitorServer, SelfReporter
+from collector_agent.reloader import ConfigWatcher
+
+PIPELINE = """
+a1.sources = r1
+a1.channels = c1
+a1.sinks = k1
+a1.sources.r1.type = seq
+a1.sources.r1.batchSize = 100
+a1.sources.r1.totalEvents = {total}
+a1.sources.r1.channels = c1
+a1.channels.c1.type = memory
+a1.channels.c1.capacity = 10000
+a1.channels.c1.transactionCapacity = 1000
+a1.sinks.k1.type = null
+a1.sinks.k1.channel = c1
+a1.sinks.k1.batchSize = {sink_batch}
+"""
+
+
+def test_seq_to_memory_to_null_moves_everything(wait: Callable[..., None]) -> None:
+    agent = Agent.from_properties(PIPELINE.format(total=5000, sink_batch=1000), "a1", {})
+    agent.start()
+    try:
+        wait(lambda: agent.metrics()["SINK.k1"]["EventDrainSuccessCount"] == 5000, what="5000 drained")
+        metrics = agent.metrics()
+        assert metrics["SOURCE.r1"]["EventAcceptedCount"] == 5000
+        assert metrics["CHANNEL.c1"]["EventPutSuccessCount"] == 5000
+        assert metrics["CHANNEL.c1"]["ChannelSize"] == 0
+    finally:
+        agent.stop()
+    after = agent.metrics()
+    assert after["CHANNEL.c1"]["StopTime"] > 0 and after["SINK.k1"]["StopTime"] > 0
+
+
+def test_reload_keeps_a_channels_events_and_restarts_only_what_changed(wait: Callable[..., None]) -> None:
+    stalled = PIPELINE.format(total=3000, sink_batch=100).replace(
+        "a1.sinks.k1.type = null",
+        "a1.sinks.k1.type = null\na1.sinkgroups = g1\na1.sinkgroups.g1.sinks = k1\na1.sinkgroups.g1.processor.type = default",
+    )
+    # a sink group whose only sink reads another, idle channel: c1 fills and stays full
+    stalled = (
+        stalled.replace("a1.channels = c1", "a1.channels = c1 idle").replace(
+            "a1.sinks.k1.channel = c1", "a1.sinks.k1.channel = idle"
+        )
+        + "a1.channels.idle.type = memory\n"
+    )
+    agent = Agent.from_properties(stalled, "a1", {})
+    agent.start()
+    try:
+        wait(lambda: agent.channels["c1"].size == 3000, what="c1 to hold 3000 events")
+        channel, source = agent.channels["c1"], agent.sources["r1"]
+        moved = stalled.replace("a1.sinks.k1.channel = idle", "a1.sinks.k1.channel = c1").replace(
+            "a1.channels.c1.capacity = 10000", "a1.channels.c1.capacity = 20000"
+        )
+        assert agent.reload(moved, {})
+        assert agent.channels["c1"] is channel  # same name and type: same object, same events
+        assert agent.channels["c1"].capacity == 20000  # new setting applied in place
+        assert agent.sources["r1"] is source  # untouched: not restarted
+        wait(
+            lambda: agent.metrics()["SINK.k1"]["EventDrainSuccessCount"] == 3000,
+            what="the kept events drained",
+        )
+        assert agent.reloads == 1
+    finally:
+        agent.stop()
+
+
+def test_a_bad_reload_is_refused_and_the_agent_keeps_running(wait: Callable[..., None]) -> None:
+    config = PIPELINE.format(total=10**9, sink_batch=100)
+    agent = Agent.from_properties(config, "a1", {})
+    agent.start()
+    try:
+        before = agent.sources["r1"]
+        assert not agent.reload(config.replace("capacity = 10000", "capacity = many"), {})
+        assert agent.reload_failures == 1 and agent.sources["r1"] is before
+        drained = agent.metrics()["SINK.k1"]["EventDrainSuccessCount"]
+        wait(lambda: agent.metrics()["SINK.k1"]["EventDrainSuccessCount"] > drained, what="flow to go on")
+    finally:
+        agent.stop()
+
+
+def test_the_file_watcher_reloads_on_a_content_change(tmp_path: Path) -> None:
+    path = tmp_path / "agent.properties"
+    config = PIPELINE.format(total=0, sink_batch=100)
+    path.write_text(config)
+    agent = Agent.from_properties(config, "a1", {})
+    agent.start()
+    watcher = ConfigWatcher(agent, path, interval=0)
+    try:
+        path.write_text(config)  # touched, same content
+        assert not watcher.check_now()
+        path.write_text(config.replace("totalEvents = 0", "totalEvents = 5"))
+        assert watcher.check_now()
+        assert agent.reloads == 1
+    finally:
+        agent.stop()
+
+
+def test_monitoring_serves_flume_json_and_prometheus_over_http(wait: Callable[..., None]) -> None:
+    agent = Agent.from_properties(PIPELINE.format(total=300, sink_batch=100), "a1", {})
+    agent.start()
+    monitor = MonitorServer(agent.metrics, "a1", "127.0.0.1", 0)
+    monitor.start()
+    try:
+        wait(lambda: agent.metrics()["SINK.k1"]["EventDrainSuccessCount"] == 300, what="the flow")
+        url = f"http://127.0.0.1:{monitor.port}/metrics"
+        body = httpx.get(url, timeout=10).json()
+        channel = body["CHANNEL.c1"]
+        for name in (
+            "ChannelSize",
+            "ChannelCapacity",
+            "ChannelFillPercentage",
+            "EventPutAttemptCount",
+            "EventPutSuccessCount",
+            "EventTakeAttemptCount",
+            "EventTakeSuccessCount",
+        ):
+            assert isinstance(channel[name], int | float), name
+        assert channel["EventPutSuccessCount"] == 300 and channel["ChannelCapacity"] == 10000
+        assert body["SOURCE.r1"]["EventAcceptedCount"] == 300
+        assert body["SINK.k1"]["EventDrainSuccessCount"] == 300
+        text = httpx.get(url, params={"format": "prometheus"}, timeout=10).text
+        assert 'flume_event_put_success_count{type="CHANNEL",component="c1",agent="a1"} 300.0' in text
+        assert "# TYPE flume_channel_size gauge" in text
+        assert httpx.get(url, params={"format": "xml"}, timeout=10).status_code == 422
+    finally:
+        monitor.stop()
+        agent.stop()
+
+
+def test_the_agent_reports_its_counters_through_its_own_bookkeeper(wait: Callable[..., None]) -> None:
+    agent = Agent.from_properties(PIPELINE.format(total=200, sink_batch=100), "a1", {})
+    agent.start()
+    try:
+        wait(lambda: agent.metrics()["SINK.k1"]["EventDrainSuccessCount"] == 200, what="the flow")
+        reporter = SelfReporter(agent.metrics, "a1")
+        reporter.publish()
+        bk = reporter.bookkeeper
+        assert bk.context == "artimon.agent"
+        labels = {"type": "CHANNEL", "component": "c1", "agent": "a1"}
+        assert bk.get_integer_var("flume.EventPutSuccessCount", labels) == 200
+        assert bk.get_double_var("flume.ChannelFillPercentage", labels) == 0.0
+    finally:
+        agent.stop()
