@@ -42,16 +42,11 @@ def test_seq_to_memory_to_null_moves_everything(wait: Callable[..., None]) -> No
 
 
 def test_reload_keeps_a_channels_events_and_restarts_only_what_changed(wait: Callable[..., None]) -> None:
-    stalled = PIPELINE.format(total=3000, sink_batch=100).replace(
-        "a1.sinks.k1.type = null",
-        "a1.sinks.k1.type = null\na1.sinkgroups = g1\na1.sinkgroups.g1.sinks = k1\na1.sinkgroups.g1.processor.type = default",
-    )
-    # a sink group whose only sink reads another, idle channel: c1 fills and stays full
+    # k1 first reads an idle channel, so c1 fills up; the reload points k1 at c1
     stalled = (
-        stalled.replace("a1.channels = c1", "a1.channels = c1 idle").replace(
-            "a1.sinks.k1.channel = c1", "a1.sinks.k1.channel = idle"
-        )
-        + "a1.channels.idle.type = memory\n"
+        PIPELINE.format(total=3000, sink_batch=100)
+        .replace("a1.channels = c1", "a1.channels = c1 idle\na1.channels.idle.type = memory")
+        .replace("a1.sinks.k1.channel = c1", "a1.sinks.k1.channel = idle")
     )
     agent = Agent.from_properties(stalled, "a1", {})
     agent.start()
