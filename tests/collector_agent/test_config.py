@@ -74,7 +74,8 @@ def test_env_substitution() -> None:
             r"a1\.sinkgroups\.g2\.sinks: sink 'k1' is already in use by group g1",
         ),
         (
-            "a1.sinkgroups = g1\na1.sinkgroups.g1.sinks = k1\na1.sinkgroups.g1.processor.type = load_balance\n",
+            "a1.sinkgroups = g1\na1.sinkgroups.g1.sinks = k1\n"
+            "a1.sinkgroups.g1.processor.type = load_balance\n",
             r"a1\.sinkgroups\.g1\.processor\.type: LoadBalancingSinkProcessor needs at least 2 sinks",
         ),
         (
