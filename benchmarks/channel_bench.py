@@ -8,9 +8,12 @@ replay (``start()`` of a new channel) of 1M events in under 10 s.
 
 Each put case puts one batch per transaction until about ``--seconds`` have passed; its take
 case then takes those events back, one batch per transaction, until the channel is empty.
-MB/s counts body bytes (as byte capacities do), 1 MB = 10^6 bytes. The file channel and the
-ceiling write to a temporary directory under ``--dir`` (default: the system temp dir, /tmp),
-removed at the end; point ``--dir`` at the disk to measure.
+The ceiling appends each batch's bodies to a plain file and fsyncs it, for as long, once
+before and once after the file channel's case; the better run is the one compared with.
+MB/s counts body bytes (as byte capacities do), 1 MB = 10^6 bytes; the memory channel
+passes references, so its MB/s is nominal (events/s times the body size). The file channel
+and the ceiling write to a temporary directory under ``--dir`` (default: the system temp
+dir, /tmp), removed at the end; point ``--dir`` at the disk to measure.
 
 Run: python benchmarks/channel_bench.py [--quick] [--dir DIR] [--seconds S]
 """
@@ -230,7 +233,7 @@ def main() -> None:
         args.dir.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix="channel_bench_", dir=args.dir))
     cases = [(batch, body) for batch in BATCHES for body in BODIES]
-    total = len(cases) * 5 + 2
+    total = len(cases) * 6 + 2
     step = 0
 
     def done(entry: dict[str, Any]) -> None:
@@ -262,10 +265,11 @@ def main() -> None:
                 rows.append(entry)
                 done(entry)
 
+            # The ceiling is measured before and after the file channel, and the better run
+            # kept: fsync latency on a shared or virtual disk drifts from second to second.
             batches, fsync_s = fsync_append(work / "append.bin", events, seconds, FILE_MAX_BYTES)
-            ceiling = row("fsync'd append (ceiling)", batch, body, batches * batch, fsync_s)
-            rows.append(ceiling)
-            done(ceiling)
+            before = row("fsync'd append (ceiling), run 1", batch, body, batches * batch, fsync_s)
+            done(before)
 
             max_events = FILE_MAX_BYTES // body
             directory = work / f"file-{batch}-{body}"
@@ -275,14 +279,28 @@ def main() -> None:
             take_s = take_loop(channel, batch, count)
             channel.stop()
             shutil.rmtree(directory)
-            for case, elapsed in (("file put+commit", put_s), ("file take+commit", take_s)):
-                entry = row(case, batch, body, count, elapsed)
+            measured = [
+                row(case, batch, body, count, elapsed)
+                for case, elapsed in (("file put+commit", put_s), ("file take+commit", take_s))
+            ]
+            for entry in measured:
+                done(entry)
+
+            batches, fsync_s = fsync_append(work / "append.bin", events, seconds, FILE_MAX_BYTES)
+            after = row("fsync'd append (ceiling), run 2", batch, body, batches * batch, fsync_s)
+            done(after)
+            ceiling = {
+                **max(before, after, key=lambda r: r["MB/s"]),
+                "case": "fsync'd append (ceiling, best of 2)",
+                "runs MB/s": [before["MB/s"], after["MB/s"]],
+            }
+            rows.append(ceiling)
+            for entry in measured:
                 entry["fsync MB/s"] = ceiling["MB/s"]
                 entry["ratio"] = entry["MB/s"] / ceiling["MB/s"]
                 entry["target"] = f"ratio >= {FSYNC_RATIO_TARGET}"
                 entry["met"] = verdict(entry["ratio"] >= FSYNC_RATIO_TARGET)
                 rows.append(entry)
-                done(entry)
 
         rows.extend(replay(work / "replay", replay_events, done))
     finally:

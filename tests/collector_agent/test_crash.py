@@ -1,0 +1,159 @@
+"""kill -9 an agent with a file channel mid-flow, five times: every event its source
+acknowledged is delivered downstream, none is lost."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from flume_gen import ThriftSourceProtocol
+from flume_gen.ttypes import Status, ThriftFlumeEvent
+from thrift.protocol import TCompactProtocol
+from thrift.transport import TSocket, TTransport
+
+from bookkeeper.zkserver import free_port
+from collector_agent import Agent
+
+MIDDLE = """
+m.sources = in
+m.channels = fc
+m.sinks = out
+m.sources.in.type = thrift
+m.sources.in.bind = 127.0.0.1
+m.sources.in.port = {port}
+m.sources.in.channels = fc
+m.channels.fc.type = file
+m.channels.fc.dataDirs = {data}
+m.channels.fc.minimumRequiredSpace = 1048576
+m.channels.fc.transactionCapacity = 1000
+m.sinks.out.type = thrift
+m.sinks.out.channel = fc
+m.sinks.out.hostname = 127.0.0.1
+m.sinks.out.port = {downstream}
+m.sinks.out.batchSize = 50
+m.sinks.out.maxBackoffSleep = 100
+"""
+
+DOWNSTREAM = """
+d.sources = in
+d.channels = ch
+d.sinks = none
+d.sources.in.type = thrift
+d.sources.in.bind = 127.0.0.1
+d.sources.in.port = 0
+d.sources.in.channels = ch
+d.channels.ch.type = memory
+d.channels.ch.capacity = 1000000
+d.channels.ch.transactionCapacity = 1000
+d.channels = ch idle
+d.channels.idle.type = memory
+d.sinks.none.type = null
+d.sinks.none.channel = idle
+"""
+
+
+def start_middle(config: Path) -> subprocess.Popen[str]:
+    with open(config.with_suffix(".log"), "a") as log:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "artimon", "agent", "-f", str(config), "-n", "m", "--no-monitor",
+             "--reload-interval", "0"],
+            stdout=subprocess.PIPE, stderr=log, text=True, start_new_session=True,
+        )
+    line: list[str] = []
+    reader = threading.Thread(target=lambda: line.append(process.stdout.readline()), daemon=True)  # type: ignore[union-attr]
+    reader.start()
+    reader.join(60)
+    assert line and "running" in line[0], f"middle agent did not start: {line}"
+    return process
+
+
+class Sender:
+    """A Flume client sending numbered batches; remembers what was acknowledged OK."""
+
+    def __init__(self, port: int) -> None:
+        self.port = port
+        self.acknowledged: set[int] = set()
+        self.next_id = 0
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self.run, daemon=True)
+
+    def run(self) -> None:
+        client = transport = None
+        while not self.stop.is_set():
+            try:
+                if transport is None:
+                    transport = TTransport.TFramedTransport(TSocket.TSocket("127.0.0.1", self.port))
+                    transport.open()
+                    client = ThriftSourceProtocol.Client(TCompactProtocol.TCompactProtocol(transport))
+                ids = list(range(self.next_id, self.next_id + 20))
+                self.next_id += 20
+                status = client.appendBatch([ThriftFlumeEvent({"id": str(i)}, str(i).encode()) for i in ids])  # type: ignore[union-attr]
+                if status == Status.OK:
+                    self.acknowledged.update(ids)
+            except Exception:  # the middle agent is being killed: reconnect
+                if transport is not None:
+                    transport.close()
+                transport = None
+                self.stop.wait(0.05)
+        if transport is not None:
+            transport.close()
+
+
+@pytest.mark.slow
+def test_sigkill_mid_flow_five_times_loses_no_acknowledged_event(
+    tmp_path: Path, wait: Callable[..., None]
+) -> None:
+    downstream = Agent.from_properties(DOWNSTREAM, "d", {})
+    downstream.start()
+    port = free_port()
+    config = tmp_path / "middle.properties"
+    config.write_text(
+        MIDDLE.format(port=port, data=tmp_path / "fc", downstream=downstream.sources["in"].port)
+    )
+    sender = Sender(port)
+    middle = start_middle(config)
+    sender.thread.start()
+    try:
+        for _ in range(5):
+            acknowledged = len(sender.acknowledged)
+            wait(lambda a=acknowledged: len(sender.acknowledged) > a + 200, timeout=60, what="traffic")
+            os.kill(middle.pid, signal.SIGKILL)
+            middle.wait()
+            middle.stdout.close()  # type: ignore[union-attr]
+            middle = start_middle(config)
+        wait(lambda: len(sender.acknowledged) > 0, what="traffic")
+        sender.stop.set()
+        sender.thread.join(30)
+        expected = set(sender.acknowledged)
+
+        received: set[int] = set()
+
+        def delivered() -> set[int]:
+            while True:
+                with downstream.channels["ch"].transaction() as tx:
+                    events = tx.take_batch(1000)
+                received.update(int(e.body) for e in events)
+                if not events:
+                    return received
+
+        wait(lambda: expected <= delivered(), timeout=120, what="every acknowledged event downstream")
+        assert len(expected) > 1000
+        replays = re.findall(r"replayed (\d+) events", config.with_suffix(".log").read_text())
+        assert len(replays) == 6
+        assert any(int(n) > 0 for n in replays[1:]), f"no kill left events in the channel: {replays}"
+    finally:
+        sender.stop.set()
+        if middle.poll() is None:
+            middle.send_signal(signal.SIGTERM)
+            middle.wait(30)
+        if middle.stdout:
+            middle.stdout.close()
+        downstream.stop()
