@@ -24,7 +24,7 @@ from collector_agent.config import (
     load_properties,
     parse_agent,
 )
-from collector_agent.exceptions import ConfigurationError
+from collector_agent.exceptions import AgentError, ConfigurationError
 from collector_agent.interceptors.base import Interceptor
 from collector_agent.registry import resolve
 from collector_agent.runners import Runner
@@ -54,8 +54,16 @@ class _Built:
     groups: dict[str, _Group]
 
 
-def _instantiate(spec: ComponentSpec) -> Any:
-    cls = resolve(spec.kind, spec.type, spec.prefix + "type")
+def _is_subclass(candidate: object, base: type) -> bool:
+    return isinstance(candidate, type) and issubclass(candidate, base)
+
+
+def _instantiate(spec: ComponentSpec, base: type) -> Any:
+    cls: Any = resolve(spec.kind, spec.type, spec.prefix + "type")
+    if not _is_subclass(cls, base):
+        raise ConfigurationError(
+            f"{spec.prefix}type: {spec.type!r} is not a {base.__module__}.{base.__name__}"
+        )
     component = cls(spec.name)
     component.configure(spec.context)
     return component
@@ -93,9 +101,9 @@ class Agent:
     # -- building ----------------------------------------------------------------------------
 
     def _build_source(
-        self, spec: ComponentSpec, channels: dict[str, BasicChannel]
+        self, spec: ComponentSpec, channels: dict[str, BasicChannel], limits: dict[str, int]
     ) -> tuple[Source, Runner | None]:
-        source: Source = _instantiate(spec)
+        source: Source = _instantiate(spec, Source)
         context = spec.context
         bound = {name: channels[name] for name in spec.channels}
         selector_context = context.subset("selector")
@@ -119,7 +127,7 @@ class Agent:
         source.channel_processor = ChannelProcessor(selector, interceptors)
         batch_size = getattr(source, "batch_size", None)
         for channel in bound.values():
-            limit = getattr(channel, "transaction_capacity", None)
+            limit = limits.get(channel.name)
             if batch_size is not None and limit is not None and batch_size > limit:
                 raise context.error(
                     "batchSize",
@@ -136,13 +144,15 @@ class Agent:
         return source, runner
 
     @staticmethod
-    def _build_group(spec: SinkGroupSpec, agent: AgentSpec, channels: dict[str, BasicChannel]) -> _Group:
+    def _build_group(
+        spec: SinkGroupSpec, agent: AgentSpec, channels: dict[str, BasicChannel], limits: dict[str, int]
+    ) -> _Group:
         sinks: list[Sink] = []
         for sink_name in spec.sinks:
             sink_spec = agent.sinks[sink_name]
-            sink: Sink = _instantiate(sink_spec)
+            sink: Sink = _instantiate(sink_spec, Sink)
             sink.channel = channels[sink_spec.channels[0]]
-            limit = getattr(sink.channel, "transaction_capacity", None)
+            limit = limits.get(sink.channel.name)
             batch_size = getattr(sink, "batch_size", None)
             if batch_size is not None and limit is not None and batch_size > limit:
                 raise sink_spec.context.error(
@@ -169,20 +179,25 @@ class Agent:
         """Components for ``spec`` that are not running already (``live`` channels are
         reused when name and type match; their new settings are checked on a scratch copy)."""
         channels: dict[str, BasicChannel] = {}
+        limits: dict[str, int] = {}  # transactionCapacity as the new settings have it
         for name, channel_spec in spec.channels.items():
             current = live.get(name)
             if current is not None:
-                type(current)(name).configure(channel_spec.context)  # check before applying
+                scratch = type(current)(name)
+                scratch.configure(channel_spec.context)  # check before applying
                 channels[name] = current
             else:
-                channels[name] = _instantiate(channel_spec)
+                scratch = channels[name] = _instantiate(channel_spec, BasicChannel)
+            limit = getattr(scratch, "transaction_capacity", None)
+            if isinstance(limit, int):
+                limits[name] = limit
         sources, runners = {}, {}
         for name, source_spec in spec.sources.items():
-            sources[name], runner = self._build_source(source_spec, channels)
+            sources[name], runner = self._build_source(source_spec, channels, limits)
             if runner is not None:
                 runners[name] = runner
         groups = {
-            name: self._build_group(group_spec, spec, channels)
+            name: self._build_group(group_spec, spec, channels, limits)
             for name, group_spec in spec.sinkgroups.items()
         }
         return _Built(channels, sources, runners, groups)
@@ -194,7 +209,11 @@ class Agent:
         with self._lock:
             built = self._pending or self._build(self.spec, {})
             self._pending = None
-            self._start(built, set(built.channels), set(built.groups), set(built.sources))
+            try:
+                self._start(built, set(built.channels), set(built.groups), set(built.sources))
+            except BaseException:
+                self.stop()  # what did start stops again: nothing runs half-started
+                raise
             log.info(
                 "agent %s started: %d sources, %d channels, %d sink groups",
                 self.name,
@@ -206,6 +225,7 @@ class Agent:
     def _start(self, built: _Built, channels: set[str], groups: set[str], sources: set[str]) -> None:
         for name in channels:
             built.channels[name].start()
+            self.channels[name] = built.channels[name]
         self.channels = dict(built.channels)
         for name in groups:
             group = built.groups[name]
@@ -250,6 +270,8 @@ class Agent:
         """Apply a new configuration by difference; ``False`` (and the old one keeps
         running) if it does not check out."""
         with self._lock:
+            if not self.channels:
+                raise AgentError(f"agent {self.name} is not started: start it before reloading")
             try:
                 new = parse_agent(load_properties(text, environ), self.name)
                 replaced = {
@@ -299,12 +321,17 @@ class Agent:
                     self.channels[name].configure(channel_spec.context)
             self.spec = new
             fresh_channels = {n for n in new.channels if n not in self.channels or n in replaced}
-            self._start(
-                built,
-                fresh_channels,
-                {n for n in new.sinkgroups if n not in self._groups},
-                {n for n in new.sources if n not in self.sources},
-            )
+            try:
+                self._start(
+                    built,
+                    fresh_channels,
+                    {n for n in new.sinkgroups if n not in self._groups},
+                    {n for n in new.sources if n not in self.sources},
+                )
+            except Exception:
+                self.reload_failures += 1
+                log.exception("agent %s: reload applied in part; a component failed to start", self.name)
+                return False
             self.reloads += 1
             log.info(
                 "agent %s reloaded: restarted %d sources, %d sink groups; replaced %d channels",

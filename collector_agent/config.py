@@ -37,6 +37,7 @@ __all__ = ["AgentSpec", "ComponentSpec", "SinkGroupSpec", "load_properties", "pa
 
 _ENV_RE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 _KINDS = ("sources", "channels", "sinks", "sinkgroups")
+_RUNNER_KEYS = ("backoffSleepIncrement", "maxBackoffSleep")
 
 
 def load_properties(text: str, environ: Mapping[str, str] | None = None) -> dict[str, str]:
@@ -199,9 +200,15 @@ def parse_agent(values: Mapping[str, str], agent: str) -> AgentSpec:
         spec.sinkgroups[name] = SinkGroupSpec(
             name, tuple(members), tuple(sorted(processor.items())), prefix + "processor."
         )
-    for sink in spec.sinks:
+    for sink, sink_spec in spec.sinks.items():
         if sink not in grouped:
-            spec.sinkgroups[f"_{sink}"] = SinkGroupSpec(
-                f"_{sink}", (sink,), (("type", "default"),), f"{agent}.sinks.{sink}."
+            # A group of its own, named with a space so it cannot clash with a listed group;
+            # the sink's own runner backoff keys become the group's.
+            runner_keys = {k: v for k, v in sink_spec.values if k in _RUNNER_KEYS}
+            spec.sinkgroups[f"sink {sink}"] = SinkGroupSpec(
+                f"sink {sink}",
+                (sink,),
+                tuple(sorted({"type": "default", **runner_keys}.items())),
+                f"{agent}.sinks.{sink}.",
             )
     return spec

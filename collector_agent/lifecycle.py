@@ -3,7 +3,8 @@
 States (Flume's ``LifecycleState``)::
 
     IDLE --start()--> START --stop()--> STOP --start()--> START
-      any --failure while starting--> ERROR
+      IDLE --start() fails--> ERROR   (a component that cannot open its resources, e.g. a
+                                       file channel whose directory is unusable)
 """
 
 from __future__ import annotations

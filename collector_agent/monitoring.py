@@ -33,6 +33,14 @@ log = logging.getLogger(__name__)
 
 Metrics = dict[str, dict[str, float]]
 _SNAKE_RE = re.compile(r"(?<!^)(?=[A-Z])")
+_GAUGES = {
+    "flume_channel_size",
+    "flume_channel_capacity",
+    "flume_channel_fill_percentage",
+    "flume_open_connection_count",
+    "flume_start_time",
+    "flume_stop_time",
+}
 
 
 def prometheus_text(metrics: Metrics, agent: str) -> str:
@@ -46,7 +54,7 @@ def prometheus_text(metrics: Metrics, agent: str) -> str:
             series.setdefault(name, []).append(f"{name}{{{labels}}} {float(value)!r}")
     lines = []
     for name, samples in series.items():
-        kind = "counter" if name.endswith("_count") or name.endswith("_fail") else "gauge"
+        kind = "gauge" if name in _GAUGES else "counter"
         lines.append(f"# TYPE {name} {kind}")
         lines.extend(samples)
     return "\n".join(lines) + "\n"

@@ -2,8 +2,8 @@
 
 The file is checked every ``interval`` seconds by content (a hash), not only by mtime as
 Flume does, so a touch does not restart anything and an edit within the same second is not
-missed. With ``zk_hosts``, ``/artimon/config/agents/<agent>`` is watched as well and, when it
-exists, its content is the configuration.
+missed. With ``zk_hosts``, ``/artimon/config/agents/<agent>`` is watched as well: each change
+of that znode is applied, as each change of the file is; the latest change wins.
 """
 
 from __future__ import annotations
@@ -79,11 +79,14 @@ class ConfigWatcher:
     def _on_znode(self, data: bytes | None, stat: object) -> None:
         if data:
             log.info("configuration znode of agent %s changed; reloading", self.agent.name)
-            self.agent.reload(data.decode("utf-8", errors="replace"))
+            try:
+                self.agent.reload(data.decode("utf-8", errors="replace"))
+            except Exception:
+                log.exception("reload of agent %s from its znode failed", self.agent.name)
 
     def _run(self) -> None:
         while not self._stop.wait(self.interval):
             try:
                 self.check_now()
-            except OSError as exc:
-                log.warning("cannot read %s: %s", self.path, exc)
+            except Exception:  # the watcher must outlive any one bad reload
+                log.exception("reload of agent %s from %s failed", self.agent.name, self.path)

@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 from artimon.commands._signals import stop_event
-from collector_agent import Agent, ConfigurationError
+from collector_agent import Agent, AgentError, ConfigurationError
 from collector_agent.monitoring import MonitorServer, SelfReporter
 from collector_agent.reloader import ConfigWatcher
 
@@ -42,12 +42,17 @@ def run(args: argparse.Namespace) -> int:
         return 2
     stop = stop_event()
     zk_hosts = args.zk or os.environ.get("ARTIMON_ZK")
-    agent.start()
+    try:
+        agent.start()
+    except (AgentError, OSError) as exc:
+        print(f"artimon agent: cannot start {args.name}: {exc}", file=sys.stderr)
+        return 2
     monitor = None
     reporter = SelfReporter(agent.metrics, agent.name)
     reporter.start()
     if zk_hosts:
-        reporter.bookkeeper.serve(zk_hosts=zk_hosts)
+        # reachable from the agents that poll it: every interface, the outward address registered
+        reporter.bookkeeper.serve("0.0.0.0", zk_hosts=zk_hosts)
     if not args.no_monitor:
         monitor = MonitorServer(agent.metrics, agent.name, args.monitor_host, args.monitor_port)
         monitor.start()

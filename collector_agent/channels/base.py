@@ -132,8 +132,11 @@ class Transaction:
 
     def rollback(self) -> None:
         self._require("rollback", TransactionState.OPEN, TransactionState.PREPARED)
-        self._do_rollback()
-        self.state = TransactionState.COMPLETED
+        try:
+            self._do_rollback()
+        finally:
+            # even a failed undo ends the transaction, or the thread could never open another
+            self.state = TransactionState.COMPLETED
 
     def close(self) -> None:
         self._require("close", TransactionState.NEW, TransactionState.COMPLETED)

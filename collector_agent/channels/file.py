@@ -26,8 +26,11 @@ replays the prepared events as committed: at least once, never lost.
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
 import logging
+import os
 import shutil
 import sqlite3
 import threading
@@ -112,7 +115,11 @@ class _FileTransaction(Transaction):
     def _do_commit(self) -> None:
         channel = self.channel
         if self._takes:
-            channel._apply([], self._takes)
+            try:
+                channel._apply([], self._takes)
+            except ChannelException:
+                channel.counters.add("EventTakeErrorCount")
+                raise
             channel._release(len(self._takes))
             channel.counters.add("EventTakeSuccessCount", len(self._takes))
         if self._put_seqs:
@@ -159,6 +166,7 @@ class FileChannel(BasicChannel):
         self._writer: sqlite3.Connection | None = None
         self._reader: sqlite3.Connection | None = None
         self._disk_checked_at = 0.0
+        self._lock_fd: int | None = None
         self.replay_seconds = 0.0
         self.sqlite_commits = 0  # fewer than transaction commits when group commit works
 
@@ -218,12 +226,14 @@ class FileChannel(BasicChannel):
         started = time.monotonic()
         try:
             self.directory.mkdir(parents=True, exist_ok=True)
+            self._lock_directory()
             writer = self._connect()
             writer.execute(_SCHEMA)
             reader = self._connect()
             seqs = [row[0] for row in writer.execute("SELECT seq FROM events ORDER BY seq")]
         except (OSError, sqlite3.Error) as exc:
             self.state = LifecycleState.ERROR
+            self._unlock_directory()
             raise ChannelException(f"channel {self.name}: cannot open {self.directory}: {exc}") from None
         self._writer, self._reader = writer, reader
         with self._lock:
@@ -241,6 +251,23 @@ class FileChannel(BasicChannel):
                 if conn is not None:
                     conn.close()
             self._writer = self._reader = None
+        self._unlock_directory()
+
+    def _lock_directory(self) -> None:
+        """One channel per directory (Flume's ``in_use.lock``): a second one would reuse
+        sequence numbers and corrupt both."""
+        fd = os.open(self.directory / "in_use.lock", os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            os.close(fd)
+            raise OSError(f"{self.directory} is in use by another channel (in_use.lock is held)") from None
+        self._lock_fd = fd
+
+    def _unlock_directory(self) -> None:
+        if self._lock_fd is not None:
+            os.close(self._lock_fd)  # closing releases the flock
+            self._lock_fd = None
 
     # -- capacity ----------------------------------------------------------------------------
 
@@ -296,7 +323,11 @@ class FileChannel(BasicChannel):
             (seq, dumps(e.headers, separators=(",", ":")).encode(), e.body)
             for seq, e in zip(seqs, events, strict=True)
         ]
-        self._apply(rows, [])
+        try:
+            self._apply(rows, [])
+        except ChannelException:
+            self.counters.add("EventPutErrorCount")
+            raise
         return seqs
 
     def _apply(self, inserts: list[tuple[int, bytes, bytes]], deletes: list[int]) -> None:
@@ -331,9 +362,9 @@ class FileChannel(BasicChannel):
             conn.execute("COMMIT")
             self.sqlite_commits += 1
         except sqlite3.Error as exc:
-            if conn.in_transaction:
-                conn.execute("ROLLBACK")
-            self.counters.add("EventPutErrorCount")
+            with contextlib.suppress(sqlite3.Error):
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
             return ChannelException(f"channel {self.name}: write failed: {exc}")
         return None
 

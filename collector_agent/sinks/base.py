@@ -98,10 +98,12 @@ class BatchSink(Sink):
                 self.counters.add("BatchEmptyCount")
                 return Status.BACKOFF
             self.counters.add("EventDrainAttemptCount", len(events))
-            deliverable = self._divert_poison(events)
+            deliverable, poison = self._split_poison(events)
             try:
                 if deliverable:
                     self.deliver(deliverable)
+                if poison:  # after the others are delivered: a failed delivery writes none
+                    self._write_dead_letters(poison)
             except MalformedEventError as exc:
                 tx.rollback()
                 self.counters.add("EventWriteFail")
@@ -118,6 +120,8 @@ class BatchSink(Sink):
                 self.counters.add("ChannelReadFail")
                 tx.rollback()
                 return Status.BACKOFF
+            for event in poison:
+                self._strikes.pop(_fingerprint(event), None)
             self.counters.add("EventDrainSuccessCount", len(deliverable))
             self.counters.add(
                 "BatchCompleteCount" if len(events) == self.batch_size else "BatchUnderflowCount"
@@ -134,21 +138,17 @@ class BatchSink(Sink):
         while len(self._strikes) > _MAX_TRACKED_STRIKES:
             self._strikes.popitem(last=False)
 
-    def _divert_poison(self, events: list[Event]) -> list[Event]:
-        """Events refused ``max_attempts`` times go to the dead-letter file (fsynced before
-        the take commits); the rest are returned for delivery."""
+    def _split_poison(self, events: list[Event]) -> tuple[list[Event], list[Event]]:
+        """``(to deliver, refused max_attempts times)``: the latter go to the dead-letter
+        file, fsynced before the take commits."""
         if not self._strikes:
-            return events
+            return events, []
         keep: list[Event] = []
         poison: list[Event] = []
         for event in events:
             key = _fingerprint(event)
             (poison if self._strikes.get(key, 0) >= self.max_attempts else keep).append(event)
-        if poison:
-            self._write_dead_letters(poison)
-            for event in poison:
-                self._strikes.pop(_fingerprint(event), None)
-        return keep
+        return keep, poison
 
     def _write_dead_letters(self, events: list[Event]) -> None:
         self.dead_letter_dir.mkdir(parents=True, exist_ok=True)

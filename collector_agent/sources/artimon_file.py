@@ -7,7 +7,8 @@ file's module name), ``artimon.file`` and ``artimon.round`` (the read's time ali
 interval, epoch ms).
 
 Keys: ``directory`` (default ``/var/run/artimon``), ``interval`` (s, default 60),
-``maxFileSize`` (bytes, default 64 MiB).
+``maxFileSize`` (bytes, default 64 MiB), ``batchSize`` (files per channel transaction,
+default 100).
 
 Refused, counted in ``EventReadFail`` and logged once per file and change: a path that
 resolves outside the directory (a symlink out), a file larger than ``maxFileSize``, a file
@@ -41,6 +42,7 @@ class ArtimonFileSource(PollableSource):
         self.directory = Path(context.get_str("directory", "/var/run/artimon"))
         self.interval = context.get_float("interval", 60.0, minimum=0.01)
         self.max_file_size = context.get_int("maxFileSize", 64 * 1024 * 1024, minimum=1)
+        self.batch_size = context.get_int("batchSize", 100, minimum=1)
         self._seen: dict[Path, tuple[int, int]] = {}
         self._refused: dict[Path, tuple[int, int]] = {}
         self._next_round = 0.0
@@ -54,16 +56,17 @@ class ArtimonFileSource(PollableSource):
             round_ms = int(now // self.interval * self.interval * 1000)
             self._next_round = (now // self.interval + 1) * self.interval
             self._pending = self._read_round(round_ms)
+            self.counters.add("EventReceivedCount", len(self._pending))
             if not self._pending:
                 return Status.BACKOFF
-        self.counters.add("EventReceivedCount", len(self._pending))
+        batch = self._pending[: self.batch_size]
         try:
-            self.channel_processor.process_batch(self._pending)
+            self.channel_processor.process_batch(batch)
         except ChannelException:
             self.counters.add("ChannelWriteFail")
-            return Status.BACKOFF  # kept in _pending, retried on the next call
-        self.counters.add("EventAcceptedCount", len(self._pending))
-        self._pending = []
+            return Status.BACKOFF  # still pending, retried on the next call
+        self.counters.add("EventAcceptedCount", len(batch))
+        del self._pending[: len(batch)]
         return Status.READY
 
     def _refuse(self, path: Path, signature: tuple[int, int], why: str) -> None:
@@ -81,6 +84,8 @@ class ArtimonFileSource(PollableSource):
             log.warning("artimon_file source %s: cannot list %s: %s", self.name, self.directory, exc)
             return []
         events = []
+        present = set(candidates)
+        self._seen = {p: s for p, s in self._seen.items() if p in present}  # forget removed files
         for path in candidates:
             try:
                 stat = path.stat()

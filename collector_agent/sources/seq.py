@@ -19,13 +19,16 @@ class SequenceSource(PollableSource):
         self.batch_size = context.get_int("batchSize", 1, minimum=1)
         self.total = context.get_int("totalEvents", 2**63 - 1, minimum=0)
         self.next_value = 0
+        self._received_up_to = 0  # a batch retried after a full channel is received once
 
     def process(self) -> Status:
         if self.next_value >= self.total:
             return Status.BACKOFF
         end = min(self.total, self.next_value + self.batch_size)
         events = [Event({}, str(n).encode()) for n in range(self.next_value, end)]
-        self.counters.add("EventReceivedCount", len(events))
+        if end > self._received_up_to:
+            self.counters.add("EventReceivedCount", end - max(self.next_value, self._received_up_to))
+            self._received_up_to = end
         try:
             self.channel_processor.process_batch(events)
         except ChannelException:

@@ -7,6 +7,7 @@ import pytest
 from kazoo.client import KazooClient
 
 from bookkeeper import Bookkeeper, EndpointInfo, read_endpoint, resolve_zk
+from bookkeeper.discovery import list_endpoints
 from bookkeeper.registration import RegistrationState
 from bookkeeper.testing import AppProcess, expire_session, start_app
 from bookkeeper.zkserver import ZooKeeperServer
@@ -31,15 +32,9 @@ def zk(zk_hosts: str) -> Iterator[KazooClient]:
 
 
 def endpoints(zk: KazooClient, zk_hosts: str) -> dict[str, list[EndpointInfo]]:
-    layout = resolve_zk(zk_hosts)[1]
     found: dict[str, list[EndpointInfo]] = {}
-    if not zk.exists(layout.contexts):
-        return found
-    for segment in zk.get_children(layout.contexts):
-        context = layout.context_name(segment)
-        for child in zk.get_children(layout.context(context)):
-            data, _ = zk.get(f"{layout.context(context)}/{child}")
-            found.setdefault(context, []).append(EndpointInfo.from_json(data))
+    for info in list_endpoints(zk, resolve_zk(zk_hosts)[1]):
+        found.setdefault(info.context, []).append(info)
     return found
 
 
@@ -67,11 +62,7 @@ def test_two_apps_in_two_contexts_register_and_one_killed_disappears(zk: KazooCl
 
         killed_at = time.monotonic()
         apps[0].kill()
-        wait_for(
-            lambda: "web" not in endpoints(zk, zk_hosts) or not endpoints(zk, zk_hosts)["web"],
-            15,
-            "the killed app's znode to go",
-        )
+        wait_for(lambda: not endpoints(zk, zk_hosts).get("web"), 15, "the killed app's znode to go")
         # The session timeout was 2 s: the server reaps the node within about that.
         assert time.monotonic() - killed_at < 2.0 + 3.0
         assert len(endpoints(zk, zk_hosts)["db/main"]) == 1

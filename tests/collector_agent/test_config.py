@@ -24,7 +24,7 @@ def test_a_good_configuration_parses_as_flume_users_write_it() -> None:
     spec = parse_agent(load_properties(BASE + "b2.sources = ignored\n"), "a1")
     assert list(spec.sources) == ["r1"] and spec.sources["r1"].channels == ("c1",)
     assert spec.sinks["k1"].channels == ("c1",)
-    assert list(spec.sinkgroups) == ["_k1"]  # an ungrouped sink runs in a group of its own
+    assert list(spec.sinkgroups) == ["sink k1"]  # an ungrouped sink runs in a group of its own
 
 
 def test_env_substitution() -> None:

@@ -9,7 +9,6 @@ import signal
 import subprocess
 import sys
 import threading
-import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -63,9 +62,23 @@ d.sinks.none.channel = idle
 def start_middle(config: Path) -> subprocess.Popen[str]:
     with open(config.with_suffix(".log"), "a") as log:
         process = subprocess.Popen(
-            [sys.executable, "-m", "artimon", "agent", "-f", str(config), "-n", "m", "--no-monitor",
-             "--reload-interval", "0"],
-            stdout=subprocess.PIPE, stderr=log, text=True, start_new_session=True,
+            [
+                sys.executable,
+                "-m",
+                "artimon",
+                "agent",
+                "-f",
+                str(config),
+                "-n",
+                "m",
+                "--no-monitor",
+                "--reload-interval",
+                "0",
+            ],
+            stdout=subprocess.PIPE,
+            stderr=log,
+            text=True,
+            start_new_session=True,
         )
     line: list[str] = []
     reader = threading.Thread(target=lambda: line.append(process.stdout.readline()), daemon=True)  # type: ignore[union-attr]

@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import subprocess
+import sys
 import threading
 from pathlib import Path
 
@@ -41,17 +43,37 @@ def test_committed_events_survive_a_restart_with_headers_and_bytes(tmp_path: Pat
     again.stop()
 
 
-def test_a_channel_never_stopped_still_has_its_committed_events(tmp_path: Path) -> None:
-    crashed = open_channel(tmp_path)
-    put(crashed, [b"a", b"b"])
-    tx = crashed.transaction()  # in flight, never committed
-    tx.begin()
-    tx.put(Event({}, b"uncommitted"))
-    tx.prepare()
-    second = open_channel(tmp_path)  # as if the process had died here
+CRASHING_PROCESS = """
+import os, sys
+from collector_agent import Context, Event, FileChannel
+channel = FileChannel("fc")
+channel.configure(Context({"dataDirs": sys.argv[1], "minimumRequiredSpace": "1048576"}))
+channel.start()
+with channel.transaction() as tx:
+    tx.put_batch([Event({}, b"a"), Event({}, b"b")])
+tx = channel.transaction()
+tx.begin()
+tx.put(Event({}, b"prepared"))
+tx.prepare()
+os._exit(1)  # dies here: no stop, no commit
+"""
+
+
+def test_a_process_dying_mid_transaction_leaves_committed_and_prepared_events(tmp_path: Path) -> None:
+    died = subprocess.run([sys.executable, "-c", CRASHING_PROCESS, str(tmp_path)], timeout=60)
+    assert died.returncode == 1
+    after = open_channel(tmp_path)
     # a prepared (durably written) put replays: at least once, never lost
-    assert sorted(e.body for e in take_all(second)) == [b"a", b"b", b"uncommitted"]
-    second.stop()
+    assert sorted(e.body for e in take_all(after)) == [b"a", b"b", b"prepared"]
+    after.stop()
+
+
+def test_a_directory_serves_one_channel_at_a_time(tmp_path: Path) -> None:
+    first = open_channel(tmp_path)
+    with pytest.raises(ChannelException, match="in use by another channel"):
+        open_channel(tmp_path)
+    first.stop()
+    open_channel(tmp_path).stop()
 
 
 def test_taken_and_committed_events_are_gone_after_restart(tmp_path: Path) -> None:
