@@ -45,16 +45,17 @@ class ArtimonFileSource(PollableSource):
         self.batch_size = context.get_int("batchSize", 100, minimum=1)
         self._seen: dict[Path, tuple[int, int]] = {}
         self._refused: dict[Path, tuple[int, int]] = {}
-        self._next_round = 0.0
+        self._next_round_ms = 0
         self._pending: list[Event] = []
 
     def process(self) -> Status:
         if not self._pending:
-            now = time.time()
-            if now < self._next_round:
+            now_ms = int(time.time() * 1000)
+            if now_ms < self._next_round_ms:
                 return Status.BACKOFF
-            round_ms = int(now // self.interval * self.interval * 1000)
-            self._next_round = (now // self.interval + 1) * self.interval
+            interval_ms = max(1, round(self.interval * 1000))
+            round_ms = now_ms // interval_ms * interval_ms
+            self._next_round_ms = round_ms + interval_ms
             self._pending = self._read_round(round_ms)
             self.counters.add("EventReceivedCount", len(self._pending))
             if not self._pending:

@@ -3,6 +3,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -127,3 +128,55 @@ def test_zk_command_serves_until_ctrl_c(tmp_path) -> None:
     assert process.returncode == 0
     assert "ZooKeeper stopped." in out
     assert four_letter_word("127.0.0.1", port, "ruok", timeout=1) == ""
+
+
+def test_agent_command_refuses_a_bad_configuration_with_exit_2(tmp_path) -> None:
+    conf = tmp_path / "bad.properties"
+    conf.write_text("a1.channels = c1\na1.channels.c1.type = memory\na1.channels.c1.capacity = lots\n")
+    result = _run("agent", "-f", str(conf), "-n", "a1")
+    assert result.returncode == 2
+    assert "a1.channels.c1.capacity: 'lots' is not an integer" in result.stderr
+    missing = _run("agent", "-f", str(tmp_path / "nope.properties"), "-n", "a1")
+    assert missing.returncode == 2 and "nope.properties" in missing.stderr
+
+
+@pytest.mark.slow
+def test_agent_command_runs_serves_metrics_and_stops_on_sigterm(tmp_path) -> None:
+    import signal
+
+    import httpx
+
+    from bookkeeper.zkserver import free_port
+
+    conf = tmp_path / "agent.properties"
+    conf.write_text(
+        "a1.sources = r1\na1.channels = c1\na1.sinks = k1\n"
+        "a1.sources.r1.type = seq\na1.sources.r1.totalEvents = 50\na1.sources.r1.channels = c1\n"
+        "a1.channels.c1.type = memory\na1.sinks.k1.type = null\na1.sinks.k1.channel = c1\n"
+    )
+    port = free_port()
+    process = subprocess.Popen(
+        [*ARTIMON, "agent", "-f", str(conf), "-n", "a1", "--monitor-port", str(port)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert process.stdout is not None
+        line = process.stdout.readline()
+        assert f"metrics on http://127.0.0.1:{port}/metrics" in line, line
+        deadline = time.monotonic() + 30
+        while True:
+            body = httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=5).json()
+            if body["SINK.k1"]["EventDrainSuccessCount"] == 50:
+                break
+            assert time.monotonic() < deadline, body
+            time.sleep(0.05)
+        process.send_signal(signal.SIGTERM)
+        out, _ = process.communicate(timeout=30)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.communicate()
+    assert process.returncode == 0
+    assert "agent a1 stopped." in out
