@@ -158,3 +158,40 @@ def test_reopening_a_channel_that_is_not_a_database_fails_clearly(tmp_path: Path
     channel.configure(Context({"dataDirs": str(tmp_path), "minimumRequiredSpace": "1048576"}))
     with pytest.raises(ChannelException, match="cannot open"):
         channel.start()
+
+
+def test_concurrent_takers_splitting_batches_lose_and_duplicate_nothing(tmp_path: Path) -> None:
+    channel = open_channel(tmp_path, capacity="100000", transactionCapacity="1000")
+    for start in range(0, 3000, 300):
+        put(channel, [str(i).encode() for i in range(start, start + 300)])
+    received: list[int] = []
+    lock = threading.Lock()
+
+    def taker(size: int) -> None:
+        rollbacks = 0
+        while True:
+            tx = channel.transaction()
+            tx.begin()
+            events = tx.take_batch(size)
+            if size == 7 and events and int(events[0].body) % 2 and rollbacks < 50:
+                rollbacks += 1
+                tx.rollback()  # some takes change their mind: their events come back
+                tx.close()
+                continue
+            tx.commit()
+            tx.close()
+            if not events:
+                return
+            with lock:
+                received.extend(int(e.body) for e in events)
+
+    threads = [threading.Thread(target=taker, args=(size,)) for size in (7, 64, 250)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert sorted(received) == list(range(3000))
+    channel.stop()
+    again = open_channel(tmp_path)
+    assert again.size == 0
+    again.stop()
