@@ -1,10 +1,12 @@
-"""Shared fixtures: one real ZooKeeper server per test session (or ``$ARTIMON_ZK``)."""
+"""Shared fixtures: one real ZooKeeper server per test session (or ``$ARTIMON_ZK``), and
+waiting on a condition with a deadline."""
 
 from __future__ import annotations
 
 import os
+import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -32,3 +34,17 @@ def zk_hosts(zk_server: ZooKeeperServer | None) -> str:
     """A connect string with a root of its own, so tests never see each other's znodes."""
     connect = zk_server.hosts if zk_server else os.environ["ARTIMON_ZK"].partition("/")[0]
     return f"{connect}/artimon-test-{uuid.uuid4().hex[:8]}"
+
+
+def wait_until(condition: Callable[[], object], timeout: float = 20.0, what: str = "condition") -> None:
+    """Poll ``condition`` until it is true; fail after ``timeout`` seconds naming ``what``."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+        time.sleep(0.02)
+
+
+@pytest.fixture
+def wait() -> Callable[..., None]:
+    return wait_until

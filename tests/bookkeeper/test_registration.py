@@ -1,9 +1,10 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 
 import pytest
+from conftest import wait_until
 from kazoo.client import KazooClient
 
 from bookkeeper import Bookkeeper, EndpointInfo, read_endpoint, resolve_zk
@@ -11,14 +12,6 @@ from bookkeeper.discovery import list_endpoints
 from bookkeeper.registration import RegistrationState
 from bookkeeper.testing import AppProcess, expire_session, start_app
 from bookkeeper.zkserver import ZooKeeperServer
-
-
-def wait_for(condition: Callable[[], object], timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
-        time.sleep(0.05)
 
 
 @pytest.fixture
@@ -46,7 +39,7 @@ def test_two_apps_in_two_contexts_register_and_one_killed_disappears(zk: KazooCl
             start_app("web", zk_hosts, variables=5, session_timeout=2.0),
             start_app("db/main", zk_hosts, variables=7, session_timeout=2.0),
         ]
-        wait_for(lambda: len(endpoints(zk, zk_hosts)) == 2, 30, "two contexts registered")
+        wait_until(lambda: len(endpoints(zk, zk_hosts)) == 2, 30, "two contexts registered")
         found = endpoints(zk, zk_hosts)
         assert sorted(found) == ["db/main", "web"]
         for app, context in zip(apps, ["web", "db/main"], strict=True):
@@ -62,7 +55,7 @@ def test_two_apps_in_two_contexts_register_and_one_killed_disappears(zk: KazooCl
 
         killed_at = time.monotonic()
         apps[0].kill()
-        wait_for(lambda: not endpoints(zk, zk_hosts).get("web"), 15, "the killed app's znode to go")
+        wait_until(lambda: not endpoints(zk, zk_hosts).get("web"), 15, "the killed app's znode to go")
         # The session timeout was 2 s: the server reaps the node within about that.
         assert time.monotonic() - killed_at < 2.0 + 3.0
         assert len(endpoints(zk, zk_hosts)["db/main"]) == 1
@@ -82,7 +75,7 @@ def test_session_expiry_re_registers(zk: KazooClient, zk_hosts: str) -> None:
         connect, _ = resolve_zk(zk_hosts)
         first_session = registration.client.client_id[0]
         expire_session(connect, registration.client)
-        wait_for(lambda: registration.registrations == 2, 30, "re-registration")
+        wait_until(lambda: registration.registrations == 2, 30, "re-registration")
         assert registration.client.client_id[0] != first_session
         assert registration.state is RegistrationState.REGISTERED
         (info,) = endpoints(zk, zk_hosts)["expiry"]
@@ -103,7 +96,7 @@ def test_serves_without_zookeeper_and_registers_when_it_comes(tmp_path, caplog) 
         assert len(read_endpoint(server.host, server.port)) == 0  # serving already
         registration = server.registration
         assert registration is not None
-        wait_for(lambda: "does not answer" in caplog.text, 10, "the warning")
+        wait_until(lambda: "does not answer" in caplog.text, 10, "the warning")
         assert not registration.registered.is_set()
         late.start()
         assert registration.registered.wait(30)
@@ -131,13 +124,13 @@ def test_zookeeper_restart_keeps_the_registration(tmp_path) -> None:
         assert registration is not None
         assert registration.registered.wait(30)
         zk_server.stop()
-        wait_for(lambda: not registration.registered.is_set(), 30, "the loss to be noticed")
+        wait_until(lambda: not registration.registered.is_set(), 30, "the loss to be noticed")
         zk_server.start()
         assert registration.registered.wait(60)
         client = KazooClient(hosts=zk_server.hosts)
         client.start(timeout=30)
         try:
-            wait_for(lambda: client.exists(registration.path), 30, "the znode back")
+            wait_until(lambda: client.exists(registration.path), 30, "the znode back")
         finally:
             client.stop()
             client.close()

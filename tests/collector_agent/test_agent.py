@@ -146,3 +146,33 @@ def test_the_agent_reports_its_counters_through_its_own_bookkeeper(wait: Callabl
         assert bk.get_double_var("flume.ChannelFillPercentage", labels) == 0.0
     finally:
         agent.stop()
+
+
+def test_a_change_of_the_config_znode_reloads_the_agent(zk_hosts: str, wait: Callable[..., None]) -> None:
+    from kazoo.client import KazooClient
+
+    from bookkeeper import resolve_zk
+
+    config = PIPELINE.format(total=0, sink_batch=100)
+    agent = Agent.from_properties(config, "a1", {})
+    agent.start()
+    watcher = ConfigWatcher(agent, None, zk_hosts=zk_hosts)
+    watcher.start()
+    connect, layout = resolve_zk(zk_hosts)
+    client = KazooClient(hosts=connect)
+    client.start(timeout=30)
+    try:
+        client.create(
+            layout.agent_config("a1"),
+            config.replace("totalEvents = 0", "totalEvents = 7").encode(),
+            makepath=True,
+        )
+        wait(lambda: agent.reloads == 1, what="the reload from the znode")
+        wait(
+            lambda: agent.metrics()["SINK.k1"]["EventDrainSuccessCount"] == 7, what="the new source's events"
+        )
+    finally:
+        client.stop()
+        client.close()
+        watcher.stop()
+        agent.stop()
