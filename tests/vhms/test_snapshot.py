@@ -1,0 +1,82 @@
+from __future__ import annotations
+
+import logging
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from vhms import SnapshotError, Store, load_snapshot, restore_or_empty, save_snapshot
+
+MINUTE = 60_000
+NOW = int(time.time() * 1000) // MINUTE * MINUTE
+
+
+def filled() -> Store:
+    store = Store()
+    keys = [f"disk.used{{host=h{i},volume=/data}}" for i in range(70_000)]  # two chunks
+    for m in range(5):
+        store.ingest(keys, np.arange(70_000) * 1.0 + m, np.full(70_000, NOW - (4 - m) * MINUTE))
+    store.strings[3] = (NOW, "une valeur")
+    return store
+
+
+def test_round_trip(tmp_path: Path) -> None:
+    original = filled()
+    save_snapshot(original, tmp_path)
+    restored = Store()
+    assert load_snapshot(restored, tmp_path)
+    for resolution in (60, 300, 900, 3600):
+        a = original.fetch("disk.used{host~h6999.}", NOW - 60 * MINUTE, NOW + MINUTE, resolution)
+        b = restored.fetch("disk.used{host~h6999.}", NOW - 60 * MINUTE, NOW + MINUTE, resolution)
+        assert a.keys == b.keys and np.array_equal(a.values, b.values, equal_nan=True)
+    assert restored.strings == original.strings
+    assert [r.head for r in restored.rings] == [r.head for r in original.rings]
+    restored.ingest(["disk.used{host=h1,volume=/data}"], np.array([9.0]), np.array([NOW]))  # keeps working
+    assert restored.fetch("disk.used{host=h1}", NOW, NOW + MINUTE).values[0, 0] == 9.0
+
+
+def test_no_snapshot_is_not_an_error(tmp_path: Path) -> None:
+    assert load_snapshot(Store(), tmp_path) is False
+
+
+def test_a_corrupt_snapshot_is_detected_reported_and_set_aside(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    save_snapshot(filled(), tmp_path)
+    data = tmp_path / "vhms-snapshot.npz"
+    raw = bytearray(data.read_bytes())
+    raw[len(raw) // 2] ^= 0xFF
+    data.write_bytes(bytes(raw))
+    with pytest.raises(SnapshotError, match="corrupt: SHA-256"):
+        load_snapshot(Store(), tmp_path)
+    store = Store()
+    with caplog.at_level(logging.ERROR):
+        assert restore_or_empty(store, tmp_path) is False
+    assert "starting without the snapshot" in caplog.text
+    assert store.series == 0
+    assert sorted(p.name.split(".corrupt-")[0] for p in tmp_path.iterdir()) == [
+        "vhms-snapshot.json",
+        "vhms-snapshot.npz",
+    ]
+    store.ingest(["x{}"], np.array([1.0]), np.array([NOW]))  # and the store works
+    assert store.series == 1
+
+
+@pytest.mark.parametrize("damage", ["truncate", "manifest", "resolutions"])
+def test_other_damage_is_refused_with_a_reason(tmp_path: Path, damage: str) -> None:
+    save_snapshot(filled(), tmp_path)
+    store = Store()
+    if damage == "truncate":
+        data = tmp_path / "vhms-snapshot.npz"
+        data.write_bytes(data.read_bytes()[:1000])
+        match = "corrupt"
+    elif damage == "manifest":
+        (tmp_path / "vhms-snapshot.json").write_text("{not json")
+        match = "not a snapshot manifest"
+    else:
+        store = Store("60s:30,1h:24")
+        match = "resolutions"
+    with pytest.raises(SnapshotError, match=match):
+        load_snapshot(store, tmp_path)

@@ -1,0 +1,147 @@
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import pytest
+
+from bookkeeper import Bookkeeper
+from vhms import ConfigurationError, QueryLimitError, SeriesLimitError, Store, parse_resolutions
+
+MINUTE = 60_000
+NOW = int(time.time() * 1000) // (60 * MINUTE) * (60 * MINUTE)  # an hour boundary in the past
+
+
+def keys(n: int, name: str = "cpu") -> list[str]:
+    return [f"{name}{{dc=jb,host=h{i}}}" for i in range(n)]
+
+
+def ingest_minutes(store: Store, series: list[str], minutes: range, base: int = NOW - 600 * MINUTE) -> None:
+    for m in minutes:
+        store.ingest(series, np.arange(len(series)) + m * 100.0, np.full(len(series), base + m * MINUTE))
+
+
+def test_resolutions_parse_and_refuse_clearly() -> None:
+    assert [str(r) for r in parse_resolutions()] == [
+        "60s:60:last",
+        "300s:48:last",
+        "900s:96:last",
+        "3600s:72:last",
+    ]
+    assert parse_resolutions("1h:24:max,10s:6")[1].aggregate == "max"
+    for bad, why in [
+        ("5x:3", "is not <step>"),
+        ("60s:60:median", "aggregate 'median'"),
+        ("60s:60:max,5m:4", "finest resolution"),
+        ("60s:60,90s:10", "not a larger multiple"),
+    ]:
+        with pytest.raises(ConfigurationError, match=why):
+            parse_resolutions(bad)
+
+
+def test_ring_wraps_around_and_forgets_what_it_recycled() -> None:
+    store = Store("60s:5,300s:4")
+    series = keys(2)
+    ingest_minutes(store, series, range(12))
+    end = NOW - 600 * MINUTE + 12 * MINUTE
+    fine = store.fetch("cpu", end - 12 * MINUTE, end, resolution=60)
+    assert np.isnan(fine.values[:, :7]).all()  # only the last 5 minutes remain
+    assert fine.values[0, 7:].tolist() == [700.0, 800.0, 900.0, 1000.0, 1100.0]
+    coarse = store.fetch("cpu", end - 20 * MINUTE, end, resolution=300)
+    assert coarse.values[0].tolist()[-3:] == [400.0, 900.0, 1100.0]  # last of each 5 minutes
+
+
+def test_late_samples_land_in_their_buckets() -> None:
+    store = Store()
+    series = keys(3)
+    ingest_minutes(store, series, range(10, 20))
+    ingest_minutes(store, series, range(0, 10))  # the backlog after a partition heals
+    base = NOW - 600 * MINUTE
+    result = store.fetch("cpu{host=h1}", base, base + 20 * MINUTE, resolution=60)
+    assert result.values[0].tolist() == [1.0 + m * 100 for m in range(20)]
+    five = store.fetch("cpu{host=h1}", base, base + 20 * MINUTE, resolution=300)
+    assert five.values[0].tolist() == [401.0, 901.0, 1401.0, 1901.0]
+
+
+def test_samples_older_than_every_ring_are_counted_and_dropped() -> None:
+    store = Store("60s:10,300s:4")
+    series = keys(1)
+    ingest_minutes(store, series, range(100, 101))
+    assert store.ingest(series, np.array([1.0]), np.array([NOW - 600 * MINUTE])) == 0
+    assert store.stats["samples_too_old"] == 1
+
+
+def test_replays_are_idempotent_and_the_newest_sample_of_a_bucket_wins() -> None:
+    store = Store("60s:60,300s:12:sum,900s:8:mean")
+    series = keys(2)
+    ingest_minutes(store, series, range(15))
+    base = NOW - 600 * MINUTE
+    before = [store.fetch("cpu", base, base + 15 * MINUTE, resolution=r).values for r in (60, 300, 900)]
+    ingest_minutes(store, series, range(15))  # the same samples again
+    ingest_minutes(store, series, range(3, 9))
+    after = [store.fetch("cpu", base, base + 15 * MINUTE, resolution=r).values for r in (60, 300, 900)]
+    for a, b in zip(before, after, strict=True):
+        assert np.array_equal(a, b, equal_nan=True)
+    assert after[1][0].tolist() == [sum(m * 100.0 for m in range(k, k + 5)) for k in (0, 5, 10)]
+    # within one bucket, an older sample arriving after a newer one does not replace it
+    store.ingest(series[:1], np.array([-1.0]), np.array([base + 5 * MINUTE + 50_000]))
+    store.ingest(series[:1], np.array([-2.0]), np.array([base + 5 * MINUTE + 10_000]))
+    assert store.fetch("cpu{host=h0}", base + 5 * MINUTE, base + 6 * MINUTE).values[0, 0] == -1.0
+
+
+@pytest.mark.parametrize(
+    ("aggregate", "expected"),
+    [("last", 4.0), ("min", 0.0), ("max", 4.0), ("sum", 10.0), ("count", 5.0), ("mean", 2.0)],
+)
+def test_each_aggregate_over_the_finest_buckets(aggregate: str, expected: float) -> None:
+    store = Store(f"60s:60,300s:12:{aggregate}")
+    base = NOW - 600 * MINUTE
+    for m in [4, 0, 3, 1, 2]:  # out of order on purpose
+        store.ingest(["x{}"], np.array([float(m)]), np.array([base + m * MINUTE]))
+    assert store.fetch("x", base, base + 5 * MINUTE, resolution=300).values[0, 0] == expected
+
+
+def test_auto_resolution_is_the_finest_that_covers_the_range() -> None:
+    store = Store()
+    ingest_minutes(store, keys(1), range(600))
+    end = NOW - 600 * MINUTE + 600 * MINUTE
+    assert store.fetch("cpu", end - 30 * MINUTE, end).step_ms == 60_000
+    assert store.fetch("cpu", end - 3 * 60 * MINUTE, end).step_ms == 300_000
+    assert store.fetch("cpu", end - 9 * 60 * MINUTE, end).step_ms == 900_000
+    assert store.fetch("cpu", end - 48 * 60 * MINUTE, end).step_ms == 3_600_000
+
+
+def test_booleans_as_numbers_and_strings_as_last_values() -> None:
+    bk = Bookkeeper("app", environ={})
+    bk.boolean("up").set(True)
+    bk.integer("hits", page="a").set(5)
+    bk.string("version").set("1.0")
+    store = Store()
+    stored = store.ingest_batch(bk.snapshot(), timestamp_ms=NOW)
+    assert stored == 2
+    assert store.fetch("up", NOW, NOW + MINUTE).values[0, 0] == 1.0
+    assert store.fetch("hits{page=a}", NOW, NOW + MINUTE).values[0, 0] == 5.0
+    bk.string("version").set("1.1")
+    store.ingest_batch(bk.snapshot(), timestamp_ms=NOW + MINUTE)
+    ((key, (ts, text)),) = store.last_strings("version").items()
+    assert key.startswith("version{context=app") and (ts, text) == (NOW + MINUTE, "1.1")
+
+
+def test_limits_are_clear_errors() -> None:
+    store = Store(max_series=3, max_series_per_query=2, max_points_per_query=100)
+    store.ingest(keys(5), np.ones(5), np.full(5, NOW))
+    assert store.series == 3 and store.stats["series_refused"] == 2
+    with pytest.raises(SeriesLimitError, match="max_series=3"):
+        store.index.require("new{}")
+    with pytest.raises(QueryLimitError, match="3 series, more than max_series_per_query=2"):
+        store.fetch("cpu", NOW, NOW + MINUTE)
+    with pytest.raises(QueryLimitError, match="points, more than max_points_per_query=100"):
+        store.fetch("cpu{host=h0}", NOW - 200 * MINUTE, NOW, resolution=60)
+
+
+def test_samples_from_a_wild_clock_are_refused() -> None:
+    store = Store()
+    future = int(time.time() * 1000) + 3600 * 1000
+    assert store.ingest(["x{}"], np.array([1.0]), np.array([future])) == 0
+    assert store.stats["samples_from_the_future"] == 1
+    assert store.rings[0].head == -1  # the ring did not jump forward

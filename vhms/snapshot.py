@@ -1,0 +1,190 @@
+"""Snapshots of a store: written periodically and on shutdown, read back at start.
+
+A snapshot is two files in its directory, written as ``.tmp`` and renamed, data first:
+
+- ``vhms-snapshot.npz``: numpy arrays (no pickles): per ring its head and its buckets for
+  the stored series (``ring<i>.values`` ``[slots, series]`` float64, the finest ring's
+  ``ring0.offsets`` uint8), the series keys and string values as one UTF-8 blob plus
+  offsets, the string values' series ids and times;
+- ``vhms-snapshot.json``: the manifest: format version, creation time, resolutions, series
+  count, and the SHA-256 of the ``.npz``. The manifest is the commit point: a crash before
+  its rename leaves the previous snapshot whole.
+
+Reading checks the manifest, the checksum, the resolutions (they must be the store's) and
+every array's shape; any failure raises ``SnapshotError`` saying which, and
+:func:`restore_or_empty` then moves the files aside (``*.corrupt-<time>``) and starts
+empty instead of crashing.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import time
+import zipfile
+from pathlib import Path
+
+import numpy as np
+
+from vhms.exceptions import SnapshotError
+from vhms.store import CHUNK, Store
+
+__all__ = ["FORMAT_VERSION", "load_snapshot", "restore_or_empty", "save_snapshot"]
+
+log = logging.getLogger(__name__)
+
+FORMAT_VERSION = 1
+DATA = "vhms-snapshot.npz"
+MANIFEST = "vhms-snapshot.json"
+
+
+def _pack_strings(strings: list[str]) -> tuple[np.ndarray, np.ndarray]:
+    encoded = [s.encode() for s in strings]
+    offsets = np.zeros(len(encoded) + 1, dtype=np.int64)
+    np.cumsum([len(e) for e in encoded], out=offsets[1:])
+    return np.frombuffer(b"".join(encoded), dtype=np.uint8), offsets
+
+
+def _unpack_strings(blob: np.ndarray, offsets: np.ndarray) -> list[str]:
+    data = blob.tobytes()
+    bounds = offsets.tolist()
+    return [data[bounds[i] : bounds[i + 1]].decode() for i in range(len(bounds) - 1)]
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as data:
+        while chunk := data.read(1 << 20):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def save_snapshot(store: Store, directory: str | os.PathLike[str]) -> Path:
+    """Write a snapshot of ``store`` into ``directory``; returns the manifest's path."""
+    target = Path(directory)
+    target.mkdir(parents=True, exist_ok=True)
+    started = time.monotonic()
+    with store._lock:
+        count = store.series
+        arrays: dict[str, np.ndarray] = {}
+        for i, ring in enumerate(store.rings):
+            arrays[f"ring{i}.head"] = np.array([ring.head], dtype=np.int64)
+            arrays[f"ring{i}.values"] = _columns(ring.values, count, np.float64)
+            if ring.offsets is not None:
+                arrays[f"ring{i}.offsets"] = _columns(ring.offsets, count, np.uint8)
+        arrays["keys.blob"], arrays["keys.offsets"] = _pack_strings(store.index.keys)
+        string_ids = sorted(store.strings)
+        arrays["strings.ids"] = np.array(string_ids, dtype=np.int64)
+        arrays["strings.ts"] = np.array([store.strings[i][0] for i in string_ids], dtype=np.int64)
+        arrays["strings.blob"], arrays["strings.offsets"] = _pack_strings(
+            [store.strings[i][1] for i in string_ids]
+        )
+    data_tmp = target / (DATA + ".tmp")
+    try:
+        with open(data_tmp, "wb") as out:
+            np.savez(out, **arrays)  # type: ignore[arg-type]
+            out.flush()
+            os.fsync(out.fileno())
+        os.replace(data_tmp, target / DATA)
+        manifest = {
+            "format_version": FORMAT_VERSION,
+            "created_ms": int(time.time() * 1000),
+            "resolutions": [str(r) for r in store.resolutions],
+            "series": count,
+            "sha256": _sha256(target / DATA),
+        }
+        manifest_tmp = target / (MANIFEST + ".tmp")
+        with open(manifest_tmp, "w") as out:
+            json.dump(manifest, out)
+            out.flush()
+            os.fsync(out.fileno())
+        os.replace(manifest_tmp, target / MANIFEST)
+    except OSError as exc:
+        raise SnapshotError(f"cannot write a snapshot into {target}: {exc}") from None
+    log.info("snapshot of %d series written to %s in %.2f s", count, target, time.monotonic() - started)
+    return target / MANIFEST
+
+
+def _columns(chunks: list[np.ndarray], count: int, dtype: type) -> np.ndarray:
+    if not chunks:
+        return np.zeros((0, count), dtype=dtype)
+    return np.concatenate(chunks, axis=1)[:, :count]
+
+
+def load_snapshot(store: Store, directory: str | os.PathLike[str]) -> bool:
+    """Fill an empty ``store`` from the snapshot in ``directory``; ``False`` if there is none,
+    ``SnapshotError`` if it is damaged or does not fit the store."""
+    source = Path(directory)
+    if not (source / MANIFEST).exists():
+        return False
+    if store.series:
+        raise SnapshotError("a snapshot loads into an empty store only")
+    try:
+        manifest = json.loads((source / MANIFEST).read_text())
+        expected = manifest["sha256"]
+        version = manifest["format_version"]
+        resolutions = manifest["resolutions"]
+        count = int(manifest["series"])
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise SnapshotError(f"{source / MANIFEST} is not a snapshot manifest: {exc}") from None
+    if version != FORMAT_VERSION:
+        raise SnapshotError(f"snapshot format {version}, this store reads {FORMAT_VERSION}")
+    if resolutions != [str(r) for r in store.resolutions]:
+        raise SnapshotError(
+            f"snapshot resolutions {resolutions} are not the store's {[str(r) for r in store.resolutions]}"
+        )
+    try:
+        actual = _sha256(source / DATA)
+    except OSError as exc:
+        raise SnapshotError(f"cannot read {source / DATA}: {exc}") from None
+    if actual != expected:
+        raise SnapshotError(f"{source / DATA} is corrupt: SHA-256 {actual}, the manifest says {expected}")
+    try:
+        with np.load(source / DATA, allow_pickle=False) as arrays:
+            keys = _unpack_strings(arrays["keys.blob"], arrays["keys.offsets"])
+            if len(keys) != count:
+                raise SnapshotError(f"snapshot holds {len(keys)} keys, the manifest says {count}")
+            with store._lock:
+                store.index.lookup(keys)
+                chunks = (count + CHUNK - 1) // CHUNK
+                for i, ring in enumerate(store.rings):
+                    ring.head = int(arrays[f"ring{i}.head"][0])
+                    ring.grow(chunks)
+                    _fill(ring.values, arrays[f"ring{i}.values"], ring.slots, count)
+                    if ring.offsets is not None:
+                        _fill(ring.offsets, arrays[f"ring{i}.offsets"], ring.slots, count)
+                texts = _unpack_strings(arrays["strings.blob"], arrays["strings.offsets"])
+                for series_id, ts, text in zip(
+                    arrays["strings.ids"].tolist(), arrays["strings.ts"].tolist(), texts, strict=True
+                ):
+                    store.strings[series_id] = (ts, text)
+    except (OSError, ValueError, KeyError, zipfile.BadZipFile) as exc:
+        raise SnapshotError(f"{source / DATA} cannot be read: {exc}") from None
+    return True
+
+
+def _fill(chunks: list[np.ndarray], columns: np.ndarray, slots: int, count: int) -> None:
+    if columns.shape != (slots, count):
+        raise SnapshotError(f"snapshot array of shape {columns.shape}, expected {(slots, count)}")
+    for index, chunk in enumerate(chunks):
+        part = columns[:, index * CHUNK : (index + 1) * CHUNK]
+        chunk[:, : part.shape[1]] = part
+
+
+def restore_or_empty(store: Store, directory: str | os.PathLike[str]) -> bool:
+    """Load the snapshot if it is sound; else report it, move it aside and keep ``store``
+    empty. Returns whether a snapshot was loaded."""
+    try:
+        return load_snapshot(store, directory)
+    except SnapshotError as exc:
+        log.error("starting without the snapshot in %s: %s", directory, exc)
+        stamp = time.strftime("%Y%m%dT%H%M%S")
+        for name in (DATA, MANIFEST):
+            path = Path(directory) / name
+            if path.exists():
+                path.rename(path.with_name(f"{name}.corrupt-{stamp}"))
+        fresh = Store(store.resolutions, max_series=store.index.max_series)
+        store.index, store.rings, store.strings = fresh.index, fresh.rings, fresh.strings
+        return False

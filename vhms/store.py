@@ -1,0 +1,367 @@
+"""The bucket store: rings of buckets per resolution, for every series, in numpy.
+
+Layout (see docs/vhms.md for the arithmetic): per resolution, chunks of 65,536 series,
+each a ``[slots, 65536]`` float64 array, time-major: the buckets of one instant for every
+series are contiguous, so a time window is a contiguous block of rows and advancing the
+ring clears one row. Slot ``b % slots`` holds bucket ``b`` (``b = t // step``); all series
+share the ring's head (its newest bucket). The finest ring also keeps, per cell, the time of
+its sample within the bucket (one byte), which is how a replay or an out-of-order sample
+leaves the newest sample in place. Coarser rings aggregate the finest ring's buckets
+(:mod:`vhms.resolutions`).
+
+Thread safety: one lock around ingest and fetch.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+import warnings
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from bookkeeper.batch import SampleBatch
+from bookkeeper.labels import parse_series
+from bookkeeper.vartype import VarType
+from vhms.exceptions import QueryLimitError
+from vhms.index import SeriesIndex
+from vhms.resolutions import Resolution, parse_resolutions
+from vhms.selector import Selector, parse_selector
+
+__all__ = ["CHUNK", "FetchResult", "Store"]
+
+CHUNK = 1 << 16
+_NAN_AGGREGATES: dict[str, Callable[..., np.ndarray]] = {
+    "min": np.nanmin,
+    "max": np.nanmax,
+    "sum": np.nansum,
+    "mean": np.nanmean,
+}
+_SHIFT = 16
+_MASK = CHUNK - 1
+
+
+@dataclass
+class FetchResult:
+    """Series (keys, in index order), bucket start times (epoch ms) and values
+    ``[series, buckets]`` with NaN for gaps."""
+
+    keys: list[str]
+    timestamps: np.ndarray
+    values: np.ndarray
+    step_ms: int
+
+    def labels(self) -> list[tuple[str, dict[str, str]]]:
+        return [parse_series(key) for key in self.keys]
+
+
+class _Ring:
+    def __init__(self, resolution: Resolution, finest: bool) -> None:
+        self.resolution = resolution
+        self.step_ms = resolution.step_ms
+        self.slots = resolution.slots
+        self.aggregate = resolution.aggregate
+        self.head = -1  # newest bucket number; -1: nothing yet
+        self.values: list[np.ndarray] = []
+        self.offsets: list[np.ndarray] | None = [] if finest else None
+
+    def grow(self, chunks: int) -> None:
+        while len(self.values) < chunks:
+            self.values.append(np.full((self.slots, CHUNK), np.nan))
+            if self.offsets is not None:
+                self.offsets.append(np.zeros((self.slots, CHUNK), dtype=np.uint8))
+
+    def covers(self, bucket: np.ndarray) -> np.ndarray:
+        return (bucket > self.head - self.slots) & (bucket <= self.head)
+
+    def advance(self, newest: int) -> None:
+        """Make ``newest`` the head, clearing the slots of the buckets it recycles."""
+        if newest <= self.head:
+            return
+        first = max(self.head + 1, newest - self.slots + 1)
+        slots = [b % self.slots for b in range(first, newest + 1)]
+        for chunk in self.values:
+            chunk[slots, :] = np.nan
+        if self.offsets is not None:
+            for chunk in self.offsets:
+                chunk[slots, :] = 0
+        self.head = newest
+
+    def gather(self, slots: np.ndarray, ids: np.ndarray) -> np.ndarray:
+        """``values[slots[i], ids[i]]`` for each i (any shapes that broadcast)."""
+        out = np.empty(np.broadcast(slots, ids).shape)
+        chunk_of = ids >> _SHIFT
+        slots_b, ids_b = np.broadcast_arrays(slots, ids)
+        chunk_b = np.broadcast_to(chunk_of, out.shape)
+        for chunk in np.unique(chunk_of):
+            where = chunk_b == chunk
+            out[where] = self.values[int(chunk)][slots_b[where], ids_b[where] & _MASK]
+        return out
+
+    def scatter(self, slots: np.ndarray, ids: np.ndarray, values: np.ndarray) -> None:
+        chunk_of = ids >> _SHIFT
+        first = chunk_of[0] if len(chunk_of) else 0
+        if len(chunk_of) and (chunk_of == first).all():
+            self.values[int(first)][slots, ids & _MASK] = values
+            return
+        for chunk in np.unique(chunk_of):
+            where = chunk_of == chunk
+            self.values[int(chunk)][slots[where], ids[where] & _MASK] = values[where]
+
+
+class Store:
+    """Multi-resolution buckets for up to ``max_series`` series (see the module doc).
+
+    ``max_series_per_query`` and ``max_points_per_query`` bound what a fetch may return;
+    samples more than ``max_future_s`` ahead of this machine's clock are refused (a wild
+    clock would otherwise push every ring forward and clear it).
+    """
+
+    def __init__(
+        self,
+        resolutions: str | Sequence[Resolution] | None = None,
+        *,
+        max_series: int = 2_000_000,
+        max_series_per_query: int = 200_000,
+        max_points_per_query: int = 50_000_000,
+        max_future_s: float = 600.0,
+    ) -> None:
+        if resolutions is None:
+            parsed = parse_resolutions()
+        elif isinstance(resolutions, str):
+            parsed = parse_resolutions(resolutions)
+        else:
+            parsed = list(resolutions)
+        self.resolutions = parsed
+        self.index = SeriesIndex(max_series)
+        self.rings = [_Ring(r, finest=(i == 0)) for i, r in enumerate(parsed)]
+        self.max_series_per_query = max_series_per_query
+        self.max_points_per_query = max_points_per_query
+        self.max_future_ms = int(max_future_s * 1000)
+        self.strings: dict[int, tuple[int, str]] = {}
+        self.stats: Counter[str] = Counter()
+        self._lock = threading.RLock()
+
+    @property
+    def series(self) -> int:
+        return len(self.index)
+
+    # -- ingest ------------------------------------------------------------------------------
+
+    def ingest_batch(self, batch: SampleBatch, timestamp_ms: int | None = None) -> int:
+        """Ingest a bookkeeper batch (booleans as 0/1, strings kept as the last value);
+        ``timestamp_ms`` replaces every sample's time (an agent's round time). Returns the
+        number of numeric samples stored."""
+        keys = batch.series_keys()
+        timestamps = (
+            batch.timestamps if timestamp_ms is None else np.full(len(batch), timestamp_ms, dtype=np.int64)
+        )
+        is_string = batch.types == VarType.STRING
+        if is_string.any():
+            rows = np.flatnonzero(is_string)
+            ids = self.index.lookup([keys[r] for r in rows])
+            with self._lock:
+                for row, series_id in zip(rows.tolist(), ids.tolist(), strict=True):
+                    if series_id < 0:
+                        continue
+                    ts = int(timestamps[row])
+                    current = self.strings.get(series_id)
+                    if current is None or current[0] <= ts:
+                        self.strings[series_id] = (ts, batch.strings[int(batch.values[row])])
+            numeric = ~is_string
+            keys = [k for k, keep in zip(keys, numeric.tolist(), strict=True) if keep]
+            return self.ingest(keys, batch.numeric_values()[numeric], timestamps[numeric])
+        return self.ingest(keys, batch.numeric_values(), timestamps)
+
+    def ingest(self, keys: list[str], values: np.ndarray, timestamps: np.ndarray) -> int:
+        """Ingest samples given as parallel columns: series keys (``name{k=v,...}``, canonical),
+        float64 values, epoch-ms timestamps. Idempotent on (series, bucket). Returns the
+        number of samples stored in at least one ring."""
+        ids = self.index.lookup(keys)
+        values = np.asarray(values, dtype=np.float64)
+        timestamps = np.asarray(timestamps, dtype=np.int64)
+        keep = ids >= 0
+        refused = int(len(ids) - keep.sum())
+        if refused:
+            self.stats["series_refused"] += refused
+        future = timestamps > int(time.time() * 1000) + self.max_future_ms
+        if future.any():
+            self.stats["samples_from_the_future"] += int(future.sum())
+            keep &= ~future
+        if not keep.all():
+            ids, values, timestamps = ids[keep], values[keep], timestamps[keep]
+        if not len(ids):
+            return 0
+        if len(timestamps) > 1 and (np.diff(timestamps) < 0).any():
+            order = np.argsort(timestamps, kind="stable")
+            ids, values, timestamps = ids[order], values[order], timestamps[order]
+        with self._lock:
+            chunks = (len(self.index) + CHUNK - 1) >> _SHIFT
+            for ring in self.rings:
+                ring.grow(chunks)
+            stored = self._ingest_finest(ids, values, timestamps)
+            for ring in self.rings[1:]:
+                stored |= self._ingest_coarse(ring, ids, values, timestamps)
+        count = int(stored.sum())
+        self.stats["samples_stored"] += count
+        self.stats["samples_too_old"] += int(len(ids) - count)
+        return count
+
+    def _ingest_finest(self, ids: np.ndarray, values: np.ndarray, timestamps: np.ndarray) -> np.ndarray:
+        ring = self.rings[0]
+        step = ring.step_ms
+        bucket = timestamps // step
+        ring.advance(int(bucket.max()))
+        ok = ring.covers(bucket)
+        if not ok.any():
+            return ok
+        ids_ok, bucket_ok = ids[ok], bucket[ok]
+        slot = bucket_ok % ring.slots
+        offset = ((timestamps[ok] - bucket_ok * step) * 254 // step + 1).astype(np.uint8)
+        chunk_of = ids_ok >> _SHIFT
+        assert ring.offsets is not None  # the finest ring keeps offsets
+        for chunk in np.unique(chunk_of):
+            where = chunk_of == chunk
+            local = ids_ok[where] & _MASK
+            slots = slot[where]
+            offsets = ring.offsets[int(chunk)]
+            newer = offset[where] >= offsets[slots, local]
+            offsets[slots[newer], local[newer]] = offset[where][newer]
+            ring.values[int(chunk)][slots[newer], local[newer]] = values[ok][where][newer]
+        return ok
+
+    def _ingest_coarse(
+        self, ring: _Ring, ids: np.ndarray, values: np.ndarray, timestamps: np.ndarray
+    ) -> np.ndarray:
+        finest = self.rings[0]
+        ratio = ring.step_ms // finest.step_ms
+        bucket = timestamps // ring.step_ms
+        ring.advance(int(bucket.max()))
+        ok = ring.covers(bucket)
+        if not ok.any():
+            return ok
+        fine_bucket = timestamps // finest.step_ms
+        in_fine = finest.covers(fine_bucket) & ok
+        old = ok & ~in_fine
+        direct = in_fine & (fine_bucket == finest.head) if ring.aggregate == "last" else np.zeros_like(ok)
+        recompute = in_fine & ~direct
+        if direct.any():
+            # the newest finest bucket: nothing later can exist in this coarse bucket
+            fine_values = finest.gather(fine_bucket[direct] % finest.slots, ids[direct])
+            ring.scatter(bucket[direct] % ring.slots, ids[direct], fine_values)
+        if recompute.any():
+            self._recompute(ring, ratio, ids[recompute], bucket[recompute])
+        if old.any():
+            self._merge_old(ring, ids[old], values[old], bucket[old])
+        return ok
+
+    def _recompute(self, ring: _Ring, ratio: int, ids: np.ndarray, bucket: np.ndarray) -> None:
+        """Aggregate, for each (series, coarse bucket), the finest buckets inside it."""
+        finest = self.rings[0]
+        fine = bucket[:, None] * ratio + np.arange(ratio)[None, :]
+        present = finest.covers(fine)
+        cells = finest.gather(fine % finest.slots, ids[:, None])
+        cells[~present] = np.nan
+        aggregate = ring.aggregate
+        with np.errstate(all="ignore"):
+            if aggregate == "last":
+                filled = ~np.isnan(cells)
+                last = ratio - 1 - np.argmax(filled[:, ::-1], axis=1)
+                result = np.where(filled.any(axis=1), cells[np.arange(len(ids)), last], np.nan)
+            elif aggregate == "count":
+                result = (~np.isnan(cells)).sum(axis=1).astype(np.float64)
+            else:
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN rows give NaN
+                    function: Callable[..., np.ndarray] = _NAN_AGGREGATES[aggregate]
+                    result = function(cells, axis=1)
+                if aggregate == "sum":
+                    result[np.isnan(cells).all(axis=1)] = np.nan
+        ring.scatter(bucket % ring.slots, ids, result)
+
+    def _merge_old(self, ring: _Ring, ids: np.ndarray, values: np.ndarray, bucket: np.ndarray) -> None:
+        """Samples older than the finest ring: merged where the merge is idempotent."""
+        slots = bucket % ring.slots
+        current = ring.gather(slots, ids)
+        aggregate = ring.aggregate
+        if aggregate == "last":
+            merged = np.where(np.isnan(current), values, current)
+        elif aggregate == "min":
+            merged = np.fmin(current, values)
+        elif aggregate == "max":
+            merged = np.fmax(current, values)
+        else:
+            self.stats[f"samples_dropped_by_{aggregate}"] += len(ids)
+            return
+        ring.scatter(slots, ids, merged)
+
+    # -- queries -----------------------------------------------------------------------------
+
+    def select(self, selector: str | Selector) -> np.ndarray:
+        """Ids of the series a selector picks (``QueryLimitError`` past ``max_series_per_query``)."""
+        parsed = parse_selector(selector) if isinstance(selector, str) else selector
+        ids = self.index.match(parsed)
+        if len(ids) > self.max_series_per_query:
+            raise QueryLimitError(
+                f"{parsed.text or '{}'} selects {len(ids)} series, more than max_series_per_query="
+                f"{self.max_series_per_query}: narrow the selector"
+            )
+        return ids
+
+    def pick_resolution(self, start_ms: int) -> _Ring:
+        """The finest ring whose window reaches back to ``start_ms`` (else the coarsest)."""
+        for ring in self.rings:
+            if ring.head >= 0 and (ring.head - ring.slots + 1) * ring.step_ms <= start_ms:
+                return ring
+        return self.rings[-1]
+
+    def fetch(
+        self, selector: str | Selector, start_ms: int, end_ms: int, resolution: str | int = "auto"
+    ) -> FetchResult:
+        """Buckets of the selected series whose start lies in ``[start_ms, end_ms)``, at the
+        given resolution (its step in seconds) or the finest that covers the range."""
+        if end_ms <= start_ms:
+            raise ValueError(f"fetch needs start < end, got {start_ms} >= {end_ms}")
+        with self._lock:
+            ids = self.select(selector)
+            ring = self._ring(resolution, start_ms)
+            step = ring.step_ms
+            first = -(-start_ms // step)
+            last = (end_ms - 1) // step
+            buckets = np.arange(first, last + 1, dtype=np.int64)
+            points = len(ids) * len(buckets)
+            if points > self.max_points_per_query:
+                raise QueryLimitError(
+                    f"{len(ids)} series x {len(buckets)} buckets = {points} points, more than "
+                    f"max_points_per_query={self.max_points_per_query}: narrow the selector or the range"
+                )
+            values = np.full((len(ids), len(buckets)), np.nan)
+            present = ring.covers(buckets)
+            if present.any() and len(ids):
+                columns = np.flatnonzero(present)
+                slots = buckets[columns] % ring.slots
+                chunk_of = ids >> _SHIFT
+                for chunk in np.unique(chunk_of):
+                    rows = np.flatnonzero(chunk_of == chunk)
+                    block = ring.values[int(chunk)][np.ix_(slots, ids[rows] & _MASK)]
+                    values[np.ix_(rows, columns)] = block.T
+            keys = [self.index.keys[i] for i in ids.tolist()]
+        return FetchResult(keys, buckets * step, values, step)
+
+    def _ring(self, resolution: str | int, start_ms: int) -> _Ring:
+        if resolution == "auto":
+            return self.pick_resolution(start_ms)
+        for ring in self.rings:
+            if ring.resolution.step_s == int(resolution):
+                return ring
+        steps = ", ".join(str(r.step_s) for r in self.resolutions)
+        raise ValueError(f"no resolution of {resolution} s (this store has {steps}, or auto)")
+
+    def last_strings(self, selector: str | Selector) -> dict[str, tuple[int, str]]:
+        """The last value and its time of each selected STRING series."""
+        with self._lock:
+            ids = self.select(selector)
+            return {self.index.keys[i]: self.strings[i] for i in ids.tolist() if i in self.strings}
