@@ -1,0 +1,159 @@
+"""VHMS: ingest rate, bytes per series at default retention, selector and fetch times, side
+by side with Graphite's whisper on the same data and retentions. Prints a table, writes
+results/vhms_bench.json.
+
+Targets (issue 5): ingest >= 3M samples/s (columnar batches of 10K); <= 2.5 KB per numeric
+series including the index at default retention (1.5M series in <= 4 GB); a fetch of 10K
+series x 60 minutes in <= 50 ms; picking ~100K series out of 1.5M by labels in milliseconds.
+
+Whisper keeps a file per series: it is measured on a sample of series (``--whisper-series``)
+and compared per sample and per series.
+
+Run: python benchmarks/vhms_bench.py [--quick]
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import whisper
+from _report import report
+
+from vhms import Store, parse_selector
+
+MINUTE = 60_000
+BATCH = 10_000
+ROUNDS = 5
+
+
+def progress(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+def rss_bytes() -> int:
+    with open("/proc/self/statm") as statm:
+        return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+def series_keys(count: int) -> list[str]:
+    # 100 series per host, 20 hosts per rack, 10 racks per dc: labels with realistic reuse
+    return [
+        f"app.metric{{dc=dc{i // 20000 % 5},grp=g{i % 150},host=h{i // 100},rack=r{i // 2000 % 10},"
+        f"sensor=s{i % 100}}}"
+        for i in range(count)
+    ]
+
+
+def bench_store(count: int, rows: list[dict[str, object]]) -> None:
+    gc.collect()
+    before = rss_bytes()
+    keys = series_keys(count)
+    keys_bytes = rss_bytes() - before
+    store = Store(max_series=count)
+    start = (int(time.time() * 1000) // MINUTE - ROUNDS - 1) * MINUTE
+    values = np.random.default_rng(1).random(count) * 1000
+
+    started = time.perf_counter()
+    for first in range(0, count, BATCH):
+        store.ingest(keys[first : first + BATCH], values[first : first + BATCH], np.full(min(BATCH, count - first), start))
+    create_seconds = time.perf_counter() - started
+    progress(f"{count:,} series: first round (creating the series) {create_seconds:.2f} s")
+
+    steady = []
+    for round_number in range(1, ROUNDS + 1):
+        ts = np.full(BATCH, start + round_number * MINUTE)
+        started = time.perf_counter()
+        for first in range(0, count, BATCH):
+            store.ingest(keys[first : first + BATCH], values[first : first + BATCH] + round_number, ts[: min(BATCH, count - first)])
+        steady.append(time.perf_counter() - started)
+    seconds = min(steady)
+    progress(f"{count:,} series: a round of ingest {seconds:.2f} s ({count / seconds:,.0f} samples/s)")
+    gc.collect()
+    per_series = (rss_bytes() - before - keys_bytes) / count
+    arrays = sum(r.slots * 8 + (r.slots if i == 0 else 0) for i, r in enumerate(store.resolutions))
+
+    selector = parse_selector("app.metric{grp~g1[0-4]}") if count > 500_000 else parse_selector("app.metric{grp~g1[0-4]}")
+    started = time.perf_counter()
+    picked = store.index.match(selector)
+    select_ms = (time.perf_counter() - started) * 1000
+
+    ten_k = "app.metric{grp=g7}" if count <= 1_500_000 else None
+    end = start + (ROUNDS + 1) * MINUTE
+    fetch_runs = []
+    for _ in range(5):
+        started = time.perf_counter()
+        result = store.fetch(ten_k or "", end - 60 * MINUTE, end, resolution=60)
+        fetch_runs.append((time.perf_counter() - started) * 1000)
+    rows += [
+        {"case": f"ingest, first round (creates series), {count:,} series", "vhms": count / create_seconds,
+         "unit": "samples/s"},
+        {"case": f"ingest, steady rounds, {count:,} series", "vhms": count / seconds, "unit": "samples/s",
+         "target": ">= 3M", "met": count / seconds >= 3e6},
+        {"case": f"memory per series (RSS, index included), {count:,} series", "vhms": per_series,
+         "unit": "bytes", "target": "<= 2,500", "met": per_series <= 2500, "note": f"arrays alone {arrays} B"},
+        {"case": f"select {len(picked):,} of {count:,} series by label regex", "vhms": select_ms, "unit": "ms"},
+        {"case": f"fetch {len(result.keys):,} series x 60 min", "vhms": min(fetch_runs), "unit": "ms",
+         "target": "<= 50 ms" if len(result.keys) >= 10_000 else "", "met": min(fetch_runs) <= 50},
+    ]
+    del store, keys
+    gc.collect()
+
+
+def bench_whisper(count: int, rows: list[dict[str, object]]) -> None:
+    directory = Path(tempfile.mkdtemp(prefix="whisper-bench-"))
+    archives = [(60, 60), (300, 48), (900, 96), (3600, 72)]
+    paths = [directory / f"s{i}.wsp" for i in range(count)]
+    for path in paths:
+        whisper.create(str(path), archives, aggregationMethod="last")
+    start = int(time.time()) // 60 * 60 - (ROUNDS + 1) * 60
+    steady = []
+    for round_number in range(ROUNDS + 1):
+        started = time.perf_counter()
+        for i, path in enumerate(paths):
+            whisper.update_many(str(path), [(start + round_number * 60, float(i + round_number))])
+        steady.append(time.perf_counter() - started)
+    seconds = min(steady[1:])
+    started = time.perf_counter()
+    for path in paths:
+        whisper.fetch(str(path), start - 3600 + 60, start + (ROUNDS + 1) * 60)
+    fetch_ms_per_series = (time.perf_counter() - started) * 1000 / count
+    size = (directory / "s0.wsp").stat().st_size
+    progress(f"whisper, {count} series: {count / seconds:,.0f} samples/s, {size} bytes per series")
+    rows += [
+        {"case": f"whisper: ingest (update_many, one point), {count} series", "whisper": count / seconds,
+         "unit": "samples/s"},
+        {"case": "whisper: bytes per series (file size, same retentions)", "whisper": size, "unit": "bytes"},
+        {"case": "whisper: fetch 60 min, extrapolated to 10K series", "whisper": fetch_ms_per_series * 10_000,
+         "unit": "ms"},
+    ]
+    for path in paths:
+        path.unlink()
+    directory.rmdir()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--quick", action="store_true", help="100K series only, fewer whisper series")
+    parser.add_argument("--whisper-series", type=int, default=None)
+    args = parser.parse_args()
+    rows: list[dict[str, object]] = []
+    for count in (100_000,) if args.quick else (100_000, 1_500_000):
+        bench_store(count, rows)
+    bench_whisper(args.whisper_series or (200 if args.quick else 2000), rows)
+    by_case = {row["case"]: row for row in rows}
+    ours = next(r for r in rows if str(r["case"]).startswith("ingest, steady"))
+    theirs = next(r for c, r in by_case.items() if c.startswith("whisper: ingest"))
+    rows.append({"case": "ingest ratio vhms / whisper (per sample)", "vhms": float(ours["vhms"]) / float(theirs["whisper"]),  # type: ignore[arg-type]
+                 "unit": "x"})
+    report("vhms_bench", rows, ["case", "vhms", "whisper", "unit", "target", "met", "note"])
+
+
+if __name__ == "__main__":
+    main()
