@@ -18,14 +18,13 @@ from __future__ import annotations
 import logging
 import re
 import threading
-import time
 from collections.abc import Callable
 
-import uvicorn
 from fastapi import FastAPI, Query
 from fastapi.responses import JSONResponse, PlainTextResponse, Response
 
 from bookkeeper import Bookkeeper
+from bookkeeper.httpserver import BackgroundServer
 
 __all__ = ["MonitorServer", "SelfReporter", "prometheus_text"]
 
@@ -81,40 +80,13 @@ def create_app(metrics: Callable[[], Metrics], agent: str) -> FastAPI:
     return app
 
 
-class MonitorServer:
-    """uvicorn serving :func:`create_app` from a daemon thread on ``host:port`` (0 = ephemeral)."""
+class MonitorServer(BackgroundServer):
+    """The monitoring app served from a daemon thread on ``host:port`` (0 = ephemeral)."""
 
     def __init__(
         self, metrics: Callable[[], Metrics], agent: str, host: str = "127.0.0.1", port: int = 41414
     ) -> None:
-        config = uvicorn.Config(
-            create_app(metrics, agent),
-            host=host,
-            port=port,
-            log_level="warning",
-            timeout_keep_alive=5,
-            limit_concurrency=32,
-        )
-        self._server = uvicorn.Server(config)
-        self._thread = threading.Thread(target=self._server.run, name="agent-monitor", daemon=True)
-        self.host = host
-        self.port = port
-
-    def start(self, timeout: float = 30.0) -> None:
-        self._thread.start()
-        deadline = time.monotonic() + timeout
-        while not self._server.started:  # uvicorn offers no event to wait on
-            if not self._thread.is_alive():
-                raise RuntimeError(f"monitoring server could not listen on {self.host}:{self.port}")
-            if time.monotonic() > deadline:
-                raise RuntimeError("monitoring server did not start")
-            time.sleep(0.02)
-        sockets = self._server.servers[0].sockets
-        self.port = sockets[0].getsockname()[1]
-
-    def stop(self) -> None:
-        self._server.should_exit = True
-        self._thread.join(timeout=10)
+        super().__init__(create_app(metrics, agent), host, port, name="agent-monitor", limit_concurrency=32)
 
 
 class SelfReporter:

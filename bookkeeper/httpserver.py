@@ -1,0 +1,58 @@
+"""An ASGI app (FastAPI) served by uvicorn from a daemon thread: how the agent's monitoring,
+VHMS's health endpoint and the query API run inside a bigger process."""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any
+
+import uvicorn
+
+__all__ = ["BackgroundServer"]
+
+
+class BackgroundServer:
+    """``start()`` listens on ``host:port`` (0 = ephemeral; ``port`` then holds the real one)."""
+
+    def __init__(
+        self,
+        app: Any,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        *,
+        name: str = "http",
+        limit_concurrency: int = 64,
+        timeout_keep_alive: int = 5,
+    ) -> None:
+        config = uvicorn.Config(
+            app,
+            host=host,
+            port=port,
+            log_level="warning",
+            timeout_keep_alive=timeout_keep_alive,
+            limit_concurrency=limit_concurrency,
+        )
+        self._server = uvicorn.Server(config)
+        self._thread = threading.Thread(target=self._server.run, name=name, daemon=True)
+        self.host = host
+        self.port = port
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.host}:{self.port}"
+
+    def start(self, timeout: float = 30.0) -> None:
+        self._thread.start()
+        deadline = time.monotonic() + timeout
+        while not self._server.started:  # uvicorn offers no event to wait on
+            if not self._thread.is_alive():
+                raise RuntimeError(f"HTTP server could not listen on {self.host}:{self.port}")
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"HTTP server on {self.host}:{self.port} did not start")
+            time.sleep(0.02)
+        self.port = self._server.servers[0].sockets[0].getsockname()[1]
+
+    def stop(self) -> None:
+        self._server.should_exit = True
+        self._thread.join(timeout=10)
