@@ -220,7 +220,8 @@ def call(
     deadline: float | None = None,
 ) -> Any:
     """Call ``api(*args)`` of ``service`` over a connected socket and return its result,
-    the answer read by the ``time.monotonic()`` ``deadline`` if one is given.
+    the answer read by the ``time.monotonic()`` ``deadline`` if one is given. An exception
+    the service declares is raised as its Thrift exception class.
 
     Raises ``EndpointUnavailableError`` when the peer goes away or times out,
     ``FrameTooLargeError`` / ``MalformedFrameError`` when its answer is not acceptable.
@@ -253,4 +254,7 @@ def call(
         raise
     except Exception as exc:  # whatever the decoder raises on garbage
         raise MalformedFrameError(f"{api}: undecodable answer: {exc!r}") from None
+    for field, value in vars(result).items():
+        if field != "success" and value is not None:
+            raise value  # an exception the service declares (``throws``)
     return result.success

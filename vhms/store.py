@@ -161,20 +161,27 @@ class Store:
         )
         is_string = batch.types == VarType.STRING
         if is_string.any():
-            rows = np.flatnonzero(is_string)
-            ids = self.index.lookup([keys[r] for r in rows])
-            with self._lock:
-                for row, series_id in zip(rows.tolist(), ids.tolist(), strict=True):
-                    if series_id < 0:
-                        continue
-                    ts = int(timestamps[row])
-                    current = self.strings.get(series_id)
-                    if current is None or current[0] <= ts:
-                        self.strings[series_id] = (ts, batch.strings[int(batch.values[row])])
+            rows = np.flatnonzero(is_string).tolist()
+            self.ingest_strings(
+                [keys[r] for r in rows], [batch.strings[int(batch.values[r])] for r in rows], timestamps[rows]
+            )
             numeric = ~is_string
             keys = [k for k, keep in zip(keys, numeric.tolist(), strict=True) if keep]
             return self.ingest(keys, batch.numeric_values()[numeric], timestamps[numeric])
         return self.ingest(keys, batch.numeric_values(), timestamps)
+
+    def ingest_strings(self, keys: list[str], strings: list[str], timestamps: np.ndarray) -> None:
+        """Keep the latest value (by timestamp) of each STRING series."""
+        ids = self.index.lookup(keys)
+        with self._lock:
+            for series_id, text, ts in zip(
+                ids.tolist(), strings, np.asarray(timestamps).tolist(), strict=True
+            ):
+                if series_id < 0:
+                    continue
+                current = self.strings.get(series_id)
+                if current is None or current[0] <= ts:
+                    self.strings[series_id] = (int(ts), text)
 
     def ingest(self, keys: list[str], values: np.ndarray, timestamps: np.ndarray) -> int:
         """Ingest samples given as parallel columns: series keys (``name{k=v,...}``, canonical),

@@ -1,0 +1,33 @@
+/*
+ * The VHMS service: ingest columns of samples, fetch buckets, list series and labels.
+ * Transport: framed; protocol: binary. Numbers travel as little-endian binary columns.
+ */
+namespace py vhms_service
+
+exception VhmsException {
+  1: string kind,      // SelectorError, QueryLimitError, ValueError...
+  2: string message,
+}
+
+struct IngestReply {
+  1: i64 stored,       // samples stored in at least one ring
+  2: i64 refused,      // samples refused (too old, series limit, clock)
+}
+
+struct FetchReply {
+  1: list<string> keys,       // series, canonical name{labels}
+  2: binary timestamps,       // int64 LE: bucket start times, epoch ms
+  3: binary values,           // float64 LE: [series][buckets], row-major, NaN for gaps
+  4: i64 step_ms,
+}
+
+service Vhms {
+  IngestReply ingest(1: list<string> keys, 2: binary values, 3: binary timestamps,
+                     4: list<string> string_keys, 5: list<string> strings, 6: binary string_timestamps)
+    throws (1: VhmsException error),
+  FetchReply fetch(1: string selector, 2: i64 start_ms, 3: i64 end_ms, 4: string resolution)
+    throws (1: VhmsException error),
+  list<string> series(1: string selector) throws (1: VhmsException error),
+  list<string> label_names(),
+  list<string> label_values(1: string label),
+}
