@@ -83,7 +83,9 @@ class Registration:
         self.state = RegistrationState.CLOSED
         try:
             if self.client.connected:
-                self.client.delete(self.path)
+                _, stat = self.client.get(self.path)
+                if stat.ephemeralOwner == self.client.client_id[0]:  # a successor's node stays
+                    self.client.delete(self.path, version=stat.version)
         except KazooException:
             pass  # the session end removes an ephemeral node anyway
         self.client.stop()

@@ -28,6 +28,7 @@ REGISTRY: dict[str, dict[str, str]] = {
         "logger": "collector_agent.sinks.logger:LoggerSink",
         "null": "collector_agent.sinks.null:NullSink",
         "thrift": "collector_agent.sinks.thrift:ThriftSink",
+        "vhms": "collector_agent.sinks.vhms:VhmsSink",
     },
     "processor": {
         "default": "collector_agent.sink_processors.default:DefaultSinkProcessor",

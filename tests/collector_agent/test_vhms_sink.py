@@ -1,0 +1,132 @@
+"""The vhms sink against two real VHMS shards found in a real ZooKeeper."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from bookkeeper import Bookkeeper
+from bookkeeper.export import write_snapshot_file
+from collector_agent import Agent
+from collector_agent.sinks.vhms import HashRing
+from vhms import Store
+from vhms.service import VhmsService
+
+CONFIG = """
+a.sources = files
+a.channels = ch
+a.sinks = out
+a.sources.files.type = artimon_file
+a.sources.files.directory = {directory}
+a.sources.files.interval = 0.1
+a.sources.files.maxBackoffSleep = 50
+a.sources.files.channels = ch
+a.channels.ch.type = memory
+a.channels.ch.capacity = 1000
+a.sinks.out.type = vhms
+a.sinks.out.channel = ch
+a.sinks.out.zk = {zk}
+a.sinks.out.time = sample
+a.sinks.out.timeout = 5
+a.sinks.out.maxBackoffSleep = 100
+"""
+APPS = 4
+VARIABLES = 50
+
+
+def write_round(directory: Path, minute_ms: int, value: int) -> None:
+    for app in range(APPS):
+        bk = Bookkeeper(f"app{app}", labels={"module": f"app{app}"}, environ={})
+        for i in range(VARIABLES):
+            bk.integer("requests", path=f"/p{i}").set(value)
+        for var in bk._vars.values():
+            var._ts = minute_ms / 1000  # the sample's own time: this round's minute
+        write_snapshot_file(bk, directory / f"app{app}.artimon")
+
+
+def total(shards: list[VhmsService]) -> int:
+    return sum(s.store.series for s in shards)
+
+
+def values_at(shards: list[VhmsService], minute_ms: int) -> dict[str, float]:
+    found: dict[str, float] = {}
+    for shard in shards:
+        result = shard.store.fetch("requests", minute_ms, minute_ms + 60_000, resolution=60)
+        for key, row in zip(result.keys, result.values[:, 0].tolist(), strict=True):
+            assert key not in found, f"{key} is in two shards"
+            if not np.isnan(row):
+                found[key] = row
+    return found
+
+
+def test_consistent_hashing_moves_only_the_series_of_a_changed_shard() -> None:
+    keys = [f"k{{i={i}}}" for i in range(5000)]
+    two = HashRing(["a", "b"])
+    three = HashRing(["a", "b", "c"])
+    before = {k: two.shard_of(k) for k in keys}
+    after = {k: three.shard_of(k) for k in keys}
+    moved = [k for k in keys if before[k] != after[k]]
+    assert all(after[k] == "c" for k in moved)  # nothing moves between a and b
+    assert 0.2 < len(moved) / len(keys) < 0.5
+    assert 0.35 < sum(1 for k in keys if before[k] == "a") / len(keys) < 0.65
+
+
+@pytest.mark.slow
+def test_two_shards_share_the_series_and_a_restarted_shard_loses_nothing(
+    tmp_path: Path, zk_hosts: str, wait: Callable[..., None]
+) -> None:
+    shard_a = VhmsService(Store(), shard="a", http_port=None, snapshot_dir=tmp_path / "a", snapshot_every=0)
+    shard_b = VhmsService(Store(), shard="b", http_port=None, snapshot_dir=tmp_path / "b", snapshot_every=0)
+    shard_a.start(zk_hosts, session_timeout=30.0)
+    shard_b.start(zk_hosts, session_timeout=30.0)
+    drop = tmp_path / "run"
+    drop.mkdir()
+    minute = (int(time.time() * 1000) // 60_000 - 5) * 60_000
+    agent = Agent.from_properties(CONFIG.format(directory=drop, zk=zk_hosts), "a", {})
+    agent.start()
+    sink = agent.sinks["out"]
+    shards = [shard_a, shard_b]
+    try:
+        wait(lambda: len(sink.shards) == 2, what="the sink to see both shards")  # type: ignore[attr-defined]
+        write_round(drop, minute, 1)
+        wait(lambda: len(values_at(shards, minute)) == APPS * VARIABLES, what="round 1 stored")
+        assert shard_a.store.series > 40 and shard_b.store.series > 40  # both take a share
+
+        # shard b goes down mid-flow (its ZooKeeper session outlives it, as in a quick restart)
+        shard_b.thrift.stop()
+        shard_b.snapshot()
+        committed = agent.channels["ch"].metrics()["EventTakeSuccessCount"]
+        write_round(drop, minute + 60_000, 2)
+        wait(lambda: sink.metrics()["ConnectionFailedCount"] >= 2, what="deliveries to b failing")
+        # nothing left the channel: every failed batch was rolled back into it
+        assert agent.channels["ch"].metrics()["EventTakeSuccessCount"] == committed
+        assert len(values_at([shard_a], minute + 60_000)) < APPS * VARIABLES  # b's share is not rerouted
+
+        restarted = VhmsService(
+            Store(),
+            shard="b",
+            port=shard_b.port,
+            http_port=None,
+            snapshot_dir=tmp_path / "b",
+            snapshot_every=0,
+        )
+        restarted.start(zk_hosts, session_timeout=30.0)
+        assert shard_b.registration is not None
+        shard_b.registration.close()  # the old session ends; the successor's node stays
+        shards = [shard_a, restarted]
+        wait(
+            lambda: len(values_at(shards, minute + 60_000)) == APPS * VARIABLES,
+            timeout=30,
+            what="round 2 stored after the restart",
+        )
+        assert set(values_at(shards, minute).values()) == {1.0}  # round 1 survived via the snapshot
+        assert set(values_at(shards, minute + 60_000).values()) == {2.0}
+        assert agent.channels["ch"].size == 0
+        restarted.stop()
+    finally:
+        agent.stop()
+        shard_a.stop()
