@@ -4,7 +4,8 @@ and a way to expire a ZooKeeper session the way a network partition would.
 ``python -m bookkeeper.testing --context web --variables 1000`` runs an application that
 keeps ``--variables`` INTEGER counters (``test.counter{i=<n>}``) plus one variable of each
 other type, serves them, registers in ZooKeeper (``--zk`` or ``$ARTIMON_ZK``) and prints
-``READY <host> <port> <uuid>`` once serving. Every ``--tick`` seconds each counter grows by
+``READY <host> <port> <uuid>`` once serving; with ``--endpoints N`` it serves N contexts
+(``<context>-0`` ...) and prints a READY line for each. Every ``--tick`` seconds each counter grows by
 one. It stops on SIGTERM or when its standard input closes.
 """
 
@@ -42,6 +43,7 @@ class AppProcess:
     host: str
     port: int
     uuid: str
+    endpoints: list[tuple[str, int, str]]  # (host, port, uuid) of each context served
 
     def kill(self, sig: int = signal.SIGKILL) -> None:
         """Send ``sig`` (default SIGKILL), wait for the end, release the pipes."""
@@ -61,8 +63,10 @@ def start_app(
     session_timeout: float = 10.0,
     tick: float = 0.0,
     timeout: float = 60.0,
+    endpoints: int = 1,
 ) -> AppProcess:
-    """Start an application process and wait for its READY line."""
+    """Start an application process (serving ``endpoints`` contexts) and wait until each
+    context is READY."""
     command = [
         sys.executable,
         "-m",
@@ -75,6 +79,8 @@ def start_app(
         str(session_timeout),
         "--tick",
         str(tick),
+        "--endpoints",
+        str(endpoints),
     ]
     if zk_hosts:
         command += ["--zk", zk_hosts]
@@ -84,14 +90,19 @@ def start_app(
         command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, start_new_session=True
     )
     ready: list[str] = []
-    reader = threading.Thread(target=lambda: ready.append(process.stdout.readline()), daemon=True)  # type: ignore[union-attr]
+
+    def read_ready() -> None:
+        for _ in range(endpoints):
+            ready.append(process.stdout.readline())  # type: ignore[union-attr]
+
+    reader = threading.Thread(target=read_ready, daemon=True)
     reader.start()
     reader.join(timeout)
-    if not ready or not ready[0].startswith("READY "):
+    if len(ready) < endpoints or not all(line.startswith("READY ") for line in ready):
         process.kill()
         raise RuntimeError(f"test app {context} did not become ready: {ready!r}")
-    _, host, port, uuid = ready[0].split()
-    return AppProcess(process, host, int(port), uuid)
+    served = [(host, int(port), uuid) for _, host, port, uuid in (line.split() for line in ready)]
+    return AppProcess(process, *served[0], endpoints=served)
 
 
 def expire_session(connect: str, client: KazooClient, timeout: float = 10.0) -> None:
@@ -118,17 +129,24 @@ def _main(argv: list[str] | None = None) -> int:
     parser.add_argument("--session-timeout", type=float, default=10.0)
     parser.add_argument("--tick", type=float, default=0.0, help="grow counters every N s (0: never)")
     parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--endpoints", type=int, default=1, help="contexts served by this process")
     args = parser.parse_args(argv)
 
-    bk = Bookkeeper(args.context)
-    populate(bk, args.variables)
-    server = bk.serve(
-        args.host,
-        0,
-        zk_hosts=args.zk,
-        register=not args.no_register,
-        session_timeout=args.session_timeout,
+    contexts = (
+        [args.context] if args.endpoints == 1 else [f"{args.context}-{n}" for n in range(args.endpoints)]
     )
+    served = []
+    for context in contexts:
+        bk = Bookkeeper(context)
+        populate(bk, args.variables)
+        server = bk.serve(
+            args.host,
+            0,
+            zk_hosts=args.zk,
+            register=not args.no_register,
+            session_timeout=args.session_timeout,
+        )
+        served.append((bk, server))
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
 
@@ -137,12 +155,14 @@ def _main(argv: list[str] | None = None) -> int:
         stop.set()
 
     threading.Thread(target=stop_on_stdin_close, daemon=True).start()
-    print(f"READY {server.host} {server.port} {server.uuid}", flush=True)
-    counters = [bk.integer("test.counter", i=str(i)) for i in range(args.variables)]
+    for _, server in served:
+        print(f"READY {server.host} {server.port} {server.uuid}", flush=True)
+    counters = [bk.integer("test.counter", i=str(i)) for bk, _ in served for i in range(args.variables)]
     while not stop.wait(args.tick or None):
         for counter in counters:
             counter.add(1)
-    bk.close()
+    for bk, _ in served:
+        bk.close()
     return 0
 
 

@@ -31,6 +31,11 @@ class CounterGroup:
         with self._lock:
             self._values[counter] = self._values.get(counter, 0) + amount
 
+    def set(self, counter: str, value: int) -> None:
+        """Set a gauge (a count of things now, not of events)."""
+        with self._lock:
+            self._values[counter] = value
+
     def get(self, counter: str) -> int:
         return self._values.get(counter, 0)
 

@@ -19,6 +19,7 @@ REGISTRY: dict[str, dict[str, str]] = {
         "seq": "collector_agent.sources.seq:SequenceSource",
         "thrift": "collector_agent.sources.thrift:ThriftSource",
         "artimon_file": "collector_agent.sources.artimon_file:ArtimonFileSource",
+        "artimon": "collector_agent.sources.artimon:ArtimonSource",
     },
     "channel": {
         "memory": "collector_agent.channels.memory:MemoryChannel",

@@ -1,0 +1,354 @@
+"""``artimon``: discovers bookkeeper endpoints in ZooKeeper and polls them every interval.
+
+Rounds start on interval boundaries (``floor(t / interval) * interval``). In each round the
+agent polls the endpoints that belong to it (``collector_agent.group``) concurrently, on a
+bounded pool, each with connect and read timeouts, and emits one event per endpoint: the
+body is its variables as an Avro sample batch (``bookkeeper/sample_batch.avsc``, the app's
+own timestamps inside), the headers name ``artimon.context``, ``artimon.endpoint``
+(``ip:port:uuid``), ``artimon.round`` (the round's start, epoch ms) and ``artimon.agent``.
+
+Failures never hold a round up: an endpoint that refuses, hangs, answers garbage or too
+much is counted (``PollFailCount``; ``PollTimeoutCount`` for those still running at the
+round's deadline; per endpoint in ``endpoint_failures``), logged once per burst, and
+skipped for that round. A round that cannot finish before the next one starts is counted
+(``RoundOverrunCount``) and the next boundary is waited for; rounds missed meanwhile are counted (``RoundSkippedCount``), never
+queued. At ``catchup`` of the interval the agent looks again: endpoints whose owner died in
+the meantime are polled by their new owner for that same round (``CatchupPollCount``), so a
+killed agent leaves no gap (a duplicate is possible, and carries the same round header).
+
+Keys: ``zk`` (default ``$ARTIMON_ZK``), ``interval`` (s, 60), ``group`` (``default``),
+``agentId`` (host-pid), ``contexts`` (regex on the context, ``.*``), ``labels.<key>``
+(regex on an endpoint label), ``threads`` (32), ``connectTimeout`` (s, 5), ``readTimeout``
+(s, 10), ``maxFrameSize`` (bytes, 64 MiB), ``catchup`` (fraction of the interval, 0.5),
+``batchSize`` (events per channel transaction, 100), ``sessionTimeout`` (s, 10).
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import json
+import logging
+import os
+import re
+import socket
+import threading
+import time
+from collections import Counter
+
+from kazoo.client import KazooClient
+from kazoo.exceptions import KazooException, NoNodeError
+
+from bookkeeper.avro import encode_batch
+from bookkeeper.client import EndpointClient
+from bookkeeper.exceptions import BookkeeperError
+from bookkeeper.registration import Registration, make_client
+from bookkeeper.znodes import EndpointInfo, ZkLayout, resolve_zk
+from collector_agent.context import Context
+from collector_agent.event import Event
+from collector_agent.exceptions import ChannelException
+from collector_agent.group import owner
+from collector_agent.sources.base import EventDrivenSource
+
+__all__ = ["ArtimonSource"]
+
+log = logging.getLogger(__name__)
+
+
+class ArtimonSource(EventDrivenSource):
+    counter_names = (
+        *EventDrivenSource.counter_names,
+        "RoundCount",
+        "RoundOverrunCount",
+        "RoundSkippedCount",
+        "PollAttemptCount",
+        "PollSuccessCount",
+        "PollFailCount",
+        "PollTimeoutCount",
+        "CatchupPollCount",
+        "EndpointCount",
+        "AssignedEndpointCount",
+        "AgentCount",
+    )
+
+    def configure(self, context: Context) -> None:
+        super().configure(context)
+        self.zk_hosts = context.get_optional("zk") or os.environ.get("ARTIMON_ZK")
+        if not self.zk_hosts:
+            raise context.error("zk", "is required (or set ARTIMON_ZK)")
+        self.interval = context.get_float("interval", 60.0, minimum=0.1)
+        self.group = context.get_str("group", "default")
+        self.agent_id = context.get_str("agentId", f"{socket.gethostname()}-{os.getpid()}")
+        pattern = context.get_str("contexts", ".*")
+        try:
+            self.context_filter = re.compile(pattern)
+            self.label_filters = {k: re.compile(v) for k, v in context.subset("labels").values.items()}
+        except re.error as exc:
+            raise context.error("contexts", f"bad regex: {exc}") from None
+        self.threads = context.get_int("threads", 32, minimum=1)
+        self.connect_timeout = context.get_float("connectTimeout", 5.0, minimum=0.01)
+        self.read_timeout = context.get_float("readTimeout", 10.0, minimum=0.01)
+        self.max_frame_size = context.get_int("maxFrameSize", 64 * 1024 * 1024, minimum=1024)
+        self.catchup = context.get_float("catchup", 0.5, minimum=0.0)
+        self.batch_size = context.get_int("batchSize", 100, minimum=1)
+        self.session_timeout = context.get_float("sessionTimeout", 10.0, minimum=1.0)
+        self.endpoint_failures: Counter[str] = Counter()
+        self._failing: set[str] = set()
+        self._endpoints: dict[str, EndpointInfo] = {}  # "<context segment>/<ip:port:uuid>"
+        self._agents: dict[str, int] = {}  # agent id -> znode creation time (ms)
+        self._clients: dict[str, EndpointClient] = {}
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._changed = threading.Event()
+        self._assigned_members: list[str] = []
+
+    # -- lifecycle ---------------------------------------------------------------------------
+
+    def start(self) -> None:
+        connect, self.layout = resolve_zk(self.zk_hosts)
+        self._zk: KazooClient = make_client(connect, self.session_timeout)
+        self._zk.start_async()
+        me = {"host": socket.gethostname(), "started": int(time.time() * 1000), "source": self.name}
+        self._registration = Registration(
+            connect,
+            self.layout.agent(self.group, self.agent_id),
+            json.dumps(me).encode(),
+            session_timeout=self.session_timeout,
+        )
+        self._registration.start()
+        self._pool = concurrent.futures.ThreadPoolExecutor(
+            self.threads, thread_name_prefix=f"poll-{self.name}"
+        )
+        self._stop.clear()
+        self._threads = [
+            threading.Thread(target=self._watch_loop, name=f"{self.name}-discovery", daemon=True),
+            threading.Thread(target=self._round_loop, name=f"{self.name}-rounds", daemon=True),
+        ]
+        for thread in self._threads:
+            thread.start()
+        super().start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._changed.set()
+        for thread in self._threads:
+            thread.join(timeout=30)
+        self._pool.shutdown(wait=True, cancel_futures=True)
+        self._registration.close()
+        self._zk.stop()
+        self._zk.close()
+        for client in self._clients.values():
+            client.close()
+        super().stop()
+
+    # -- discovery ---------------------------------------------------------------------------
+
+    def _trigger(self, *_: object) -> None:
+        self._changed.set()
+
+    def _watch_loop(self) -> None:
+        """Re-read endpoints and agents whenever a watch fires (and every few seconds, in
+        case one was lost while ZooKeeper was away)."""
+        while not self._stop.is_set():
+            self._changed.clear()
+            if self._zk.connected:
+                try:
+                    self._refresh()
+                except KazooException as exc:
+                    log.debug("source %s: discovery interrupted: %s", self.name, exc)
+            self._changed.wait(min(5.0, self.interval))
+
+    def _refresh(self) -> None:
+        zk, layout = self._zk, self.layout
+        endpoints: dict[str, EndpointInfo] = {}
+        try:
+            contexts = zk.get_children(layout.contexts, watch=self._trigger)
+        except NoNodeError:
+            zk.ensure_path(layout.contexts)
+            contexts = []
+        for segment in contexts:
+            if not self.context_filter.fullmatch(ZkLayout.context_name(segment)):
+                continue
+            try:
+                children = zk.get_children(f"{layout.contexts}/{segment}", watch=self._trigger)
+            except NoNodeError:
+                continue
+            for child in children:
+                key = f"{segment}/{child}"
+                info = self._endpoints.get(key)  # an endpoint's znode never changes
+                if info is None:
+                    try:
+                        data, _ = zk.get(f"{layout.contexts}/{key}")
+                        info = EndpointInfo.from_json(data)
+                    except NoNodeError:
+                        continue
+                    except BookkeeperError as exc:
+                        log.warning("source %s: skipping %s: %s", self.name, key, exc)
+                        continue
+                if all(f.fullmatch(info.labels.get(k, "")) for k, f in self.label_filters.items()):
+                    endpoints[key] = info
+        agents: dict[str, int] = {}
+        group_path = layout.agents(self.group)
+        try:
+            members = zk.get_children(group_path, watch=self._trigger)
+        except NoNodeError:
+            zk.ensure_path(group_path)
+            members = []
+        for member in members:
+            stat = zk.exists(f"{group_path}/{member}")
+            if stat is not None:
+                agents[ZkLayout.context_name(member)] = int(stat.ctime)
+        with self._lock:
+            gone = set(self._endpoints) - set(endpoints)
+            self._endpoints = endpoints
+            self._agents = agents
+            for key in gone:
+                client = self._clients.pop(key, None)
+                if client is not None:
+                    client.close()
+        self.counters.set("EndpointCount", len(endpoints))
+        self.counters.set("AgentCount", len(agents))
+
+    def _members_at(self, round_ms: int, agents: dict[str, int]) -> list[str]:
+        members = [agent for agent, created in agents.items() if created < round_ms]
+        if not members:  # ZooKeeper unknown or everyone brand new: poll what we see
+            members = [self.agent_id]
+        return members
+
+    def _mine(self, round_ms: int) -> dict[str, EndpointInfo]:
+        with self._lock:
+            endpoints, agents = dict(self._endpoints), dict(self._agents)
+        members = self._members_at(round_ms, agents)
+        return {k: v for k, v in endpoints.items() if owner(k, members) == self.agent_id}
+
+    # -- rounds ------------------------------------------------------------------------------
+
+    def _round_loop(self) -> None:
+        interval_ms = int(self.interval * 1000)
+        next_round = (int(time.time() * 1000) // interval_ms + 1) * interval_ms
+        while not self._stop.is_set():
+            if self._stop.wait(max(0.0, next_round / 1000 - time.time())):
+                return
+            round_ms = next_round
+            self.counters.add("RoundCount")
+            self._poll_round(round_ms, self._mine(round_ms), round_ms + int(interval_ms * 0.95))
+            if self.catchup and not self._stop.is_set():
+                self._stop.wait(max(0.0, (round_ms + interval_ms * self.catchup) / 1000 - time.time()))
+                self._catch_up(round_ms)
+            now = int(time.time() * 1000)
+            next_round = round_ms + interval_ms
+            if now >= next_round:
+                missed = (now - next_round) // interval_ms + 1
+                self.counters.add("RoundOverrunCount")
+                self.counters.add("RoundSkippedCount", missed)
+                log.warning(
+                    "source %s: round %d took longer than the %.0f s interval; %d round(s) skipped",
+                    self.name,
+                    round_ms,
+                    self.interval,
+                    missed,
+                )
+                next_round += missed * interval_ms
+
+    def _catch_up(self, round_ms: int) -> None:
+        """Poll, for ``round_ms``, the endpoints of agents that died since it began."""
+        with self._lock:
+            endpoints, agents = dict(self._endpoints), dict(self._agents)
+        before = self._assigned_members
+        now_members = self._members_at(round_ms, agents)
+        dead = [agent for agent in before if agent not in now_members]
+        if not dead:
+            return
+        orphans = {
+            k: v
+            for k, v in endpoints.items()
+            if owner(k, before) in dead and owner(k, now_members) == self.agent_id
+        }
+        if orphans:
+            log.info(
+                "source %s: polling %d endpoints of %s for round %d", self.name, len(orphans), dead, round_ms
+            )
+            self.counters.add("CatchupPollCount", len(orphans))
+            self._poll_round(round_ms, orphans, round_ms + int(self.interval * 950), catchup=True)
+
+    def _poll_round(
+        self, round_ms: int, endpoints: dict[str, EndpointInfo], deadline_ms: int, catchup: bool = False
+    ) -> None:
+        if not catchup:
+            with self._lock:
+                self._assigned_members = self._members_at(round_ms, dict(self._agents))
+            self.counters.set("AssignedEndpointCount", len(endpoints))
+        futures = {self._pool.submit(self._poll, key, info, round_ms): key for key, info in endpoints.items()}
+        pending: list[Event] = []
+        try:
+            for future in concurrent.futures.as_completed(
+                futures, timeout=max(0.0, deadline_ms / 1000 - time.time())
+            ):
+                event = future.result()
+                if event is not None:
+                    pending.append(event)
+                if len(pending) >= self.batch_size:
+                    self._emit(pending, deadline_ms)
+                    pending = []
+        except concurrent.futures.TimeoutError:
+            late = [key for future, key in futures.items() if not future.done()]
+            self.counters.add("PollTimeoutCount", len(late))
+            log.warning(
+                "source %s: %d endpoints did not answer before round %d's deadline",
+                self.name,
+                len(late),
+                round_ms,
+            )
+        if pending:
+            self._emit(pending, deadline_ms)
+
+    def _emit(self, events: list[Event], deadline_ms: int) -> None:
+        self.counters.add("EventReceivedCount", len(events))
+        while True:
+            try:
+                self.channel_processor.process_batch(events)
+            except ChannelException as exc:
+                self.counters.add("ChannelWriteFail")
+                if time.time() * 1000 > deadline_ms or self._stop.is_set():
+                    log.error(
+                        "source %s: channel refused %d events until the round's deadline: %s",
+                        self.name,
+                        len(events),
+                        exc,
+                    )
+                    return
+                self._stop.wait(0.1)
+                continue
+            self.counters.add("EventAcceptedCount", len(events))
+            return
+
+    def _poll(self, key: str, info: EndpointInfo, round_ms: int) -> Event | None:
+        self.counters.add("PollAttemptCount")
+        client = self._clients.get(key)
+        if client is None:
+            client = self._clients[key] = EndpointClient(
+                info.host,
+                info.port,
+                connect_timeout=self.connect_timeout,
+                timeout=self.read_timeout,
+                max_frame_size=self.max_frame_size,
+            )
+        try:
+            batch = client.snapshot()
+        except BookkeeperError as exc:
+            self.endpoint_failures[key] += 1
+            self.counters.add("PollFailCount")
+            if key not in self._failing:
+                self._failing.add(key)
+                log.warning("source %s: polling %s (%s) failed: %s", self.name, key, info.context, exc)
+            return None
+        if key in self._failing:
+            self._failing.discard(key)
+            log.info("source %s: %s answers again", self.name, key)
+        self.counters.add("PollSuccessCount")
+        headers = {
+            "artimon.context": info.context,
+            "artimon.endpoint": key.rpartition("/")[2],
+            "artimon.round": str(round_ms),
+            "artimon.agent": self.agent_id,
+        }
+        return Event(headers, encode_batch(batch))
