@@ -11,8 +11,8 @@ Failures never hold a round up: an endpoint that refuses, hangs, answers garbage
 much is counted (``PollFailCount``; ``PollTimeoutCount`` for those still running at the
 round's deadline; per endpoint in ``endpoint_failures``), logged once per burst, and
 skipped for that round. A round that cannot finish before the next one starts is counted
-(``RoundOverrunCount``) and the next boundary is waited for; rounds missed meanwhile are counted (``RoundSkippedCount``), never
-queued. At ``catchup`` of the interval the agent looks again: endpoints whose owner died in
+(``RoundOverrunCount``) and the next boundary is waited for; rounds missed meanwhile are
+counted (``RoundSkippedCount``), never queued. At ``catchup`` of the interval the agent looks again: endpoints whose owner died in
 the meantime are polled by their new owner for that same round (``CatchupPollCount``), so a
 killed agent leaves no gap (a duplicate is possible, and carries the same round header).
 
