@@ -12,9 +12,10 @@ much is counted (``PollFailCount``; ``PollTimeoutCount`` for those still running
 round's deadline; per endpoint in ``endpoint_failures``), logged once per burst, and
 skipped for that round. A round that cannot finish before the next one starts is counted
 (``RoundOverrunCount``) and the next boundary is waited for; rounds missed meanwhile are
-counted (``RoundSkippedCount``), never queued. At ``catchup`` of the interval the agent looks again: endpoints whose owner died in
-the meantime are polled by their new owner for that same round (``CatchupPollCount``), so a
-killed agent leaves no gap (a duplicate is possible, and carries the same round header).
+counted (``RoundSkippedCount``), never queued. At ``catchup`` of the interval the agent
+looks again: endpoints whose owner died in the meantime are polled by their new owner for
+that same round (``CatchupPollCount``), so a killed agent leaves no gap (a duplicate is
+possible, and carries the same round header).
 
 Keys: ``zk`` (default ``$ARTIMON_ZK``), ``interval`` (s, 60), ``group`` (``default``),
 ``agentId`` (host-pid), ``contexts`` (regex on the context, ``.*``), ``labels.<key>``
