@@ -1,0 +1,313 @@
+"""The artimon source against real ZooKeeper, real bookkeeper processes and real agents."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+from kazoo.client import KazooClient
+
+from bookkeeper import EndpointInfo, resolve_zk
+from bookkeeper.testing import AppProcess, start_app
+from bookkeeper.zkserver import ZooKeeperServer
+from collector_agent import Agent, Event
+from collector_agent.group import owner
+
+POLLER = """
+g.sources = poll
+g.channels = ch
+g.sinks = fwd
+g.sources.poll.type = artimon
+g.sources.poll.zk = {zk}
+g.sources.poll.interval = {interval}
+g.sources.poll.agentId = {agent_id}
+g.sources.poll.sessionTimeout = 1
+g.sources.poll.readTimeout = 1
+g.sources.poll.connectTimeout = 1
+g.sources.poll.catchup = 0.8
+g.sources.poll.channels = ch
+g.channels.ch.type = memory
+g.channels.ch.capacity = 100000
+g.channels.ch.transactionCapacity = 1000
+g.sinks.fwd.type = thrift
+g.sinks.fwd.channel = ch
+g.sinks.fwd.hostname = 127.0.0.1
+g.sinks.fwd.port = {port}
+g.sinks.fwd.maxBackoffSleep = 100
+"""
+
+RECEIVER = """
+r.sources = in
+r.channels = ch idle
+r.sinks = none
+r.sources.in.type = thrift
+r.sources.in.bind = 127.0.0.1
+r.sources.in.port = 0
+r.sources.in.channels = ch
+r.channels.ch.type = memory
+r.channels.ch.capacity = 1000000
+r.channels.ch.transactionCapacity = 1000
+r.channels.idle.type = memory
+r.sinks.none.type = null
+r.sinks.none.channel = idle
+"""
+
+
+class Receiver:
+    """The next hop: collects (endpoint, round) of every event it is sent."""
+
+    def __init__(self) -> None:
+        self.agent = Agent.from_properties(RECEIVER, "r", {})
+        self.agent.start()
+        self.port: int = self.agent.sources["in"].port  # type: ignore[attr-defined]
+        self.events: list[tuple[str, int, float]] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._drain, daemon=True)
+        self._thread.start()
+
+    def _drain(self) -> None:
+        while not self._stop.wait(0.02):
+            while True:
+                with self.agent.channels["ch"].transaction() as tx:
+                    got: list[Event] = tx.take_batch(1000)
+                now = time.time()
+                self.events.extend(
+                    (
+                        e.headers["artimon.context"] + "@" + e.headers["artimon.endpoint"],
+                        int(e.headers["artimon.round"]),
+                        now,
+                    )
+                    for e in got
+                )
+                if not got:
+                    break
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join()
+        self.agent.stop()
+
+
+@pytest.fixture
+def receiver() -> Iterator[Receiver]:
+    r = Receiver()
+    yield r
+    r.stop()
+
+
+def start_poller(config: Path, name: str = "g") -> subprocess.Popen[str]:
+    with open(config.with_suffix(".log"), "a") as log:
+        process = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "artimon",
+                "agent",
+                "-f",
+                str(config),
+                "-n",
+                name,
+                "--no-monitor",
+                "--reload-interval",
+                "0",
+            ],
+            stdout=subprocess.PIPE,
+            stderr=log,
+            text=True,
+            start_new_session=True,
+        )
+    assert process.stdout is not None
+    line = process.stdout.readline()
+    assert "running" in line, line
+    return process
+
+
+def test_rendezvous_moves_only_the_endpoints_of_a_leaving_agent() -> None:
+    endpoints = [f"ctx/10.0.0.{i}:1:u" for i in range(300)]
+    three = {e: owner(e, ["a", "b", "c"]) for e in endpoints}
+    two = {e: owner(e, ["a", "c"]) for e in endpoints}
+    assert all(two[e] == three[e] for e in endpoints if three[e] != "b")
+    assert 70 < Counter(three.values())["b"] < 130
+    assert owner("x", []) is None
+
+
+@pytest.mark.slow
+def test_three_agents_one_killed_every_endpoint_once_per_round(
+    tmp_path: Path, zk_hosts: str, receiver: Receiver, wait: Callable[..., None]
+) -> None:
+    interval = 3
+    apps: list[AppProcess] = []
+    pollers: list[subprocess.Popen[str]] = []
+    try:
+        apps = [
+            start_app(f"svc{k}", zk_hosts, variables=5, session_timeout=10, endpoints=10) for k in range(3)
+        ]
+        for n in range(3):
+            config = tmp_path / f"agent{n}.properties"
+            config.write_text(
+                POLLER.format(zk=zk_hosts, interval=interval, agent_id=f"agent-{n}", port=receiver.port)
+            )
+            pollers.append(start_poller(config))
+        interval_ms = interval * 1000
+        first = (int(time.time() * 1000) // interval_ms + 2) * interval_ms  # every agent counted by then
+        wait(
+            lambda: any(r >= first + 2 * interval_ms for _, r, _ in receiver.events),
+            timeout=60,
+            what="rounds",
+        )
+        # kill one agent in the middle of a round
+        boundary = (int(time.time() * 1000) // interval_ms + 1) * interval_ms
+        time.sleep(max(0.0, (boundary + interval_ms * 0.4) / 1000 - time.time()))  # to mid-round
+        os.kill(pollers[1].pid, signal.SIGKILL)
+        killed_round = boundary
+        last = killed_round + 3 * interval_ms
+        wait(
+            lambda: any(r >= last + interval_ms for _, r, _ in receiver.events),
+            timeout=60,
+            what="rounds after",
+        )
+        time.sleep(0.5)  # let the last round's events of every agent land
+    finally:
+        for poller in pollers:
+            if poller.poll() is None:
+                poller.send_signal(signal.SIGTERM)
+                poller.wait(30)
+            if poller.stdout:
+                poller.stdout.close()
+        for app in apps:
+            app.kill()
+    endpoints = {
+        f"svc{k}-{n}@{host}:{port}:{uuid}"
+        for k, app in enumerate(apps)
+        for n, (host, port, uuid) in enumerate(app.endpoints)
+    }
+    seen = Counter((endpoint, r) for endpoint, r, _ in receiver.events if first <= r <= last)
+    rounds = range(first, last + 1, interval_ms)
+    missing = [(e, r) for r in rounds for e in endpoints if seen[(e, r)] == 0]
+    assert not missing, f"gaps: {missing[:5]} ({len(missing)})"
+    duplicates = {key: n for key, n in seen.items() if n > 1}
+    assert all(r == killed_round for _, r in duplicates), duplicates  # only where the kill struck
+    assert len(seen) == len(endpoints) * len(rounds)  # after dedupe: exactly one per round
+
+
+@pytest.mark.slow
+def test_a_hanging_endpoint_does_not_hold_the_round(
+    tmp_path: Path, zk_hosts: str, wait: Callable[..., None]
+) -> None:
+    hang = socket.create_server(("127.0.0.1", 0))
+    hang_port = hang.getsockname()[1]
+    held: list[socket.socket] = []
+    threading.Thread(target=lambda: [held.append(hang.accept()[0]) for _ in range(100)], daemon=True).start()
+    connect, layout = resolve_zk(zk_hosts)
+    zk = KazooClient(hosts=connect)
+    zk.start(timeout=30)
+    info = EndpointInfo("127.0.0.1", hang_port, "hang", "u1", {})
+    zk.create(
+        layout.endpoint("hang", "127.0.0.1", hang_port, "u1"), info.to_json(), ephemeral=True, makepath=True
+    )
+    app = start_app("good", zk_hosts, variables=3, endpoints=5)
+    config = POLLER.format(zk=zk_hosts, interval=2, agent_id="solo", port=1).replace(
+        "g.sinks.fwd.type = thrift", "g.sinks.fwd.type = null"
+    )
+    # keep the events: the sink reads another channel
+    agent = Agent.from_properties(
+        config.replace("g.channels = ch", "g.channels = ch idle").replace(
+            "g.sinks.fwd.channel = ch", "g.sinks.fwd.channel = idle"
+        )
+        + "g.channels.idle.type = memory\n",
+        "g",
+        {},
+    )
+    agent.start()
+    arrivals: list[tuple[int, str, float]] = []
+    try:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and len({r for r, _, _ in arrivals}) < 3:
+            with agent.channels["ch"].transaction() as tx:
+                got = tx.take_batch(100)
+            arrivals.extend(
+                (int(e.headers["artimon.round"]), e.headers["artimon.context"], time.time()) for e in got
+            )
+            time.sleep(0.02)
+        source = agent.sources["poll"]
+        assert source.metrics()["PollFailCount"] >= 1  # the hanging one, each round
+        assert any(key.startswith("hang/") for key in source.endpoint_failures)  # type: ignore[attr-defined]
+    finally:
+        agent.stop()
+        app.kill()
+        zk.stop()
+        zk.close()
+        hang.close()
+        for conn in held:
+            conn.close()
+    by_round: dict[int, list[tuple[str, float]]] = {}
+    for r, context, at in arrivals:
+        by_round.setdefault(r, []).append((context, at))
+    complete = [r for r, got in by_round.items() if len(got) == 5]
+    assert complete, by_round
+    for r in complete:
+        assert {c for c, _ in by_round[r]} == {f"good-{n}" for n in range(5)}
+        assert max(at for _, at in by_round[r]) < r / 1000 + 2  # within the round, despite the hang
+
+
+@pytest.mark.slow
+def test_zookeeper_restart_mid_run_and_everything_carries_on(
+    tmp_path: Path, wait: Callable[..., None]
+) -> None:
+    zk_server = ZooKeeperServer(tmp_path / "zk", tick_time_ms=500)
+    zk_server.start()
+    app = start_app("survivor", zk_server.hosts, variables=3, session_timeout=4, endpoints=2)
+    config = (
+        POLLER.format(zk=zk_server.hosts, interval=1, agent_id="solo", port=1)
+        .replace("g.channels = ch", "g.channels = ch idle")
+        .replace("g.sinks.fwd.channel = ch", "g.sinks.fwd.channel = idle")
+        .replace("g.sources.poll.sessionTimeout = 1", "g.sources.poll.sessionTimeout = 4")
+        + "g.channels.idle.type = memory\n"
+    )
+    agent = Agent.from_properties(config, "g", {})
+    agent.start()
+    rounds: set[int] = set()
+
+    def drain() -> set[int]:
+        with agent.channels["ch"].transaction() as tx:
+            rounds.update(int(e.headers["artimon.round"]) for e in tx.take_batch(1000))
+        return rounds
+
+    try:
+        wait(lambda: len(drain()) >= 2, timeout=30, what="rounds before the restart")
+        zk_server.stop()
+        stopped_at = int(time.time() * 1000)
+        wait(lambda: any(r > stopped_at for r in drain()), timeout=30, what="rounds while ZooKeeper is down")
+        zk_server.start()
+        restarted_at = int(time.time() * 1000) + 1000
+        wait(lambda: any(r > restarted_at for r in drain()), timeout=30, what="rounds after the restart")
+        client = KazooClient(hosts=zk_server.hosts)
+        client.start(timeout=30)
+        try:
+            _, layout = resolve_zk(zk_server.hosts)
+            wait(
+                lambda: len(client.get_children(layout.context("survivor-0"))) == 1,
+                timeout=30,
+                what="the app back",
+            )
+            wait(
+                lambda: client.get_children(layout.agents("default")) == ["solo"],
+                timeout=30,
+                what="the agent back",
+            )
+        finally:
+            client.stop()
+            client.close()
+    finally:
+        agent.stop()
+        app.kill()
+        zk_server.stop()
