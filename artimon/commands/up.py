@@ -1,9 +1,11 @@
 """Run the embedded stack on this machine, with all data under --data-dir.
 
-Today it starts ZooKeeper (unless $ARTIMON_ZK is set) and, with --demo, demo applications
-that register through the bookkeeper; every --interval it discovers the registered
-endpoints and reads them, printing a line per round. The agent, VHMS, the query API and
-Spark join it as they land. Ctrl-C stops everything cleanly.
+It starts ZooKeeper (unless $ARTIMON_ZK is set), a VHMS shard, and an agent whose artimon
+source polls every registered bookkeeper each --interval into a file channel drained by the
+vhms sink; with --demo, demo applications register too. It prints a line per component as
+it becomes ready, then a line per round. The query API, dashboards and Spark join it as
+they land. Ctrl-C stops everything cleanly: the agent first (its file channel closed), then
+VHMS (a last snapshot written), then ZooKeeper.
 """
 
 from __future__ import annotations
@@ -14,12 +16,30 @@ import time
 from pathlib import Path
 
 from artimon.commands._signals import stop_event
-from bookkeeper import BookkeeperError, read_endpoint
 from bookkeeper.demo import DemoApps
-from bookkeeper.discovery import list_endpoints
-from bookkeeper.registration import make_client
 from bookkeeper.zkserver import ZooKeeperServer
-from bookkeeper.znodes import resolve_zk
+from collector_agent import Agent
+from collector_agent.monitoring import MonitorServer
+from vhms import Store
+from vhms.service import VhmsService
+
+AGENT = """
+up.sources = poll
+up.channels = durable
+up.sinks = store
+up.sources.poll.type = artimon
+up.sources.poll.zk = {zk}
+up.sources.poll.interval = {interval}
+up.sources.poll.agentId = embedded
+up.sources.poll.channels = durable
+up.channels.durable.type = file
+up.channels.durable.dataDirs = {channel_dir}
+up.channels.durable.minimumRequiredSpace = 104857600
+up.sinks.store.type = vhms
+up.sinks.store.channel = durable
+up.sinks.store.zk = {zk}
+up.sinks.store.maxBackoffSleep = 1000
+"""
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -41,50 +61,65 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     interval = args.interval or (5.0 if args.demo else 60.0)
+    data = args.data_dir.resolve()
     stop = stop_event()
     zk_server = None
-    if not os.environ.get("ARTIMON_ZK"):
-        zk_server = ZooKeeperServer(args.data_dir / "zookeeper", 0)
-        zk_server.start()
-        print(f"[ready] zookeeper  {zk_server.hosts} (pid {zk_server.pid})", flush=True)
-    zk_hosts = zk_server.hosts if zk_server else os.environ["ARTIMON_ZK"]
-    demo = None
-    client = None
+    vhms = agent = monitor = demo = None
     try:
+        if not os.environ.get("ARTIMON_ZK"):
+            zk_server = ZooKeeperServer(data / "zookeeper", 0)
+            zk_server.start()
+            print(f"[ready] zookeeper  {zk_server.hosts} (pid {zk_server.pid})", flush=True)
+        zk_hosts = zk_server.hosts if zk_server else os.environ["ARTIMON_ZK"]
+        vhms = VhmsService(
+            Store(), shard="default", snapshot_dir=data / "vhms" / "default", snapshot_every=300
+        )
+        vhms.start(zk_hosts)
+        http = vhms.http.url if vhms.http else "-"
+        print(
+            f"[ready] vhms       {vhms.host}:{vhms.port}, {http}/stats, {vhms.store.series} series restored",
+            flush=True,
+        )
         if args.demo:
             demo = DemoApps(zk_hosts)
             demo.start()
             print(f"[ready] demo apps  {len(demo.bookkeepers)} contexts serving", flush=True)
-        connect, layout = resolve_zk(zk_hosts)
-        client = make_client(connect)
-        client.start(timeout=30)
-        print(f"[ready] poller     every {interval:g} s; Ctrl-C stops everything", flush=True)
+        agent = Agent.from_properties(
+            AGENT.format(zk=zk_hosts, interval=interval, channel_dir=data / "channels" / "durable"), "up", {}
+        )
+        agent.start()
+        monitor = MonitorServer(agent.metrics, "up", "127.0.0.1", 0)
+        monitor.start()
+        print(
+            f"[ready] agent      every {interval:g} s, metrics on http://127.0.0.1:{monitor.port}/metrics; "
+            "Ctrl-C stops everything",
+            flush=True,
+        )
         rounds = 0
-        while not stop.wait(interval):
-            started = time.monotonic()
-            endpoints = list_endpoints(client, layout)
-            variables = failures = 0
-            for info in endpoints:
-                try:
-                    variables += len(read_endpoint(info.host, info.port, timeout=10))
-                except BookkeeperError:
-                    failures += 1
-            took_ms = (time.monotonic() - started) * 1000
+        before = agent.metrics()
+        interval_ms = int(interval * 1000)
+        while True:
+            next_report = (int(time.time() * 1000) // interval_ms + 1) * interval_ms + interval_ms * 0.8
+            if stop.wait(max(0.0, next_report / 1000 - time.time())):
+                break
+            now = agent.metrics()
+            source, sink = now["SOURCE.poll"], now["SINK.store"]
+            polled = source["PollSuccessCount"] - before["SOURCE.poll"]["PollSuccessCount"]
+            failed = source["PollFailCount"] - before["SOURCE.poll"]["PollFailCount"]
+            stored = sink["SamplesStoredCount"] - before["SINK.store"]["SamplesStoredCount"]
             print(
-                f"round {time.strftime('%H:%M:%S')}: {len(endpoints)} endpoints, "
-                f"{variables} variables read, {failures} failed, in {took_ms:.0f} ms",
+                f"round {time.strftime('%H:%M:%S')}: {int(polled)} endpoints polled, {int(failed)} failed, "
+                f"{int(stored)} samples stored, {vhms.store.series} series in VHMS, "
+                f"{int(now['CHANNEL.durable']['ChannelSize'])} events waiting",
                 flush=True,
             )
+            before = now
             rounds += 1
             if args.rounds and rounds >= args.rounds:
                 break
     finally:
-        if client is not None:
-            client.stop()
-            client.close()
-        if demo is not None:
-            demo.stop()
-        if zk_server is not None:
-            zk_server.stop()
+        for component in (monitor, agent, demo, vhms, zk_server):
+            if component is not None:
+                component.stop()
         print("stopped.", flush=True)
     return 0

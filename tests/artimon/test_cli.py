@@ -33,20 +33,10 @@ def test_help_lists_every_command() -> None:
 
 
 @pytest.mark.slow
-def test_up_demo_starts_zookeeper_and_reads_the_demo_apps(tmp_path) -> None:
+def test_up_demo_runs_the_pipeline_into_vhms(tmp_path) -> None:
     env = {k: v for k, v in os.environ.items() if k != "ARTIMON_ZK"}
     result = subprocess.run(
-        [
-            *ARTIMON,
-            "up",
-            "--demo",
-            "--interval",
-            "0.5",
-            "--rounds",
-            "2",
-            "--data-dir",
-            str(tmp_path),
-        ],
+        [*ARTIMON, "up", "--demo", "--interval", "1", "--rounds", "3", "--data-dir", str(tmp_path)],
         capture_output=True,
         text=True,
         timeout=180,
@@ -54,12 +44,18 @@ def test_up_demo_starts_zookeeper_and_reads_the_demo_apps(tmp_path) -> None:
     )
     assert result.returncode == 0, result.stderr
     lines = result.stdout.splitlines()
-    assert lines[0].startswith("[ready] zookeeper")
+    assert [line.split()[1] for line in lines if line.startswith("[ready]")] == [
+        "zookeeper",
+        "vhms",
+        "demo",
+        "agent",
+    ]
     rounds = [line for line in lines if line.startswith("round ")]
-    assert len(rounds) == 2
-    assert all("3 endpoints, 31 variables read, 0 failed" in line for line in rounds), rounds
+    assert len(rounds) == 3
+    assert "3 endpoints polled, 0 failed" in rounds[-1], rounds
+    assert "31 series in VHMS" in rounds[-1] or "30 series in VHMS" in rounds[-1], rounds
     assert lines[-1] == "stopped."
-    assert (tmp_path / "zookeeper" / "zoo.cfg").exists()
+    assert (tmp_path / "vhms" / "default" / "vhms-snapshot.json").exists()  # written on stop
     assert not (tmp_path / "zookeeper" / "zookeeper.pid").exists()  # stopped by its PID
 
 
