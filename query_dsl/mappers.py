@@ -1,0 +1,204 @@
+"""``map``: per-series functions over the time axis, vectorized over every series.
+
+Windows are counted in buckets of the matrix's step: ``window=10m`` on 1-minute buckets is
+the 10 buckets ending at each instant, ``(t - 10m, t]``. NaN is "no value": window
+functions skip it and give NaN where a window holds no value.
+
+| mapper | value at t |
+|---|---|
+| ``delta`` | last value in the window minus the first (a gauge's change) |
+| ``increase`` | sum of the increments in the window; a decrease is a reset (the new value counts) |
+| ``rate`` | ``increase`` per second over the time between the window's first and last values |
+| ``abs``, ``log``, ``log10``, ``clamp(min, max)`` | element-wise |
+| ``mean``, ``min``, ``max``, ``median``, ``percentile(q)``, ``sum``, ``count`` | moving statistic |
+| ``fill_previous`` | the last value seen at or before t |
+| ``fill_zero`` | NaN replaced by 0 |
+| ``timeshift(d)`` | the value at ``t - d`` (shifts the series later by d) |
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Callable
+
+import numpy as np
+
+from query_dsl.exceptions import QueryTypeError
+from query_dsl.matrix import Matrix
+
+__all__ = ["MAPPERS", "apply_mapper", "window_buckets"]
+
+
+def window_buckets(window_ms: int | None, step_ms: int, mapper: str) -> int:
+    if window_ms is None:
+        raise QueryTypeError(f"map({mapper}) needs a window, e.g. map({mapper}, 10m)")
+    if window_ms <= 0 or window_ms % step_ms:
+        raise QueryTypeError(
+            f"map({mapper}): window {window_ms} ms is not a positive multiple of the step {step_ms} ms"
+        )
+    return window_ms // step_ms
+
+
+def _ffill_index(values: np.ndarray) -> np.ndarray:
+    """For each cell, the column of the last non-NaN value at or before it (-1: none)."""
+    columns = np.where(~np.isnan(values), np.arange(values.shape[1]), -1)
+    return np.maximum.accumulate(columns, axis=1)
+
+
+def _bfill_index(values: np.ndarray) -> np.ndarray:
+    """For each cell, the column of the first non-NaN value at or after it (T: none)."""
+    width = values.shape[1]
+    columns = np.where(~np.isnan(values), np.arange(width), width)
+    return np.minimum.accumulate(columns[:, ::-1], axis=1)[:, ::-1]
+
+
+def _window_ends(values: np.ndarray, window: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Columns of the first and last values inside each window, and whether both exist."""
+    width = values.shape[1]
+    last = _ffill_index(values)
+    starts = np.maximum(np.arange(width) - window + 1, 0)
+    first = _bfill_index(values)[:, starts]
+    ok = (last >= 0) & (first <= last) & (first < width)
+    return np.clip(first, 0, width - 1), np.clip(last, 0, width - 1), ok
+
+
+def _take(values: np.ndarray, columns: np.ndarray) -> np.ndarray:
+    return np.take_along_axis(values, columns, axis=1)
+
+
+def _delta(m: Matrix, window: int) -> np.ndarray:
+    first, last, ok = _window_ends(m.values, window)
+    return np.where(ok, _take(m.values, last) - _take(m.values, first), np.nan)
+
+
+def _increments(values: np.ndarray) -> np.ndarray:
+    """Increment from the previous value (skipping gaps); a decrease is a reset."""
+    previous_column = np.roll(_ffill_index(values), 1, axis=1)
+    previous_column[:, 0] = -1
+    has_previous = (previous_column >= 0) & ~np.isnan(values)
+    previous = _take(values, np.clip(previous_column, 0, None))
+    step = values - previous
+    step = np.where(step < 0, values, step)  # counter reset: it restarted from 0
+    return np.where(has_previous, step, 0.0)
+
+
+def _increase(m: Matrix, window: int) -> np.ndarray:
+    steps = _increments(m.values)
+    cumulative = np.cumsum(steps, axis=1)
+    first, last, ok = _window_ends(m.values, window)
+    return np.where(ok, _take(cumulative, last) - _take(cumulative, first), np.nan)
+
+
+def _rate(m: Matrix, window: int) -> np.ndarray:
+    steps = _increments(m.values)
+    cumulative = np.cumsum(steps, axis=1)
+    first, last, ok = _window_ends(m.values, window)
+    seconds = (last - first) * (m.step_ms / 1000)
+    ok &= seconds > 0
+    with np.errstate(all="ignore"):
+        return np.where(
+            ok,
+            (_take(cumulative, last) - _take(cumulative, first)) / np.where(seconds > 0, seconds, 1),
+            np.nan,
+        )
+
+
+def _moving(function: Callable[..., np.ndarray]) -> Callable[[Matrix, int], np.ndarray]:
+    def compute(m: Matrix, window: int) -> np.ndarray:
+        padded = np.concatenate([np.full((len(m), window - 1), np.nan), m.values], axis=1)
+        view = np.lib.stride_tricks.sliding_window_view(padded, window, axis=1)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN windows give NaN
+            return function(view, axis=2)
+
+    return compute
+
+
+def _moving_sum(m: Matrix, window: int) -> np.ndarray:
+    filled = np.nan_to_num(m.values, nan=0.0)
+    counts = (~np.isnan(m.values)).astype(np.int64)
+    total = np.cumsum(filled, axis=1)
+    seen = np.cumsum(counts, axis=1)
+    shifted_total = np.concatenate([np.zeros((len(m), window)), total], axis=1)[:, : m.values.shape[1]]
+    shifted_seen = np.concatenate([np.zeros((len(m), window), dtype=np.int64), seen], axis=1)[
+        :, : m.values.shape[1]
+    ]
+    n = seen - shifted_seen
+    return np.where(n > 0, total - shifted_total, np.nan), n
+
+
+def _mean(m: Matrix, window: int) -> np.ndarray:
+    total, n = _moving_sum(m, window)
+    with np.errstate(all="ignore"):
+        return np.where(n > 0, total / np.where(n > 0, n, 1), np.nan)
+
+
+def _sum(m: Matrix, window: int) -> np.ndarray:
+    return _moving_sum(m, window)[0]
+
+
+def _count(m: Matrix, window: int) -> np.ndarray:
+    return _moving_sum(m, window)[1].astype(np.float64)
+
+
+def _fill_previous(m: Matrix) -> np.ndarray:
+    last = _ffill_index(m.values)
+    return np.where(last >= 0, _take(m.values, np.clip(last, 0, None)), np.nan)
+
+
+def _timeshift(m: Matrix, shift_ms: int) -> np.ndarray:
+    if shift_ms % m.step_ms:
+        raise QueryTypeError(f"timeshift of {shift_ms} ms is not a multiple of the step {m.step_ms} ms")
+    k = shift_ms // m.step_ms
+    out = np.full_like(m.values, np.nan)
+    width = m.values.shape[1]
+    if 0 <= k < width:
+        out[:, k:] = m.values[:, : width - k]
+    elif -width < k < 0:
+        out[:, :k] = m.values[:, -k:]
+    return out
+
+
+# name -> (needs a window, extra numeric parameters, function)
+MAPPERS: dict[str, tuple[bool, int, Callable[..., np.ndarray]]] = {
+    "delta": (True, 0, _delta),
+    "increase": (True, 0, _increase),
+    "rate": (True, 0, _rate),
+    "mean": (True, 0, _mean),
+    "sum": (True, 0, _sum),
+    "count": (True, 0, _count),
+    "min": (True, 0, _moving(np.nanmin)),
+    "max": (True, 0, _moving(np.nanmax)),
+    "median": (True, 0, _moving(np.nanmedian)),
+    "percentile": (True, 1, lambda m, w, q: _moving(lambda v, axis: np.nanpercentile(v, q, axis=axis))(m, w)),
+    "abs": (False, 0, lambda m: np.abs(m.values)),
+    "log": (False, 0, lambda m: np.log(np.where(m.values > 0, m.values, np.nan))),
+    "log10": (False, 0, lambda m: np.log10(np.where(m.values > 0, m.values, np.nan))),
+    "clamp": (False, 2, lambda m, lo, hi: np.clip(m.values, lo, hi)),
+    "fill_previous": (False, 0, _fill_previous),
+    "fill_zero": (False, 0, lambda m: np.nan_to_num(m.values, nan=0.0)),
+    "timeshift": (False, 1, lambda m, d: _timeshift(m, int(d))),
+}
+
+
+def apply_mapper(
+    m: Matrix, name: str, window_ms: int | None = None, params: tuple[float, ...] = ()
+) -> Matrix:
+    """``map(name, window, *params)`` over every series of ``m``."""
+    if name not in MAPPERS:
+        raise QueryTypeError(f"unknown mapper {name!r} (known: {', '.join(sorted(MAPPERS))})")
+    needs_window, arity, function = MAPPERS[name]
+    if len(params) != arity:
+        raise QueryTypeError(f"map({name}) takes {arity} parameter(s), got {len(params)}")
+    if name == "percentile" and not 0 <= params[0] <= 100:
+        raise QueryTypeError(f"percentile {params[0]} is not within 0..100")
+    if not len(m):
+        return m
+    if needs_window:
+        values = function(m, window_buckets(window_ms, m.step_ms, name), *params)
+    else:
+        if window_ms is not None:
+            raise QueryTypeError(f"map({name}) takes no window")
+        with np.errstate(all="ignore"):
+            values = function(m, *params)
+    return m.with_values(values)
