@@ -1,0 +1,301 @@
+"""Evaluate a query (text or syntax tree) against a data source.
+
+Functions (see docs/dsl.md): ``fetch``, ``map``, ``bucketize``, ``reduce``, ``apply``,
+``filter``, ``top``, ``bottom``, ``where_last``; operators ``+ - * / % ^``, comparisons,
+``and or unless`` with PromQL's matching modifiers. Limits: series and points per query
+and wall time, each a ``QueryLimitError`` naming the limit.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from bookkeeper.labels import parse_series
+from query_dsl.apply import apply_op
+from query_dsl.bucketize import bucketize
+from query_dsl.exceptions import QueryError, QueryLimitError, QueryTypeError
+from query_dsl.filters import filter_selector, top, where_last
+from query_dsl.mappers import MAPPERS, apply_mapper
+from query_dsl.matrix import Matrix
+from query_dsl.parser import BinaryOp, Call, Duration, Negate, Node, Word, parse
+from query_dsl.reduce import reduce_matrix
+from query_dsl.sources import DataSource
+from vhms.exceptions import VhmsError
+
+__all__ = ["FUNCTIONS", "Evaluator", "Limits", "Value"]
+
+Value = Matrix | float
+
+
+@dataclass(frozen=True)
+class Limits:
+    max_series: int = 200_000
+    max_points: int = 50_000_000
+    timeout_s: float = 30.0
+
+
+def _time(value: Any, now_ms: int, what: str) -> int:
+    if isinstance(value, float | int) and not isinstance(value, bool):
+        return int(value)
+    if isinstance(value, Duration):
+        return now_ms - value.ms  # a duration as a time: that long ago
+    if isinstance(value, Word | str):
+        text = value.name if isinstance(value, Word) else value
+        if text == "now":
+            return now_ms
+        try:
+            return int(datetime.fromisoformat(text).timestamp() * 1000)
+        except ValueError:
+            raise QueryTypeError(
+                f"{what}: {text!r} is not epoch ms, an ISO 8601 time, a duration ago or now"
+            ) from None
+    raise QueryTypeError(f"{what}: {value!r} is not a time")
+
+
+def _word(value: Any, what: str) -> str:
+    if isinstance(value, Word):
+        return value.name
+    if isinstance(value, str):
+        return value
+    raise QueryTypeError(f"{what} must be a name, got {value!r}")
+
+
+def _words(value: Any, what: str) -> list[str]:
+    if not isinstance(value, list):
+        raise QueryTypeError(f"{what} must be a list of label names like [rack, dc], got {value!r}")
+    return [_word(item, what) for item in value]
+
+
+def _matrix(value: Any, what: str) -> Matrix:
+    if not isinstance(value, Matrix):
+        raise QueryTypeError(f"{what} needs series (e.g. from fetch), got {value!r}")
+    return value
+
+
+def _number(value: Any, what: str) -> float:
+    if isinstance(value, Duration):
+        return float(value.ms)
+    if isinstance(value, float | int) and not isinstance(value, bool):
+        return float(value)
+    raise QueryTypeError(f"{what} must be a number, got {value!r}")
+
+
+class Evaluator:
+    """Evaluates queries over ``source``; ``start_ms``/``end_ms`` are the default range of a
+    ``fetch`` that names none (else the last hour up to ``now_ms``)."""
+
+    def __init__(
+        self,
+        source: DataSource,
+        *,
+        now_ms: int | None = None,
+        start_ms: int | None = None,
+        end_ms: int | None = None,
+        limits: Limits | None = None,
+    ) -> None:
+        self.source = source
+        self.now_ms = now_ms if now_ms is not None else int(time.time() * 1000)
+        self.end_ms = end_ms if end_ms is not None else self.now_ms
+        self.start_ms = start_ms if start_ms is not None else self.end_ms - 3_600_000
+        self.limits = limits or Limits()
+        self._deadline = 0.0
+        self.points_read = 0
+
+    def evaluate(self, query: str | Node) -> Value:
+        node = parse(query) if isinstance(query, str) else query
+        self._deadline = time.monotonic() + self.limits.timeout_s
+        self.points_read = 0
+        try:
+            result = self._eval(node)
+        except VhmsError as exc:  # selectors and store limits speak the store's words
+            raise QueryError(str(exc)) from exc
+        if not isinstance(result, Matrix | float):
+            raise QueryTypeError(f"the query gives {result!r}, not series or a number")
+        return result
+
+    def _check_time(self) -> None:
+        if time.monotonic() > self._deadline:
+            raise QueryLimitError(f"the query ran longer than {self.limits.timeout_s:g} s")
+
+    def _eval(self, node: Node) -> Any:
+        self._check_time()
+        if isinstance(node, float | str | Duration | Word):
+            return node
+        if isinstance(node, list):
+            return [self._eval(item) for item in node]
+        if isinstance(node, Negate):
+            value = self._eval(node.operand)
+            if isinstance(value, Matrix):
+                return value.with_values(-value.values)
+            return -_number(value, "unary minus")
+        if isinstance(node, BinaryOp):
+            left, right = self._eval(node.left), self._eval(node.right)
+            for side in (left, right):
+                if not isinstance(side, Matrix | float):
+                    raise QueryTypeError(f"operator {node.op} needs series or numbers, got {side!r}")
+            m = node.matching
+            return apply_op(
+                node.op,
+                left,
+                right,
+                on=list(m.labels) if m.kind == "on" else None,
+                ignoring=list(m.labels) if m.kind == "ignoring" else None,
+                group=m.group,
+                as_bool=m.as_bool,
+            )
+        if isinstance(node, Call):
+            function = FUNCTIONS.get(node.name)
+            if function is None:
+                raise QueryTypeError(
+                    f"unknown function {node.name!r} at line {node.line}, column {node.column} "
+                    f"(known: {', '.join(sorted(FUNCTIONS))})"
+                )
+            args = [self._eval(arg) for arg in node.args]
+            kwargs = {name: self._eval(value) for name, value in node.kwargs}
+            try:
+                return function(self, args, kwargs)
+            except QueryTypeError as exc:
+                raise QueryTypeError(
+                    f"{node.name}(...) at line {node.line}, column {node.column}: {exc}"
+                ) from None
+        raise QueryTypeError(f"cannot evaluate {node!r}")
+
+    # -- functions ---------------------------------------------------------------------------
+
+    def fetch(self, args: list[Any], kwargs: dict[str, Any]) -> Matrix:
+        _arity("fetch", args, 1, 1)
+        selector = args[0]
+        if not isinstance(selector, str):
+            raise QueryTypeError(f"fetch takes a selector string first, got {selector!r}")
+        _known("fetch", kwargs, {"last", "start", "end", "resolution"})
+        end = _time(kwargs["end"], self.now_ms, "end") if "end" in kwargs else self.end_ms
+        if "last" in kwargs:
+            if not isinstance(kwargs["last"], Duration):
+                raise QueryTypeError(f"last= takes a duration like 10m, got {kwargs['last']!r}")
+            start = end - kwargs["last"].ms
+        else:
+            start = _time(kwargs["start"], self.now_ms, "start") if "start" in kwargs else self.start_ms
+        resolution: str | int = "auto"
+        if "resolution" in kwargs:
+            value = kwargs["resolution"]
+            resolution = value.ms // 1000 if isinstance(value, Duration) else _word(value, "resolution")
+        if end <= start:
+            raise QueryTypeError(f"fetch needs start < end, got {start} and {end}")
+        result = self.source.fetch(selector, start, end, resolution)
+        points = len(result.keys) * len(result.timestamps)
+        if len(result.keys) > self.limits.max_series:
+            raise QueryLimitError(
+                f"fetch({selector!r}) reads {len(result.keys)} series, more than {self.limits.max_series}"
+            )
+        self.points_read += points
+        if self.points_read > self.limits.max_points:
+            raise QueryLimitError(
+                f"the query reads {self.points_read} points, more than {self.limits.max_points}"
+            )
+        names, labels = [], []
+        for key in result.keys:
+            name, label_set = parse_series(key)
+            names.append(name)
+            labels.append(label_set)
+        return Matrix(names, labels, result.timestamps, result.values, result.step_ms)
+
+    def map(self, args: list[Any], kwargs: dict[str, Any]) -> Matrix:
+        _arity("map", args, 2, 5)
+        _known("map", kwargs, set())
+        m = _matrix(args[0], "map")
+        mapper = _word(args[1], "map's function")
+        rest = list(args[2:])
+        window = None
+        if mapper in MAPPERS and MAPPERS[mapper][0]:
+            if not rest or not isinstance(rest[0], Duration):
+                raise QueryTypeError(f"map({mapper}) needs a window, e.g. map({mapper}, 10m)")
+            window = rest.pop(0).ms
+        return apply_mapper(m, mapper, window, tuple(_number(p, f"map({mapper})") for p in rest))
+
+    def bucketize(self, args: list[Any], kwargs: dict[str, Any]) -> Matrix:
+        _arity("bucketize", args, 3, 4)
+        _known("bucketize", kwargs, set())
+        m = _matrix(args[0], "bucketize")
+        if not isinstance(args[1], Duration):
+            raise QueryTypeError(f"bucketize takes a span like 15m, got {args[1]!r}")
+        params = tuple(_number(p, "bucketize") for p in args[3:])
+        return bucketize(m, args[1].ms, _word(args[2], "bucketize's aggregate"), params)
+
+    def reduce(self, args: list[Any], kwargs: dict[str, Any]) -> Matrix:
+        _arity("reduce", args, 2, 3)
+        _known("reduce", kwargs, {"by", "without"})
+        m = _matrix(args[0], "reduce")
+        by = _words(kwargs["by"], "by") if "by" in kwargs else None
+        without = _words(kwargs["without"], "without") if "without" in kwargs else None
+        params = tuple(_number(p, "reduce") for p in args[2:])
+        return reduce_matrix(m, _word(args[1], "reduce's aggregate"), by, without, params)
+
+    def apply(self, args: list[Any], kwargs: dict[str, Any]) -> Value:
+        _arity("apply", args, 3, 3)
+        _known("apply", kwargs, {"on", "ignoring", "group", "bool"})
+        op = _word(args[0], "apply's operator")
+        as_bool = bool(kwargs["bool"]) if "bool" in kwargs else False
+        return apply_op(
+            op,
+            args[1],
+            args[2],
+            on=_words(kwargs["on"], "on") if "on" in kwargs else None,
+            ignoring=_words(kwargs["ignoring"], "ignoring") if "ignoring" in kwargs else None,
+            group=_word(kwargs["group"], "group") if "group" in kwargs else None,
+            as_bool=as_bool,
+        )
+
+    def filter(self, args: list[Any], kwargs: dict[str, Any]) -> Matrix:
+        _arity("filter", args, 2, 2)
+        _known("filter", kwargs, set())
+        if not isinstance(args[1], str):
+            raise QueryTypeError(f"filter takes a selector string, got {args[1]!r}")
+        return filter_selector(_matrix(args[0], "filter"), args[1])
+
+    def top(self, args: list[Any], kwargs: dict[str, Any]) -> Matrix:
+        _arity("top", args, 2, 2)
+        return top(_matrix(args[0], "top"), int(_number(args[1], "top's k")), largest=True)
+
+    def bottom(self, args: list[Any], kwargs: dict[str, Any]) -> Matrix:
+        _arity("bottom", args, 2, 2)
+        return top(_matrix(args[0], "bottom"), int(_number(args[1], "bottom's k")), largest=False)
+
+    def where_last(self, args: list[Any], kwargs: dict[str, Any]) -> Matrix:
+        _arity("where_last", args, 3, 3)
+        return where_last(
+            _matrix(args[0], "where_last"),
+            _word(args[1], "where_last's operator"),
+            _number(args[2], "where_last's threshold"),
+        )
+
+
+def _arity(name: str, args: list[Any], low: int, high: int) -> None:
+    if not low <= len(args) <= high:
+        expected = str(low) if low == high else f"{low} to {high}"
+        raise QueryTypeError(f"{name} takes {expected} positional arguments, got {len(args)}")
+
+
+def _known(name: str, kwargs: dict[str, Any], allowed: set[str]) -> None:
+    unknown = set(kwargs) - allowed
+    if unknown:
+        raise QueryTypeError(
+            f"{name} has no argument {', '.join(sorted(unknown))}"
+            + (f" (it takes {', '.join(sorted(allowed))})" if allowed else "")
+        )
+
+
+FUNCTIONS: dict[str, Callable[[Evaluator, list[Any], dict[str, Any]], Any]] = {
+    "fetch": Evaluator.fetch,
+    "map": Evaluator.map,
+    "bucketize": Evaluator.bucketize,
+    "reduce": Evaluator.reduce,
+    "apply": Evaluator.apply,
+    "filter": Evaluator.filter,
+    "top": Evaluator.top,
+    "bottom": Evaluator.bottom,
+    "where_last": Evaluator.where_last,
+}

@@ -1,0 +1,178 @@
+"""Text to syntax tree, with lark (grammar in ``grammar.lark``); never ``eval``.
+
+The tree is made of the small frozen dataclasses below; :mod:`query_dsl.evaluator` walks
+it. Parse errors raise ``QuerySyntaxError`` with the line and column and what was expected.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+from lark import Lark, Token, Transformer, v_args
+from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, UnexpectedToken, VisitError
+
+from query_dsl.exceptions import QuerySyntaxError
+
+__all__ = ["MAX_QUERY_LENGTH", "BinaryOp", "Call", "Duration", "Matching", "Negate", "Node", "Word", "parse"]
+
+MAX_QUERY_LENGTH = 10_000
+_UNITS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000, "w": 604_800_000}
+
+
+@dataclass(frozen=True)
+class Duration:
+    ms: int
+
+
+@dataclass(frozen=True)
+class Word:
+    name: str
+
+
+@dataclass(frozen=True)
+class Matching:
+    as_bool: bool = False
+    kind: str | None = None  # "on" | "ignoring"
+    labels: tuple[str, ...] = ()
+    group: str | None = None  # "left" | "right"
+
+
+@dataclass(frozen=True)
+class BinaryOp:
+    op: str
+    left: Any
+    right: Any
+    matching: Matching = field(default_factory=Matching)
+
+
+@dataclass(frozen=True)
+class Negate:
+    operand: Any
+
+
+@dataclass(frozen=True)
+class Call:
+    name: str
+    args: tuple[Any, ...]
+    kwargs: tuple[tuple[str, Any], ...]
+    line: int = 0
+    column: int = 0
+
+
+Node = Any
+
+
+@v_args(inline=True)
+class _ToTree(Transformer[Token, Node]):
+    def number(self, token: Token) -> float:
+        return float(token)
+
+    def duration(self, token: Token) -> Duration:
+        text = str(token)
+        unit = "ms" if text.endswith("ms") else text[-1]
+        return Duration(int(text[: -len(unit)]) * _UNITS[unit])
+
+    def string(self, token: Token) -> str:
+        body = str(token)[1:-1]
+        return body.encode("utf-8").decode("unicode_escape") if "\\" in body else body
+
+    def word(self, token: Token) -> Word:
+        return Word(str(token))
+
+    def list(self, *items: Node) -> list[Node]:
+        return [item for item in items if item is not None]
+
+    def keyword(self, name: Token, value: Node) -> tuple[str, Node]:
+        return ("=kw", str(name), value)  # type: ignore[return-value]
+
+    def call(self, name: Token, *args: Node) -> Call:
+        positional, keywords = [], []
+        for arg in args:
+            if arg is None:
+                continue
+            if isinstance(arg, tuple) and len(arg) == 3 and arg[0] == "=kw":
+                keywords.append((arg[1], arg[2]))
+            elif keywords:
+                raise QuerySyntaxError(
+                    f"positional argument after keyword arguments in {name}(...) at line {name.line}, "
+                    f"column {name.column}",
+                    name.line or 0,
+                    name.column or 0,
+                )
+            else:
+                positional.append(arg)
+        return Call(str(name), tuple(positional), tuple(keywords), name.line or 0, name.column or 0)
+
+    def matching(self, *parts: Token | None) -> Matching:
+        as_bool, kind, labels, group = False, None, [], None
+        for part in parts:
+            if part is None:
+                continue
+            if part.type == "BOOL":
+                as_bool = True
+            elif part.type == "MATCH_KIND":
+                kind = str(part)
+            elif part.type == "GROUP":
+                group = "left" if str(part) == "group_left" else "right"
+            elif part.type == "NAME":
+                labels.append(str(part))
+        return Matching(as_bool, kind, tuple(labels), group)
+
+    def negate(self, _minus: Token, operand: Node) -> Negate:
+        return Negate(operand)
+
+    def pipe(self, head: Node, *calls: Call) -> Node:
+        for call in calls:
+            head = Call(call.name, (head, *call.args), call.kwargs, call.line, call.column)
+        return head
+
+    def _binary(self, first: Node, *rest: Any) -> Node:
+        node = first
+        for index in range(0, len(rest), 3):
+            op, matching, right = rest[index : index + 3]
+            node = BinaryOp(str(op), node, right, matching)
+        return node
+
+    or_expr = and_expr = cmp_expr = add_expr = mul_expr = pow_expr = _binary
+
+
+@lru_cache(maxsize=1)
+def _parser() -> Lark:
+    return Lark(
+        Path(__file__).with_name("grammar.lark").read_text(),
+        parser="lalr",
+        maybe_placeholders=True,
+        propagate_positions=False,
+    )
+
+
+@lru_cache(maxsize=1024)
+def parse(text: str) -> Node:
+    """Parse a query; ``QuerySyntaxError`` (line, column, expectation) if it is not one."""
+    if not isinstance(text, str):
+        raise QuerySyntaxError(f"a query is text, got {type(text).__name__}")
+    if len(text) > MAX_QUERY_LENGTH:
+        raise QuerySyntaxError(f"a query is at most {MAX_QUERY_LENGTH} characters, this one has {len(text)}")
+    if not text.strip():
+        raise QuerySyntaxError("the query is empty", 1, 1)
+    try:
+        tree = _parser().parse(text)
+        return _ToTree().transform(tree)
+    except VisitError as exc:
+        if isinstance(exc.orig_exc, QuerySyntaxError):
+            raise exc.orig_exc from None
+        raise QuerySyntaxError(f"cannot read the query: {exc.orig_exc}") from None
+    except (UnexpectedCharacters, UnexpectedToken, UnexpectedEOF, UnexpectedInput) as exc:
+        line = getattr(exc, "line", 0) or 0
+        column = getattr(exc, "column", 0) or 0
+        expected = sorted(getattr(exc, "expected", None) or getattr(exc, "allowed", None) or [])
+        hint = f"; expected one of {', '.join(expected[:8])}" if expected else ""
+        context = exc.get_context(text, 30).rstrip("\n") if line else ""
+        raise QuerySyntaxError(
+            f"syntax error at line {line}, column {column}{hint}\n{context}", line, column
+        ) from None
+    except RecursionError:
+        raise QuerySyntaxError("the query nests too deeply") from None
