@@ -1,5 +1,41 @@
-"""Artimon's ``query_dsl`` package: not built yet, see README.md beside this file."""
+"""The Artimon query language: map/reduce over label equivalence classes.
+
+See README.md beside this file and docs/dsl.md.
+"""
 
 from __future__ import annotations
 
-__all__: list[str] = []
+from query_dsl.apply import apply_op
+from query_dsl.bucketize import bucketize
+from query_dsl.client import Client
+from query_dsl.evaluator import Evaluator, Limits
+from query_dsl.exceptions import MatchingError, QueryError, QueryLimitError, QuerySyntaxError, QueryTypeError
+from query_dsl.filters import filter_selector, top, where_last
+from query_dsl.mappers import apply_mapper
+from query_dsl.matrix import Matrix
+from query_dsl.parser import parse
+from query_dsl.reduce import reduce_matrix
+from query_dsl.sources import DataSource, ShardedSource, StoreSource
+
+__all__ = [
+    "Client",
+    "DataSource",
+    "Evaluator",
+    "Limits",
+    "MatchingError",
+    "Matrix",
+    "QueryError",
+    "QueryLimitError",
+    "QuerySyntaxError",
+    "QueryTypeError",
+    "ShardedSource",
+    "StoreSource",
+    "apply_mapper",
+    "apply_op",
+    "bucketize",
+    "filter_selector",
+    "parse",
+    "reduce_matrix",
+    "top",
+    "where_last",
+]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
@@ -12,8 +13,8 @@ from query_dsl.exceptions import QueryTypeError
 __all__ = ["AGGREGATES", "aggregate"]
 
 
-def _quiet(function: Callable[..., np.ndarray]) -> Callable[..., np.ndarray]:
-    def run(values: np.ndarray, axis: int, *params: float) -> np.ndarray:
+def _quiet(function: Callable[..., Any]) -> Callable[..., np.ndarray]:
+    def run(values: np.ndarray, axis: int, *params: float) -> Any:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN slices give NaN
             return function(values, axis, *params)

@@ -112,7 +112,7 @@ def _broadcast(op: str, series: Matrix, other: Operand, as_bool: bool, left_is_s
             "the two sides are not on the same time axis (fetch them over the same range and step)"
         )
     if left_is_set:
-        values = _compute(op, series.values, other_values, as_bool)
+        values = _compute(op, series.values, np.asarray(other_values), as_bool)
     else:
         values = _compute(op, np.broadcast_to(other_values, series.values.shape), series.values, as_bool)
     names = series.names if op in COMPARISONS and not as_bool else [""] * len(series)

@@ -35,9 +35,8 @@ def top(m: Matrix, k: int, largest: bool = True) -> Matrix:
         raise QueryTypeError(f"top/bottom takes k >= 0, got {k}")
     last = aggregate("last", m.values, 1)
     order = np.argsort(np.where(np.isnan(last), -np.inf if largest else np.inf, last), kind="stable")
-    chosen = (order[::-1] if largest else order)[:k]
-    chosen = [i for i in chosen.tolist() if not np.isnan(last[i])]
-    return m.select(chosen)
+    ranked = (order[::-1] if largest else order)[:k]
+    return m.select([i for i in ranked.tolist() if not np.isnan(last[i])])
 
 
 def where_last(m: Matrix, op: str, threshold: float) -> Matrix:
@@ -45,5 +44,5 @@ def where_last(m: Matrix, op: str, threshold: float) -> Matrix:
         raise QueryTypeError(f"where_last takes one of {' '.join(COMPARISONS)}, got {op!r}")
     last = aggregate("last", m.values, 1)
     with np.errstate(invalid="ignore"):
-        keep = np.flatnonzero(COMPARISONS[op](last, threshold) & ~np.isnan(last))
+        keep = np.flatnonzero(COMPARISONS[op](last, np.full_like(last, threshold)) & ~np.isnan(last))
     return m.select(keep)

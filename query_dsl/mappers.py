@@ -114,7 +114,7 @@ def _moving(function: Callable[..., np.ndarray]) -> Callable[[Matrix, int], np.n
     return compute
 
 
-def _moving_sum(m: Matrix, window: int) -> np.ndarray:
+def _moving_sum(m: Matrix, window: int) -> tuple[np.ndarray, np.ndarray]:
     filled = np.nan_to_num(m.values, nan=0.0)
     counts = (~np.isnan(m.values)).astype(np.int64)
     total = np.cumsum(filled, axis=1)
@@ -130,7 +130,8 @@ def _moving_sum(m: Matrix, window: int) -> np.ndarray:
 def _mean(m: Matrix, window: int) -> np.ndarray:
     total, n = _moving_sum(m, window)
     with np.errstate(all="ignore"):
-        return np.where(n > 0, total / np.where(n > 0, n, 1), np.nan)
+        mean: np.ndarray = np.where(n > 0, total / np.where(n > 0, n, 1), np.nan)
+    return mean
 
 
 def _sum(m: Matrix, window: int) -> np.ndarray:

@@ -1,0 +1,145 @@
+"""The HTTP query API (FastAPI): ``POST /api/v1/query``, ``GET /api/v1/series``,
+``/api/v1/labels``, ``/api/v1/label/{name}/values``; OpenAPI at ``/openapi.json``.
+
+Every answer is JSON (``?format=csv`` for a query gives CSV: a row per series and instant).
+Errors are ``{"error": {"kind", "message", "line", "column"}}`` with 400 (the query is
+wrong), 422 (the request is malformed), 413 (a limit was hit) or 401 (a bearer token is
+configured and missing or wrong). Queries are at most 10,000 characters; a query runs at
+most ``limits.timeout_s``.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import secrets
+import time
+from typing import Any
+
+from fastapi import Depends, FastAPI, HTTPException, Query, Request
+from fastapi.responses import JSONResponse, PlainTextResponse, Response
+from pydantic import BaseModel, Field
+
+from query_dsl.evaluator import Evaluator, Limits
+from query_dsl.exceptions import QueryError, QueryLimitError, QuerySyntaxError
+from query_dsl.matrix import Matrix
+from query_dsl.parser import MAX_QUERY_LENGTH
+from query_dsl.sources import DataSource
+from vhms.exceptions import VhmsError
+
+__all__ = ["QueryRequest", "create_app"]
+
+
+class QueryRequest(BaseModel):
+    query: str = Field(..., max_length=MAX_QUERY_LENGTH, description="a query in the Artimon DSL")
+    start: int | None = Field(None, ge=0, le=2**53, description="default range start, epoch ms (end - 1 h)")
+    end: int | None = Field(None, ge=0, le=2**53, description="default range end, epoch ms (now)")
+
+
+class SeriesAnswer(BaseModel):
+    name: str
+    labels: dict[str, str]
+    timestamps: list[int]
+    values: list[float | None]
+
+
+class QueryAnswer(BaseModel):
+    series: list[SeriesAnswer] | None = None
+    scalar: float | None = None
+    step_ms: int | None = None
+    took_ms: float
+
+
+class ErrorDetail(BaseModel):
+    kind: str
+    message: str
+    line: int | None = None
+    column: int | None = None
+
+
+class ErrorAnswer(BaseModel):
+    error: ErrorDetail
+
+
+def _error(status: int, exc: Exception) -> JSONResponse:
+    detail: dict[str, Any] = {"kind": type(exc).__name__, "message": str(exc)}
+    if isinstance(exc, QuerySyntaxError):
+        detail.update(line=exc.line, column=exc.column)
+    return JSONResponse({"error": detail}, status_code=status)
+
+
+def create_app(source: DataSource, *, token: str | None = None, limits: Limits | None = None) -> FastAPI:
+    app = FastAPI(
+        title="Artimon query API",
+        version="1",
+        description="Map/reduce queries over Artimon's series. See docs/dsl.md.",
+        responses={400: {"model": ErrorAnswer}, 401: {"model": ErrorAnswer}, 413: {"model": ErrorAnswer}},
+    )
+
+    def authorize(request: Request) -> None:
+        if token is None:
+            return
+        given = request.headers.get("authorization", "")
+        if not secrets.compare_digest(given.encode(), f"Bearer {token}".encode()):
+            raise HTTPException(status_code=401, detail="a valid bearer token is required")
+
+    @app.exception_handler(HTTPException)
+    def http_error(request: Request, exc: HTTPException) -> JSONResponse:
+        return JSONResponse(
+            {"error": {"kind": "HTTPException", "message": str(exc.detail)}}, status_code=exc.status_code
+        )
+
+    @app.post("/api/v1/query", response_model=QueryAnswer, dependencies=[Depends(authorize)])
+    def query(body: QueryRequest, format: str = Query("json", pattern="^(json|csv)$")) -> Response:
+        started = time.perf_counter()
+        evaluator = Evaluator(source, start_ms=body.start, end_ms=body.end, limits=limits)
+        try:
+            result = evaluator.evaluate(body.query)
+        except QueryLimitError as exc:
+            return _error(413, exc)
+        except (QueryError, VhmsError, ValueError) as exc:
+            return _error(400, exc)
+        took = (time.perf_counter() - started) * 1000
+        if format == "csv":
+            return PlainTextResponse(_csv(result), media_type="text/csv")
+        if isinstance(result, Matrix):
+            return JSONResponse({"series": result.to_records(), "step_ms": result.step_ms, "took_ms": took})
+        return JSONResponse({"scalar": None if result != result else result, "took_ms": took})
+
+    @app.get("/api/v1/series", dependencies=[Depends(authorize)])
+    def series(match: str = Query("", max_length=MAX_QUERY_LENGTH, description="a selector")) -> Response:
+        try:
+            return JSONResponse({"series": source.series(match)})
+        except QueryLimitError as exc:
+            return _error(413, exc)
+        except VhmsError as exc:
+            return _error(413 if "limit" in type(exc).__name__.lower() else 400, exc)
+        except ValueError as exc:
+            return _error(400, exc)
+
+    @app.get("/api/v1/labels", dependencies=[Depends(authorize)])
+    def labels() -> dict[str, list[str]]:
+        return {"labels": source.label_names()}
+
+    @app.get("/api/v1/label/{name}/values", dependencies=[Depends(authorize)])
+    def label_values(name: str) -> dict[str, list[str]]:
+        return {"values": source.label_values(name)}
+
+    return app
+
+
+def _csv(result: Matrix | float) -> str:
+    out = io.StringIO()
+    writer = csv.writer(out)
+    if not isinstance(result, Matrix):
+        writer.writerow(["scalar"])
+        writer.writerow([result])
+        return out.getvalue()
+    label_names = sorted({k for labels in result.labels for k in labels})
+    writer.writerow(["name", *label_names, "timestamp_ms", "value"])
+    for name, labels, row in zip(result.names, result.labels, result.values, strict=True):
+        for ts, value in zip(result.timestamps.tolist(), row.tolist(), strict=True):
+            writer.writerow(
+                [name, *(labels.get(k, "") for k in label_names), ts, "" if value != value else value]
+            )
+    return out.getvalue()
