@@ -17,6 +17,8 @@ __all__ = ["COMMANDS", "main"]
 COMMANDS: dict[str, tuple[str, str]] = {
     "up": ("artimon.commands.up", "run the embedded stack on this machine (--demo adds demo apps)"),
     "agent": ("artimon.commands.agent", "run a collector agent from a Flume-style properties file"),
+    "api": ("artimon.commands.api", "serve the HTTP query API over the VHMS shards"),
+    "query": ("artimon.commands.query", "run one query and print a table, JSON or CSV"),
     "vhms": ("artimon.commands.vhms", "run a VHMS shard (the multi-resolution store)"),
     "zk": ("artimon.commands.zk", "run a ZooKeeper server from the jars in the pyspark wheel"),
     "endpoints": ("artimon.commands.endpoints", "list the bookkeeper endpoints in ZooKeeper"),

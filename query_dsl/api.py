@@ -27,7 +27,7 @@ from query_dsl.parser import MAX_QUERY_LENGTH
 from query_dsl.sources import DataSource
 from vhms.exceptions import VhmsError
 
-__all__ = ["QueryRequest", "create_app"]
+__all__ = ["QueryRequest", "create_app", "to_csv"]
 
 
 class QueryRequest(BaseModel):
@@ -101,7 +101,7 @@ def create_app(source: DataSource, *, token: str | None = None, limits: Limits |
             return _error(400, exc)
         took = (time.perf_counter() - started) * 1000
         if format == "csv":
-            return PlainTextResponse(_csv(result), media_type="text/csv")
+            return PlainTextResponse(to_csv(result), media_type="text/csv")
         if isinstance(result, Matrix):
             return JSONResponse({"series": result.to_records(), "step_ms": result.step_ms, "took_ms": took})
         return JSONResponse({"scalar": None if result != result else result, "took_ms": took})
@@ -128,7 +128,8 @@ def create_app(source: DataSource, *, token: str | None = None, limits: Limits |
     return app
 
 
-def _csv(result: Matrix | float) -> str:
+def to_csv(result: Matrix | float) -> str:
+    """A result as CSV: a row per series and instant (or one scalar)."""
     out = io.StringIO()
     writer = csv.writer(out)
     if not isinstance(result, Matrix):

@@ -1,11 +1,11 @@
 """Run the embedded stack on this machine, with all data under --data-dir.
 
-It starts ZooKeeper (unless $ARTIMON_ZK is set), a VHMS shard, and an agent whose artimon
+It starts ZooKeeper (unless $ARTIMON_ZK is set), a VHMS shard, an agent whose artimon
 source polls every registered bookkeeper each --interval into a file channel drained by the
-vhms sink; with --demo, demo applications register too. It prints a line per component as
-it becomes ready, then a line per round. The query API, dashboards and Spark join it as
-they land. Ctrl-C stops everything cleanly: the agent first (its file channel closed), then
-VHMS (a last snapshot written), then ZooKeeper.
+vhms sink, and the HTTP query API over that store; with --demo, demo applications register
+too. It prints a line per component as it becomes ready, then a line per round. Dashboards
+and Spark join it as they land. Ctrl-C stops everything cleanly: the agent first (its file
+channel closed), then VHMS (a last snapshot written), then ZooKeeper.
 """
 
 from __future__ import annotations
@@ -17,9 +17,12 @@ from pathlib import Path
 
 from artimon.commands._signals import stop_event
 from bookkeeper.demo import DemoApps
+from bookkeeper.httpserver import BackgroundServer
 from bookkeeper.zkserver import ZooKeeperServer
 from collector_agent import Agent
 from collector_agent.monitoring import MonitorServer
+from query_dsl.api import create_app
+from query_dsl.sources import StoreSource
 from vhms import Store
 from vhms.service import VhmsService
 
@@ -57,6 +60,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
         help="seconds between polling rounds (default 60, 5 with --demo)",
     )
     parser.add_argument("--rounds", type=int, default=0, help="stop after N rounds (0: never)")
+    parser.add_argument("--api-port", type=int, default=8080, help="query API port (0: any free one)")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -64,7 +68,7 @@ def run(args: argparse.Namespace) -> int:
     data = args.data_dir.resolve()
     stop = stop_event()
     zk_server = None
-    vhms = agent = monitor = demo = None
+    vhms = agent = monitor = demo = api = None
     try:
         if not os.environ.get("ARTIMON_ZK"):
             zk_server = ZooKeeperServer(data / "zookeeper", 0)
@@ -84,6 +88,15 @@ def run(args: argparse.Namespace) -> int:
             demo = DemoApps(zk_hosts)
             demo.start()
             print(f"[ready] demo apps  {len(demo.bookkeepers)} contexts serving", flush=True)
+        api = BackgroundServer(
+            create_app(StoreSource(vhms.store)), "127.0.0.1", args.api_port, name="query-api"
+        )
+        api.start()
+        print(
+            f"[ready] query api  {api.url}/api/v1/query (try: artimon query --url {api.url} "
+            "'fetch(\"http.requests\", last=10m) | map(rate, 1m) | reduce(sum, by=[method])')",
+            flush=True,
+        )
         agent = Agent.from_properties(
             AGENT.format(zk=zk_hosts, interval=interval, channel_dir=data / "channels" / "durable"), "up", {}
         )
@@ -118,7 +131,7 @@ def run(args: argparse.Namespace) -> int:
             if args.rounds and rounds >= args.rounds:
                 break
     finally:
-        for component in (monitor, agent, demo, vhms, zk_server):
+        for component in (api, monitor, agent, demo, vhms, zk_server):
             if component is not None:
                 component.stop()
         print("stopped.", flush=True)

@@ -36,7 +36,19 @@ def test_help_lists_every_command() -> None:
 def test_up_demo_runs_the_pipeline_into_vhms(tmp_path) -> None:
     env = {k: v for k, v in os.environ.items() if k != "ARTIMON_ZK"}
     result = subprocess.run(
-        [*ARTIMON, "up", "--demo", "--interval", "1", "--rounds", "3", "--data-dir", str(tmp_path)],
+        [
+            *ARTIMON,
+            "up",
+            "--demo",
+            "--interval",
+            "1",
+            "--rounds",
+            "3",
+            "--data-dir",
+            str(tmp_path),
+            "--api-port",
+            "0",
+        ],
         capture_output=True,
         text=True,
         timeout=180,
@@ -48,6 +60,7 @@ def test_up_demo_runs_the_pipeline_into_vhms(tmp_path) -> None:
         "zookeeper",
         "vhms",
         "demo",
+        "query",
         "agent",
     ]
     rounds = [line for line in lines if line.startswith("round ")]

@@ -1,0 +1,48 @@
+"""Serve the HTTP query API over every VHMS shard registered in ZooKeeper (--zk, else
+$ARTIMON_ZK) or listed with --vhms host:port, until Ctrl-C."""
+
+from __future__ import annotations
+
+import argparse
+import os
+
+from artimon.commands._signals import stop_event
+from bookkeeper.httpserver import BackgroundServer
+from query_dsl.api import create_app
+from query_dsl.evaluator import Limits
+from query_dsl.sources import ShardedSource
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--host", default="127.0.0.1", help="bind address")
+    parser.add_argument("--port", type=int, default=8080, help="HTTP port (0: any free one)")
+    parser.add_argument("--zk", default=None, help="ZooKeeper connect string[/root] (default $ARTIMON_ZK)")
+    parser.add_argument(
+        "--vhms", action="append", default=[], help="host:port of a shard (instead of ZooKeeper)"
+    )
+    parser.add_argument(
+        "--token",
+        default=os.environ.get("ARTIMON_API_TOKEN"),
+        help="require this bearer token (default $ARTIMON_API_TOKEN; none: open)",
+    )
+    parser.add_argument("--timeout", type=float, default=30.0, help="seconds a query may run")
+
+
+def run(args: argparse.Namespace) -> int:
+    servers = [(h, int(p)) for h, _, p in (s.rpartition(":") for s in args.vhms)] or None
+    source = ShardedSource(args.zk, servers)
+    server = BackgroundServer(
+        create_app(source, token=args.token, limits=Limits(timeout_s=args.timeout)),
+        args.host,
+        args.port,
+        name="query-api",
+    )
+    stop = stop_event()
+    server.start()
+    print(f"query API on {server.url} (OpenAPI at {server.url}/openapi.json). Ctrl-C stops it.", flush=True)
+    try:
+        stop.wait()
+    finally:
+        server.stop()
+        source.close()
+    return 0
