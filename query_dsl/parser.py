@@ -171,8 +171,10 @@ def parse(text: str) -> Node:
         expected = sorted(getattr(exc, "expected", None) or getattr(exc, "allowed", None) or [])
         hint = f"; expected one of {', '.join(expected[:8])}" if expected else ""
         context = exc.get_context(text, 30).rstrip("\n") if line else ""
+        token = getattr(exc, "token", None)
+        what = "the query ends too early" if token is not None and token.type == "$END" else "syntax error"
         raise QuerySyntaxError(
-            f"syntax error at line {line}, column {column}{hint}\n{context}", line, column
+            f"{what} at line {line}, column {column}{hint}\n{context}", line, column
         ) from None
     except RecursionError:
         raise QuerySyntaxError("the query nests too deeply") from None
