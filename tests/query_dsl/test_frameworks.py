@@ -45,24 +45,24 @@ def racks() -> Matrix:
 def test_reduce_by_matches_pandas_groupby(name: str) -> None:
     data = racks()
     frame = pd.DataFrame(
-        data.values, index=pd.MultiIndex.from_tuples([(l["dc"], l["rack"]) for l in data.labels])
+        data.values, index=pd.MultiIndex.from_tuples([(lab["dc"], lab["rack"]) for lab in data.labels])
     )
     grouped = frame.groupby(level=[0, 1])
     expected = {"stddev": lambda g: g.std(ddof=0), "count": lambda g: g.count()}.get(
         name, lambda g: getattr(g, name)()
     )(grouped)
     result = reduce_matrix(data, name, by=["dc", "rack"])
-    got = {(l["dc"], l["rack"]): row for l, row in zip(result.labels, result.values, strict=True)}
+    got = {(lab["dc"], lab["rack"]): row for lab, row in zip(result.labels, result.values, strict=True)}
     for key, row in expected.iterrows():
         np.testing.assert_allclose(got[key], row.to_numpy(dtype=float), rtol=1e-9, equal_nan=True)
-    assert all(set(l) == {"dc", "rack"} for l in result.labels)  # host differs: dropped
+    assert all(set(lab) == {"dc", "rack"} for lab in result.labels)  # host differs: dropped
     assert set(result.names) == {"load"}
 
 
 def test_reduce_without_and_whole_set_and_percentile() -> None:
     data = racks()
     by_dc = reduce_matrix(data, "sum", without=["rack", "host"])
-    assert sorted(l["dc"] for l in by_dc.labels) == ["jb", "par"]
+    assert sorted(lab["dc"] for lab in by_dc.labels) == ["jb", "par"]
     everything = reduce_matrix(data, "percentile", params=(90.0,))
     assert len(everything) == 1 and everything.labels == [{}]
     np.testing.assert_allclose(everything.values[0], np.nanpercentile(data.values, 90, axis=0))
@@ -107,7 +107,7 @@ def test_one_to_one_matching_by_labels_not_order() -> None:
     size, used = disks()
     free = apply_op("-", size, used)
     assert isinstance(free, Matrix)
-    got = {(l["host"], l["volume"]): row[0] for l, row in zip(free.labels, free.values, strict=True)}
+    got = {(lab["host"], lab["volume"]): row[0] for lab, row in zip(free.labels, free.values, strict=True)}
     assert got == {("h1", "/"): 90.0, ("h1", "/data"): 80.0, ("h2", "/"): 70.0}
     assert set(free.names) == {""}
 
@@ -115,14 +115,14 @@ def test_one_to_one_matching_by_labels_not_order() -> None:
 def test_on_and_ignoring_restrict_the_class_and_the_result_labels() -> None:
     size, used = disks()
     used_with_extra = Matrix(
-        used.names, [dict(l, fs="ext4") for l in used.labels], used.timestamps, used.values, STEP
+        used.names, [dict(lab, fs="ext4") for lab in used.labels], used.timestamps, used.values, STEP
     )
     assert len(apply_op("-", size, used_with_extra)) == 0  # classes differ by fs
     ignoring = apply_op("-", size, used_with_extra, ignoring=["fs"])
     on = apply_op("-", size, used_with_extra, on=["host", "volume"])
     assert isinstance(ignoring, Matrix) and isinstance(on, Matrix)
     assert np.array_equal(ignoring.values, on.values) and len(on) == 3
-    assert all(set(l) == {"host", "volume"} for l in on.labels)
+    assert all(set(lab) == {"host", "volume"} for lab in on.labels)
 
 
 def test_many_to_one_must_be_asked_for() -> None:
@@ -136,7 +136,7 @@ def test_many_to_one_must_be_asked_for() -> None:
         apply_op("/", requests, capacity, on=["host"])
     share = apply_op("/", requests, capacity, on=["host"], group="left")
     assert isinstance(share, Matrix)
-    got = {(l["host"], l["method"]): row[0] for l, row in zip(share.labels, share.values, strict=True)}
+    got = {(lab["host"], lab["method"]): row[0] for lab, row in zip(share.labels, share.values, strict=True)}
     assert got == {("a", "GET"): 5.0, ("a", "PUT"): 5.0, ("b", "GET"): 2.0, ("b", "PUT"): 2.0}
     with pytest.raises(MatchingError, match="share"):
         apply_op("/", capacity, requests, on=["host"], group="left")  # the "one" side is not unique
@@ -166,7 +166,7 @@ def test_set_operators() -> None:
     size, used = disks()
     only_h1 = filter_selector(used, "{host=h1}")
     assert len(apply_op("and", size, only_h1)) == 2
-    assert [l["host"] for l in apply_op("unless", size, only_h1).labels] == ["h2"]  # type: ignore[union-attr]
+    assert [lab["host"] for lab in apply_op("unless", size, only_h1).labels] == ["h2"]  # type: ignore[union-attr]
     both = apply_op("or", filter_selector(size, "{host=h2}"), only_h1)
     assert isinstance(both, Matrix) and len(both) == 3
     with pytest.raises(QueryTypeError, match="series on both sides"):
@@ -185,10 +185,10 @@ def test_filters() -> None:
     assert len(filter_selector(data, "load{dc=jb, rack!=r2}")) == 3
     assert len(filter_selector(data, "~lo.*{host~par.*}")) == 6
     last = data.values[:, -1]
-    assert [l["host"] for l in top(data, 2).labels] == [
+    assert [lab["host"] for lab in top(data, 2).labels] == [
         data.labels[i]["host"] for i in np.argsort(last)[::-1][:2]
     ]
-    assert [l["host"] for l in top(data, 1, largest=False).labels] == [
+    assert [lab["host"] for lab in top(data, 1, largest=False).labels] == [
         data.labels[int(np.argmin(last))]["host"]
     ]
     assert len(where_last(data, ">", float(np.median(last)))) == int((last > np.median(last)).sum())

@@ -56,7 +56,7 @@ def test_artimons_one_liners(evaluator: Evaluator) -> None:
     per_rack = evaluator.evaluate(
         'fetch("http.requests", last=10m) | map(rate, 5m) | reduce(mean, by=[rack])'
     )
-    assert isinstance(per_rack, Matrix) and sorted(l["rack"] for l in per_rack.labels) == ["r0", "r1"]
+    assert isinstance(per_rack, Matrix) and sorted(lab["rack"] for lab in per_rack.labels) == ["r0", "r1"]
     np.testing.assert_allclose(per_rack.values[:, -1], 10 / 60)
     free = evaluator.evaluate('fetch("disk.size", last=1m) - fetch("disk.used", last=1m)')
     assert isinstance(free, Matrix) and sorted(free.values[:, 0].tolist()) == [60.0, 70.0, 80.0, 90.0]
@@ -66,7 +66,8 @@ def test_artimons_one_liners(evaluator: Evaluator) -> None:
 
 def test_text_and_python_forms_agree(evaluator: Evaluator) -> None:
     text = evaluator.evaluate(
-        'fetch("http.requests", last=20m) | map(increase, 10m) | bucketize(5m, max) | reduce(sum, by=[method])'
+        'fetch("http.requests", last=20m) | map(increase, 10m) | bucketize(5m, max)'
+        " | reduce(sum, by=[method])"
     )
     base = evaluator.evaluate('fetch("http.requests", last=20m)')
     assert isinstance(base, Matrix) and isinstance(text, Matrix)
@@ -117,7 +118,7 @@ def test_wall_time_limit(evaluator: Evaluator) -> None:
 
 
 ALPHABET = st.sampled_from(
-    list("fetchmaprdubkzlsy()[]{}|,=~!<>+-*/%^\"'. 0123456789_\n\tmshd#") + ["fetch", "map", "on", "bool"]
+    [*"fetchmaprdubkzlsy()[]{}|,=~!<>+-*/%^\"'. 0123456789_\n\tmshd#", "fetch", "map", "on", "bool"]
 )
 
 
@@ -144,9 +145,9 @@ def matrices(rows: int, cols: int) -> st.SearchStrategy[Matrix]:
         max_size=rows,
     )
     return st.builds(
-        lambda v, l: Matrix(
+        lambda v, lab: Matrix(
             ["x"] * rows,
-            l,
+            lab,
             np.arange(cols) * MINUTE,
             np.array([np.nan if x is None else x for x in v], dtype=float).reshape(rows, cols),
             MINUTE,

@@ -3,6 +3,7 @@ and counter resets."""
 
 from __future__ import annotations
 
+import itertools
 import math
 
 import numpy as np
@@ -56,7 +57,7 @@ def reference(values: np.ndarray, w: int, fn) -> np.ndarray:
 def increase_of(row: np.ndarray, t: int, w: int) -> float:
     present = [(i, row[i]) for i in range(max(0, t - w + 1), t + 1) if not math.isnan(row[i])]
     total = 0.0
-    for (_, previous), (_, current) in zip(present, present[1:], strict=False):
+    for (_, previous), (_, current) in itertools.pairwise(present):
         total += current if current < previous else current - previous
     return total
 
