@@ -1,0 +1,171 @@
+"""The HTTP API on a real uvicorn server, its Python client, and schemathesis against the
+published OpenAPI."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+
+import httpx
+import numpy as np
+import pytest
+import schemathesis
+from hypothesis import HealthCheck, given, settings
+
+from bookkeeper.httpserver import BackgroundServer
+from query_dsl import Client, Limits, Matrix, QueryError, QueryLimitError, QuerySyntaxError, StoreSource
+from query_dsl.api import create_app
+from vhms import Store
+
+MINUTE = 60_000
+NOW = int(time.time() * 1000) // MINUTE * MINUTE
+
+
+def filled_store() -> Store:
+    store = Store(max_series_per_query=50)
+    keys = [f"http.requests{{host=h{h},method={m}}}" for h in range(3) for m in ("GET", "PUT")]
+    for minute in range(20):
+        store.ingest(keys, np.arange(6) + minute * 6.0, np.full(6, NOW - (19 - minute) * MINUTE))
+    store.ingest([f"wide{{i={i}}}" for i in range(60)], np.ones(60), np.full(60, NOW))
+    return store
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[BackgroundServer]:
+    app = create_app(StoreSource(filled_store()), limits=Limits(max_points=5000, timeout_s=5))
+    srv = BackgroundServer(app, "127.0.0.1", 0, name="test-query-api")
+    srv.start()
+    yield srv
+    srv.stop()
+
+
+def test_query_json_csv_and_scalar(server: BackgroundServer) -> None:
+    query = 'fetch("http.requests{method=GET}", last=5m) | map(rate, 2m)'
+    body = httpx.post(
+        f"{server.url}/api/v1/query", json={"query": query, "end": NOW + MINUTE}, timeout=10
+    ).json()
+    assert len(body["series"]) == 3 and body["step_ms"] == MINUTE
+    assert (
+        body["series"][0]["labels"]["method"] == "GET" and body["series"][0]["values"][0] is None
+    )  # NaN as null
+    assert body["series"][0]["values"][-1] == pytest.approx(0.1)
+    csv = httpx.post(
+        f"{server.url}/api/v1/query?format=csv", json={"query": query, "end": NOW + MINUTE}, timeout=10
+    )
+    assert csv.headers["content-type"].startswith("text/csv")
+    lines = csv.text.strip().splitlines()
+    assert lines[0] == "name,host,method,timestamp_ms,value" and len(lines) == 1 + 3 * 5
+    assert (
+        httpx.post(f"{server.url}/api/v1/query", json={"query": "2 * 21"}, timeout=10).json()["scalar"]
+        == 42.0
+    )
+
+
+def test_series_labels_and_values(server: BackgroundServer) -> None:
+    assert (
+        len(
+            httpx.get(f"{server.url}/api/v1/series", params={"match": "http.requests"}, timeout=10).json()[
+                "series"
+            ]
+        )
+        == 6
+    )
+    assert httpx.get(f"{server.url}/api/v1/labels", timeout=10).json()["labels"] == ["host", "i", "method"]
+    assert httpx.get(f"{server.url}/api/v1/label/method/values", timeout=10).json()["values"] == [
+        "GET",
+        "PUT",
+    ]
+
+
+@pytest.mark.parametrize(
+    ("body", "status", "kind"),
+    [
+        ({"query": "fetch("}, 400, "QuerySyntaxError"),
+        ({"query": 'fetch("x", last=2)'}, 400, "QueryTypeError"),
+        ({"query": 'fetch("http.requests", last=1d, resolution=60s)'}, 413, "QueryLimitError"),
+        ({"query": 'fetch("wide")'}, 400, "QueryError"),  # the store's own series limit
+        ({"query": "x" * 20_000}, 422, None),
+        ({"nope": 1}, 422, None),
+    ],
+)
+def test_errors_are_clear_and_the_server_stays_up(
+    server: BackgroundServer, body: dict, status: int, kind: str | None
+) -> None:
+    response = httpx.post(f"{server.url}/api/v1/query", json=body, timeout=10)
+    assert response.status_code == status, response.text
+    if kind:
+        assert response.json()["error"]["kind"] == kind
+    assert httpx.get(f"{server.url}/api/v1/labels", timeout=10).status_code == 200
+
+
+def test_garbage_bodies(server: BackgroundServer) -> None:
+    for raw in (b"\xff\xfe garbage", b"{", b"[]", b'{"query": 12}'):
+        response = httpx.post(
+            f"{server.url}/api/v1/query",
+            content=raw,
+            headers={"content-type": "application/json"},
+            timeout=10,
+        )
+        assert response.status_code == 422
+
+
+def test_syntax_errors_carry_line_and_column(server: BackgroundServer) -> None:
+    error = httpx.post(
+        f"{server.url}/api/v1/query", json={"query": 'fetch("x")\n | map(rate 5m)'}, timeout=10
+    ).json()["error"]
+    assert (error["line"], error["column"]) == (2, 13)
+
+
+def test_python_client(server: BackgroundServer) -> None:
+    with Client(server.url) as client:
+        result = client.query(
+            'fetch("http.requests", last=3m) | reduce(sum, by=[method])', end_ms=NOW + MINUTE
+        )
+        assert isinstance(result, Matrix) and sorted(lab["method"] for lab in result.labels) == ["GET", "PUT"]
+        frame = client.query_frame('fetch("http.requests{host=h0}", last=2m)', end_ms=NOW + MINUTE)
+        assert frame.shape == (2, 2) and frame.index.tz is not None
+        assert client.query("1 / 4") == 0.25
+        assert client.labels() == ["host", "i", "method"]
+        with pytest.raises(QuerySyntaxError) as info:
+            client.query("fetch(")
+        assert info.value.line == 1
+        with pytest.raises(QueryLimitError):
+            client.query('fetch("http.requests", last=1d, resolution=60s)')
+        with pytest.raises(QueryError):
+            client.query("nope()")
+
+
+def test_bearer_token() -> None:
+    app = create_app(StoreSource(filled_store()), token="s3cret")
+    srv = BackgroundServer(app, "127.0.0.1", 0)
+    srv.start()
+    try:
+        assert httpx.get(f"{srv.url}/api/v1/labels", timeout=10).status_code == 401
+        assert (
+            httpx.get(
+                f"{srv.url}/api/v1/labels", headers={"Authorization": "Bearer wrong"}, timeout=10
+            ).status_code
+            == 401
+        )
+        with Client(srv.url, token="s3cret") as client:
+            assert client.labels() == ["host", "i", "method"]
+    finally:
+        srv.stop()
+
+
+def test_openapi_contract(server: BackgroundServer) -> None:
+    """schemathesis generates requests from the published OpenAPI and checks every answer
+    against it: no server error, documented status codes, content types and bodies (its
+    pytest plugin does not run on this pytest, so hypothesis drives the operations here)."""
+    api = schemathesis.openapi.from_url(f"{server.url}/openapi.json")
+    operations = [result.ok() for result in api.get_all_operations()]
+    assert {op.path for op in operations} >= {"/api/v1/query", "/api/v1/series", "/api/v1/labels"}
+    for operation in operations:
+
+        @settings(max_examples=40, deadline=None, suppress_health_check=list(HealthCheck))
+        @given(case=operation.as_strategy())
+        def check(case: schemathesis.Case) -> None:
+            # a query can be schema-valid and still wrong: a 400 for it is the contract
+            case.call_and_validate(excluded_checks=[schemathesis.checks.positive_data_acceptance])
+
+        check()
