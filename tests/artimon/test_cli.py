@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -189,3 +190,32 @@ def test_agent_command_runs_serves_metrics_and_stops_on_sigterm(tmp_path) -> Non
             process.communicate()
     assert process.returncode == 0
     assert "agent a1 stopped." in out
+
+
+def test_query_command_prints_a_table_json_and_csv() -> None:
+    import numpy as np
+
+    from bookkeeper.httpserver import BackgroundServer
+    from query_dsl.api import create_app
+    from query_dsl.sources import StoreSource
+    from vhms import Store
+
+    store = Store()
+    now = int(time.time() * 1000) // 60_000 * 60_000
+    store.ingest(["temp{rack=r1}", "temp{rack=r2}"], np.array([21.5, 23.0]), np.array([now, now]))
+    server = BackgroundServer(create_app(StoreSource(store)), "127.0.0.1", 0)
+    server.start()
+    try:
+        table = _run("query", "--url", server.url, 'fetch("temp", last=2m)')
+        assert table.returncode == 0, table.stderr
+        assert "temp{rack=r1}" in table.stdout and "21.5" in table.stdout and "23" in table.stdout
+        as_json = _run(
+            "query", "--url", server.url, "--format", "json", 'reduce(fetch("temp", last=1m), max)'
+        )
+        assert json.loads(as_json.stdout)[0]["values"] == [23.0]
+        as_csv = _run("query", "--url", server.url, "--format", "csv", 'fetch("temp{rack=r2}", last=1m)')
+        assert as_csv.stdout.splitlines()[1].endswith(",23.0")
+        bad = _run("query", "--url", server.url, "fetch(")
+        assert bad.returncode == 1 and "line 1" in bad.stderr
+    finally:
+        server.stop()
