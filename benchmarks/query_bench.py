@@ -188,12 +188,13 @@ def run_queries(
             "raw fetch, one rack, 10 min",
             False,
             f'fetch("req{{rack=r1}}", start={end - 9 * MINUTE}, end={end + 1})',
-            ("query_range", {"query": 'req_total{rack="r7"}', "start": at - 540, "end": at, "step": 60}),
+            ("query_range", {"query": 'req_total{rack="r1"}', "start": at - 540, "end": at, "step": 60}),
         ),
         (
             "sum by rack of a 10-min delta",
             True,
-            f'fetch("req", start={end - 9 * MINUTE}, end={end + 1}) | map(delta, 10m) | reduce(sum, by=[rack])',
+            f'fetch("req", start={end - 9 * MINUTE}, end={end + 1})'
+            " | map(delta, 10m) | reduce(sum, by=[rack])",
             ("query", {"query": "sum by (rack) (increase(req_total[10m]))", "time": at}),
         ),
         (
@@ -208,7 +209,8 @@ def run_queries(
         (
             "matched division",
             True,
-            f'fetch("req", start={end}, end={end + 1}) / on(dc, host, i, rack) fetch("req", start={end}, end={end + 1})',
+            f'fetch("req", start={end}, end={end + 1})'
+            f' / on(dc, host, i, rack) fetch("req", start={end}, end={end + 1})',
             ("query", {"query": "req_total / on(dc, host, i, rack) req_total", "time": at}),
         ),
         (
