@@ -30,6 +30,7 @@ __all__ = [
     "format_series",
     "parse_labels",
     "parse_series",
+    "parse_series_shared",
     "validate_labels",
     "validate_name",
 ]
@@ -106,7 +107,7 @@ def format_series(name: str, labels: Mapping[str, str]) -> str:
     return f"{name}{{{format_labels(labels)}}}"
 
 
-@lru_cache(maxsize=65536)
+@lru_cache(maxsize=1 << 18)  # label sets repeat from round to round and query to query
 def _parse_labels_cached(text: str) -> tuple[tuple[str, str], ...]:
     if not text:
         return ()
@@ -128,8 +129,18 @@ def parse_labels(text: str) -> dict[str, str]:
 
 
 def parse_series(text: str) -> tuple[str, dict[str, str]]:
-    """Inverse of :func:`format_series`: ``name{k=v}`` to ``(name, labels)``."""
+    """Inverse of :func:`format_series`: ``name{k=v}`` to ``(name, labels)`` (a new dict)."""
+    name, labels = parse_series_shared(text)
+    return name, dict(labels)
+
+
+@lru_cache(maxsize=1 << 18)  # series repeat from query to query
+def parse_series_shared(text: str) -> tuple[str, dict[str, str]]:
+    """:func:`parse_series` from a cache: the dict is shared, so it must not be changed."""
     name, brace, rest = text.partition("{")
     if not brace or not rest.endswith("}"):
         raise InvalidNameError(f"series {text!r} is not name{{labels}}")
-    return validate_name(name), parse_labels(rest[:-1])
+    try:
+        return validate_name(name), dict(_parse_labels_cached(rest[:-1]))
+    except UnicodeDecodeError as exc:
+        raise InvalidLabelError(f"label set {rest[:-1]!r} has a bad percent-escape: {exc}") from None

@@ -160,24 +160,26 @@ def _match(
                     f"{len(rows)} series on the left share {_describe(key)}: many-to-one matching must be "
                     "asked for (group=left or group=right)"
                 )
-    names, labels, rows_out = [], [], []
+    names: list[str] = []
+    labels: list[dict[str, str]] = []
+    left_rows: list[int] = []
+    right_rows: list[int] = []
     for key, many_rows in many.items():
         if key not in one:
             continue
         one_row = one[key][0]
         for many_row in many_rows:
             left_row, right_row = (many_row, one_row) if group != "right" else (one_row, many_row)
-            values = _compute(op, a.values[left_row], b.values[right_row], as_bool)
-            kept = (
-                a.labels[left_row]
-                if group is None
-                else (a.labels[many_row] if group == "left" else b.labels[many_row])
-            )
-            labels.append(dict(kept) if group is not None else _result_labels(kept, on, ignoring))
+            left_rows.append(left_row)
+            right_rows.append(right_row)
+            if group is None:
+                labels.append(_result_labels(a.labels[left_row], on, ignoring))
+            else:
+                labels.append(a.labels[many_row] if group == "left" else b.labels[many_row])
             names.append(a.names[left_row] if op in COMPARISONS and not as_bool else "")
-            rows_out.append(values)
-    values = np.vstack(rows_out) if rows_out else np.zeros((0, len(a.timestamps)))
-    return Matrix(names, labels, a.timestamps, values, a.step_ms)
+    # one vectorized computation for every matched pair
+    values = _compute(op, a.values[left_rows], b.values[right_rows], as_bool)
+    return Matrix(names, labels, a.timestamps, values.reshape(len(left_rows), len(a.timestamps)), a.step_ms)
 
 
 def _set_op(op: str, a: Matrix, b: Matrix, on: list[str] | None, ignoring: list[str] | None) -> Matrix:

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from bookkeeper.labels import parse_series
+from bookkeeper.labels import parse_series_shared
 from query_dsl.apply import apply_op
 from query_dsl.bucketize import bucketize
 from query_dsl.exceptions import QueryError, QueryLimitError, QueryTypeError
@@ -198,7 +198,7 @@ class Evaluator:
             )
         names, labels = [], []
         for key in result.keys:
-            name, label_set = parse_series(key)
+            name, label_set = parse_series_shared(key)
             names.append(name)
             labels.append(label_set)
         return Matrix(names, labels, result.timestamps, result.values, result.step_ms)

@@ -1,8 +1,9 @@
 """The value type of the language: a set of series on one aligned time axis.
 
 A :class:`Matrix` holds, for ``S`` series and ``T`` instants, names and label sets (one per
-series), the instants (epoch ms, ascending, evenly spaced by ``step_ms``) and a float64
-``[S, T]`` array with NaN where a series has no value. Everything is vectorized over it.
+series; shared between matrices, so never changed in place), the instants (epoch ms,
+ascending, evenly spaced by ``step_ms``) and a float64 ``[S, T]`` array with NaN where a
+series has no value. Everything is vectorized over it.
 """
 
 from __future__ import annotations
@@ -38,22 +39,23 @@ class Matrix:
         return cls([], [], timestamps, np.zeros((0, len(timestamps))), step_ms)
 
     def with_values(self, values: np.ndarray, names: list[str] | None = None) -> Matrix:
-        """The same series and instants with other values."""
+        """The same series and instants with other values (label sets shared: they are
+        never changed in place)."""
         return Matrix(
             list(names if names is not None else self.names),
-            [dict(labels) for labels in self.labels],
+            list(self.labels),
             self.timestamps,
             values,
             self.step_ms,
         )
 
     def select(self, rows: np.ndarray | list[int]) -> Matrix:
-        index = np.asarray(rows, dtype=np.int64)
+        index = np.asarray(rows, dtype=np.int64).tolist()
         return Matrix(
-            [self.names[i] for i in index.tolist()],
-            [dict(self.labels[i]) for i in index.tolist()],
+            [self.names[i] for i in index],
+            [self.labels[i] for i in index],
             self.timestamps,
-            self.values[index],
+            self.values[np.asarray(index, dtype=np.int64)],
             self.step_ms,
         )
 

@@ -17,11 +17,9 @@ from query_dsl.matrix import Matrix
 __all__ = ["reduce_matrix"]
 
 
-def _class_key(
-    labels: dict[str, str], by: list[str] | None, without: list[str] | None
-) -> tuple[tuple[str, str | None], ...]:
+def _class_key(labels: dict[str, str], by: list[str] | None, without: list[str] | None) -> tuple[object, ...]:
     if by is not None:
-        return tuple((label, labels.get(label)) for label in by)
+        return tuple([labels.get(label) for label in by])  # label order is fixed by `by`
     if without is not None:
         return tuple(sorted((k, v) for k, v in labels.items() if k not in without))
     return ()
@@ -36,15 +34,15 @@ def reduce_matrix(
 ) -> Matrix:
     if by is not None and without is not None:
         raise QueryTypeError("reduce takes by= or without=, not both")
-    classes: dict[tuple[tuple[str, str | None], ...], list[int]] = {}
+    classes: dict[tuple[object, ...], list[int]] = {}
     for row, labels in enumerate(m.labels):
         classes.setdefault(_class_key(labels, by, without), []).append(row)
+    floor = set(by or ())  # the class's own labels: shared by construction
     names, label_sets, rows = [], [], []
     for members in classes.values():
-        member_labels = [m.labels[i] for i in members]
-        shared = dict(member_labels[0])
-        for other in member_labels[1:]:
-            shared = {k: v for k, v in shared.items() if other.get(k) == v}
+        first = m.labels[members[0]]
+        rest = [m.labels[i] for i in members[1:]]
+        shared = {k: v for k, v in first.items() if k in floor or all(other.get(k) == v for other in rest)}
         member_names = {m.names[i] for i in members}
         names.append(member_names.pop() if len(member_names) == 1 else "")
         label_sets.append(shared)
