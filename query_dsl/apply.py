@@ -51,16 +51,23 @@ Operand = Matrix | float
 def _key(
     labels: dict[str, str], on: list[str] | None, ignoring: list[str] | None
 ) -> tuple[tuple[str, str], ...]:
+    return _key_function(on, ignoring)(labels)
+
+
+def _key_function(
+    on: list[str] | None, ignoring: list[str] | None
+) -> Callable[[dict[str, str]], tuple[tuple[str, str], ...]]:
+    """The class of a label set, as a function prepared once per operation (it runs per series)."""
     if on is not None:
-        return tuple((k, labels[k]) for k in sorted(on) if k in labels)
-    ignored = set(ignoring or ())
-    return tuple(sorted((k, v) for k, v in labels.items() if k not in ignored))
-
-
-def _result_labels(
-    labels: dict[str, str], on: list[str] | None, ignoring: list[str] | None
-) -> dict[str, str]:
-    return dict(_key(labels, on, ignoring))
+        chosen = sorted(on)
+        if len(chosen) == 1:
+            (only,) = chosen
+            return lambda labels: ((only, labels[only]),) if only in labels else ()
+        return lambda labels: tuple([(k, labels[k]) for k in chosen if k in labels])
+    ignored = frozenset(ignoring or ())
+    if not ignored:
+        return lambda labels: tuple(sorted(labels.items()))
+    return lambda labels: tuple(sorted([(k, v) for k, v in labels.items() if k not in ignored]))
 
 
 def _compute(op: str, left: np.ndarray, right: np.ndarray, as_bool: bool) -> np.ndarray:
@@ -120,11 +127,21 @@ def _broadcast(op: str, series: Matrix, other: Operand, as_bool: bool, left_is_s
 
 
 def _index(
-    m: Matrix, on: list[str] | None, ignoring: list[str] | None
+    m: Matrix,
+    on: list[str] | None,
+    ignoring: list[str] | None,
+    known: dict[int, tuple[tuple[str, str], ...]] | None = None,
 ) -> dict[tuple[tuple[str, str], ...], list[int]]:
+    """Rows of ``m`` by class. ``known`` caches the class of each label set by identity:
+    fetches share label sets, so both sides of an operation often hold the same ones."""
+    key_of = _key_function(on, ignoring)
+    known = {} if known is None else known
     classes: dict[tuple[tuple[str, str], ...], list[int]] = {}
     for row, labels in enumerate(m.labels):
-        classes.setdefault(_key(labels, on, ignoring), []).append(row)
+        key = known.get(id(labels))
+        if key is None:
+            key = known[id(labels)] = key_of(labels)
+        classes.setdefault(key, []).append(row)
     return classes
 
 
@@ -145,7 +162,8 @@ def _match(
         raise MatchingError(
             "the two sides are not on the same time axis (fetch them over the same range and step)"
         )
-    left, right = _index(a, on, ignoring), _index(b, on, ignoring)
+    known: dict[int, tuple[tuple[str, str], ...]] = {}
+    left, right = _index(a, on, ignoring, known), _index(b, on, ignoring, known)
     many, one = (left, right) if group != "right" else (right, left)
     for key, rows in one.items():
         if len(rows) > 1:
@@ -168,12 +186,13 @@ def _match(
         if key not in one:
             continue
         one_row = one[key][0]
+        class_labels = dict(key)  # the result's labels for this class, shared by its rows
         for many_row in many_rows:
             left_row, right_row = (many_row, one_row) if group != "right" else (one_row, many_row)
             left_rows.append(left_row)
             right_rows.append(right_row)
             if group is None:
-                labels.append(_result_labels(a.labels[left_row], on, ignoring))
+                labels.append(class_labels)
             else:
                 labels.append(a.labels[many_row] if group == "left" else b.labels[many_row])
             names.append(a.names[left_row] if op in COMPARISONS and not as_bool else "")

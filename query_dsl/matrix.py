@@ -69,9 +69,11 @@ class Matrix:
     def to_records(self) -> list[dict[str, Any]]:
         """JSON-ready: one dict per series, NaN as None."""
         timestamps = self.timestamps.tolist()
+        rows = self.values.tolist()  # one C-level conversion for the whole matrix
+        gappy = np.isnan(self.values).any(axis=1).tolist()
         out = []
-        for name, labels, row in zip(self.names, self.labels, self.values, strict=True):
-            values = [None if v != v else v for v in row.tolist()]
+        for name, labels, row, has_nan in zip(self.names, self.labels, rows, gappy, strict=True):
+            values = [None if v != v else v for v in row] if has_nan else row
             out.append({"name": name, "labels": labels, "timestamps": timestamps, "values": values})
         return out
 
