@@ -30,6 +30,7 @@ REGISTRY: dict[str, dict[str, str]] = {
         "null": "collector_agent.sinks.null:NullSink",
         "thrift": "collector_agent.sinks.thrift:ThriftSink",
         "vhms": "collector_agent.sinks.vhms:VhmsSink",
+        "raw": "collector_agent.sinks.raw:RawSink",
     },
     "processor": {
         "default": "collector_agent.sink_processors.default:DefaultSinkProcessor",
