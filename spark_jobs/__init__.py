@@ -1,4 +1,4 @@
-"""Artimon's ``spark_jobs`` package: not built yet, see README.md beside this file."""
+"""Artimon's Spark jobs: raw landing files to Parquet (``raw_ingest``). See README.md."""
 
 from __future__ import annotations
 

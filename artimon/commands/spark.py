@@ -1,0 +1,27 @@
+"""Run a Spark job (``raw_ingest``) with ``--master`` (default ``local[*]``)."""
+
+from __future__ import annotations
+
+import argparse
+
+from spark_jobs import raw_ingest
+from spark_jobs.session import spark_session
+
+JOBS = {"raw_ingest": raw_ingest}
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--master", default="local[*]", help="Spark master (default local[*])")
+    jobs = parser.add_subparsers(dest="job", metavar="<job>", required=True)
+    for name, module in JOBS.items():
+        module.configure(
+            jobs.add_parser(name, help=(module.__doc__ or "").splitlines()[0], description=module.__doc__)
+        )
+
+
+def run(args: argparse.Namespace) -> int:
+    spark = spark_session(args.master, f"artimon-{args.job}")
+    try:
+        return int(JOBS[args.job].run_query(spark, args))
+    finally:
+        spark.stop()

@@ -1,0 +1,105 @@
+from __future__ import annotations
+
+import argparse
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import pytest
+
+from bookkeeper import Bookkeeper
+from bookkeeper.avro import encode_batch
+from bookkeeper.landing import LandingWriter, encode_trailer
+from spark_jobs import raw_ingest
+
+pytestmark = [pytest.mark.spark, pytest.mark.slow]
+ROUND = 1_700_000_000_000
+
+
+def land(path: Path, rounds: range, contexts: int = 3) -> list[tuple[str, int, object]]:
+    """Write a landing file; returns the (series, round, value) it holds."""
+    expected = []
+    writer = LandingWriter(path)
+    for r in rounds:
+        records = []
+        for c in range(contexts):
+            bk = Bookkeeper(f"app{c}", environ={})
+            bk.integer("hits", page="home").set(r * 10 + c)
+            bk.double("load").set(r + c / 10)
+            bk.string("version").set(f"v{r}")
+            batch = bk.snapshot()
+            records.append(encode_batch(batch) + encode_trailer(ROUND + r * 60_000, f"10.0.0.{c}:1:u", "a1"))
+            for key, sample in zip(batch.series_keys(), batch.samples(), strict=True):
+                expected.append((key, ROUND + r * 60_000, sample.value))
+        writer.write_block(records)
+    writer.close()
+    return expected
+
+
+def run_once(spark: Any, landing: Path, out: Path) -> pd.DataFrame:
+    args = argparse.Namespace(
+        landing=str(landing),
+        output=f"file://{out}/parquet",
+        checkpoint=str(out / "checkpoint"),
+        once=True,
+        watermark="15 minutes",
+        interval="1 second",
+        max_files=100,
+        processed="keep",
+        archive_dir=None,
+    )
+    raw_ingest.start(spark, args).awaitTermination()
+    return pd.read_parquet(out / "parquet")
+
+
+def observed(frame: pd.DataFrame) -> list[tuple[str, int, object]]:
+    rows = []
+    for row in frame.itertuples():
+        value: object = (
+            row.string_value if row.type == 3 else (bool(row.value) if row.type == 2 else row.value)
+        )
+        if row.type == 0:
+            value = int(row.value)
+        rows.append((row.series, int(pd.Timestamp(row.ts).value // 1_000_000), value))
+    return rows
+
+
+def test_landing_to_parquet_equals_the_input(spark: Any, tmp_path: Path) -> None:
+    landing = tmp_path / "landing"
+    landing.mkdir()
+    expected = land(landing / "a.avro", range(0, 3)) + land(landing / "b.avro", range(3, 5))
+    (landing / "c.avro.tmp").write_bytes(b"being written: never read")
+    frame = run_once(spark, landing, tmp_path / "out")
+    assert sorted(observed(frame), key=repr) == sorted(expected, key=repr)
+    partitions = sorted(
+        p.relative_to(tmp_path / "out" / "parquet").as_posix()
+        for p in (tmp_path / "out" / "parquet").glob("date=*/hour=*")
+    )
+    assert partitions == ["date=2023-11-14/hour=22"]
+    assert (
+        set(frame["labels"].iloc[0].keys()) >= {"context", "host", "env"}
+        if isinstance(frame["labels"].iloc[0], dict)
+        else True
+    )
+
+
+def test_a_replayed_landing_file_adds_no_duplicate(spark: Any, tmp_path: Path) -> None:
+    landing = tmp_path / "landing"
+    landing.mkdir()
+    expected = land(landing / "a.avro", range(0, 2))
+    shutil.copy(landing / "a.avro", landing / "a-replayed-by-the-agent.avro")
+    frame = run_once(spark, landing, tmp_path / "out")
+    assert len(frame) == len(expected)
+    assert sorted(observed(frame), key=repr) == sorted(expected, key=repr)
+
+
+def test_a_restart_continues_from_the_checkpoint_exactly_once(spark: Any, tmp_path: Path) -> None:
+    landing = tmp_path / "landing"
+    landing.mkdir()
+    first = land(landing / "a.avro", range(0, 2))
+    assert len(run_once(spark, landing, tmp_path / "out")) == len(first)
+    second = land(landing / "b.avro", range(2, 4))
+    shutil.copy(landing / "a.avro", landing / "a-again.avro")  # and a replay of the first
+    frame = run_once(spark, landing, tmp_path / "out")  # the same checkpoint: a restart
+    assert sorted(observed(frame), key=repr) == sorted(first + second, key=repr)
