@@ -21,7 +21,7 @@ def _rows(record: pd.Series) -> pd.DataFrame:
     stamps = np.frombuffer(record["timestamps"], dtype="<i8")
     names = list(record["names"])
     label_sets = list(record["label_sets"])
-    common = dict(record["common_labels"] or {})
+    common = dict(record["common_labels"]) if record["common_labels"] is not None else {}
     pairs: dict[tuple[int, int], tuple[str, dict[str, str]]] = {}
     series, labels = [], []
     for pair in zip(name_ids.tolist(), set_ids.tolist(), strict=True):
@@ -36,7 +36,7 @@ def _rows(record: pd.Series) -> pd.DataFrame:
     doubles = types == VarType.DOUBLE
     values[doubles] = raw.view(np.float64)[doubles]
     is_string = types == VarType.STRING
-    strings = list(record["strings"] or [])
+    strings = list(record["strings"]) if record["strings"] is not None else []
     string_values = np.array([None] * len(types), dtype=object)
     if is_string.any():
         string_values[is_string] = [strings[int(i)] for i in raw[is_string]]

@@ -1,0 +1,134 @@
+"""Landing files to Parquet with Spark's ``raw_ingest`` on ``local[2]``: samples per second
+and Parquet bytes per sample. Prints a table, writes results/spark_bench.json.
+
+Target (issue 9): >= 100K samples/s on this machine (1.5M a minute with margin) and <= 4
+bytes per sample on disk (Prometheus stores 1 to 2).
+
+Data: ``--samples`` (default 15M, ten minutes of Artimon's load) as sample batches of 1,500
+variables (a batch per endpoint and round), 1,000 endpoints a round, counters growing by
+small steps, as the raw sink lands them.
+
+Run: python benchmarks/spark_bench.py [--quick]
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+from _report import report
+
+from bookkeeper.avro import encode_batch
+from bookkeeper.batch import SampleBatch
+from bookkeeper.landing import LandingWriter, encode_trailer
+from spark_jobs import raw_ingest
+from spark_jobs.session import spark_session
+
+VARIABLES = 1500
+ROUND = 1_700_000_000_000
+
+
+def progress(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+def land(directory: Path, samples: int) -> int:
+    batches = samples // VARIABLES
+    endpoints = min(1000, batches)
+    rounds = batches // endpoints
+    rng = np.random.default_rng(9)
+    label_sets = [f"item={i}" for i in range(VARIABLES)]
+    names = [f"app.metric{n}" for n in range(30)]
+    name_ids = (np.arange(VARIABLES) % 30).astype(np.int32)
+    base = rng.integers(0, 10**6, size=(endpoints, VARIABLES))
+    written = 0
+    for r in range(rounds):
+        writer = LandingWriter(directory / f"raw-{r}.avro")
+        block = []
+        for e in range(endpoints):
+            values = base[e] + r * rng.integers(0, 50, size=VARIABLES)
+            batch = SampleBatch(
+                context=f"app{e}",
+                snapshot_ms=ROUND + r * 60_000,
+                common_labels={
+                    "context": f"app{e}",
+                    "host": f"h{e}",
+                    "dc": f"dc{e % 3}",
+                    "rack": f"r{e % 40}",
+                },
+                names=names,
+                label_sets=label_sets,
+                name_ids=name_ids,
+                label_set_ids=np.arange(VARIABLES, dtype=np.int32),
+                types=np.zeros(VARIABLES, dtype=np.uint8),
+                values=values.astype(np.int64),
+                timestamps=np.full(VARIABLES, ROUND + r * 60_000 - 500, dtype=np.int64),
+            )
+            block.append(
+                encode_batch(batch)
+                + encode_trailer(ROUND + r * 60_000, f"10.0.{e // 250}.{e % 250}:1:u", "a1")
+            )
+            if len(block) == 100:
+                writer.write_block(block)
+                block = []
+        if block:
+            writer.write_block(block)
+        writer.close()
+        written += endpoints * VARIABLES
+        progress(f"landed round {r + 1}/{rounds}")
+    return written
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--quick", action="store_true", help="1.5M samples")
+    parser.add_argument("--samples", type=int, default=None)
+    args = parser.parse_args()
+    work = Path(tempfile.mkdtemp(prefix="spark-bench-"))
+    try:
+        landing = work / "landing"
+        landing.mkdir()
+        samples = land(landing, args.samples or (1_500_000 if args.quick else 15_000_000))
+        landing_bytes = sum(p.stat().st_size for p in landing.glob("*.avro"))
+        spark = spark_session("local[2]", "artimon-spark-bench")
+        options = argparse.Namespace(
+            landing=str(landing),
+            output=f"file://{work}/parquet",
+            checkpoint=str(work / "checkpoint"),
+            once=True,
+            watermark="15 minutes",
+            interval="30 seconds",
+            max_files=1000,
+            processed="keep",
+            archive_dir=None,
+        )
+        started = time.perf_counter()
+        raw_ingest.start(spark, options).awaitTermination()
+        seconds = time.perf_counter() - started
+        spark.stop()
+        parquet_bytes = sum(p.stat().st_size for p in (work / "parquet").rglob("*.parquet"))
+        rows = [
+            {
+                "case": f"raw_ingest --once, local[2], {samples:,} samples",
+                "seconds": seconds,
+                "samples/s": samples / seconds,
+                "target_rate": ">= 100K/s",
+                "rate_met": samples / seconds >= 100_000,
+                "parquet_bytes/sample": parquet_bytes / samples,
+                "target_size": "<= 4",
+                "size_met": parquet_bytes / samples <= 4,
+                "landing_bytes/sample": landing_bytes / samples,
+            }
+        ]
+        report("spark_bench", rows, list(rows[0]))
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
