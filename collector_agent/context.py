@@ -44,44 +44,46 @@ class Context:
     def get_optional(self, key: str) -> str | None:
         return self.values.get(key)
 
-    def get_int(
+    def _number(
         self,
         key: str,
-        default: int | None = None,
-        *,
-        minimum: int | None = None,
-        maximum: int | None = None,
-    ) -> int:
+        default: float | None,
+        parse: type[int] | type[float],
+        kind: str,
+        minimum: float | None,
+        maximum: float | None,
+    ) -> float:
         raw = self.values.get(key)
         if raw is None:
             if default is None:
                 raise self.error(key, "is required")
             return default
         try:
-            value = int(raw.strip())
+            value = parse(raw.strip())
         except ValueError:
-            raise self.error(key, f"{raw!r} is not an integer") from None
+            raise self.error(key, f"{raw!r} is not {kind}") from None
+        if value != value or value in (float("inf"), float("-inf")):
+            raise self.error(key, f"{raw!r} is not a finite number")
         if minimum is not None and value < minimum:
             raise self.error(key, f"{value} is below the minimum {minimum}")
         if maximum is not None and value > maximum:
             raise self.error(key, f"{value} is above the maximum {maximum}")
         return value
 
-    def get_float(self, key: str, default: float | None = None, *, minimum: float | None = None) -> float:
-        raw = self.values.get(key)
-        if raw is None:
-            if default is None:
-                raise self.error(key, "is required")
-            return default
-        try:
-            value = float(raw.strip())
-        except ValueError:
-            raise self.error(key, f"{raw!r} is not a number") from None
-        if value != value or value in (float("inf"), float("-inf")):
-            raise self.error(key, f"{raw!r} is not a finite number")
-        if minimum is not None and value < minimum:
-            raise self.error(key, f"{value} is below the minimum {minimum}")
-        return value
+    def get_int(
+        self, key: str, default: int | None = None, *, minimum: int | None = None, maximum: int | None = None
+    ) -> int:
+        return int(self._number(key, default, int, "an integer", minimum, maximum))
+
+    def get_float(
+        self,
+        key: str,
+        default: float | None = None,
+        *,
+        minimum: float | None = None,
+        maximum: float | None = None,
+    ) -> float:
+        return float(self._number(key, default, float, "a number", minimum, maximum))
 
     def get_bool(self, key: str, default: bool) -> bool:
         raw = self.values.get(key)

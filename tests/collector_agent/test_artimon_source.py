@@ -6,7 +6,6 @@ import os
 import signal
 import socket
 import subprocess
-import sys
 import threading
 import time
 from collections import Counter
@@ -21,6 +20,7 @@ from bookkeeper.testing import AppProcess, start_app
 from bookkeeper.zkserver import ZooKeeperServer
 from collector_agent import Agent, Event
 from collector_agent.group import owner
+from collector_agent.testing import start_agent_process
 
 POLLER = """
 g.sources = poll
@@ -105,30 +105,7 @@ def receiver() -> Iterator[Receiver]:
 
 
 def start_poller(config: Path, name: str = "g") -> subprocess.Popen[str]:
-    with open(config.with_suffix(".log"), "a") as log:
-        process = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "artimon",
-                "agent",
-                "-f",
-                str(config),
-                "-n",
-                name,
-                "--no-monitor",
-                "--reload-interval",
-                "0",
-            ],
-            stdout=subprocess.PIPE,
-            stderr=log,
-            text=True,
-            start_new_session=True,
-        )
-    assert process.stdout is not None
-    line = process.stdout.readline()
-    assert "running" in line, line
-    return process
+    return start_agent_process(config, name)
 
 
 def test_rendezvous_moves_only_the_endpoints_of_a_leaving_agent() -> None:

@@ -7,7 +7,6 @@ import os
 import re
 import signal
 import subprocess
-import sys
 import threading
 from collections.abc import Callable
 from pathlib import Path
@@ -20,6 +19,7 @@ from thrift.transport import TSocket, TTransport
 
 from bookkeeper.zkserver import free_port
 from collector_agent import Agent
+from collector_agent.testing import start_agent_process
 
 MIDDLE = """
 m.sources = in
@@ -60,32 +60,7 @@ d.sinks.none.channel = idle
 
 
 def start_middle(config: Path) -> subprocess.Popen[str]:
-    with open(config.with_suffix(".log"), "a") as log:
-        process = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "artimon",
-                "agent",
-                "-f",
-                str(config),
-                "-n",
-                "m",
-                "--no-monitor",
-                "--reload-interval",
-                "0",
-            ],
-            stdout=subprocess.PIPE,
-            stderr=log,
-            text=True,
-            start_new_session=True,
-        )
-    line: list[str] = []
-    reader = threading.Thread(target=lambda: line.append(process.stdout.readline()), daemon=True)  # type: ignore[union-attr]
-    reader.start()
-    reader.join(60)
-    assert line and "running" in line[0], f"middle agent did not start: {line}"
-    return process
+    return start_agent_process(config, "m")
 
 
 class Sender:
