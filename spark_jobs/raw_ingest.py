@@ -52,6 +52,7 @@ def start(spark: Any, args: argparse.Namespace) -> Any:
     deduplicated = samples.withWatermark("ts", args.watermark).dropDuplicatesWithinWatermark(["series", "ts"])
     writer = (
         deduplicated.writeStream.format("parquet")
+        .option("compression", "zstd")
         .option("checkpointLocation", args.checkpoint)
         .partitionBy("date", "hour")
         .outputMode("append")

@@ -40,8 +40,6 @@ LANDING = StructType(
 SAMPLES = StructType(
     [
         StructField("series", StringType(), False),  # canonical name{labels}, framework labels included
-        StructField("name", StringType(), False),
-        StructField("labels", MapType(StringType(), StringType()), False),
         StructField("type", ByteType(), False),  # 0 INTEGER, 1 DOUBLE, 2 BOOLEAN, 3 STRING
         StructField("value", DoubleType(), True),  # null for STRING
         StructField("string_value", StringType(), True),
