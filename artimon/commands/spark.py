@@ -1,13 +1,14 @@
-"""Run a Spark job (``raw_ingest``) with ``--master`` (default ``local[*]``)."""
+"""Run a Spark job (``raw_ingest``, ``analyze``, ``backfill_vhms``) with ``--master``
+(default ``local[*]``)."""
 
 from __future__ import annotations
 
 import argparse
 
-from spark_jobs import raw_ingest
+from spark_jobs import analyze, backfill_vhms, raw_ingest
 from spark_jobs.session import spark_session
 
-JOBS = {"raw_ingest": raw_ingest}
+JOBS = {"raw_ingest": raw_ingest, "analyze": analyze, "backfill_vhms": backfill_vhms}
 
 
 def configure(parser: argparse.ArgumentParser) -> None:

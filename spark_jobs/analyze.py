@@ -1,0 +1,60 @@
+"""``analyze``: a query of the language over the Parquet history, written to Parquet or CSV
+(where Artimon's users ran Pig scripts). The same frameworks as the query API: select by
+name and labels over a time range, map (delta, rate...), reduce by labels, apply."""
+
+from __future__ import annotations
+
+import argparse
+from datetime import datetime
+from typing import Any
+
+import pandas as pd
+
+from query_dsl.evaluator import Evaluator, Limits
+from query_dsl.matrix import Matrix
+from spark_jobs.history import ParquetSource
+
+__all__ = ["analyze", "configure", "run_query"]
+
+
+def _ms(text: str) -> int:
+    return int(text) if text.isdigit() else int(datetime.fromisoformat(text).timestamp() * 1000)
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--input", required=True, help="raw_ingest's Parquet root (file:// or hdfs://)")
+    parser.add_argument("--query", required=True, help="a query of the language (docs/dsl.md)")
+    parser.add_argument("--start", required=True, help="epoch ms or ISO 8601 (the fetch default range)")
+    parser.add_argument("--end", required=True, help="epoch ms or ISO 8601")
+    parser.add_argument("--step", type=int, default=60, help="bucket seconds of fetch(resolution=auto)")
+    parser.add_argument("--output", required=True, help="where to write the result")
+    parser.add_argument("--format", choices=["parquet", "csv"], default="parquet")
+
+
+def analyze(
+    spark: Any, path: str, query: str, start_ms: int, end_ms: int, step_s: int = 60
+) -> Matrix | float:
+    evaluator = Evaluator(
+        ParquetSource(spark, path, step_s),
+        start_ms=start_ms,
+        end_ms=end_ms,
+        limits=Limits(max_series=10_000_000, max_points=2_000_000_000, timeout_s=3600),
+    )
+    return evaluator.evaluate(query)
+
+
+def _long_form(result: Matrix | float) -> pd.DataFrame:
+    if not isinstance(result, Matrix):
+        return pd.DataFrame({"value": [result]})
+    keys = result.series_keys()
+    frame = pd.DataFrame(result.values, index=keys, columns=result.timestamps).stack(future_stack=True)
+    frame = frame.rename_axis(["series", "ts_ms"]).reset_index(name="value")
+    return frame
+
+
+def run_query(spark: Any, args: argparse.Namespace) -> int:
+    result = analyze(spark, args.input, args.query, _ms(args.start), _ms(args.end), args.step)
+    frame = spark.createDataFrame(_long_form(result))
+    writer = frame.coalesce(1).write.mode("overwrite")
+    (writer.option("header", True).csv(args.output) if args.format == "csv" else writer.parquet(args.output))
+    return 0

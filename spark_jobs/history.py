@@ -1,0 +1,86 @@
+"""The Parquet history as a query language data source: ``fetch`` reads the samples of a
+time range from Parquet with Spark and aligns them on buckets (the last sample of each),
+as VHMS does, so any query of the language runs over the history."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from pyspark.sql import functions as F
+
+from bookkeeper.labels import parse_series_shared
+from vhms.selector import Matcher, parse_selector
+from vhms.store import FetchResult
+
+__all__ = ["ParquetSource", "matching_series"]
+
+
+def matching_series(keys: list[str], selector: str) -> list[str]:
+    """The keys a VHMS selector picks."""
+    parsed = parse_selector(selector)
+    matchers: list[Matcher] = [m for m in (parsed.name, *parsed.matchers) if m is not None]
+    chosen = []
+    for key in keys:
+        name, labels = parse_series_shared(key)
+        if all(m.matches(name if m.label == "__name__" else labels.get(m.label)) for m in matchers):
+            chosen.append(key)
+    return chosen
+
+
+class ParquetSource:
+    """Reads ``raw_ingest``'s output at ``path`` (``file://`` or ``hdfs://``)."""
+
+    def __init__(self, spark: Any, path: str, step_s: int = 60) -> None:
+        self.spark = spark
+        self.path = path
+        self.step_s = step_s
+
+    def _samples(self, start_ms: int, end_ms: int) -> Any:
+        frame = self.spark.read.parquet(self.path)
+        start = pd.Timestamp(start_ms, unit="ms", tz="UTC").to_pydatetime()
+        end = pd.Timestamp(end_ms, unit="ms", tz="UTC").to_pydatetime()
+        days = pd.date_range(start.date(), end.date(), freq="D").strftime("%Y-%m-%d").tolist()
+        return frame.where(F.col("date").isin(days)).where(
+            (F.col("ts") >= F.lit(start)) & (F.col("ts") < F.lit(end))
+        )
+
+    def _series_in(self, start_ms: int, end_ms: int) -> list[str]:
+        rows = self._samples(start_ms, end_ms).select("series").distinct().collect()
+        return sorted(row["series"] for row in rows)
+
+    def fetch(self, selector: str, start_ms: int, end_ms: int, resolution: str | int = "auto") -> FetchResult:
+        step = (self.step_s if resolution == "auto" else int(resolution)) * 1000
+        keys = matching_series(self._series_in(start_ms, end_ms), selector)
+        first, last = -(-start_ms // step), (end_ms - 1) // step
+        buckets = np.arange(first, last + 1, dtype=np.int64)
+        values = np.full((len(keys), len(buckets)), np.nan)
+        if keys and len(buckets):
+            rows = (
+                self._samples(start_ms, end_ms)
+                .where(F.col("series").isin(keys) & (F.col("type") != 3))
+                .select("series", (F.unix_millis("ts")).alias("ts_ms"), "value")
+                .toPandas()
+            )
+            if len(rows):
+                rows["bucket"] = rows["ts_ms"] // step
+                latest = rows.sort_values("ts_ms").groupby(["series", "bucket"], sort=False).last()
+                row_of = {key: i for i, key in enumerate(keys)}
+                series_rows = np.array([row_of[s] for s in latest.index.get_level_values(0)])
+                columns = latest.index.get_level_values(1).to_numpy() - first
+                inside = (columns >= 0) & (columns < len(buckets))
+                values[series_rows[inside], columns[inside]] = latest["value"].to_numpy(dtype=float)[inside]
+        return FetchResult(keys, buckets * step, values, step)
+
+    def series(self, selector: str) -> list[str]:
+        frame = self.spark.read.parquet(self.path).select("series").distinct().collect()
+        return matching_series(sorted(row["series"] for row in frame), selector)
+
+    def label_names(self) -> list[str]:
+        return sorted({k for key in self.series("") for k in parse_series_shared(key)[1]})
+
+    def label_values(self, label: str) -> list[str]:
+        return sorted(
+            {v for key in self.series("") for k, v in parse_series_shared(key)[1].items() if k == label}
+        )

@@ -1,0 +1,128 @@
+"""analyze and backfill_vhms against the query language and VHMS on the same data."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from bookkeeper import Bookkeeper
+from bookkeeper.avro import decode_batch, encode_batch
+from bookkeeper.landing import LandingWriter, encode_trailer
+from query_dsl import Evaluator, Matrix, StoreSource
+from spark_jobs import analyze, backfill_vhms, raw_ingest
+from vhms import Store
+from vhms.client import VhmsClient
+from vhms.service import VhmsService
+
+pytestmark = [pytest.mark.spark, pytest.mark.slow]
+ROUND = 1_700_000_040_000 // 60_000 * 60_000
+MINUTES = 12
+
+
+@pytest.fixture(scope="module")
+def history(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> tuple[str, Store]:
+    """The same rounds landed and turned into Parquet, and ingested into a VHMS store."""
+    work = tmp_path_factory.mktemp("history")
+    landing = work / "landing"
+    landing.mkdir()
+    store = Store()
+    writer = LandingWriter(landing / "rounds.avro")
+    rng = np.random.default_rng(2)
+    counters = {(p, h): 0 for p in ("home", "cart") for h in ("h1", "h2", "h3")}
+    for minute in range(MINUTES):
+        round_ms = ROUND + minute * 60_000
+        records = []
+        for host in ("h1", "h2", "h3"):
+            bk = Bookkeeper(f"web-{host}", labels={"host": host}, environ={})
+            for page in ("home", "cart"):
+                counters[(page, host)] += int(rng.integers(0, 100))
+                if minute == 7 and host == "h2":
+                    counters[(page, host)] = 3  # a restart: the counter resets
+                bk.integer("hits", page=page).set(counters[(page, host)])
+            bk.double("load").set(float(rng.random()))
+            bk.string("version").set(f"v{minute // 5}")
+            body = encode_batch(bk.snapshot())
+            records.append(body + encode_trailer(round_ms, f"{host}:1:u", "a1"))
+            store.ingest_batch(decode_batch(body), timestamp_ms=round_ms)
+        writer.write_block(records)
+    writer.close()
+    args = argparse.Namespace(
+        landing=str(landing),
+        output=f"file://{work}/parquet",
+        checkpoint=str(work / "checkpoint"),
+        once=True,
+        watermark="15 minutes",
+        interval="1 second",
+        max_files=100,
+        processed="keep",
+        archive_dir=None,
+    )
+    raw_ingest.start(spark, args).awaitTermination()
+    return f"file://{work}/parquet", store
+
+
+QUERIES = [
+    'fetch("hits")',
+    'fetch("hits{page=home}") | map(increase, 5m)',
+    'fetch("hits") | map(rate, 3m) | reduce(sum, by=[page])',
+    'fetch("load") | reduce(mean, by=[host])',
+    'fetch("hits{page=cart}") - ignoring(page) fetch("hits{page=home}")',
+    'fetch("hits") | map(delta, 4m) | reduce(max) | bucketize(4m, max)',
+]
+
+
+@pytest.mark.parametrize("query", QUERIES)
+def test_analyze_agrees_with_the_query_language(spark: Any, history: tuple[str, Store], query: str) -> None:
+    path, store = history
+    start, end = ROUND, ROUND + MINUTES * 60_000
+    over_parquet = analyze.analyze(spark, path, query, start, end)
+    over_vhms = Evaluator(StoreSource(store), start_ms=start, end_ms=end).evaluate(query)
+    assert isinstance(over_parquet, Matrix) and isinstance(over_vhms, Matrix)
+    parquet_order, vhms_order = np.argsort(over_parquet.series_keys()), np.argsort(over_vhms.series_keys())
+    assert sorted(over_parquet.series_keys()) == sorted(over_vhms.series_keys())
+    np.testing.assert_array_equal(over_parquet.timestamps, over_vhms.timestamps)
+    np.testing.assert_allclose(
+        over_parquet.values[parquet_order], over_vhms.values[vhms_order], equal_nan=True
+    )
+    assert np.isfinite(over_vhms.values).any()  # the comparison compared something
+
+
+def test_analyze_writes_csv(spark: Any, history: tuple[str, Store], tmp_path: Path) -> None:
+    path, _ = history
+    args = argparse.Namespace(
+        input=path,
+        query='fetch("hits") | reduce(sum, by=[page])',
+        start=str(ROUND),
+        end=str(ROUND + MINUTES * 60_000),
+        step=60,
+        output=str(tmp_path / "out"),
+        format="csv",
+    )
+    assert analyze.run_query(spark, args) == 0
+    (csv,) = (tmp_path / "out").glob("part-*.csv")
+    frame = pd.read_csv(csv)
+    assert list(frame.columns) == ["series", "ts_ms", "value"] and len(frame) == 2 * MINUTES
+
+
+def test_a_backfilled_vhms_answers_the_same_as_the_original(spark: Any, history: tuple[str, Store]) -> None:
+    path, original = history
+    fresh = VhmsService(Store(), http_port=None)
+    fresh.start(register=False)
+    try:
+        with VhmsClient(fresh.host, fresh.port) as client:
+            sent = backfill_vhms.backfill(spark, path, ROUND, ROUND + MINUTES * 60_000, client, chunk=50)
+        assert sent == MINUTES * 3 * 4
+        for selector in ("hits", "load", "hits{host=h2}"):
+            for resolution in (60, 300):
+                a = original.fetch(selector, ROUND, ROUND + MINUTES * 60_000, resolution)
+                b = fresh.store.fetch(selector, ROUND, ROUND + MINUTES * 60_000, resolution)
+                assert sorted(a.keys) == sorted(b.keys) and a.keys
+                np.testing.assert_array_equal(a.values[np.argsort(a.keys)], b.values[np.argsort(b.keys)])
+        assert fresh.store.last_strings("version") == original.last_strings("version")
+    finally:
+        fresh.stop()
