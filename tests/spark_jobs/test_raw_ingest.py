@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import argparse
 import shutil
+import time
 from pathlib import Path
 from typing import Any
 
@@ -99,3 +100,57 @@ def test_a_restart_continues_from_the_checkpoint_exactly_once(spark: Any, tmp_pa
     shutil.copy(landing / "a.avro", landing / "a-again.avro")  # and a replay of the first
     frame = run_once(spark, landing, tmp_path / "out")  # the same checkpoint: a restart
     assert sorted(observed(frame), key=repr) == sorted(first + second, key=repr)
+
+
+def test_a_job_killed_mid_stream_and_restarted_gives_the_uninterrupted_output(
+    spark: Any, tmp_path: Path
+) -> None:
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    landing = tmp_path / "landing"
+    landing.mkdir()
+    expected = []
+    for n in range(6):
+        expected += land(landing / f"f{n}.avro", range(n * 2, n * 2 + 2))
+    out = tmp_path / "killed"
+    command = [
+        sys.executable,
+        "-m",
+        "artimon",
+        "spark",
+        "--master",
+        "local[2]",
+        "raw_ingest",
+        "--landing",
+        str(landing),
+        "--output",
+        f"file://{out}/parquet",
+        "--checkpoint",
+        str(out / "checkpoint"),
+        "--max-files",
+        "1",
+        "--interval",
+        "1 second",
+    ]
+    job = subprocess.Popen(
+        command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True
+    )
+    try:
+        commits = out / "checkpoint" / "commits"
+        deadline = time.monotonic() + 180
+        while not (commits.exists() and len([p for p in commits.iterdir() if p.name.isdigit()]) >= 2):
+            assert job.poll() is None, "the streaming job ended by itself"
+            assert time.monotonic() < deadline, "no micro-batch committed"
+            time.sleep(0.2)
+        os.killpg(job.pid, signal.SIGKILL)  # mid-stream: more files wait, a batch may be half written
+    finally:
+        if job.poll() is None:
+            os.killpg(job.pid, signal.SIGKILL)
+        job.wait()
+    restarted = run_once(spark, landing, out)
+    uninterrupted = run_once(spark, landing, tmp_path / "clean")
+    assert sorted(observed(restarted), key=repr) == sorted(observed(uninterrupted), key=repr)
+    assert sorted(observed(restarted), key=repr) == sorted(expected, key=repr)
