@@ -96,19 +96,8 @@ def main() -> None:
         samples = land(landing, args.samples or (1_500_000 if args.quick else 15_000_000))
         landing_bytes = sum(p.stat().st_size for p in landing.glob("*.avro"))
         spark = spark_session("local[2]", "artimon-spark-bench")
-        options = argparse.Namespace(
-            landing=str(landing),
-            output=f"file://{work}/parquet",
-            checkpoint=str(work / "checkpoint"),
-            once=True,
-            watermark="15 minutes",
-            interval="30 seconds",
-            max_files=1000,
-            processed="keep",
-            archive_dir=None,
-        )
         started = time.perf_counter()
-        raw_ingest.start(spark, options).awaitTermination()
+        raw_ingest.ingest_once(spark, str(landing), f"file://{work}/parquet", str(work / "checkpoint"))
         seconds = time.perf_counter() - started
         spark.stop()
         parquet_bytes = sum(p.stat().st_size for p in (work / "parquet").rglob("*.parquet"))

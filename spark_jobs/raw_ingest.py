@@ -19,7 +19,7 @@ from typing import Any
 from spark_jobs.explode import explode_batches
 from spark_jobs.schema import LANDING, SAMPLES
 
-__all__ = ["configure", "run_query", "start"]
+__all__ = ["configure", "ingest_once", "run_query", "start"]
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -65,3 +65,14 @@ def run_query(spark: Any, args: argparse.Namespace) -> int:
     query = start(spark, args)
     query.awaitTermination()
     return 0
+
+
+def ingest_once(spark: Any, landing: str, output: str, checkpoint: str, **options: Any) -> None:
+    """Process what the landing directory holds and return (``--once``), with the command's
+    defaults for every other option: for tests, benchmarks and scripts."""
+    parser = argparse.ArgumentParser()
+    configure(parser)
+    args = parser.parse_args(["--landing", landing, "--output", output, "--checkpoint", checkpoint, "--once"])
+    for key, value in options.items():
+        setattr(args, key, value)
+    start(spark, args).awaitTermination()

@@ -51,18 +51,7 @@ def history(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> tuple[str, 
             store.ingest_batch(decode_batch(body), timestamp_ms=round_ms)
         writer.write_block(records)
     writer.close()
-    args = argparse.Namespace(
-        landing=str(landing),
-        output=f"file://{work}/parquet",
-        checkpoint=str(work / "checkpoint"),
-        once=True,
-        watermark="15 minutes",
-        interval="1 second",
-        max_files=100,
-        processed="keep",
-        archive_dir=None,
-    )
-    raw_ingest.start(spark, args).awaitTermination()
+    raw_ingest.ingest_once(spark, str(landing), f"file://{work}/parquet", str(work / "checkpoint"))
     return f"file://{work}/parquet", store
 
 

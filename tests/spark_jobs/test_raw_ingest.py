@@ -1,6 +1,5 @@
 from __future__ import annotations
 
-import argparse
 import shutil
 import time
 from pathlib import Path
@@ -39,18 +38,7 @@ def land(path: Path, rounds: range, contexts: int = 3) -> list[tuple[str, int, o
 
 
 def run_once(spark: Any, landing: Path, out: Path) -> pd.DataFrame:
-    args = argparse.Namespace(
-        landing=str(landing),
-        output=f"file://{out}/parquet",
-        checkpoint=str(out / "checkpoint"),
-        once=True,
-        watermark="15 minutes",
-        interval="1 second",
-        max_files=100,
-        processed="keep",
-        archive_dir=None,
-    )
-    raw_ingest.start(spark, args).awaitTermination()
+    raw_ingest.ingest_once(spark, str(landing), f"file://{out}/parquet", str(out / "checkpoint"))
     return pd.read_parquet(out / "parquet")
 
 
