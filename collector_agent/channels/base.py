@@ -36,7 +36,7 @@ from typing import ClassVar
 
 from collector_agent.context import Context
 from collector_agent.event import Event
-from collector_agent.exceptions import TransactionStateError
+from collector_agent.exceptions import ChannelException, TransactionStateError
 from collector_agent.lifecycle import Component
 
 __all__ = ["BasicChannel", "Transaction", "TransactionState"]
@@ -57,6 +57,8 @@ class Transaction:
         self.channel = channel
         self.state = TransactionState.NEW
         self._thread = threading.get_ident()
+        self._put_count = 0  # this transaction's puts and takes, bounded by transactionCapacity
+        self._take_count = 0
 
     # -- hooks ------------------------------------------------------------------------------
 
@@ -102,8 +104,16 @@ class Transaction:
         """Put several events at once (the fast path; same rules as ``put``)."""
         self._require("put", TransactionState.OPEN)
         self.channel.counters.add("EventPutAttemptCount", len(events))
-        if events:
-            self._do_put(events)
+        if not events:
+            return
+        limit = self.channel.transaction_capacity
+        if self._put_count + len(events) > limit:
+            raise ChannelException(
+                f"put of {len(events)} events into channel {self.channel.name} exceeds its "
+                f"transactionCapacity {limit} ({self._put_count} already put in this transaction)"
+            )
+        self._do_put(events)
+        self._put_count += len(events)
 
     def take(self) -> Event | None:
         """The next event, or ``None`` if the channel is empty."""
@@ -113,7 +123,14 @@ class Transaction:
     def take_batch(self, limit: int) -> list[Event]:
         """Up to ``limit`` events from the head (fewer if the channel holds fewer)."""
         self._require("take", TransactionState.OPEN)
-        taken = self._do_take(limit)
+        room = self.channel.transaction_capacity - self._take_count
+        if room <= 0:
+            raise ChannelException(
+                f"take from channel {self.channel.name}: the transaction already took "
+                f"transactionCapacity {self.channel.transaction_capacity} events"
+            )
+        taken = self._do_take(min(limit, room))
+        self._take_count += len(taken)
         self.channel.counters.add("EventTakeAttemptCount", max(1, len(taken)))
         return taken
 
@@ -129,6 +146,7 @@ class Transaction:
             self.state = TransactionState.PREPARED
         self._do_commit()
         self.state = TransactionState.COMPLETED
+        self._put_count = self._take_count = 0
 
     def rollback(self) -> None:
         self._require("rollback", TransactionState.OPEN, TransactionState.PREPARED)
@@ -137,6 +155,7 @@ class Transaction:
         finally:
             # even a failed undo ends the transaction, or the thread could never open another
             self.state = TransactionState.COMPLETED
+            self._put_count = self._take_count = 0
 
     def close(self) -> None:
         self._require("close", TransactionState.NEW, TransactionState.COMPLETED)
@@ -178,6 +197,8 @@ class BasicChannel(Component):
         "EventTakeAttemptCount",
         "EventTakeSuccessCount",
     )
+
+    transaction_capacity: int = 100  # events one transaction may put or take (configured)
 
     def __init__(self, name: str) -> None:
         super().__init__(name)

@@ -133,24 +133,12 @@ class _FileTransaction(Transaction):
 
     def _do_put(self, events: Sequence[Event]) -> None:
         channel = self.channel
-        if len(self._puts) + len(events) > channel.transaction_capacity:
-            raise ChannelException(
-                f"put of {len(events)} events into channel {channel.name} exceeds its "
-                f"transactionCapacity {channel.transaction_capacity}"
-            )
         channel._check_disk()
         channel._reserve(len(events))
         self._puts.extend(events)
 
     def _do_take(self, limit: int) -> list[Event]:
-        channel = self.channel
-        room = channel.transaction_capacity - self._taken
-        if room <= 0:
-            raise ChannelException(
-                f"take from channel {channel.name}: the transaction already took "
-                f"transactionCapacity {channel.transaction_capacity} events"
-            )
-        ranges, events = channel._take(min(limit, room))
+        ranges, events = self.channel._take(limit)
         self._takes.extend(ranges)
         self._taken += len(events)
         return events

@@ -25,7 +25,7 @@ from collections.abc import Sequence
 from collector_agent.channels.base import BasicChannel, Transaction
 from collector_agent.context import Context
 from collector_agent.event import Event
-from collector_agent.exceptions import ChannelException, ChannelFullException
+from collector_agent.exceptions import ChannelFullException
 
 __all__ = ["MemoryChannel"]
 
@@ -41,26 +41,13 @@ class _MemoryTransaction(Transaction):
 
     def _do_put(self, events: Sequence[Event]) -> None:
         channel = self.channel
-        if len(self._puts) + len(events) > channel.transaction_capacity:
-            raise ChannelException(
-                f"put of {len(events)} events into channel {channel.name} exceeds its "
-                f"transactionCapacity {channel.transaction_capacity} "
-                f"({len(self._puts)} already put in this transaction)"
-            )
         size = sum(len(e.body) for e in events)
         channel._reserve(len(events), size)
         self._puts.extend(events)
         self._put_bytes += size
 
     def _do_take(self, limit: int) -> list[Event]:
-        channel = self.channel
-        room = channel.transaction_capacity - len(self._takes)
-        if room <= 0:
-            raise ChannelException(
-                f"take from channel {channel.name}: the transaction already took "
-                f"transactionCapacity {channel.transaction_capacity} events"
-            )
-        taken = channel._pop(min(limit, room))
+        taken = self.channel._pop(limit)
         self._takes.extend(taken)
         return taken
 
