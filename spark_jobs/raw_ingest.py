@@ -29,7 +29,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--once", action="store_true", help="process what is there and exit")
     parser.add_argument("--watermark", default="15 minutes", help="how late a replayed duplicate may come")
     parser.add_argument("--interval", default="30 seconds", help="trigger interval when streaming")
-    parser.add_argument("--max-files", type=int, default=1000, help="landing files per micro-batch")
+    parser.add_argument("--max-files", type=int, default=10, help="landing files per micro-batch")
     parser.add_argument("--processed", choices=["keep", "delete", "archive"], default="keep")
     parser.add_argument("--archive-dir", default=None, help="with --processed archive")
 

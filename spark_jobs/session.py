@@ -1,5 +1,6 @@
 """The SparkSession every job (and the tests) use: ``local[*]`` by default, the Python
-workers on this interpreter (so they see this environment's numpy and pandas), UTC."""
+workers on this interpreter (so they see this environment's numpy and pandas), UTC, state
+in RocksDB, a driver of ``$ARTIMON_SPARK_DRIVER_MEMORY`` (4g)."""
 
 from __future__ import annotations
 
@@ -22,6 +23,12 @@ def spark_session(master: str = "local[*]", app: str = "artimon", conf: dict[str
         .config("spark.sql.session.timeZone", "UTC")
         .config("spark.sql.shuffle.partitions", "4")
         .config("spark.sql.execution.arrow.pyspark.enabled", "true")
+        # deduplication state (every series and time of the watermark) lives on disk, not heap
+        .config(
+            "spark.sql.streaming.stateStore.providerClass",
+            "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider",
+        )
+        .config("spark.driver.memory", os.environ.get("ARTIMON_SPARK_DRIVER_MEMORY", "4g"))
     )
     for key, value in (conf or {}).items():
         builder = builder.config(key, value)
