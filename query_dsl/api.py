@@ -25,7 +25,7 @@ from query_dsl.exceptions import QueryError, QueryLimitError, QuerySyntaxError
 from query_dsl.matrix import Matrix
 from query_dsl.parser import MAX_QUERY_LENGTH
 from query_dsl.sources import DataSource
-from vhms.exceptions import VhmsError
+from vhms.exceptions import LimitExceededError, VhmsError
 
 __all__ = ["QueryRequest", "create_app", "to_csv"]
 
@@ -110,11 +110,9 @@ def create_app(source: DataSource, *, token: str | None = None, limits: Limits |
     def series(match: str = Query("", max_length=MAX_QUERY_LENGTH, description="a selector")) -> Response:
         try:
             return JSONResponse({"series": source.series(match)})
-        except QueryLimitError as exc:
+        except (QueryLimitError, LimitExceededError) as exc:
             return _error(413, exc)
-        except VhmsError as exc:
-            return _error(413 if "limit" in type(exc).__name__.lower() else 400, exc)
-        except ValueError as exc:
+        except (VhmsError, ValueError) as exc:
             return _error(400, exc)
 
     @app.get("/api/v1/labels", dependencies=[Depends(authorize)])

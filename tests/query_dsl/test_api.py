@@ -169,3 +169,10 @@ def test_openapi_contract(server: BackgroundServer) -> None:
             case.call_and_validate(excluded_checks=[schemathesis.checks.positive_data_acceptance])
 
         check()
+
+
+def test_series_listing_errors(server: BackgroundServer) -> None:
+    too_many = httpx.get(f"{server.url}/api/v1/series", params={"match": "wide"}, timeout=10)
+    assert too_many.status_code == 413 and too_many.json()["error"]["kind"] == "QueryLimitError"
+    bad = httpx.get(f"{server.url}/api/v1/series", params={"match": "x{oops"}, timeout=10)
+    assert bad.status_code == 400 and bad.json()["error"]["kind"] == "SelectorError"
