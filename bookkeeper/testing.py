@@ -40,10 +40,20 @@ class AppProcess:
     """A running ``python -m bookkeeper.testing`` process."""
 
     process: subprocess.Popen[str]
-    host: str
-    port: int
-    uuid: str
     endpoints: list[tuple[str, int, str]]  # (host, port, uuid) of each context served
+
+    @property
+    def host(self) -> str:
+        """The first context's address (the only one unless ``endpoints`` > 1)."""
+        return self.endpoints[0][0]
+
+    @property
+    def port(self) -> int:
+        return self.endpoints[0][1]
+
+    @property
+    def uuid(self) -> str:
+        return self.endpoints[0][2]
 
     def kill(self, sig: int = signal.SIGKILL) -> None:
         """Send ``sig`` (default SIGKILL), wait for the end, release the pipes."""
@@ -102,7 +112,7 @@ def start_app(
         process.kill()
         raise RuntimeError(f"test app {context} did not become ready: {ready!r}")
     served = [(host, int(port), uuid) for _, host, port, uuid in (line.split() for line in ready)]
-    return AppProcess(process, *served[0], endpoints=served)
+    return AppProcess(process, served)
 
 
 def expire_session(connect: str, client: KazooClient, timeout: float = 10.0) -> None:

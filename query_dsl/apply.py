@@ -48,12 +48,6 @@ SET_OPERATORS = ("and", "or", "unless")
 Operand = Matrix | float
 
 
-def _key(
-    labels: dict[str, str], on: list[str] | None, ignoring: list[str] | None
-) -> tuple[tuple[str, str], ...]:
-    return _key_function(on, ignoring)(labels)
-
-
 def _key_function(
     on: list[str] | None, ignoring: list[str] | None
 ) -> Callable[[dict[str, str]], tuple[tuple[str, str], ...]]:
@@ -68,6 +62,13 @@ def _key_function(
     if not ignored:
         return lambda labels: tuple(sorted(labels.items()))
     return lambda labels: tuple(sorted([(k, v) for k, v in labels.items() if k not in ignored]))
+
+
+def _same_axis(a: Matrix, b: Matrix) -> None:
+    if not np.array_equal(a.timestamps, b.timestamps):
+        raise MatchingError(
+            "the two sides are not on the same time axis (fetch them over the same range and step)"
+        )
 
 
 def _compute(op: str, left: np.ndarray, right: np.ndarray, as_bool: bool) -> np.ndarray:
@@ -114,10 +115,8 @@ def apply_op(
 
 def _broadcast(op: str, series: Matrix, other: Operand, as_bool: bool, left_is_set: bool) -> Matrix:
     other_values = other.values[0] if isinstance(other, Matrix) else np.float64(other)
-    if isinstance(other, Matrix) and not np.array_equal(other.timestamps, series.timestamps):
-        raise MatchingError(
-            "the two sides are not on the same time axis (fetch them over the same range and step)"
-        )
+    if isinstance(other, Matrix):
+        _same_axis(series, other)
     if left_is_set:
         values = _compute(op, series.values, np.asarray(other_values), as_bool)
     else:
@@ -158,10 +157,7 @@ def _match(
     group: str | None,
     as_bool: bool,
 ) -> Matrix:
-    if not np.array_equal(a.timestamps, b.timestamps):
-        raise MatchingError(
-            "the two sides are not on the same time axis (fetch them over the same range and step)"
-        )
+    _same_axis(a, b)
     known: dict[int, tuple[tuple[str, str], ...]] = {}
     left, right = _index(a, on, ignoring, known), _index(b, on, ignoring, known)
     many, one = (left, right) if group != "right" else (right, left)
@@ -202,29 +198,23 @@ def _match(
 
 
 def _set_op(op: str, a: Matrix, b: Matrix, on: list[str] | None, ignoring: list[str] | None) -> Matrix:
-    if not np.array_equal(a.timestamps, b.timestamps):
-        raise MatchingError(
-            "the two sides are not on the same time axis (fetch them over the same range and step)"
-        )
+    _same_axis(a, b)
+    key_of = _key_function(on, ignoring)
     right = _index(b, on, ignoring)
     if op == "and":
         keep, values = [], []
         for row, labels in enumerate(a.labels):
-            partners = right.get(_key(labels, on, ignoring))
+            partners = right.get(key_of(labels))
             if partners:
                 present = ~np.isnan(b.values[partners]).all(axis=0)
                 keep.append(row)
                 values.append(np.where(present, a.values[row], np.nan))
         picked = a.select(keep)
         return picked.with_values(np.vstack(values) if values else np.zeros((0, len(a.timestamps))))
-    left_keys = {_key(labels, on, ignoring) for labels in a.labels}
+    left_keys = {key_of(labels) for labels in a.labels}
     if op == "unless":
-        return a.select(
-            [row for row, labels in enumerate(a.labels) if _key(labels, on, ignoring) not in right]
-        )
-    extra = b.select(
-        [row for row, labels in enumerate(b.labels) if _key(labels, on, ignoring) not in left_keys]
-    )
+        return a.select([row for row, labels in enumerate(a.labels) if key_of(labels) not in right])
+    extra = b.select([row for row, labels in enumerate(b.labels) if key_of(labels) not in left_keys])
     return Matrix(
         a.names + extra.names,
         a.labels + extra.labels,

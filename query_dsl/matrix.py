@@ -8,7 +8,7 @@ series has no value. Everything is vectorized over it.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -23,7 +23,6 @@ class Matrix:
     timestamps: np.ndarray
     values: np.ndarray
     step_ms: int
-    meta: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.timestamps = np.asarray(self.timestamps, dtype=np.int64)
@@ -33,10 +32,6 @@ class Matrix:
 
     def __len__(self) -> int:
         return len(self.names)
-
-    @classmethod
-    def empty(cls, timestamps: np.ndarray, step_ms: int) -> Matrix:
-        return cls([], [], timestamps, np.zeros((0, len(timestamps))), step_ms)
 
     def with_values(self, values: np.ndarray, names: list[str] | None = None) -> Matrix:
         """The same series and instants with other values (label sets shared: they are
