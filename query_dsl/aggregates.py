@@ -10,7 +10,7 @@ import numpy as np
 
 from query_dsl.exceptions import QueryTypeError
 
-__all__ = ["AGGREGATES", "aggregate"]
+__all__ = ["AGGREGATES", "aggregate", "check_aggregate"]
 
 
 def _quiet(function: Callable[..., Any]) -> Callable[..., np.ndarray]:
@@ -57,12 +57,17 @@ AGGREGATES: dict[str, tuple[int, Callable[..., np.ndarray]]] = {
 }
 
 
-def aggregate(name: str, values: np.ndarray, axis: int, params: tuple[float, ...] = ()) -> np.ndarray:
+def check_aggregate(name: str, params: tuple[float, ...] = ()) -> None:
+    """``QueryTypeError`` unless ``name`` is an aggregate and ``params`` suit it."""
     if name not in AGGREGATES:
         raise QueryTypeError(f"unknown aggregate {name!r} (known: {', '.join(sorted(AGGREGATES))})")
-    arity, function = AGGREGATES[name]
+    arity = AGGREGATES[name][0]
     if len(params) != arity:
         raise QueryTypeError(f"aggregate {name} takes {arity} parameter(s), got {len(params)}")
     if name == "percentile" and not 0 <= params[0] <= 100:
         raise QueryTypeError(f"percentile {params[0]} is not within 0..100")
-    return function(values, axis, *params)
+
+
+def aggregate(name: str, values: np.ndarray, axis: int, params: tuple[float, ...] = ()) -> np.ndarray:
+    check_aggregate(name, params)
+    return AGGREGATES[name][1](values, axis, *params)

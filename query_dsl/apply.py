@@ -25,6 +25,7 @@ import numpy as np
 
 from query_dsl.exceptions import MatchingError, QueryTypeError
 from query_dsl.matrix import Matrix
+from query_dsl.series_table import SeriesTable, class_order, dense_classes, joint_classes
 
 __all__ = ["ARITHMETIC", "COMPARISONS", "SET_OPERATORS", "apply_op"]
 
@@ -48,20 +49,11 @@ SET_OPERATORS = ("and", "or", "unless")
 Operand = Matrix | float
 
 
-def _key_function(
-    on: list[str] | None, ignoring: list[str] | None
-) -> Callable[[dict[str, str]], tuple[tuple[str, str], ...]]:
-    """The class of a label set, as a function prepared once per operation (it runs per series)."""
+def _class_labels(a: Matrix, b: Matrix, on: list[str] | None, ignoring: list[str] | None) -> list[str]:
+    """The labels that make a class: ``on``, else every label of either side but ``ignoring``."""
     if on is not None:
-        chosen = sorted(on)
-        if len(chosen) == 1:
-            (only,) = chosen
-            return lambda labels: ((only, labels[only]),) if only in labels else ()
-        return lambda labels: tuple([(k, labels[k]) for k in chosen if k in labels])
-    ignored = frozenset(ignoring or ())
-    if not ignored:
-        return lambda labels: tuple(sorted(labels.items()))
-    return lambda labels: tuple(sorted([(k, v) for k, v in labels.items() if k not in ignored]))
+        return sorted(set(on))
+    return sorted((set(a.table.columns) | set(b.table.columns)) - set(ignoring or ()))
 
 
 def _same_axis(a: Matrix, b: Matrix) -> None:
@@ -121,31 +113,9 @@ def _broadcast(op: str, series: Matrix, other: Operand, as_bool: bool, left_is_s
         values = _compute(op, series.values, np.asarray(other_values), as_bool)
     else:
         values = _compute(op, np.broadcast_to(other_values, series.values.shape), series.values, as_bool)
-    names = series.names if op in COMPARISONS and not as_bool else [""] * len(series)
-    return series.with_values(values, names)
-
-
-def _index(
-    m: Matrix,
-    on: list[str] | None,
-    ignoring: list[str] | None,
-    known: dict[int, tuple[tuple[str, str], ...]] | None = None,
-) -> dict[tuple[tuple[str, str], ...], list[int]]:
-    """Rows of ``m`` by class. ``known`` caches the class of each label set by identity:
-    fetches share label sets, so both sides of an operation often hold the same ones."""
-    key_of = _key_function(on, ignoring)
-    known = {} if known is None else known
-    classes: dict[tuple[tuple[str, str], ...], list[int]] = {}
-    for row, labels in enumerate(m.labels):
-        key = known.get(id(labels))
-        if key is None:
-            key = known[id(labels)] = key_of(labels)
-        classes.setdefault(key, []).append(row)
-    return classes
-
-
-def _describe(key: tuple[tuple[str, str], ...]) -> str:
-    return "{" + ",".join(f"{k}={v}" for k, v in key) + "}"
+    if op in COMPARISONS and not as_bool:
+        return series.with_values(values)
+    return Matrix.from_table(series.table.with_name(""), series.timestamps, values, series.step_ms)
 
 
 def _match(
@@ -158,67 +128,74 @@ def _match(
     as_bool: bool,
 ) -> Matrix:
     _same_axis(a, b)
-    known: dict[int, tuple[tuple[str, str], ...]] = {}
-    left, right = _index(a, on, ignoring, known), _index(b, on, ignoring, known)
-    many, one = (left, right) if group != "right" else (right, left)
-    for key, rows in one.items():
-        if len(rows) > 1:
-            side = "right" if group != "right" else "left"
-            raise MatchingError(
-                f"{len(rows)} series on the {side} side share {_describe(key)}: matching must be unique there"
-            )
+    labels = _class_labels(a, b, on, ignoring)
+    left, right = joint_classes(a.table, b.table, labels)
+    count = int(max(left.max(initial=-1), right.max(initial=-1))) + 1
+    if group != "right":
+        many, one, many_side, one_side, one_name = left, right, a.table, b.table, "right"
+    else:
+        many, one, many_side, one_side, one_name = right, left, b.table, a.table, "left"
+    one_count = np.bincount(one, minlength=count)
+    many_count = np.bincount(many, minlength=count)
+    shared = np.flatnonzero(one_count[one] > 1)
+    if len(shared):  # the earliest series of a shared class names the first such class
+        row = int(shared[0])
+        raise MatchingError(
+            f"{one_count[one[row]]} series on the {one_name} side share {one_side.describe(row, labels)}: "
+            "matching must be unique there"
+        )
     if group is None:
-        for key, rows in many.items():
-            if len(rows) > 1 and key in one:
-                raise MatchingError(
-                    f"{len(rows)} series on the left share {_describe(key)}: many-to-one matching must be "
-                    "asked for (group=left or group=right)"
-                )
-    names: list[str] = []
-    labels: list[dict[str, str]] = []
-    left_rows: list[int] = []
-    right_rows: list[int] = []
-    for key, many_rows in many.items():
-        if key not in one:
-            continue
-        one_row = one[key][0]
-        class_labels = dict(key)  # the result's labels for this class, shared by its rows
-        for many_row in many_rows:
-            left_row, right_row = (many_row, one_row) if group != "right" else (one_row, many_row)
-            left_rows.append(left_row)
-            right_rows.append(right_row)
-            if group is None:
-                labels.append(class_labels)
-            else:
-                labels.append(a.labels[many_row] if group == "left" else b.labels[many_row])
-            names.append(a.names[left_row] if op in COMPARISONS and not as_bool else "")
+        ambiguous = np.flatnonzero((many_count[many] > 1) & (one_count[many] > 0))
+        if len(ambiguous):
+            row = int(ambiguous[0])
+            raise MatchingError(
+                f"{many_count[many[row]]} series on the left share {many_side.describe(row, labels)}: "
+                "many-to-one matching must be asked for (group=left or group=right)"
+            )
+    matched = np.flatnonzero(one_count[many] > 0)
+    if group is not None:  # each class's series together, classes in order of first appearance
+        matched = matched[np.argsort(dense_classes(many)[0][matched], kind="stable")]
+    partner_of = np.full(count, -1, dtype=np.int64)
+    partner_of[one] = np.arange(len(one))
+    partners = partner_of[many[matched]]
+    left_rows, right_rows = (matched, partners) if group != "right" else (partners, matched)
+    if group is None:
+        table = a.table.take(left_rows).restrict(on, drop=ignoring or ())
+    else:
+        table = a.table.take(left_rows) if group == "left" else b.table.take(right_rows)
+    if op in COMPARISONS and not as_bool:
+        table = SeriesTable(a.table.names.take(left_rows), table.columns)
+    else:
+        table = table.with_name("")
     # one vectorized computation for every matched pair
     values = _compute(op, a.values[left_rows], b.values[right_rows], as_bool)
-    return Matrix(names, labels, a.timestamps, values.reshape(len(left_rows), len(a.timestamps)), a.step_ms)
+    return Matrix.from_table(
+        table, a.timestamps, values.reshape(len(left_rows), len(a.timestamps)), a.step_ms
+    )
 
 
 def _set_op(op: str, a: Matrix, b: Matrix, on: list[str] | None, ignoring: list[str] | None) -> Matrix:
     _same_axis(a, b)
-    key_of = _key_function(on, ignoring)
-    right = _index(b, on, ignoring)
+    left, right = joint_classes(a.table, b.table, _class_labels(a, b, on, ignoring))
+    count = int(max(left.max(initial=-1), right.max(initial=-1))) + 1
     if op == "and":
-        keep, values = [], []
-        for row, labels in enumerate(a.labels):
-            partners = right.get(key_of(labels))
-            if partners:
-                present = ~np.isnan(b.values[partners]).all(axis=0)
-                keep.append(row)
-                values.append(np.where(present, a.values[row], np.nan))
-        picked = a.select(keep)
-        return picked.with_values(np.vstack(values) if values else np.zeros((0, len(a.timestamps))))
-    left_keys = {key_of(labels) for labels in a.labels}
+        # per class of the right side: the instants where one of its series has a value
+        right_classes, firsts = dense_classes(right)
+        order, starts = class_order(right_classes, len(firsts))
+        present = np.logical_or.reduceat(~np.isnan(b.values[order]), starts, axis=0) if len(firsts) else None
+        slot = np.full(count, -1, dtype=np.int64)
+        slot[right[firsts]] = np.arange(len(firsts))
+        keep = np.flatnonzero(slot[left] >= 0)
+        if present is None or not len(keep):
+            return a.select(keep)  # nothing matches
+        values = np.where(present[slot[left[keep]]], a.values[keep], np.nan)
+        return Matrix.from_table(a.table.take(keep), a.timestamps, values, a.step_ms)
     if op == "unless":
-        return a.select([row for row, labels in enumerate(a.labels) if key_of(labels) not in right])
-    extra = b.select([row for row, labels in enumerate(b.labels) if key_of(labels) not in left_keys])
-    return Matrix(
-        a.names + extra.names,
-        a.labels + extra.labels,
+        return a.select(np.flatnonzero(np.bincount(right, minlength=count)[left] == 0))
+    extra = np.flatnonzero(np.bincount(left, minlength=count)[right] == 0)
+    return Matrix.from_table(
+        a.table.concat(b.table.take(extra)),
         a.timestamps,
-        np.vstack([a.values, extra.values]),
+        np.vstack([a.values, b.values[extra]]),
         a.step_ms,
     )

@@ -14,7 +14,6 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from bookkeeper.labels import parse_series_shared
 from query_dsl.apply import apply_op
 from query_dsl.bucketize import bucketize
 from query_dsl.exceptions import QueryError, QueryLimitError, QueryTypeError
@@ -23,6 +22,7 @@ from query_dsl.mappers import MAPPERS, apply_mapper
 from query_dsl.matrix import Matrix
 from query_dsl.parser import BinaryOp, Call, Duration, Negate, Node, Word, parse
 from query_dsl.reduce import reduce_matrix
+from query_dsl.series_table import SeriesTable
 from query_dsl.sources import DataSource
 from vhms.exceptions import VhmsError
 
@@ -196,12 +196,9 @@ class Evaluator:
             raise QueryLimitError(
                 f"the query reads {self.points_read} points, more than {self.limits.max_points}"
             )
-        names, labels = [], []
-        for key in result.keys:
-            name, label_set = parse_series_shared(key)
-            names.append(name)
-            labels.append(label_set)
-        return Matrix(names, labels, result.timestamps, result.values, result.step_ms)
+        return Matrix.from_table(
+            SeriesTable.from_fetch(result), result.timestamps, result.values, result.step_ms
+        )
 
     def map(self, args: list[Any], kwargs: dict[str, Any]) -> Matrix:
         _arity("map", args, 2, 5)

@@ -14,29 +14,54 @@ from query_dsl.aggregates import aggregate
 from query_dsl.apply import COMPARISONS
 from query_dsl.exceptions import QueryTypeError
 from query_dsl.matrix import Matrix
-from vhms.selector import parse_selector
+from query_dsl.series_table import Column
+from vhms.selector import Matcher, parse_selector
 
 __all__ = ["filter_selector", "top", "where_last"]
 
 
+def _matching(matcher: Matcher, column: Column | None, size: int) -> np.ndarray:
+    """Which series a matcher keeps, deciding once per distinct value (absent: None)."""
+    if column is None:
+        return np.full(size, matcher.matches(None))
+    verdicts = np.array([matcher.matches(value) for value in [*column.values, None]], dtype=bool)
+    kept: np.ndarray = verdicts[column.codes]  # code -1 reads the verdict on None
+    return kept
+
+
 def filter_selector(m: Matrix, selector: str) -> Matrix:
     parsed = parse_selector(selector)
-    matchers = [x for x in (parsed.name, *parsed.matchers) if x is not None]
-    keep = [
-        row
-        for row, (name, labels) in enumerate(zip(m.names, m.labels, strict=True))
-        if all(x.matches(name if x.label == "__name__" else labels.get(x.label)) for x in matchers)
-    ]
-    return m.select(keep)
+    table = m.table
+    keep = np.ones(len(m), dtype=bool)
+    for matcher in (x for x in (parsed.name, *parsed.matchers) if x is not None):
+        column = table.names if matcher.label == "__name__" else table.columns.get(matcher.label)
+        keep &= _matching(matcher, column, len(m))
+    return m.select(np.flatnonzero(keep))
+
+
+def _ranked(last: np.ndarray, k: int, largest: bool) -> np.ndarray:
+    """Rows by last value, the k first (greatest first, or smallest first); equal values
+    rank as a stable sort would put them (largest: later rows first). NaN ranks last."""
+    keys = np.where(np.isnan(last), -np.inf if largest else np.inf, last)
+    if k >= len(keys):
+        order = np.argsort(keys, kind="stable")
+        return (order[::-1] if largest else order)[:k]
+    # the k-th value bounds the candidates; among values equal to it the stable order decides
+    kth = np.partition(keys, len(keys) - k if largest else k - 1)[len(keys) - k if largest else k - 1]
+    beyond = np.flatnonzero(keys > kth if largest else keys < kth)
+    ties = np.flatnonzero(keys == kth)
+    need = k - len(beyond)
+    chosen = np.concatenate([beyond, ties[len(ties) - need :] if largest else ties[:need]])
+    order = chosen[np.lexsort((chosen, keys[chosen]))]  # by value, then by row
+    return order[::-1] if largest else order
 
 
 def top(m: Matrix, k: int, largest: bool = True) -> Matrix:
     if k < 0:
         raise QueryTypeError(f"top/bottom takes k >= 0, got {k}")
     last = aggregate("last", m.values, 1)
-    order = np.argsort(np.where(np.isnan(last), -np.inf if largest else np.inf, last), kind="stable")
-    ranked = (order[::-1] if largest else order)[:k]
-    return m.select([i for i in ranked.tolist() if not np.isnan(last[i])])
+    ranked = _ranked(last, k, largest) if k else np.zeros(0, dtype=np.int64)
+    return m.select(ranked[~np.isnan(last[ranked])])
 
 
 def where_last(m: Matrix, op: str, threshold: float) -> Matrix:

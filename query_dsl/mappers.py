@@ -53,16 +53,22 @@ def _bfill_index(values: np.ndarray) -> np.ndarray:
 
 
 def _window_ends(values: np.ndarray, window: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Columns of the first and last values inside each window, and whether both exist."""
+    """Columns of the first and last values inside each window, and whether both exist
+    (per cell; per column when no value is missing, the windows' own ends)."""
     width = values.shape[1]
-    last = _ffill_index(values)
     starts = np.maximum(np.arange(width) - window + 1, 0)
+    if not np.isnan(values).any():
+        return starts, np.arange(width), np.ones(width, dtype=bool)
+    last = _ffill_index(values)
     first = _bfill_index(values)[:, starts]
     ok = (last >= 0) & (first <= last) & (first < width)
     return np.clip(first, 0, width - 1), np.clip(last, 0, width - 1), ok
 
 
 def _take(values: np.ndarray, columns: np.ndarray) -> np.ndarray:
+    """``values`` at ``columns``: one column per instant for every series, or per cell."""
+    if columns.ndim == 1:
+        return values[:, columns]
     return np.take_along_axis(values, columns, axis=1)
 
 
@@ -73,6 +79,11 @@ def _delta(m: Matrix, window: int) -> np.ndarray:
 
 def _increments(values: np.ndarray) -> np.ndarray:
     """Increment from the previous value (skipping gaps); a decrease is a reset."""
+    if not np.isnan(values).any():
+        step = np.zeros_like(values)
+        step[:, 1:] = values[:, 1:] - values[:, :-1]
+        step[:, 1:] = np.where(step[:, 1:] < 0, values[:, 1:], step[:, 1:])  # counter reset
+        return step
     previous_column = np.roll(_ffill_index(values), 1, axis=1)
     previous_column[:, 0] = -1
     has_previous = (previous_column >= 0) & ~np.isnan(values)

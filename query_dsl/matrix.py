@@ -4,55 +4,98 @@ A :class:`Matrix` holds, for ``S`` series and ``T`` instants, names and label se
 series; shared between matrices, so never changed in place), the instants (epoch ms,
 ascending, evenly spaced by ``step_ms``) and a float64 ``[S, T]`` array with NaN where a
 series has no value. Everything is vectorized over it.
+
+Series identity is kept by columns (:class:`~query_dsl.series_table.SeriesTable`): the
+frameworks class, match and filter series on integer codes, and ``names`` / ``labels`` are
+Python lists made only when read. A matrix built from lists keeps them and makes its table
+when an operation needs it.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
+from query_dsl.series_table import SeriesTable
+
 __all__ = ["Matrix"]
 
 
-@dataclass
 class Matrix:
-    names: list[str]
-    labels: list[dict[str, str]]
+    __slots__ = ("_labels", "_names", "_table", "step_ms", "timestamps", "values")
     timestamps: np.ndarray
     values: np.ndarray
     step_ms: int
 
-    def __post_init__(self) -> None:
-        self.timestamps = np.asarray(self.timestamps, dtype=np.int64)
-        self.values = np.asarray(self.values, dtype=np.float64).reshape(len(self.names), len(self.timestamps))
-        if len(self.labels) != len(self.names):
-            raise ValueError(f"{len(self.names)} names but {len(self.labels)} label sets")
+    def __init__(
+        self,
+        names: list[str],
+        labels: list[dict[str, str]],
+        timestamps: np.ndarray | list[int],
+        values: np.ndarray | list[list[float]],
+        step_ms: int,
+    ) -> None:
+        if len(labels) != len(names):
+            raise ValueError(f"{len(names)} names but {len(labels)} label sets")
+        self._names: list[str] | None = names
+        self._labels: list[dict[str, str]] | None = labels
+        self._table: SeriesTable | None = None
+        self._set_axis(timestamps, values, step_ms)
+
+    @classmethod
+    def from_table(
+        cls, table: SeriesTable, timestamps: np.ndarray, values: np.ndarray, step_ms: int
+    ) -> Matrix:
+        matrix = cls.__new__(cls)
+        matrix._names = matrix._labels = None
+        matrix._table = table
+        matrix._set_axis(timestamps, values, step_ms)
+        return matrix
+
+    def _set_axis(self, timestamps: np.ndarray | list[int], values: Any, step_ms: int) -> None:
+        self.timestamps = np.asarray(timestamps, dtype=np.int64)
+        self.values = np.asarray(values, dtype=np.float64).reshape(len(self), len(self.timestamps))
+        self.step_ms = step_ms
+
+    @property
+    def table(self) -> SeriesTable:
+        if self._table is None:
+            assert self._names is not None and self._labels is not None  # one of the two is kept
+            self._table = SeriesTable.from_lists(self._names, self._labels)
+        return self._table
+
+    @property
+    def names(self) -> list[str]:
+        if self._names is None:
+            self._names = self.table.name_list()
+        return self._names
+
+    @property
+    def labels(self) -> list[dict[str, str]]:
+        if self._labels is None:
+            self._labels = self.table.label_dicts()
+        return self._labels
 
     def __len__(self) -> int:
-        return len(self.names)
+        return len(self._names) if self._names is not None else len(self.table)
+
+    def __repr__(self) -> str:
+        return f"Matrix({len(self)} series x {len(self.timestamps)} instants, step {self.step_ms} ms)"
 
     def with_values(self, values: np.ndarray, names: list[str] | None = None) -> Matrix:
         """The same series and instants with other values (label sets shared: they are
         never changed in place)."""
-        return Matrix(
-            list(names if names is not None else self.names),
-            list(self.labels),
-            self.timestamps,
-            values,
-            self.step_ms,
-        )
+        table = self.table if names is None else self.table.with_names(names)
+        result = Matrix.from_table(table, self.timestamps, values, self.step_ms)
+        result._labels = self._labels
+        if names is None:
+            result._names = self._names
+        return result
 
     def select(self, rows: np.ndarray | list[int]) -> Matrix:
-        index = np.asarray(rows, dtype=np.int64).tolist()
-        return Matrix(
-            [self.names[i] for i in index],
-            [self.labels[i] for i in index],
-            self.timestamps,
-            self.values[np.asarray(index, dtype=np.int64)],
-            self.step_ms,
-        )
+        index = np.asarray(rows, dtype=np.int64)
+        return Matrix.from_table(self.table.take(index), self.timestamps, self.values[index], self.step_ms)
 
     def series_keys(self) -> list[str]:
         from bookkeeper.labels import format_series

@@ -4,25 +4,70 @@ Classes: ``by=[l1, l2]`` groups series by the values of those labels (a missing 
 its own value, "absent"); ``without=[l]`` by every label but those; neither: one class of
 all series (WarpScript's ``[]``, PromQL's ``sum(x)``). The result keeps the labels that
 every member shares with the same value, and the name the members share ("" otherwise).
+Classes come in the order of their first member.
+
+Classes are computed on the label codes of the matrix's series table; ``sum``, ``mean``,
+``count``, ``min`` and ``max`` reduce runs of consecutive members at once (no copy of the
+matrix when members are already adjacent, as a store's index order often makes them).
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from query_dsl.aggregates import aggregate
+from query_dsl.aggregates import aggregate, check_aggregate
 from query_dsl.exceptions import QueryTypeError
 from query_dsl.matrix import Matrix
+from query_dsl.series_table import class_order
 
 __all__ = ["reduce_matrix"]
 
 
-def _class_key(labels: dict[str, str], by: list[str] | None, without: list[str] | None) -> tuple[object, ...]:
+def _classes(m: Matrix, by: list[str] | None, without: list[str] | None) -> tuple[np.ndarray, int]:
     if by is not None:
-        return tuple([labels.get(label) for label in by])  # label order is fixed by `by`
-    if without is not None:
-        return tuple(sorted((k, v) for k, v in labels.items() if k not in without))
-    return ()
+        labels = by
+    elif without is not None:
+        labels = [label for label in m.table.columns if label not in without]
+    else:
+        return np.zeros(len(m), dtype=np.int64), 1 if len(m) else 0
+    classes, first = m.table.groups(labels)
+    return classes, len(first)
+
+
+def _by_runs(ufunc: np.ufunc, values: np.ndarray, classes: np.ndarray, count: int) -> np.ndarray:
+    """``ufunc`` over the rows of each class: first over runs of consecutive rows of one
+    class, then over each class's runs."""
+    starts = np.flatnonzero(np.concatenate([[True], classes[1:] != classes[:-1]]))
+    partial = ufunc.reduceat(values, starts, axis=0)
+    run_class = classes[starts]
+    if len(starts) == count:  # each class is one run
+        out = np.empty((count, values.shape[1]))
+        out[run_class] = partial
+        return out
+    order = np.argsort(run_class, kind="stable")
+    return ufunc.reduceat(partial[order], np.searchsorted(run_class[order], np.arange(count)), axis=0)
+
+
+def _fast(name: str, values: np.ndarray, classes: np.ndarray, count: int) -> np.ndarray:
+    """``sum``, ``mean``, ``count``, ``min``, ``max`` per class, NaN skipped (all-NaN: NaN)."""
+    if name in ("min", "max"):
+        return _by_runs(np.fmin if name == "min" else np.fmax, values, classes, count)
+    if name != "count":
+        total = _by_runs(np.add, values, classes, count)
+        if not np.isnan(total).any():  # no member had a NaN: every member counts
+            sizes = np.bincount(classes, minlength=count).astype(np.float64)
+            return total / sizes[:, None] if name == "mean" else total
+    missing = np.isnan(values)
+    seen = _by_runs(np.add, (~missing).astype(np.float64), classes, count)
+    if name == "count":
+        return seen
+    total = _by_runs(np.add, np.where(missing, 0.0, values), classes, count)
+    with np.errstate(all="ignore"):
+        result = total / seen if name == "mean" else total
+    return np.where(seen > 0, result, np.nan)
+
+
+_FAST = ("sum", "mean", "count", "min", "max")
 
 
 def reduce_matrix(
@@ -34,18 +79,17 @@ def reduce_matrix(
 ) -> Matrix:
     if by is not None and without is not None:
         raise QueryTypeError("reduce takes by= or without=, not both")
-    classes: dict[tuple[object, ...], list[int]] = {}
-    for row, labels in enumerate(m.labels):
-        classes.setdefault(_class_key(labels, by, without), []).append(row)
-    floor = set(by or ())  # the class's own labels: shared by construction
-    names, label_sets, rows = [], [], []
-    for members in classes.values():
-        first = m.labels[members[0]]
-        rest = [m.labels[i] for i in members[1:]]
-        shared = {k: v for k, v in first.items() if k in floor or all(other.get(k) == v for other in rest)}
-        member_names = {m.names[i] for i in members}
-        names.append(member_names.pop() if len(member_names) == 1 else "")
-        label_sets.append(shared)
-        rows.append(aggregate(name, m.values[members], 0, params))
-    values = np.vstack(rows) if rows else np.zeros((0, len(m.timestamps)))
-    return Matrix(names, label_sets, m.timestamps, values, m.step_ms)
+    check_aggregate(name, params)
+    classes, count = _classes(m, by, without)
+    order, starts = class_order(classes, count)
+    table = m.table.shared(order, starts)
+    if not count:
+        values = np.zeros((0, len(m.timestamps)))
+    elif name in _FAST and not params:
+        values = _fast(name, m.values, classes, count)
+    else:
+        bounds = [*starts.tolist(), len(m)]
+        values = np.vstack(
+            [aggregate(name, m.values[order[bounds[i] : bounds[i + 1]]], 0, params) for i in range(count)]
+        )
+    return Matrix.from_table(table, m.timestamps, values, m.step_ms)

@@ -1,10 +1,16 @@
-"""The series index: series keys to ids, and postings (series ids per name and per label
-value) that answer a selector without looking at every series.
+"""The series index: series keys to ids, postings (series ids per name and per label
+value) that answer a selector without looking at every series, and the labels of each
+series by code, which give a query the labels of the series it fetched by columns.
 
 A series is its canonical key ``name{k=v,...}`` (``bookkeeper.labels.format_series``);
 ids are dense, in order of arrival, never reused. Postings are ``array('i')`` (4 bytes a
 series and label), turned into sorted numpy arrays when a query reads them and cached
 until the posting grows.
+
+Labels by code: each value of a label (the name is the label ``__name__``) gets a code, in
+order of first appearance. Series with the same label names share a shape; a shape keeps
+the codes of its series as rows of an ``array('i')``, name first, then the labels in key
+order. Per series: its shape and its row (4 bytes each), and 4 bytes per label and name.
 """
 
 from __future__ import annotations
@@ -30,6 +36,13 @@ class SeriesIndex:
         self._ids: dict[str, int] = {}
         self._postings: dict[str, dict[str, array[int]]] = {}  # label -> value -> ids
         self._cache: dict[tuple[str, str], tuple[int, np.ndarray]] = {}
+        self._values: dict[str, list[str]] = {}  # label -> its values, by code
+        self._codes: dict[str, dict[str, int]] = {}  # label -> value -> code
+        self._shapes: list[tuple[str, ...]] = []  # shape -> (__name__, its labels...)
+        self._shape_numbers: dict[tuple[str, ...], int] = {}
+        self._shape_rows: list[array[int]] = []  # shape -> codes of its series, row after row
+        self._shape_of = array("i")  # series id -> shape
+        self._row_of = array("i")  # series id -> row in its shape
         self._lock = threading.Lock()
         self.refused = 0  # new series refused by max_series
 
@@ -61,7 +74,28 @@ class SeriesIndex:
         self._post(_NAME, name, series_id)
         for label, value in labels.items():
             self._post(label, value, series_id)
+        self._add_codes(name, labels)
         return series_id
+
+    def _add_codes(self, name: str, labels: dict[str, str]) -> None:
+        shape = (_NAME, *labels)
+        number = self._shape_numbers.get(shape)
+        if number is None:
+            number = self._shape_numbers[shape] = len(self._shapes)
+            self._shapes.append(shape)
+            self._shape_rows.append(array("i"))
+        rows = self._shape_rows[number]
+        self._shape_of.append(number)
+        self._row_of.append(len(rows) // len(shape))
+        for label, value in ((_NAME, name), *labels.items()):
+            codes = self._codes.get(label)
+            if codes is None:
+                codes, self._values[label] = self._codes.setdefault(label, {}), []
+            code = codes.get(value)
+            if code is None:
+                code = codes[value] = len(codes)
+                self._values[label].append(value)
+            rows.append(code)
 
     def _post(self, label: str, value: str, series_id: int) -> None:
         values = self._postings.get(label)
@@ -87,6 +121,26 @@ class SeriesIndex:
 
     def label_values(self, label: str) -> list[str]:
         return sorted(self._postings.get(label, {}))
+
+    def columns(self, ids: np.ndarray) -> dict[str, tuple[list[str], np.ndarray]]:
+        """The names (``"__name__"``) and labels of series ``ids`` by columns: per label, its
+        values by code (a list that only grows: read it, never change it) and an int32 code
+        per series, -1 where the series lacks the label."""
+        out: dict[str, tuple[list[str], np.ndarray]] = {}
+        with self._lock:  # no array may be resized while numpy reads its buffer
+            shape_of = np.frombuffer(self._shape_of, dtype=np.int32)[ids]
+            row_of = np.frombuffer(self._row_of, dtype=np.int32)[ids]
+            for number in np.unique(shape_of).tolist():
+                shape = self._shapes[number]
+                members = np.flatnonzero(shape_of == number)
+                rows = np.frombuffer(self._shape_rows[number], dtype=np.int32).reshape(-1, len(shape))
+                codes = rows[row_of[members]]
+                del rows  # release the buffer before the lock
+                for position, label in enumerate(shape):
+                    if label not in out:
+                        out[label] = (self._values[label], np.full(len(ids), -1, dtype=np.int32))
+                    out[label][1][members] = codes[:, position]
+        return out
 
     def _posting(self, label: str, value: str) -> np.ndarray:
         posting = self._postings[label][value]

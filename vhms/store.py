@@ -14,12 +14,13 @@ Thread safety: one lock around ingest and fetch.
 
 from __future__ import annotations
 
+import itertools
 import threading
 import time
 import warnings
 from collections import Counter
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -47,15 +48,25 @@ _MASK = CHUNK - 1
 @dataclass
 class FetchResult:
     """Series (keys, in index order), bucket start times (epoch ms) and values
-    ``[series, buckets]`` with NaN for gaps."""
+    ``[series, buckets]`` with NaN for gaps (from a store: a transposed view of a
+    time-major array, Fortran order)."""
 
     keys: list[str]
     timestamps: np.ndarray
     values: np.ndarray
     step_ms: int
+    ids: np.ndarray | None = None  # the series' ids in ``index`` (a store in this process)
+    index: SeriesIndex | None = field(default=None, repr=False, compare=False)
 
     def labels(self) -> list[tuple[str, dict[str, str]]]:
         return [parse_series(key) for key in self.keys]
+
+    def label_columns(self) -> dict[str, tuple[list[str], np.ndarray]] | None:
+        """Names and labels by columns, as :meth:`SeriesIndex.columns` gives them, when the
+        result comes from a store in this process (else None: parse the keys)."""
+        if self.index is None or self.ids is None:
+            return None
+        return self.index.columns(self.ids)
 
 
 class _Ring:
@@ -345,18 +356,43 @@ class Store:
                     f"{len(ids)} series x {len(buckets)} buckets = {points} points, more than "
                     f"max_points_per_query={self.max_points_per_query}: narrow the selector or the range"
                 )
-            values = np.full((len(ids), len(buckets)), np.nan)
-            present = ring.covers(buckets)
-            if present.any() and len(ids):
-                columns = np.flatnonzero(present)
-                slots = buckets[columns] % ring.slots
-                chunk_of = ids >> _SHIFT
-                for chunk in np.unique(chunk_of):
-                    rows = np.flatnonzero(chunk_of == chunk)
-                    block = ring.values[int(chunk)][np.ix_(slots, ids[rows] & _MASK)]
-                    values[np.ix_(rows, columns)] = block.T
-            keys = [self.index.keys[i] for i in ids.tolist()]
-        return FetchResult(keys, buckets * step, values, step)
+            values = self._gather(ring, ids, buckets)
+            if len(ids) and int(ids[-1] - ids[0]) == len(ids) - 1:  # a run of ids, as a metric's often are
+                keys = self.index.keys[int(ids[0]) : int(ids[-1]) + 1]
+            else:
+                keys = list(map(self.index.keys.__getitem__, ids.tolist()))
+        return FetchResult(keys, buckets * step, values, step, ids, self.index)
+
+    @staticmethod
+    def _gather(ring: _Ring, ids: np.ndarray, buckets: np.ndarray) -> np.ndarray:
+        """``[series, buckets]`` values of sorted ``ids``, copied a block of rows at a time from
+        the time-major chunks (slices where the ids or the slots are contiguous) and kept
+        time-major: the result is a transposed view, as cheap to reduce across series as a
+        copy would be to make."""
+        out = np.empty((len(buckets), len(ids)))
+        present = np.flatnonzero(ring.covers(buckets))  # one contiguous range of columns
+        if not len(present) or not len(ids):
+            out.fill(np.nan)
+            return out.T
+        low, high = int(present[0]), int(present[-1]) + 1
+        out[:low] = np.nan
+        out[high:] = np.nan
+        first_slot = int(buckets[low] % ring.slots)
+        wrap = min(high - low, ring.slots - first_slot)  # the ring wraps after this many columns
+        runs = [(low, low + wrap, first_slot), (low + wrap, high, 0)]
+        chunk_of = ids >> _SHIFT
+        edges = [0, *(np.flatnonzero(np.diff(chunk_of)) + 1).tolist(), len(ids)]  # ids are sorted
+        for start, stop in itertools.pairwise(edges):
+            local = ids[start:stop] & _MASK
+            contiguous = int(local[-1] - local[0]) == stop - start - 1
+            chunk = ring.values[int(chunk_of[start])]
+            for column, end, slot in runs:
+                if column == end:
+                    continue
+                rows = chunk[slot : slot + end - column]
+                block = rows[:, int(local[0]) : int(local[-1]) + 1] if contiguous else rows[:, local]
+                out[column:end, start:stop] = block
+        return out.T
 
     def _ring(self, resolution: str | int, start_ms: int) -> _Ring:
         if resolution == "auto":

@@ -1,0 +1,345 @@
+"""Series identity by columns: the names and label sets of S series as integer codes.
+
+A :class:`SeriesTable` holds a :class:`Column` for the names and one per label name. A
+column is a list of distinct values and an int32 code per series into it, ``-1`` where the
+series lacks the label (names are never absent). Equal codes in one column mean equal
+values; codes of two tables are compared through their values (:func:`joint_classes`).
+
+Equivalence classes, matching and the shared labels of a ``reduce`` are numpy over these
+codes, so a query never builds a label dict per series; the dicts (``label_dicts``) are
+made only when someone asks for them. Tables are immutable: operations return new tables
+that share the value lists.
+
+Built in bulk from canonical keys ``name{k=v,...}`` (``bookkeeper.labels.format_series``)
+with pyarrow's string kernels, or from Python lists.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from urllib.parse import unquote
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from bookkeeper.labels import parse_series, validate_name
+from vhms.store import FetchResult
+
+__all__ = ["Column", "SeriesTable", "class_order", "dense_classes", "joint_classes"]
+
+_NAME = "__name__"
+# Mixed-radix class keys are renumbered densely before they could pass this.
+_KEY_LIMIT = 1 << 62
+
+
+@dataclass(frozen=True)
+class Column:
+    """Distinct ``values`` and a code per series into them (int32, ``-1``: absent)."""
+
+    values: list[str]
+    codes: np.ndarray
+
+    def take(self, rows: np.ndarray) -> Column:
+        return Column(self.values, self.codes[rows])
+
+    def objects(self) -> np.ndarray:
+        """The value of each series as an object array, None where absent."""
+        lookup = np.array([*self.values, None], dtype=object)  # code -1 picks the trailing None
+        picked: np.ndarray = lookup[self.codes]
+        return picked
+
+
+def _constant(value: str, size: int) -> Column:
+    return Column([value], np.zeros(size, dtype=np.int32))
+
+
+def _absent(size: int) -> np.ndarray:
+    return np.full(size, -1, dtype=np.int32)
+
+
+def _encode(values: Iterable[str]) -> Column:
+    index: dict[str, int] = {}
+    codes = [index.setdefault(value, len(index)) for value in values]
+    return Column(list(index), np.array(codes, dtype=np.int32))
+
+
+class SeriesTable:
+    """Names and labels of series by columns (see the module doc); ``columns`` is in label
+    order and may hold labels that no series of this table has."""
+
+    __slots__ = ("_dicts", "columns", "names")
+
+    def __init__(self, names: Column, columns: Mapping[str, Column]) -> None:
+        self.names = names
+        self.columns = {label: columns[label] for label in sorted(columns)}
+        self._dicts: list[dict[str, str]] | None = None
+
+    def __len__(self) -> int:
+        return len(self.names.codes)
+
+    # -- building ----------------------------------------------------------------------------
+
+    @classmethod
+    def from_lists(cls, names: Sequence[str], labels: Sequence[Mapping[str, str]]) -> SeriesTable:
+        rows: dict[str, list[int]] = {}
+        codes: dict[str, list[int]] = {}
+        index: dict[str, dict[str, int]] = {}
+        for row, label_set in enumerate(labels):
+            for label, value in label_set.items():
+                known = index.get(label)
+                if known is None:
+                    known, rows[label], codes[label] = index.setdefault(label, {}), [], []
+                rows[label].append(row)
+                codes[label].append(known.setdefault(value, len(known)))
+        columns = {}
+        for label, known in index.items():
+            column = _absent(len(labels))
+            column[rows[label]] = codes[label]
+            columns[label] = Column(list(known), column)
+        return cls(_encode(names), columns)
+
+    @classmethod
+    def from_fetch(cls, result: FetchResult) -> SeriesTable:
+        """The series of a fetch: from the store's index when it has them by columns, else
+        parsed from the keys."""
+        columns = result.label_columns()
+        if columns is None:
+            return cls.from_keys(result.keys)
+        names = columns.pop(_NAME, None)
+        if names is None:  # no series
+            return cls.from_keys([])
+        return cls(Column(*names), {label: Column(*column) for label, column in columns.items()})
+
+    @classmethod
+    def from_keys(cls, keys: Sequence[str]) -> SeriesTable:
+        """Parse canonical series keys in bulk; a malformed key raises what
+        ``bookkeeper.labels.parse_series`` raises for it."""
+        if not keys:
+            return cls(Column([], np.zeros(0, dtype=np.int32)), {})
+        try:
+            return cls._parse(keys)
+        except _Malformed:  # the reference parser raises the precise error, or takes odd keys
+            parsed = [parse_series(key) for key in keys]
+            return cls.from_lists([name for name, _ in parsed], [labels for _, labels in parsed])
+
+    @classmethod
+    def _parse(cls, keys: Sequence[str]) -> SeriesTable:
+        size = len(keys)
+        halves = pc.split_pattern(pa.array(keys, type=pa.large_string()), "{", max_splits=1)
+        if pc.min(pc.list_value_length(halves)).as_py() != 2:
+            raise _Malformed
+        bodies = pc.list_element(halves, 1)
+        if not pc.all(pc.ends_with(bodies, "}")).as_py():
+            raise _Malformed
+        pairs = pc.split_pattern(pc.utf8_slice_codeunits(bodies, 0, -1), ",")
+        flat = pc.list_flatten(pairs)
+        owners = pc.list_parent_indices(pairs).to_numpy()
+        present = pc.not_equal(flat, "")
+        # "" is a pair only as the whole of an empty label set, "name{}"
+        empty_pairs = len(flat) - pc.sum(present).as_py() if len(flat) else 0
+        if empty_pairs and empty_pairs != pc.sum(pc.equal(pc.binary_length(bodies), 1)).as_py():
+            raise _Malformed
+        flat, owners = flat.filter(present), owners[present.to_numpy(zero_copy_only=False)]
+        encoded = flat.dictionary_encode()
+        label_of: dict[str, int] = {}
+        values: list[dict[str, int]] = []
+        pair_label, pair_value = [], []
+        for text in encoded.dictionary.to_pylist():
+            label, sep, escaped = text.partition("=")
+            if not sep or not label:
+                raise _Malformed
+            try:
+                value = unquote(escaped, errors="strict")
+            except UnicodeDecodeError:
+                raise _Malformed from None
+            position = label_of.setdefault(label, len(label_of))
+            if position == len(values):
+                values.append({})
+            pair_label.append(position)
+            pair_value.append(values[position].setdefault(value, len(values[position])))
+        pair_codes = encoded.indices.to_numpy()
+        label_codes = np.array(pair_label, dtype=np.int32)[pair_codes]
+        value_codes = np.array(pair_value, dtype=np.int32)[pair_codes]
+        columns = {}
+        for label, position in label_of.items():
+            chosen = label_codes == position
+            if (np.diff(owners[chosen]) == 0).any():  # a label twice in one key
+                raise _Malformed
+            column = _absent(size)
+            column[owners[chosen]] = value_codes[chosen]
+            columns[label] = Column(list(values[position]), column)
+        names = pc.list_element(halves, 0).dictionary_encode()
+        name_values = names.dictionary.to_pylist()
+        for name in name_values:
+            validate_name(name)
+        return cls(Column(name_values, names.indices.to_numpy().astype(np.int32)), columns)
+
+    # -- reading -----------------------------------------------------------------------------
+
+    def name_list(self) -> list[str]:
+        values = self.names.values
+        return [values[code] for code in self.names.codes.tolist()]
+
+    def label_dicts(self) -> list[dict[str, str]]:
+        """One label dict per series (made once per table; shared, so never to be changed)."""
+        if self._dicts is None:
+            labels = list(self.columns)
+            if not labels:
+                self._dicts = [{} for _ in range(len(self))]
+            else:
+                per_row = zip(*(column.objects().tolist() for column in self.columns.values()), strict=True)
+                self._dicts = [
+                    {label: value for label, value in zip(labels, row, strict=True) if value is not None}
+                    for row in per_row
+                ]
+        return self._dicts
+
+    def label_names(self) -> list[str]:
+        """The labels at least one series has, sorted."""
+        return [label for label, column in self.columns.items() if (column.codes >= 0).any()]
+
+    def describe(self, row: int, labels: Iterable[str]) -> str:
+        """``{k=v,...}``: the given labels of one series (those it has), sorted."""
+        pairs = []
+        for label in sorted(labels):
+            column = self.columns.get(label)
+            if column is not None and column.codes[row] >= 0:
+                pairs.append(f"{label}={column.values[column.codes[row]]}")
+        return "{" + ",".join(pairs) + "}"
+
+    # -- deriving ----------------------------------------------------------------------------
+
+    def take(self, rows: np.ndarray | Sequence[int]) -> SeriesTable:
+        index = np.asarray(rows, dtype=np.int64)
+        return SeriesTable(self.names.take(index), {k: c.take(index) for k, c in self.columns.items()})
+
+    def with_name(self, name: str) -> SeriesTable:
+        return SeriesTable(_constant(name, len(self)), self.columns)
+
+    def with_names(self, names: Sequence[str]) -> SeriesTable:
+        if len(names) != len(self):
+            raise ValueError(f"{len(names)} names for {len(self)} series")
+        return SeriesTable(_encode(names), self.columns)
+
+    def restrict(self, keep: Iterable[str] | None = None, drop: Iterable[str] = ()) -> SeriesTable:
+        """Only the labels in ``keep`` (all when None), less those in ``drop``."""
+        chosen = set(self.columns if keep is None else keep) - set(drop)
+        return SeriesTable(self.names, {k: c for k, c in self.columns.items() if k in chosen})
+
+    def concat(self, other: SeriesTable) -> SeriesTable:
+        names_a, names_b = _translate(self.names, other.names)
+        columns = {}
+        for label in set(self.columns) | set(other.columns):
+            left = self.columns.get(label, Column([], _absent(len(self))))
+            right = other.columns.get(label, Column([], _absent(len(other))))
+            values, right_codes = _translate(left, right)
+            columns[label] = Column(values, np.concatenate([left.codes, right_codes]))
+        return SeriesTable(Column(names_a, np.concatenate([self.names.codes, names_b])), columns)
+
+    def groups(self, labels: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
+        """Classes of series equal on ``labels`` (a missing label is a value of its own):
+        the class of each series (0, 1, ... in order of first appearance) and each class's
+        first series."""
+        return dense_classes(self.class_keys(labels))
+
+    def class_keys(self, labels: Sequence[str]) -> np.ndarray:
+        """An int64 per series, equal exactly when the series agree on ``labels``."""
+        keys = np.zeros(len(self), dtype=np.int64)
+        span = 1
+        for label in labels:
+            column = self.columns.get(label)
+            if column is None:
+                continue
+            radix = len(column.values) + 1
+            if span * radix >= _KEY_LIMIT:
+                keys = dense_classes(keys)[0]
+                span = int(keys.max()) + 1 if len(keys) else 1
+            keys = keys * radix + (column.codes + 1)
+            span *= radix
+        return keys
+
+    def shared(self, order: np.ndarray, starts: np.ndarray) -> SeriesTable:
+        """One row per class: the name all its members share ("" otherwise) and the labels
+        they all have with one value; ``order`` and ``starts`` as :func:`class_order` gives."""
+        count = len(starts)
+        names = _agree(self.names.codes, order, starts, count)
+        name_values = self.names.values
+        if (names < 0).any():
+            blank = name_values.index("") if "" in name_values else len(name_values)
+            name_values = name_values if blank < len(name_values) else [*name_values, ""]
+            names = np.where(names < 0, blank, names).astype(np.int32)
+        columns = {
+            k: Column(c.values, _agree(c.codes, order, starts, count)) for k, c in self.columns.items()
+        }
+        return SeriesTable(Column(name_values, names), columns)
+
+
+class _Malformed(Exception):
+    """A key is not canonical: the slow parser says why."""
+
+
+def _agree(codes: np.ndarray, order: np.ndarray, starts: np.ndarray, count: int) -> np.ndarray:
+    """Per class, the code all its members have, else -1."""
+    if not count:
+        return np.zeros(0, dtype=np.int32)
+    ordered = codes[order]
+    low = np.minimum.reduceat(ordered, starts)
+    high = np.maximum.reduceat(ordered, starts)
+    return np.where(low == high, low, -1).astype(np.int32)
+
+
+def class_order(classes: np.ndarray, count: int) -> tuple[np.ndarray, np.ndarray]:
+    """The series sorted by class (stable) and where each of the ``count`` classes begins."""
+    order = np.argsort(classes, kind="stable")
+    return order, np.searchsorted(classes[order], np.arange(count))
+
+
+def dense_classes(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Renumber keys 0, 1, ... in order of first appearance; also each class's first row."""
+    if not len(keys):
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+    _, first, inverse = np.unique(keys, return_index=True, return_inverse=True)
+    by_appearance = np.argsort(first, kind="stable")
+    rank = np.empty(len(first), dtype=np.int64)
+    rank[by_appearance] = np.arange(len(first))
+    return rank[inverse.reshape(-1)], first[by_appearance]
+
+
+def _translate(left: Column, right: Column) -> tuple[list[str], np.ndarray]:
+    """Values covering both columns (the left's first, codes unchanged) and the right's
+    codes into them."""
+    if left.values is right.values:
+        return left.values, right.codes
+    index = {value: code for code, value in enumerate(left.values)}
+    values = list(left.values)
+    mapping = np.empty(len(right.values) + 1, dtype=np.int32)
+    for code, value in enumerate(right.values):
+        mapping[code] = index.setdefault(value, len(index))
+        if mapping[code] == len(values):
+            values.append(value)
+    mapping[-1] = -1  # absent stays absent
+    return values, mapping[right.codes]
+
+
+def joint_classes(a: SeriesTable, b: SeriesTable, labels: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
+    """Class numbers of the series of two tables, by ``labels``, in one numbering: equal
+    exactly when the series agree on those labels (first appearance in ``a`` then ``b``)."""
+    keys_a = np.zeros(len(a), dtype=np.int64)
+    keys_b = np.zeros(len(b), dtype=np.int64)
+    span = 1
+    for label in labels:
+        left = a.columns.get(label, Column([], _absent(len(a))))
+        right = b.columns.get(label, Column([], _absent(len(b))))
+        values, right_codes = _translate(left, right)
+        radix = len(values) + 1
+        if span * radix >= _KEY_LIMIT:
+            joint = dense_classes(np.concatenate([keys_a, keys_b]))[0]
+            keys_a, keys_b = joint[: len(a)], joint[len(a) :]
+            span = int(joint.max()) + 1 if len(joint) else 1
+        keys_a = keys_a * radix + (left.codes + 1)
+        keys_b = keys_b * radix + (right_codes + 1)
+        span *= radix
+    joint = dense_classes(np.concatenate([keys_a, keys_b]))[0]
+    return joint[: len(a)], joint[len(a) :]
