@@ -9,9 +9,11 @@ ingest, with a finest ring of 3 hours of minutes (``RESOLUTIONS``) so that every
 1-minute buckets as the peers' do. Each server runs in its own process (Artimon's query API
 and its store in a forked child), so the client's work (the same for all: parsing each JSON
 answer) does not share a heap or a GIL with any of them. Each query is timed as the best of
-``--repeat`` runs over HTTP, the client decoding the JSON answer; the JSON results also
-hold the best decoding time alone (``*_decode_ms``: work on the client's side, the floor of
-a wide answer).
+``--repeat`` runs over HTTP, the client decoding the JSON answer, with the client's garbage
+collector off while timing (as ``timeit`` does: decoding 100,000 series would otherwise set
+off collections of this process's heap, hundreds of ms of noise that lands on whichever
+answer triggers them). The JSON results also hold the best decoding time alone
+(``*_decode_ms``: the client's work, the floor of a wide answer).
 
 Target (issue 8): each query at least as fast as the faster peer, the aggregations at
 least 5x faster (moonshot 10x).
@@ -22,6 +24,7 @@ Run: python benchmarks/query_bench.py [--quick] [--series N]
 from __future__ import annotations
 
 import argparse
+import gc
 import multiprocessing
 import shutil
 import socket
@@ -84,11 +87,15 @@ def timed(call: Callable[[], httpx.Response], repeat: int) -> tuple[float, float
     best = decode = float("inf")
     answer = None
     for _ in range(repeat):
-        started = time.perf_counter()
-        response = call()
-        received = time.perf_counter()
-        answer = response.json()
-        done = time.perf_counter()
+        gc.disable()  # as timeit does: a collection set off by this client's heap is noise
+        try:
+            started = time.perf_counter()
+            response = call()
+            received = time.perf_counter()
+            answer = response.json()
+            done = time.perf_counter()
+        finally:
+            gc.enable()
         best, decode = min(best, done - started), min(decode, done - received)
     return best * 1000, decode * 1000, answer
 

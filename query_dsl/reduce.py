@@ -86,7 +86,8 @@ def reduce_matrix(
     if not count:
         values = np.zeros((0, len(m.timestamps)))
     elif name in _FAST and not params:
-        values = _fast(name, m.values, classes, count)
+        with np.errstate(all="ignore"):  # inf - inf is NaN, as nansum makes it
+            values = _fast(name, m.values, classes, count)
     else:
         bounds = [*starts.tolist(), len(m)]
         values = np.vstack(

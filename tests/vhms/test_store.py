@@ -7,6 +7,7 @@ import pytest
 
 from bookkeeper import Bookkeeper
 from vhms import ConfigurationError, QueryLimitError, SeriesLimitError, Store, parse_resolutions
+from vhms.store import CHUNK
 
 MINUTE = 60_000
 NOW = int(time.time() * 1000) // (60 * MINUTE) * (60 * MINUTE)  # an hour boundary in the past
@@ -49,6 +50,26 @@ def test_ring_wraps_around_and_forgets_what_it_recycled() -> None:
     assert fine.values[0, 7:].tolist() == [700.0, 800.0, 900.0, 1000.0, 1100.0]
     coarse = store.fetch("cpu", end - 20 * MINUTE, end, resolution=300)
     assert coarse.values[0].tolist()[-3:] == [400.0, 900.0, 1100.0]  # last of each 5 minutes
+
+
+def test_fetch_reads_any_ids_across_chunks_and_the_wrap_of_the_ring() -> None:
+    """Fetch copies blocks (slices where ids or slots run on) out of time-major chunks: every
+    cell must be the one ingested, for ids spread over two chunks, runs and gaps of ids,
+    windows across the ring's wrap and beyond what it keeps."""
+    count = CHUNK + 500
+    series = [f"m{{g={i % 3},i={i}}}" for i in range(count)]
+    store = Store("60s:7", max_series=count, max_series_per_query=count)
+    base = NOW - 600 * MINUTE
+    for m in range(11):  # 11 minutes into 7 slots: the ring wraps
+        store.ingest(series, np.arange(count) * 100.0 + m, np.full(count, base + m * MINUTE))
+    for selector in ("m", "m{g=1}", "m{g!=2}", "m{i~6553[0-9]|6554[0-9]|1}"):
+        result = store.fetch(selector, base, base + 12 * MINUTE, resolution=60)
+        ids = np.array([int(key.rsplit("=", 1)[1][:-1]) for key in result.keys])
+        minutes = np.arange(12)
+        expected = ids[:, None] * 100.0 + minutes[None, :]
+        expected[:, (minutes < 4) | (minutes > 10)] = np.nan  # recycled, and not yet come
+        np.testing.assert_array_equal(result.values, expected)
+        assert result.ids is not None and result.ids.tolist() == ids.tolist()
 
 
 def test_late_samples_land_in_their_buckets() -> None:

@@ -1,0 +1,394 @@
+"""Series identity by columns (SeriesTable) against label dicts: parsing keys in bulk, the
+store index's columns, equivalence classes from codes, and the frameworks built on them
+(reduce, matching, set operators, filters, top) against the per-series dict computations
+they replaced, on random label sets with missing labels."""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from bookkeeper.exceptions import InvalidLabelError, InvalidNameError
+from bookkeeper.labels import format_series, parse_series
+from query_dsl import MatchingError, Matrix, apply_op, filter_selector, reduce_matrix, top
+from query_dsl.aggregates import aggregate
+from query_dsl.answer import encode_answer
+from query_dsl.series_table import SeriesTable, joint_classes
+from vhms import Store
+
+STEP = 60_000
+NOW = int(time.time() * 1000) // STEP * STEP
+LABELS = ["a", "b", "c"]
+
+label_sets = st.dictionaries(st.sampled_from(LABELS), st.sampled_from(["1", "2"]), max_size=3)
+
+
+@st.composite
+def matrices(draw: st.DrawFn, max_rows: int = 7) -> Matrix:
+    rows = draw(st.integers(0, max_rows))
+    cols = draw(st.integers(1, 4))
+    names = draw(st.lists(st.sampled_from(["x", "y"]), min_size=rows, max_size=rows))
+    labels = draw(st.lists(label_sets, min_size=rows, max_size=rows))
+    cells = st.one_of(st.sampled_from([np.nan, np.inf, -np.inf, 0.0]), st.floats(-1e6, 1e6))
+    values = draw(st.lists(cells, min_size=rows * cols, max_size=rows * cols))
+    return Matrix(names, labels, np.arange(cols) * STEP, np.array(values).reshape(rows, cols), STEP)
+
+
+def by_columns(m: Matrix) -> Matrix:
+    """The same series, its identity held only by columns (as a fetch makes it)."""
+    return Matrix.from_table(SeriesTable.from_lists(m.names, m.labels), m.timestamps, m.values, m.step_ms)
+
+
+def same(got: Matrix, names: list[str], labels: list[dict[str, str]], values: np.ndarray) -> None:
+    assert got.names == names
+    assert got.labels == labels
+    np.testing.assert_array_equal(got.values, values.reshape(len(names), len(got.timestamps)))
+
+
+# -- the computations the columns replaced: per series, over label dicts ----------------------
+
+
+def dict_key(labels: dict[str, str], on: list[str] | None, ignoring: list[str] | None) -> tuple:
+    if on is not None:
+        return tuple((k, labels[k]) for k in sorted(on) if k in labels)
+    return tuple(sorted((k, v) for k, v in labels.items() if k not in (ignoring or ())))
+
+
+def dict_reduce(m: Matrix, name: str, by: list[str] | None, without: list[str] | None) -> tuple:
+    classes: dict[tuple, list[int]] = {}
+    for row, labels in enumerate(m.labels):
+        if by is not None:
+            key: tuple = tuple(labels.get(label) for label in by)
+        elif without is not None:
+            key = tuple(sorted((k, v) for k, v in labels.items() if k not in without))
+        else:
+            key = ()
+        classes.setdefault(key, []).append(row)
+    names, label_sets_, rows = [], [], []
+    for members in classes.values():
+        first, rest = m.labels[members[0]], [m.labels[i] for i in members[1:]]
+        label_sets_.append({k: v for k, v in first.items() if all(o.get(k) == v for o in rest)})
+        member_names = {m.names[i] for i in members}
+        names.append(member_names.pop() if len(member_names) == 1 else "")
+        with np.errstate(all="ignore"):
+            rows.append(aggregate(name, m.values[members], 0))
+    return names, label_sets_, np.array(rows).reshape(len(rows), len(m.timestamps))
+
+
+def dict_match(op: str, a: Matrix, b: Matrix, on: list[str] | None, group: str | None) -> tuple:
+    def index(m: Matrix) -> dict[tuple, list[int]]:
+        classes: dict[tuple, list[int]] = {}
+        for row, labels in enumerate(m.labels):
+            classes.setdefault(dict_key(labels, on, None), []).append(row)
+        return classes
+
+    def describe(key: tuple) -> str:
+        return "{" + ",".join(f"{k}={v}" for k, v in key) + "}"
+
+    left, right = index(a), index(b)
+    many, one = (left, right) if group != "right" else (right, left)
+    for key, rows in one.items():
+        if len(rows) > 1:
+            side = "right" if group != "right" else "left"
+            raise MatchingError(f"{len(rows)} series on the {side} side share {describe(key)}")
+    if group is None:
+        for key, rows in many.items():
+            if len(rows) > 1 and key in one:
+                raise MatchingError(f"{len(rows)} series on the left share {describe(key)}")
+    names, labels, left_rows, right_rows = [], [], [], []
+    for key, many_rows in many.items():
+        if key in one:
+            for many_row in many_rows:
+                pair = (many_row, one[key][0]) if group != "right" else (one[key][0], many_row)
+                left_rows.append(pair[0])
+                right_rows.append(pair[1])
+                if group is None:
+                    labels.append(dict(key))
+                else:
+                    labels.append(a.labels[many_row] if group == "left" else b.labels[many_row])
+                names.append(a.names[pair[0]] if op == ">" else "")
+    with np.errstate(all="ignore"):
+        if op == ">":
+            left_values, right_values = a.values[left_rows], b.values[right_rows]
+            truth = np.greater(left_values, right_values) & ~np.isnan(left_values) & ~np.isnan(right_values)
+            values = np.where(truth, left_values, np.nan)
+        else:
+            values = np.divide(a.values[left_rows], b.values[right_rows])
+    return names, labels, values
+
+
+def dict_set_op(op: str, a: Matrix, b: Matrix, on: list[str] | None) -> tuple:
+    right: dict[tuple, list[int]] = {}
+    for row, labels in enumerate(b.labels):
+        right.setdefault(dict_key(labels, on, None), []).append(row)
+    left_keys = {dict_key(labels, on, None) for labels in a.labels}
+    rows = [r for r, labels in enumerate(a.labels) if (dict_key(labels, on, None) in right) == (op == "and")]
+    if op == "and":
+        values = [
+            np.where(
+                ~np.isnan(b.values[right[dict_key(a.labels[r], on, None)]]).all(axis=0), a.values[r], np.nan
+            )
+            for r in rows
+        ]
+        return [a.names[r] for r in rows], [a.labels[r] for r in rows], np.array(values)
+    if op == "unless":
+        return [a.names[r] for r in rows], [a.labels[r] for r in rows], a.values[rows]
+    extra = [r for r, labels in enumerate(b.labels) if dict_key(labels, on, None) not in left_keys]
+    return (
+        a.names + [b.names[r] for r in extra],
+        a.labels + [b.labels[r] for r in extra],
+        np.vstack([a.values, b.values[extra]]),
+    )
+
+
+# -- building tables ---------------------------------------------------------------------------
+
+label_values = st.text(st.characters(codec="utf-8", exclude_categories=["Cc", "Cs"]), min_size=1, max_size=8)
+names_ = st.from_regex(r"[A-Za-z_][A-Za-z0-9_.:\-]{0,6}", fullmatch=True)
+keys_ = st.builds(
+    format_series, names_, st.dictionaries(st.sampled_from(["a", "b", "dc", "x.y"]), label_values, max_size=4)
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(keys_, max_size=12))
+def test_keys_parse_in_bulk_as_one_by_one(keys: list[str]) -> None:
+    table = SeriesTable.from_keys(keys)
+    parsed = [parse_series(key) for key in keys]
+    assert table.name_list() == [name for name, _ in parsed]
+    assert table.label_dicts() == [labels for _, labels in parsed]
+    assert len(table) == len(keys)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(st.one_of(keys_, st.text(st.sampled_from("ab{}=,%1-é"), max_size=10)), min_size=1, max_size=5)
+)
+def test_malformed_keys_raise_what_the_one_by_one_parser_raises(keys: list[str]) -> None:
+    try:
+        expected = [parse_series(key) for key in keys]
+    except (InvalidNameError, InvalidLabelError) as exc:
+        with pytest.raises(type(exc)) as raised:
+            SeriesTable.from_keys(keys)
+        assert str(raised.value) == str(exc)
+        return
+    table = SeriesTable.from_keys(keys)
+    assert list(zip(table.name_list(), table.label_dicts(), strict=True)) == expected
+
+
+def test_odd_but_accepted_keys() -> None:
+    keys = ["x{}", "y{a=1,a=2}", "z{a=%2C%3D%7B}", "x{b=1}"]
+    table = SeriesTable.from_keys(keys)
+    assert table.label_dicts() == [parse_series(key)[1] for key in keys]
+    assert table.label_names() == ["a", "b"]
+
+
+def series_key(series: tuple[str, dict[str, str]]) -> str:
+    return format_series(*series)
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.tuples(names_, label_sets), min_size=1, max_size=20, unique_by=series_key))
+def test_the_store_index_gives_the_labels_of_what_it_fetched(
+    series: list[tuple[str, dict[str, str]]],
+) -> None:
+    store = Store("60s:5")
+    keys = [format_series(name, labels) for name, labels in series]
+    half = len(keys) // 2
+    store.ingest(keys[:half], np.ones(half), np.full(half, NOW))
+    first = store.fetch("{}", NOW - STEP, NOW + 1)
+    store.ingest(keys[half:], np.ones(len(keys) - half), np.full(len(keys) - half, NOW))  # grows after
+    for result in (first, store.fetch("{}", NOW - STEP, NOW + 1), store.fetch("{a=1}", NOW - STEP, NOW + 1)):
+        table = SeriesTable.from_fetch(result)
+        assert result.label_columns() is not None
+        parsed = SeriesTable.from_keys(result.keys)
+        assert table.name_list() == parsed.name_list()
+        assert table.label_dicts() == parsed.label_dicts()
+
+
+# -- classes from codes ------------------------------------------------------------------------
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(label_sets, max_size=12), st.lists(st.sampled_from([*LABELS, "z"]), max_size=4))
+def test_classes_from_codes_are_the_classes_of_label_dicts(
+    labels: list[dict[str, str]], by: list[str]
+) -> None:
+    table = SeriesTable.from_lists(["x"] * len(labels), labels)
+    classes, first = table.groups(by)
+    seen: dict[tuple, int] = {}
+    expected = [seen.setdefault(tuple(lab.get(k) for k in by), len(seen)) for lab in labels]
+    assert classes.tolist() == expected
+    assert first.tolist() == [expected.index(c) for c in range(len(seen))]
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(label_sets, max_size=8),
+    st.lists(label_sets, max_size=8),
+    st.one_of(st.none(), st.lists(st.sampled_from([*LABELS, "z"]), max_size=3)),
+)
+def test_joint_classes_of_two_tables_are_the_classes_of_label_dicts(
+    left: list[dict[str, str]], right: list[dict[str, str]], on: list[str] | None
+) -> None:
+    a = SeriesTable.from_lists(["x"] * len(left), left)
+    b = SeriesTable.from_lists(["y"] * len(right), list(reversed(right)))  # other dictionaries
+    labels = sorted(set(on)) if on is not None else sorted(set(a.columns) | set(b.columns))
+    got_a, got_b = joint_classes(a, b, labels)
+    keys = [dict_key(lab, on, None) for lab in [*left, *reversed(right)]]
+    got = [*got_a.tolist(), *got_b.tolist()]
+    for i, j in np.ndindex(len(keys), len(keys)):
+        assert (got[i] == got[j]) == (keys[i] == keys[j])
+
+
+def test_many_values_renumber_instead_of_overflowing() -> None:
+    count = 3000
+    labels = [{f"l{k}": str(i % (k + 2000)) for k in range(6)} for i in range(count)]
+    table = SeriesTable.from_lists(["x"] * count, labels)
+    classes, first = table.groups([f"l{k}" for k in range(6)])  # 2001^6 exceeds int64: renumbered
+    assert len(first) == count and classes.tolist() == list(range(count))
+
+
+# -- the frameworks over columns, against the dict computations --------------------------------
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    matrices(),
+    st.sampled_from(["sum", "mean", "count", "min", "max", "median", "last"]),
+    st.sampled_from([None, ["a"], ["a", "b"], ["z"]]),
+    st.booleans(),
+)
+def test_reduce_over_codes_equals_reduce_over_dicts(
+    m: Matrix, name: str, labels: list[str] | None, without: bool
+) -> None:
+    by, excluded = (None, labels) if without else (labels, None)
+    got = reduce_matrix(by_columns(m), name, by=by, without=excluded)
+    names, label_sets_, values = dict_reduce(m, name, by, excluded)
+    assert got.names == names and got.labels == label_sets_
+    np.testing.assert_allclose(got.values, values, rtol=1e-12, equal_nan=True)
+
+
+def test_reduce_adds_runs_of_adjacent_members_and_scattered_ones_alike() -> None:
+    labels = [{"rack": r} for r in ["r1", "r1", "r2", "r2", "r1", "r3", "r2"]]
+    values = np.arange(7 * 3, dtype=float).reshape(7, 3)
+    values[2, 1] = np.nan
+    m = Matrix(["x"] * 7, labels, np.arange(3) * STEP, values, STEP)
+    for name in ("sum", "mean", "count", "min", "max"):
+        names, label_sets_, expected = dict_reduce(m, name, ["rack"], None)
+        same(reduce_matrix(m, name, by=["rack"]), names, label_sets_, expected)
+        adjacent = reduce_matrix(m.select([0, 1, 4, 2, 3, 6, 5]), name, by=["rack"])
+        np.testing.assert_allclose(adjacent.values, expected, equal_nan=True)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    matrices(),
+    matrices(),
+    st.sampled_from(["/", ">"]),
+    st.sampled_from([None, ["a"], ["a", "b"], ["c", "z"]]),
+    st.sampled_from([None, "left", "right"]),
+)
+def test_matching_over_codes_equals_matching_over_dicts(
+    a: Matrix, b: Matrix, op: str, on: list[str] | None, group: str | None
+) -> None:
+    b = Matrix(b.names, b.labels, a.timestamps, np.resize(b.values, (len(b), len(a.timestamps))), STEP)
+    if group is None and (len(a) == 1) != (len(b) == 1):
+        return  # a singleton applies to every series of the other side: not matching
+    try:
+        expected = dict_match(op, a, b, on, group)
+    except MatchingError as exc:
+        with pytest.raises(MatchingError) as raised:
+            apply_op(op, by_columns(a), by_columns(b), on=on, group=group)
+        assert str(raised.value).startswith(str(exc))
+        return
+    got = apply_op(op, by_columns(a), by_columns(b), on=on, group=group)
+    assert isinstance(got, Matrix)
+    same(got, *expected)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    matrices(),
+    matrices(),
+    st.sampled_from(["and", "or", "unless"]),
+    st.sampled_from([None, ["a"], ["b", "c"]]),
+)
+def test_set_operators_over_codes_equal_set_operators_over_dicts(
+    a: Matrix, b: Matrix, op: str, on: list[str] | None
+) -> None:
+    b = Matrix(b.names, b.labels, a.timestamps, np.resize(b.values, (len(b), len(a.timestamps))), STEP)
+    got = apply_op(op, by_columns(a), by_columns(b), on=on)
+    assert isinstance(got, Matrix)
+    same(got, *dict_set_op(op, a, b, on))
+
+
+@settings(max_examples=200, deadline=None)
+@given(matrices(), st.sampled_from(["x", "~x|y{a=1}", "{a!=1, b~1|2}", "{c!~2}", "y{z=1}", "{}"]))
+def test_filters_over_codes_equal_filters_over_dicts(m: Matrix, selector: str) -> None:
+    from vhms.selector import parse_selector
+
+    matchers = [
+        x for x in (parse_selector(selector).name, *parse_selector(selector).matchers) if x is not None
+    ]
+    rows = [
+        r
+        for r, (name, labels) in enumerate(zip(m.names, m.labels, strict=True))
+        if all(x.matches(name if x.label == "__name__" else labels.get(x.label)) for x in matchers)
+    ]
+    same(
+        filter_selector(by_columns(m), selector),
+        [m.names[r] for r in rows],
+        [m.labels[r] for r in rows],
+        m.values[rows],
+    )
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(st.sampled_from([1.0, 2.0, 3.0, np.nan, -np.inf, np.inf]), max_size=12),
+    st.integers(0, 14),
+    st.booleans(),
+)
+def test_top_and_bottom_rank_as_a_stable_sort(last: list[float], k: int, largest: bool) -> None:
+    m = Matrix(["x"] * len(last), [{"i": str(i)} for i in range(len(last))], [0], np.array(last), STEP)
+    keys = np.where(np.isnan(last), -np.inf if largest else np.inf, last) if last else np.zeros(0)
+    order = np.argsort(keys, kind="stable")
+    expected = [i for i in (order[::-1] if largest else order)[:k].tolist() if not math.isnan(last[i])]
+    assert [int(lab["i"]) for lab in top(m, k, largest=largest).labels] == expected
+
+
+# -- the JSON answer ---------------------------------------------------------------------------
+
+
+def records(m: Matrix) -> list[dict]:
+    finite = [[v if math.isfinite(v) else None for v in row] for row in m.values.tolist()]
+    return [
+        {"name": n, "labels": dict(sorted(lab.items())), "timestamps": m.timestamps.tolist(), "values": row}
+        for n, lab, row in zip(m.names, m.labels, finite, strict=True)
+    ]
+
+
+@settings(max_examples=200, deadline=None)
+@given(matrices())
+def test_the_json_answer_written_by_columns_decodes_to_the_records(m: Matrix) -> None:
+    body = json.loads(encode_answer(by_columns(m), 1.5))
+    assert body == {"series": records(m), "step_ms": STEP, "took_ms": 1.5}
+
+
+def test_the_json_answer_of_awkward_text_empty_axes_and_numbers() -> None:
+    text = ['quote " back \\ slash', "tab\there", "é ☃ \U0001f600", "</script>"]
+    m = Matrix(text, [{"k": t, "j": "1"} for t in text], np.zeros(0), np.zeros((4, 0)), STEP)
+    assert json.loads(encode_answer(m, 0.0))["series"] == records(m)
+    empty = Matrix([], [], [0, STEP], np.zeros((0, 2)), STEP)
+    assert json.loads(encode_answer(empty, 2.0)) == {"series": [], "step_ms": STEP, "took_ms": 2.0}
+    for scalar, expected in ((0.25, 0.25), (math.nan, None), (math.inf, None)):
+        assert json.loads(encode_answer(scalar, 1.0)) == {"scalar": expected, "took_ms": 1.0}
+    tiny = Matrix(["x"], [{}], [0, 1], np.array([[1e-300, -0.0]]), 1)
+    assert json.loads(encode_answer(tiny, 0.0))["series"][0]["values"] == [1e-300, -0.0]
