@@ -61,6 +61,18 @@ def test_query_json_csv_and_scalar(server: BackgroundServer) -> None:
     )
 
 
+def test_infinities_answer_null_like_nan(server: BackgroundServer) -> None:
+    body = httpx.post(
+        f"{server.url}/api/v1/query",
+        json={"query": 'fetch("http.requests{host=h0}", last=2m) / 0 * -1', "end": NOW + MINUTE},
+        timeout=10,
+    ).json()
+    assert [s["values"] for s in body["series"]] == [[None, None], [None, None]]
+    assert sorted(s["labels"]["method"] for s in body["series"]) == ["GET", "PUT"]
+    scalar = httpx.post(f"{server.url}/api/v1/query", json={"query": "1 / 0"}, timeout=10).json()
+    assert scalar["scalar"] is None and scalar["took_ms"] >= 0
+
+
 def test_series_labels_and_values(server: BackgroundServer) -> None:
     assert (
         len(
