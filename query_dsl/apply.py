@@ -15,6 +15,10 @@ sets of series matched by equivalence class, as PromQL's vector matching.
   (NaN where false), or give 1/0 with ``bool=true``; set operators ``and`` (left series whose
   class is on the right, where the right has a value), ``or`` (left, plus the right series
   of classes the left lacks), ``unless`` (left series whose class is not on the right).
+
+Classes are numbered once for both sides from their label codes
+(:func:`~query_dsl.series_table.joint_classes`); pairing, the checks of uniqueness and the
+result's labels are numpy over those numbers, never a label dict per series.
 """
 
 from __future__ import annotations

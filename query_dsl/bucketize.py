@@ -19,7 +19,7 @@ def bucketize(m: Matrix, span_ms: int, name: str, params: tuple[float, ...] = ()
             f"bucketize span {span_ms} ms is not a positive multiple of the step {m.step_ms} ms"
         )
     if not len(m.timestamps):
-        return Matrix(m.names, m.labels, m.timestamps, m.values, span_ms)
+        return Matrix.from_table(m.table, m.timestamps, m.values, span_ms)
     ends = -(-m.timestamps // span_ms) * span_ms  # the bucket end of each instant
     unique_ends, first_index = np.unique(ends, return_index=True)
     columns = []
@@ -27,4 +27,4 @@ def bucketize(m: Matrix, span_ms: int, name: str, params: tuple[float, ...] = ()
         stop = first_index[position + 1] if position + 1 < len(first_index) else len(ends)
         columns.append(aggregate(name, m.values[:, start:stop], 1, params))
     values = np.stack(columns, axis=1) if columns else np.zeros((len(m), 0))
-    return Matrix(m.names, m.labels, unique_ends, values, span_ms)
+    return Matrix.from_table(m.table, unique_ends, values, span_ms)
