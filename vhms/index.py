@@ -147,7 +147,8 @@ class SeriesIndex:
         cached = self._cache.get((label, value))
         if cached is not None and cached[0] == len(posting):
             return cached[1]
-        ids = np.frombuffer(posting, dtype=np.int32).copy()  # appended in id order: sorted
+        with self._lock:  # an append (a new series) must not meet a buffer numpy is reading
+            ids = np.frombuffer(posting, dtype=np.int32).copy()  # appended in id order: sorted
         self._cache[(label, value)] = (len(posting), ids)
         return ids
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import math
+import threading
 import time
 
 import numpy as np
@@ -210,6 +211,36 @@ def test_the_store_index_gives_the_labels_of_what_it_fetched(
         parsed = SeriesTable.from_keys(result.keys)
         assert table.name_list() == parsed.name_list()
         assert table.label_dicts() == parsed.label_dicts()
+
+
+def test_the_index_hands_over_columns_while_new_series_arrive() -> None:
+    """Reading the codes (numpy over the index's arrays) and adding series (which grows those
+    arrays) take turns: neither fails nor sees half of the other."""
+    store = Store("60s:5", max_series=100_000, max_series_per_query=100_000)
+    store.ingest([f"m{{i={i},s=a}}" for i in range(100)], np.ones(100), np.full(100, NOW))
+    done = threading.Event()
+    failures: list[BaseException] = []
+
+    def grow() -> None:
+        try:
+            for batch in range(200):
+                keys = [f"m{{i={i},s=b{batch % 3}}}" for i in range(batch * 50, batch * 50 + 50)]
+                store.ingest(keys, np.ones(50), np.full(50, NOW))
+        except BaseException as exc:  # pragma: no cover - what this test exists to catch
+            failures.append(exc)
+        finally:
+            done.set()
+
+    writer = threading.Thread(target=grow)
+    writer.start()
+    reads = 0
+    while not done.is_set() or reads < 5:
+        result = store.fetch("m", NOW - STEP, NOW + 1)
+        table = SeriesTable.from_fetch(result)
+        assert table.label_dicts() == [parse_series(key)[1] for key in result.keys]
+        reads += 1
+    writer.join(timeout=60)
+    assert not failures and not writer.is_alive()
 
 
 # -- classes from codes ------------------------------------------------------------------------
