@@ -83,6 +83,7 @@ class SeriesTable:
 
     @classmethod
     def from_lists(cls, names: Sequence[str], labels: Sequence[Mapping[str, str]]) -> SeriesTable:
+        """From a name and a label dict per series."""
         rows: dict[str, list[int]] = {}
         codes: dict[str, list[int]] = {}
         index: dict[str, dict[str, int]] = {}
@@ -127,7 +128,11 @@ class SeriesTable:
     @classmethod
     def _parse(cls, keys: Sequence[str]) -> SeriesTable:
         size = len(keys)
-        halves = pc.split_pattern(pa.array(keys, type=pa.large_string()), "{", max_splits=1)
+        try:
+            text = pa.array(keys, type=pa.large_string())
+        except (pa.ArrowException, UnicodeError):  # not UTF-8 (a lone surrogate)
+            raise _Malformed from None
+        halves = pc.split_pattern(text, "{", max_splits=1)
         if pc.min(pc.list_value_length(halves)).as_py() != 2:
             raise _Malformed
         bodies = pc.list_element(halves, 1)

@@ -184,7 +184,7 @@ def test_malformed_keys_raise_what_the_one_by_one_parser_raises(keys: list[str])
 
 
 def test_odd_but_accepted_keys() -> None:
-    keys = ["x{}", "y{a=1,a=2}", "z{a=%2C%3D%7B}", "x{b=1}"]
+    keys = ["x{}", "y{a=1,a=2}", "z{a=%2C%3D%7B}", "x{b=1}", "s{a=\ud800}"]
     table = SeriesTable.from_keys(keys)
     assert table.label_dicts() == [parse_series(key)[1] for key in keys]
     assert table.label_names() == ["a", "b"]
