@@ -42,7 +42,19 @@ class Column:
     codes: np.ndarray
 
     def take(self, rows: np.ndarray) -> Column:
-        return Column(self.values, self.codes[rows])
+        return Column(self.values, self.codes[rows]).compact()
+
+    def compact(self) -> Column:
+        """Only the values some series has, when the values outnumber the series (a few
+        series of a store with many values): what reads the values then costs what the
+        series do, not what the store holds."""
+        if len(self.values) <= len(self.codes):
+            return self
+        present = self.codes >= 0
+        used = np.unique(self.codes[present])
+        codes = _absent(len(self.codes))
+        codes[present] = np.searchsorted(used, self.codes[present])
+        return Column([self.values[code] for code in used.tolist()], codes)
 
     def objects(self) -> np.ndarray:
         """The value of each series as an object array, None where absent."""
@@ -111,7 +123,9 @@ class SeriesTable:
         names = columns.pop(_NAME, None)
         if names is None:  # no series
             return cls.from_keys([])
-        return cls(Column(*names), {label: Column(*column) for label, column in columns.items()})
+        return cls(
+            Column(*names).compact(), {label: Column(*column).compact() for label, column in columns.items()}
+        )
 
     @classmethod
     def from_keys(cls, keys: Sequence[str]) -> SeriesTable:
@@ -276,9 +290,10 @@ class SeriesTable:
             name_values = name_values if blank < len(name_values) else [*name_values, ""]
             names = np.where(names < 0, blank, names).astype(np.int32)
         columns = {
-            k: Column(c.values, _agree(c.codes, order, starts, count)) for k, c in self.columns.items()
+            k: Column(c.values, _agree(c.codes, order, starts, count)).compact()
+            for k, c in self.columns.items()
         }
-        return SeriesTable(Column(name_values, names), columns)
+        return SeriesTable(Column(name_values, names).compact(), columns)
 
 
 class _Malformed(Exception):

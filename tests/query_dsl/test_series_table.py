@@ -243,6 +243,27 @@ def test_the_index_hands_over_columns_while_new_series_arrive() -> None:
     assert not failures and not writer.is_alive()
 
 
+def test_a_few_series_of_a_store_with_many_values_carry_only_their_own_values() -> None:
+    """What reads a column's values (the JSON answer, filters, label dicts) costs what the
+    series hold, not the store: a few series keep only the values they use."""
+    store = Store("60s:5", max_series=5000, max_series_per_query=5000)
+    keys = [f"m{{host=h{i},rack=r{i % 7}}}" for i in range(3000)]
+    store.ingest(keys, np.arange(3000.0), np.full(3000, NOW))
+    few = SeriesTable.from_fetch(store.fetch("m{host~h1[0-9]}", NOW - STEP, NOW + 1))
+    assert len(few.columns["host"].values) == 10 and few.label_dicts()[0] == {"host": "h10", "rack": "r3"}
+    everything = Matrix.from_table(
+        SeriesTable.from_fetch(result := store.fetch("m", NOW - STEP, NOW + 1)),
+        result.timestamps,
+        result.values,
+        STEP,
+    )
+    best = top(everything, 3)
+    assert [len(c.values) for c in best.table.columns.values()] == [3, 3]
+    assert best.labels == [{"host": f"h{i}", "rack": f"r{i % 7}"} for i in (2999, 2998, 2997)]
+    per_rack = reduce_matrix(everything, "sum", by=["rack"])
+    assert len(per_rack.table.columns["host"].values) == 0 and len(per_rack) == 7
+
+
 # -- classes from codes ------------------------------------------------------------------------
 
 
