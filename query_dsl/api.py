@@ -17,8 +17,10 @@ import time
 from typing import Any
 
 from fastapi import Depends, FastAPI, HTTPException, Query, Request
+from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, PlainTextResponse, Response
 from pydantic import BaseModel, Field
+from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from query_dsl.evaluator import Evaluator, Limits
 from query_dsl.exceptions import QueryError, QueryLimitError, QuerySyntaxError
@@ -83,10 +85,21 @@ def create_app(source: DataSource, *, token: str | None = None, limits: Limits |
         if not secrets.compare_digest(given.encode(), f"Bearer {token}".encode()):
             raise HTTPException(status_code=401, detail="a valid bearer token is required")
 
-    @app.exception_handler(HTTPException)
-    def http_error(request: Request, exc: HTTPException) -> JSONResponse:
+    @app.exception_handler(StarletteHTTPException)  # FastAPI's own, routing's 404 and 405 too
+    def http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
         return JSONResponse(
             {"error": {"kind": "HTTPException", "message": str(exc.detail)}}, status_code=exc.status_code
+        )
+
+    @app.exception_handler(RequestValidationError)
+    def invalid_request(request: Request, exc: RequestValidationError) -> JSONResponse:
+        # FastAPI's own handler echoes the input back and fails (500) on a body that is not UTF-8
+        where = "; ".join(
+            f"{'.'.join(str(part) for part in error.get('loc', ()))}: {error.get('msg', '')}"
+            for error in exc.errors()
+        )
+        return JSONResponse(
+            {"error": {"kind": "RequestValidationError", "message": where[:1000]}}, status_code=422
         )
 
     @app.post("/api/v1/query", response_model=QueryAnswer, dependencies=[Depends(authorize)])
