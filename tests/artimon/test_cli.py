@@ -6,6 +6,7 @@ import subprocess
 import sys
 import time
 
+import pandas as pd
 import pytest
 
 from artimon.cli import COMMANDS
@@ -57,18 +58,19 @@ def test_up_demo_runs_the_pipeline_into_vhms(tmp_path) -> None:
     )
     assert result.returncode == 0, result.stderr
     lines = result.stdout.splitlines()
-    assert [line.split()[1] for line in lines if line.startswith("[ready]")] == [
-        "zookeeper",
-        "vhms",
-        "demo",
-        "query",
-        "agent",
-    ]
+    ready = [line.split()[1] for line in lines if line.startswith("[ready]")]
+    assert [name for name in ready if name != "spark"] == ["zookeeper", "vhms", "demo", "query", "agent"]
+    assert "spark" in ready  # on a thread of its own: when the JVM is up
     rounds = [line for line in lines if line.startswith("round ")]
     assert len(rounds) == 3
     assert "3 endpoints polled, 0 failed" in rounds[-1], rounds
     assert "31 series in VHMS" in rounds[-1] or "30 series in VHMS" in rounds[-1], rounds
     assert lines[-1] == "stopped."
+    assert lines[-2].startswith("spark raw_ingest: history up to date")
+    history = pd.read_parquet(tmp_path / "history" / "parquet")
+    requests = history[history["series"].str.startswith("http.requests{")]
+    assert requests["ts"].nunique() >= 3 and len(requests) == 12 * requests["ts"].nunique()  # 12 series
+    assert not list((tmp_path / "landing").glob("*.avro"))  # processed, then deleted
     assert (tmp_path / "vhms" / "default" / "vhms-snapshot.json").exists()  # written on stop
     assert not (tmp_path / "zookeeper" / "zookeeper.pid").exists()  # stopped by its PID
 
