@@ -4,8 +4,8 @@ dashboard page at ``/`` with its endpoints (:mod:`query_dsl.web`).
 
 Every answer is JSON (``?format=csv`` for a query gives CSV: a row per series and instant).
 Errors are ``{"error": {"kind", "message", "line", "column"}}`` with 400 (the query is
-wrong), 422 (the request is malformed), 413 (a limit was hit) or 401 (a bearer token is
-configured and missing or wrong). Queries are at most 10,000 characters; a query runs at
+wrong), 404 (no such dashboard), 422 (the request is malformed), 413 (a limit was hit) or 401
+(a bearer token is configured and missing or wrong). Queries are at most 10,000 characters; a query runs at
 most ``limits.timeout_s``.
 """
 

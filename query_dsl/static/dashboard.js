@@ -223,6 +223,7 @@
     }
     const list = answer.series;
     panel.element.dataset.series = String(list.length);
+    panel.element.dataset.points = String(list.length ? list[0].timestamps.length : 0);
     panel.meta.textContent = `${list.length} series · ${Math.round(answer.took_ms)} ms`;
     if (list.length === 0) {
       clearBody(panel);
@@ -490,7 +491,10 @@
     panels.forEach((p) => { clearBody(p); draw(p); });
   });
   $("token").value = localStorage.getItem(TOKEN_KEY) || "";
-  $("token-form").addEventListener("submit", (event) => event.preventDefault());
+  $("token-form").addEventListener("submit", (event) => {
+    event.preventDefault();
+    $("token").blur(); // commits the value: "change" below
+  });
   $("token").addEventListener("change", (event) => {
     const token = event.target.value.trim();
     if (token) localStorage.setItem(TOKEN_KEY, token);

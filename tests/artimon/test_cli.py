@@ -219,3 +219,37 @@ def test_query_command_prints_a_table_json_and_csv() -> None:
         assert bad.returncode == 1 and "line 1" in bad.stderr
     finally:
         server.stop()
+
+
+@pytest.mark.slow
+def test_api_command_serves_saved_dashboards(tmp_path) -> None:
+    import signal
+
+    import httpx
+
+    from bookkeeper.zkserver import free_port
+    from query_dsl.dashboards import EXAMPLES
+
+    missing = _run("api", "--dashboards", str(tmp_path / "nope"))
+    assert missing.returncode == 2 and "is not a directory" in missing.stderr
+    port = free_port()
+    process = subprocess.Popen(
+        [*ARTIMON, "api", "--port", str(port), "--vhms", "127.0.0.1:1", "--dashboards", str(EXAMPLES)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert process.stdout is not None
+        line = process.stdout.readline()
+        assert f"dashboards at http://127.0.0.1:{port}/" in line, line
+        listed = httpx.get(f"http://127.0.0.1:{port}/api/v1/dashboards", timeout=10).json()
+        assert [d["name"] for d in listed["dashboards"]] == ["demo"]
+        assert "uPlot" in httpx.get(f"http://127.0.0.1:{port}/", timeout=10).text
+        process.send_signal(signal.SIGTERM)
+        process.communicate(timeout=30)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.communicate()
+    assert process.returncode == 0
