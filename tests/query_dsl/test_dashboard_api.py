@@ -190,6 +190,9 @@ def test_render_refuses_more_series_than_it_draws(tmp_path: Path) -> None:
     try:
         response = httpx.get(f"{srv.url}/api/v1/render", params={"q": 'fetch("many")'}, timeout=30)
         assert response.status_code == 413 and "at most 500 series" in response.json()["error"]["message"]
+        weeks = {"q": 'fetch("http.requests", last=3w, resolution=60s)'}  # 12 series x 30,240 minutes
+        response = httpx.get(f"{srv.url}/api/v1/render", params=weeks, timeout=30)
+        assert response.status_code == 413 and "at most 200,000 points" in response.json()["error"]["message"]
         unset = httpx.get(f"{srv.url}/api/v1/dashboards/web", timeout=10)
         assert unset.status_code == 404 and "--dashboards" in unset.json()["error"]["message"]
         assert httpx.get(f"{srv.url}/api/v1/dashboards", timeout=10).json() == {"dashboards": []}
