@@ -15,8 +15,9 @@ import numpy as np
 from matplotlib import rc_context
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
+from matplotlib.font_manager import FontProperties, findfont, get_font
 from matplotlib.lines import Line2D
-from matplotlib.ticker import EngFormatter
+from matplotlib.ticker import FuncFormatter
 
 from query_dsl.exceptions import QueryLimitError
 from query_dsl.matrix import Matrix
@@ -30,6 +31,7 @@ LEGEND_SERIES = 10
 _DPI = 100
 _LABEL_CHARS = 48
 _TITLE_CHARS = 100
+_SCALES = [(1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")]
 
 
 def series_labels(result: Matrix) -> list[str]:
@@ -55,7 +57,7 @@ def render_png(result: Matrix | float, *, title: str, width: int = 800, height: 
     figure = Figure(figsize=(width / _DPI, height / _DPI), dpi=_DPI, layout="constrained")
     FigureCanvasAgg(figure)
     axes = figure.add_subplot()
-    axes.set_title(_cut(title, _TITLE_CHARS), loc="left", fontsize="medium")
+    axes.set_title(_drawable(title, _TITLE_CHARS), loc="left", fontsize="medium")
     if not isinstance(result, Matrix):
         axes.set_axis_off()
         axes.text(0.5, 0.5, f"{result:.6g}", ha="center", va="center", fontsize=40, transform=axes.transAxes)
@@ -66,9 +68,9 @@ def render_png(result: Matrix | float, *, title: str, width: int = 800, height: 
         times = result.timestamps.astype("datetime64[ms]")
         with rc_context({"date.converter": "concise"}):  # ticks like "14:30", the day once
             for row, label in zip(result.values, series_labels(result), strict=True):
-                axes.plot(times, row, linewidth=1.2, label=_cut(label, _LABEL_CHARS))
+                axes.plot(times, row, linewidth=1.2, label=_drawable(label, _LABEL_CHARS))
         axes.set_xlabel("UTC", fontsize="small", color="gray")
-        axes.yaxis.set_major_formatter(EngFormatter(sep=""))  # 400G rather than 4e11 on the axis
+        axes.yaxis.set_major_formatter(FuncFormatter(_short))
         axes.grid(alpha=0.3)
         shown = min(len(result.names), LEGEND_SERIES)
         more = len(result.names) - shown
@@ -106,6 +108,20 @@ def _check_size(result: Matrix) -> None:
         )
 
 
-def _cut(text: str, limit: int) -> str:
+def _short(value: float, _position: int | None = None) -> str:
+    """An axis label as the page writes values: 400G rather than 4e11, 0.25 rather than 250m."""
+    size = abs(value)
+    for scale, suffix in _SCALES:
+        if size >= scale:
+            return f"{value / scale:.3g}{suffix}"
+    return f"{value:.4g}"
+
+
+def _drawable(text: str, limit: int) -> str:
+    """``text`` on one line, cut to ``limit`` characters; a character the font lacks (a
+    control character, a script DejaVu Sans does not cover) becomes "?" where matplotlib
+    would warn, and "$" stays a dollar rather than starting mathtext."""
+    font = get_font(findfont(FontProperties()))
     text = " ".join(text.split())
-    return text if len(text) <= limit else text[: limit - 1] + "…"
+    text = text if len(text) <= limit else text[: limit - 1] + "…"
+    return "".join(c if font.get_char_index(ord(c)) else "?" for c in text).replace("$", r"\$")

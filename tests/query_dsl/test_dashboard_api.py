@@ -155,6 +155,9 @@ def test_render_png(server: BackgroundServer) -> None:
     assert png_size(default.content) == (800, 400)
     for query in ("6 * 7", 'fetch("no.such.series")'):
         assert httpx.get(f"{server.url}/api/v1/render", params={"q": query}, timeout=30).status_code == 200
+    # text the font cannot draw, or that matplotlib would read as mathtext, is drawn anyway
+    hostile = {"q": "1", "title": "cost $5 and $\\frac{ \x82 \x00 中文 °C"}
+    assert httpx.get(f"{server.url}/api/v1/render", params=hostile, timeout=30).status_code == 200
 
 
 @pytest.mark.parametrize(
@@ -163,6 +166,11 @@ def test_render_png(server: BackgroundServer) -> None:
         ({"q": 'fetch("x")\n | map(rate 5m)'}, 400, "QuerySyntaxError"),
         ({"q": 'fetch("x", last=2)'}, 400, "QueryTypeError"),
         ({"q": 'fetch("http.requests", last=1w, resolution=60s)'}, 413, "QueryLimitError"),
+        (
+            {"q": 'fetch("http.requests")', "start": 0, "end": 2**53},
+            400,
+            "QueryError",
+        ),  # the store's limit, as the API
         ({"q": ""}, 422, None),
         ({}, 422, None),
         ({"q": "1", "width": 100_000}, 422, None),
