@@ -152,7 +152,7 @@
   }
 
   function createPanel(spec, adhoc) {
-    const panel = { spec, adhoc, plot: null, keys: "", answer: null, busy: false };
+    const panel = { spec, adhoc, plot: null, keys: "", answer: null, busy: false, again: false };
     panel.element = element("section", "panel");
     panel.element.style.gridColumn = `span ${spec.width}`;
     panel.element.dataset.state = "loading";
@@ -176,7 +176,10 @@
   }
 
   async function update(panel, page) {
-    if (panel.busy) return;
+    if (panel.busy) {
+      panel.again = true; // asked again mid-flight (a new range): run once more after this answer
+      return;
+    }
     panel.busy = true;
     panel.link.href = `?${new URLSearchParams({ q: panel.spec.query, range: state.range })}`;
     try {
@@ -201,6 +204,10 @@
       }
     } finally {
       panel.busy = false;
+      if (panel.again && page === generation) {
+        panel.again = false;
+        update(panel, page);
+      }
     }
   }
 

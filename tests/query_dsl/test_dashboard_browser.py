@@ -151,6 +151,7 @@ def test_a_saved_dashboard_then_a_bad_query(browser: Browser, server: Background
     assert errors == []
 
 
+@pytest.mark.slow  # waits for a 5 s auto-refresh
 def test_the_demo_dashboard_draws_every_panel_and_refreshes(
     browser: Browser, server: BackgroundServer
 ) -> None:
