@@ -8,8 +8,17 @@ from __future__ import annotations
 from query_dsl.apply import apply_op
 from query_dsl.bucketize import bucketize
 from query_dsl.client import Client
+from query_dsl.dashboards import Dashboard, DashboardDirectory
 from query_dsl.evaluator import Evaluator, Limits
-from query_dsl.exceptions import MatchingError, QueryError, QueryLimitError, QuerySyntaxError, QueryTypeError
+from query_dsl.exceptions import (
+    DashboardError,
+    DashboardNotFoundError,
+    MatchingError,
+    QueryError,
+    QueryLimitError,
+    QuerySyntaxError,
+    QueryTypeError,
+)
 from query_dsl.filters import filter_selector, top, where_last
 from query_dsl.mappers import apply_mapper
 from query_dsl.matrix import Matrix
@@ -19,6 +28,10 @@ from query_dsl.sources import DataSource, ShardedSource, StoreSource
 
 __all__ = [
     "Client",
+    "Dashboard",
+    "DashboardDirectory",
+    "DashboardError",
+    "DashboardNotFoundError",
     "DataSource",
     "Evaluator",
     "Limits",

@@ -6,12 +6,22 @@
     ├── QuerySyntaxError   (also ValueError)  text that does not parse; line and column
     ├── QueryTypeError     (also ValueError)  a function given arguments it cannot take
     ├── MatchingError      (also ValueError)  ambiguous or impossible series matching
-    └── QueryLimitError                       series, points or wall time over the limits
+    ├── QueryLimitError                       series, points or wall time over the limits
+    └── DashboardError     (also ValueError)  a saved dashboard that is not valid, or a bad name
+        └── DashboardNotFoundError (also LookupError)  no dashboard of that name
 """
 
 from __future__ import annotations
 
-__all__ = ["MatchingError", "QueryError", "QueryLimitError", "QuerySyntaxError", "QueryTypeError"]
+__all__ = [
+    "DashboardError",
+    "DashboardNotFoundError",
+    "MatchingError",
+    "QueryError",
+    "QueryLimitError",
+    "QuerySyntaxError",
+    "QueryTypeError",
+]
 
 
 class QueryError(Exception):
@@ -37,3 +47,11 @@ class MatchingError(QueryError, ValueError):
 
 class QueryLimitError(QueryError):
     """The query would read or compute more than the configured limits allow."""
+
+
+class DashboardError(QueryError, ValueError):
+    """A saved dashboard's name or file is not valid (too big, not JSON, not the schema)."""
+
+
+class DashboardNotFoundError(DashboardError, LookupError):
+    """No dashboard file of that name in the dashboards directory."""

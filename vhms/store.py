@@ -338,13 +338,16 @@ class Store:
             step = ring.step_ms
             first = -(-start_ms // step)
             last = (end_ms - 1) // step
-            buckets = np.arange(first, last + 1, dtype=np.int64)
-            points = len(ids) * len(buckets)
+            count = last - first + 1
+            # checked before the time axis exists: a range of centuries must not allocate it,
+            # even for no series at all
+            points = max(len(ids), 1) * count
             if points > self.max_points_per_query:
                 raise QueryLimitError(
-                    f"{len(ids)} series x {len(buckets)} buckets = {points} points, more than "
+                    f"{len(ids)} series x {count} buckets = {points} points, more than "
                     f"max_points_per_query={self.max_points_per_query}: narrow the selector or the range"
                 )
+            buckets = np.arange(first, last + 1, dtype=np.int64)
             values = np.full((len(ids), len(buckets)), np.nan)
             present = ring.covers(buckets)
             if present.any() and len(ids):
