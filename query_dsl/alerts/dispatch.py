@@ -109,13 +109,20 @@ class Dispatcher:
         return True
 
     def close(self, timeout: float = 10.0) -> None:
+        """Deliver for up to ``timeout`` seconds, then drop (and count) what is still queued,
+        stop the workers and close the notifiers. A send under way when the time is up
+        ends within its notifier's own timeout and is counted then."""
         self.flush(timeout)
         self._abort.set()
         for name, pending in self._queues.items():
-            try:
-                pending.put(None, timeout=1.0)
-            except queue.Full:
-                log.warning("notifier %s: still busy at close", name)
+            while True:
+                try:
+                    item = pending.get_nowait()
+                except queue.Empty:
+                    break
+                if item is not None:
+                    self._count(name, dropped=1, done=True)
+            pending.put(None)  # emptied above, so there is room
         for thread in self._threads:
             if thread.is_alive():
                 thread.join(timeout=1.0)
@@ -143,9 +150,6 @@ class Dispatcher:
             item = pending.get()
             if item is None:
                 return
-            if self._abort.is_set():
-                self._count(name, dropped=1, done=True)
-                continue
             self._deliver(self.receivers[name], item)
 
     def _deliver(self, receiver: Receiver, notification: Notification) -> None:

@@ -8,7 +8,6 @@ or not; :meth:`Fields.finish` then rejects the keys nobody asked for.
 
 from __future__ import annotations
 
-import math
 import os
 import re
 from collections.abc import Mapping
@@ -107,16 +106,6 @@ class Fields:
             out[name] = self._expand(f"{key}.{name}", item) if env else item
         return out
 
-    def number(self, key: str, default: float, low: float, high: float) -> float:
-        value = self.raw(key)
-        if value is None:
-            return default
-        if isinstance(value, bool) or not isinstance(value, int | float) or math.isnan(value):
-            raise self.error(key, f"expected a number, got {_kind(value)}")
-        if not low <= value <= high:
-            raise self.error(key, f"must be between {low:g} and {high:g}, got {value:g}")
-        return float(value)
-
     def integer(self, key: str, default: int, low: int, high: int) -> int:
         value = self.raw(key)
         if value is None:
@@ -135,7 +124,9 @@ class Fields:
             raise self.error(key, f"expected true or false, got {_kind(value)}")
         return value
 
-    def duration_ms(self, key: str, default: int | None = None, *, low_ms: int = 0) -> int:
+    def duration_ms(
+        self, key: str, default: int | None = None, *, low_ms: int = 0, high_ms: int = 10 * 365 * 86_400_000
+    ) -> int:
         """A duration written as the query language does (``30s``, ``5m``, ``4h``), in ms."""
         value = self.raw(key)
         if value is None:
@@ -148,9 +139,16 @@ class Fields:
             ms = parse_duration(value.strip())
         except QuerySyntaxError as exc:
             raise self.error(key, str(exc)) from None
-        if ms < low_ms:
-            raise self.error(key, f"must be at least {low_ms} ms, got {value}")
+        if not low_ms <= ms <= high_ms:
+            raise self.error(key, f"must be between {low_ms} ms and {high_ms} ms, got {value}")
         return ms
+
+    def seconds(self, key: str, default_s: float, low_s: float, high_s: float) -> float:
+        """A duration (``500ms``, ``10s``, ``2m``) in seconds, such as a timeout."""
+        ms = self.duration_ms(
+            key, int(default_s * 1000), low_ms=int(low_s * 1000), high_ms=int(high_s * 1000)
+        )
+        return ms / 1000
 
     def finish(self) -> None:
         """Reject the keys no reader asked for, naming them and the known ones."""

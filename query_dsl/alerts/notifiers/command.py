@@ -1,6 +1,6 @@
 """``type: command``: run a program per notification, never through a shell.
 
-Settings: ``argv`` (the program and its arguments), ``timeout`` (30 s). The notification's
+Settings: ``argv`` (the program and its arguments), ``timeout`` (a duration, 30s). The notification's
 JSON (:meth:`Notification.to_dict`) arrives on stdin; the environment adds
 ``ARTIMON_ALERT_RULE``, ``ARTIMON_ALERT_STATUS`` (firing or resolved),
 ``ARTIMON_ALERT_COUNT`` and ``ARTIMON_NOTIFIER``. Exit status 0 is delivered; another
@@ -34,7 +34,7 @@ class CommandNotifier:
 
     @classmethod
     def from_options(cls, name: str, fields: Fields) -> CommandNotifier:
-        return cls(name, fields.texts("argv", env=True), timeout=fields.number("timeout", 30.0, 0.1, 3600.0))
+        return cls(name, fields.texts("argv", env=True), timeout=fields.seconds("timeout", 30.0, 0.1, 3600.0))
 
     def send(self, notification: Notification) -> None:
         env = {

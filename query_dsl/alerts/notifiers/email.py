@@ -3,7 +3,7 @@
 Settings: ``to`` (list), ``from``, ``smtp_host`` (localhost), ``smtp_port`` (25),
 ``starttls`` (false), ``ca_file`` (to trust a private CA with STARTTLS), ``username`` and
 ``password`` (both or neither; write ``${ENV_NAME}`` to keep secrets out of the file),
-``timeout`` (30 s). The subject is ``[FIRING:n] rule`` or ``[RESOLVED] rule``; the body
+``timeout`` (a duration, 30s). The subject is ``[FIRING:n] rule`` or ``[RESOLVED] rule``; the body
 lists each alert with its value, annotations and labels.
 """
 
@@ -71,7 +71,7 @@ class EmailNotifier:
             ca_file=fields.text("ca_file", "", env=True) or None,
             username=username,
             password=password,
-            timeout=fields.number("timeout", 30.0, 0.1, 600.0),
+            timeout=fields.seconds("timeout", 30.0, 0.1, 600.0),
         )
 
     def message(self, notification: Notification) -> EmailMessage:

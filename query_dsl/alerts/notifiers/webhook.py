@@ -1,6 +1,6 @@
 """``type: webhook``: the notification as JSON, POSTed (httpx).
 
-Settings: ``url`` (http or https), ``timeout`` (10 s), ``headers`` (a mapping; write
+Settings: ``url`` (http or https), ``timeout`` (a duration, 10s), ``headers`` (a mapping; write
 ``${ENV_NAME}`` for a token). The body is :meth:`Notification.to_dict`. A 2xx answer is
 delivered; 408, 425, 429, 5xx and transport errors are retried by the dispatcher; any other
 answer is final. The answer's body is never read past 1 KiB.
@@ -41,7 +41,7 @@ class WebhookNotifier:
         return cls(
             name,
             url,
-            timeout=fields.number("timeout", 10.0, 0.1, 600.0),
+            timeout=fields.seconds("timeout", 10.0, 0.1, 600.0),
             headers=fields.text_map("headers", env=True),
         )
 
