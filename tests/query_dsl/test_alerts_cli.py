@@ -6,10 +6,12 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
+import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import numpy as np
@@ -90,6 +92,28 @@ def test_once_fires_notifies_and_keeps_state_for_the_next_run(api: str, tmp_path
     assert len(log.read_text().splitlines()) == 1
     saved = json.loads(state.read_text())
     assert [a["series"] for a in saved["alerts"]] == ["temp{rack=r2}", "temp{rack=r3}"]
+
+
+def test_runs_every_interval_until_sigterm(api: str, tmp_path: Path, wait: Callable[..., None]) -> None:
+    rules = write_rules(tmp_path, tmp_path / "log.jsonl")
+    rules.write_text("interval: 1s\n" + rules.read_text())
+    state = str(tmp_path / "s")
+    command = [sys.executable, "-m", "artimon", "alerts", "-f", str(rules), "--api", api, "--state", state]
+    lines: list[str] = []
+    with subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) as process:
+        reader = threading.Thread(target=lambda: lines.extend(process.stdout or []), daemon=True)
+        reader.start()
+        try:
+            wait(lambda: len(lines) >= 3 or process.poll() is not None, timeout=60, what="two alerts firing")
+            assert lines[0].startswith("alerts: 1 rule(s) from ") and "every 1 s" in lines[0], lines
+            assert all(" FIRING " in line for line in lines[1:3]), lines
+        finally:
+            process.send_signal(signal.SIGTERM)
+            process.wait(timeout=60)
+            reader.join(30)
+        errors = process.stderr.read() if process.stderr else ""
+    assert process.returncode == 0, errors
+    assert sum(" FIRING " in line for line in lines) == 2  # later evaluations changed nothing
 
 
 def test_once_with_the_api_down_reports_the_error_and_keeps_state(api: str, tmp_path: Path) -> None:

@@ -297,3 +297,22 @@ def test_alert_json_carries_infinite_values(store: Store, engine_factory: Callab
     (transition,) = engine.evaluate(at(0)).transitions
     assert json.loads(json.dumps(transition.alert.to_dict(), allow_nan=False))["value"] == "+Inf"
     assert isinstance(transition.alert, Alert)
+
+
+def test_run_evaluates_every_interval_until_stopped(
+    store: Store, engine_factory: Callable[..., AlertEngine], wait: Callable[..., None]
+) -> None:
+    put(store, 0, a=95)
+    cfg = replace(config(Recorder(), **{"for": "0s"}), interval_ms=20)
+    engine = engine_factory(cfg)
+    reports: list[Evaluation] = []
+    stop = threading.Event()
+    runner = threading.Thread(target=engine.run, args=(stop, reports.append))
+    runner.start()
+    try:
+        wait(lambda: len(reports) >= 3, what="three evaluations")
+    finally:
+        stop.set()
+        runner.join(30)
+    assert not runner.is_alive()
+    assert all(not r.errors for r in reports) and reports[0].at_ms <= reports[-1].at_ms
