@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, TypeVar
 
 from query_dsl.exceptions import AlertRuleError, QuerySyntaxError
 from query_dsl.parser import parse_duration
@@ -19,6 +19,7 @@ from query_dsl.parser import parse_duration
 __all__ = ["MAX_TEXT_LENGTH", "Fields"]
 
 MAX_TEXT_LENGTH = 10_000
+_T = TypeVar("_T")
 _ENV_REFERENCE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 
 
@@ -40,6 +41,12 @@ class Fields:
     def error(self, key: str | None, problem: str) -> AlertRuleError:
         return AlertRuleError(self.source, self.owner, key, problem)
 
+    def _default(self, key: str, default: _T | None) -> _T:
+        """What an absent key gives: ``default``, or an error when there is none."""
+        if default is None:
+            raise self.error(key, "is required")
+        return default
+
     def has(self, key: str) -> bool:
         self._known.append(key)
         return self.data.get(key) is not None
@@ -53,9 +60,7 @@ class Fields:
         """A string (required when ``default`` is ``None``); ``env`` expands ``${NAME}``."""
         value = self.raw(key)
         if value is None:
-            if default is None:
-                raise self.error(key, "is required")
-            return default
+            return self._default(key, default)
         if not isinstance(value, str):
             raise self.error(key, f"expected text, got {_kind(value)}")
         if len(value) > MAX_TEXT_LENGTH:
@@ -75,9 +80,7 @@ class Fields:
         """A list of strings (required and non-empty when ``default`` is ``None``)."""
         value = self.raw(key)
         if value is None:
-            if default is None:
-                raise self.error(key, "is required")
-            return list(default)
+            return list(self._default(key, default))
         if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
             raise self.error(key, f"expected a list of text, got {_kind(value)}")
         if default is None and not value:
@@ -130,9 +133,7 @@ class Fields:
         """A duration written as the query language does (``30s``, ``5m``, ``4h``), in ms."""
         value = self.raw(key)
         if value is None:
-            if default is None:
-                raise self.error(key, "is required")
-            return default
+            return self._default(key, default)
         if not isinstance(value, str):
             raise self.error(key, f"expected a duration like 30s, 5m or 4h, got {_kind(value)}")
         try:

@@ -16,6 +16,7 @@ import os
 import signal
 import subprocess
 import tempfile
+from dataclasses import dataclass
 
 from query_dsl.alerts.fields import Fields
 from query_dsl.alerts.model import Notification
@@ -24,13 +25,15 @@ from query_dsl.exceptions import NotifyError
 __all__ = ["CommandNotifier"]
 
 
+@dataclass
 class CommandNotifier:
-    def __init__(self, name: str, argv: list[str], *, timeout: float = 30.0) -> None:
-        if not argv:
+    name: str
+    argv: list[str]
+    timeout: float = 30.0
+
+    def __post_init__(self) -> None:
+        if not self.argv:
             raise ValueError("a command notifier needs argv: the program and its arguments")
-        self.name = name
-        self.argv = list(argv)
-        self.timeout = timeout
 
     @classmethod
     def from_options(cls, name: str, fields: Fields) -> CommandNotifier:

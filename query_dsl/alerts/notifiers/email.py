@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import smtplib
 import ssl
+from dataclasses import dataclass, field
 from email.message import EmailMessage
 from email.utils import formatdate, make_msgid, parseaddr
 
@@ -21,31 +22,18 @@ from query_dsl.exceptions import NotifyError
 __all__ = ["EmailNotifier"]
 
 
+@dataclass
 class EmailNotifier:
-    def __init__(
-        self,
-        name: str,
-        *,
-        to: list[str],
-        sender: str,
-        smtp_host: str = "localhost",
-        smtp_port: int = 25,
-        starttls: bool = False,
-        ca_file: str | None = None,
-        username: str | None = None,
-        password: str | None = None,
-        timeout: float = 30.0,
-    ) -> None:
-        self.name = name
-        self.to = list(to)
-        self.sender = sender
-        self.smtp_host = smtp_host
-        self.smtp_port = smtp_port
-        self.starttls = starttls
-        self.ca_file = ca_file
-        self.username = username
-        self.password = password
-        self.timeout = timeout
+    name: str
+    to: list[str]
+    sender: str
+    smtp_host: str = "localhost"
+    smtp_port: int = 25
+    starttls: bool = False
+    ca_file: str | None = None
+    username: str | None = None
+    password: str | None = field(default=None, repr=False)
+    timeout: float = 30.0
 
     @classmethod
     def from_options(cls, name: str, fields: Fields) -> EmailNotifier:

@@ -8,6 +8,8 @@ answer is final. The answer's body is never read past 1 KiB.
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+
 import httpx
 
 from query_dsl.alerts.fields import Fields
@@ -19,15 +21,13 @@ __all__ = ["WebhookNotifier"]
 _RETRYABLE = frozenset({408, 425, 429})
 
 
+@dataclass
 class WebhookNotifier:
-    def __init__(
-        self, name: str, url: str, *, timeout: float = 10.0, headers: dict[str, str] | None = None
-    ) -> None:
-        self.name = name
-        self.url = url
-        self.timeout = timeout
-        self.headers = dict(headers or {})
-        self._http: httpx.Client | None = None
+    name: str
+    url: str
+    timeout: float = 10.0
+    headers: dict[str, str] = field(default_factory=dict, repr=False)
+    _http: httpx.Client | None = field(default=None, init=False, repr=False, compare=False)
 
     @classmethod
     def from_options(cls, name: str, fields: Fields) -> WebhookNotifier:
