@@ -50,7 +50,8 @@ def main(argv: list[str] | None = None) -> int:
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
         stream=sys.stderr,
     )
-    logging.getLogger("kazoo").setLevel(logging.WARNING if not args.verbose else logging.DEBUG)
+    for chatty in ("kazoo", "httpx"):  # a line per connection or request drowns the command's own
+        logging.getLogger(chatty).setLevel(logging.WARNING if not args.verbose else logging.DEBUG)
     try:
         return int(args.run(args))
     except KeyboardInterrupt:
