@@ -175,25 +175,20 @@ class AlertEngine:
 
     def _evaluate_rule(self, rule: Rule, now: int, evaluation: Evaluation) -> None:
         started = time.perf_counter()
+        current, error = None, None
         try:
             current = self._true_series(rule, self.source.query(rule.expr, None, now))
         except Exception as exc:  # any failure of the source (HTTP down, a bad answer, a query error)
             error = f"{type(exc).__name__}: {exc}"
             log.warning("rule %s: evaluation failed, its alerts kept as they were: %s", rule.name, error)
             evaluation.errors[rule.name] = error
-            with self._lock:
-                health = self._health[rule.name]
-                health.evaluations += 1
-                health.errors += 1
-                health.last_error = error
-                health.last_evaluated_ms = now
-                health.last_duration_s = time.perf_counter() - started
-            return
         with self._lock:
-            self._advance(rule, current, now, evaluation)
+            if current is not None:
+                self._advance(rule, current, now, evaluation)
             health = self._health[rule.name]
             health.evaluations += 1
-            health.last_error = None
+            health.errors += error is not None
+            health.last_error = error
             health.last_evaluated_ms = now
             health.last_duration_s = time.perf_counter() - started
             health.active_alerts = len(self._alerts[rule.name])
