@@ -11,9 +11,11 @@ from query_dsl.client import Client
 from query_dsl.dashboards import Dashboard, DashboardDirectory
 from query_dsl.evaluator import Evaluator, Limits
 from query_dsl.exceptions import (
+    AlertRuleError,
     DashboardError,
     DashboardNotFoundError,
     MatchingError,
+    NotifyError,
     QueryError,
     QueryLimitError,
     QuerySyntaxError,
@@ -27,6 +29,7 @@ from query_dsl.reduce import reduce_matrix
 from query_dsl.sources import DataSource, ShardedSource, StoreSource
 
 __all__ = [
+    "AlertRuleError",
     "Client",
     "Dashboard",
     "DashboardDirectory",
@@ -37,6 +40,7 @@ __all__ = [
     "Limits",
     "MatchingError",
     "Matrix",
+    "NotifyError",
     "QueryError",
     "QueryLimitError",
     "QuerySyntaxError",
