@@ -4,8 +4,9 @@ It starts ZooKeeper (unless $ARTIMON_ZK is set), a VHMS shard, an agent whose ar
 source polls every registered bookkeeper each --interval into two file channels, one
 drained by the vhms sink and one by the raw sink (landing files), Spark's raw_ingest in
 local mode turning the landing files into Parquet history, and the HTTP query API over the
-store; with --demo, demo applications register too. It prints a line per component as it
-becomes ready, then a line per round. Ctrl-C stops everything cleanly: the API, the agent
+store with the dashboard page (saved dashboards in <data-dir>/dashboards); with --demo,
+demo applications register too, and the demo dashboard is saved there. It prints a line
+per component as it becomes ready, then a line per round. Ctrl-C stops everything cleanly: the API, the agent
 (its channels closed, its last landing file rolled), Spark (after bringing the history up to
 date), VHMS (a last snapshot written), then ZooKeeper.
 """
@@ -14,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import time
 from pathlib import Path
 
@@ -25,6 +27,7 @@ from bookkeeper.zkserver import ZooKeeperServer
 from collector_agent import Agent
 from collector_agent.monitoring import MonitorServer
 from query_dsl.api import create_app
+from query_dsl.dashboards import EXAMPLES
 from query_dsl.sources import StoreSource
 from vhms import Store
 from vhms.service import VhmsService
@@ -102,8 +105,15 @@ def run(args: argparse.Namespace) -> int:
             demo = DemoApps(zk_hosts)
             demo.start()
             print(f"[ready] demo apps  {len(demo.bookkeepers)} contexts serving", flush=True)
+        dashboards = data / "dashboards"
+        dashboards.mkdir(parents=True, exist_ok=True)
+        if args.demo and not (dashboards / "demo.json").exists():
+            shutil.copy(EXAMPLES / "demo.json", dashboards / "demo.json")
         api = BackgroundServer(
-            create_app(StoreSource(vhms.store)), "127.0.0.1", args.api_port, name="query-api"
+            create_app(StoreSource(vhms.store), dashboards_dir=dashboards),
+            "127.0.0.1",
+            args.api_port,
+            name="query-api",
         )
         api.start()
         print(
@@ -111,6 +121,8 @@ def run(args: argparse.Namespace) -> int:
             "'fetch(\"http.requests\", last=10m) | map(rate, 1m) | reduce(sum, by=[method])')",
             flush=True,
         )
+        page = f"{api.url}/?d=demo" if args.demo else f"{api.url}/"
+        print(f"[ready] dashboard  {page} (saved dashboards in {dashboards})", flush=True)
         if not args.no_spark:
             history = HistoryJob(
                 data,

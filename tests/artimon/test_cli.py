@@ -82,12 +82,20 @@ def test_up_demo_runs_the_pipeline_into_vhms(tmp_path) -> None:
     assert result.returncode == 0, result.stderr
     lines = result.stdout.splitlines()
     ready = [line.split()[1] for line in lines if line.startswith("[ready]")]
-    assert [name for name in ready if name != "spark"] == ["zookeeper", "vhms", "demo", "query", "agent"]
+    assert [name for name in ready if name != "spark"] == [
+        "zookeeper",
+        "vhms",
+        "demo",
+        "query",
+        "dashboard",
+        "agent",
+    ]
     assert "spark" in ready  # on a thread of its own: when the JVM is up
     rounds = [line for line in lines if line.startswith("round ")]
     assert len(rounds) == 3
     assert "3 endpoints polled, 0 failed" in rounds[-1], rounds
     assert "31 series in VHMS" in rounds[-1] or "30 series in VHMS" in rounds[-1], rounds
+    assert (tmp_path / "dashboards" / "demo.json").exists()
     assert lines[-1] == "stopped."
     assert lines[-2].startswith("spark raw_ingest: history up to date")
     history = pd.read_parquet(tmp_path / "history" / "parquet")
