@@ -52,6 +52,13 @@ def series_labels(result: Matrix) -> list[str]:
 
 def render_png(result: Matrix | float, *, title: str, width: int = 800, height: int = 400) -> bytes:
     """``result`` as a ``width`` x ``height`` pixel PNG."""
+    out = io.BytesIO()
+    draw(result, title=title, width=width, height=height).savefig(out, format="png")
+    return out.getvalue()
+
+
+def draw(result: Matrix | float, *, title: str, width: int = 800, height: int = 400) -> Figure:
+    """The figure :func:`render_png` saves."""
     if isinstance(result, Matrix):
         _check_size(result)
     figure = Figure(figsize=(width / _DPI, height / _DPI), dpi=_DPI, layout="constrained")
@@ -68,7 +75,18 @@ def render_png(result: Matrix | float, *, title: str, width: int = 800, height: 
         times = result.timestamps.astype("datetime64[ms]")
         with rc_context({"date.converter": "concise"}):  # ticks like "14:30", the day once
             for row, label in zip(result.values, series_labels(result), strict=True):
-                axes.plot(times, row, linewidth=1.2, label=_drawable(label, _LABEL_CHARS))
+                marker = "o" if _isolated_points(row) else None  # a lone point draws no line
+                axes.plot(
+                    times,
+                    row,
+                    linewidth=1.2,
+                    marker=marker,
+                    markersize=3,
+                    label=_drawable(label, _LABEL_CHARS),
+                )
+            if len(times) == 1:  # else matplotlib spans years around a single instant
+                step = np.timedelta64(max(result.step_ms, 1), "ms")
+                axes.set_xlim(times[0] - step, times[0] + step)
         axes.set_xlabel("UTC", fontsize="small", color="gray")
         axes.yaxis.set_major_formatter(FuncFormatter(_short))
         axes.grid(alpha=0.3)
@@ -89,9 +107,15 @@ def render_png(result: Matrix | float, *, title: str, width: int = 800, height: 
         )
         if np.isnan(result.values).all():
             axes.text(0.5, 0.5, "no values", ha="center", va="center", color="gray", transform=axes.transAxes)
-    out = io.BytesIO()
-    figure.savefig(out, format="png")
-    return out.getvalue()
+    return figure
+
+
+def _isolated_points(row: np.ndarray) -> bool:
+    """Whether ``row`` has a value with no value beside it (a line cannot show it)."""
+    finite = np.isfinite(row)
+    before = np.concatenate(([False], finite[:-1]))
+    after = np.concatenate((finite[1:], [False]))
+    return bool((finite & ~before & ~after).any())
 
 
 def _check_size(result: Matrix) -> None:

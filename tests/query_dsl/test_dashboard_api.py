@@ -18,6 +18,8 @@ from query_dsl import Limits, StoreSource
 from query_dsl.api import create_app
 from query_dsl.dashboards import EXAMPLES, MAX_FILE_BYTES, MAX_PANELS, DashboardDirectory
 from query_dsl.exceptions import DashboardError, DashboardNotFoundError
+from query_dsl.matrix import Matrix
+from query_dsl.render import draw
 from query_dsl.testing import demo_store
 
 MINUTE = 60_000
@@ -245,3 +247,19 @@ def test_directory_rules(tmp_path: Path) -> None:
     (tmp_path / "dir.json").mkdir()
     with pytest.raises(DashboardError, match="cannot be read"):
         DashboardDirectory(tmp_path).load("dir")
+
+
+def test_a_lone_point_is_drawn_as_a_marker_on_a_time_axis_of_a_few_steps() -> None:
+    minute = 60_000
+    at = 1_700_000_000_000
+    lone = Matrix(
+        ["t", "t"], [{"rack": "r1"}, {"rack": "r2"}], np.array([at]), np.array([[25.0], [26.0]]), minute
+    )
+    axes = draw(lone, title="lone").axes[0]
+    assert all(line.get_marker() == "o" for line in axes.get_lines())
+    low, high = axes.get_xlim()  # in days, matplotlib's date unit
+    assert 0 < (high - low) * 86_400_000 <= 2.001 * minute
+    gappy = Matrix(["t"], [{}], np.arange(4) * minute + at, np.array([[1.0, np.nan, 2.0, 3.0]]), minute)
+    assert draw(gappy, title="gap").axes[0].get_lines()[0].get_marker() == "o"  # the 1.0 stands alone
+    full = Matrix(["t"], [{}], np.arange(4) * minute + at, np.array([[1.0, 2.0, 2.0, 3.0]]), minute)
+    assert draw(full, title="full").axes[0].get_lines()[0].get_marker() in (None, "None", "")
