@@ -19,6 +19,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "agent": ("artimon.commands.agent", "run a collector agent from a Flume-style properties file"),
     "api": ("artimon.commands.api", "serve the HTTP query API over the VHMS shards"),
     "query": ("artimon.commands.query", "run one query and print a table, JSON or CSV"),
+    "alerts": ("artimon.commands.alerts", "evaluate alerting rules every interval and notify"),
     "spark": ("artimon.commands.spark", "run a Spark job: raw_ingest, analyze, backfill_vhms"),
     "vhms": ("artimon.commands.vhms", "run a VHMS shard (the multi-resolution store)"),
     "zk": ("artimon.commands.zk", "run a ZooKeeper server from the jars in the pyspark wheel"),
@@ -49,7 +50,8 @@ def main(argv: list[str] | None = None) -> int:
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
         stream=sys.stderr,
     )
-    logging.getLogger("kazoo").setLevel(logging.WARNING if not args.verbose else logging.DEBUG)
+    for chatty in ("kazoo", "httpx"):  # a line per connection or request drowns the command's own
+        logging.getLogger(chatty).setLevel(logging.WARNING if not args.verbose else logging.DEBUG)
     try:
         return int(args.run(args))
     except KeyboardInterrupt:

@@ -6,7 +6,10 @@ keeps ``--variables`` INTEGER counters (``test.counter{i=<n>}``) plus one variab
 other type, serves them, registers in ZooKeeper (``--zk`` or ``$ARTIMON_ZK``) and prints
 ``READY <host> <port> <uuid>`` once serving; with ``--endpoints N`` it serves N contexts
 (``<context>-0`` ...) and prints a READY line for each. Every ``--tick`` seconds each counter grows by
-one. It stops on SIGTERM or when its standard input closes.
+one. With ``--aligned S`` the counters follow :func:`formula_value` instead: from a tenth of
+an S-second round before round R starts until a tenth before the next, ``test.counter{i=n}``
+holds ``formula_value(n, R, S * 1000)``, so whoever polls round R can check every value it
+got (the accounting harness does). It stops on SIGTERM or when its standard input closes.
 """
 
 from __future__ import annotations
@@ -17,13 +20,15 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 from dataclasses import dataclass
 
 from kazoo.client import KazooClient
 
 from bookkeeper._bookkeeper import Bookkeeper
+from bookkeeper.variables import IntegerVar
 
-__all__ = ["AppProcess", "expire_session", "populate", "start_app"]
+__all__ = ["AppProcess", "expire_session", "formula_value", "populate", "start_app"]
 
 
 def populate(bk: Bookkeeper, variables: int) -> None:
@@ -33,6 +38,28 @@ def populate(bk: Bookkeeper, variables: int) -> None:
     bk.double("test.gauge").set(0.5)
     bk.boolean("test.up").set(True)
     bk.string("test.version").set("1.0 beta")
+
+
+def formula_value(i: int, round_ms: int, interval_ms: int) -> int:
+    """What ``test.counter{i=<i>}`` of an ``--aligned`` application holds for a round."""
+    return (round_ms // interval_ms) * (i + 1) + i
+
+
+def _set_formula(counters: list[IntegerVar], per_context: int, interval_ms: int) -> int:
+    """Set the values of the round under way (a tenth of a round early); return that round."""
+    current = (int(time.time() * 1000) + interval_ms // 10) // interval_ms * interval_ms
+    for n, counter in enumerate(counters):
+        counter.set(formula_value(n % per_context, current, interval_ms))
+    return current
+
+
+def _follow_formula(
+    counters: list[IntegerVar], per_context: int, interval_ms: int, stop: threading.Event
+) -> None:
+    while True:
+        current = _set_formula(counters, per_context, interval_ms)
+        if stop.wait(max(0.0, (current + interval_ms * 0.9) / 1000 - time.time())):
+            return
 
 
 @dataclass
@@ -74,9 +101,10 @@ def start_app(
     tick: float = 0.0,
     timeout: float = 60.0,
     endpoints: int = 1,
+    aligned: float = 0.0,
 ) -> AppProcess:
     """Start an application process (serving ``endpoints`` contexts) and wait until each
-    context is READY."""
+    context is READY; ``aligned`` > 0 makes its counters follow :func:`formula_value`."""
     command = [
         sys.executable,
         "-m",
@@ -91,6 +119,8 @@ def start_app(
         str(tick),
         "--endpoints",
         str(endpoints),
+        "--aligned",
+        str(aligned),
     ]
     if zk_hosts:
         command += ["--zk", zk_hosts]
@@ -140,6 +170,7 @@ def _main(argv: list[str] | None = None) -> int:
     parser.add_argument("--tick", type=float, default=0.0, help="grow counters every N s (0: never)")
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--endpoints", type=int, default=1, help="contexts served by this process")
+    parser.add_argument("--aligned", type=float, default=0.0, help="follow formula_value for S-second rounds")
     args = parser.parse_args(argv)
 
     contexts = (
@@ -149,6 +180,9 @@ def _main(argv: list[str] | None = None) -> int:
     for context in contexts:
         bk = Bookkeeper(context)
         populate(bk, args.variables)
+        if args.aligned:  # before serving, so that no poll sees populate's values
+            counters = [bk.integer("test.counter", i=str(i)) for i in range(args.variables)]
+            _set_formula(counters, args.variables, int(args.aligned * 1000))
         server = bk.serve(
             args.host,
             0,
@@ -168,6 +202,8 @@ def _main(argv: list[str] | None = None) -> int:
     for _, server in served:
         print(f"READY {server.host} {server.port} {server.uuid}", flush=True)
     counters = [bk.integer("test.counter", i=str(i)) for bk, _ in served for i in range(args.variables)]
+    if args.aligned:
+        _follow_formula(counters, args.variables, int(args.aligned * 1000), stop)
     while not stop.wait(args.tick or None):
         for counter in counters:
             counter.add(1)

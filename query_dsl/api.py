@@ -1,11 +1,12 @@
 """The HTTP query API (FastAPI): ``POST /api/v1/query``, ``GET /api/v1/series``,
-``/api/v1/labels``, ``/api/v1/label/{name}/values``; OpenAPI at ``/openapi.json``.
+``/api/v1/labels``, ``/api/v1/label/{name}/values``; OpenAPI at ``/openapi.json``; the
+dashboard page at ``/`` with its endpoints (:mod:`query_dsl.web`).
 
 Every answer is JSON (``?format=csv`` for a query gives CSV: a row per series and instant);
 a query's is written by :mod:`query_dsl.answer`, NaN and ±Inf as null.
 Errors are ``{"error": {"kind", "message", "line", "column"}}`` with 400 (the query is
-wrong), 422 (the request is malformed), 413 (a limit was hit) or 401 (a bearer token is
-configured and missing or wrong). Queries are at most 10,000 characters; a query runs at
+wrong), 404 (no such dashboard), 422 (the request is malformed), 413 (a limit was hit) or 401
+(a bearer token is configured and missing or wrong). Queries are at most 10,000 characters; a query runs at
 most ``limits.timeout_s``.
 """
 
@@ -15,18 +16,22 @@ import csv
 import io
 import secrets
 import time
-from typing import Any
+from pathlib import Path
 
 from fastapi import Depends, FastAPI, HTTPException, Query, Request
+from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, PlainTextResponse, Response
 from pydantic import BaseModel, Field
+from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from query_dsl.answer import encode_answer
 from query_dsl.evaluator import Evaluator, Limits
-from query_dsl.exceptions import QueryError, QueryLimitError, QuerySyntaxError
+from query_dsl.exceptions import QueryError, QueryLimitError
+from query_dsl.http_errors import error_response as _error
 from query_dsl.matrix import Matrix
 from query_dsl.parser import MAX_QUERY_LENGTH
 from query_dsl.sources import DataSource
+from query_dsl.web import web_router
 from vhms.exceptions import LimitExceededError, VhmsError
 
 __all__ = ["QueryRequest", "create_app", "to_csv"]
@@ -63,14 +68,15 @@ class ErrorAnswer(BaseModel):
     error: ErrorDetail
 
 
-def _error(status: int, exc: Exception) -> JSONResponse:
-    detail: dict[str, Any] = {"kind": type(exc).__name__, "message": str(exc)}
-    if isinstance(exc, QuerySyntaxError):
-        detail.update(line=exc.line, column=exc.column)
-    return JSONResponse({"error": detail}, status_code=status)
-
-
-def create_app(source: DataSource, *, token: str | None = None, limits: Limits | None = None) -> FastAPI:
+def create_app(
+    source: DataSource,
+    *,
+    token: str | None = None,
+    limits: Limits | None = None,
+    dashboards_dir: Path | None = None,
+) -> FastAPI:
+    """The API over ``source``, with the dashboard page at ``/`` (see :mod:`query_dsl.web`)
+    listing the saved dashboards of ``dashboards_dir``."""
     app = FastAPI(
         title="Artimon query API",
         version="1",
@@ -85,10 +91,21 @@ def create_app(source: DataSource, *, token: str | None = None, limits: Limits |
         if not secrets.compare_digest(given.encode(), f"Bearer {token}".encode()):
             raise HTTPException(status_code=401, detail="a valid bearer token is required")
 
-    @app.exception_handler(HTTPException)
-    def http_error(request: Request, exc: HTTPException) -> JSONResponse:
+    @app.exception_handler(StarletteHTTPException)  # FastAPI's own, routing's 404 and 405 too
+    def http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
         return JSONResponse(
             {"error": {"kind": "HTTPException", "message": str(exc.detail)}}, status_code=exc.status_code
+        )
+
+    @app.exception_handler(RequestValidationError)
+    def invalid_request(request: Request, exc: RequestValidationError) -> JSONResponse:
+        # FastAPI's own handler echoes the input back and fails (500) on a body that is not UTF-8
+        where = "; ".join(
+            f"{'.'.join(str(part) for part in error.get('loc', ()))}: {error.get('msg', '')}"
+            for error in exc.errors()
+        )
+        return JSONResponse(
+            {"error": {"kind": "RequestValidationError", "message": where[:1000]}}, status_code=422
         )
 
     @app.post("/api/v1/query", response_model=QueryAnswer, dependencies=[Depends(authorize)])
@@ -125,6 +142,7 @@ def create_app(source: DataSource, *, token: str | None = None, limits: Limits |
     def label_values(name: str) -> dict[str, list[str]]:
         return {"values": source.label_values(name)}
 
+    app.include_router(web_router(source, authorize=authorize, limits=limits, dashboards_dir=dashboards_dir))
     return app
 
 

@@ -6,12 +6,26 @@
     ├── QuerySyntaxError   (also ValueError)  text that does not parse; line and column
     ├── QueryTypeError     (also ValueError)  a function given arguments it cannot take
     ├── MatchingError      (also ValueError)  ambiguous or impossible series matching
-    └── QueryLimitError                       series, points or wall time over the limits
+    ├── QueryLimitError                       series, points or wall time over the limits
+    ├── DashboardError     (also ValueError)  a saved dashboard that is not valid, or a bad name
+    │   └── DashboardNotFoundError (also LookupError)  no dashboard of that name
+    ├── AlertRuleError     (also ValueError)  a rules file (or rule) that is not valid; file, rule, field
+    └── NotifyError                           a notifier could not deliver; says if a retry may help
 """
 
 from __future__ import annotations
 
-__all__ = ["MatchingError", "QueryError", "QueryLimitError", "QuerySyntaxError", "QueryTypeError"]
+__all__ = [
+    "AlertRuleError",
+    "DashboardError",
+    "DashboardNotFoundError",
+    "MatchingError",
+    "NotifyError",
+    "QueryError",
+    "QueryLimitError",
+    "QuerySyntaxError",
+    "QueryTypeError",
+]
 
 
 class QueryError(Exception):
@@ -37,3 +51,34 @@ class MatchingError(QueryError, ValueError):
 
 class QueryLimitError(QueryError):
     """The query would read or compute more than the configured limits allow."""
+
+
+class DashboardError(QueryError, ValueError):
+    """A saved dashboard's name or file is not valid (too big, not JSON, not the schema)."""
+
+
+class DashboardNotFoundError(DashboardError, LookupError):
+    """No dashboard file of that name in the dashboards directory."""
+
+
+class AlertRuleError(QueryError, ValueError):
+    """A rules file, a rule or a notifier setting is not valid. ``source`` is the file (or
+    ``<dict>``), ``rule`` the rule or notifier concerned (``None`` for the file itself) and
+    ``field`` the offending key; the message names all three."""
+
+    def __init__(self, source: str, rule: str | None, field: str | None, problem: str) -> None:
+        where = source + (f": {rule}" if rule else "") + (f": {field}" if field else "")
+        super().__init__(f"{where}: {problem}")
+        self.source = source
+        self.rule = rule
+        self.field = field
+        self.problem = problem
+
+
+class NotifyError(QueryError):
+    """A notifier could not deliver a notification. ``retryable`` is false when trying again
+    cannot help (a 4xx answer, a refused recipient)."""
+
+    def __init__(self, message: str, *, retryable: bool = True) -> None:
+        super().__init__(message)
+        self.retryable = retryable

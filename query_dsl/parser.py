@@ -6,6 +6,7 @@ it. Parse errors raise ``QuerySyntaxError`` with the line and column and what wa
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
@@ -16,10 +17,31 @@ from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput
 
 from query_dsl.exceptions import QuerySyntaxError
 
-__all__ = ["MAX_QUERY_LENGTH", "BinaryOp", "Call", "Duration", "Matching", "Negate", "Node", "Word", "parse"]
+__all__ = [
+    "MAX_QUERY_LENGTH",
+    "BinaryOp",
+    "Call",
+    "Duration",
+    "Matching",
+    "Negate",
+    "Node",
+    "Word",
+    "parse",
+    "parse_duration",
+]
 
 MAX_QUERY_LENGTH = 10_000
 _UNITS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000, "w": 604_800_000}
+_DURATION = re.compile(r"([0-9]{1,15})(ms|s|m|h|d|w)\Z")
+
+
+def parse_duration(text: str) -> int:
+    """A duration as the language writes it (``500ms 30s 10m 2h 1d 1w``) in milliseconds;
+    ``QuerySyntaxError`` for anything else."""
+    match = _DURATION.match(text) if isinstance(text, str) else None
+    if match is None:
+        raise QuerySyntaxError(f"{text!r} is not a duration like 500ms, 30s, 10m, 2h, 1d or 1w")
+    return int(match[1]) * _UNITS[match[2]]
 
 
 @dataclass(frozen=True)
@@ -71,9 +93,7 @@ class _ToTree(Transformer[Token, Node]):
         return float(token)
 
     def duration(self, token: Token) -> Duration:
-        text = str(token)
-        unit = "ms" if text.endswith("ms") else text[-1]
-        return Duration(int(text[: -len(unit)]) * _UNITS[unit])
+        return Duration(parse_duration(str(token)))
 
     def string(self, token: Token) -> str:
         body = str(token)[1:-1]

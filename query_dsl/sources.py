@@ -3,12 +3,16 @@ registered in ZooKeeper (or listed), fanned out and merged before map and reduce
 
 from __future__ import annotations
 
+import logging
+import math
 import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Protocol
 
 import numpy as np
-from kazoo.exceptions import NoNodeError
+from kazoo.client import KazooClient
+from kazoo.exceptions import KazooException, NoNodeError
 
 from bookkeeper.registration import make_client
 from bookkeeper.znodes import resolve_zk
@@ -16,6 +20,8 @@ from vhms.client import VhmsClient
 from vhms.store import FetchResult, Store
 
 __all__ = ["DataSource", "ShardedSource", "StoreSource"]
+
+log = logging.getLogger(__name__)
 
 
 class DataSource(Protocol):
@@ -62,13 +68,24 @@ def merge(results: list[FetchResult]) -> FetchResult:
 
 class ShardedSource:
     """Every VHMS shard found in ZooKeeper under ``/artimon/vhms`` (any member of each), or
-    the ``servers`` given as ``(host, port)``."""
+    the ``servers`` given as ``(host, port)``. The shard list is read again at most every
+    ``refresh`` seconds, and while ZooKeeper is away the last one read is used, so queries
+    go on during a ZooKeeper outage."""
 
     def __init__(
-        self, zk_hosts: str | None = None, servers: list[tuple[str, int]] | None = None, timeout: float = 30.0
+        self,
+        zk_hosts: str | None = None,
+        servers: list[tuple[str, int]] | None = None,
+        timeout: float = 30.0,
+        refresh: float = 2.0,
     ) -> None:
         self.timeout = timeout
+        self.refresh = refresh
         self._static = servers
+        self._known: list[tuple[str, int]] = []
+        self._read_at = -math.inf
+        self._known_lock = threading.Lock()
+        self._opened: list[VhmsClient] = []  # every thread's connections, closed by close()
         self._zk = None
         if servers is None:
             connect, self._layout = resolve_zk(zk_hosts)
@@ -78,7 +95,11 @@ class ShardedSource:
         self._pool = ThreadPoolExecutor(8, thread_name_prefix="query-fanout")
 
     def close(self) -> None:
-        self._pool.shutdown(wait=False)
+        self._pool.shutdown(wait=True)
+        with self._known_lock:
+            for client in self._opened:
+                client.close()
+            self._opened.clear()
         if self._zk is not None:
             self._zk.stop()
             self._zk.close()
@@ -86,15 +107,28 @@ class ShardedSource:
     def servers(self) -> list[tuple[str, int]]:
         if self._static is not None:
             return list(self._static)
-        assert self._zk is not None  # set when no static list was given
+        with self._known_lock:
+            if (
+                time.monotonic() - self._read_at >= self.refresh
+                and self._zk is not None
+                and self._zk.connected
+            ):
+                try:
+                    self._known = self._read_servers(self._zk)
+                    self._read_at = time.monotonic()
+                except KazooException as exc:  # ZooKeeper went away mid-read: keep the last list
+                    log.warning("keeping the last %d VHMS shards: %s", len(self._known), exc)
+            return list(self._known)
+
+    def _read_servers(self, zk: KazooClient) -> list[tuple[str, int]]:
         found = []
         try:
-            shards = self._zk.get_children(f"{self._layout.root}/vhms")
+            shards = zk.get_children(f"{self._layout.root}/vhms")
         except NoNodeError:
             return []
         for shard in shards:
             try:
-                members = sorted(self._zk.get_children(f"{self._layout.root}/vhms/{shard}"))
+                members = sorted(zk.get_children(f"{self._layout.root}/vhms/{shard}"))
             except NoNodeError:
                 continue
             if members:
@@ -107,6 +141,8 @@ class ShardedSource:
         self._local.clients = clients
         if server not in clients:
             clients[server] = VhmsClient(*server, timeout=self.timeout)
+            with self._known_lock:
+                self._opened.append(clients[server])
         return clients[server]
 
     def _each(self, method: str, *args: object) -> list[object]:

@@ -7,6 +7,8 @@ batch into a row per sample, drops the duplicates an agent's replay brings (same
 time, within ``--watermark``), and appends Parquet under ``--output`` (``file://`` by
 default, ``hdfs://`` in production) with a checkpoint, which makes the output exactly-once
 across restarts. ``--once`` processes what is there and exits (``trigger(availableNow)``).
+A landing file damaged after it was closed (cut short, overwritten) is read up to the
+damage; Spark logs a warning naming it and the stream goes on with the other files.
 Processed landing files are kept, deleted or archived (``--processed``) by Spark's file
 source cleanup.
 """
@@ -41,6 +43,7 @@ def start(spark: Any, args: argparse.Namespace) -> Any:
         .schema(LANDING)
         .option("pathGlobFilter", "*.avro")
         .option("maxFilesPerTrigger", args.max_files)
+        .option("ignoreCorruptFiles", "true")
     )
     if args.processed != "keep":
         reader = reader.option("cleanSource", args.processed)

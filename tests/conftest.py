@@ -1,5 +1,6 @@
-"""Shared fixtures: one real ZooKeeper server per test session (or ``$ARTIMON_ZK``), and
-waiting on a condition with a deadline."""
+"""Shared fixtures: one real ZooKeeper server per test session (or ``$ARTIMON_ZK``), one
+local SparkSession per test session (started by the first test that asks: a JVM takes about
+10 s), and waiting on a condition with a deadline."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import time
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -48,3 +50,12 @@ def wait_until(condition: Callable[[], object], timeout: float = 20.0, what: str
 @pytest.fixture
 def wait() -> Callable[..., None]:
     return wait_until
+
+
+@pytest.fixture(scope="session")
+def spark() -> Iterator[Any]:
+    from spark_jobs.session import spark_session  # pyspark's import is slow: only when asked
+
+    session = spark_session("local[2]", "artimon-tests")
+    yield session
+    session.stop()

@@ -6,7 +6,16 @@ import importlib
 
 import pytest
 
-PACKAGES = ["bookkeeper", "collector_agent", "vhms", "query_dsl", "spark_jobs", "artimon"]
+PACKAGES = [
+    "bookkeeper",
+    "collector_agent",
+    "vhms",
+    "query_dsl",
+    "query_dsl.alerts",
+    "query_dsl.alerts.notifiers",
+    "spark_jobs",
+    "artimon",
+]
 
 
 @pytest.mark.parametrize("package", PACKAGES)

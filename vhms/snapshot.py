@@ -2,13 +2,15 @@
 
 A snapshot is two files in its directory, written as ``.tmp`` and renamed, data first:
 
-- ``vhms-snapshot.npz``: numpy arrays (no pickles): per ring its head and its buckets for
+- ``vhms-snapshot-<created ms>.npz``: numpy arrays (no pickles): per ring its head and its buckets for
   the stored series (``ring<i>.values`` ``[slots, series]`` float64, the finest ring's
   ``ring0.offsets`` uint8), the series keys and string values as one UTF-8 blob plus
   offsets, the string values' series ids and times;
 - ``vhms-snapshot.json``: the manifest: format version, creation time, resolutions, series
-  count, and the SHA-256 of the ``.npz``. The manifest is the commit point: a crash before
-  its rename leaves the previous snapshot whole.
+  count, the name of its ``.npz`` and that file's SHA-256. The manifest is the commit point:
+  each snapshot's data goes to a file of its own, so a crash before the manifest's rename
+  leaves the previous snapshot whole (the previous data file is deleted only after the
+  rename). A manifest without a name (the first format) means ``vhms-snapshot.npz``.
 
 Reading checks the manifest, the checksum, the resolutions (they must be the store's) and
 every array's shape; any failure raises ``SnapshotError`` saying which, and
@@ -36,7 +38,7 @@ __all__ = ["FORMAT_VERSION", "load_snapshot", "restore_or_empty", "save_snapshot
 log = logging.getLogger(__name__)
 
 FORMAT_VERSION = 1
-DATA = "vhms-snapshot.npz"
+LEGACY_DATA = "vhms-snapshot.npz"
 MANIFEST = "vhms-snapshot.json"
 
 
@@ -81,19 +83,24 @@ def save_snapshot(store: Store, directory: str | os.PathLike[str]) -> Path:
         arrays["strings.blob"], arrays["strings.offsets"] = _pack_strings(
             [store.strings[i][1] for i in string_ids]
         )
-    data_tmp = target / (DATA + ".tmp")
+    created_ms = int(time.time() * 1000)
+    while (target / f"vhms-snapshot-{created_ms}.npz").exists():  # never over a committed one
+        created_ms += 1
+    data = target / f"vhms-snapshot-{created_ms}.npz"
     try:
+        data_tmp = data.with_name(data.name + ".tmp")
         with open(data_tmp, "wb") as out:
             np.savez(out, **arrays)  # type: ignore[arg-type]
             out.flush()
             os.fsync(out.fileno())
-        os.replace(data_tmp, target / DATA)
+        os.replace(data_tmp, data)
         manifest = {
             "format_version": FORMAT_VERSION,
-            "created_ms": int(time.time() * 1000),
+            "created_ms": created_ms,
             "resolutions": [str(r) for r in store.resolutions],
             "series": count,
-            "sha256": _sha256(target / DATA),
+            "data": data.name,
+            "sha256": _sha256(data),
         }
         manifest_tmp = target / (MANIFEST + ".tmp")
         with open(manifest_tmp, "w") as out:
@@ -101,10 +108,31 @@ def save_snapshot(store: Store, directory: str | os.PathLike[str]) -> Path:
             out.flush()
             os.fsync(out.fileno())
         os.replace(manifest_tmp, target / MANIFEST)
+        _fsync_directory(target)
+        for old in [*target.glob("vhms-snapshot-*.npz"), target / LEGACY_DATA]:
+            if old != data and old.exists():
+                old.unlink()
     except OSError as exc:
         raise SnapshotError(f"cannot write a snapshot into {target}: {exc}") from None
     log.info("snapshot of %d series written to %s in %.2f s", count, target, time.monotonic() - started)
     return target / MANIFEST
+
+
+def _fsync_directory(directory: Path) -> None:
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _data_file(directory: Path) -> Path | None:
+    """The data file the manifest names (``None`` without a readable manifest)."""
+    try:
+        name = json.loads((directory / MANIFEST).read_text()).get("data", LEGACY_DATA)
+    except (OSError, ValueError, AttributeError):
+        return None
+    return directory / name if isinstance(name, str) and "/" not in name else None
 
 
 def _columns(chunks: list[np.ndarray], count: int, dtype: type) -> np.ndarray:
@@ -127,7 +155,11 @@ def load_snapshot(store: Store, directory: str | os.PathLike[str]) -> bool:
         version = manifest["format_version"]
         resolutions = manifest["resolutions"]
         count = int(manifest["series"])
-    except (OSError, ValueError, KeyError, TypeError) as exc:
+        name = manifest.get("data", LEGACY_DATA)
+        if not isinstance(name, str) or "/" in name or not name.endswith(".npz"):
+            raise ValueError(f"bad data file name {name!r}")
+        data = source / name
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
         raise SnapshotError(f"{source / MANIFEST} is not a snapshot manifest: {exc}") from None
     if version != FORMAT_VERSION:
         raise SnapshotError(f"snapshot format {version}, this store reads {FORMAT_VERSION}")
@@ -136,13 +168,13 @@ def load_snapshot(store: Store, directory: str | os.PathLike[str]) -> bool:
             f"snapshot resolutions {resolutions} are not the store's {[str(r) for r in store.resolutions]}"
         )
     try:
-        actual = _sha256(source / DATA)
+        actual = _sha256(data)
     except OSError as exc:
-        raise SnapshotError(f"cannot read {source / DATA}: {exc}") from None
+        raise SnapshotError(f"cannot read {data}: {exc}") from None
     if actual != expected:
-        raise SnapshotError(f"{source / DATA} is corrupt: SHA-256 {actual}, the manifest says {expected}")
+        raise SnapshotError(f"{data} is corrupt: SHA-256 {actual}, the manifest says {expected}")
     try:
-        with np.load(source / DATA, allow_pickle=False) as arrays:
+        with np.load(data, allow_pickle=False) as arrays:
             keys = _unpack_strings(arrays["keys.blob"], arrays["keys.offsets"])
             if len(keys) != count:
                 raise SnapshotError(f"snapshot holds {len(keys)} keys, the manifest says {count}")
@@ -161,7 +193,7 @@ def load_snapshot(store: Store, directory: str | os.PathLike[str]) -> bool:
                 ):
                     store.strings[series_id] = (ts, text)
     except (OSError, ValueError, KeyError, zipfile.BadZipFile) as exc:
-        raise SnapshotError(f"{source / DATA} cannot be read: {exc}") from None
+        raise SnapshotError(f"{data} cannot be read: {exc}") from None
     return True
 
 
@@ -181,10 +213,10 @@ def restore_or_empty(store: Store, directory: str | os.PathLike[str]) -> bool:
     except SnapshotError as exc:
         log.error("starting without the snapshot in %s: %s", directory, exc)
         stamp = time.strftime("%Y%m%dT%H%M%S")
-        for name in (DATA, MANIFEST):
-            path = Path(directory) / name
-            if path.exists():
-                path.rename(path.with_name(f"{name}.corrupt-{stamp}"))
+        data = _data_file(Path(directory))
+        for path in (data, Path(directory) / MANIFEST):
+            if path is not None and path.exists():
+                path.rename(path.with_name(f"{path.name}.corrupt-{stamp}"))
         fresh = Store(store.resolutions, max_series=store.index.max_series)
         store.index, store.rings, store.strings = fresh.index, fresh.rings, fresh.strings
         return False

@@ -349,13 +349,16 @@ class Store:
             step = ring.step_ms
             first = -(-start_ms // step)
             last = (end_ms - 1) // step
-            buckets = np.arange(first, last + 1, dtype=np.int64)
-            points = len(ids) * len(buckets)
+            count = last - first + 1
+            # checked before the time axis exists: a range of centuries must not allocate it,
+            # even for no series at all
+            points = max(len(ids), 1) * count
             if points > self.max_points_per_query:
                 raise QueryLimitError(
-                    f"{len(ids)} series x {len(buckets)} buckets = {points} points, more than "
+                    f"{len(ids)} series x {count} buckets = {points} points, more than "
                     f"max_points_per_query={self.max_points_per_query}: narrow the selector or the range"
                 )
+            buckets = np.arange(first, last + 1, dtype=np.int64)
             values = self._gather(ring, ids, buckets)
             if len(ids) and int(ids[-1] - ids[0]) == len(ids) - 1:  # a run of ids, as a metric's often are
                 keys = self.index.keys[int(ids[0]) : int(ids[-1]) + 1]

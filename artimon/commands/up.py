@@ -1,20 +1,25 @@
 """Run the embedded stack on this machine, with all data under --data-dir.
 
 It starts ZooKeeper (unless $ARTIMON_ZK is set), a VHMS shard, an agent whose artimon
-source polls every registered bookkeeper each --interval into a file channel drained by the
-vhms sink, and the HTTP query API over that store; with --demo, demo applications register
-too. It prints a line per component as it becomes ready, then a line per round. Dashboards
-and Spark join it as they land. Ctrl-C stops everything cleanly: the agent first (its file
-channel closed), then VHMS (a last snapshot written), then ZooKeeper.
+source polls every registered bookkeeper each --interval into two file channels, one
+drained by the vhms sink and one by the raw sink (landing files), Spark's raw_ingest in
+local mode turning the landing files into Parquet history, and the HTTP query API over the
+store with the dashboard page (saved dashboards in <data-dir>/dashboards); with --demo,
+demo applications register too, and the demo dashboard is saved there. It prints a line
+per component as it becomes ready, then a line per round. Ctrl-C stops everything cleanly: the API, the agent
+(its channels closed, its last landing file rolled), Spark (after bringing the history up to
+date), VHMS (a last snapshot written), then ZooKeeper.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import time
 from pathlib import Path
 
+from artimon.commands._history import HistoryJob
 from artimon.commands._signals import stop_event
 from bookkeeper.demo import DemoApps
 from bookkeeper.httpserver import BackgroundServer
@@ -22,26 +27,36 @@ from bookkeeper.zkserver import ZooKeeperServer
 from collector_agent import Agent
 from collector_agent.monitoring import MonitorServer
 from query_dsl.api import create_app
+from query_dsl.dashboards import EXAMPLES
 from query_dsl.sources import StoreSource
 from vhms import Store
 from vhms.service import VhmsService
 
 AGENT = """
 up.sources = poll
-up.channels = durable
-up.sinks = store
+up.channels = durable landing
+up.sinks = store land
 up.sources.poll.type = artimon
 up.sources.poll.zk = {zk}
 up.sources.poll.interval = {interval}
 up.sources.poll.agentId = embedded
-up.sources.poll.channels = durable
+up.sources.poll.channels = durable landing
 up.channels.durable.type = file
-up.channels.durable.dataDirs = {channel_dir}
+up.channels.durable.dataDirs = {data}/channels/durable
 up.channels.durable.minimumRequiredSpace = 104857600
+up.channels.landing.type = file
+up.channels.landing.dataDirs = {data}/channels/landing
+up.channels.landing.minimumRequiredSpace = 104857600
 up.sinks.store.type = vhms
 up.sinks.store.channel = durable
 up.sinks.store.zk = {zk}
 up.sinks.store.maxBackoffSleep = 1000
+up.sinks.store.deadLetter.dir = {data}/dead-letter
+up.sinks.land.type = raw
+up.sinks.land.channel = landing
+up.sinks.land.directory = {data}/landing
+up.sinks.land.rollInterval = {roll}
+up.sinks.land.deadLetter.dir = {data}/dead-letter
 """
 
 
@@ -61,6 +76,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--rounds", type=int, default=0, help="stop after N rounds (0: never)")
     parser.add_argument("--api-port", type=int, default=8080, help="query API port (0: any free one)")
+    parser.add_argument("--no-spark", action="store_true", help="no Spark raw_ingest (no Parquet history)")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -69,6 +85,7 @@ def run(args: argparse.Namespace) -> int:
     stop = stop_event()
     zk_server = None
     vhms = agent = monitor = demo = api = None
+    history: HistoryJob | None = None
     try:
         if not os.environ.get("ARTIMON_ZK"):
             zk_server = ZooKeeperServer(data / "zookeeper", 0)
@@ -88,8 +105,15 @@ def run(args: argparse.Namespace) -> int:
             demo = DemoApps(zk_hosts)
             demo.start()
             print(f"[ready] demo apps  {len(demo.bookkeepers)} contexts serving", flush=True)
+        dashboards = data / "dashboards"
+        dashboards.mkdir(parents=True, exist_ok=True)
+        if args.demo and not (dashboards / "demo.json").exists():
+            shutil.copy(EXAMPLES / "demo.json", dashboards / "demo.json")
         api = BackgroundServer(
-            create_app(StoreSource(vhms.store)), "127.0.0.1", args.api_port, name="query-api"
+            create_app(StoreSource(vhms.store), dashboards_dir=dashboards),
+            "127.0.0.1",
+            args.api_port,
+            name="query-api",
         )
         api.start()
         print(
@@ -97,8 +121,18 @@ def run(args: argparse.Namespace) -> int:
             "'fetch(\"http.requests\", last=10m) | map(rate, 1m) | reduce(sum, by=[method])')",
             flush=True,
         )
+        page = f"{api.url}/?d=demo" if args.demo else f"{api.url}/"
+        print(f"[ready] dashboard  {page} (saved dashboards in {dashboards})", flush=True)
+        if not args.no_spark:
+            history = HistoryJob(
+                data,
+                interval=f"{10 if args.demo else 60} seconds",
+                on_ready=lambda where: print(f"[ready] spark      raw_ingest {where}", flush=True),
+            )
+            history.start()
+        roll = max(5, int(interval * 2))
         agent = Agent.from_properties(
-            AGENT.format(zk=zk_hosts, interval=interval, channel_dir=data / "channels" / "durable"), "up", {}
+            AGENT.format(zk=zk_hosts, interval=interval, data=data, roll=roll), "up", {}
         )
         agent.start()
         monitor = MonitorServer(agent.metrics, "up", "127.0.0.1", 0)
@@ -131,8 +165,13 @@ def run(args: argparse.Namespace) -> int:
             if args.rounds and rounds >= args.rounds:
                 break
     finally:
-        for component in (api, monitor, agent, demo, vhms, zk_server):
+        for component in (api, monitor, agent, demo):
             if component is not None:
                 component.stop()
+        if history is not None:
+            print(history.stop(), flush=True)
+        for service in (vhms, zk_server):
+            if service is not None:
+                service.stop()
         print("stopped.", flush=True)
     return 0

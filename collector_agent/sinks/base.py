@@ -8,7 +8,9 @@ is written to ``deadLetter.dir`` and committed out of the channel instead of blo
 flow forever.
 
 Keys of every batch sink: ``batchSize`` (default 100), ``deadLetter.dir`` (default
-``artimon-data/dead-letter``), ``deadLetter.maxAttempts`` (default 3).
+``artimon-data/dead-letter``), ``deadLetter.maxAttempts`` (default 3), and
+``maxEventsPerSecond`` (default 0: no limit), which paces deliveries so that a backlog
+drained after an outage does not flood the destination: the events wait in the channel.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import hashlib
 import json
 import logging
 import os
+import threading
 import time
 from collections import OrderedDict
 from pathlib import Path
@@ -76,7 +79,18 @@ class BatchSink(Sink):
         self.batch_size = context.get_int("batchSize", 100, minimum=1)
         self.dead_letter_dir = Path(context.get_str("deadLetter.dir", "artimon-data/dead-letter"))
         self.max_attempts = context.get_int("deadLetter.maxAttempts", 3, minimum=1)
+        self.max_rate = context.get_float("maxEventsPerSecond", 0.0, minimum=0.0)
         self._strikes: OrderedDict[bytes, int] = OrderedDict()
+        self._next_take = 0.0  # time.monotonic() before which the pace allows no take
+        self._stopping = threading.Event()
+
+    def start(self) -> None:
+        self._stopping.clear()
+        super().start()
+
+    def stop(self) -> None:
+        self._stopping.set()
+        super().stop()
 
     def deliver(self, events: list[Event]) -> None:
         """Deliver ``events``; raise ``MalformedEventError`` for refused events,
@@ -84,6 +98,11 @@ class BatchSink(Sink):
         raise NotImplementedError
 
     def process(self) -> Status:
+        if self.max_rate:
+            wait = self._next_take - time.monotonic()
+            if wait > 0:  # in short slices, so that stopping the runner never waits on the pace
+                self._stopping.wait(min(wait, 0.1))
+                return Status.READY
         tx = self.channel.transaction()
         tx.begin()
         try:
@@ -120,6 +139,8 @@ class BatchSink(Sink):
                 self.counters.add("ChannelReadFail")
                 tx.rollback()
                 return Status.BACKOFF
+            if self.max_rate:
+                self._next_take = max(self._next_take, time.monotonic()) + len(events) / self.max_rate
             for event in poison:
                 self._strikes.pop(_fingerprint(event), None)
             self.counters.add("EventDrainSuccessCount", len(deliverable))

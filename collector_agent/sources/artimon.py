@@ -15,7 +15,15 @@ skipped for that round. A round that cannot finish before the next one starts is
 counted (``RoundSkippedCount``), never queued. At ``catchup`` of the interval the agent
 looks again: endpoints whose owner died in the meantime are polled by their new owner for
 that same round (``CatchupPollCount``), so a killed agent leaves no gap (a duplicate is
-possible, and carries the same round header).
+possible, and carries the same round header). An agent that starts less than ``catchup`` of
+the interval into a round polls that round at once, once discovery has answered: a restart
+(say after a SIGKILL) costs no round, and the endpoints it re-polls replace their samples of
+that round with a later read (VHMS and the Parquet history keep one sample per series and
+round). A new agent joining a group polls nothing early: its share in that round still
+belongs to the agents that were members when the round began.
+
+Events the channel still refuses at a round's deadline are dropped and counted
+(``EventDroppedCount``, one per endpoint's batch) and logged with the round.
 
 Keys: ``zk`` (default ``$ARTIMON_ZK``), ``interval`` (s, 60), ``group`` (``default``),
 ``agentId`` (host-pid), ``contexts`` (regex on the context, ``.*``), ``labels.<key>``
@@ -36,7 +44,7 @@ import threading
 import time
 from collections import Counter
 
-from kazoo.client import KazooClient
+from kazoo.client import KazooClient, KazooState
 from kazoo.exceptions import KazooException, NoNodeError
 
 from bookkeeper.avro import encode_batch
@@ -66,6 +74,8 @@ class ArtimonSource(EventDrivenSource):
         "PollFailCount",
         "PollTimeoutCount",
         "CatchupPollCount",
+        "StartupPollCount",
+        "EventDroppedCount",
         "EndpointCount",
         "AssignedEndpointCount",
         "AgentCount",
@@ -100,6 +110,7 @@ class ArtimonSource(EventDrivenSource):
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._changed = threading.Event()
+        self._discovered = threading.Event()
         self._assigned_members: list[str] = []
 
     # -- lifecycle ---------------------------------------------------------------------------
@@ -107,6 +118,7 @@ class ArtimonSource(EventDrivenSource):
     def start(self) -> None:
         connect, self.layout = resolve_zk(self.zk_hosts)
         self._zk: KazooClient = make_client(connect, self.session_timeout)
+        self._zk.add_listener(self._on_zk_state)
         self._zk.start_async()
         me = {"host": socket.gethostname(), "started": int(time.time() * 1000), "source": self.name}
         self._registration = Registration(
@@ -120,6 +132,7 @@ class ArtimonSource(EventDrivenSource):
             self.threads, thread_name_prefix=f"poll-{self.name}"
         )
         self._stop.clear()
+        self._discovered.clear()
         self._threads = [
             threading.Thread(target=self._watch_loop, name=f"{self.name}-discovery", daemon=True),
             threading.Thread(target=self._round_loop, name=f"{self.name}-rounds", daemon=True),
@@ -146,6 +159,10 @@ class ArtimonSource(EventDrivenSource):
     def _trigger(self, *_: object) -> None:
         self._changed.set()
 
+    def _on_zk_state(self, state: str) -> None:
+        if state == KazooState.CONNECTED:  # discover now, not at the next periodic re-read
+            self._changed.set()
+
     def _watch_loop(self) -> None:
         """Re-read endpoints and agents whenever a watch fires (and every few seconds, in
         case one was lost while ZooKeeper was away)."""
@@ -154,6 +171,7 @@ class ArtimonSource(EventDrivenSource):
             if self._zk.connected:
                 try:
                     self._refresh()
+                    self._discovered.set()
                 except KazooException as exc:
                     log.debug("source %s: discovery interrupted: %s", self.name, exc)
             self._changed.wait(min(5.0, self.interval))
@@ -209,9 +227,9 @@ class ArtimonSource(EventDrivenSource):
         self.counters.set("EndpointCount", len(endpoints))
         self.counters.set("AgentCount", len(agents))
 
-    def _members_at(self, round_ms: int, agents: dict[str, int]) -> list[str]:
+    def _members_at(self, round_ms: int, agents: dict[str, int], fallback: bool = True) -> list[str]:
         members = [agent for agent, created in agents.items() if created < round_ms]
-        if not members:  # ZooKeeper unknown or everyone brand new: poll what we see
+        if not members and fallback:  # ZooKeeper unknown or everyone brand new: poll what we see
             members = [self.agent_id]
         return members
 
@@ -225,6 +243,7 @@ class ArtimonSource(EventDrivenSource):
 
     def _round_loop(self) -> None:
         interval_ms = int(self.interval * 1000)
+        self._startup_round(interval_ms)
         next_round = (int(time.time() * 1000) // interval_ms + 1) * interval_ms
         while not self._stop.is_set():
             if self._stop.wait(max(0.0, next_round / 1000 - time.time())):
@@ -249,6 +268,24 @@ class ArtimonSource(EventDrivenSource):
                     missed,
                 )
                 next_round += missed * interval_ms
+
+    def _startup_round(self, interval_ms: int) -> None:
+        """Poll the round under way if it began less than ``catchup`` of the interval ago."""
+        round_ms = int(time.time() * 1000) // interval_ms * interval_ms
+        late_ms = round_ms + int(interval_ms * self.catchup)
+        if not self._discovered.wait(max(0.0, late_ms / 1000 - time.time())) or self._stop.is_set():
+            return
+        with self._lock:
+            agents = dict(self._agents)
+        if not self._members_at(round_ms, agents, fallback=False) and set(agents) - {self.agent_id}:
+            return  # a group starting together: its first whole round is its first
+        mine = self._mine(round_ms)
+        if mine and time.time() * 1000 < late_ms:
+            log.info(
+                "source %s: started within round %d; polling its %d endpoints", self.name, round_ms, len(mine)
+            )
+            self.counters.add("StartupPollCount", len(mine))
+            self._poll_round(round_ms, mine, round_ms + int(interval_ms * 0.95))
 
     def _catch_up(self, round_ms: int) -> None:
         """Poll, for ``round_ms``, the endpoints of agents that died since it began."""
@@ -310,10 +347,13 @@ class ArtimonSource(EventDrivenSource):
             except ChannelException as exc:
                 self.counters.add("ChannelWriteFail")
                 if time.time() * 1000 > deadline_ms or self._stop.is_set():
+                    self.counters.add("EventDroppedCount", len(events))
                     log.error(
-                        "source %s: channel refused %d events until the round's deadline: %s",
+                        "source %s: dropped %d events of round %s: the channel refused them until "
+                        "the round's deadline: %s",
                         self.name,
                         len(events),
+                        events[0].headers.get("artimon.round"),
                         exc,
                     )
                     return

@@ -2,16 +2,40 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 
+import pandas as pd
 import pytest
 
 from artimon.cli import COMMANDS
 from bookkeeper import Bookkeeper
 
 ARTIMON = [sys.executable, "-m", "artimon"]
+
+
+@contextmanager
+def _running(*args: str) -> Iterator[list[str]]:
+    """``artimon ARGS`` as a process: yields its output lines, the first one read; on leaving,
+    SIGTERM, the rest of the output added and exit code 0 checked (killed if it hangs)."""
+    process = subprocess.Popen([*ARTIMON, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    output: list[str] = []
+    try:
+        assert process.stdout is not None
+        output.append(process.stdout.readline().rstrip("\n"))
+        yield output
+        process.send_signal(signal.SIGTERM)
+        out, err = process.communicate(timeout=30)
+        output.extend(out.splitlines())
+        assert process.returncode == 0, err
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.communicate()
 
 
 def _run(
@@ -57,18 +81,27 @@ def test_up_demo_runs_the_pipeline_into_vhms(tmp_path) -> None:
     )
     assert result.returncode == 0, result.stderr
     lines = result.stdout.splitlines()
-    assert [line.split()[1] for line in lines if line.startswith("[ready]")] == [
+    ready = [line.split()[1] for line in lines if line.startswith("[ready]")]
+    assert [name for name in ready if name != "spark"] == [
         "zookeeper",
         "vhms",
         "demo",
         "query",
+        "dashboard",
         "agent",
     ]
+    assert "spark" in ready  # on a thread of its own: when the JVM is up
     rounds = [line for line in lines if line.startswith("round ")]
     assert len(rounds) == 3
     assert "3 endpoints polled, 0 failed" in rounds[-1], rounds
     assert "31 series in VHMS" in rounds[-1] or "30 series in VHMS" in rounds[-1], rounds
+    assert (tmp_path / "dashboards" / "demo.json").exists()
     assert lines[-1] == "stopped."
+    assert lines[-2].startswith("spark raw_ingest: history up to date")
+    history = pd.read_parquet(tmp_path / "history" / "parquet")
+    requests = history[history["series"].str.startswith("http.requests{")]
+    assert requests["ts"].nunique() >= 3 and len(requests) == 12 * requests["ts"].nunique()  # 12 series
+    assert not list((tmp_path / "landing").glob("*.avro"))  # processed, then deleted
     assert (tmp_path / "vhms" / "default" / "vhms-snapshot.json").exists()  # written on stop
     assert not (tmp_path / "zookeeper" / "zookeeper.pid").exists()  # stopped by its PID
 
@@ -152,8 +185,6 @@ def test_agent_command_refuses_a_bad_configuration_with_exit_2(tmp_path) -> None
 
 @pytest.mark.slow
 def test_agent_command_runs_serves_metrics_and_stops_on_sigterm(tmp_path) -> None:
-    import signal
-
     import httpx
 
     from bookkeeper.zkserver import free_port
@@ -165,16 +196,8 @@ def test_agent_command_runs_serves_metrics_and_stops_on_sigterm(tmp_path) -> Non
         "a1.channels.c1.type = memory\na1.sinks.k1.type = null\na1.sinks.k1.channel = c1\n"
     )
     port = free_port()
-    process = subprocess.Popen(
-        [*ARTIMON, "agent", "-f", str(conf), "-n", "a1", "--monitor-port", str(port)],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        assert process.stdout is not None
-        line = process.stdout.readline()
-        assert f"metrics on http://127.0.0.1:{port}/metrics" in line, line
+    with _running("agent", "-f", str(conf), "-n", "a1", "--monitor-port", str(port)) as output:
+        assert f"metrics on http://127.0.0.1:{port}/metrics" in output[0], output
         deadline = time.monotonic() + 30
         while True:
             body = httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=5).json()
@@ -182,14 +205,7 @@ def test_agent_command_runs_serves_metrics_and_stops_on_sigterm(tmp_path) -> Non
                 break
             assert time.monotonic() < deadline, body
             time.sleep(0.05)
-        process.send_signal(signal.SIGTERM)
-        out, _ = process.communicate(timeout=30)
-    finally:
-        if process.poll() is None:
-            process.kill()
-            process.communicate()
-    assert process.returncode == 0
-    assert "agent a1 stopped." in out
+    assert any("agent a1 stopped." in line for line in output), output
 
 
 def test_query_command_prints_a_table_json_and_csv() -> None:
@@ -219,3 +235,22 @@ def test_query_command_prints_a_table_json_and_csv() -> None:
         assert bad.returncode == 1 and "line 1" in bad.stderr
     finally:
         server.stop()
+
+
+@pytest.mark.slow
+def test_api_command_serves_saved_dashboards(tmp_path) -> None:
+    import httpx
+
+    from bookkeeper.zkserver import free_port
+    from query_dsl.dashboards import EXAMPLES
+
+    missing = _run("api", "--dashboards", str(tmp_path / "nope"))
+    assert missing.returncode == 2 and "is not a directory" in missing.stderr
+    port = free_port()
+    with _running(
+        "api", "--port", str(port), "--vhms", "127.0.0.1:1", "--dashboards", str(EXAMPLES)
+    ) as output:
+        assert f"dashboards at http://127.0.0.1:{port}/" in output[0], output
+        listed = httpx.get(f"http://127.0.0.1:{port}/api/v1/dashboards", timeout=10).json()
+        assert [d["name"] for d in listed["dashboards"]] == ["demo"]
+        assert "uPlot" in httpx.get(f"http://127.0.0.1:{port}/", timeout=10).text

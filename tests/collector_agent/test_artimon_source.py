@@ -180,6 +180,43 @@ def test_three_agents_one_killed_every_endpoint_once_per_round(
 
 
 @pytest.mark.slow
+def test_a_lone_agent_killed_and_restarted_within_a_round_leaves_no_gap(
+    tmp_path: Path, zk_hosts: str, receiver: Receiver, wait: Callable[..., None]
+) -> None:
+    interval = 3
+    interval_ms = interval * 1000
+    app = start_app("lone", zk_hosts, variables=3, endpoints=5)
+    config = tmp_path / "lone.properties"
+    config.write_text(POLLER.format(zk=zk_hosts, interval=interval, agent_id="lone", port=receiver.port))
+    poller = start_poller(config)
+    restarted: subprocess.Popen[str] | None = None
+    try:
+        first = (int(time.time() * 1000) // interval_ms + 1) * interval_ms
+        wait(lambda: any(r >= first + interval_ms for _, r, _ in receiver.events), timeout=60, what="rounds")
+        boundary = (int(time.time() * 1000) // interval_ms + 1) * interval_ms
+        time.sleep(max(0.0, (boundary + interval_ms * 0.1) / 1000 - time.time()))
+        os.kill(poller.pid, signal.SIGKILL)
+        poller.wait(30)
+        restarted = start_poller(config)
+        last = boundary + 2 * interval_ms
+        wait(lambda: any(r >= last for _, r, _ in receiver.events), timeout=60, what="rounds after")
+        wait(lambda: sum(r == last for _, r, _ in receiver.events) >= 5, timeout=30, what="the last round")
+    finally:
+        for process in (poller, restarted):
+            if process is not None and process.poll() is None:
+                process.send_signal(signal.SIGTERM)
+                process.wait(30)
+            if process is not None and process.stdout:
+                process.stdout.close()
+        app.kill()
+    endpoints = {f"lone-{n}@{host}:{port}:{uuid}" for n, (host, port, uuid) in enumerate(app.endpoints)}
+    seen = Counter((endpoint, r) for endpoint, r, _ in receiver.events if first <= r <= last)
+    missing = [(e, r) for r in range(first, last + 1, interval_ms) for e in endpoints if not seen[(e, r)]]
+    assert not missing, f"gaps: {missing}; killed in round {boundary}"
+    assert all(r == boundary for (_, r), n in seen.items() if n > 1), seen
+
+
+@pytest.mark.slow
 def test_a_hanging_endpoint_does_not_hold_the_round(
     tmp_path: Path, zk_hosts: str, wait: Callable[..., None]
 ) -> None:

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import itertools
 import json
 import time
 from pathlib import Path
@@ -15,6 +16,7 @@ from collector_agent import (
     MemoryChannel,
     Status,
 )
+from collector_agent.runners import Runner
 from collector_agent.sink_processors.default import DefaultSinkProcessor
 from collector_agent.sink_processors.failover import FailoverSinkProcessor
 from collector_agent.sink_processors.load_balance import LoadBalancingSinkProcessor
@@ -186,3 +188,34 @@ def test_a_poison_event_goes_to_the_dead_letter_file_after_max_attempts(tmp_path
     letter = json.loads(line)
     assert letter["sink"] == "k1" and letter["body_base64"] == "MQ=="
     assert sink.metrics()["DeadLetterCount"] == 1
+
+
+def test_max_events_per_second_paces_deliveries_and_stopping_does_not_wait_for_the_pace() -> None:
+    channel = channel_with(6)
+    (sink,) = sinks(channel, "k1", batch=2, maxEventsPerSecond="20")
+    times: list[float] = []
+    original = sink.deliver
+
+    def timed(events: list[Event]) -> None:
+        times.append(time.monotonic())
+        original(events)
+
+    sink.deliver = timed  # type: ignore[method-assign]
+    sink.start()
+    runner = Runner("k1", sink.process)
+    runner.start()
+    deadline = time.monotonic() + 30
+    while len(sink.delivered) < 6 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert sink.delivered == [str(i).encode() for i in range(6)]
+    assert all(later - earlier >= 2 / 20 - 0.005 for earlier, later in itertools.pairwise(times))
+    sink.max_rate = 0.01  # after the next batch, the one after may come in 200 s
+    with channel.transaction() as tx:
+        tx.put_batch([Event({}, b"x")] * 2)
+    while len(sink.delivered) < 8 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert len(sink.delivered) == 8
+    stopping = time.monotonic()
+    runner.stop()
+    sink.stop()
+    assert not runner.alive and time.monotonic() - stopping < 5

@@ -111,14 +111,14 @@ def test_errors_are_clear_and_the_server_stays_up(
 
 
 def test_garbage_bodies(server: BackgroundServer) -> None:
-    for raw in (b"\xff\xfe garbage", b"{", b"[]", b'{"query": 12}'):
-        response = httpx.post(
-            f"{server.url}/api/v1/query",
-            content=raw,
-            headers={"content-type": "application/json"},
-            timeout=10,
-        )
-        assert response.status_code == 422
+    for raw in (b"\xff\xfe garbage", b"{", b"[]", b'{"query": 12}', b"\xa0\x9b not utf-8"):
+        for content_type in ("application/json", "text/plain", None):
+            headers = {"content-type": content_type} if content_type else {}
+            response = httpx.post(f"{server.url}/api/v1/query", content=raw, headers=headers, timeout=10)
+            assert response.status_code in (400, 422), (raw, content_type, response.text)
+            assert response.json()["error"]["message"]
+    response = httpx.get(f"{server.url}/api/v1/nope", timeout=10)
+    assert response.status_code == 404 and response.json()["error"]["kind"] == "HTTPException"
 
 
 def test_syntax_errors_carry_line_and_column(server: BackgroundServer) -> None:

@@ -142,3 +142,17 @@ def test_a_job_killed_mid_stream_and_restarted_gives_the_uninterrupted_output(
     uninterrupted = run_once(spark, landing, tmp_path / "clean")
     assert sorted(observed(restarted), key=repr) == sorted(observed(uninterrupted), key=repr)
     assert sorted(observed(restarted), key=repr) == sorted(expected, key=repr)
+
+
+def test_a_truncated_landing_file_keeps_its_whole_blocks_and_the_stream_goes_on(
+    spark: Any, tmp_path: Path
+) -> None:
+    landing = tmp_path / "landing"
+    landing.mkdir()
+    whole = land(landing / "a.avro", range(0, 2))
+    damaged = land(landing / "t.avro", range(2, 5))  # three blocks, one per round
+    data = (landing / "t.avro").read_bytes()
+    (landing / "t.avro").write_bytes(data[:-40])  # into the last block
+    frame = run_once(spark, landing, tmp_path / "out")
+    kept = [row for row in damaged if row[1] < ROUND + 4 * 60_000]
+    assert sorted(observed(frame), key=repr) == sorted(whole + kept, key=repr)

@@ -1,6 +1,8 @@
 from __future__ import annotations
 
+import json
 import logging
+import shutil
 import time
 from pathlib import Path
 
@@ -45,7 +47,7 @@ def test_a_corrupt_snapshot_is_detected_reported_and_set_aside(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     save_snapshot(filled(), tmp_path)
-    data = tmp_path / "vhms-snapshot.npz"
+    (data,) = tmp_path.glob("vhms-snapshot-*.npz")
     raw = bytearray(data.read_bytes())
     raw[len(raw) // 2] ^= 0xFF
     data.write_bytes(bytes(raw))
@@ -57,8 +59,8 @@ def test_a_corrupt_snapshot_is_detected_reported_and_set_aside(
     assert "starting without the snapshot" in caplog.text
     assert store.series == 0
     assert sorted(p.name.split(".corrupt-")[0] for p in tmp_path.iterdir()) == [
+        data.name,
         "vhms-snapshot.json",
-        "vhms-snapshot.npz",
     ]
     store.ingest(["x{}"], np.array([1.0]), np.array([NOW]))  # and the store works
     assert store.series == 1
@@ -69,7 +71,7 @@ def test_other_damage_is_refused_with_a_reason(tmp_path: Path, damage: str) -> N
     save_snapshot(filled(), tmp_path)
     store = Store()
     if damage == "truncate":
-        data = tmp_path / "vhms-snapshot.npz"
+        (data,) = tmp_path.glob("vhms-snapshot-*.npz")
         data.write_bytes(data.read_bytes()[:1000])
         match = "corrupt"
     elif damage == "manifest":
@@ -80,3 +82,32 @@ def test_other_damage_is_refused_with_a_reason(tmp_path: Path, damage: str) -> N
         match = "resolutions"
     with pytest.raises(SnapshotError, match=match):
         load_snapshot(store, tmp_path)
+
+
+def test_a_crash_before_the_manifest_leaves_the_previous_snapshot_whole(tmp_path: Path) -> None:
+    first = filled()
+    save_snapshot(first, tmp_path)
+    (previous,) = tmp_path.glob("vhms-snapshot-*.npz")
+    bigger = filled()
+    bigger.ingest(["late{}"], np.array([2.0]), np.array([NOW]))
+    save_snapshot(bigger, tmp_path / "elsewhere")
+    (written,) = (tmp_path / "elsewhere").glob("*.npz")
+    # what a crash after the next data file's rename and before the manifest's leaves behind
+    shutil.copy(written, tmp_path / "vhms-snapshot-99999999999999.npz")
+    restored = Store()
+    assert load_snapshot(restored, tmp_path) is True
+    assert restored.series == first.series == bigger.series - 1
+    save_snapshot(bigger, tmp_path)  # the next snapshot removes both older data files
+    assert len(list(tmp_path.glob("vhms-snapshot-*.npz"))) == 1 and not previous.exists()
+
+
+def test_a_snapshot_of_the_first_format_still_loads(tmp_path: Path) -> None:
+    store = filled()
+    save_snapshot(store, tmp_path)
+    (data,) = tmp_path.glob("vhms-snapshot-*.npz")
+    data.rename(tmp_path / "vhms-snapshot.npz")
+    manifest = json.loads((tmp_path / "vhms-snapshot.json").read_text())
+    del manifest["data"]
+    (tmp_path / "vhms-snapshot.json").write_text(json.dumps(manifest))
+    restored = Store()
+    assert load_snapshot(restored, tmp_path) is True and restored.series == store.series

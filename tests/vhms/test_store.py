@@ -158,6 +158,10 @@ def test_limits_are_clear_errors() -> None:
         store.fetch("cpu", NOW, NOW + MINUTE)
     with pytest.raises(QueryLimitError, match="points, more than max_points_per_query=100"):
         store.fetch("cpu{host=h0}", NOW - 200 * MINUTE, NOW, resolution=60)
+    # a range of millennia is refused before its time axis exists, with series or without
+    for selector in ("cpu{host=h0}", "nothing"):
+        with pytest.raises(QueryLimitError, match="buckets = "):
+            Store().fetch(selector, 0, 2**53)
 
 
 def test_samples_from_a_wild_clock_are_refused() -> None:

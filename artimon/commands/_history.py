@@ -1,0 +1,70 @@
+"""Spark's ``raw_ingest`` inside ``artimon up``: started on a thread (a JVM takes seconds to
+come up and nothing else waits for it), stopped after the agent so that what it landed last
+is in the Parquet history before the process exits.
+
+States: NEW --start()--> STARTING --(session and query up)--> RUNNING --stop()--> STOPPED;
+a failure while starting is kept and reported by ``stop``, the rest of the stack runs on.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+log = logging.getLogger(__name__)
+
+
+class HistoryJob:
+    def __init__(self, data: Path, *, interval: str, on_ready: Callable[[str], None]) -> None:
+        self.landing = data / "landing"
+        self.output = f"file://{data / 'history' / 'parquet'}"
+        self.checkpoint = str(data / "history" / "checkpoint")
+        self.interval = interval
+        self.on_ready = on_ready
+        self.error: BaseException | None = None
+        self._spark: Any = None
+        self._query: Any = None
+        self._thread = threading.Thread(target=self._start, name="history", daemon=True)
+
+    def start(self) -> None:
+        self.landing.mkdir(parents=True, exist_ok=True)
+        self._thread.start()
+
+    def _start(self) -> None:
+        try:
+            from spark_jobs import raw_ingest  # pyspark's import alone takes a second
+            from spark_jobs.session import spark_session
+
+            self._spark = spark_session("local[2]", "artimon-up-raw_ingest")
+            parser = argparse.ArgumentParser()
+            raw_ingest.configure(parser)
+            args = parser.parse_args(
+                [
+                    *("--landing", str(self.landing), "--output", self.output),
+                    *("--checkpoint", self.checkpoint, "--interval", self.interval),
+                    *("--processed", "delete"),
+                ]
+            )
+            self._query = raw_ingest.start(self._spark, args)
+        except Exception as exc:  # the stack runs on without its history; stop() reports it
+            self.error = exc
+            log.exception("spark raw_ingest did not start")
+            return
+        self.on_ready(f"{self.landing} -> {self.output} every {self.interval}")
+
+    def stop(self, timeout: float = 180.0) -> str:
+        """Wait for the start (up to ``timeout``), process what has landed, stop; a line to print."""
+        self._thread.join(timeout)
+        try:
+            if self._query is None:
+                return f"spark raw_ingest did not run: {self.error or 'still starting'}"
+            self._query.processAllAvailable()
+            self._query.stop()
+            return f"spark raw_ingest: history up to date in {self.output}"
+        finally:
+            if self._spark is not None:
+                self._spark.stop()

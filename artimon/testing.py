@@ -1,0 +1,334 @@
+"""The whole stack as separate processes, as an operator runs it, with faults to inject:
+the harness of the accounting test, reusable by benchmarks and by hand.
+
+:class:`Stack` starts, all under one directory:
+
+- ZooKeeper (:class:`~bookkeeper.zkserver.ZooKeeperServer`, restartable on its port);
+- a VHMS shard (``artimon vhms``) whose finest resolution is the polling interval, so each
+  round has a bucket of its own;
+- applications (``python -m bookkeeper.testing --aligned``) whose counters follow
+  :func:`~bookkeeper.testing.formula_value`: every value polled in a round can be checked;
+- an agent (``artimon agent``): the ``artimon`` source replicating into two file channels,
+  one drained by the ``vhms`` sink, one by the ``raw`` sink into the landing directory, plus
+  a Flume Thrift source (the edge Flume clients talk to) into a memory channel;
+- the query API (``artimon api``) over the shards found in ZooKeeper.
+
+Faults: :meth:`Stack.kill_agent` (SIGKILL) and :meth:`Stack.start_agent`,
+:meth:`Stack.stop_vhms` (SIGTERM: a last snapshot) and :meth:`Stack.start_vhms`,
+:meth:`Stack.restart_zookeeper`, :meth:`Stack.pace_vhms_sink` (a sink slower than the
+inflow, through the agent's reload of its configuration file).
+
+Accounting: :meth:`Stack.vhms_values` reads what VHMS holds per (context, i, round) and
+:meth:`Stack.expected` says what it should hold.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import httpx
+
+from bookkeeper.labels import parse_series
+from bookkeeper.testing import AppProcess, formula_value, start_app
+from bookkeeper.zkserver import ZooKeeperServer, free_port
+from collector_agent.testing import start_agent_process, start_ready_process
+from vhms.client import VhmsClient
+
+__all__ = ["Stack", "StackProcess"]
+
+AGENT = """
+a.sources = poll flume
+a.channels = tovhms toraw flume
+a.sinks = store land drop
+a.sources.poll.type = artimon
+a.sources.poll.zk = {zk}
+a.sources.poll.interval = {interval}
+a.sources.poll.agentId = accounting
+a.sources.poll.catchup = 0.8
+a.sources.poll.readTimeout = {read_timeout}
+a.sources.poll.connectTimeout = {read_timeout}
+a.sources.poll.channels = tovhms toraw
+a.sources.flume.type = thrift
+a.sources.flume.bind = 127.0.0.1
+a.sources.flume.port = {flume_port}
+a.sources.flume.channels = flume
+a.channels.tovhms.type = file
+a.channels.tovhms.dataDirs = {root}/agent/tovhms
+a.channels.tovhms.capacity = {capacity}
+a.channels.tovhms.transactionCapacity = 100
+a.channels.tovhms.minimumRequiredSpace = 16777216
+a.channels.toraw.type = file
+a.channels.toraw.dataDirs = {root}/agent/toraw
+a.channels.toraw.capacity = {capacity}
+a.channels.toraw.transactionCapacity = 100
+a.channels.toraw.minimumRequiredSpace = 16777216
+a.channels.flume.type = memory
+a.sinks.store.type = vhms
+a.sinks.store.channel = tovhms
+a.sinks.store.zk = {zk}
+a.sinks.store.shardGrace = 300
+a.sinks.store.timeout = 5
+a.sinks.store.batchSize = {batch}
+a.sinks.store.maxBackoffSleep = 500
+a.sinks.store.deadLetter.dir = {root}/agent/dead-letter
+a.sinks.land.type = raw
+a.sinks.land.channel = toraw
+a.sinks.land.directory = {root}/landing
+a.sinks.land.rollInterval = {roll}
+a.sinks.land.deadLetter.dir = {root}/agent/dead-letter
+a.sinks.drop.type = null
+a.sinks.drop.channel = flume
+"""
+
+
+@dataclass
+class StackProcess:
+    """A component's process, its log, and the first line it printed."""
+
+    process: subprocess.Popen[str]
+    log: Path
+    ready_line: str
+
+    def send(self, sig: int) -> None:
+        if self.process.poll() is None:
+            os.kill(self.process.pid, sig)
+
+    def stop(self, sig: int = signal.SIGTERM, timeout: float = 60.0) -> int:
+        """Send ``sig`` and wait for the end (SIGKILL after ``timeout``); the exit status."""
+        self.send(sig)
+        try:
+            status = self.process.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            status = self.process.wait(timeout)
+        for pipe in (self.process.stdin, self.process.stdout):
+            if pipe is not None:
+                pipe.close()
+        return status
+
+    def rss_bytes(self) -> int:
+        """Resident memory now (Linux ``/proc``)."""
+        for line in Path(f"/proc/{self.process.pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) * 1024
+        raise RuntimeError(f"no VmRSS for pid {self.process.pid}")
+
+
+def _running(process: StackProcess | None, what: str) -> StackProcess:
+    if process is None:
+        raise RuntimeError(f"{what} is not running")
+    return process
+
+
+def _start(command: list[str], log: Path, ready: str) -> StackProcess:
+    process, line = start_ready_process(command, log, ready)
+    return StackProcess(process, log, line)
+
+
+@dataclass
+class Stack:
+    """See the module doc. ``apps`` application processes each serve ``endpoints``
+    contexts of ``variables`` counters; rounds are ``interval`` seconds."""
+
+    root: Path
+    interval: int = 4
+    apps: int = 2
+    endpoints: int = 3
+    variables: int = 50
+    zookeeper: ZooKeeperServer = field(init=False)
+    vhms: StackProcess | None = field(default=None, init=False)
+    agent: StackProcess | None = field(default=None, init=False)
+    api: StackProcess | None = field(default=None, init=False)
+    applications: list[AppProcess] = field(default_factory=list, init=False)
+
+    def __post_init__(self) -> None:
+        self.root.mkdir(parents=True, exist_ok=True)
+        (self.root / "agent").mkdir(exist_ok=True)
+        self.zookeeper = ZooKeeperServer(self.root / "zookeeper", tick_time_ms=500)
+        self.zk = f"{self.zookeeper.hosts}/artimon"
+        self.flume_port = free_port()
+        self.monitor_port = free_port()
+        self.agent_config = self.root / "agent" / "agent.properties"
+        self.agent_config.write_text(self._agent_properties(None))
+
+    # -- lifecycle -------------------------------------------------------------------------
+
+    def start(self) -> Stack:
+        """Start every component; if one fails, stop those already started and raise."""
+        try:
+            self.zookeeper.start()
+            self.start_vhms()
+            for k in range(self.apps):
+                self.applications.append(
+                    start_app(
+                        f"acct{k}",
+                        self.zk,
+                        variables=self.variables,
+                        endpoints=self.endpoints,
+                        aligned=self.interval,
+                    )
+                )
+            self.start_agent()
+            self.api = _start(
+                [sys.executable, "-m", "artimon", "api", "--port", "0", "--zk", self.zk],
+                self.root / "api.log",
+                "query API on",
+            )
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def stop(self) -> None:
+        """Stop everything (the agent with SIGTERM: channels closed, landing files rolled)."""
+        for process in (self.api, self.agent):
+            if process is not None:
+                process.stop()
+        for app in self.applications:
+            app.kill(signal.SIGTERM)
+        if self.vhms is not None:
+            self.vhms.stop()
+        self.zookeeper.stop()
+
+    def __enter__(self) -> Stack:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    @property
+    def contexts(self) -> list[str]:
+        return [f"acct{k}-{n}" for k in range(self.apps) for n in range(self.endpoints)]
+
+    @property
+    def api_url(self) -> str:
+        return _running(self.api, "the query API").ready_line.split(" on ", 1)[1].split(" ", 1)[0]
+
+    # -- components and faults --------------------------------------------------------------
+
+    def _agent_properties(self, pace: float | None) -> str:
+        events = self.apps * self.endpoints  # one per context and round
+        text = AGENT.format(
+            zk=self.zk,
+            interval=self.interval,
+            read_timeout=max(1, self.interval // 2),
+            flume_port=self.flume_port,
+            root=self.root,
+            capacity=events * 1000,
+            batch=max(1, events),
+            roll=self.interval,
+        )
+        if pace is not None:
+            text += f"a.sinks.store.maxEventsPerSecond = {pace}\na.sinks.store.batchSize = 1\n"
+            text = text.replace(f"a.sinks.store.batchSize = {max(1, events)}\n", "", 1)
+        return text
+
+    def start_agent(self) -> None:
+        process = start_agent_process(
+            self.agent_config, "a", monitor_port=self.monitor_port, reload_interval=0.5
+        )
+        self.agent = StackProcess(process, self.agent_config.with_suffix(".log"), "running")
+
+    def running_agent(self) -> StackProcess:
+        return _running(self.agent, "the agent")
+
+    def stop_agent(self) -> None:
+        """SIGTERM: the agent stops its sources, then drains nothing more and closes its
+        channels; the raw sink rolls its landing file."""
+        self.running_agent().stop()
+        self.agent = None
+
+    def kill_agent(self) -> None:
+        """SIGKILL: no shutdown at all, as a crash or the OOM killer does."""
+        self.running_agent().stop(signal.SIGKILL)
+        self.agent = None
+
+    def agent_metrics(self) -> dict[str, dict[str, float]]:
+        response = httpx.get(f"http://127.0.0.1:{self.monitor_port}/metrics", timeout=10)
+        response.raise_for_status()
+        metrics: dict[str, dict[str, float]] = response.json()
+        return metrics
+
+    def pace_vhms_sink(self, events_per_second: float | None) -> None:
+        """Make the vhms sink deliver at most ``events_per_second`` (``None``: no limit); the
+        agent reloads the changed sink within a second, its channel kept."""
+        self.agent_config.write_text(self._agent_properties(events_per_second))
+
+    def start_vhms(self) -> None:
+        self.vhms = _start(
+            [
+                sys.executable,
+                "-m",
+                "artimon",
+                "vhms",
+                "--zk",
+                self.zk,
+                "--data-dir",
+                str(self.root / "vhms"),
+                "--resolutions",
+                f"{self.interval}s:{3600 // self.interval}",
+            ],
+            self.root / "vhms.log",
+            "serving",
+        )
+
+    def stop_vhms(self) -> None:
+        """SIGTERM: VHMS writes a last snapshot and leaves ZooKeeper."""
+        _running(self.vhms, "VHMS").stop()
+        self.vhms = None
+
+    def restart_zookeeper(self, down: float = 2.0) -> None:
+        """Stop ZooKeeper, keep it down ``down`` seconds (shorter than the sessions), start it
+        again on the same port and data."""
+        self.zookeeper.stop()
+        time.sleep(down)  # the outage itself, not a wait for an outcome
+        self.zookeeper.start()
+
+    # -- rounds and accounting --------------------------------------------------------------
+
+    def current_round(self) -> int:
+        interval_ms = self.interval * 1000
+        return int(time.time() * 1000) // interval_ms * interval_ms
+
+    def wait_for_round(self, round_ms: int, fraction: float = 0.0) -> None:
+        """Sleep until ``fraction`` of the interval into round ``round_ms`` (a schedule, not a
+        wait for an outcome)."""
+        time.sleep(max(0.0, (round_ms + self.interval * 1000 * fraction) / 1000 - time.time()))
+
+    def vhms_client(self) -> VhmsClient:
+        address = _running(self.vhms, "VHMS").ready_line.split(" on ", 1)[1].split(",", 1)[0]
+        host, _, port = address.rpartition(":")
+        return VhmsClient(host, int(port), timeout=30)
+
+    def vhms_values(self, first: int, last: int) -> dict[tuple[str, int, int], float]:
+        """What VHMS holds for ``test.counter``: (context, i, round) -> value, rounds
+        ``first`` to ``last`` included; gaps are absent."""
+        with self.vhms_client() as client:
+            result = client.fetch("test.counter", first, last + self.interval * 1000, self.interval)
+        held: dict[tuple[str, int, int], float] = {}
+        for key, row in zip(result.keys, result.values, strict=True):
+            _, labels = parse_series(key)
+            for stamp, value in zip(result.timestamps.tolist(), row.tolist(), strict=True):
+                if first <= stamp <= last and not math.isnan(value):
+                    held[(labels["context"], int(labels["i"]), int(stamp))] = value
+        return held
+
+    def expected(self, first: int, last: int) -> dict[tuple[str, int, int], int]:
+        """(context, i, round) -> the value every round from ``first`` to ``last`` must hold."""
+        step = self.interval * 1000
+        return {
+            (context, i, r): formula_value(i, r, step)
+            for r in range(first, last + 1, step)
+            for context in self.contexts
+            for i in range(self.variables)
+        }
+
+    def landing(self) -> Path:
+        return self.root / "landing"
