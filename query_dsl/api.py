@@ -108,7 +108,14 @@ def create_app(
             {"error": {"kind": "RequestValidationError", "message": where[:1000]}}, status_code=422
         )
 
-    @app.post("/api/v1/query", response_model=QueryAnswer, dependencies=[Depends(authorize)])
+    @app.post(
+        "/api/v1/query",
+        response_model=QueryAnswer,
+        responses={
+            200: {"content": {"text/csv": {"schema": {"type": "string"}}}, "description": "?format=csv"}
+        },
+        dependencies=[Depends(authorize)],
+    )
     def query(body: QueryRequest, format: str = Query("json", pattern="^(json|csv)$")) -> Response:
         started = time.perf_counter()
         evaluator = Evaluator(source, start_ms=body.start, end_ms=body.end, limits=limits)
