@@ -112,7 +112,10 @@ def create_app(
         "/api/v1/query",
         response_model=QueryAnswer,
         responses={
-            200: {"content": {"text/csv": {"schema": {"type": "string"}}}, "description": "?format=csv"}
+            200: {
+                "content": {"text/csv": {"schema": {"type": "string"}}},
+                "description": "the answer: JSON, or CSV with ?format=csv",
+            }
         },
         dependencies=[Depends(authorize)],
     )
