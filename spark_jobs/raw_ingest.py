@@ -18,10 +18,26 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from spark_jobs.explode import explode_batches
-from spark_jobs.schema import LANDING, SAMPLES
+from pyspark.sql import functions as F
+from pyspark.sql.streaming.state import GroupStateTimeout
 
-__all__ = ["configure", "ingest_once", "run_query", "start"]
+from spark_jobs.dedupe import dedupe_records
+from spark_jobs.explode import explode_batches
+from spark_jobs.schema import DEDUPE_STATE, DEDUPED, GROUPED, LANDING, SAMPLES
+
+__all__ = ["PARQUET_OPTIONS", "configure", "ingest_once", "run_query", "start"]
+
+# Rows come sorted by series and time (explode.py). Parquet's v2 pages delta-encode the
+# sorted keys (DELTA_BYTE_ARRAY: each key is its prefix shared with the previous one plus
+# the rest) where a dictionary would overflow its page with a day's million series and
+# fall back to plain strings; the values compress better plain under zstd than through a
+# dictionary of mostly distinct numbers. Measured in docs/spark.md.
+PARQUET_OPTIONS = {
+    "compression": "zstd",
+    "parquet.writer.version": "v2",
+    "parquet.enable.dictionary#series": "false",
+    "parquet.enable.dictionary#value": "false",
+}
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -51,11 +67,22 @@ def start(spark: Any, args: argparse.Namespace) -> Any:
             if not args.archive_dir:
                 raise ValueError("--processed archive needs --archive-dir")
             reader = reader.option("sourceArchiveDir", args.archive_dir)
-    samples = reader.load(args.landing).mapInPandas(explode_batches, SAMPLES)
-    deduplicated = samples.withWatermark("ts", args.watermark).dropDuplicatesWithinWatermark(["series", "ts"])
+    records = reader.load(args.landing)
+    grouped = records.select(
+        F.to_json(F.map_from_entries(F.array_sort(F.map_entries("common_labels")))).alias("group"),
+        F.timestamp_millis(F.coalesce("round_ms", "snapshot_ms")).alias("event"),
+        *(field.name for field in GROUPED.fields[2:]),
+    ).withWatermark("event", args.watermark)
+    deduplicated = grouped.groupBy("group").applyInPandasWithState(
+        dedupe_records, DEDUPED, DEDUPE_STATE, "append", GroupStateTimeout.EventTimeTimeout
+    )
+    common_labels = F.from_json("group", "map<string,string>").alias("common_labels")
+    samples = deduplicated.select(
+        *(common_labels if name == "common_labels" else name for name in LANDING.fieldNames()), "keep"
+    ).mapInArrow(explode_batches, SAMPLES)
     writer = (
-        deduplicated.writeStream.format("parquet")
-        .option("compression", "zstd")
+        samples.writeStream.format("parquet")
+        .options(**PARQUET_OPTIONS)
         .option("checkpointLocation", args.checkpoint)
         .partitionBy("date", "hour")
         .outputMode("append")
