@@ -91,6 +91,8 @@ class _Landing:
     def __init__(self, batch: pa.RecordBatch) -> None:
         column = batch.column
         self.batch = batch
+        self.rounds = column("round_ms")
+        self.contexts = column("context")
         self.names = _StringLists(column("names"), column("names").values)
         self.label_sets = _StringLists(column("label_sets"), column("label_sets").values)
         self.common = _StringLists(column("common_labels"), column("common_labels").keys)
@@ -111,8 +113,6 @@ class _Landing:
         wrong = np.flatnonzero(self.masked & (self.keep.lengths() != self.counts))
         if len(wrong):
             raise ValueError(f"{self._where(int(wrong[0]))}: its keep mask is not one byte a sample")
-        self.rounds = column("round_ms")
-        self.contexts = column("context")
 
     def _where(self, record: int) -> str:
         return (

@@ -23,7 +23,7 @@ from pyspark.sql.streaming.state import GroupStateTimeout
 
 from spark_jobs.dedupe import dedupe_records
 from spark_jobs.explode import explode_batches
-from spark_jobs.schema import DEDUPE_STATE, DEDUPED, GROUPED, LANDING, SAMPLES
+from spark_jobs.schema import DEDUPE_STATE, DEDUPED, GROUPED, KEPT, LANDING, SAMPLES
 
 __all__ = ["PARQUET_OPTIONS", "configure", "ingest_once", "run_query", "start"]
 
@@ -78,7 +78,7 @@ def start(spark: Any, args: argparse.Namespace) -> Any:
     )
     common_labels = F.from_json("group", "map<string,string>").alias("common_labels")
     samples = deduplicated.select(
-        *(common_labels if name == "common_labels" else name for name in LANDING.fieldNames()), "keep"
+        *(common_labels if name == "common_labels" else name for name in KEPT.fieldNames())
     ).mapInArrow(explode_batches, SAMPLES)
     writer = (
         samples.writeStream.format("parquet")

@@ -17,7 +17,7 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-__all__ = ["DEDUPED", "DEDUPE_STATE", "GROUPED", "LANDING", "SAMPLES"]
+__all__ = ["DEDUPED", "DEDUPE_STATE", "GROUPED", "KEPT", "LANDING", "SAMPLES"]
 
 LANDING = StructType(
     [
@@ -48,6 +48,8 @@ GROUPED = StructType(
     ]
 )
 DEDUPED = StructType([*GROUPED.fields, StructField("keep", BinaryType())])  # null: keep every sample
+# What explode reads: the landing records the dedupe let through, with their masks.
+KEPT = StructType([*LANDING.fields, StructField("keep", BinaryType())])
 DEDUPE_STATE = StructType(
     [
         StructField("round_times", BinaryType()),  # int64 LE per entry
