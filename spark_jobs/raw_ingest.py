@@ -2,15 +2,21 @@
 
 Structured Streaming reads the landing files (Avro, through
 ``org.apache.spark.sql.avro.AvroFileFormat``: the ``avro`` short name is not registered in
-the pip wheel; only ``*.avro``, never the ``.avro.tmp`` being written), turns each sample
-batch into a row per sample, drops the duplicates an agent's replay brings (same series and
-time, within ``--watermark``), and appends Parquet under ``--output`` (``file://`` by
-default, ``hdfs://`` in production) with a checkpoint, which makes the output exactly-once
-across restarts. ``--once`` processes what is there and exits (``trigger(availableNow)``).
-A landing file damaged after it was closed (cut short, overwritten) is read up to the
-damage; Spark logs a warning naming it and the stream goes on with the other files.
-Processed landing files are kept, deleted or archived (``--processed``) by Spark's file
-source cleanup.
+the pip wheel; only ``*.avro``, never the ``.avro.tmp`` being written), groups the landing
+records by endpoint (their framework labels) to drop the samples an agent's replay brings
+again (same series and time, within ``--watermark``: ``dedupe.py``, which remembers per
+endpoint the shapes of the rounds it saw rather than each sample), turns each record into a
+row per sample sorted by series and time (``explode.py``), and appends Parquet under
+``--output`` (``file://`` by default, ``hdfs://`` in production) with a checkpoint, which
+makes the output exactly-once across restarts. ``--once`` processes what is there and exits
+(``trigger(availableNow)``). A landing file damaged after it was closed (cut short,
+overwritten) is read up to the damage; Spark logs a warning naming it and the stream goes on
+with the other files. Processed landing files are kept, deleted or archived
+(``--processed``) by Spark's file source cleanup.
+
+A micro-batch writes its own files, in which a series' samples of the batch lie side by
+side: the longer the batch, the fewer bytes a sample takes (docs/spark.md), hence an
+``--interval`` of minutes; the history lags VHMS by as much.
 """
 
 from __future__ import annotations
@@ -46,8 +52,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--checkpoint", required=True, help="checkpoint directory (same filesystem kind)")
     parser.add_argument("--once", action="store_true", help="process what is there and exit")
     parser.add_argument("--watermark", default="15 minutes", help="how late a replayed duplicate may come")
-    parser.add_argument("--interval", default="30 seconds", help="trigger interval when streaming")
-    parser.add_argument("--max-files", type=int, default=10, help="landing files per micro-batch")
+    parser.add_argument("--interval", default="5 minutes", help="trigger interval when streaming")
+    parser.add_argument("--max-files", type=int, default=30, help="landing files per micro-batch at most")
     parser.add_argument("--processed", choices=["keep", "delete", "archive"], default="keep")
     parser.add_argument("--archive-dir", default=None, help="with --processed archive")
 
