@@ -18,7 +18,7 @@ from bookkeeper.batch import SampleBatch
 from bookkeeper.landing import LANDING_SCHEMA, encode_trailer
 from spark_jobs import explode
 from spark_jobs.explode import explode_batches
-from spark_jobs.schema import KEPT
+from spark_jobs.schema import KEPT, SAMPLES
 
 ROUND = 1_700_000_000_000
 PARSED_LANDING = fastavro.parse_schema(LANDING_SCHEMA)
@@ -118,3 +118,7 @@ def test_a_damaged_record_is_refused_by_name(changes: dict[str, Any], message: s
     with pytest.raises(ValueError, match=message) as caught:
         rows(record(app("ok", "h1", 1)), damaged)
     assert "landing record of web at 1700000000000 from 10.0.0.1:1:u" in str(caught.value)
+
+
+def test_the_arrow_rows_are_the_spark_samples_schema() -> None:
+    assert explode.OUTPUT_SCHEMA.equals(to_arrow_schema(SAMPLES, timezone="UTC"))
