@@ -6,7 +6,11 @@ bytes per sample on disk (Prometheus stores 1 to 2).
 
 Data: ``--samples`` (default 15M, ten minutes of Artimon's load) as sample batches of 1,500
 variables (a batch per endpoint and round), 1,000 endpoints a round, counters growing by
-small steps, as the raw sink lands them.
+small steps, as the raw sink lands them: a landing file per round, so the default
+``--max-files`` makes the ten rounds one micro-batch, as a ten-minute ``--interval`` would.
+The time counts the job from its start in a fresh session (Python workers, caches and JIT
+cold), not the JVM's start; ``--quick`` (one round) is mostly that start. The machine's load
+average before and after is in the row: other work on the two cores slows the job.
 
 Run: python benchmarks/spark_bench.py [--quick]
 """
@@ -14,6 +18,7 @@ Run: python benchmarks/spark_bench.py [--quick]
 from __future__ import annotations
 
 import argparse
+import os
 import shutil
 import sys
 import tempfile
@@ -96,9 +101,11 @@ def main() -> None:
         samples = land(landing, args.samples or (1_500_000 if args.quick else 15_000_000))
         landing_bytes = sum(p.stat().st_size for p in landing.glob("*.avro"))
         spark = spark_session("local[2]", "artimon-spark-bench")
+        load_before = os.getloadavg()[0]
         started = time.perf_counter()
         raw_ingest.ingest_once(spark, str(landing), f"file://{work}/parquet", str(work / "checkpoint"))
         seconds = time.perf_counter() - started
+        load_after = os.getloadavg()[0]
         spark.stop()
         parquet_bytes = sum(p.stat().st_size for p in (work / "parquet").rglob("*.parquet"))
         rows = [
@@ -112,6 +119,8 @@ def main() -> None:
                 "target_size": "<= 4",
                 "size_met": parquet_bytes / samples <= 4,
                 "landing_bytes/sample": landing_bytes / samples,
+                "load_before": load_before,
+                "load_after": load_after,
             }
         ]
         report("spark_bench", rows, list(rows[0]))

@@ -2,15 +2,21 @@
 
 Structured Streaming reads the landing files (Avro, through
 ``org.apache.spark.sql.avro.AvroFileFormat``: the ``avro`` short name is not registered in
-the pip wheel; only ``*.avro``, never the ``.avro.tmp`` being written), turns each sample
-batch into a row per sample, drops the duplicates an agent's replay brings (same series and
-time, within ``--watermark``), and appends Parquet under ``--output`` (``file://`` by
-default, ``hdfs://`` in production) with a checkpoint, which makes the output exactly-once
-across restarts. ``--once`` processes what is there and exits (``trigger(availableNow)``).
-A landing file damaged after it was closed (cut short, overwritten) is read up to the
-damage; Spark logs a warning naming it and the stream goes on with the other files.
-Processed landing files are kept, deleted or archived (``--processed``) by Spark's file
-source cleanup.
+the pip wheel; only ``*.avro``, never the ``.avro.tmp`` being written), groups the landing
+records by endpoint (their framework labels) to drop the samples an agent's replay brings
+again (same series and time, within ``--watermark``: ``dedupe.py``, which remembers per
+endpoint the shapes of the rounds it saw rather than each sample), turns each record into a
+row per sample sorted by series and time (``explode.py``), and appends Parquet under
+``--output`` (``file://`` by default, ``hdfs://`` in production) with a checkpoint, which
+makes the output exactly-once across restarts. ``--once`` processes what is there and exits
+(``trigger(availableNow)``). A landing file damaged after it was closed (cut short,
+overwritten) is read up to the damage; Spark logs a warning naming it and the stream goes on
+with the other files. Processed landing files are kept, deleted or archived
+(``--processed``) by Spark's file source cleanup.
+
+A micro-batch writes its own files, in which a series' samples of the batch lie side by
+side: the longer the batch, the fewer bytes a sample takes (docs/spark.md), hence an
+``--interval`` of minutes; the history lags VHMS by as much.
 """
 
 from __future__ import annotations
@@ -18,10 +24,26 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from spark_jobs.explode import explode_batches
-from spark_jobs.schema import LANDING, SAMPLES
+from pyspark.sql import functions as F
+from pyspark.sql.streaming.state import GroupStateTimeout
 
-__all__ = ["configure", "ingest_once", "run_query", "start"]
+from spark_jobs.dedupe import dedupe_records
+from spark_jobs.explode import explode_batches
+from spark_jobs.schema import DEDUPE_STATE, DEDUPED, GROUPED, KEPT, LANDING, SAMPLES
+
+__all__ = ["PARQUET_OPTIONS", "configure", "ingest_once", "run_query", "start"]
+
+# Rows come sorted by series and time (explode.py). Parquet's v2 pages delta-encode the
+# sorted keys (DELTA_BYTE_ARRAY: each key is its prefix shared with the previous one plus
+# the rest) where a dictionary would overflow its page with a day's million series and
+# fall back to plain strings; the values compress better plain under zstd than through a
+# dictionary of mostly distinct numbers. Measured in docs/spark.md.
+PARQUET_OPTIONS = {
+    "compression": "zstd",
+    "parquet.writer.version": "v2",
+    "parquet.enable.dictionary#series": "false",
+    "parquet.enable.dictionary#value": "false",
+}
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -30,8 +52,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--checkpoint", required=True, help="checkpoint directory (same filesystem kind)")
     parser.add_argument("--once", action="store_true", help="process what is there and exit")
     parser.add_argument("--watermark", default="15 minutes", help="how late a replayed duplicate may come")
-    parser.add_argument("--interval", default="30 seconds", help="trigger interval when streaming")
-    parser.add_argument("--max-files", type=int, default=10, help="landing files per micro-batch")
+    parser.add_argument("--interval", default="5 minutes", help="trigger interval when streaming")
+    parser.add_argument("--max-files", type=int, default=30, help="landing files per micro-batch at most")
     parser.add_argument("--processed", choices=["keep", "delete", "archive"], default="keep")
     parser.add_argument("--archive-dir", default=None, help="with --processed archive")
 
@@ -51,11 +73,22 @@ def start(spark: Any, args: argparse.Namespace) -> Any:
             if not args.archive_dir:
                 raise ValueError("--processed archive needs --archive-dir")
             reader = reader.option("sourceArchiveDir", args.archive_dir)
-    samples = reader.load(args.landing).mapInPandas(explode_batches, SAMPLES)
-    deduplicated = samples.withWatermark("ts", args.watermark).dropDuplicatesWithinWatermark(["series", "ts"])
+    records = reader.load(args.landing)
+    grouped = records.select(
+        F.to_json(F.map_from_entries(F.array_sort(F.map_entries("common_labels")))).alias("group"),
+        F.timestamp_millis(F.coalesce("round_ms", "snapshot_ms")).alias("event"),
+        *(field.name for field in GROUPED.fields[2:]),
+    ).withWatermark("event", args.watermark)
+    deduplicated = grouped.groupBy("group").applyInPandasWithState(
+        dedupe_records, DEDUPED, DEDUPE_STATE, "append", GroupStateTimeout.EventTimeTimeout
+    )
+    common_labels = F.from_json("group", "map<string,string>").alias("common_labels")
+    samples = deduplicated.select(
+        *(common_labels if name == "common_labels" else name for name in KEPT.fieldNames())
+    ).mapInArrow(explode_batches, SAMPLES)
     writer = (
-        deduplicated.writeStream.format("parquet")
-        .option("compression", "zstd")
+        samples.writeStream.format("parquet")
+        .options(**PARQUET_OPTIONS)
         .option("checkpointLocation", args.checkpoint)
         .partitionBy("date", "hour")
         .outputMode("append")

@@ -1,5 +1,6 @@
-"""The Spark schemas: landing records in (``bookkeeper/landing_batch.avsc``), sample rows
-out (the Parquet layout, docs/spark.md)."""
+"""The Spark schemas: landing records in (``bookkeeper/landing_batch.avsc``), records
+grouped by endpoint through the dedupe (``dedupe.py``) and its state, sample rows out (the
+Parquet layout, docs/spark.md)."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-__all__ = ["LANDING", "SAMPLES"]
+__all__ = ["DEDUPED", "DEDUPE_STATE", "GROUPED", "KEPT", "LANDING", "SAMPLES"]
 
 LANDING = StructType(
     [
@@ -34,6 +35,30 @@ LANDING = StructType(
         StructField("round_ms", LongType()),
         StructField("endpoint", StringType()),
         StructField("agent", StringType()),
+    ]
+)
+
+# The landing records as the dedupe groups them: by their common labels as canonical JSON
+# (an endpoint's identity), with the event time the watermark follows.
+GROUPED = StructType(
+    [
+        StructField("group", StringType()),
+        StructField("event", TimestampType()),
+        *(field for field in LANDING.fields if field.name != "common_labels"),
+    ]
+)
+DEDUPED = StructType([*GROUPED.fields, StructField("keep", BinaryType())])  # null: keep every sample
+# What explode reads: the landing records the dedupe let through, with their masks.
+KEPT = StructType([*LANDING.fields, StructField("keep", BinaryType())])
+DEDUPE_STATE = StructType(
+    [
+        StructField("round_times", BinaryType()),  # int64 LE per entry
+        StructField("round_shapes", BinaryType()),  # int32 LE per entry: an index into shapes
+        # the shapes one after the other (an array of binary fails in PySpark's state schema)
+        StructField("shape_lengths", BinaryType()),  # int32 LE: digests per shape
+        StructField("shapes", BinaryType()),  # uint64 LE series digests, each shape sorted
+        StructField("pairs", BinaryType()),  # uint64 LE (series, time) digests of roundless samples
+        StructField("pair_times", BinaryType()),  # int64 LE per pair
     ]
 )
 

@@ -28,6 +28,9 @@ def spark_session(master: str = "local[*]", app: str = "artimon", conf: dict[str
             "spark.sql.streaming.stateStore.providerClass",
             "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider",
         )
+        # raw_ingest's rows come sorted by series: a writer per date and hour keeps them so,
+        # where a single writer would sort them by date and hour again
+        .config("spark.sql.maxConcurrentOutputFileWriters", "4")
         .config("spark.driver.memory", os.environ.get("ARTIMON_SPARK_DRIVER_MEMORY", "4g"))
     )
     for key, value in (conf or {}).items():

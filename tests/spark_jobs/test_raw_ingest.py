@@ -6,11 +6,14 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
+import pyarrow.parquet as pq
 import pytest
 
 from bookkeeper import Bookkeeper
 from bookkeeper.avro import encode_batch
+from bookkeeper.batch import Sample, SampleBatch
 from bookkeeper.landing import LandingWriter, encode_trailer
+from bookkeeper.vartype import VarType
 from spark_jobs import raw_ingest
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
@@ -156,3 +159,92 @@ def test_a_truncated_landing_file_keeps_its_whole_blocks_and_the_stream_goes_on(
     frame = run_once(spark, landing, tmp_path / "out")
     kept = [row for row in damaged if row[1] < ROUND + 4 * 60_000]
     assert sorted(observed(frame), key=repr) == sorted(whole + kept, key=repr)
+
+
+def land_batches(path: Path, batches: list[tuple[SampleBatch, int | None]]) -> None:
+    writer = LandingWriter(path)
+    writer.write_block([encode_batch(b) + encode_trailer(r, "10.0.0.9:1:u", "a1") for b, r in batches])
+    writer.close()
+
+
+def counters(context: str, values: dict[str, tuple[int, int]]) -> SampleBatch:
+    """A batch of INTEGER variables: name -> (value, the app's timestamp)."""
+    samples = [Sample(name, {}, VarType.INTEGER, v, ms) for name, (v, ms) in values.items()]
+    return SampleBatch.from_samples(context, samples, {"context": context, "host": "h1"})
+
+
+def test_a_repoll_of_a_round_keeps_the_first_values_and_adds_the_new_variables(
+    spark: Any, tmp_path: Path
+) -> None:
+    landing = tmp_path / "landing"
+    landing.mkdir()
+    land_batches(
+        landing / "a.avro", [(counters("web", {"hits": (1, ROUND - 5), "errors": (2, ROUND - 5)}), ROUND)]
+    )
+    run_once(spark, landing, tmp_path / "out")
+    # the agent restarted within the round and polled the app again: new values, a new variable
+    repoll = counters("web", {"hits": (10, ROUND + 7), "errors": (20, ROUND + 7), "slow": (30, ROUND + 7)})
+    land_batches(
+        landing / "b.avro",
+        [(repoll, ROUND), (counters("web", {"hits": (11, ROUND + 60_000)}), ROUND + 60_000)],
+    )
+    frame = run_once(spark, landing, tmp_path / "out")
+    assert sorted(observed(frame)) == [
+        ("errors{context=web,host=h1}", ROUND, 2),
+        ("hits{context=web,host=h1}", ROUND, 1),
+        ("hits{context=web,host=h1}", ROUND + 60_000, 11),
+        ("slow{context=web,host=h1}", ROUND, 30),
+    ]
+
+
+def test_samples_without_a_round_are_deduplicated_by_their_own_times(spark: Any, tmp_path: Path) -> None:
+    landing = tmp_path / "landing"
+    landing.mkdir()
+    first = counters("batch-job", {"done": (5, ROUND + 1_000), "queued": (7, ROUND + 2_000)})
+    # the next poll: "done" was not updated since (same value, same time); "queued" was
+    second = counters("batch-job", {"done": (5, ROUND + 1_000), "queued": (8, ROUND + 61_000)})
+    land_batches(landing / "a.avro", [(first, None), (second, None), (second, None)])
+    frame = run_once(spark, landing, tmp_path / "out")
+    assert sorted(observed(frame)) == [
+        ("done{context=batch-job,host=h1}", ROUND + 1_000, 5),
+        ("queued{context=batch-job,host=h1}", ROUND + 2_000, 7),
+        ("queued{context=batch-job,host=h1}", ROUND + 61_000, 8),
+    ]
+
+
+def test_records_the_watermark_has_passed_are_dropped_as_late(spark: Any, tmp_path: Path) -> None:
+    landing = tmp_path / "landing"
+    landing.mkdir()
+    day = 24 * 3_600_000
+    land_batches(landing / "a.avro", [(counters("web", {"hits": (1, ROUND + day)}), ROUND + day)])
+    run_once(spark, landing, tmp_path / "out")  # the watermark moves to a day later less 15 minutes
+    land_batches(landing / "b.avro", [(counters("web", {"hits": (2, ROUND)}), ROUND)])
+    land_batches(
+        landing / "c.avro", [(counters("api", {"hits": (3, ROUND + day - 60_000)}), ROUND + day - 60_000)]
+    )
+    frame = run_once(spark, landing, tmp_path / "out")
+    assert sorted(observed(frame)) == [
+        ("hits{context=api,host=h1}", ROUND + day - 60_000, 3),
+        ("hits{context=web,host=h1}", ROUND + day, 1),
+    ]
+
+
+def test_the_parquet_files_are_sorted_by_series_and_time_with_delta_encoded_keys(
+    spark: Any, tmp_path: Path
+) -> None:
+    landing = tmp_path / "landing"
+    landing.mkdir()
+    land(landing / "a.avro", range(0, 3), contexts=5)
+    run_once(spark, landing, tmp_path / "out")
+    files = sorted((tmp_path / "out" / "parquet").rglob("*.parquet"))
+    assert files
+    for file in files:
+        rows = pq.read_table(file, columns=["series", "ts"]).to_pylist()
+        assert rows == sorted(rows, key=lambda row: (row["series"], row["ts"]))
+        metadata = pq.ParquetFile(file).metadata
+        series = next(
+            metadata.row_group(0).column(c)
+            for c in range(metadata.num_columns)
+            if metadata.row_group(0).column(c).path_in_schema == "series"
+        )
+        assert "DELTA_BYTE_ARRAY" in series.encodings and series.compression == "ZSTD"
