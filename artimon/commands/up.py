@@ -126,7 +126,7 @@ def run(args: argparse.Namespace) -> int:
         if not args.no_spark:
             history = HistoryJob(
                 data,
-                interval=f"{10 if args.demo else 60} seconds",
+                interval="10 seconds" if args.demo else "5 minutes",
                 on_ready=lambda where: print(f"[ready] spark      raw_ingest {where}", flush=True),
             )
             history.start()
