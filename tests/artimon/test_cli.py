@@ -226,11 +226,11 @@ def test_query_command_prints_a_table_json_and_csv() -> None:
         assert table.returncode == 0, table.stderr
         assert "temp{rack=r1}" in table.stdout and "21.5" in table.stdout and "23" in table.stdout
         as_json = _run(
-            "query", "--url", server.url, "--format", "json", 'reduce(fetch("temp", last=1m), max)'
+            "query", "--url", server.url, "--format", "json", 'reduce(fetch("temp", last=2m), max)'
         )
-        assert json.loads(as_json.stdout)[0]["values"] == [23.0]
-        as_csv = _run("query", "--url", server.url, "--format", "csv", 'fetch("temp{rack=r2}", last=1m)')
-        assert as_csv.stdout.splitlines()[1].endswith(",23.0")
+        assert 23.0 in json.loads(as_json.stdout)[0]["values"]  # a minute may turn meanwhile
+        as_csv = _run("query", "--url", server.url, "--format", "csv", 'fetch("temp{rack=r2}", last=2m)')
+        assert any(line.endswith(",23.0") for line in as_csv.stdout.splitlines()[1:])
         bad = _run("query", "--url", server.url, "fetch(")
         assert bad.returncode == 1 and "line 1" in bad.stderr
     finally:
