@@ -3,7 +3,7 @@ the harness of the accounting test, reusable by benchmarks and by hand.
 
 :class:`Stack` starts, all under one directory:
 
-- ZooKeeper (:class:`~bookkeeper.zkserver.ZooKeeperServer`, restartable on its port);
+- ZooKeeper (:class:`~bookkeeper.testing.zkserver.ZooKeeperServer`, restartable on its port);
 - a VHMS shard (``artimon vhms``) whose finest resolution is the polling interval, so each
   round has a bucket of its own;
 - applications (``python -m bookkeeper.testing --aligned``) whose counters follow
@@ -37,7 +37,7 @@ import httpx
 
 from bookkeeper.labels import parse_series
 from bookkeeper.testing import AppProcess, formula_value, start_app
-from bookkeeper.zkserver import ZooKeeperServer, free_port
+from bookkeeper.testing.zkserver import ZooKeeperServer, free_port
 from collector_agent.testing import start_agent_process, start_ready_process
 from vhms.client import VhmsClient
 

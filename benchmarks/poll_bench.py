@@ -20,7 +20,7 @@ from pathlib import Path
 from _report import report
 
 from bookkeeper.testing import start_app
-from bookkeeper.zkserver import ZooKeeperServer
+from bookkeeper.testing.zkserver import ZooKeeperServer
 from collector_agent import Agent
 
 CONFIG = """

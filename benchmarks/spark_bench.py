@@ -28,9 +28,9 @@ from pathlib import Path
 import numpy as np
 from _report import report
 
-from bookkeeper.avro import encode_batch
 from bookkeeper.batch import SampleBatch
-from bookkeeper.landing import LandingWriter, encode_trailer
+from bookkeeper.wire.avro import encode_sample_batch
+from bookkeeper.wire.landing import LandingWriter, encode_trailer
 from spark_jobs import raw_ingest
 from spark_jobs.session import spark_session
 
@@ -75,7 +75,7 @@ def land(directory: Path, samples: int) -> int:
                 timestamps=np.full(VARIABLES, ROUND + r * 60_000 - 500, dtype=np.int64),
             )
             block.append(
-                encode_batch(batch)
+                encode_sample_batch(batch)
                 + encode_trailer(ROUND + r * 60_000, f"10.0.{e // 250}.{e % 250}:1:u", "a1")
             )
             if len(block) == 100:

@@ -25,7 +25,7 @@ from bookkeeper.server import EndpointServer
 from bookkeeper.textformat import format_line, parse_line, parse_lines
 from bookkeeper.variables import BooleanVar, DoubleVar, IntegerVar, StringVar, Variable
 from bookkeeper.vartype import VarType
-from bookkeeper.znodes import EndpointInfo, ZkLayout, resolve_zk
+from bookkeeper.zk.layout import EndpointInfo, ZkLayout, resolve_zk
 
 __all__ = [
     "Bookkeeper",

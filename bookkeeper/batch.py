@@ -15,10 +15,10 @@ import numpy as np
 
 from bookkeeper._thrift import PROTOCOL_VERSION, endpoint_thrift
 from bookkeeper.exceptions import MalformedFrameError
-from bookkeeper.labels import format_labels, format_series, parse_labels
+from bookkeeper.labels import format_labels, parse_labels, series_keys
 from bookkeeper.vartype import VarType
 
-__all__ = ["Sample", "SampleBatch"]
+__all__ = ["IngestColumns", "Sample", "SampleBatch"]
 
 _VALID_TYPES = np.array([t.value for t in VarType], dtype=np.uint8)
 
@@ -72,17 +72,29 @@ class SampleBatch:
         return labels
 
     def series_keys(self) -> list[str]:
-        """Canonical ``name{labels}`` of each row, framework labels included."""
-        cache: dict[tuple[int, int], str] = {}
-        keys = []
-        for name_id, set_id in zip(self.name_ids.tolist(), self.label_set_ids.tolist(), strict=True):
-            key = cache.get((name_id, set_id))
-            if key is None:
-                labels = dict(self.common_labels)
-                labels.update(parse_labels(self.label_sets[set_id]))
-                key = cache[(name_id, set_id)] = format_series(self.names[name_id], labels)
-            keys.append(key)
-        return keys
+        """Canonical ``name{labels}`` of each row, framework labels included
+        (:func:`bookkeeper.labels.series_keys`)."""
+        return series_keys(self.common_labels, self.names, self.label_sets, self.name_ids, self.label_set_ids)
+
+    def ingest_columns(self, timestamp_ms: int | None = None) -> IngestColumns:
+        """The batch as a store ingests it: numeric rows (booleans as 0/1) and STRING rows
+        apart, each with its series key; ``timestamp_ms`` replaces every sample's own time
+        (an agent's round time)."""
+        keys = self.series_keys()
+        stamps = self.timestamps if timestamp_ms is None else np.full(len(self), timestamp_ms, dtype=np.int64)
+        is_string = self.types == VarType.STRING
+        if not is_string.any():
+            return IngestColumns(keys, self.numeric_values(), stamps)
+        numeric = np.flatnonzero(~is_string)
+        text_rows = np.flatnonzero(is_string)
+        return IngestColumns(
+            [keys[i] for i in numeric.tolist()],
+            self.numeric_values()[numeric],
+            stamps[numeric],
+            [keys[i] for i in text_rows.tolist()],
+            [self.strings[int(v)] for v in self.values[text_rows].tolist()],
+            stamps[text_rows],
+        )
 
     def samples(self) -> Iterator[Sample]:
         """One :class:`Sample` per row (slow path: a Python object per variable)."""
@@ -218,3 +230,48 @@ class SampleBatch:
             raise MalformedFrameError("VarBatch lacks its context or snapshot time")
         batch.validate()
         return batch
+
+
+_NO_TIMES = np.zeros(0, dtype=np.int64)
+
+
+@dataclass(frozen=True, eq=False)
+class IngestColumns:
+    """Samples as a store ingests them, in parallel columns: numeric samples (series key,
+    float64 value, epoch-ms time) and STRING samples (series key, text, time). What an
+    agent's sink, a VHMS and a backfill from the history exchange."""
+
+    keys: list[str]
+    values: np.ndarray
+    timestamps: np.ndarray
+    string_keys: list[str] = field(default_factory=list)
+    strings: list[str] = field(default_factory=list)
+    string_timestamps: np.ndarray = field(default_factory=lambda: _NO_TIMES)
+
+    def __len__(self) -> int:
+        return len(self.keys) + len(self.string_keys)
+
+    @classmethod
+    def concat(cls, parts: Iterable[IngestColumns]) -> IngestColumns:
+        parts = list(parts)
+        if len(parts) == 1:
+            return parts[0]
+        return cls(
+            [key for part in parts for key in part.keys],
+            np.concatenate([p.values for p in parts]) if parts else np.zeros(0),
+            np.concatenate([p.timestamps for p in parts]) if parts else _NO_TIMES,
+            [key for part in parts for key in part.string_keys],
+            [text for part in parts for text in part.strings],
+            np.concatenate([p.string_timestamps for p in parts]) if parts else _NO_TIMES,
+        )
+
+    def take(self, rows: np.ndarray, string_rows: np.ndarray) -> IngestColumns:
+        """The numeric samples ``rows`` and the STRING samples ``string_rows``."""
+        return IngestColumns(
+            [self.keys[i] for i in rows.tolist()],
+            self.values[rows],
+            self.timestamps[rows],
+            [self.string_keys[i] for i in string_rows.tolist()],
+            [self.strings[i] for i in string_rows.tolist()],
+            self.string_timestamps[string_rows],
+        )

@@ -15,9 +15,11 @@ that the text splits back unambiguously (the Warp 10 input format does the same)
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from functools import lru_cache
 from urllib.parse import quote, unquote
+
+import numpy as np
 
 from bookkeeper.exceptions import InvalidLabelError, InvalidNameError
 
@@ -31,6 +33,7 @@ __all__ = [
     "parse_labels",
     "parse_series",
     "parse_series_shared",
+    "series_keys",
     "validate_labels",
     "validate_name",
 ]
@@ -144,3 +147,38 @@ def parse_series_shared(text: str) -> tuple[str, dict[str, str]]:
         return validate_name(name), dict(_parse_labels_cached(rest[:-1]))
     except UnicodeDecodeError as exc:
         raise InvalidLabelError(f"label set {rest[:-1]!r} has a bad percent-escape: {exc}") from None
+
+
+@lru_cache(maxsize=1 << 18)  # label sets repeat across the endpoints of an application
+def _label_items(text: str) -> tuple[tuple[str, str], ...]:
+    """A label set's canonical ``key=value`` items by key: merging items keeps the canonical
+    form (``format_labels``) without escaping the values again."""
+    canonical = format_labels(parse_labels(text))
+    return tuple((item.partition("=")[0], item) for item in canonical.split(",")) if canonical else ()
+
+
+def series_keys(
+    common: Mapping[str, str],
+    names: Sequence[str],
+    label_sets: Sequence[str],
+    name_ids: np.ndarray,
+    set_ids: np.ndarray,
+) -> list[str]:
+    """The series identity of each sample of a batch: the canonical key
+    ``name{labels}`` of ``names[name_ids[i]]`` with the ``common`` (framework) labels and the
+    label set ``label_sets[set_ids[i]]`` merged, the sample's own labels winning. Each label
+    set is merged once, whatever the number of samples. ``ValueError`` for an id out of its
+    list."""
+    if len(name_ids) != len(set_ids):
+        raise ValueError(f"{len(name_ids)} name ids but {len(set_ids)} label set ids")
+    if len(name_ids) and (name_ids.min() < 0 or name_ids.max() >= len(names)):
+        raise ValueError(f"a name id out of the {len(names)} names")
+    if len(set_ids) and (set_ids.min() < 0 or set_ids.max() >= len(label_sets)):
+        raise ValueError(f"a label set id out of the {len(label_sets)} label sets")
+    common_items = dict(_label_items(format_labels(common)))
+    bodies = []
+    for text in label_sets:
+        merged = common_items.copy()
+        merged.update(_label_items(text))
+        bodies.append(",".join(merged[key] for key in sorted(merged)))
+    return [f"{names[n]}{{{bodies[s]}}}" for n, s in zip(name_ids.tolist(), set_ids.tolist(), strict=True)]

@@ -3,39 +3,24 @@
 from __future__ import annotations
 
 import logging
-import socket
 import uuid
 from typing import TYPE_CHECKING, Any
 
 from bookkeeper._thrift import PROTOCOL_VERSION, endpoint_thrift
-from bookkeeper.framed import FramedThriftServer
-from bookkeeper.registration import Registration
-from bookkeeper.znodes import EndpointInfo, resolve_zk
+from bookkeeper.wire.framed import FramedThriftServer
+from bookkeeper.wire.net import advertised_address
+from bookkeeper.zk.layout import EndpointInfo, resolve_zk
+from bookkeeper.zk.registration import Registration
 
 if TYPE_CHECKING:
     from bookkeeper._bookkeeper import Bookkeeper
 
-__all__ = ["DEFAULT_REQUEST_MAX_FRAME_SIZE", "EndpointServer", "advertised_address"]
+__all__ = ["DEFAULT_REQUEST_MAX_FRAME_SIZE", "EndpointServer"]
 
 log = logging.getLogger(__name__)
 
 # Requests carry no arguments; anything bigger than this is not a request of ours.
 DEFAULT_REQUEST_MAX_FRAME_SIZE = 64 * 1024
-
-
-def advertised_address(bind_host: str) -> str:
-    """The address peers should dial: the bound one, or for a wildcard bind the address
-    of the interface that routes outwards (no packet is sent to find it)."""
-    if bind_host not in ("", "0.0.0.0", "::"):
-        return bind_host
-    probe = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-    try:
-        probe.connect(("192.0.2.1", 9))  # TEST-NET-1: never routed, only used to pick a source
-        return str(probe.getsockname()[0])
-    except OSError:
-        return "127.0.0.1"
-    finally:
-        probe.close()
 
 
 class _Handler:

@@ -15,8 +15,8 @@ from pathlib import Path
 
 from kazoo.client import KazooClient
 
-from bookkeeper.registration import make_client
-from bookkeeper.znodes import resolve_zk
+from bookkeeper.zk.layout import resolve_zk
+from bookkeeper.zk.registration import make_client
 from collector_agent.agent import Agent
 
 __all__ = ["ConfigWatcher"]

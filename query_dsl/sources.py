@@ -14,8 +14,8 @@ import numpy as np
 from kazoo.client import KazooClient
 from kazoo.exceptions import KazooException, NoNodeError
 
-from bookkeeper.registration import make_client
-from bookkeeper.znodes import resolve_zk
+from bookkeeper.zk.layout import resolve_zk
+from bookkeeper.zk.registration import make_client
 from vhms.client import VhmsClient
 from vhms.store import FetchResult, Store
 

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from bookkeeper.zkserver import ZooKeeperServer
+from bookkeeper.testing.zkserver import ZooKeeperServer
 
 
 @pytest.fixture(scope="session")

@@ -8,10 +8,10 @@ from typing import Any
 
 import numpy as np
 
-from bookkeeper._vhms_thrift import vhms_thrift
 from bookkeeper.exceptions import EndpointUnavailableError
-from bookkeeper.framed import call
+from bookkeeper.wire.framed import call
 from vhms.exceptions import QueryLimitError, SelectorError, VhmsError
+from vhms.idl import vhms_thrift
 from vhms.store import FetchResult
 
 __all__ = ["VhmsClient"]

@@ -19,13 +19,13 @@ from typing import Any
 import numpy as np
 from fastapi import FastAPI
 
-from bookkeeper._vhms_thrift import vhms_thrift
-from bookkeeper.framed import FramedThriftServer
-from bookkeeper.httpserver import BackgroundServer
-from bookkeeper.registration import Registration
 from bookkeeper.server import advertised_address
-from bookkeeper.znodes import resolve_zk
+from bookkeeper.wire.framed import FramedThriftServer
+from bookkeeper.wire.httpserver import BackgroundServer
+from bookkeeper.zk.layout import resolve_zk
+from bookkeeper.zk.registration import Registration
 from vhms.exceptions import VhmsError
+from vhms.idl import vhms_thrift
 from vhms.snapshot import restore_or_empty, save_snapshot
 from vhms.store import Store
 

@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 from artimon.commands._signals import stop_event
-from bookkeeper.httpserver import BackgroundServer
+from bookkeeper.wire.httpserver import BackgroundServer
 from query_dsl.api import create_app
 from query_dsl.evaluator import Limits
 from query_dsl.sources import ShardedSource

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import argparse
 
-from bookkeeper.discovery import list_endpoints
-from bookkeeper.registration import make_client
-from bookkeeper.znodes import resolve_zk
+from bookkeeper.zk.discovery import list_endpoints
+from bookkeeper.zk.layout import resolve_zk
+from bookkeeper.zk.registration import make_client
 
 
 def configure(parser: argparse.ArgumentParser) -> None:

@@ -21,9 +21,9 @@ from pathlib import Path
 
 from artimon.commands._history import HistoryJob
 from artimon.commands._signals import stop_event
-from bookkeeper.demo import DemoApps
-from bookkeeper.httpserver import BackgroundServer
-from bookkeeper.zkserver import ZooKeeperServer
+from bookkeeper.testing.demo import DemoApps
+from bookkeeper.testing.zkserver import ZooKeeperServer
+from bookkeeper.wire.httpserver import BackgroundServer
 from collector_agent import Agent
 from collector_agent.monitoring import MonitorServer
 from query_dsl.api import create_app

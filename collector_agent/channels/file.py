@@ -78,7 +78,7 @@ _Op = tuple[str, list[tuple[object, ...]]]
 _Range = list[int]
 
 
-def encode_batch(events: Sequence[Event]) -> bytes:
+def _pack_events(events: Sequence[Event]) -> bytes:
     """Frame ``events`` as one blob (headers JSON encoded once per distinct header set)."""
     parts: list[bytes] = []
     encoded: dict[tuple[tuple[str, str], ...], bytes] = {}
@@ -94,7 +94,7 @@ def encode_batch(events: Sequence[Event]) -> bytes:
     return b"".join(parts)
 
 
-def decode_batch(data: bytes, count: int) -> list[tuple[bytes, bytes]]:
+def _unpack_events(data: bytes, count: int) -> list[tuple[bytes, bytes]]:
     """``(headers JSON, body)`` of the ``count`` events framed in ``data``."""
     view = memoryview(data)
     unpack = _FRAME.unpack_from
@@ -416,7 +416,7 @@ class FileChannel(BasicChannel):
         with self._lock:
             seq = self._next_seq
             self._next_seq += 1
-        blob = encode_batch(events)
+        blob = _pack_events(events)
         try:
             self._apply(
                 [("INSERT INTO batches (seq, count, data) VALUES (?, ?, ?)", [(seq, len(events), blob)])]
@@ -487,7 +487,7 @@ class FileChannel(BasicChannel):
             if not rows:
                 raise sqlite3.DatabaseError(f"committed batch {seq} is missing")
             row = rows[0]
-            frames = decode_batch(row[1], row[0])
+            frames = _unpack_events(row[1], row[0])
             self._decoded[seq] = frames
             self._decoded_bytes[seq] = len(row[1])
             self._decoded_total += len(row[1])

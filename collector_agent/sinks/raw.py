@@ -20,9 +20,9 @@ import os
 import time
 from pathlib import Path
 
-from bookkeeper.avro import decode_batch
 from bookkeeper.exceptions import MalformedFrameError
-from bookkeeper.landing import LandingWriter, encode_trailer, recover
+from bookkeeper.wire.avro import decode_sample_batch
+from bookkeeper.wire.landing import LandingWriter, encode_trailer, recover
 from collector_agent.context import Context
 from collector_agent.event import Event
 from collector_agent.exceptions import MalformedEventError
@@ -107,7 +107,7 @@ class RawSink(BatchSink):
         bad = []
         for position, event in enumerate(events):
             try:
-                decode_batch(event.body)  # a landing file Spark cannot read would stop the job
+                decode_sample_batch(event.body)  # a landing file Spark cannot read would stop the job
             except MalformedFrameError:
                 bad.append(position)
         if bad:

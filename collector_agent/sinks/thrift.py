@@ -15,11 +15,10 @@ batch.
 
 from __future__ import annotations
 
-import socket
 import time
 
 from bookkeeper.exceptions import WireError
-from bookkeeper.framed import call
+from bookkeeper.wire import FramedClient
 from collector_agent._flume_thrift import flume_thrift, protocol_factory
 from collector_agent.context import Context
 from collector_agent.event import Event
@@ -32,9 +31,8 @@ __all__ = ["ThriftSink"]
 class ThriftSink(BatchSink):
     def __init__(self, name: str) -> None:
         super().__init__(name)
-        self._sock: socket.socket | None = None
+        self._client: FramedClient | None = None
         self._connected_at = 0.0
-        self._seqid = 0
 
     def configure(self, context: Context) -> None:
         super().configure(context)
@@ -45,56 +43,52 @@ class ThriftSink(BatchSink):
         self.protocol = protocol_factory(context)
         self.reset_interval = context.get_float("connection-reset-interval", 0.0, minimum=0.0)
         self.max_frame_size = context.get_int("maxFrameSize", 1024 * 1024, minimum=64)
+        self._disconnect()
+        self._client = FramedClient(
+            self.hostname,
+            self.port,
+            flume_thrift.ThriftSourceProtocol,
+            protocol_factory=self.protocol,
+            connect_timeout=self.connect_timeout,
+            timeout=self.request_timeout,
+            max_frame_size=self.max_frame_size,
+        )
 
     def stop(self) -> None:
         self._disconnect()
         super().stop()
 
     def _disconnect(self) -> None:
-        if self._sock is not None:
-            self._sock.close()
-            self._sock = None
+        if self._client is not None and self._client.is_open:
+            self._client.close()
             self.counters.add("ConnectionClosedCount")
 
-    def _connection(self) -> socket.socket:
+    def _connection(self) -> FramedClient:
+        client = self._client
+        assert client is not None  # configure() made it
         if (
-            self._sock is not None
+            client.is_open
             and self.reset_interval
-            and (time.monotonic() - self._connected_at > self.reset_interval)
+            and time.monotonic() - self._connected_at > self.reset_interval
         ):
             self._disconnect()
-        if self._sock is None:
-            try:
-                sock = socket.create_connection((self.hostname, self.port), timeout=self.connect_timeout)
-            except OSError as exc:
-                self.counters.add("ConnectionFailedCount")
-                raise EventDeliveryException(
-                    f"sink {self.name}: cannot connect to {self.hostname}:{self.port}: {exc}"
-                ) from None
-            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            self._sock = sock
+        try:
+            opened = client.connect()
+        except WireError as exc:
+            self.counters.add("ConnectionFailedCount")
+            raise EventDeliveryException(f"sink {self.name}: cannot connect: {exc}") from None
+        if opened:
             self._connected_at = time.monotonic()
             self.counters.add("ConnectionCreatedCount")
-        return self._sock
+        return client
 
     def deliver(self, events: list[Event]) -> None:
-        sock = self._connection()
+        client = self._connection()
         batch = [flume_thrift.ThriftFlumeEvent(headers=e.headers, body=e.body) for e in events]
-        self._seqid = (self._seqid + 1) & 0x7FFFFFFF
         try:
-            sock.settimeout(self.request_timeout)
-            status = call(
-                sock,
-                flume_thrift.ThriftSourceProtocol,
-                "appendBatch",
-                batch,
-                protocol_factory=self.protocol,
-                max_frame_size=self.max_frame_size,
-                seqid=self._seqid,
-                deadline=time.monotonic() + self.request_timeout,
-            )
+            status = client.call("appendBatch", batch)
         except WireError as exc:
-            self._disconnect()
+            self.counters.add("ConnectionClosedCount")
             raise EventDeliveryException(f"sink {self.name}: appendBatch failed: {exc}") from None
         if status == flume_thrift.Status.FAILED:
             raise EventDeliveryException(

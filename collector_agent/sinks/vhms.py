@@ -34,17 +34,17 @@ import numpy as np
 from kazoo.client import KazooClient
 from kazoo.exceptions import KazooException
 
-from bookkeeper._vhms_thrift import vhms_thrift
-from bookkeeper.avro import decode_batch
 from bookkeeper.exceptions import MalformedFrameError, WireError
-from bookkeeper.framed import call
-from bookkeeper.registration import make_client
 from bookkeeper.vartype import VarType
-from bookkeeper.znodes import resolve_zk
+from bookkeeper.wire.avro import decode_sample_batch
+from bookkeeper.wire.framed import call
+from bookkeeper.zk.layout import resolve_zk
+from bookkeeper.zk.registration import make_client
 from collector_agent.context import Context
 from collector_agent.event import Event
 from collector_agent.exceptions import EventDeliveryException, MalformedEventError
 from collector_agent.sinks.base import BatchSink
+from vhms.idl import vhms_thrift
 
 __all__ = ["HashRing", "VhmsSink"]
 
@@ -255,7 +255,7 @@ class VhmsSink(BatchSink):
         bad = []
         for position, event in enumerate(events):
             try:
-                batch = decode_batch(event.body)
+                batch = decode_sample_batch(event.body)
             except MalformedFrameError:
                 bad.append(position)
                 continue

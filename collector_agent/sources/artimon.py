@@ -47,11 +47,11 @@ from collections import Counter
 from kazoo.client import KazooClient, KazooState
 from kazoo.exceptions import KazooException, NoNodeError
 
-from bookkeeper.avro import encode_batch
 from bookkeeper.client import EndpointClient
 from bookkeeper.exceptions import BookkeeperError
-from bookkeeper.registration import Registration, make_client
-from bookkeeper.znodes import EndpointInfo, ZkLayout, resolve_zk
+from bookkeeper.wire.avro import encode_sample_batch
+from bookkeeper.zk.layout import EndpointInfo, ZkLayout, resolve_zk
+from bookkeeper.zk.registration import Registration, make_client
 from collector_agent.context import Context
 from collector_agent.event import Event
 from collector_agent.exceptions import ChannelException
@@ -392,4 +392,4 @@ class ArtimonSource(EventDrivenSource):
             "artimon.round": str(round_ms),
             "artimon.agent": self.agent_id,
         }
-        return Event(headers, encode_batch(batch))
+        return Event(headers, encode_sample_batch(batch))

@@ -21,10 +21,10 @@ import logging
 import time
 from pathlib import Path
 
-from bookkeeper.avro import encode_batch
 from bookkeeper.batch import SampleBatch
 from bookkeeper.exceptions import TextFormatError
 from bookkeeper.textformat import parse_lines
+from bookkeeper.wire.avro import encode_sample_batch
 from collector_agent.context import Context
 from collector_agent.event import Event
 from collector_agent.exceptions import ChannelException
@@ -118,5 +118,5 @@ class ArtimonFileSource(PollableSource):
                 "artimon.file": path.name,
                 "artimon.round": str(round_ms),
             }
-            events.append(Event(headers, encode_batch(batch)))
+            events.append(Event(headers, encode_sample_batch(batch)))
         return events

@@ -146,7 +146,7 @@ def test_zk_command_checks_an_external_ensemble(zk_hosts: str) -> None:
 def test_zk_command_serves_until_ctrl_c(tmp_path) -> None:
     import signal
 
-    from bookkeeper.zkserver import four_letter_word, free_port
+    from bookkeeper.testing.zkserver import four_letter_word, free_port
 
     port = free_port()
     env = {k: v for k, v in os.environ.items() if k != "ARTIMON_ZK"}
@@ -187,7 +187,7 @@ def test_agent_command_refuses_a_bad_configuration_with_exit_2(tmp_path) -> None
 def test_agent_command_runs_serves_metrics_and_stops_on_sigterm(tmp_path) -> None:
     import httpx
 
-    from bookkeeper.zkserver import free_port
+    from bookkeeper.testing.zkserver import free_port
 
     conf = tmp_path / "agent.properties"
     conf.write_text(
@@ -211,7 +211,7 @@ def test_agent_command_runs_serves_metrics_and_stops_on_sigterm(tmp_path) -> Non
 def test_query_command_prints_a_table_json_and_csv() -> None:
     import numpy as np
 
-    from bookkeeper.httpserver import BackgroundServer
+    from bookkeeper.wire.httpserver import BackgroundServer
     from query_dsl.api import create_app
     from query_dsl.sources import StoreSource
     from vhms import Store
@@ -241,7 +241,7 @@ def test_query_command_prints_a_table_json_and_csv() -> None:
 def test_api_command_serves_saved_dashboards(tmp_path) -> None:
     import httpx
 
-    from bookkeeper.zkserver import free_port
+    from bookkeeper.testing.zkserver import free_port
     from query_dsl.dashboards import EXAMPLES
 
     missing = _run("api", "--dashboards", str(tmp_path / "nope"))

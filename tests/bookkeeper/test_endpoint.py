@@ -18,7 +18,7 @@ from bookkeeper import (
     VarType,
     read_endpoint,
 )
-from bookkeeper.framed import FramedThriftServer
+from bookkeeper.wire.framed import FramedThriftServer
 
 
 @pytest.fixture

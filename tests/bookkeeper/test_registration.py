@@ -8,10 +8,10 @@ from conftest import wait_until
 from kazoo.client import KazooClient
 
 from bookkeeper import Bookkeeper, EndpointInfo, read_endpoint, resolve_zk
-from bookkeeper.discovery import list_endpoints
-from bookkeeper.registration import RegistrationState
 from bookkeeper.testing import AppProcess, expire_session, start_app
-from bookkeeper.zkserver import ZooKeeperServer
+from bookkeeper.testing.zkserver import ZooKeeperServer
+from bookkeeper.zk.discovery import list_endpoints
+from bookkeeper.zk.registration import RegistrationState
 
 
 @pytest.fixture

@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 from bookkeeper import Bookkeeper, VarType
-from bookkeeper.avro import decode_batch
 from bookkeeper.export import write_snapshot_file
+from bookkeeper.wire.avro import decode_sample_batch
 from collector_agent import Agent
 
 CONFIG = """
@@ -66,7 +66,7 @@ def test_reads_each_file_into_one_event_and_skips_unchanged_files(
     assert metrics_before == 3
     assert [e.headers["artimon.context"] for e in events] == ["alpha", "beta", "gamma", "beta"]
     assert all(int(e.headers["artimon.round"]) % 50 == 0 for e in events)
-    batch = decode_batch(events[-1].body)
+    batch = decode_sample_batch(events[-1].body)
     values = {s.name: (s.type, s.value, s.labels.get("queue")) for s in batch.samples()}
     assert values["jobs.done"] == (VarType.INTEGER, 42, "q1")
     assert values["load"][:2] == (VarType.DOUBLE, 0.5)

@@ -17,7 +17,7 @@ from kazoo.client import KazooClient
 
 from bookkeeper import EndpointInfo, resolve_zk
 from bookkeeper.testing import AppProcess, start_app
-from bookkeeper.zkserver import ZooKeeperServer
+from bookkeeper.testing.zkserver import ZooKeeperServer
 from collector_agent import Agent, Event
 from collector_agent.group import owner
 from collector_agent.testing import start_agent_process

@@ -17,7 +17,7 @@ from flume_gen.ttypes import Status, ThriftFlumeEvent
 from thrift.protocol import TCompactProtocol
 from thrift.transport import TSocket, TTransport
 
-from bookkeeper.zkserver import free_port
+from bookkeeper.testing.zkserver import free_port
 from collector_agent import Agent
 from collector_agent.testing import start_agent_process
 

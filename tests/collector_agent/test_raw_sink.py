@@ -8,8 +8,8 @@ import fastavro
 import pytest
 
 from bookkeeper import Bookkeeper
-from bookkeeper.avro import encode_batch
-from bookkeeper.landing import LandingWriter, encode_trailer
+from bookkeeper.wire.avro import encode_sample_batch
+from bookkeeper.wire.landing import LandingWriter, encode_trailer
 from collector_agent import Context, Event, MemoryChannel, Status
 from collector_agent.sinks.raw import RawSink
 
@@ -23,7 +23,7 @@ def batch_event(n: int) -> Event:
         "artimon.endpoint": f"10.0.0.{n}:1:u",
         "artimon.agent": "a1",
     }
-    return Event(headers, encode_batch(bk.snapshot()))
+    return Event(headers, encode_sample_batch(bk.snapshot()))
 
 
 def sink_with(tmp_path: Path, events: list[Event], **settings: str) -> tuple[RawSink, MemoryChannel]:

@@ -17,8 +17,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from bookkeeper.httpserver import BackgroundServer
-from bookkeeper.zkserver import free_port
+from bookkeeper.testing.zkserver import free_port
+from bookkeeper.wire.httpserver import BackgroundServer
 from query_dsl import StoreSource
 from query_dsl.alerts import AlertEngine, EvaluatorSource, load_rules
 from query_dsl.api import create_app

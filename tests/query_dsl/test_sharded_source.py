@@ -9,7 +9,7 @@ from pathlib import Path
 
 import numpy as np
 
-from bookkeeper.zkserver import ZooKeeperServer
+from bookkeeper.testing.zkserver import ZooKeeperServer
 from query_dsl.sources import ShardedSource
 from vhms import Store
 from vhms.service import VhmsService

@@ -13,9 +13,9 @@ import pytest
 from pyspark.sql.pandas.types import to_arrow_schema
 
 from bookkeeper import Bookkeeper
-from bookkeeper.avro import encode_batch
 from bookkeeper.batch import SampleBatch
-from bookkeeper.landing import LANDING_SCHEMA, encode_trailer
+from bookkeeper.wire.avro import encode_sample_batch
+from bookkeeper.wire.landing import LANDING_SCHEMA, encode_trailer
 from spark_jobs import explode
 from spark_jobs.explode import explode_batches
 from spark_jobs.schema import KEPT, SAMPLES
@@ -25,7 +25,7 @@ PARSED_LANDING = fastavro.parse_schema(LANDING_SCHEMA)
 
 
 def record(batch: SampleBatch, round_ms: int | None = ROUND, **changes: Any) -> dict[str, Any]:
-    data = encode_batch(batch) + encode_trailer(round_ms, "10.0.0.1:1:u", "a1")
+    data = encode_sample_batch(batch) + encode_trailer(round_ms, "10.0.0.1:1:u", "a1")
     decoded: dict[str, Any] = fastavro.schemaless_reader(io.BytesIO(data), PARSED_LANDING, None)
     decoded["common_labels"] = list(decoded["common_labels"].items())
     decoded["keep"] = None

@@ -11,8 +11,8 @@ import pandas as pd
 import pytest
 
 from bookkeeper import Bookkeeper
-from bookkeeper.avro import decode_batch, encode_batch
-from bookkeeper.landing import LandingWriter, encode_trailer
+from bookkeeper.wire.avro import decode_sample_batch, encode_sample_batch
+from bookkeeper.wire.landing import LandingWriter, encode_trailer
 from query_dsl import Evaluator, Matrix, StoreSource
 from spark_jobs import analyze, backfill_vhms, raw_ingest
 from vhms import Store
@@ -46,9 +46,9 @@ def history(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> tuple[str, 
                 bk.integer("hits", page=page).set(counters[(page, host)])
             bk.double("load").set(float(rng.random()))
             bk.string("version").set(f"v{minute // 5}")
-            body = encode_batch(bk.snapshot())
+            body = encode_sample_batch(bk.snapshot())
             records.append(body + encode_trailer(round_ms, f"{host}:1:u", "a1"))
-            store.ingest_batch(decode_batch(body), timestamp_ms=round_ms)
+            store.ingest_batch(decode_sample_batch(body), timestamp_ms=round_ms)
         writer.write_block(records)
     writer.close()
     raw_ingest.ingest_once(spark, str(landing), f"file://{work}/parquet", str(work / "checkpoint"))

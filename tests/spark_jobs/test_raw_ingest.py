@@ -10,10 +10,10 @@ import pyarrow.parquet as pq
 import pytest
 
 from bookkeeper import Bookkeeper
-from bookkeeper.avro import encode_batch
 from bookkeeper.batch import Sample, SampleBatch
-from bookkeeper.landing import LandingWriter, encode_trailer
 from bookkeeper.vartype import VarType
+from bookkeeper.wire.avro import encode_sample_batch
+from bookkeeper.wire.landing import LandingWriter, encode_trailer
 from spark_jobs import raw_ingest
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
@@ -32,7 +32,9 @@ def land(path: Path, rounds: range, contexts: int = 3) -> list[tuple[str, int, o
             bk.double("load").set(r + c / 10)
             bk.string("version").set(f"v{r}")
             batch = bk.snapshot()
-            records.append(encode_batch(batch) + encode_trailer(ROUND + r * 60_000, f"10.0.0.{c}:1:u", "a1"))
+            records.append(
+                encode_sample_batch(batch) + encode_trailer(ROUND + r * 60_000, f"10.0.0.{c}:1:u", "a1")
+            )
             for key, sample in zip(batch.series_keys(), batch.samples(), strict=True):
                 expected.append((key, ROUND + r * 60_000, sample.value))
         writer.write_block(records)
@@ -163,7 +165,7 @@ def test_a_truncated_landing_file_keeps_its_whole_blocks_and_the_stream_goes_on(
 
 def land_batches(path: Path, batches: list[tuple[SampleBatch, int | None]]) -> None:
     writer = LandingWriter(path)
-    writer.write_block([encode_batch(b) + encode_trailer(r, "10.0.0.9:1:u", "a1") for b, r in batches])
+    writer.write_block([encode_sample_batch(b) + encode_trailer(r, "10.0.0.9:1:u", "a1") for b, r in batches])
     writer.close()
 
 

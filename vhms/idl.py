@@ -1,5 +1,5 @@
-"""The VHMS service's IDL (``vhms.thrift``), shared here because both the store (``vhms``)
-and the agent's sink (``collector_agent``) speak it and neither may import the other."""
+"""The VHMS service's IDL (``vhms.thrift``): the service serves it, the sharded client
+calls it (``vhms.client``)."""
 
 from __future__ import annotations
 

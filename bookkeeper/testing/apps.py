@@ -28,7 +28,7 @@ from kazoo.client import KazooClient
 from bookkeeper._bookkeeper import Bookkeeper
 from bookkeeper.variables import IntegerVar
 
-__all__ = ["AppProcess", "expire_session", "formula_value", "populate", "start_app"]
+__all__ = ["AppProcess", "expire_session", "formula_value", "main", "populate", "start_app"]
 
 
 def populate(bk: Bookkeeper, variables: int) -> None:
@@ -160,7 +160,7 @@ def expire_session(connect: str, client: KazooClient, timeout: float = 10.0) -> 
         raise RuntimeError(f"session {session_id:#x} did not expire within {timeout} s")
 
 
-def _main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bookkeeper.testing", description=__doc__)
     parser.add_argument("--context", default="test")
     parser.add_argument("--variables", type=int, default=10)
@@ -210,7 +210,3 @@ def _main(argv: list[str] | None = None) -> int:
     for bk, _ in served:
         bk.close()
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(_main())

@@ -15,14 +15,14 @@ import numpy as np
 from bookkeeper.batch import SampleBatch
 from bookkeeper.exceptions import MalformedFrameError
 
-__all__ = ["SAMPLE_BATCH_SCHEMA", "decode_batch", "encode_batch"]
+__all__ = ["SAMPLE_BATCH_SCHEMA", "decode_sample_batch", "encode_sample_batch"]
 
 SAMPLE_BATCH_SCHEMA: Any = fastavro.parse_schema(
     json.loads(Path(__file__).with_name("sample_batch.avsc").read_text())
 )
 
 
-def encode_batch(batch: SampleBatch) -> bytes:
+def encode_sample_batch(batch: SampleBatch) -> bytes:
     """The Avro bytes of ``batch``."""
     out = io.BytesIO()
     fastavro.schemaless_writer(
@@ -45,7 +45,7 @@ def encode_batch(batch: SampleBatch) -> bytes:
     return out.getvalue()
 
 
-def decode_batch(data: bytes) -> SampleBatch:
+def decode_sample_batch(data: bytes) -> SampleBatch:
     """Decode and validate; ``MalformedFrameError`` if ``data`` is not a sample batch."""
     try:
         record: Any = fastavro.schemaless_reader(io.BytesIO(data), SAMPLE_BATCH_SCHEMA, None)

@@ -9,7 +9,7 @@ from kazoo.client import KazooClient
 from kazoo.exceptions import NoNodeError
 
 from bookkeeper.exceptions import MalformedFrameError
-from bookkeeper.znodes import EndpointInfo, ZkLayout
+from bookkeeper.zk.layout import EndpointInfo, ZkLayout
 
 __all__ = ["list_endpoints"]
 

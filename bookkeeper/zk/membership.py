@@ -1,0 +1,244 @@
+"""Who is registered: a watched view of the groups under a znode and their members.
+
+Artimon keeps its registrations two levels deep: ``/contexts/<context>/<endpoint>``,
+``/agents/<group>/<agent>``, ``/vhms/<shard>/<member>``. A :class:`Membership` watches one
+such tree and keeps, per group, its members with their decoded payloads and creation times.
+The recipe uses only kazoo's public client API, in the style of kazoo's own recipes.
+
+State machine (``Membership.state``)::
+
+    STARTING --first read--> WATCHING --connection lost--> SUSPENDED
+                                ^                               |
+                                +---- reconnected: read again --+
+    any state --stop()--> CLOSED
+
+While SUSPENDED the last view is kept: a ZooKeeper outage is not a departure of every member.
+After a reconnection (same session or a new one, whose watches are gone) the tree is read
+again and the watches re-armed; it is also read every ``refresh`` seconds in case a watch
+was lost.
+
+Watches only wake a worker thread; reads happen there, never on kazoo's event thread. A
+member's payload is read once (an ephemeral znode's data does not change) with the reads of
+new members in flight together. A payload that ``decode`` refuses (``ValueError``) leaves the
+member out, with one warning. A group whose last member left stays in the view, empty, for
+``grace`` seconds (a restart is not a departure), then goes.
+"""
+
+from __future__ import annotations
+
+import enum
+import logging
+import threading
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import unquote
+
+from kazoo.client import KazooClient, KazooState
+from kazoo.exceptions import KazooException, NoNodeError
+
+__all__ = ["Member", "Membership", "MembershipState"]
+
+log = logging.getLogger(__name__)
+
+_READ_TIMEOUT = 10.0  # seconds for one payload read; a slower ensemble fails the read, retried later
+
+
+class MembershipState(enum.Enum):
+    STARTING = "starting"
+    WATCHING = "watching"
+    SUSPENDED = "suspended"
+    CLOSED = "closed"
+
+
+@dataclass(frozen=True)
+class Member:
+    """A registered member: its group (the decoded znode segment), its znode name, what
+    ``decode`` made of its payload, and its creation time (ZooKeeper's clock, epoch ms)."""
+
+    group: str
+    name: str
+    payload: Any
+    created_ms: int
+
+
+View = Mapping[str, tuple[Member, ...]]
+
+
+def _raw(group: str, name: str, data: bytes) -> bytes:
+    return data
+
+
+class Membership:
+    """Watch the groups under ``path`` (see the module doc). ``groups`` picks the groups to
+    keep by name (all by default); ``decode(group, name, data)`` turns a payload into what
+    :attr:`Member.payload` holds; ``on_change(view)`` is called, from the worker thread, with
+    each new view."""
+
+    def __init__(
+        self,
+        client: KazooClient,
+        path: str,
+        *,
+        decode: Callable[[str, str, bytes], Any] = _raw,
+        groups: Callable[[str], bool] | None = None,
+        grace: float = 0.0,
+        refresh: float = 5.0,
+        on_change: Callable[[View], None] | None = None,
+        name: str = "membership",
+    ) -> None:
+        self.client = client
+        self.path = path.rstrip("/")
+        self.decode = decode
+        self.group_filter = groups
+        self.grace = grace
+        self.refresh = refresh
+        self.on_change = on_change
+        self.name = name
+        self.state = MembershipState.STARTING
+        self.ready = threading.Event()  # set after the first complete read
+        self.version = 0  # incremented with each change of the view
+        self._view: dict[str, tuple[Member, ...]] = {}
+        self._members: dict[str, Member | None] = {}  # "<segment>/<child>" -> member (None: refused)
+        self._empty_since: dict[str, float] = {}
+        self._changed = threading.Event()
+        self._closed = threading.Event()
+        self._lock = threading.Lock()
+        self._thread = threading.Thread(target=self._run, name=f"{name} watch", daemon=True)
+
+    # -- lifecycle ---------------------------------------------------------------------------
+
+    def start(self) -> None:
+        self.client.add_listener(self._on_state)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._closed.set()
+        self._changed.set()
+        self.client.remove_listener(self._on_state)
+        if self._thread.is_alive() and threading.current_thread() is not self._thread:
+            self._thread.join(timeout=10)
+        self.state = MembershipState.CLOSED
+
+    # -- reading the view --------------------------------------------------------------------
+
+    def view(self) -> dict[str, tuple[Member, ...]]:
+        """Every group kept (those in their grace period with no member)."""
+        with self._lock:
+            return dict(self._view)
+
+    def members(self, group: str) -> tuple[Member, ...]:
+        with self._lock:
+            return self._view.get(group, ())
+
+    def refresh_now(self) -> None:
+        """Ask the worker for a read now (a caller that knows something changed)."""
+        self._changed.set()
+
+    # -- the worker --------------------------------------------------------------------------
+
+    def _trigger(self, *_: object) -> None:
+        self._changed.set()
+
+    def _on_state(self, state: str) -> None:
+        # kazoo's event thread: no blocking call here
+        if state == KazooState.CONNECTED:
+            self._changed.set()
+        elif self.state is not MembershipState.CLOSED:
+            self.state = MembershipState.SUSPENDED
+
+    def _run(self) -> None:
+        while not self._closed.is_set():
+            self._changed.clear()
+            if self.client.connected:
+                try:
+                    found = self._read()
+                except KazooException as exc:
+                    log.debug("%s: read of %s interrupted: %s", self.name, self.path, exc)
+                else:
+                    self._publish(found)
+                    self.state = MembershipState.WATCHING
+                    self.ready.set()
+            self._changed.wait(self._next_wait())
+
+    def _next_wait(self) -> float:
+        wait = self.refresh
+        if self._empty_since:
+            first = min(self._empty_since.values())
+            wait = min(wait, max(0.05, first + self.grace - time.monotonic()))
+        return wait
+
+    def _children(self, path: str) -> list[str]:
+        return list(self.client.get_children(path, watch=self._trigger))
+
+    def _read(self) -> dict[str, tuple[Member, ...]]:
+        try:
+            segments = self._children(self.path)
+        except NoNodeError:
+            self.client.ensure_path(self.path)
+            segments = self._children(self.path)
+        found: dict[str, tuple[Member, ...]] = {}
+        listed: set[str] = set()
+        for segment in segments:
+            group = unquote(segment)
+            if self.group_filter is not None and not self.group_filter(group):
+                continue
+            try:
+                children = self._children(f"{self.path}/{segment}")
+            except NoNodeError:
+                continue
+            keys = [f"{segment}/{child}" for child in children]
+            listed.update(keys)
+            pending = [
+                (key, child, self.client.get_async(f"{self.path}/{key}"))
+                for key, child in zip(keys, children, strict=True)
+                if key not in self._members
+            ]
+            for key, child, answer in pending:
+                try:
+                    data, stat = answer.get(timeout=_READ_TIMEOUT)
+                except NoNodeError:
+                    continue  # left between the listing and the read
+                self._members[key] = self._decode(group, child, data or b"", int(stat.ctime))
+            found[group] = tuple(
+                member for key in sorted(keys) if (member := self._members.get(key)) is not None
+            )
+        for key in set(self._members) - listed:
+            del self._members[key]
+        return found
+
+    def _decode(self, group: str, child: str, data: bytes, created_ms: int) -> Member | None:
+        try:
+            payload = self.decode(group, child, data)
+        except ValueError as exc:
+            log.warning("%s: ignoring %s/%s: %s", self.name, group, child, exc)
+            return None
+        return Member(group, child, payload, created_ms)
+
+    def _publish(self, found: dict[str, tuple[Member, ...]]) -> None:
+        now = time.monotonic()
+        with self._lock:
+            previous = self._view
+            view: dict[str, tuple[Member, ...]] = {}
+            for group, members in found.items():
+                if members:
+                    self._empty_since.pop(group, None)
+                    view[group] = members
+            for group in previous:
+                if group not in view:
+                    self._empty_since.setdefault(group, now)
+            for group, since in list(self._empty_since.items()):
+                if now - since >= self.grace:
+                    del self._empty_since[group]
+                else:
+                    view[group] = ()
+            if view == previous:
+                return
+            self._view = view
+            self.version += 1
+        if self.on_change is not None:
+            try:
+                self.on_change(view)
+            except Exception:  # a listener's bug must not stop the watch
+                log.exception("%s: on_change failed", self.name)
