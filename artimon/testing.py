@@ -35,11 +35,10 @@ from pathlib import Path
 
 import httpx
 
-from bookkeeper.labels import parse_series
-from bookkeeper.testing import AppProcess, formula_value, start_app
-from bookkeeper.testing.zkserver import ZooKeeperServer, free_port
-from collector_agent.testing import start_agent_process, start_ready_process
-from vhms.client import VhmsClient
+from bookkeeper.testing import AppProcess, ZooKeeperServer, formula_value, free_port, start_app
+from bookkeeper.wire import parse_series
+from collector_agent import start_agent_process, start_ready_process
+from vhms import VhmsClient
 
 __all__ = ["Stack", "StackProcess"]
 

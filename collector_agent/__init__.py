@@ -23,10 +23,13 @@ from collector_agent.exceptions import (
     TransactionStateError,
 )
 from collector_agent.lifecycle import Component, LifecycleState
+from collector_agent.monitoring import MonitorServer, SelfReporter
 from collector_agent.registry import register
+from collector_agent.reloader import ConfigWatcher
 from collector_agent.sinks.base import BatchSink, Sink
 from collector_agent.sources.base import EventDrivenSource, PollableSource, Source
 from collector_agent.status import Status
+from collector_agent.testing import start_agent_process, start_ready_process
 
 __all__ = [
     "Agent",
@@ -38,6 +41,7 @@ __all__ = [
     "ChannelFullException",
     "ChannelProcessor",
     "Component",
+    "ConfigWatcher",
     "ConfigurationError",
     "Context",
     "Event",
@@ -47,7 +51,9 @@ __all__ = [
     "LifecycleState",
     "MalformedEventError",
     "MemoryChannel",
+    "MonitorServer",
     "PollableSource",
+    "SelfReporter",
     "Sink",
     "Source",
     "Status",
@@ -57,4 +63,6 @@ __all__ = [
     "load_properties",
     "parse_agent",
     "register",
+    "start_agent_process",
+    "start_ready_process",
 ]

@@ -24,7 +24,7 @@ from fastapi import FastAPI, Query
 from fastapi.responses import JSONResponse, PlainTextResponse, Response
 
 from bookkeeper import Bookkeeper
-from bookkeeper.wire.httpserver import BackgroundServer
+from bookkeeper.wire import BackgroundServer
 
 __all__ = ["MonitorServer", "SelfReporter", "prometheus_text"]
 

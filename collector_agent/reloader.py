@@ -15,8 +15,7 @@ from pathlib import Path
 
 from kazoo.client import KazooClient
 
-from bookkeeper.zk.layout import resolve_zk
-from bookkeeper.zk.registration import make_client
+from bookkeeper.zk import make_client, resolve_zk
 from collector_agent.agent import Agent
 
 __all__ = ["ConfigWatcher"]

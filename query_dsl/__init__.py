@@ -5,10 +5,11 @@ See README.md beside this file and docs/dsl.md.
 
 from __future__ import annotations
 
+from query_dsl.api import create_app, to_csv
 from query_dsl.apply import apply_op
 from query_dsl.bucketize import bucketize
 from query_dsl.client import Client
-from query_dsl.dashboards import Dashboard, DashboardDirectory
+from query_dsl.dashboards import EXAMPLES, Dashboard, DashboardDirectory
 from query_dsl.evaluator import Evaluator, Limits
 from query_dsl.exceptions import (
     AlertRuleError,
@@ -29,6 +30,7 @@ from query_dsl.reduce import reduce_matrix
 from query_dsl.sources import DataSource, ShardedSource, StoreSource
 
 __all__ = [
+    "EXAMPLES",
     "AlertRuleError",
     "Client",
     "Dashboard",
@@ -50,9 +52,11 @@ __all__ = [
     "apply_mapper",
     "apply_op",
     "bucketize",
+    "create_app",
     "filter_selector",
     "parse",
     "reduce_matrix",
+    "to_csv",
     "top",
     "where_last",
 ]

@@ -32,7 +32,7 @@ from query_dsl.matrix import Matrix
 from query_dsl.parser import MAX_QUERY_LENGTH
 from query_dsl.sources import DataSource
 from query_dsl.web import web_router
-from vhms.exceptions import LimitExceededError, VhmsError
+from vhms import LimitExceededError, VhmsError
 
 __all__ = ["QueryRequest", "create_app", "to_csv"]
 
@@ -139,8 +139,8 @@ def create_app(
     def series(match: str = Query("", max_length=MAX_QUERY_LENGTH, description="a selector")) -> Response:
         try:
             return JSONResponse({"series": source.series(match)})
-        except (QueryLimitError, LimitExceededError) as exc:
-            return _error(413, exc)
+        except LimitExceededError as exc:
+            return _error(413, QueryLimitError(str(exc)))
         except (VhmsError, ValueError) as exc:
             return _error(400, exc)
 

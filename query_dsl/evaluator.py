@@ -24,7 +24,7 @@ from query_dsl.parser import BinaryOp, Call, Duration, Negate, Node, Word, parse
 from query_dsl.reduce import reduce_matrix
 from query_dsl.series_table import SeriesTable
 from query_dsl.sources import DataSource
-from vhms.exceptions import VhmsError
+from vhms import LimitExceededError, VhmsError
 
 __all__ = ["FUNCTIONS", "Evaluator", "Limits", "Value"]
 
@@ -111,7 +111,9 @@ class Evaluator:
         self.points_read = 0
         try:
             result = self._eval(node)
-        except VhmsError as exc:  # selectors and store limits speak the store's words
+        except LimitExceededError as exc:  # a store's limit is the query's limit to its user
+            raise QueryLimitError(str(exc)) from exc
+        except VhmsError as exc:  # selectors speak the store's words
             raise QueryError(str(exc)) from exc
         if not isinstance(result, Matrix | float):
             raise QueryTypeError(f"the query gives {result!r}, not series or a number")
@@ -186,10 +188,10 @@ class Evaluator:
         if end <= start:
             raise QueryTypeError(f"fetch needs start < end, got {start} and {end}")
         result = self.source.fetch(selector, start, end, resolution)
-        points = len(result.keys) * len(result.timestamps)
-        if len(result.keys) > self.limits.max_series:
+        points = len(result) * len(result.timestamps)
+        if len(result) > self.limits.max_series:
             raise QueryLimitError(
-                f"fetch({selector!r}) reads {len(result.keys)} series, more than {self.limits.max_series}"
+                f"fetch({selector!r}) reads {len(result)} series, more than {self.limits.max_series}"
             )
         self.points_read += points
         if self.points_read > self.limits.max_points:

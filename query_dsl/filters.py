@@ -15,7 +15,7 @@ from query_dsl.apply import COMPARISONS
 from query_dsl.exceptions import QueryTypeError
 from query_dsl.matrix import Matrix
 from query_dsl.series_table import Column
-from vhms.selector import Matcher, parse_selector
+from vhms import Matcher, parse_selector
 
 __all__ = ["filter_selector", "top", "where_last"]
 

@@ -98,7 +98,7 @@ class Matrix:
         return Matrix.from_table(self.table.take(index), self.timestamps, self.values[index], self.step_ms)
 
     def series_keys(self) -> list[str]:
-        from bookkeeper.labels import format_series
+        from bookkeeper.wire import format_series
 
         return [
             format_series(name or "_", labels) for name, labels in zip(self.names, self.labels, strict=True)

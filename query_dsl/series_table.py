@@ -10,26 +10,22 @@ codes, so a query never builds a label dict per series; the dicts (``label_dicts
 made only when someone asks for them. Tables are immutable: operations return new tables
 that share the value lists.
 
-Built in bulk from canonical keys ``name{k=v,...}`` (``bookkeeper.labels.format_series``)
-with pyarrow's string kernels, or from Python lists.
+Built from the label columns a VHMS fetch answers (the store's own codes, compacted), or
+from Python lists.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from urllib.parse import unquote
 
 import numpy as np
-import pyarrow as pa
-import pyarrow.compute as pc
 
-from bookkeeper.labels import parse_series, validate_name
-from vhms.store import FetchResult
+from vhms import FetchResult, compact_column
 
 __all__ = ["Column", "SeriesTable", "class_order", "dense_classes", "joint_classes"]
 
-_NAME = "__name__"
+NAME = "__name__"
 # Mixed-radix class keys are renumbered densely before they could pass this.
 _KEY_LIMIT = 1 << 62
 
@@ -45,16 +41,9 @@ class Column:
         return Column(self.values, self.codes[rows]).compact()
 
     def compact(self) -> Column:
-        """Only the values some series has, when the values outnumber the series (a few
-        series of a store with many values): what reads the values then costs what the
-        series do, not what the store holds."""
-        if len(self.values) <= len(self.codes):
-            return self
-        present = self.codes >= 0
-        used = np.unique(self.codes[present])
-        codes = _absent(len(self.codes))
-        codes[present] = np.searchsorted(used, self.codes[present])
-        return Column([self.values[code] for code in used.tolist()], codes)
+        """Only the values some series has, when the values outnumber the series
+        (:func:`vhms.compact_column`)."""
+        return Column(*compact_column(self.values, self.codes))
 
     def objects(self) -> np.ndarray:
         """The value of each series as an object array, None where absent."""
@@ -115,85 +104,12 @@ class SeriesTable:
 
     @classmethod
     def from_fetch(cls, result: FetchResult) -> SeriesTable:
-        """The series of a fetch: from the store's index when it has them by columns, else
-        parsed from the keys."""
-        columns = result.label_columns()
-        if columns is None:
-            return cls.from_keys(result.keys)
-        names = columns.pop(_NAME, None)
+        """The series of a fetch, from the label columns it carries."""
+        labels = dict(result.labels)
+        names = labels.pop(NAME, None)
         if names is None:  # no series
-            return cls.from_keys([])
-        return cls(
-            Column(*names).compact(), {label: Column(*column).compact() for label, column in columns.items()}
-        )
-
-    @classmethod
-    def from_keys(cls, keys: Sequence[str]) -> SeriesTable:
-        """Parse canonical series keys in bulk; a malformed key raises what
-        ``bookkeeper.labels.parse_series`` raises for it."""
-        if not keys:
             return cls(Column([], np.zeros(0, dtype=np.int32)), {})
-        try:
-            return cls._parse(keys)
-        except _Malformed:  # the reference parser raises the precise error, or takes odd keys
-            parsed = [parse_series(key) for key in keys]
-            return cls.from_lists([name for name, _ in parsed], [labels for _, labels in parsed])
-
-    @classmethod
-    def _parse(cls, keys: Sequence[str]) -> SeriesTable:
-        size = len(keys)
-        try:
-            text = pa.array(keys, type=pa.large_string())
-        except (pa.ArrowException, UnicodeError):  # not UTF-8 (a lone surrogate)
-            raise _Malformed from None
-        halves = pc.split_pattern(text, "{", max_splits=1)
-        if pc.min(pc.list_value_length(halves)).as_py() != 2:
-            raise _Malformed
-        bodies = pc.list_element(halves, 1)
-        if not pc.all(pc.ends_with(bodies, "}")).as_py():
-            raise _Malformed
-        pairs = pc.split_pattern(pc.utf8_slice_codeunits(bodies, 0, -1), ",")
-        flat = pc.list_flatten(pairs)
-        owners = pc.list_parent_indices(pairs).to_numpy()
-        present = pc.not_equal(flat, "")
-        # "" is a pair only as the whole of an empty label set, "name{}"
-        empty_pairs = len(flat) - pc.sum(present).as_py() if len(flat) else 0
-        if empty_pairs and empty_pairs != pc.sum(pc.equal(pc.binary_length(bodies), 1)).as_py():
-            raise _Malformed
-        flat, owners = flat.filter(present), owners[present.to_numpy(zero_copy_only=False)]
-        encoded = flat.dictionary_encode()
-        label_of: dict[str, int] = {}
-        values: list[dict[str, int]] = []
-        pair_label, pair_value = [], []
-        for text in encoded.dictionary.to_pylist():
-            label, sep, escaped = text.partition("=")
-            if not sep or not label:
-                raise _Malformed
-            try:
-                value = unquote(escaped, errors="strict")
-            except UnicodeDecodeError:
-                raise _Malformed from None
-            position = label_of.setdefault(label, len(label_of))
-            if position == len(values):
-                values.append({})
-            pair_label.append(position)
-            pair_value.append(values[position].setdefault(value, len(values[position])))
-        pair_codes = encoded.indices.to_numpy()
-        label_codes = np.array(pair_label, dtype=np.int32)[pair_codes]
-        value_codes = np.array(pair_value, dtype=np.int32)[pair_codes]
-        columns = {}
-        for label, position in label_of.items():
-            chosen = label_codes == position
-            if (np.diff(owners[chosen]) == 0).any():  # a label twice in one key
-                raise _Malformed
-            column = _absent(size)
-            column[owners[chosen]] = value_codes[chosen]
-            columns[label] = Column(list(values[position]), column)
-        names = pc.list_element(halves, 0).dictionary_encode()
-        name_values = names.dictionary.to_pylist()
-        for name in name_values:
-            validate_name(name)
-        return cls(Column(name_values, names.indices.to_numpy().astype(np.int32)), columns)
+        return cls(Column(*names), {label: Column(*column) for label, column in labels.items()})
 
     # -- reading -----------------------------------------------------------------------------
 
@@ -294,10 +210,6 @@ class SeriesTable:
             for k, c in self.columns.items()
         }
         return SeriesTable(Column(name_values, names).compact(), columns)
-
-
-class _Malformed(Exception):
-    """A key is not canonical: the slow parser says why."""
 
 
 def _agree(codes: np.ndarray, order: np.ndarray, starts: np.ndarray, count: int) -> np.ndarray:

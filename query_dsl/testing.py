@@ -8,8 +8,8 @@ import time
 
 import numpy as np
 
-from bookkeeper.labels import format_series
-from vhms.store import Store
+from bookkeeper.wire import format_series
+from vhms import Store
 
 __all__ = ["demo_store"]
 

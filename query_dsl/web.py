@@ -25,7 +25,7 @@ from query_dsl.http_errors import error_response
 from query_dsl.parser import MAX_QUERY_LENGTH
 from query_dsl.render import render_png
 from query_dsl.sources import DataSource
-from vhms.exceptions import VhmsError
+from vhms import VhmsError
 
 __all__ = ["web_router"]
 

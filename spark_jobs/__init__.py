@@ -1,5 +1,24 @@
-"""Artimon's Spark jobs: raw landing files to Parquet (``raw_ingest``). See README.md."""
+"""Artimon's Spark jobs: raw landing files to Parquet (``raw_ingest``), queries over the
+history (``analyze``), VHMS rebuilt from it (``backfill_vhms``), and the session they share
+(``spark_session``). Loaded when first used: importing pyspark takes seconds. See README.md."""
 
 from __future__ import annotations
 
-__all__: list[str] = []
+import importlib
+import typing
+
+if typing.TYPE_CHECKING:
+    from spark_jobs import analyze, backfill_vhms, raw_ingest
+    from spark_jobs.session import spark_session
+
+__all__ = ["analyze", "backfill_vhms", "raw_ingest", "spark_session"]
+
+_JOBS = {"analyze", "backfill_vhms", "raw_ingest"}
+
+
+def __getattr__(name: str) -> typing.Any:
+    if name in _JOBS:
+        return importlib.import_module(f"spark_jobs.{name}")
+    if name == "spark_session":
+        return importlib.import_module("spark_jobs.session").spark_session
+    raise AttributeError(f"module 'spark_jobs' has no attribute {name!r}")

@@ -10,8 +10,7 @@ from typing import Any
 
 import pandas as pd
 
-from query_dsl.evaluator import Evaluator, Limits
-from query_dsl.matrix import Matrix
+from query_dsl import Evaluator, Limits, Matrix
 from spark_jobs.history import ParquetSource
 
 __all__ = ["analyze", "configure", "run_query"]

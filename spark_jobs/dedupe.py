@@ -30,7 +30,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
-from spark_jobs.series import ShapeCache, digests, series_keys
+from bookkeeper.wire import series_keys
+from spark_jobs.series import ShapeCache, digests
 
 if TYPE_CHECKING:
     from pyspark.sql.streaming.state import GroupState

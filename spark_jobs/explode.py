@@ -21,8 +21,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from bookkeeper.vartype import VarType
-from spark_jobs.series import ShapeCache, series_keys
+from bookkeeper import VarType
+from bookkeeper.wire import series_keys
+from spark_jobs.series import ShapeCache
 
 __all__ = ["OUTPUT_SCHEMA", "explode_batches"]
 

@@ -10,9 +10,8 @@ import numpy as np
 import pandas as pd
 from pyspark.sql import functions as F
 
-from bookkeeper.labels import parse_series_shared
-from vhms.selector import Matcher, parse_selector
-from vhms.store import FetchResult
+from bookkeeper.wire import parse_series_shared
+from vhms import FetchResult, Matcher, parse_selector
 
 __all__ = ["ParquetSource", "matching_series"]
 
@@ -71,7 +70,7 @@ class ParquetSource:
                 columns = latest.index.get_level_values(1).to_numpy() - first
                 inside = (columns >= 0) & (columns < len(buckets))
                 values[series_rows[inside], columns[inside]] = latest["value"].to_numpy(dtype=float)[inside]
-        return FetchResult(keys, buckets * step, values, step)
+        return FetchResult.from_keys(keys, buckets * step, values, step)
 
     def series(self, selector: str) -> list[str]:
         frame = self.spark.read.parquet(self.path).select("series").distinct().collect()

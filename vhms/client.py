@@ -1,103 +1,432 @@
-"""A client of the VHMS service (the agent's sink and the query layer use it)."""
+"""VHMS's client side: one connection to a shard member (:class:`VhmsClient`), and the
+sharded client every writer and reader shares (:class:`ShardedClient`).
+
+The sharded client knows the shards and their members (replicas) from ZooKeeper
+(``/artimon/vhms/<shard>/<ip>:<port>``, through :class:`bookkeeper.zk.Membership`) or from a
+static list. It routes each series to the shard that :class:`vhms.placement.HashRing` names
+and writes it to every live member of that shard; it reads each shard from one live
+member, trying the next one when a member fails, and merges the shards' answers by columns.
+
+Replicas: a write to a shard succeeds when at least one of its members stored it. A member
+that fails is counted (``stats["member_failures"]``) and passed over for ``member_backoff``
+seconds, so a member that is down but still registered (its session not yet expired) costs
+one timeout, not one per batch; when every member of a shard is passed over, all are tried.
+A shard whose last member left stays on the ring for ``grace`` seconds (a restart is not a
+departure): writes to it fail meanwhile, so the sink keeps its events in the channel
+instead of moving them to another shard.
+"""
 
 from __future__ import annotations
 
-import socket
+import contextlib
+import json
+import logging
+import threading
 import time
-from typing import Any
+from collections import Counter
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, TypeVar
 
 import numpy as np
 
-from bookkeeper.exceptions import EndpointUnavailableError
-from bookkeeper.wire.framed import call
-from vhms.exceptions import QueryLimitError, SelectorError, VhmsError
+from bookkeeper import WireError
+from bookkeeper.wire import FramedClient, IngestColumns
+from bookkeeper.zk import Member, Membership, make_client, resolve_zk
+from vhms.exceptions import FetchLimitError, SelectorError, UnavailableError, VhmsError
 from vhms.idl import vhms_thrift
-from vhms.store import FetchResult
+from vhms.placement import HashRing
+from vhms.store import FetchResult, LabelColumns
 
-__all__ = ["VhmsClient"]
+__all__ = ["Address", "ShardedClient", "VhmsClient", "merge_results"]
 
-_KINDS: dict[str, type[VhmsError]] = {"SelectorError": SelectorError, "QueryLimitError": QueryLimitError}
+log = logging.getLogger(__name__)
+
+Address = tuple[str, int]
+T = TypeVar("T")
+
+_KINDS: dict[str, type[VhmsError]] = {"SelectorError": SelectorError, "FetchLimitError": FetchLimitError}
+_NAME = "__name__"
+_KEY_LIMIT = 1 << 62
 
 
-class VhmsClient:
-    """One connection to a VHMS, re-opened after a failure. ``timeout`` bounds each call."""
+class VhmsClient(FramedClient):
+    """One kept-alive connection to a VHMS member; ``timeout`` bounds each call."""
 
     def __init__(
         self, host: str, port: int, *, timeout: float = 30.0, max_frame_size: int = 512 * 1024 * 1024
     ) -> None:
-        self.host = host
-        self.port = port
-        self.timeout = timeout
-        self.max_frame_size = max_frame_size
-        self._sock: socket.socket | None = None
-        self._seqid = 0
+        super().__init__(
+            host,
+            port,
+            vhms_thrift.Vhms,
+            connect_timeout=timeout,
+            timeout=timeout,
+            max_frame_size=max_frame_size,
+        )
 
-    def _call(self, api: str, *args: Any) -> Any:
-        if self._sock is None:
-            try:
-                self._sock = socket.create_connection((self.host, self.port), timeout=self.timeout)
-            except OSError as exc:
-                raise EndpointUnavailableError(f"connect to VHMS {self.host}:{self.port}: {exc}") from None
-            self._sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        self._seqid = (self._seqid + 1) & 0x7FFFFFFF
+    def _vhms_call(self, api: str, *args: Any) -> Any:
         try:
-            return call(
-                self._sock,
-                vhms_thrift.Vhms,
-                api,
-                *args,
-                max_frame_size=self.max_frame_size,
-                seqid=self._seqid,
-                deadline=time.monotonic() + self.timeout,
-            )
+            return self.call(api, *args, idempotent=True)  # every VHMS call is idempotent
         except vhms_thrift.VhmsException as exc:
             raise _KINDS.get(exc.kind, VhmsError)(exc.message) from None
-        except BaseException:
-            self.close()
-            raise
 
-    def ingest(
-        self,
-        keys: list[str],
-        values: np.ndarray,
-        timestamps: np.ndarray,
-        strings: tuple[list[str], list[str], np.ndarray] | None = None,
-    ) -> tuple[int, int]:
-        """Send numeric samples (and STRING ones as ``(keys, values, timestamps)``);
-        returns ``(stored, refused)``."""
-        string_keys, texts, string_times = strings or ([], [], np.zeros(0, dtype=np.int64))
-        reply = self._call(
+    def ingest(self, columns: IngestColumns) -> tuple[int, int]:
+        """Store numeric and STRING samples; returns ``(stored, refused)``."""
+        reply = self._vhms_call(
             "ingest",
-            keys,
-            np.asarray(values, dtype="<f8").tobytes(),
-            np.asarray(timestamps, dtype="<i8").tobytes(),
-            string_keys,
-            texts,
-            np.asarray(string_times, dtype="<i8").tobytes(),
+            columns.keys,
+            np.asarray(columns.values, dtype="<f8").tobytes(),
+            np.asarray(columns.timestamps, dtype="<i8").tobytes(),
+            columns.string_keys,
+            columns.strings,
+            np.asarray(columns.string_timestamps, dtype="<i8").tobytes(),
         )
         return int(reply.stored), int(reply.refused)
 
     def fetch(self, selector: str, start_ms: int, end_ms: int, resolution: str | int = "auto") -> FetchResult:
-        reply = self._call("fetch", selector, start_ms, end_ms, str(resolution))
+        reply = self._vhms_call("fetch", selector, start_ms, end_ms, str(resolution))
         timestamps = np.frombuffer(reply.timestamps, dtype="<i8")
-        values = np.frombuffer(reply.values, dtype="<f8").reshape(len(reply.keys), len(timestamps))
-        return FetchResult(list(reply.keys), timestamps, values, int(reply.step_ms))
+        labels: LabelColumns = {
+            column.label: (list(column.values), np.frombuffer(column.codes, dtype="<i4"))
+            for column in reply.labels or []
+        }
+        count = len(labels[_NAME][1]) if _NAME in labels else 0
+        if any(len(codes) != count for _, codes in labels.values()) or any(
+            len(codes) and (codes.max() >= len(values) or codes.min() < -1)
+            for values, codes in labels.values()
+        ):
+            raise WireError(f"VHMS {self.address}: label columns that do not agree")
+        values = np.frombuffer(reply.values, dtype="<f8")
+        if len(values) != count * len(timestamps):
+            raise WireError(f"VHMS {self.address}: {len(values)} values for {count} series")
+        if not labels:
+            return FetchResult.empty(int(reply.step_ms))
+        return FetchResult(labels, timestamps, values.reshape(count, len(timestamps)), int(reply.step_ms))
 
     def series(self, selector: str) -> list[str]:
-        return list(self._call("series", selector))
+        return list(self._vhms_call("series", selector))
 
     def label_names(self) -> list[str]:
-        return list(self._call("label_names"))
+        return list(self._vhms_call("label_names"))
 
     def label_values(self, label: str) -> list[str]:
-        return list(self._call("label_values", label))
-
-    def close(self) -> None:
-        if self._sock is not None:
-            self._sock.close()
-            self._sock = None
+        return list(self._vhms_call("label_values", label))
 
     def __enter__(self) -> VhmsClient:
+        return self
+
+
+def _translate(known: dict[str, int], values: list[str], codes: np.ndarray) -> np.ndarray:
+    """``codes`` into the joint numbering ``known`` (extended with new values)."""
+    mapping = np.empty(len(values) + 1, dtype=np.int32)
+    for code, value in enumerate(values):
+        mapping[code] = known.setdefault(value, len(known))
+    mapping[-1] = -1  # absent stays absent
+    translated: np.ndarray = mapping[codes]
+    return translated
+
+
+def merge_results(results: Sequence[FetchResult]) -> FetchResult:
+    """One result from the shards' results (same time axis): series concatenated in the
+    order given; a series found in two results (a routing change, a replica) merged bucket
+    by bucket, the first value winning. Numpy over label codes, never a loop per series."""
+    parts = [r for r in results if len(r)]
+    if len(parts) <= 1:
+        return parts[0] if parts else results[0]
+    labels = sorted({label for part in parts for label in part.labels})
+    joint: LabelColumns = {}
+    key = np.zeros(sum(len(p) for p in parts), dtype=np.int64)
+    span = 1
+    for label in labels:
+        known: dict[str, int] = {}
+        codes = np.concatenate(
+            [
+                _translate(known, *part.labels[label])
+                if label in part.labels
+                else np.full(len(part), -1, dtype=np.int32)
+                for part in parts
+            ]
+        )
+        joint[label] = (list(known), codes)
+        radix = len(known) + 1
+        if span * radix >= _KEY_LIMIT:  # renumber the keys so far densely before they overflow
+            _, key = np.unique(key, return_inverse=True)
+            span = int(key.max()) + 1
+        key = key * radix + (codes + 1)
+        span *= radix
+    values = np.concatenate([p.values for p in parts])
+    _, first, inverse = np.unique(key, return_index=True, return_inverse=True)
+    if len(first) == len(key):
+        return FetchResult(joint, parts[0].timestamps, values, parts[0].step_ms)
+    keep = np.sort(first)  # the first occurrence of each series, in input order
+    target = np.empty(len(first), dtype=np.int64)
+    target[np.argsort(first)] = np.arange(len(first))  # class -> its row in the output
+    merged = values[keep]
+    later = np.setdiff1d(np.arange(len(key)), keep)
+    for row, into in zip(later.tolist(), target[inverse[later]].tolist(), strict=True):  # duplicates only
+        merged[into] = np.where(np.isnan(merged[into]), values[row], merged[into])
+    return FetchResult(
+        {label: (vals, codes[keep]) for label, (vals, codes) in joint.items()},
+        parts[0].timestamps,
+        merged,
+        parts[0].step_ms,
+    )
+
+
+def _decode_member(shard: str, name: str, data: bytes) -> Address:
+    """A member's address from its znode name ``ip:port``; its JSON payload must agree."""
+    host, _, port = name.rpartition(":")
+    if not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise ValueError(f"member name {name!r} is not ip:port")
+    try:
+        payload = json.loads(data) if data else {}
+    except ValueError:
+        raise ValueError(f"payload is not JSON: {data[:100]!r}") from None
+    if not isinstance(payload, dict):
+        raise ValueError(f"payload is not a JSON object: {data[:100]!r}")
+    if payload.get("shard", shard) != shard or int(payload.get("port", port)) != int(port):
+        raise ValueError(f"payload {payload} disagrees with its znode {shard}/{name}")
+    return host, int(port)
+
+
+class ShardedClient:
+    """Every VHMS shard, from ZooKeeper (``zk_hosts``, default ``$ARTIMON_ZK``) or the static
+    ``servers`` ({shard: [(host, port), ...]}); see the module doc. Its ``fetch``,
+    ``series``, ``label_names`` and ``label_values`` are a query's data source."""
+
+    def __init__(
+        self,
+        zk_hosts: str | None = None,
+        *,
+        servers: Mapping[str, Sequence[Address]] | None = None,
+        timeout: float = 30.0,
+        virtual_nodes: int = 64,
+        grace: float = 30.0,
+        member_backoff: float = 10.0,
+        threads: int = 8,
+        name: str = "vhms-client",
+    ) -> None:
+        self.timeout = timeout
+        self.virtual_nodes = virtual_nodes
+        self.member_backoff = member_backoff
+        self.name = name
+        self.stats: Counter[str] = Counter()
+        self._lock = threading.Lock()
+        self._members: dict[str, list[Address]] = {}
+        self._ring = HashRing([], virtual_nodes)
+        self._routes: dict[str, str] = {}
+        self._down_until: dict[Address, float] = {}
+        self._idle: dict[Address, list[VhmsClient]] = {}
+        self._pool = ThreadPoolExecutor(threads, thread_name_prefix=name)
+        self._zk: Any = None
+        self.membership: Membership | None = None
+        if servers is not None:
+            self._set_members({shard: list(addresses) for shard, addresses in servers.items()})
+            return
+        connect, layout = resolve_zk(zk_hosts)
+        self._zk = make_client(connect)
+        self._zk.start_async()
+        self.membership = Membership(
+            self._zk,
+            f"{layout.root}/vhms",
+            decode=_decode_member,
+            grace=grace,
+            on_change=self._on_view,
+            name=f"{name} shards",
+        )
+        self.membership.start()
+
+    # -- membership --------------------------------------------------------------------------
+
+    def _on_view(self, view: Mapping[str, tuple[Member, ...]]) -> None:
+        self._set_members({shard: [m.payload for m in members] for shard, members in view.items()})
+
+    def _set_members(self, members: dict[str, list[Address]]) -> None:
+        with self._lock:
+            if set(members) != set(self._members):
+                self._ring = HashRing(members, self.virtual_nodes)
+                self._routes = {}
+                log.info("%s: VHMS shards now %s", self.name, sorted(members))
+            self._members = members
+
+    @property
+    def shards(self) -> dict[str, list[Address]]:
+        """Every shard on the ring and its live members (none during a shard's grace)."""
+        with self._lock:
+            return {shard: list(addresses) for shard, addresses in self._members.items()}
+
+    def wait_ready(self, timeout: float | None = None) -> bool:
+        """Wait for the first read of the shards from ZooKeeper (at once for static ones)."""
+        return self.membership is None or self.membership.ready.wait(timeout)
+
+    def shard_of(self, key: str) -> str:
+        """The shard that holds a series; ``UnavailableError`` when there is none."""
+        with self._lock:
+            ring = self._ring
+        try:
+            return ring.shard_of(key)
+        except LookupError:
+            raise UnavailableError("no live VHMS shard") from None
+
+    # -- connections -------------------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def _connection(self, address: Address) -> Iterator[VhmsClient]:
+        with self._lock:
+            idle = self._idle.setdefault(address, [])
+            client = idle.pop() if idle else VhmsClient(*address, timeout=self.timeout)
+        try:
+            yield client
+        finally:
+            with self._lock:
+                self._idle.setdefault(address, []).append(client)
+
+    def _candidates(self, addresses: list[Address]) -> list[Address]:
+        """Members not passed over (all of them when every one is)."""
+        now = time.monotonic()
+        with self._lock:
+            live = [a for a in addresses if self._down_until.get(a, 0.0) <= now]
+        return live or list(addresses)
+
+    def _failed(self, shard: str, address: Address, exc: Exception) -> None:
+        self.stats["member_failures"] += 1
+        with self._lock:
+            first = address not in self._down_until or self._down_until[address] <= time.monotonic()
+            self._down_until[address] = time.monotonic() + self.member_backoff
+        if first:
+            log.warning("%s: shard %s member %s:%d failed (%s)", self.name, shard, *address, exc)
+
+    def _recovered(self, address: Address) -> None:
+        if address in self._down_until:
+            with self._lock:
+                self._down_until.pop(address, None)
+
+    def _call(self, address: Address, method: Callable[[VhmsClient], T]) -> T:
+        with self._connection(address) as client:
+            return method(client)
+
+    # -- writes ------------------------------------------------------------------------------
+
+    def _route(self, keys: list[str]) -> np.ndarray:
+        """The shard of each key (as an object array), from a cache of earlier routes."""
+        with self._lock:
+            routes, ring = self._routes, self._ring
+        if len(routes) > 4_000_000:
+            routes.clear()
+        get = routes.get
+        out = [get(key) for key in keys]
+        if None in out:
+            try:
+                for position, key in enumerate(keys):
+                    if out[position] is None:
+                        out[position] = routes[key] = ring.shard_of(key)
+            except LookupError:
+                raise UnavailableError("no live VHMS shard") from None
+        return np.array(out, dtype=object)
+
+    def ingest(self, columns: IngestColumns) -> tuple[int, int]:
+        """Store samples on their shards, on every live member of each; returns
+        ``(stored, refused)`` as the members that stored them first said.
+        ``UnavailableError`` when a shard has no member that stored its part: the caller
+        sends the whole batch again (ingest is idempotent)."""
+        if not len(columns):
+            return 0, 0
+        numeric_shards = self._route(columns.keys)
+        string_shards = self._route(columns.string_keys)
+        members = self.shards
+        work = []
+        for shard in {*numeric_shards.tolist(), *string_shards.tolist()}:
+            addresses = members.get(shard, [])
+            if not addresses:
+                raise UnavailableError(f"shard {shard} has no live member (restarting?)")
+            part = columns.take(
+                np.flatnonzero(numeric_shards == shard), np.flatnonzero(string_shards == shard)
+            )
+            work.append((shard, part, self._candidates(addresses)))
+        futures = {
+            (shard, address): self._pool.submit(self._call, address, lambda c, part=part: c.ingest(part))
+            for shard, part, addresses in work
+            for address in addresses
+        }
+        stored = refused = 0
+        for shard, _, addresses in work:
+            answer: tuple[int, int] | None = None
+            errors = []
+            for address in addresses:
+                try:
+                    reply = futures[(shard, address)].result()
+                except (WireError, VhmsError, OSError) as exc:
+                    self._failed(shard, address, exc)
+                    errors.append(f"{address[0]}:{address[1]}: {exc}")
+                    continue
+                self._recovered(address)
+                answer = answer or reply
+            if answer is None:
+                raise UnavailableError(f"shard {shard}: no member stored the batch ({'; '.join(errors)})")
+            stored += answer[0]
+            refused += answer[1]
+        return stored, refused
+
+    # -- reads -------------------------------------------------------------------------------
+
+    def _read_shard(self, shard: str, addresses: list[Address], method: Callable[[VhmsClient], T]) -> T:
+        """``method`` on one member of ``shard``, the next one when a member fails."""
+        errors = []
+        for address in self._candidates(addresses):
+            try:
+                result = self._call(address, method)
+            except (WireError, OSError) as exc:
+                self._failed(shard, address, exc)
+                errors.append(f"{address[0]}:{address[1]}: {exc}")
+                continue
+            self._recovered(address)
+            return result
+        raise UnavailableError(f"shard {shard}: no member answered ({'; '.join(errors)})")
+
+    def _each(self, method: Callable[[VhmsClient], T]) -> list[T]:
+        """``method`` on every shard that has members, in shard order."""
+        self.wait_ready(self.timeout)
+        live = [(shard, addresses) for shard, addresses in sorted(self.shards.items()) if addresses]
+        futures = [self._pool.submit(self._read_shard, shard, addresses, method) for shard, addresses in live]
+        return [future.result() for future in futures]
+
+    def fetch(self, selector: str, start_ms: int, end_ms: int, resolution: str | int = "auto") -> FetchResult:
+        """The selected series of every shard, merged (:func:`merge_results`)."""
+        results = self._each(lambda c: c.fetch(selector, start_ms, end_ms, resolution))
+        if not results:
+            return FetchResult.empty()
+        steps = {r.step_ms for r in results}
+        if len(steps) > 1:  # shards picked different rings: read them all at the coarsest
+            coarsest = max(steps) // 1000
+            results = self._each(lambda c: c.fetch(selector, start_ms, end_ms, coarsest))
+        return merge_results(results)
+
+    def series(self, selector: str) -> list[str]:
+        return sorted({key for part in self._each(lambda c: c.series(selector)) for key in part})
+
+    def label_names(self) -> list[str]:
+        return sorted({name for part in self._each(lambda c: c.label_names()) for name in part})
+
+    def label_values(self, label: str) -> list[str]:
+        return sorted({value for part in self._each(lambda c: c.label_values(label)) for value in part})
+
+    # -- lifecycle ---------------------------------------------------------------------------
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=True)
+        if self.membership is not None:
+            self.membership.stop()
+        if self._zk is not None:
+            self._zk.stop()
+            self._zk.close()
+        with self._lock:
+            for clients in self._idle.values():
+                for client in clients:
+                    client.close()
+            self._idle.clear()
+
+    def __enter__(self) -> ShardedClient:
         return self
 
     def __exit__(self, *exc: object) -> None:

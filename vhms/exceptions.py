@@ -4,22 +4,24 @@
 
     VhmsError
     ├── SelectorError         (also ValueError)  a selector that does not parse; says where
-    ├── ConfigurationError    (also ValueError)  a bad resolution or aggregate specification
+    ├── ResolutionError       (also ValueError)  a bad resolution or aggregate specification
     ├── LimitExceededError                       a configured limit refused the work
     │   ├── SeriesLimitError                     the store holds max_series already
-    │   └── QueryLimitError                      too many series or points for one query
-    └── SnapshotError                            a snapshot that cannot be written or read
+    │   └── FetchLimitError                      too many series or points for one query
+    ├── SnapshotError                            a snapshot that cannot be written or read
+    └── UnavailableError                         no live member of a shard could do the work
 """
 
 from __future__ import annotations
 
 __all__ = [
-    "ConfigurationError",
+    "FetchLimitError",
     "LimitExceededError",
-    "QueryLimitError",
+    "ResolutionError",
     "SelectorError",
     "SeriesLimitError",
     "SnapshotError",
+    "UnavailableError",
     "VhmsError",
 ]
 
@@ -32,7 +34,7 @@ class SelectorError(VhmsError, ValueError):
     """A series selector that does not parse; the message shows where."""
 
 
-class ConfigurationError(VhmsError, ValueError):
+class ResolutionError(VhmsError, ValueError):
     """A resolution or aggregate specification that does not parse."""
 
 
@@ -44,9 +46,13 @@ class SeriesLimitError(LimitExceededError):
     """New series refused: the store already holds ``max_series``."""
 
 
-class QueryLimitError(LimitExceededError):
+class FetchLimitError(LimitExceededError):
     """A query would return more series or points than allowed."""
 
 
 class SnapshotError(VhmsError):
     """A snapshot could not be written, or read back intact."""
+
+
+class UnavailableError(VhmsError):
+    """No live VHMS shard, or no member of a shard answered (the message says which)."""

@@ -20,13 +20,13 @@ from array import array
 
 import numpy as np
 
-from bookkeeper.labels import parse_series
+from bookkeeper.wire import parse_series
 from vhms.exceptions import SeriesLimitError
 from vhms.selector import Matcher, Selector
 
-__all__ = ["SeriesIndex"]
+__all__ = ["NAME", "SeriesIndex"]
 
-_NAME = "__name__"
+NAME = "__name__"  # the label that holds a series' name in label columns
 
 
 class SeriesIndex:
@@ -71,14 +71,14 @@ class SeriesIndex:
         series_id = len(self.keys)
         self.keys.append(key)
         self._ids[key] = series_id
-        self._post(_NAME, name, series_id)
+        self._post(NAME, name, series_id)
         for label, value in labels.items():
             self._post(label, value, series_id)
         self._add_codes(name, labels)
         return series_id
 
     def _add_codes(self, name: str, labels: dict[str, str]) -> None:
-        shape = (_NAME, *labels)
+        shape = (NAME, *labels)
         number = self._shape_numbers.get(shape)
         if number is None:
             number = self._shape_numbers[shape] = len(self._shapes)
@@ -87,7 +87,7 @@ class SeriesIndex:
         rows = self._shape_rows[number]
         self._shape_of.append(number)
         self._row_of.append(len(rows) // len(shape))
-        for label, value in ((_NAME, name), *labels.items()):
+        for label, value in ((NAME, name), *labels.items()):
             codes = self._codes.get(label)
             if codes is None:
                 codes, self._values[label] = self._codes.setdefault(label, {}), []
@@ -117,7 +117,7 @@ class SeriesIndex:
         return parse_series(self.keys[series_id])
 
     def label_names(self) -> list[str]:
-        return sorted(label for label in self._postings if label != _NAME)
+        return sorted(label for label in self._postings if label != NAME)
 
     def label_values(self, label: str) -> list[str]:
         return sorted(self._postings.get(label, {}))

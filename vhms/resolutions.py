@@ -24,7 +24,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from vhms.exceptions import ConfigurationError
+from vhms.exceptions import ResolutionError
 
 __all__ = ["AGGREGATES", "DEFAULT_RESOLUTIONS", "Resolution", "parse_resolutions"]
 
@@ -53,32 +53,30 @@ class Resolution:
 
 
 def parse_resolutions(text: str = DEFAULT_RESOLUTIONS) -> list[Resolution]:
-    """Parse the text form; ``ConfigurationError`` names the part that is wrong."""
+    """Parse the text form; ``ResolutionError`` names the part that is wrong."""
     resolutions = []
     for part in (p.strip() for p in text.split(",")):
         match = _SPEC_RE.match(part)
         if not match:
-            raise ConfigurationError(
+            raise ResolutionError(
                 f"resolution {part!r} is not <step><s|m|h|d>:<slots>[:<aggregate>] (e.g. 5m:48:max)"
             )
         number, unit, slots, aggregate = match.groups()
         step = int(number) * _UNITS[unit]
         if step <= 0 or int(slots) <= 0:
-            raise ConfigurationError(f"resolution {part!r}: step and slots must be positive")
+            raise ResolutionError(f"resolution {part!r}: step and slots must be positive")
         if aggregate and aggregate not in AGGREGATES:
-            raise ConfigurationError(
-                f"resolution {part!r}: aggregate {aggregate!r} is not one of {AGGREGATES}"
-            )
+            raise ResolutionError(f"resolution {part!r}: aggregate {aggregate!r} is not one of {AGGREGATES}")
         resolutions.append(Resolution(step, int(slots), aggregate or "last"))
     resolutions.sort(key=lambda r: r.step_s)
     finest = resolutions[0]
     if finest.aggregate != "last":
-        raise ConfigurationError(
+        raise ResolutionError(
             f"the finest resolution ({finest.step_s}s) keeps the last sample: its aggregate is last"
         )
     for resolution in resolutions[1:]:
         if resolution.step_s % finest.step_s or resolution.step_s == finest.step_s:
-            raise ConfigurationError(
+            raise ResolutionError(
                 f"resolution {resolution.step_s}s is not a larger multiple of the finest ({finest.step_s}s)"
             )
     return resolutions

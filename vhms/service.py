@@ -4,7 +4,7 @@
 stop, restored at start.
 
 Limits: an ingest frame is at most ``max_frame_size`` bytes (default 256 MiB); fetch and
-series answer the store's query limits as ``VhmsException`` (kind ``QueryLimitError``), a
+series answer the store's query limits as ``VhmsException`` (kind ``FetchLimitError``), a
 bad selector as kind ``SelectorError``; a connection that sends garbage is closed.
 """
 
@@ -19,11 +19,8 @@ from typing import Any
 import numpy as np
 from fastapi import FastAPI
 
-from bookkeeper.server import advertised_address
-from bookkeeper.wire.framed import FramedThriftServer
-from bookkeeper.wire.httpserver import BackgroundServer
-from bookkeeper.zk.layout import resolve_zk
-from bookkeeper.zk.registration import Registration
+from bookkeeper.wire import BackgroundServer, FramedThriftServer, advertised_address
+from bookkeeper.zk import Registration, resolve_zk
 from vhms.exceptions import VhmsError
 from vhms.idl import vhms_thrift
 from vhms.snapshot import restore_or_empty, save_snapshot
@@ -71,7 +68,10 @@ class _Handler:
         except (VhmsError, ValueError) as exc:
             raise _error(exc) from None
         return vhms_thrift.FetchReply(
-            keys=result.keys,
+            labels=[
+                vhms_thrift.LabelColumn(label, values, codes.astype("<i4", copy=False).tobytes())
+                for label, (values, codes) in result.labels.items()
+            ],
             timestamps=result.timestamps.astype("<i8").tobytes(),
             values=np.ascontiguousarray(result.values, dtype="<f8").tobytes(),
             step_ms=result.step_ms,
@@ -79,16 +79,15 @@ class _Handler:
 
     def series(self, selector: str) -> list[str]:
         try:
-            ids = self.store.select(selector or "")
+            return self.store.series_keys(selector or "")
         except (VhmsError, ValueError) as exc:
             raise _error(exc) from None
-        return [self.store.index.keys[i] for i in ids.tolist()]
 
     def label_names(self) -> list[str]:
-        return self.store.index.label_names()
+        return self.store.label_names()
 
     def label_values(self, label: str) -> list[str]:
-        return self.store.index.label_values(label or "")
+        return self.store.label_values(label or "")
 
 
 def _http_app(service: VhmsService) -> FastAPI:

@@ -20,19 +20,18 @@ import time
 import warnings
 from collections import Counter
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
-from bookkeeper.batch import SampleBatch
-from bookkeeper.labels import parse_series
-from bookkeeper.vartype import VarType
-from vhms.exceptions import QueryLimitError
-from vhms.index import SeriesIndex
+from bookkeeper import SampleBatch
+from bookkeeper.wire import IngestColumns, format_series, parse_series
+from vhms.exceptions import FetchLimitError
+from vhms.index import NAME, SeriesIndex
 from vhms.resolutions import Resolution, parse_resolutions
 from vhms.selector import Selector, parse_selector
 
-__all__ = ["CHUNK", "FetchResult", "Store"]
+__all__ = ["CHUNK", "FetchResult", "LabelColumns", "Store", "compact_column"]
 
 CHUNK = 1 << 16
 _NAN_AGGREGATES: dict[str, Callable[..., np.ndarray]] = {
@@ -45,28 +44,79 @@ _SHIFT = 16
 _MASK = CHUNK - 1
 
 
+LabelColumns = dict[str, tuple[list[str], np.ndarray]]
+
+
 @dataclass
 class FetchResult:
-    """Series (keys, in index order), bucket start times (epoch ms) and values
-    ``[series, buckets]`` with NaN for gaps (from a store: a transposed view of a
-    time-major array, Fortran order)."""
+    """What a fetch answers: series by columns, bucket start times (epoch ms) and values
+    ``[series, buckets]`` with NaN for gaps (from a store: a transposed view of a time-major
+    array, Fortran order).
 
-    keys: list[str]
+    ``labels`` holds the names (label ``"__name__"``) and every label of the series by
+    columns: per label, its values by code (a list to read, never to change) and an int32
+    code per series, -1 where the series lacks the label.
+    """
+
+    labels: LabelColumns
     timestamps: np.ndarray
     values: np.ndarray
     step_ms: int
-    ids: np.ndarray | None = None  # the series' ids in ``index`` (a store in this process)
-    index: SeriesIndex | None = field(default=None, repr=False, compare=False)
 
-    def labels(self) -> list[tuple[str, dict[str, str]]]:
-        return [parse_series(key) for key in self.keys]
+    def __len__(self) -> int:
+        return int(self.values.shape[0])
 
-    def label_columns(self) -> dict[str, tuple[list[str], np.ndarray]] | None:
-        """Names and labels by columns, as :meth:`SeriesIndex.columns` gives them, when the
-        result comes from a store in this process (else None: parse the keys)."""
-        if self.index is None or self.ids is None:
-            return None
-        return self.index.columns(self.ids)
+    @property
+    def keys(self) -> list[str]:
+        """The canonical key of each series (made one by one: for tools and tests)."""
+        return [format_series(name, labels) for name, labels in self.series()]
+
+    def series(self) -> list[tuple[str, dict[str, str]]]:
+        """``(name, labels)`` of each series (one dict each: for tools and tests)."""
+        if NAME not in self.labels:
+            return []
+        columns = [(label, values, codes.tolist()) for label, (values, codes) in self.labels.items()]
+        out: list[tuple[str, dict[str, str]]] = []
+        for row in range(len(self)):
+            found = {label: values[codes[row]] for label, values, codes in columns if codes[row] >= 0}
+            out.append((found.pop(NAME), found))
+        return out
+
+    @classmethod
+    def from_keys(
+        cls, keys: list[str], timestamps: np.ndarray, values: np.ndarray, step_ms: int
+    ) -> FetchResult:
+        """A result from canonical keys (parsed one by one: for a few series)."""
+        columns: dict[str, dict[str, int]] = {NAME: {}}
+        codes: dict[str, np.ndarray] = {NAME: np.full(len(keys), -1, dtype=np.int32)}
+        for row, key in enumerate(keys):
+            name, labels = parse_series(key)
+            for label, value in ((NAME, name), *labels.items()):
+                if label not in columns:
+                    columns[label] = {}
+                    codes[label] = np.full(len(keys), -1, dtype=np.int32)
+                codes[label][row] = columns[label].setdefault(value, len(columns[label]))
+        return cls(
+            {label: (list(columns[label]), codes[label]) for label in columns}, timestamps, values, step_ms
+        )
+
+    @classmethod
+    def empty(cls, step_ms: int = 60_000) -> FetchResult:
+        return cls(
+            {NAME: ([], np.zeros(0, dtype=np.int32))}, np.zeros(0, dtype=np.int64), np.zeros((0, 0)), step_ms
+        )
+
+
+def compact_column(values: list[str], codes: np.ndarray) -> tuple[list[str], np.ndarray]:
+    """Only the values some series uses, when the values outnumber the series (a few series
+    of a store with many values): what reads the column then costs what the series do."""
+    if len(values) <= len(codes):
+        return values, codes
+    present = codes >= 0
+    used = np.unique(codes[present])
+    out = np.full(len(codes), -1, dtype=np.int32)
+    out[present] = np.searchsorted(used, codes[present])
+    return [values[code] for code in used.tolist()], out
 
 
 class _Ring:
@@ -166,20 +216,13 @@ class Store:
         """Ingest a bookkeeper batch (booleans as 0/1, strings kept as the last value);
         ``timestamp_ms`` replaces every sample's time (an agent's round time). Returns the
         number of numeric samples stored."""
-        keys = batch.series_keys()
-        timestamps = (
-            batch.timestamps if timestamp_ms is None else np.full(len(batch), timestamp_ms, dtype=np.int64)
-        )
-        is_string = batch.types == VarType.STRING
-        if is_string.any():
-            rows = np.flatnonzero(is_string).tolist()
-            self.ingest_strings(
-                [keys[r] for r in rows], [batch.strings[int(batch.values[r])] for r in rows], timestamps[rows]
-            )
-            numeric = ~is_string
-            keys = [k for k, keep in zip(keys, numeric.tolist(), strict=True) if keep]
-            return self.ingest(keys, batch.numeric_values()[numeric], timestamps[numeric])
-        return self.ingest(keys, batch.numeric_values(), timestamps)
+        return self.ingest_columns(batch.ingest_columns(timestamp_ms))
+
+    def ingest_columns(self, columns: IngestColumns) -> int:
+        """Ingest numeric and STRING samples; returns the number of numeric samples stored."""
+        if columns.string_keys:
+            self.ingest_strings(columns.string_keys, columns.strings, columns.string_timestamps)
+        return self.ingest(columns.keys, columns.values, columns.timestamps) if columns.keys else 0
 
     def ingest_strings(self, keys: list[str], strings: list[str], timestamps: np.ndarray) -> None:
         """Keep the latest value (by timestamp) of each STRING series."""
@@ -319,11 +362,11 @@ class Store:
     # -- queries -----------------------------------------------------------------------------
 
     def select(self, selector: str | Selector) -> np.ndarray:
-        """Ids of the series a selector picks (``QueryLimitError`` past ``max_series_per_query``)."""
+        """Ids of the series a selector picks (``FetchLimitError`` past ``max_series_per_query``)."""
         parsed = parse_selector(selector) if isinstance(selector, str) else selector
         ids = self.index.match(parsed)
         if len(ids) > self.max_series_per_query:
-            raise QueryLimitError(
+            raise FetchLimitError(
                 f"{parsed.text or '{}'} selects {len(ids)} series, more than max_series_per_query="
                 f"{self.max_series_per_query}: narrow the selector"
             )
@@ -354,17 +397,17 @@ class Store:
             # even for no series at all
             points = max(len(ids), 1) * count
             if points > self.max_points_per_query:
-                raise QueryLimitError(
+                raise FetchLimitError(
                     f"{len(ids)} series x {count} buckets = {points} points, more than "
                     f"max_points_per_query={self.max_points_per_query}: narrow the selector or the range"
                 )
             buckets = np.arange(first, last + 1, dtype=np.int64)
             values = self._gather(ring, ids, buckets)
-            if len(ids) and int(ids[-1] - ids[0]) == len(ids) - 1:  # a run of ids, as a metric's often are
-                keys = self.index.keys[int(ids[0]) : int(ids[-1]) + 1]
-            else:
-                keys = list(map(self.index.keys.__getitem__, ids.tolist()))
-        return FetchResult(keys, buckets * step, values, step, ids, self.index)
+        columns = self.index.columns(ids)
+        labels = {label: compact_column(*column) for label, column in columns.items()}
+        if NAME not in labels:
+            labels[NAME] = ([], np.zeros(0, dtype=np.int32))
+        return FetchResult(labels, buckets * step, values, step)
 
     @staticmethod
     def _gather(ring: _Ring, ids: np.ndarray, buckets: np.ndarray) -> np.ndarray:
@@ -411,3 +454,14 @@ class Store:
         with self._lock:
             ids = self.select(selector)
             return {self.index.keys[i]: self.strings[i] for i in ids.tolist() if i in self.strings}
+
+    def series_keys(self, selector: str | Selector) -> list[str]:
+        """The canonical keys of the selected series."""
+        ids = self.select(selector)
+        return [self.index.keys[i] for i in ids.tolist()]
+
+    def label_names(self) -> list[str]:
+        return self.index.label_names()
+
+    def label_values(self, label: str) -> list[str]:
+        return self.index.label_values(label)

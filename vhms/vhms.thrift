@@ -5,7 +5,7 @@
 namespace py vhms_service
 
 exception VhmsException {
-  1: string kind,      // SelectorError, QueryLimitError, ValueError...
+  1: string kind,      // SelectorError, FetchLimitError, ValueError...
   2: string message,
 }
 
@@ -14,11 +14,17 @@ struct IngestReply {
   2: i64 refused,      // samples refused (too old, series limit, clock)
 }
 
+struct LabelColumn {
+  1: string label,            // "__name__" for the series' names
+  2: list<string> values,     // the label's values, by code
+  3: binary codes,            // int32 LE: a code per series, -1 where the series lacks the label
+}
+
 struct FetchReply {
-  1: list<string> keys,       // series, canonical name{labels}
   2: binary timestamps,       // int64 LE: bucket start times, epoch ms
   3: binary values,           // float64 LE: [series][buckets], row-major, NaN for gaps
   4: i64 step_ms,
+  5: list<LabelColumn> labels, // the series' names and labels by columns
 }
 
 service Vhms {

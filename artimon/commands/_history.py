@@ -36,8 +36,10 @@ class HistoryJob:
 
     def _start(self) -> None:
         try:
-            from spark_jobs import raw_ingest  # pyspark's import alone takes a second
-            from spark_jobs.session import spark_session
+            from spark_jobs import (
+                raw_ingest,  # pyspark's import alone takes a second
+                spark_session,
+            )
 
             self._spark = spark_session("local[2]", "artimon-up-raw_ingest")
             parser = argparse.ArgumentParser()

@@ -13,9 +13,7 @@ import sys
 from pathlib import Path
 
 from artimon.commands._signals import stop_event
-from collector_agent import Agent, AgentError, ConfigurationError
-from collector_agent.monitoring import MonitorServer, SelfReporter
-from collector_agent.reloader import ConfigWatcher
+from collector_agent import Agent, AgentError, ConfigurationError, ConfigWatcher, MonitorServer, SelfReporter
 
 
 def configure(parser: argparse.ArgumentParser) -> None:

@@ -14,8 +14,7 @@ from pathlib import Path
 
 from artimon.commands._signals import stop_event
 from query_dsl import Client, QueryError, ShardedSource
-from query_dsl.alerts import AlertEngine, Evaluation, EvaluatorSource, QuerySource, load_rules
-from query_dsl.alerts.model import iso_time
+from query_dsl.alerts import AlertEngine, Evaluation, EvaluatorSource, QuerySource, iso_time, load_rules
 
 
 def configure(parser: argparse.ArgumentParser) -> None:

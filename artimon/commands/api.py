@@ -9,10 +9,8 @@ import sys
 from pathlib import Path
 
 from artimon.commands._signals import stop_event
-from bookkeeper.wire.httpserver import BackgroundServer
-from query_dsl.api import create_app
-from query_dsl.evaluator import Limits
-from query_dsl.sources import ShardedSource
+from bookkeeper.wire import BackgroundServer
+from query_dsl import Limits, ShardedSource, create_app
 
 
 def configure(parser: argparse.ArgumentParser) -> None:

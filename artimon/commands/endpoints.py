@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from bookkeeper.zk.discovery import list_endpoints
-from bookkeeper.zk.layout import resolve_zk
-from bookkeeper.zk.registration import make_client
+from bookkeeper.zk import list_endpoints, make_client, resolve_zk
 
 
 def configure(parser: argparse.ArgumentParser) -> None:

@@ -10,8 +10,7 @@ import os
 import sys
 import time
 
-from query_dsl import Client, Evaluator, Matrix, QueryError, ShardedSource
-from query_dsl.api import to_csv
+from query_dsl import Client, Evaluator, Matrix, QueryError, ShardedSource, to_csv
 
 
 def configure(parser: argparse.ArgumentParser) -> None:

@@ -5,8 +5,7 @@ from __future__ import annotations
 
 import argparse
 
-from spark_jobs import analyze, backfill_vhms, raw_ingest
-from spark_jobs.session import spark_session
+from spark_jobs import analyze, backfill_vhms, raw_ingest, spark_session
 
 JOBS = {"raw_ingest": raw_ingest, "analyze": analyze, "backfill_vhms": backfill_vhms}
 

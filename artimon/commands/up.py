@@ -21,16 +21,11 @@ from pathlib import Path
 
 from artimon.commands._history import HistoryJob
 from artimon.commands._signals import stop_event
-from bookkeeper.testing.demo import DemoApps
-from bookkeeper.testing.zkserver import ZooKeeperServer
-from bookkeeper.wire.httpserver import BackgroundServer
-from collector_agent import Agent
-from collector_agent.monitoring import MonitorServer
-from query_dsl.api import create_app
-from query_dsl.dashboards import EXAMPLES
-from query_dsl.sources import StoreSource
-from vhms import Store
-from vhms.service import VhmsService
+from bookkeeper.testing import DemoApps, ZooKeeperServer
+from bookkeeper.wire import BackgroundServer
+from collector_agent import Agent, MonitorServer
+from query_dsl import EXAMPLES, StoreSource, create_app
+from vhms import Store, VhmsService
 
 AGENT = """
 up.sources = poll

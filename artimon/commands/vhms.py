@@ -9,8 +9,7 @@ import sys
 from pathlib import Path
 
 from artimon.commands._signals import stop_event
-from vhms import DEFAULT_RESOLUTIONS, Store, VhmsError
-from vhms.service import VhmsService
+from vhms import DEFAULT_RESOLUTIONS, Store, VhmsError, VhmsService
 
 
 def configure(parser: argparse.ArgumentParser) -> None:

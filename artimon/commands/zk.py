@@ -8,7 +8,7 @@ import os
 from pathlib import Path
 
 from artimon.commands._signals import stop_event
-from bookkeeper.testing.zkserver import ZooKeeperServer, four_letter_word
+from bookkeeper.testing import ZooKeeperServer, four_letter_word
 
 
 def configure(parser: argparse.ArgumentParser) -> None:

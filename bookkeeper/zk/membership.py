@@ -151,6 +151,7 @@ class Membership:
     def _run(self) -> None:
         while not self._closed.is_set():
             self._changed.clear()
+            read = False
             if self.client.connected:
                 try:
                     found = self._read()
@@ -160,7 +161,9 @@ class Membership:
                     self._publish(found)
                     self.state = MembershipState.WATCHING
                     self.ready.set()
-            self._changed.wait(self._next_wait())
+                    read = True
+            # not read: look again soon (a connection may come up before our listener is in)
+            self._changed.wait(self._next_wait() if read else min(0.2, self.refresh))
 
     def _next_wait(self) -> float:
         wait = self.refresh

@@ -20,9 +20,8 @@ import os
 import time
 from pathlib import Path
 
-from bookkeeper.exceptions import MalformedFrameError
-from bookkeeper.wire.avro import decode_sample_batch
-from bookkeeper.wire.landing import LandingWriter, encode_trailer, recover
+from bookkeeper import MalformedFrameError
+from bookkeeper.wire import LandingWriter, decode_sample_batch, encode_trailer, recover
 from collector_agent.context import Context
 from collector_agent.event import Event
 from collector_agent.exceptions import MalformedEventError

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import time
 
-from bookkeeper.exceptions import WireError
+from bookkeeper import WireError
 from bookkeeper.wire import FramedClient
 from collector_agent._flume_thrift import flume_thrift, protocol_factory
 from collector_agent.context import Context

@@ -3,7 +3,7 @@
 Rounds start on interval boundaries (``floor(t / interval) * interval``). In each round the
 agent polls the endpoints that belong to it (``collector_agent.group``) concurrently, on a
 bounded pool, each with connect and read timeouts, and emits one event per endpoint: the
-body is its variables as an Avro sample batch (``bookkeeper/sample_batch.avsc``, the app's
+body is its variables as an Avro sample batch (``bookkeeper/wire/sample_batch.avsc``, the app's
 own timestamps inside), the headers name ``artimon.context``, ``artimon.endpoint``
 (``ip:port:uuid``), ``artimon.round`` (the round's start, epoch ms) and ``artimon.agent``.
 
@@ -22,6 +22,18 @@ that round with a later read (VHMS and the Parquet history keep one sample per s
 round). A new agent joining a group polls nothing early: its share in that round still
 belongs to the agents that were members when the round began.
 
+Discovery and group membership come from :class:`bookkeeper.zk.Membership` (endpoints
+under ``/contexts``, this agent's group under ``/agents``); what this module adds is the
+round scheduler. Its states (``ArtimonSource.round_state``, a :class:`RoundState`)::
+
+    STARTING --started within the first `catchup` of a round--> POLLING (startup poll)
+    STARTING --otherwise--> WAITING
+    WAITING --the next interval boundary--> POLLING --all answered or the deadline--> CATCHING_UP
+    CATCHING_UP --at `catchup` of the interval: orphans of dead agents polled--> WAITING
+    CATCHING_UP --the round ran past the next boundary (overrun)--> WAITING, the rounds
+        missed meanwhile counted as skipped and never queued
+    any state --stop()--> STOPPED
+
 Events the channel still refuses at a round's deadline are dropped and counted
 (``EventDroppedCount``, one per endpoint's batch) and logged with the round.
 
@@ -35,6 +47,7 @@ Keys: ``zk`` (default ``$ARTIMON_ZK``), ``interval`` (s, 60), ``group`` (``defau
 from __future__ import annotations
 
 import concurrent.futures
+import enum
 import json
 import logging
 import os
@@ -43,24 +56,34 @@ import socket
 import threading
 import time
 from collections import Counter
+from collections.abc import Mapping
 
-from kazoo.client import KazooClient, KazooState
-from kazoo.exceptions import KazooException, NoNodeError
+from kazoo.client import KazooClient
 
-from bookkeeper.client import EndpointClient
-from bookkeeper.exceptions import BookkeeperError
-from bookkeeper.wire.avro import encode_sample_batch
-from bookkeeper.zk.layout import EndpointInfo, ZkLayout, resolve_zk
-from bookkeeper.zk.registration import Registration, make_client
+from bookkeeper import BookkeeperError, EndpointClient
+from bookkeeper.wire import encode_sample_batch
+from bookkeeper.zk import EndpointInfo, Member, Membership, Registration, ZkLayout, make_client, resolve_zk
 from collector_agent.context import Context
 from collector_agent.event import Event
 from collector_agent.exceptions import ChannelException
 from collector_agent.group import owner
 from collector_agent.sources.base import EventDrivenSource
 
-__all__ = ["ArtimonSource"]
+__all__ = ["ArtimonSource", "RoundState"]
 
 log = logging.getLogger(__name__)
+
+
+class RoundState(enum.Enum):
+    STARTING = "starting"
+    WAITING = "waiting"
+    POLLING = "polling"
+    CATCHING_UP = "catching up"
+    STOPPED = "stopped"
+
+
+def _endpoint(context: str, name: str, data: bytes) -> EndpointInfo:
+    return EndpointInfo.from_json(data)  # MalformedFrameError is a ValueError: the member is left out
 
 
 class ArtimonSource(EventDrivenSource):
@@ -109,16 +132,14 @@ class ArtimonSource(EventDrivenSource):
         self._clients: dict[str, EndpointClient] = {}
         self._lock = threading.Lock()
         self._stop = threading.Event()
-        self._changed = threading.Event()
-        self._discovered = threading.Event()
         self._assigned_members: list[str] = []
+        self.round_state = RoundState.STARTING
 
     # -- lifecycle ---------------------------------------------------------------------------
 
     def start(self) -> None:
         connect, self.layout = resolve_zk(self.zk_hosts)
         self._zk: KazooClient = make_client(connect, self.session_timeout)
-        self._zk.add_listener(self._on_zk_state)
         self._zk.start_async()
         me = {"host": socket.gethostname(), "started": int(time.time() * 1000), "source": self.name}
         self._registration = Registration(
@@ -128,24 +149,40 @@ class ArtimonSource(EventDrivenSource):
             session_timeout=self.session_timeout,
         )
         self._registration.start()
+        refresh = min(5.0, self.interval)
+        self._endpoint_watch = Membership(
+            self._zk,
+            self.layout.contexts,
+            decode=_endpoint,
+            groups=lambda context: self.context_filter.fullmatch(context) is not None,
+            refresh=refresh,
+            on_change=self._on_endpoints,
+            name=f"source {self.name} endpoints",
+        )
+        self._agent_watch = Membership(
+            self._zk,
+            f"{self.layout.root}/agents",
+            groups=lambda group: group == self.group,
+            refresh=refresh,
+            on_change=self._on_agents,
+            name=f"source {self.name} agents",
+        )
         self._pool = concurrent.futures.ThreadPoolExecutor(
             self.threads, thread_name_prefix=f"poll-{self.name}"
         )
         self._stop.clear()
-        self._discovered.clear()
-        self._threads = [
-            threading.Thread(target=self._watch_loop, name=f"{self.name}-discovery", daemon=True),
-            threading.Thread(target=self._round_loop, name=f"{self.name}-rounds", daemon=True),
-        ]
-        for thread in self._threads:
-            thread.start()
+        self._endpoint_watch.start()
+        self._agent_watch.start()
+        self._thread = threading.Thread(target=self._round_loop, name=f"{self.name}-rounds", daemon=True)
+        self._thread.start()
         super().start()
 
     def stop(self) -> None:
         self._stop.set()
-        self._changed.set()
-        for thread in self._threads:
-            thread.join(timeout=30)
+        self._thread.join(timeout=30)
+        self.round_state = RoundState.STOPPED
+        self._endpoint_watch.stop()
+        self._agent_watch.stop()
         self._pool.shutdown(wait=True, cancel_futures=True)
         self._registration.close()
         self._zk.stop()
@@ -154,78 +191,36 @@ class ArtimonSource(EventDrivenSource):
             client.close()
         super().stop()
 
-    # -- discovery ---------------------------------------------------------------------------
+    # -- discovery (from the membership recipe) ----------------------------------------------
 
-    def _trigger(self, *_: object) -> None:
-        self._changed.set()
-
-    def _on_zk_state(self, state: str) -> None:
-        if state == KazooState.CONNECTED:  # discover now, not at the next periodic re-read
-            self._changed.set()
-
-    def _watch_loop(self) -> None:
-        """Re-read endpoints and agents whenever a watch fires (and every few seconds, in
-        case one was lost while ZooKeeper was away)."""
-        while not self._stop.is_set():
-            self._changed.clear()
-            if self._zk.connected:
-                try:
-                    self._refresh()
-                    self._discovered.set()
-                except KazooException as exc:
-                    log.debug("source %s: discovery interrupted: %s", self.name, exc)
-            self._changed.wait(min(5.0, self.interval))
-
-    def _refresh(self) -> None:
-        zk, layout = self._zk, self.layout
+    def _on_endpoints(self, view: Mapping[str, tuple[Member, ...]]) -> None:
         endpoints: dict[str, EndpointInfo] = {}
-        try:
-            contexts = zk.get_children(layout.contexts, watch=self._trigger)
-        except NoNodeError:
-            zk.ensure_path(layout.contexts)
-            contexts = []
-        for segment in contexts:
-            if not self.context_filter.fullmatch(ZkLayout.context_name(segment)):
-                continue
-            try:
-                children = zk.get_children(f"{layout.contexts}/{segment}", watch=self._trigger)
-            except NoNodeError:
-                continue
-            for child in children:
-                key = f"{segment}/{child}"
-                info = self._endpoints.get(key)  # an endpoint's znode never changes
-                if info is None:
-                    try:
-                        data, _ = zk.get(f"{layout.contexts}/{key}")
-                        info = EndpointInfo.from_json(data)
-                    except NoNodeError:
-                        continue
-                    except BookkeeperError as exc:
-                        log.warning("source %s: skipping %s: %s", self.name, key, exc)
-                        continue
+        for members in view.values():
+            for member in members:
+                info: EndpointInfo = member.payload
                 if all(f.fullmatch(info.labels.get(k, "")) for k, f in self.label_filters.items()):
-                    endpoints[key] = info
-        agents: dict[str, int] = {}
-        group_path = layout.agents(self.group)
-        try:
-            members = zk.get_children(group_path, watch=self._trigger)
-        except NoNodeError:
-            zk.ensure_path(group_path)
-            members = []
-        for member in members:
-            stat = zk.exists(f"{group_path}/{member}")
-            if stat is not None:
-                agents[ZkLayout.context_name(member)] = int(stat.ctime)
+                    endpoints[f"{self.layout.context(member.group).rpartition('/')[2]}/{member.name}"] = info
         with self._lock:
             gone = set(self._endpoints) - set(endpoints)
             self._endpoints = endpoints
-            self._agents = agents
             for key in gone:
                 client = self._clients.pop(key, None)
                 if client is not None:
                     client.close()
         self.counters.set("EndpointCount", len(endpoints))
+
+    def _on_agents(self, view: Mapping[str, tuple[Member, ...]]) -> None:
+        agents = {ZkLayout.context_name(m.name): m.created_ms for m in view.get(self.group, ())}
+        with self._lock:
+            self._agents = agents
         self.counters.set("AgentCount", len(agents))
+
+    def _wait_discovered(self, timeout: float) -> bool:
+        """Wait until endpoints and agents have both been read once."""
+        deadline = time.monotonic() + timeout
+        return self._endpoint_watch.ready.wait(timeout) and self._agent_watch.ready.wait(
+            max(0.0, deadline - time.monotonic())
+        )
 
     def _members_at(self, round_ms: int, agents: dict[str, int], fallback: bool = True) -> list[str]:
         members = [agent for agent, created in agents.items() if created < round_ms]
@@ -243,14 +238,18 @@ class ArtimonSource(EventDrivenSource):
 
     def _round_loop(self) -> None:
         interval_ms = int(self.interval * 1000)
+        self.round_state = RoundState.STARTING
         self._startup_round(interval_ms)
         next_round = (int(time.time() * 1000) // interval_ms + 1) * interval_ms
         while not self._stop.is_set():
+            self.round_state = RoundState.WAITING
             if self._stop.wait(max(0.0, next_round / 1000 - time.time())):
                 return
             round_ms = next_round
+            self.round_state = RoundState.POLLING
             self.counters.add("RoundCount")
             self._poll_round(round_ms, self._mine(round_ms), round_ms + int(interval_ms * 0.95))
+            self.round_state = RoundState.CATCHING_UP
             if self.catchup and not self._stop.is_set():
                 self._stop.wait(max(0.0, (round_ms + interval_ms * self.catchup) / 1000 - time.time()))
                 self._catch_up(round_ms)
@@ -273,7 +272,7 @@ class ArtimonSource(EventDrivenSource):
         """Poll the round under way if it began less than ``catchup`` of the interval ago."""
         round_ms = int(time.time() * 1000) // interval_ms * interval_ms
         late_ms = round_ms + int(interval_ms * self.catchup)
-        if not self._discovered.wait(max(0.0, late_ms / 1000 - time.time())) or self._stop.is_set():
+        if not self._wait_discovered(max(0.0, late_ms / 1000 - time.time())) or self._stop.is_set():
             return
         with self._lock:
             agents = dict(self._agents)
@@ -285,6 +284,7 @@ class ArtimonSource(EventDrivenSource):
                 "source %s: started within round %d; polling its %d endpoints", self.name, round_ms, len(mine)
             )
             self.counters.add("StartupPollCount", len(mine))
+            self.round_state = RoundState.POLLING
             self._poll_round(round_ms, mine, round_ms + int(interval_ms * 0.95))
 
     def _catch_up(self, round_ms: int) -> None:

@@ -14,7 +14,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from bookkeeper.wire.framed import FramedThriftServer
+from bookkeeper.wire import FramedThriftServer
 from collector_agent._flume_thrift import flume_thrift, protocol_factory
 from collector_agent.context import Context
 from collector_agent.event import Event

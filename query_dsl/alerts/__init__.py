@@ -17,7 +17,7 @@ from __future__ import annotations
 from query_dsl.alerts.dispatch import DeliveryStats, Dispatcher, Receiver, RetryPolicy
 from query_dsl.alerts.engine import AlertEngine, Evaluation, RuleHealth
 from query_dsl.alerts.fields import Fields
-from query_dsl.alerts.model import Alert, AlertState, Notification, Transition
+from query_dsl.alerts.model import Alert, AlertState, Notification, Transition, iso_time
 from query_dsl.alerts.notifiers import (
     CommandNotifier,
     EmailNotifier,
@@ -55,6 +55,7 @@ __all__ = [
     "StateFile",
     "Transition",
     "WebhookNotifier",
+    "iso_time",
     "load_rules",
     "parse_rules",
     "register_notifier",

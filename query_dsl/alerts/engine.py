@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
-from bookkeeper.labels import format_series
+from bookkeeper.wire import format_series
 from query_dsl.aggregates import aggregate
 from query_dsl.alerts.dispatch import Dispatcher
 from query_dsl.alerts.model import Alert, AlertState, Notification, Transition, iso_time

@@ -34,8 +34,8 @@ from typing import Any
 import numpy as np
 import yaml
 
-from bookkeeper.exceptions import InvalidLabelError
-from bookkeeper.labels import validate_labels
+from bookkeeper import InvalidLabelError
+from bookkeeper.wire import validate_labels
 from query_dsl.alerts.dispatch import Receiver, RetryPolicy
 from query_dsl.alerts.fields import Fields
 from query_dsl.alerts.notifiers import resolve

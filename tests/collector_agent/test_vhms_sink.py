@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -12,7 +13,7 @@ import pytest
 from bookkeeper import Bookkeeper
 from bookkeeper.export import write_snapshot_file
 from collector_agent import Agent
-from collector_agent.sinks.vhms import HashRing
+from query_dsl import ShardedSource
 from vhms import Store
 from vhms.service import VhmsService
 
@@ -61,18 +62,6 @@ def values_at(shards: list[VhmsService], minute_ms: int) -> dict[str, float]:
             if not np.isnan(row):
                 found[key] = row
     return found
-
-
-def test_consistent_hashing_moves_only_the_series_of_a_changed_shard() -> None:
-    keys = [f"k{{i={i}}}" for i in range(5000)]
-    two = HashRing(["a", "b"])
-    three = HashRing(["a", "b", "c"])
-    before = {k: two.shard_of(k) for k in keys}
-    after = {k: three.shard_of(k) for k in keys}
-    moved = [k for k in keys if before[k] != after[k]]
-    assert all(after[k] == "c" for k in moved)  # nothing moves between a and b
-    assert 0.2 < len(moved) / len(keys) < 0.5
-    assert 0.35 < sum(1 for k in keys if before[k] == "a") / len(keys) < 0.65
 
 
 @pytest.mark.slow
@@ -130,3 +119,67 @@ def test_two_shards_share_the_series_and_a_restarted_shard_loses_nothing(
     finally:
         agent.stop()
         shard_a.stop()
+
+
+@pytest.mark.slow
+def test_a_replica_killed_during_rounds_and_queries_leaves_no_gap_and_no_error(
+    tmp_path: Path, zk_hosts: str, wait: Callable[..., None]
+) -> None:
+    """Shard s1 has two members. One dies mid-flow while its ZooKeeper session lives on
+    (a crash before the session expires): the sink goes on writing to the other member,
+    queries fail over to it, and every round stays whole."""
+    replicas = [VhmsService(Store(), shard="s1", http_port=None) for _ in range(2)]
+    for replica in replicas:
+        replica.start(zk_hosts, session_timeout=30.0)
+    drop = tmp_path / "run"
+    drop.mkdir()
+    first = (int(time.time() * 1000) // 60_000 - 8) * 60_000
+    agent = Agent.from_properties(CONFIG.format(directory=drop, zk=zk_hosts), "a", {})
+    agent.start()
+    sink = agent.sinks["out"]
+    reader = ShardedSource(zk_hosts, timeout=5.0)
+    errors: list[BaseException] = []
+    answers: list[int] = []
+    stop = threading.Event()
+
+    def query() -> None:
+        while not stop.is_set():
+            try:
+                result = reader.fetch("requests", first, first + 8 * 60_000, 60)
+                answers.append(int(np.isfinite(result.values).sum()))
+            except BaseException as exc:  # what this test exists to catch
+                errors.append(exc)
+                return
+
+    querying = threading.Thread(target=query)
+    try:
+        wait(lambda: len(sink.shards.get("s1", [])) == 2, what="the sink to see both replicas")  # type: ignore[attr-defined]
+        wait(lambda: len(reader.shards.get("s1", [])) == 2, what="the reader to see both replicas")
+        # the member reads go to first dies: queries must fail over
+        victim = next(r for r in replicas if (r.host, r.port) == reader.shards["s1"][0])
+        survivor = next(r for r in replicas if r is not victim)
+        querying.start()
+        for n in range(6):
+            minute = first + n * 60_000
+            write_round(drop, minute, n + 1)
+            wait(lambda m=minute: len(values_at([survivor], m)) == APPS * VARIABLES, what=f"round {n} stored")
+            if n == 2:
+                assert len(values_at([victim], minute)) == APPS * VARIABLES  # both took every write
+                victim.thrift.stop()  # dead, but still registered
+        whole = APPS * VARIABLES * 6
+        wait(lambda: answers and answers[-1] == whole, what="a query to see all six rounds")
+        stop.set()
+        querying.join(timeout=30)
+        assert not errors, errors
+        for n in range(6):
+            assert set(values_at([survivor], first + n * 60_000).values()) == {float(n + 1)}
+        assert agent.channels["ch"].size == 0
+        assert sink.metrics()["ConnectionFailedCount"] == 0  # no batch was refused
+        assert sink.client.stats["member_failures"] >= 1  # type: ignore[attr-defined]
+        assert reader.stats["member_failures"] >= 1
+    finally:
+        stop.set()
+        reader.close()
+        agent.stop()
+        for replica in replicas:
+            replica.stop()

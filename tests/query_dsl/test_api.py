@@ -95,7 +95,7 @@ def test_series_labels_and_values(server: BackgroundServer) -> None:
         ({"query": "fetch("}, 400, "QuerySyntaxError"),
         ({"query": 'fetch("x", last=2)'}, 400, "QueryTypeError"),
         ({"query": 'fetch("http.requests", last=1d, resolution=60s)'}, 413, "QueryLimitError"),
-        ({"query": 'fetch("wide")'}, 400, "QueryError"),  # the store's own series limit
+        ({"query": 'fetch("wide")'}, 413, "QueryLimitError"),  # the store's own series limit
         ({"query": "x" * 20_000}, 422, None),
         ({"nope": 1}, 422, None),
     ],

@@ -15,7 +15,6 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from bookkeeper.exceptions import InvalidLabelError, InvalidNameError
 from bookkeeper.labels import format_series, parse_series
 from query_dsl import MatchingError, Matrix, apply_op, filter_selector, reduce_matrix, top
 from query_dsl.aggregates import aggregate
@@ -157,39 +156,6 @@ keys_ = st.builds(
 )
 
 
-@settings(max_examples=200, deadline=None)
-@given(st.lists(keys_, max_size=12))
-def test_keys_parse_in_bulk_as_one_by_one(keys: list[str]) -> None:
-    table = SeriesTable.from_keys(keys)
-    parsed = [parse_series(key) for key in keys]
-    assert table.name_list() == [name for name, _ in parsed]
-    assert table.label_dicts() == [labels for _, labels in parsed]
-    assert len(table) == len(keys)
-
-
-@settings(max_examples=300, deadline=None)
-@given(
-    st.lists(st.one_of(keys_, st.text(st.sampled_from("ab{}=,%1-é"), max_size=10)), min_size=1, max_size=5)
-)
-def test_malformed_keys_raise_what_the_one_by_one_parser_raises(keys: list[str]) -> None:
-    try:
-        expected = [parse_series(key) for key in keys]
-    except (InvalidNameError, InvalidLabelError) as exc:
-        with pytest.raises(type(exc)) as raised:
-            SeriesTable.from_keys(keys)
-        assert str(raised.value) == str(exc)
-        return
-    table = SeriesTable.from_keys(keys)
-    assert list(zip(table.name_list(), table.label_dicts(), strict=True)) == expected
-
-
-def test_odd_but_accepted_keys() -> None:
-    keys = ["x{}", "y{a=1,a=2}", "z{a=%2C%3D%7B}", "x{b=1}", "s{a=\ud800}"]
-    table = SeriesTable.from_keys(keys)
-    assert table.label_dicts() == [parse_series(key)[1] for key in keys]
-    assert table.label_names() == ["a", "b"]
-
-
 def series_key(series: tuple[str, dict[str, str]]) -> str:
     return format_series(*series)
 
@@ -205,12 +171,15 @@ def test_the_store_index_gives_the_labels_of_what_it_fetched(
     store.ingest(keys[:half], np.ones(half), np.full(half, NOW))
     first = store.fetch("{}", NOW - STEP, NOW + 1)
     store.ingest(keys[half:], np.ones(len(keys) - half), np.full(len(keys) - half, NOW))  # grows after
-    for result in (first, store.fetch("{}", NOW - STEP, NOW + 1), store.fetch("{a=1}", NOW - STEP, NOW + 1)):
+    for selector, result in (
+        ("{}", first),
+        ("{}", store.fetch("{}", NOW - STEP, NOW + 1)),
+        ("{a=1}", store.fetch("{a=1}", NOW - STEP, NOW + 1)),
+    ):
         table = SeriesTable.from_fetch(result)
-        assert result.label_columns() is not None
-        parsed = SeriesTable.from_keys(result.keys)
-        assert table.name_list() == parsed.name_list()
-        assert table.label_dicts() == parsed.label_dicts()
+        expected = [parse_series(key) for key in store.series_keys(selector)][: len(result)]
+        assert table.name_list() == [name for name, _ in expected]
+        assert table.label_dicts() == [labels for _, labels in expected]
 
 
 def test_the_index_hands_over_columns_while_new_series_arrive() -> None:
@@ -237,7 +206,7 @@ def test_the_index_hands_over_columns_while_new_series_arrive() -> None:
     while not done.is_set() or reads < 5:
         result = store.fetch("m", NOW - STEP, NOW + 1)
         table = SeriesTable.from_fetch(result)
-        assert table.label_dicts() == [parse_series(key)[1] for key in result.keys]
+        assert table.label_dicts() == [parse_series(key)[1] for key in store.series_keys("m")][: len(result)]
         reads += 1
     writer.join(timeout=60)
     assert not failures and not writer.is_alive()

@@ -9,7 +9,8 @@ from pathlib import Path
 
 import numpy as np
 
-from bookkeeper.testing.zkserver import ZooKeeperServer
+from bookkeeper.testing import ZooKeeperServer
+from bookkeeper.zk import MembershipState
 from query_dsl.sources import ShardedSource
 from vhms import Store
 from vhms.service import VhmsService
@@ -33,15 +34,20 @@ def test_fetch_merges_every_shard_and_goes_on_while_zookeeper_is_away(
             service = VhmsService(store, shard=shard, http_port=None)
             service.start(zookeeper.hosts, session_timeout=30.0)
             services.append(service)
-        source = ShardedSource(zookeeper.hosts, refresh=0.0)
-        wait(lambda: len(source.servers()) == 2, 30, "both shards")
+        source = ShardedSource(zookeeper.hosts)
+        wait(lambda: len(source.shards) == 2, 30, "both shards")
         result = source.fetch("load", now - 10 * MINUTE, now + MINUTE)
         assert sorted(zip(result.keys, np.nanmax(result.values, axis=1).tolist(), strict=True)) == [
             ("load{dc=east}", 1.0),
             ("load{dc=west}", 2.0),
         ]
         zookeeper.stop()
-        wait(lambda: not source._zk.connected, 30, "the client to see ZooKeeper gone")  # type: ignore[union-attr]
+        assert source.membership is not None
+        wait(
+            lambda: source.membership.state is MembershipState.SUSPENDED,  # type: ignore[union-attr]
+            30,
+            "the client to see ZooKeeper gone",
+        )
         assert len(source.fetch("load", now - 10 * MINUTE, now + MINUTE).keys) == 2
         assert source.label_values("dc") == ["east", "west"]
     finally:

@@ -15,9 +15,7 @@ from bookkeeper.wire.avro import decode_sample_batch, encode_sample_batch
 from bookkeeper.wire.landing import LandingWriter, encode_trailer
 from query_dsl import Evaluator, Matrix, StoreSource
 from spark_jobs import analyze, backfill_vhms, raw_ingest
-from vhms import Store
-from vhms.client import VhmsClient
-from vhms.service import VhmsService
+from vhms import HashRing, ShardedClient, Store, VhmsService
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 ROUND = 1_700_000_040_000 // 60_000 * 60_000
@@ -98,20 +96,33 @@ def test_analyze_writes_csv(spark: Any, history: tuple[str, Store], tmp_path: Pa
     assert list(frame.columns) == ["series", "ts_ms", "value"] and len(frame) == 2 * MINUTES
 
 
-def test_a_backfilled_vhms_answers_the_same_as_the_original(spark: Any, history: tuple[str, Store]) -> None:
+def test_a_backfill_puts_each_series_on_the_shard_the_ring_names_and_answers_as_the_original(
+    spark: Any, history: tuple[str, Store]
+) -> None:
     path, original = history
-    fresh = VhmsService(Store(), http_port=None)
-    fresh.start(register=False)
+    shards = {name: VhmsService(Store(), shard=name, http_port=None) for name in ("a", "b")}
+    for service in shards.values():
+        service.start(register=False)
     try:
-        with VhmsClient(fresh.host, fresh.port) as client:
+        servers = {name: [(s.host, s.port)] for name, s in shards.items()}
+        with ShardedClient(servers=servers) as client:
             sent = backfill_vhms.backfill(spark, path, ROUND, ROUND + MINUTES * 60_000, client, chunk=50)
-        assert sent == MINUTES * 3 * 4
-        for selector in ("hits", "load", "hits{host=h2}"):
-            for resolution in (60, 300):
-                a = original.fetch(selector, ROUND, ROUND + MINUTES * 60_000, resolution)
-                b = fresh.store.fetch(selector, ROUND, ROUND + MINUTES * 60_000, resolution)
-                assert sorted(a.keys) == sorted(b.keys) and a.keys
-                np.testing.assert_array_equal(a.values[np.argsort(a.keys)], b.values[np.argsort(b.keys)])
-        assert fresh.store.last_strings("version") == original.last_strings("version")
+            assert sent == MINUTES * 3 * 4
+            ring = HashRing(["a", "b"])
+            placed = {name: set(s.store.series_keys("{}")) for name, s in shards.items()}
+            assert placed["a"] and placed["b"] and not placed["a"] & placed["b"]  # both hold a share
+            for name, keys in placed.items():
+                assert {ring.shard_of(key) for key in keys} == {name}
+            for selector in ("hits", "load", "hits{host=h2}"):
+                for resolution in (60, 300):
+                    a = original.fetch(selector, ROUND, ROUND + MINUTES * 60_000, resolution)
+                    b = client.fetch(selector, ROUND, ROUND + MINUTES * 60_000, resolution)
+                    assert sorted(a.keys) == sorted(b.keys) and a.keys
+                    np.testing.assert_array_equal(a.values[np.argsort(a.keys)], b.values[np.argsort(b.keys)])
+        strings: dict[str, tuple[int, str]] = {}
+        for service in shards.values():
+            strings.update(service.store.last_strings("version"))
+        assert strings == original.last_strings("version")
     finally:
-        fresh.stop()
+        for service in shards.values():
+            service.stop()

@@ -12,8 +12,8 @@ import pytest
 from kazoo.client import KazooClient
 
 from bookkeeper import resolve_zk
-from vhms import QueryLimitError, SelectorError, Store
-from vhms.client import VhmsClient
+from bookkeeper.wire import IngestColumns
+from vhms import FetchLimitError, SelectorError, Store, VhmsClient
 from vhms.service import VhmsService
 
 MINUTE = 60_000
@@ -31,9 +31,10 @@ def service(tmp_path: Path) -> Iterator[VhmsService]:
 def test_ingest_fetch_series_and_labels_over_thrift(service: VhmsService) -> None:
     keys = [f"disk.used{{host=h{i},volume=/data}}" for i in range(10)]
     with VhmsClient(service.host, service.port) as client:
-        assert client.ingest(
-            keys, np.arange(10.0), np.full(10, NOW), (["version{}"], ["1.0"], np.array([NOW]))
-        ) == (10, 0)
+        columns = IngestColumns(
+            keys, np.arange(10.0), np.full(10, NOW), ["version{}"], ["1.0"], np.array([NOW])
+        )
+        assert client.ingest(columns) == (10, 0)
         result = client.fetch("disk.used{host~h[0-2]}", NOW - MINUTE, NOW + MINUTE)
         assert result.keys == keys[:3]
         assert result.values[:, -1].tolist() == [0.0, 1.0, 2.0] and np.isnan(result.values[:, 0]).all()
@@ -48,8 +49,8 @@ def test_errors_travel_as_their_kind(service: VhmsService) -> None:
     with VhmsClient(service.host, service.port) as client:
         with pytest.raises(SelectorError, match="column"):
             client.fetch("x{oops", NOW, NOW + MINUTE)
-        client.ingest([f"m{{i={i}}}" for i in range(60)], np.ones(60), np.full(60, NOW))
-        with pytest.raises(QueryLimitError, match="max_series_per_query=50"):
+        client.ingest(IngestColumns([f"m{{i={i}}}" for i in range(60)], np.ones(60), np.full(60, NOW)))
+        with pytest.raises(FetchLimitError, match="max_series_per_query=50"):
             client.fetch("m", NOW, NOW + MINUTE)
         assert client.series("m{i=1}") == ["m{i=1}"]  # the connection still works
 
@@ -82,7 +83,7 @@ def test_snapshot_on_stop_and_restore_on_start(tmp_path: Path) -> None:
     first = VhmsService(Store(), snapshot_dir=tmp_path, snapshot_every=0, http_port=None)
     first.start(register=False)
     with VhmsClient(first.host, first.port) as client:
-        client.ingest(["a{}"], np.array([4.0]), np.array([NOW]))
+        client.ingest(IngestColumns(["a{}"], np.array([4.0]), np.array([NOW])))
     first.stop()
     second = VhmsService(Store(), snapshot_dir=tmp_path, snapshot_every=0, http_port=None)
     second.start(register=False)
