@@ -1,5 +1,6 @@
 """The HTTP query API (FastAPI): ``POST /api/v1/query``, ``GET /api/v1/series``,
-``/api/v1/labels``, ``/api/v1/label/{name}/values``; OpenAPI at ``/openapi.json``; the
+``/api/v1/labels``, ``/api/v1/label/{name}/values`` (a parameter they do not know is a 400:
+a misspelt filter must not widen an answer); OpenAPI at ``/openapi.json``; the
 dashboard page at ``/`` with its endpoints (:mod:`query_dsl.web`).
 
 Every answer is JSON (``?format=csv`` for a query gives CSV: a row per series and instant);
@@ -16,7 +17,9 @@ import csv
 import io
 import secrets
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Annotated
 
 from fastapi import Depends, FastAPI, HTTPException, Query, Request
 from fastapi.exceptions import RequestValidationError
@@ -66,6 +69,21 @@ class ErrorDetail(BaseModel):
 
 class ErrorAnswer(BaseModel):
     error: ErrorDetail
+
+
+def _only(*allowed: str) -> Callable[[Request], None]:
+    """A dependency refusing query parameters other than ``allowed`` (400 naming them): a
+    misspelt filter must not silently widen an answer."""
+
+    def check(request: Request) -> None:
+        unknown = sorted(set(request.query_params) - set(allowed))
+        if unknown:
+            accepted = ", ".join(allowed) or "none"
+            raise HTTPException(
+                status_code=400, detail=f"unknown parameter {', '.join(unknown)} (accepted: {accepted})"
+            )
+
+    return check
 
 
 def create_app(
@@ -135,20 +153,30 @@ def create_app(
         # wide answer would cost more to validate than to compute
         return Response(encode_answer(result, took), media_type="application/json")
 
-    @app.get("/api/v1/series", dependencies=[Depends(authorize)])
-    def series(match: str = Query("", max_length=MAX_QUERY_LENGTH, description="a selector")) -> Response:
+    @app.get("/api/v1/series", dependencies=[Depends(authorize), Depends(_only("match", "match[]"))])
+    def series(
+        match: str | None = Query(None, max_length=MAX_QUERY_LENGTH, description="a selector"),
+        matches: Annotated[
+            list[str] | None,
+            Query(alias="match[]", max_length=MAX_QUERY_LENGTH, description="selectors (Prometheus's form)"),
+        ] = None,
+    ) -> Response:
+        selectors = [*([match] if match is not None else []), *(matches or [])]
+        if not selectors:
+            return _error(400, QueryError("give a selector: match=SELECTOR ({} for every series)"))
         try:
-            return JSONResponse({"series": source.series(match)})
+            found = sorted({key for selector in selectors for key in source.series(selector)})
         except LimitExceededError as exc:
             return _error(413, QueryLimitError(str(exc)))
         except (VhmsError, ValueError) as exc:
             return _error(400, exc)
+        return JSONResponse({"series": found})
 
-    @app.get("/api/v1/labels", dependencies=[Depends(authorize)])
+    @app.get("/api/v1/labels", dependencies=[Depends(authorize), Depends(_only())])
     def labels() -> dict[str, list[str]]:
         return {"labels": source.label_names()}
 
-    @app.get("/api/v1/label/{name}/values", dependencies=[Depends(authorize)])
+    @app.get("/api/v1/label/{name}/values", dependencies=[Depends(authorize), Depends(_only())])
     def label_values(name: str) -> dict[str, list[str]]:
         return {"values": source.label_values(name)}
 

@@ -89,6 +89,24 @@ def test_series_labels_and_values(server: BackgroundServer) -> None:
     ]
 
 
+def test_series_takes_prometheus_match_and_refuses_what_it_does_not_know(server: BackgroundServer) -> None:
+    """``match[]=x`` is Prometheus's form: it selects, it does not widen the answer to every
+    series; an unknown parameter and no selector at all are errors, not everything."""
+    series = f"{server.url}/api/v1/series"
+    assert httpx.get(series, params={"match[]": "x"}, timeout=10).json() == {"series": []}
+    both = httpx.get(
+        series, params=[("match[]", "http.requests{method=GET}"), ("match[]", "nope")], timeout=10
+    )
+    assert len(both.json()["series"]) == 3
+    assert len(httpx.get(series, params={"match": "{method=PUT}"}, timeout=10).json()["series"]) == 3
+    for params in ({"matches": "x"}, {}, {"match": "x", "limit": "5"}):
+        answer = httpx.get(series, params=params, timeout=10)
+        assert answer.status_code == 400, (params, answer.text)
+    wrong = httpx.get(series, params={"matches": "x"}, timeout=10).json()["error"]["message"]
+    assert "unknown parameter matches" in wrong
+    assert httpx.get(f"{server.url}/api/v1/labels", params={"match[]": "x"}, timeout=10).status_code == 400
+
+
 @pytest.mark.parametrize(
     ("body", "status", "kind"),
     [
