@@ -8,8 +8,10 @@ are paid only when it runs.
 from __future__ import annotations
 
 import argparse
+import errno
 import importlib
 import logging
+import os
 import sys
 
 __all__ = ["COMMANDS", "main"]
@@ -56,3 +58,11 @@ def main(argv: list[str] | None = None) -> int:
         return int(args.run(args))
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:  # output piped to a reader that left (`| head`): not an error
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error at exit
+        return 141
+    except OSError as exc:
+        if exc.errno not in (errno.EADDRINUSE, errno.EACCES, errno.EADDRNOTAVAIL):
+            raise
+        print(f"artimon {args.command}: {exc.strerror}; choose another address or port", file=sys.stderr)
+        return 2

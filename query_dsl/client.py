@@ -18,7 +18,8 @@ class Client:
 
     def __init__(self, url: str, *, token: str | None = None, timeout: float = 60.0) -> None:
         headers = {"Authorization": f"Bearer {token}"} if token else {}
-        self._http = httpx.Client(base_url=url.rstrip("/"), headers=headers, timeout=timeout)
+        self.url = url.rstrip("/")
+        self._http = httpx.Client(base_url=self.url, headers=headers, timeout=timeout)
 
     def close(self) -> None:
         self._http.close()
@@ -29,8 +30,21 @@ class Client:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def _check(self, response: httpx.Response) -> Any:
-        body = response.json()
+    def _send(self, method: str, path: str, **kwargs: Any) -> Any:
+        """The JSON answer of one request; a query API that cannot be reached, or that
+        answers what is not JSON, is a ``QueryError`` saying so in one line."""
+        try:
+            response = self._http.request(method, path, **kwargs)
+        except httpx.TransportError as exc:
+            raise QueryError(
+                f"the query API at {self.url} does not answer: {exc or type(exc).__name__}"
+            ) from None
+        try:
+            body = response.json()
+        except ValueError:  # not JSON: not our API
+            raise QueryError(
+                f"{self.url}{path} answered {response.status_code}, not the query API's JSON"
+            ) from None
         if response.status_code >= 400:
             error = body.get("error", {})
             message = error.get("message", response.text)
@@ -42,9 +56,7 @@ class Client:
         return body
 
     def query(self, query: str, start_ms: int | None = None, end_ms: int | None = None) -> Matrix | float:
-        body = self._check(
-            self._http.post("/api/v1/query", json={"query": query, "start": start_ms, "end": end_ms})
-        )
+        body = self._send("POST", "/api/v1/query", json={"query": query, "start": start_ms, "end": end_ms})
         if "series" not in body or body["series"] is None:
             scalar = body.get("scalar")
             return float("nan") if scalar is None else float(scalar)
@@ -62,11 +74,11 @@ class Client:
         result = self.query(query, start_ms, end_ms)
         return result.to_pandas() if isinstance(result, Matrix) else result
 
-    def series(self, selector: str = "") -> list[str]:
-        return list(self._check(self._http.get("/api/v1/series", params={"match": selector}))["series"])
+    def series(self, selector: str = "{}") -> list[str]:
+        return list(self._send("GET", "/api/v1/series", params={"match": selector})["series"])
 
     def labels(self) -> list[str]:
-        return list(self._check(self._http.get("/api/v1/labels"))["labels"])
+        return list(self._send("GET", "/api/v1/labels")["labels"])
 
     def label_values(self, label: str) -> list[str]:
-        return list(self._check(self._http.get(f"/api/v1/label/{label}/values"))["values"])
+        return list(self._send("GET", f"/api/v1/label/{label}/values")["values"])

@@ -10,6 +10,7 @@ import os
 import sys
 import time
 
+from bookkeeper.wire import format_labels
 from query_dsl import Client, Evaluator, Matrix, QueryError, ShardedSource, to_csv
 
 
@@ -27,17 +28,40 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def _table(result: Matrix | float, last: int) -> str:
+    """Series as rows: what all of them share once above the table, then a column for the
+    name if it varies and one per label that varies, then the last ``last`` instants."""
     if not isinstance(result, Matrix):
         return f"{result:g}"
     if not len(result):
         return "(no series)"
+    names, labels = result.names, result.labels
+    keys = sorted({key for series in labels for key in series})
+    varying = [key for key in keys if len({series.get(key) for series in labels}) > 1]
+    shared = {key: labels[0][key] for key in keys if key not in varying}
+    columns: list[tuple[str, list[str]]] = []
+    if len(set(names)) > 1:
+        columns.append(("name", list(names)))
+    columns += [(key, [series.get(key, "-") for series in labels]) for key in varying]
+    lines = []
+    common = (names[0] if len(set(names)) == 1 else "") + (
+        format_labels(shared) and f"{{{format_labels(shared)}}}"
+    )
+    if common:
+        lines.append(f"{len(result)} series of {common}")
+    widths = [min(40, max(len(title), *(len(cell) for cell in cells))) for title, cells in columns]
     times = [time.strftime("%H:%M", time.gmtime(t / 1000)) for t in result.timestamps[-last:].tolist()]
-    keys = result.series_keys()
-    width = min(60, max(len(k) for k in keys))
-    lines = [f"{'series':<{width}}  " + "  ".join(f"{t:>10}" for t in times)]
-    for key, row in zip(keys, result.values[:, -last:], strict=True):
-        cells = "  ".join(f"{'-' if math.isnan(v) else f'{v:.4g}':>10}" for v in row.tolist())
-        lines.append(f"{key[:width]:<{width}}  {cells}")
+    lines.append(
+        "  ".join(
+            [
+                *(title.ljust(w) for (title, _), w in zip(columns, widths, strict=True)),
+                *(f"{t:>10}" for t in times),
+            ]
+        )
+    )
+    for row, values in enumerate(result.values[:, -last:].tolist()):
+        cells = [cell[row][:w].ljust(w) for (_, cell), w in zip(columns, widths, strict=True)]
+        numbers = [f"{'-' if math.isnan(v) else f'{v:.4g}':>10}" for v in values]
+        lines.append("  ".join([*cells, *numbers]))
     return "\n".join(lines)
 
 

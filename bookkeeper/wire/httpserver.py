@@ -3,6 +3,7 @@ VHMS's health endpoint and the query API run inside a bigger process."""
 
 from __future__ import annotations
 
+import socket
 import threading
 import time
 from typing import Any
@@ -34,7 +35,8 @@ class BackgroundServer:
             limit_concurrency=limit_concurrency,
         )
         self._server = uvicorn.Server(config)
-        self._thread = threading.Thread(target=self._server.run, name=name, daemon=True)
+        self._name = name
+        self._thread: threading.Thread | None = None
         self.host = host
         self.port = port
 
@@ -43,16 +45,27 @@ class BackgroundServer:
         return f"http://{self.host}:{self.port}"
 
     def start(self, timeout: float = 30.0) -> None:
+        """Listen, then serve from a thread. A port that cannot be had raises ``OSError``
+        here, in the caller, with the address in its message (uvicorn would only log it
+        from its thread and exit that thread)."""
+        try:
+            sock = socket.create_server((self.host, self.port), backlog=2048)
+        except OSError as exc:
+            raise OSError(exc.errno, f"cannot listen on {self.host}:{self.port}: {exc.strerror}") from None
+        self.port = sock.getsockname()[1]
+        self._thread = threading.Thread(
+            target=self._server.run, kwargs={"sockets": [sock]}, name=self._name, daemon=True
+        )
         self._thread.start()
         deadline = time.monotonic() + timeout
         while not self._server.started:  # uvicorn offers no event to wait on
             if not self._thread.is_alive():
-                raise RuntimeError(f"HTTP server could not listen on {self.host}:{self.port}")
+                raise RuntimeError(f"HTTP server could not serve on {self.host}:{self.port}")
             if time.monotonic() > deadline:
                 raise RuntimeError(f"HTTP server on {self.host}:{self.port} did not start")
             time.sleep(0.02)
-        self.port = self._server.servers[0].sockets[0].getsockname()[1]
 
     def stop(self) -> None:
         self._server.should_exit = True
-        self._thread.join(timeout=10)
+        if self._thread is not None:
+            self._thread.join(timeout=10)

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -224,7 +225,9 @@ def test_query_command_prints_a_table_json_and_csv() -> None:
     try:
         table = _run("query", "--url", server.url, 'fetch("temp", last=2m)')
         assert table.returncode == 0, table.stderr
-        assert "temp{rack=r1}" in table.stdout and "21.5" in table.stdout and "23" in table.stdout
+        lines = table.stdout.splitlines()
+        assert lines[0] == "2 series of temp" and lines[1].split()[0] == "rack"
+        assert lines[2].split()[0] == "r1" and "21.5" in lines[2] and "23" in lines[3]
         as_json = _run(
             "query", "--url", server.url, "--format", "json", 'reduce(fetch("temp", last=2m), max)'
         )
@@ -235,6 +238,68 @@ def test_query_command_prints_a_table_json_and_csv() -> None:
         assert bad.returncode == 1 and "line 1" in bad.stderr
     finally:
         server.stop()
+
+
+def test_query_table_shows_the_labels_that_vary_however_long_the_names() -> None:
+    """Series whose keys share a long prefix still read apart: the labels that differ are
+    columns, what they share is said once."""
+    import numpy as np
+
+    from artimon.commands.query import _table
+    from query_dsl import Matrix
+
+    labels = [
+        {"datacenter": "paris-east-1", "application": "checkout-service-backend", "host": f"h{i}", "path": p}
+        for i in (1, 2)
+        for p in ("/api/v1/orders", "/api/v1/users")
+    ]
+    matrix = Matrix(
+        ["http.server.requests.duration.seconds.count"] * 4, labels, np.array([0]), np.ones((4, 1)), 60_000
+    )
+    lines = _table(matrix, 8).splitlines()
+    assert lines[0] == (
+        "4 series of http.server.requests.duration.seconds.count"
+        "{application=checkout-service-backend,datacenter=paris-east-1}"
+    )
+    assert lines[1].split()[:2] == ["host", "path"]
+    assert [line.split()[:2] for line in lines[2:]] == [[lab["host"], lab["path"]] for lab in labels]
+
+
+def test_failures_are_one_line_not_a_traceback(tmp_path) -> None:
+    from bookkeeper.testing import free_port
+
+    unreachable = _run("query", "--url", f"http://127.0.0.1:{free_port()}", 'fetch("x")')
+    assert unreachable.returncode == 1 and "does not answer" in unreachable.stderr
+    assert "Traceback" not in unreachable.stderr and len(unreachable.stderr.strip().splitlines()) == 1
+    with _running("api", "--port", "0", "--vhms", "127.0.0.1:1") as output:
+        port = re.search(r"http://127\.0\.0\.1:(\d+)", output[0]).group(1)  # type: ignore[union-attr]
+        busy = _run("api", "--port", port, "--vhms", "127.0.0.1:1")
+        assert busy.returncode == 2 and f"127.0.0.1:{port}" in busy.stderr, busy.stderr
+        assert "Traceback" not in busy.stderr
+    import numpy as np
+
+    from bookkeeper.wire import BackgroundServer
+    from query_dsl import StoreSource, create_app
+    from vhms import Store
+
+    store = Store()
+    now = int(time.time() * 1000) // 60_000 * 60_000
+    keys = [f"wide{{i={i}}}" for i in range(5000)]
+    store.ingest(keys, np.arange(5000.0), np.full(5000, now))
+    server = BackgroundServer(create_app(StoreSource(store)), "127.0.0.1", 0)
+    server.start()
+    try:  # far more than a pipe holds, read by a reader that leaves after one byte
+        piped = subprocess.run(
+            f"{sys.executable} -m artimon query --url {server.url} --format csv 'fetch(\"wide\", last=2m)' "
+            "| head -c 1 > /dev/null",
+            shell=True,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+    finally:
+        server.stop()
+    assert "Traceback" not in piped.stderr and "BrokenPipe" not in piped.stderr, piped.stderr
 
 
 @pytest.mark.slow
