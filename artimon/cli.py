@@ -22,6 +22,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "api": ("artimon.commands.api", "serve the HTTP query API over the VHMS shards"),
     "query": ("artimon.commands.query", "run one query and print a table, JSON or CSV"),
     "alerts": ("artimon.commands.alerts", "evaluate alerting rules every interval and notify"),
+    "dashboards": ("artimon.commands.dashboards", "check saved dashboards (--check DIR)"),
     "spark": ("artimon.commands.spark", "run a Spark job: raw_ingest, analyze, backfill_vhms"),
     "vhms": ("artimon.commands.vhms", "run a VHMS shard (the multi-resolution store)"),
     "zk": ("artimon.commands.zk", "run a ZooKeeper server from the jars in the pyspark wheel"),

@@ -24,6 +24,7 @@ from collector_agent.config import (
     load_properties,
     parse_agent,
 )
+from collector_agent.context import Context
 from collector_agent.exceptions import AgentError, ConfigurationError
 from collector_agent.interceptors.base import Interceptor
 from collector_agent.registry import resolve
@@ -52,21 +53,34 @@ class _Built:
     sources: dict[str, Source]
     source_runners: dict[str, Runner]
     groups: dict[str, _Group]
+    warnings: list[str]
 
 
 def _is_subclass(candidate: object, base: type) -> bool:
     return isinstance(candidate, type) and issubclass(candidate, base)
 
 
-def _instantiate(spec: ComponentSpec, base: type) -> Any:
+def _instantiate(spec: ComponentSpec, base: type, contexts: list[Context]) -> Any:
     cls: Any = resolve(spec.kind, spec.type, spec.prefix + "type")
     if not _is_subclass(cls, base):
         raise ConfigurationError(
             f"{spec.prefix}type: {spec.type!r} is not a {base.__module__}.{base.__name__}"
         )
     component = cls(spec.name)
-    component.configure(spec.context)
+    context = spec.context
+    component.configure(context)
+    contexts.append(context)
     return component
+
+
+def _unknown_keys(contexts: list[Context]) -> list[str]:
+    """A warning per key that no component asked for, with the closest known key."""
+    warnings = []
+    for context in contexts:
+        for key, close in context.unknown_keys():
+            hint = f"; did you mean {context.full_key(close)}?" if close else ""
+            warnings.append(f"{context.full_key(key)} is not a known key, ignored{hint}")
+    return warnings
 
 
 class Agent:
@@ -81,6 +95,7 @@ class Agent:
         self._lock = threading.RLock()
         self.reloads = 0
         self.reload_failures = 0
+        self.warnings: list[str] = []  # keys of the configuration that no component knows
         self._pending: _Built | None = None
 
     @classmethod
@@ -88,6 +103,7 @@ class Agent:
         """Parse and check ``text`` for agent ``name`` (``ConfigurationError`` on any problem)."""
         agent = cls(parse_agent(load_properties(text, environ), name))
         agent._pending = agent._build(agent.spec, {})
+        agent.warnings = agent._pending.warnings
         return agent
 
     @property
@@ -101,9 +117,13 @@ class Agent:
     # -- building ----------------------------------------------------------------------------
 
     def _build_source(
-        self, spec: ComponentSpec, channels: dict[str, BasicChannel], limits: dict[str, int]
+        self,
+        spec: ComponentSpec,
+        channels: dict[str, BasicChannel],
+        limits: dict[str, int],
+        contexts: list[Context],
     ) -> tuple[Source, Runner | None]:
-        source: Source = _instantiate(spec, Source)
+        source: Source = _instantiate(spec, Source, contexts)
         context = spec.context
         bound = {name: channels[name] for name in spec.channels}
         selector_context = context.subset("selector")
@@ -145,12 +165,16 @@ class Agent:
 
     @staticmethod
     def _build_group(
-        spec: SinkGroupSpec, agent: AgentSpec, channels: dict[str, BasicChannel], limits: dict[str, int]
+        spec: SinkGroupSpec,
+        agent: AgentSpec,
+        channels: dict[str, BasicChannel],
+        limits: dict[str, int],
+        contexts: list[Context],
     ) -> _Group:
         sinks: list[Sink] = []
         for sink_name in spec.sinks:
             sink_spec = agent.sinks[sink_name]
-            sink: Sink = _instantiate(sink_spec, Sink)
+            sink: Sink = _instantiate(sink_spec, Sink, contexts)
             sink.channel = channels[sink_spec.channels[0]]
             limit = limits.get(sink.channel.name)
             batch_size = getattr(sink, "batch_size", None)
@@ -167,6 +191,7 @@ class Agent:
         processor.configure(context, sinks)
         increment = context.get_int("backoffSleepIncrement", 100, minimum=1) / 1000
         max_backoff = context.get_int("maxBackoffSleep", 5000, minimum=1) / 1000
+        contexts.append(context)
         runner = Runner(
             f"sink group {spec.name}",
             processor.process,
@@ -180,27 +205,33 @@ class Agent:
         reused when name and type match; their new settings are checked on a scratch copy)."""
         channels: dict[str, BasicChannel] = {}
         limits: dict[str, int] = {}  # transactionCapacity as the new settings have it
+        contexts: list[Context] = []
         for name, channel_spec in spec.channels.items():
             current = live.get(name)
             if current is not None:
                 scratch = type(current)(name)
-                scratch.configure(channel_spec.context)  # check before applying
+                context = channel_spec.context
+                scratch.configure(context)  # check before applying
+                contexts.append(context)
                 channels[name] = current
             else:
-                scratch = channels[name] = _instantiate(channel_spec, BasicChannel)
+                scratch = channels[name] = _instantiate(channel_spec, BasicChannel, contexts)
             limit = getattr(scratch, "transaction_capacity", None)
             if isinstance(limit, int):
                 limits[name] = limit
         sources, runners = {}, {}
         for name, source_spec in spec.sources.items():
-            sources[name], runner = self._build_source(source_spec, channels, limits)
+            sources[name], runner = self._build_source(source_spec, channels, limits, contexts)
             if runner is not None:
                 runners[name] = runner
         groups = {
-            name: self._build_group(group_spec, spec, channels, limits)
+            name: self._build_group(group_spec, spec, channels, limits, contexts)
             for name, group_spec in spec.sinkgroups.items()
         }
-        return _Built(channels, sources, runners, groups)
+        warnings = _unknown_keys(contexts)
+        for warning in warnings:
+            log.warning("agent %s: %s", spec.name, warning)
+        return _Built(channels, sources, runners, groups, warnings)
 
     # -- running -----------------------------------------------------------------------------
 

@@ -1,14 +1,34 @@
 """A component's configuration: its keys (without the ``agent.kind.name.`` prefix) and
-typed getters whose errors name the full key."""
+typed getters whose errors name the full key.
+
+A context remembers which keys were asked for: a component asks for every key it knows
+when it is configured, so what nobody asked for is a key nobody knows (a typo such as
+``dataDir`` for ``dataDirs``), which :meth:`Context.unknown_keys` reports with the closest
+known one.
+"""
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Mapping
 
 from collector_agent.exceptions import ConfigurationError
 
-__all__ = ["Context"]
+__all__ = ["STRUCTURAL_KEYS", "Context"]
 
+# Read by the agent's builder (and a lone sink's runner) rather than by the component itself.
+STRUCTURAL_KEYS = frozenset(
+    {
+        "type",
+        "channels",
+        "channel",
+        "sinks",
+        "selector",
+        "interceptors",
+        "backoffSleepIncrement",
+        "maxBackoffSleep",
+    }
+)
 _TRUE = {"true", "yes", "on", "1"}
 _FALSE = {"false", "no", "off", "0"}
 
@@ -19,9 +39,25 @@ class Context:
     def __init__(self, values: Mapping[str, str] | None = None, prefix: str = "") -> None:
         self.values = dict(values or {})
         self.prefix = prefix
+        self._asked: set[str] = set()
+        self._asked_prefixes: set[str] = set()
 
     def __contains__(self, key: str) -> bool:
+        self._asked.add(key)
         return key in self.values
+
+    def unknown_keys(self) -> list[tuple[str, str | None]]:
+        """Keys nobody asked for, each with the closest key that was asked for (or None)."""
+        known = sorted(self._asked | STRUCTURAL_KEYS)
+        out = []
+        for key in sorted(self.values):
+            if key in known or any(key.startswith(p) for p in self._asked_prefixes):
+                continue
+            if key.partition(".")[0] in STRUCTURAL_KEYS:
+                continue
+            close = difflib.get_close_matches(key, known, n=1, cutoff=0.6)
+            out.append((key, close[0] if close else None))
+        return out
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, Context) and self.values == other.values
@@ -36,12 +72,14 @@ class Context:
         return ConfigurationError(f"{self.full_key(key)}: {problem}")
 
     def get_str(self, key: str, default: str | None = None) -> str:
+        self._asked.add(key)
         value = self.values.get(key, default)
         if value is None:
             raise self.error(key, "is required")
         return value
 
     def get_optional(self, key: str) -> str | None:
+        self._asked.add(key)
         return self.values.get(key)
 
     def _number(
@@ -53,6 +91,7 @@ class Context:
         minimum: float | None,
         maximum: float | None,
     ) -> float:
+        self._asked.add(key)
         raw = self.values.get(key)
         if raw is None:
             if default is None:
@@ -86,6 +125,7 @@ class Context:
         return float(self._number(key, default, float, "a number", minimum, maximum))
 
     def get_bool(self, key: str, default: bool) -> bool:
+        self._asked.add(key)
         raw = self.values.get(key)
         if raw is None:
             return default
@@ -97,6 +137,7 @@ class Context:
         raise self.error(key, f"{raw!r} is not a boolean (true/false)")
 
     def get_list(self, key: str, default: list[str] | None = None) -> list[str]:
+        self._asked.add(key)
         raw = self.values.get(key)
         if raw is None:
             if default is None:
@@ -107,6 +148,7 @@ class Context:
     def subset(self, prefix: str) -> Context:
         """The keys under ``prefix.`` with it removed (``selector.mapping.CA`` ...)."""
         dotted = prefix + "."
+        self._asked_prefixes.add(dotted)
         return Context(
             {k[len(dotted) :]: v for k, v in self.values.items() if k.startswith(dotted)},
             self.full_key(dotted),

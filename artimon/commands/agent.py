@@ -8,6 +8,7 @@ gives Flume's counters as JSON (?format=prometheus for Prometheus).
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 import sys
 from pathlib import Path
@@ -29,15 +30,31 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--config-from-zk", action="store_true", help="also watch /artimon/config/agents/<name>"
     )
+    parser.add_argument(
+        "--check",
+        action="store_true",
+        help="only check the file: print its problems and unknown keys, exit 1 on an error (as promtool)",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.check:  # the check prints its findings itself
+        logging.getLogger("collector_agent").setLevel(logging.ERROR)
     try:
         text = args.conf_file.read_text(encoding="utf-8")
         agent = Agent.from_properties(text, args.name)
     except (OSError, ConfigurationError) as exc:
         print(f"artimon agent: {exc}", file=sys.stderr)
-        return 2
+        return 1 if args.check else 2
+    if args.check:
+        for warning in agent.warnings:
+            print(f"warning: {warning}")
+        spec = agent.spec
+        print(
+            f"{args.conf_file}: agent {args.name} is valid: {len(spec.sources)} sources, "
+            f"{len(spec.channels)} channels, {len(spec.sinks)} sinks, {len(agent.warnings)} warnings"
+        )
+        return 0
     stop = stop_event()
     zk_hosts = args.zk or os.environ.get("ARTIMON_ZK")
     try:

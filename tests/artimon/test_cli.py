@@ -319,3 +319,33 @@ def test_api_command_serves_saved_dashboards(tmp_path) -> None:
         listed = httpx.get(f"http://127.0.0.1:{port}/api/v1/dashboards", timeout=10).json()
         assert [d["name"] for d in listed["dashboards"]] == ["demo"]
         assert "uPlot" in httpx.get(f"http://127.0.0.1:{port}/", timeout=10).text
+
+
+def test_agent_check_validates_a_file_as_promtool_does(tmp_path) -> None:
+    good = tmp_path / "good.properties"
+    good.write_text(
+        "a.sources = s\na.channels = c\na.sinks = k\na.sources.s.type = seq\na.sources.s.channels = c\n"
+        "a.channels.c.type = memory\na.sinks.k.type = null\na.sinks.k.channel = c\n"
+    )
+    checked = _run("agent", "--check", "-f", str(good), "-n", "a")
+    assert checked.returncode == 0 and "agent a is valid" in checked.stdout and "0 warnings" in checked.stdout
+    typo = tmp_path / "typo.properties"
+    typo.write_text(good.read_text() + f"a.channels.c.type = file\na.channels.c.dataDir = {tmp_path}/x\n")
+    warned = _run("agent", "--check", "-f", str(typo), "-n", "a")
+    assert warned.returncode == 0 and "did you mean a.channels.c.dataDirs?" in warned.stdout
+    assert not (tmp_path / "x").exists()  # a check creates nothing
+    broken = tmp_path / "broken.properties"
+    broken.write_text(good.read_text() + "a.sinks.k.channel = nowhere\n")
+    failed = _run("agent", "--check", "-f", str(broken), "-n", "a")
+    assert failed.returncode == 1 and "nowhere" in failed.stderr
+
+
+def test_dashboards_check(tmp_path) -> None:
+    from query_dsl import EXAMPLES
+
+    good = _run("dashboards", "--check", str(EXAMPLES))
+    assert good.returncode == 0 and "demo: ok" in good.stdout and "0 invalid" in good.stdout
+    (tmp_path / "bad.json").write_text('{"title": "t", "panels": [{"title": "p", "query": "fetch("}]}')
+    (tmp_path / "fine.json").write_text((EXAMPLES / "demo.json").read_text())
+    bad = _run("dashboards", "--check", str(tmp_path))
+    assert bad.returncode == 1 and "bad: INVALID" in bad.stdout and "fine: ok" in bad.stdout

@@ -105,3 +105,23 @@ def test_nothing_starts_half_configured() -> None:
             "a1.sources = r1 r2\na1.sources.r2.type = thrift\na1.sources.r2.bind = 127.0.0.1\n"
             "a1.sources.r2.channels = c1\n"
         )
+
+
+def test_unknown_keys_of_known_components_are_named_with_the_closest_known_one(tmp_path) -> None:
+    """A typo (``dataDir`` for ``dataDirs``) must not pass silently, and what every
+    component knows (its own keys, the runner's, the builder's) raises no warning."""
+    typos = agent(
+        f"a1.channels.c1.type = file\na1.channels.c1.dataDir = {tmp_path}\n"
+        "a1.sources.r1.totalEvent = 5\na1.sinks.k1.batchsize = 10\na1.sinks.k1.zzz = 1\n"
+    )
+    assert typos.warnings == [
+        "a1.channels.c1.dataDir is not a known key, ignored; did you mean a1.channels.c1.dataDirs?",
+        "a1.sources.r1.totalEvent is not a known key, ignored; did you mean a1.sources.r1.totalEvents?",
+        "a1.sinks.k1.batchsize is not a known key, ignored; did you mean a1.sinks.k1.batchSize?",
+        "a1.sinks.k1.zzz is not a known key, ignored",
+    ]
+    clean = agent(
+        "a1.sources.r1.totalEvents = 5\na1.sources.r1.selector.type = replicating\n"
+        "a1.sinks.k1.batchSize = 10\na1.sinks.k1.maxBackoffSleep = 100\na1.channels.c1.capacity = 1000\n"
+    )
+    assert clean.warnings == []
