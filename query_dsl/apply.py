@@ -12,7 +12,8 @@ sets of series matched by equivalence class, as PromQL's vector matching.
 - A scalar, or a set holding exactly one series, applies to every series of the other side
   (WarpScript's singleton rule), which keeps its labels.
 - Arithmetic ``+ - * / % ^``; comparisons ``> < >= <= == !=`` keep the left value where true
-  (NaN where false), or give 1/0 with ``bool=true``; set operators ``and`` (left series whose
+  (NaN where false) and drop the series left with no value at all, as PromQL's filters do
+  (a filter drops what it filters), or give 1/0 with ``bool=true``; set operators ``and`` (left series whose
   class is on the right, where the right has a value), ``or`` (left, plus the right series
   of classes the left lacks), ``unless`` (left series whose class is not on the right).
 
@@ -118,8 +119,14 @@ def _broadcast(op: str, series: Matrix, other: Operand, as_bool: bool, left_is_s
     else:
         values = _compute(op, np.broadcast_to(other_values, series.values.shape), series.values, as_bool)
     if op in COMPARISONS and not as_bool:
-        return series.with_values(values)
+        return _filtered(series.with_values(values))
     return Matrix.from_table(series.table.with_name(""), series.timestamps, values, series.step_ms)
+
+
+def _filtered(result: Matrix) -> Matrix:
+    """A comparison's result without the series it left empty."""
+    kept = np.flatnonzero(~np.isnan(result.values).all(axis=1))
+    return result if len(kept) == len(result) else result.select(kept)
 
 
 def _match(
@@ -173,9 +180,10 @@ def _match(
         table = table.with_name("")
     # one vectorized computation for every matched pair
     values = _compute(op, a.values[left_rows], b.values[right_rows], as_bool)
-    return Matrix.from_table(
+    result = Matrix.from_table(
         table, a.timestamps, values.reshape(len(left_rows), len(a.timestamps)), a.step_ms
     )
+    return _filtered(result) if op in COMPARISONS and not as_bool else result
 
 
 def _set_op(op: str, a: Matrix, b: Matrix, on: list[str] | None, ignoring: list[str] | None) -> Matrix:

@@ -157,7 +157,10 @@ def test_comparisons_filter_or_give_booleans() -> None:
     _, used = disks()
     over = apply_op(">", used, 15.0)
     assert isinstance(over, Matrix)
-    assert np.isnan(over.values[2]).all() and over.values[0, 0] == 30.0
+    assert len(over) == 2 and over.values[0, 0] == 30.0  # the disk never over 15 is dropped
+    assert [lab["volume"] for lab in over.labels] == [lab["volume"] for lab in used.labels[:2]]
+    matched = apply_op(">", used, used)  # never greater than itself: nothing left
+    assert isinstance(matched, Matrix) and len(matched) == 0
     flags = apply_op(">", used, 15.0, as_bool=True)
     assert isinstance(flags, Matrix) and flags.values[:, 0].tolist() == [1.0, 1.0, 0.0]
 

@@ -117,7 +117,9 @@ def dict_match(op: str, a: Matrix, b: Matrix, on: list[str] | None, group: str |
         if op == ">":
             left_values, right_values = a.values[left_rows], b.values[right_rows]
             truth = np.greater(left_values, right_values) & ~np.isnan(left_values) & ~np.isnan(right_values)
-            values = np.where(truth, left_values, np.nan)
+            values = np.where(truth, left_values, np.nan).reshape(len(left_rows), len(a.timestamps))
+            kept = [row for row in range(len(values)) if not np.isnan(values[row]).all()]  # a filter drops
+            return [names[r] for r in kept], [labels[r] for r in kept], values[kept]
         else:
             values = np.divide(a.values[left_rows], b.values[right_rows])
     return names, labels, values
