@@ -60,10 +60,18 @@ def _values(m: Matrix) -> pa.Array:
     return rows
 
 
-def encode_answer(result: Matrix | float, took_ms: float) -> bytes:
+def encode_answer(result: Matrix | float, took_ms: float, warnings: list[str] | None = None) -> bytes:
     if not isinstance(result, Matrix):
-        return orjson.dumps({"scalar": result, "took_ms": took_ms})
-    tail = b'],"step_ms":' + orjson.dumps(result.step_ms) + b',"took_ms":' + orjson.dumps(took_ms) + b"}"
+        return orjson.dumps({"scalar": result, "took_ms": took_ms, "warnings": warnings or []})
+    tail = (
+        b'],"step_ms":'
+        + orjson.dumps(result.step_ms)
+        + b',"took_ms":'
+        + orjson.dumps(took_ms)
+        + b',"warnings":'
+        + orjson.dumps(warnings or [])
+        + b"}"
+    )
     if not len(result):
         return b'{"series":[' + tail
     timestamps = orjson.dumps(np.ascontiguousarray(result.timestamps), option=orjson.OPT_SERIALIZE_NUMPY)

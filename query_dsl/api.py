@@ -58,6 +58,9 @@ class QueryAnswer(BaseModel):
     scalar: float | None = None
     step_ms: int | None = None
     took_ms: float
+    warnings: list[str] = Field(
+        default_factory=list, description="why (parts of) the answer are empty, where that is known"
+    )
 
 
 class ErrorDetail(BaseModel):
@@ -151,7 +154,7 @@ def create_app(
             return PlainTextResponse(to_csv(result), media_type="text/csv")
         # written by columns, not validated against QueryAnswer (which documents it): a
         # wide answer would cost more to validate than to compute
-        return Response(encode_answer(result, took), media_type="application/json")
+        return Response(encode_answer(result, took, evaluator.warnings), media_type="application/json")
 
     @app.get("/api/v1/series", dependencies=[Depends(authorize), Depends(_only("match", "match[]"))])
     def series(

@@ -14,11 +14,13 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+import numpy as np
+
 from query_dsl.apply import apply_op
 from query_dsl.bucketize import bucketize
 from query_dsl.exceptions import QueryError, QueryLimitError, QueryTypeError
 from query_dsl.filters import filter_selector, top, where_last
-from query_dsl.mappers import MAPPERS, apply_mapper
+from query_dsl.mappers import MAPPERS, TWO_POINT_MAPPERS, apply_mapper
 from query_dsl.matrix import Matrix
 from query_dsl.parser import BinaryOp, Call, Duration, Negate, Node, Word, parse
 from query_dsl.reduce import reduce_matrix
@@ -104,11 +106,19 @@ class Evaluator:
         self.limits = limits or Limits()
         self._deadline = 0.0
         self.points_read = 0
+        self.warnings: list[str] = []  # why an answer is empty, when the evaluator knows
+
+    def warn(self, message: str) -> None:
+        if message not in self.warnings:
+            self.warnings.append(message)
 
     def evaluate(self, query: str | Node) -> Value:
+        """The value of ``query``; :attr:`warnings` then says why parts of it are empty,
+        where that is known (no series matched, a window too short for its mapper)."""
         node = parse(query) if isinstance(query, str) else query
         self._deadline = time.monotonic() + self.limits.timeout_s
         self.points_read = 0
+        self.warnings = []
         try:
             result = self._eval(node)
         except LimitExceededError as exc:  # a store's limit is the query's limit to its user
@@ -117,7 +127,12 @@ class Evaluator:
             raise QueryError(str(exc)) from exc
         if not isinstance(result, Matrix | float):
             raise QueryTypeError(f"the query gives {result!r}, not series or a number")
-        return result
+        answer: Matrix | float = result
+        if isinstance(answer, Matrix) and len(answer) and not self.warnings and np.isnan(answer.values).all():
+            self.warn(
+                "every value of the answer is empty (no sample in the range, or none left by the query)"
+            )
+        return answer
 
     def _check_time(self) -> None:
         if time.monotonic() > self._deadline:
@@ -198,6 +213,8 @@ class Evaluator:
             raise QueryLimitError(
                 f"the query reads {self.points_read} points, more than {self.limits.max_points}"
             )
+        if not len(result):
+            self.warn(f"fetch({selector!r}) matches no series")
         return Matrix.from_table(
             SeriesTable.from_fetch(result), result.timestamps, result.values, result.step_ms
         )
@@ -213,6 +230,13 @@ class Evaluator:
             if not rest or not isinstance(rest[0], Duration):
                 raise QueryTypeError(f"map({mapper}) needs a window, e.g. map({mapper}, 10m)")
             window = rest.pop(0).ms
+            if mapper in TWO_POINT_MAPPERS and len(m) and window < 2 * m.step_ms:
+                step = _duration_text(m.step_ms)
+                self.warn(
+                    f"map({mapper}, {_duration_text(window)}) over {step} buckets: a window of one bucket "
+                    f"holds one value, and {mapper} needs two; use a window of at least "
+                    f"{_duration_text(2 * m.step_ms)} (the range asked for picked {step} buckets)"
+                )
         return apply_mapper(m, mapper, window, tuple(_number(p, f"map({mapper})") for p in rest))
 
     def bucketize(self, args: list[Any], kwargs: dict[str, Any]) -> Matrix:
@@ -270,6 +294,13 @@ class Evaluator:
             _word(args[1], "where_last's operator"),
             _number(args[2], "where_last's threshold"),
         )
+
+
+def _duration_text(ms: int) -> str:
+    for unit, size in (("d", 86_400_000), ("h", 3_600_000), ("m", 60_000), ("s", 1000)):
+        if ms % size == 0:
+            return f"{ms // size}{unit}"
+    return f"{ms}ms"
 
 
 def _arity(name: str, args: list[Any], low: int, high: int) -> None:

@@ -26,7 +26,10 @@ import numpy as np
 from query_dsl.exceptions import QueryTypeError
 from query_dsl.matrix import Matrix
 
-__all__ = ["MAPPERS", "apply_mapper", "window_buckets"]
+__all__ = ["MAPPERS", "TWO_POINT_MAPPERS", "apply_mapper", "window_buckets"]
+
+# Mappers that compare two values of a window: a window of one bucket gives them nothing.
+TWO_POINT_MAPPERS = frozenset({"delta", "increase", "rate"})
 
 
 def window_buckets(window_ms: int | None, step_ms: int, mapper: str) -> int:

@@ -70,7 +70,9 @@ def run(args: argparse.Namespace) -> int:
         if args.zk:
             source = ShardedSource(args.zk)
             try:
-                result = Evaluator(source).evaluate(args.query)
+                evaluator = Evaluator(source)
+                result = evaluator.evaluate(args.query)
+                warnings = evaluator.warnings
             finally:
                 source.close()
         else:
@@ -79,9 +81,12 @@ def run(args: argparse.Namespace) -> int:
                 return 2
             with Client(args.url, token=args.token) as client:
                 result = client.query(args.query)
+                warnings = client.warnings
     except QueryError as exc:
         print(f"artimon query: {exc}", file=sys.stderr)
         return 1
+    for warning in warnings:
+        print(f"warning: {warning}", file=sys.stderr)
     if args.format == "json":
         print(json.dumps(result.to_records() if isinstance(result, Matrix) else {"scalar": result}))
     elif args.format == "csv":

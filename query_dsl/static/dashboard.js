@@ -170,7 +170,9 @@
     panel.body = element("div", "body");
     panel.error = element("pre", "panel-error");
     panel.error.hidden = true;
-    panel.element.append(header, panel.body, panel.error);
+    panel.warning = element("pre", "panel-warning"); // why an answer is empty, when the server knows
+    panel.warning.hidden = true;
+    panel.element.append(header, panel.body, panel.warning, panel.error);
     resizer.observe(panel.element);
     return panel;
   }
@@ -187,6 +189,9 @@
       if (page !== generation) return;
       panel.answer = answer;
       panel.error.hidden = true;
+      const warnings = answer.warnings || [];
+      panel.warning.textContent = warnings.map((w) => `⚠ ${w}`).join("\n");
+      panel.warning.hidden = warnings.length === 0;
       if (panel.adhoc) hideQueryError();
       draw(panel);
       panel.element.dataset.state = "ok";
@@ -194,6 +199,7 @@
       if (page !== generation) return;
       const detail = error.detail || { kind: "Error", message: String(error.message || error) };
       panel.element.dataset.state = "error";
+      panel.warning.hidden = true;
       panel.meta.textContent = detail.kind;
       clearBody(panel);
       if (panel.adhoc) {

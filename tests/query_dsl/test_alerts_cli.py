@@ -124,7 +124,9 @@ def test_once_with_the_api_down_reports_the_error_and_keeps_state(api: str, tmp_
         "-f", str(rules), "--api", f"http://127.0.0.1:{free_port()}", "--state", str(state), "--once"
     )
     assert down.returncode == 1
-    assert " ERROR    HotRack: QueryError: the query API at" in down.stdout and "does not answer" in down.stdout
+    assert (
+        " ERROR    HotRack: QueryError: the query API at" in down.stdout and "does not answer" in down.stdout
+    )
     assert len(json.loads(state.read_text())["alerts"]) == 2
 
 

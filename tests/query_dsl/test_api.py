@@ -89,6 +89,26 @@ def test_series_labels_and_values(server: BackgroundServer) -> None:
     ]
 
 
+def test_an_empty_answer_says_why(server: BackgroundServer) -> None:
+    def ask(query: str) -> dict:
+        return httpx.post(f"{server.url}/api/v1/query", json={"query": query}, timeout=10).json()
+
+    assert ask('fetch("http.requests", last=10m) | map(rate, 5m)')["warnings"] == []
+    one_bucket = ask('fetch("http.requests", last=10m) | map(rate, 1m)')
+    assert all(v is None for s in one_bucket["series"] for v in s["values"])
+    (warning,) = one_bucket["warnings"]
+    assert "map(rate, 1m) over 1m buckets" in warning and "at least 2m" in warning
+    assert ask('fetch("nothing.here")')["warnings"] == ["fetch('nothing.here') matches no series"]
+    assert ask("1 + 1")["warnings"] == []
+    empty = ask('fetch("http.requests", start=0, end=60000)')
+    assert empty["warnings"] == [
+        "every value of the answer is empty (no sample in the range, or none left by the query)"
+    ]
+    with Client(server.url) as client:
+        client.query('fetch("http.requests", last=10m) | map(increase, 1m)')
+        assert len(client.warnings) == 1 and "increase needs two" in client.warnings[0]
+
+
 def test_series_takes_prometheus_match_and_refuses_what_it_does_not_know(server: BackgroundServer) -> None:
     """``match[]=x`` is Prometheus's form: it selects, it does not widen the answer to every
     series; an unknown parameter and no selector at all are errors, not everything."""

@@ -148,6 +148,13 @@ def test_a_saved_dashboard_then_a_bad_query(browser: Browser, server: Background
     expect(page.locator(".panel")).to_have_attribute("data-series", "12")
     page.locator("#table-toggle").check()
     expect(page.locator(".panel table.series-table tbody tr")).to_have_count(12)
+    expect(page.locator(".panel-warning")).to_be_hidden()
+
+    page.locator("#query").fill('fetch("http.requests") | map(rate, 1m)')  # one bucket: no rate
+    page.locator("#run").click()
+    warning = page.locator(".panel-warning")
+    expect(warning).to_be_visible()
+    expect(warning).to_contain_text("a window of one bucket holds one value, and rate needs two")
     assert errors == []
 
 
