@@ -373,9 +373,12 @@ class Store:
         return ids
 
     def pick_resolution(self, start_ms: int) -> _Ring:
-        """The finest ring whose window reaches back to ``start_ms`` (else the coarsest)."""
+        """The finest ring that holds the first bucket a fetch from ``start_ms`` returns (the
+        first whose start is at or after it), else the coarsest: ``last=1h`` reads the 60
+        one-minute buckets of a 60 x 1 min ring, not 5-minute ones."""
         for ring in self.rings:
-            if ring.head >= 0 and (ring.head - ring.slots + 1) * ring.step_ms <= start_ms:
+            first = -(-start_ms // ring.step_ms)
+            if ring.head >= 0 and ring.head - ring.slots + 1 <= first:
                 return ring
         return self.rings[-1]
 

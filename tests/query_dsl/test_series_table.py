@@ -401,8 +401,8 @@ def records(m: Matrix) -> list[dict]:
 @settings(max_examples=200, deadline=None)
 @given(matrices())
 def test_the_json_answer_written_by_columns_decodes_to_the_records(m: Matrix) -> None:
-    body = json.loads(encode_answer(by_columns(m), 1.5))
-    assert body == {"series": records(m), "step_ms": STEP, "took_ms": 1.5}
+    body = json.loads(encode_answer(by_columns(m), 1.5, ["why"]))
+    assert body == {"series": records(m), "step_ms": STEP, "took_ms": 1.5, "warnings": ["why"]}
 
 
 def test_the_json_answer_of_awkward_text_empty_axes_and_numbers() -> None:
@@ -410,7 +410,12 @@ def test_the_json_answer_of_awkward_text_empty_axes_and_numbers() -> None:
     m = Matrix(text, [{"k": t, "j": "1"} for t in text], np.zeros(0), np.zeros((4, 0)), STEP)
     assert json.loads(encode_answer(m, 0.0))["series"] == records(m)
     empty = Matrix([], [], [0, STEP], np.zeros((0, 2)), STEP)
-    assert json.loads(encode_answer(empty, 2.0)) == {"series": [], "step_ms": STEP, "took_ms": 2.0}
+    assert json.loads(encode_answer(empty, 2.0)) == {
+        "series": [],
+        "step_ms": STEP,
+        "took_ms": 2.0,
+        "warnings": [],
+    }
     for scalar, expected in ((0.25, 0.25), (math.nan, None), (math.inf, None)):
         assert json.loads(encode_answer(scalar, 1.0)) == {"scalar": expected, "took_ms": 1.0}
     tiny = Matrix(["x"], [{}], [0, 1], np.array([[1e-300, -0.0]]), 1)

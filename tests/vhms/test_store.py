@@ -131,6 +131,19 @@ def test_auto_resolution_is_the_finest_that_covers_the_range() -> None:
     assert store.fetch("cpu", end - 48 * 60 * MINUTE, end).step_ms == 3_600_000
 
 
+def test_last_hour_reads_the_sixty_one_minute_buckets_of_a_sixty_minute_ring() -> None:
+    """``last=1h`` at any instant of a minute asks for buckets starting in (now - 1h, now]:
+    the 60 x 1 min ring holds all of them, so they are 1-minute buckets, not 5-minute ones."""
+    store = Store()
+    ingest_minutes(store, keys(1), range(120))
+    head = NOW - 600 * MINUTE + 119 * MINUTE
+    for into_the_minute in (1, 30_000, MINUTE - 1):  # (on the minute itself, 61 buckets would be)
+        now = head + into_the_minute
+        result = store.fetch("cpu", now - 60 * MINUTE, now + 1)
+        assert result.step_ms == MINUTE and len(result.timestamps) == 60
+        assert not np.isnan(result.values).any()
+
+
 def test_booleans_as_numbers_and_strings_as_last_values() -> None:
     bk = Bookkeeper("app", environ={})
     bk.boolean("up").set(True)
