@@ -417,6 +417,6 @@ def test_the_json_answer_of_awkward_text_empty_axes_and_numbers() -> None:
         "warnings": [],
     }
     for scalar, expected in ((0.25, 0.25), (math.nan, None), (math.inf, None)):
-        assert json.loads(encode_answer(scalar, 1.0)) == {"scalar": expected, "took_ms": 1.0}
+        assert json.loads(encode_answer(scalar, 1.0)) == {"scalar": expected, "took_ms": 1.0, "warnings": []}
     tiny = Matrix(["x"], [{}], [0, 1], np.array([[1e-300, -0.0]]), 1)
     assert json.loads(encode_answer(tiny, 0.0))["series"][0]["values"] == [1e-300, -0.0]
