@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import threading
 import time
 from collections.abc import Mapping
@@ -264,10 +265,15 @@ class Bookkeeper:
         advertise_host: str | None = None,
         session_timeout: float = 10.0,
         max_frame_size: int | None = None,
+        block: bool = False,
     ) -> EndpointServer:
         """Serve the variables over Thrift on ``host:port`` (0 = ephemeral) and, unless
         ``register`` is false, register the endpoint in ZooKeeper (``zk_hosts``, else
-        ``$ARTIMON_ZK``, else ``127.0.0.1:2181``). Returns the running server."""
+        ``$ARTIMON_ZK``, else ``127.0.0.1:2181``). Returns the running server; with
+        ``block``, only once Ctrl-C or SIGTERM has stopped it and every other server and
+        exporter of this bookkeeper (:meth:`close`): a script that only serves its
+        variables then runs until it is stopped, instead of ending at once (the server's
+        threads are daemons)."""
         from bookkeeper.server import EndpointServer
 
         kwargs = {} if max_frame_size is None else {"max_frame_size": max_frame_size}
@@ -276,7 +282,23 @@ class Bookkeeper:
         if register:
             server.register(zk_hosts, advertise_host=advertise_host, session_timeout=session_timeout)
         self._servers.append(server)
+        if block:
+            self._serve_until_stopped()
         return server
+
+    def _serve_until_stopped(self) -> None:
+        stopped = threading.Event()
+        previous = None
+        if threading.current_thread() is threading.main_thread():  # signals reach the main thread only
+            previous = signal.signal(signal.SIGTERM, lambda *_: stopped.set())
+        try:
+            stopped.wait()
+        except KeyboardInterrupt:
+            pass
+        finally:
+            if previous is not None:
+                signal.signal(signal.SIGTERM, previous)
+            self.close()
 
     def export_to_file(
         self, directory: str | os.PathLike[str], every: float = 60.0, module: str | None = None

@@ -2,8 +2,11 @@
 
 After n ``BACKOFF`` results (or failures) in a row a runner sleeps
 ``min(max_backoff, increment * 2**(n-1))`` seconds; ``READY`` resets n. A failure is logged
-with its traceback once per burst (then counted only) and once more when the runner
-recovers; it never ends the thread. ``stop`` wakes the runner and joins it.
+once per burst (then counted only) and once more when the runner recovers; it never ends
+the thread. A destination that cannot take a batch now (``EventDeliveryException``: a
+store restarting, a next hop down) is an expected condition of a pipeline: one warning
+line; anything else is a bug, logged with its traceback. ``stop`` wakes the runner and
+joins it.
 
 States: IDLE --start()--> RUNNING --stop()--> STOPPED
 """
@@ -14,6 +17,7 @@ import logging
 import threading
 from collections.abc import Callable
 
+from collector_agent.exceptions import EventDeliveryException
 from collector_agent.status import Status
 
 __all__ = ["Runner"]
@@ -56,6 +60,14 @@ class Runner:
         while not self._stop.is_set():
             try:
                 status = self.process()
+            except EventDeliveryException as exc:
+                self.failures += 1
+                if failing == 0:
+                    log.warning(
+                        "%s: %s (retrying; further failures in this burst are counted only)", self.name, exc
+                    )
+                failing += 1
+                status = Status.BACKOFF
             except Exception:
                 self.failures += 1
                 if failing == 0:

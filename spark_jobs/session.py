@@ -1,38 +1,62 @@
 """The SparkSession every job (and the tests) use: ``local[*]`` by default, the Python
 workers on this interpreter (so they see this environment's numpy and pandas), UTC, state
-in RocksDB, a driver of ``$ARTIMON_SPARK_DRIVER_MEMORY`` (4g)."""
+in RocksDB, a driver of ``$ARTIMON_SPARK_DRIVER_MEMORY`` (4g). With ``log_file``, the JVM
+and its Python workers write their output there (the embedded stack's round lines stay
+readable), and Spark draws no progress bars."""
 
 from __future__ import annotations
 
 import os
+import subprocess
 import sys
+from pathlib import Path
 from typing import Any
 
 __all__ = ["spark_session"]
 
 
-def spark_session(master: str = "local[*]", app: str = "artimon", conf: dict[str, str] | None = None) -> Any:
+def _settings(master: str, app: str, conf: dict[str, str] | None) -> dict[str, str]:
+    return {
+        "spark.master": master,
+        "spark.app.name": app,
+        "spark.ui.enabled": "false",
+        "spark.sql.session.timeZone": "UTC",
+        "spark.sql.shuffle.partitions": "4",
+        "spark.sql.execution.arrow.pyspark.enabled": "true",
+        # deduplication state (every series and time of the watermark) lives on disk, not heap
+        "spark.sql.streaming.stateStore.providerClass": (
+            "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
+        ),
+        # raw_ingest's rows come sorted by series: a writer per date and hour keeps them so,
+        # where a single writer would sort them by date and hour again
+        "spark.sql.maxConcurrentOutputFileWriters": "4",
+        "spark.driver.memory": os.environ.get("ARTIMON_SPARK_DRIVER_MEMORY", "4g"),
+        **(conf or {}),
+    }
+
+
+def spark_session(
+    master: str = "local[*]",
+    app: str = "artimon",
+    conf: dict[str, str] | None = None,
+    log_file: Path | None = None,
+) -> Any:
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     from pyspark.sql import SparkSession
 
-    builder = (
-        SparkSession.builder.master(master)
-        .appName(app)
-        .config("spark.ui.enabled", "false")
-        .config("spark.sql.session.timeZone", "UTC")
-        .config("spark.sql.shuffle.partitions", "4")
-        .config("spark.sql.execution.arrow.pyspark.enabled", "true")
-        # deduplication state (every series and time of the watermark) lives on disk, not heap
-        .config(
-            "spark.sql.streaming.stateStore.providerClass",
-            "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider",
-        )
-        # raw_ingest's rows come sorted by series: a writer per date and hour keeps them so,
-        # where a single writer would sort them by date and hour again
-        .config("spark.sql.maxConcurrentOutputFileWriters", "4")
-        .config("spark.driver.memory", os.environ.get("ARTIMON_SPARK_DRIVER_MEMORY", "4g"))
-    )
-    for key, value in (conf or {}).items():
-        builder = builder.config(key, value)
-    return builder.getOrCreate()
+    settings = _settings(master, app, conf)
+    if log_file is None:
+        builder = SparkSession.builder
+        for key, value in settings.items():
+            builder = builder.config(key, value)
+        return builder.getOrCreate()
+    from pyspark import SparkConf, SparkContext
+    from pyspark.java_gateway import launch_gateway
+
+    settings["spark.ui.showConsoleProgress"] = "false"
+    spark_conf = SparkConf().setAll(list(settings.items()))
+    log_file.parent.mkdir(parents=True, exist_ok=True)
+    with log_file.open("ab") as output:  # the JVM keeps its own descriptor of the file
+        gateway = launch_gateway(spark_conf, popen_kwargs={"stdout": output, "stderr": subprocess.STDOUT})  # type: ignore[no-untyped-call]
+    return SparkSession(SparkContext(conf=spark_conf, gateway=gateway))

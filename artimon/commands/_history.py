@@ -24,6 +24,7 @@ class HistoryJob:
         self.output = f"file://{data / 'history' / 'parquet'}"
         self.checkpoint = str(data / "history" / "checkpoint")
         self.interval = interval
+        self.log_file = data / "logs" / "spark.log"
         self.on_ready = on_ready
         self.error: BaseException | None = None
         self._spark: Any = None
@@ -41,7 +42,7 @@ class HistoryJob:
                 spark_session,
             )
 
-            self._spark = spark_session("local[2]", "artimon-up-raw_ingest")
+            self._spark = spark_session("local[2]", "artimon-up-raw_ingest", log_file=self.log_file)
             parser = argparse.ArgumentParser()
             raw_ingest.configure(parser)
             args = parser.parse_args(
@@ -56,7 +57,7 @@ class HistoryJob:
             self.error = exc
             log.exception("spark raw_ingest did not start")
             return
-        self.on_ready(f"{self.landing} -> {self.output} every {self.interval}")
+        self.on_ready(f"{self.landing} -> {self.output} every {self.interval} (its log: {self.log_file})")
 
     def stop(self, timeout: float = 180.0) -> str:
         """Wait for the start (up to ``timeout``), process what has landed, stop; a line to print."""

@@ -1,62 +1,83 @@
 """Run the embedded stack on this machine, with all data under --data-dir.
 
-It starts ZooKeeper (unless $ARTIMON_ZK is set), a VHMS shard, an agent whose artimon
-source polls every registered bookkeeper each --interval into two file channels, one
-drained by the vhms sink and one by the raw sink (landing files), Spark's raw_ingest in
-local mode turning the landing files into Parquet history, and the HTTP query API over the
-store with the dashboard page (saved dashboards in <data-dir>/dashboards); with --demo,
-demo applications register too, and the demo dashboard is saved there. It prints a line
-per component as it becomes ready, then a line per round. Ctrl-C stops everything cleanly: the API, the agent
-(its channels closed, its last landing file rolled), Spark (after bringing the history up to
+Started in dependency order, each printing a ``[ready]`` line: ZooKeeper on 127.0.0.1:2181
+(--zk-port; unless $ARTIMON_ZK is set), a VHMS shard (registered before anything writes to
+it; with --demo its finest ring is the poll interval), the demo applications (--demo),
+the HTTP query API with the dashboard page (saved dashboards in <data-dir>/dashboards),
+the alerting rules of <data-dir>/alerts.yaml (the demo's with --demo), Spark's raw_ingest
+turning the landing files into Parquet history, and one agent from
+<data-dir>/agent.properties (written at the first start, re-read on change: edit it and
+the agent reloads): its artimon source polls every registered bookkeeper (the agent's own
+self-report among them) each --interval, its artimon_file source reads
+<data-dir>/run/*.artimon files, its Flume Thrift source listens for other agents
+(--thrift-port), into two file channels drained by the vhms sink and the raw sink. Then a
+line per round. Third-party output (Spark, its Python workers, warnings) goes to
+<data-dir>/logs/. Ctrl-C stops everything cleanly: the API and the alerts, the agent (its
+channels closed, its last landing file rolled), Spark (after bringing the history up to
 date), VHMS (a last snapshot written), then ZooKeeper.
 """
 
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 import shutil
+import threading
 import time
+import warnings
 from pathlib import Path
 
 from artimon.commands._history import HistoryJob
 from artimon.commands._signals import stop_event
-from bookkeeper.testing import DemoApps, ZooKeeperServer
+from bookkeeper.testing import DemoApps, ZooKeeperServer, free_port
 from bookkeeper.wire import BackgroundServer
-from collector_agent import Agent, MonitorServer
+from collector_agent import Agent, ConfigWatcher, MonitorServer, SelfReporter
 from query_dsl import EXAMPLES, StoreSource, create_app
-from vhms import Store, VhmsService
+from query_dsl.alerts import AlertEngine, Evaluation, EvaluatorSource, iso_time, load_rules
+from vhms import DEFAULT_RESOLUTIONS, Store, VhmsService
 
-AGENT = """
-up.sources = poll
+AGENT = """# The agent of `artimon up` (Flume's properties format, docs/agent.md), written at its
+# first start. Edit it: the agent re-reads it every few seconds and applies the difference.
+# ${...} are set by `artimon up` at each start (its flags and the ZooKeeper it runs).
+up.sources = poll files flume
 up.channels = durable landing
 up.sinks = store land
 up.sources.poll.type = artimon
-up.sources.poll.zk = {zk}
-up.sources.poll.interval = {interval}
+up.sources.poll.zk = ${ARTIMON_ZK}
+up.sources.poll.interval = ${ARTIMON_INTERVAL}
 up.sources.poll.agentId = embedded
 up.sources.poll.channels = durable landing
+up.sources.files.type = artimon_file
+up.sources.files.directory = ${ARTIMON_DATA_DIR}/run
+up.sources.files.interval = ${ARTIMON_INTERVAL}
+up.sources.files.channels = durable landing
+up.sources.flume.type = thrift
+up.sources.flume.bind = 127.0.0.1
+up.sources.flume.port = ${ARTIMON_THRIFT_PORT}
+up.sources.flume.channels = durable landing
 up.channels.durable.type = file
-up.channels.durable.dataDirs = {data}/channels/durable
+up.channels.durable.dataDirs = ${ARTIMON_DATA_DIR}/channels/durable
 up.channels.durable.minimumRequiredSpace = 104857600
 up.channels.landing.type = file
-up.channels.landing.dataDirs = {data}/channels/landing
+up.channels.landing.dataDirs = ${ARTIMON_DATA_DIR}/channels/landing
 up.channels.landing.minimumRequiredSpace = 104857600
 up.sinks.store.type = vhms
 up.sinks.store.channel = durable
-up.sinks.store.zk = {zk}
+up.sinks.store.zk = ${ARTIMON_ZK}
 up.sinks.store.maxBackoffSleep = 1000
-up.sinks.store.deadLetter.dir = {data}/dead-letter
+up.sinks.store.deadLetter.dir = ${ARTIMON_DATA_DIR}/dead-letter
 up.sinks.land.type = raw
 up.sinks.land.channel = landing
-up.sinks.land.directory = {data}/landing
-up.sinks.land.rollInterval = {roll}
-up.sinks.land.deadLetter.dir = {data}/dead-letter
+up.sinks.land.directory = ${ARTIMON_DATA_DIR}/landing
+up.sinks.land.rollInterval = ${ARTIMON_ROLL_INTERVAL}
+up.sinks.land.deadLetter.dir = ${ARTIMON_DATA_DIR}/dead-letter
 """
+READY_QUERY = 'fetch("http.requests", last=10m) | map(rate, {window}) | reduce(sum, by=[method])'
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--demo", action="store_true", help="add demo applications")
+    parser.add_argument("--demo", action="store_true", help="add demo applications and alerting rules")
     parser.add_argument(
         "--data-dir",
         type=Path,
@@ -70,30 +91,84 @@ def configure(parser: argparse.ArgumentParser) -> None:
         help="seconds between polling rounds (default 60, 5 with --demo)",
     )
     parser.add_argument("--rounds", type=int, default=0, help="stop after N rounds (0: never)")
+    parser.add_argument(
+        "--zk-port", type=int, default=2181, help="ZooKeeper's port (default 2181; 0: any free one)"
+    )
     parser.add_argument("--api-port", type=int, default=8080, help="query API port (0: any free one)")
+    parser.add_argument(
+        "--thrift-port", type=int, default=4141, help="the agent's Flume Thrift source port (0: any free one)"
+    )
     parser.add_argument("--no-spark", action="store_true", help="no Spark raw_ingest (no Parquet history)")
+
+
+def resolutions_for(interval: float) -> str:
+    """The store's rings: the finest is the poll interval when that divides a minute (so a
+    bucket holds one round, never a partial one), then VHMS's defaults above a minute."""
+    seconds = int(interval)
+    if seconds == interval and 0 < seconds < 60 and 60 % seconds == 0:
+        return f"{seconds}s:{3600 // seconds}," + DEFAULT_RESOLUTIONS.partition(",")[2]
+    return DEFAULT_RESOLUTIONS
+
+
+def _third_party_to(logs: Path) -> None:
+    """Warnings and the chatter of Spark's Python side go to a file, not between the round
+    lines."""
+    logs.mkdir(parents=True, exist_ok=True)
+    handler = logging.FileHandler(logs / "up.log")
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    logging.captureWarnings(True)
+    warnings.simplefilter("default")
+    for name in ("py.warnings", "py4j", "pyspark"):
+        logger = logging.getLogger(name)
+        logger.addHandler(handler)
+        logger.propagate = False
+
+
+def _report_alerts(evaluation: Evaluation) -> None:
+    at = iso_time(evaluation.at_ms)
+    for transition in evaluation.transitions:
+        alert = transition.alert
+        print(
+            f"alert {at} {alert.state.value.upper():<8} {alert.rule} {alert.series or '(number)'} "
+            f"value={alert.value:g}",
+            flush=True,
+        )
 
 
 def run(args: argparse.Namespace) -> int:
     interval = args.interval or (5.0 if args.demo else 60.0)
     data = args.data_dir.resolve()
+    os.environ["ARTIMON_DATA_DIR"] = str(data)  # for notifier commands of the alerting rules
+    _third_party_to(data / "logs")
     stop = stop_event()
     zk_server = None
-    vhms = agent = monitor = demo = api = None
+    vhms = agent = monitor = demo = api = watcher = reporter = engine = None
+    alerts_thread: threading.Thread | None = None
     history: HistoryJob | None = None
     try:
         if not os.environ.get("ARTIMON_ZK"):
-            zk_server = ZooKeeperServer(data / "zookeeper", 0)
+            zk_server = ZooKeeperServer(data / "zookeeper", args.zk_port)
             zk_server.start()
-            print(f"[ready] zookeeper  {zk_server.hosts} (pid {zk_server.pid})", flush=True)
+            found = (
+                "where every Artimon process looks by default"
+                if zk_server.port == 2181
+                else f"other processes find it with ARTIMON_ZK={zk_server.hosts}"
+            )
+            print(f"[ready] zookeeper  {zk_server.hosts} (pid {zk_server.pid}): {found}", flush=True)
         zk_hosts = zk_server.hosts if zk_server else os.environ["ARTIMON_ZK"]
         vhms = VhmsService(
-            Store(), shard="default", snapshot_dir=data / "vhms" / "default", snapshot_every=300
+            Store(resolutions_for(interval)),
+            shard="default",
+            snapshot_dir=data / "vhms" / "default",
+            snapshot_every=300,
         )
         vhms.start(zk_hosts)
+        assert vhms.registration is not None  # start() registered it
+        vhms.registration.registered.wait(30)  # before anything writes to it
         http = vhms.http.url if vhms.http else "-"
         print(
-            f"[ready] vhms       {vhms.host}:{vhms.port}, {http}/stats, {vhms.store.series} series restored",
+            f"[ready] vhms       {vhms.host}:{vhms.port}, {http}/stats, {vhms.store.series} series restored, "
+            f"finest buckets {vhms.store.resolutions[0].step_s} s",
             flush=True,
         )
         if args.demo:
@@ -104,20 +179,34 @@ def run(args: argparse.Namespace) -> int:
         dashboards.mkdir(parents=True, exist_ok=True)
         if args.demo and not (dashboards / "demo.json").exists():
             shutil.copy(EXAMPLES / "demo.json", dashboards / "demo.json")
+        source = StoreSource(vhms.store)
         api = BackgroundServer(
-            create_app(StoreSource(vhms.store), dashboards_dir=dashboards),
-            "127.0.0.1",
-            args.api_port,
-            name="query-api",
+            create_app(source, dashboards_dir=dashboards), "127.0.0.1", args.api_port, name="query-api"
         )
         api.start()
+        window = "1m" if vhms.store.resolutions[0].step_s <= 30 else "5m"  # two buckets at least
         print(
             f"[ready] query api  {api.url}/api/v1/query (try: artimon query --url {api.url} "
-            "'fetch(\"http.requests\", last=10m) | map(rate, 1m) | reduce(sum, by=[method])')",
+            f"'{READY_QUERY.format(window=window)}')",
             flush=True,
         )
         page = f"{api.url}/?d=demo" if args.demo else f"{api.url}/"
         print(f"[ready] dashboard  {page} (saved dashboards in {dashboards})", flush=True)
+        rules = data / "alerts.yaml"
+        if args.demo and not rules.exists():
+            shutil.copy(EXAMPLES.parent / "alerts" / "demo.yaml", rules)
+        if rules.exists():
+            config = load_rules(rules)
+            engine = AlertEngine(config, EvaluatorSource(source), state_file=data / "alerts-state.json")
+            alerts_thread = threading.Thread(
+                target=engine.run, args=(stop, _report_alerts), name="alerts", daemon=True
+            )
+            alerts_thread.start()
+            print(
+                f"[ready] alerts     {len(config.rules)} rules from {rules}, "
+                f"every {config.interval_ms / 1000:g} s, notifications in {data / 'alerts.log'}",
+                flush=True,
+            )
         if not args.no_spark:
             history = HistoryJob(
                 data,
@@ -125,16 +214,31 @@ def run(args: argparse.Namespace) -> int:
                 on_ready=lambda where: print(f"[ready] spark      raw_ingest {where}", flush=True),
             )
             history.start()
-        roll = max(5, int(interval * 2))
-        agent = Agent.from_properties(
-            AGENT.format(zk=zk_hosts, interval=interval, data=data, roll=roll), "up", {}
+        (data / "run").mkdir(parents=True, exist_ok=True)
+        properties = data / "agent.properties"
+        thrift_port = args.thrift_port or free_port()
+        os.environ.update(
+            ARTIMON_ZK=zk_hosts,
+            ARTIMON_INTERVAL=f"{interval:g}",
+            ARTIMON_ROLL_INTERVAL=str(max(5, int(interval * 2))),
+            ARTIMON_THRIFT_PORT=str(thrift_port),
         )
+        if not properties.exists():
+            properties.write_text(AGENT)
+        agent = Agent.from_properties(properties.read_text(), "up")
         agent.start()
+        watcher = ConfigWatcher(agent, properties, interval=min(5.0, interval))
+        watcher.start()
         monitor = MonitorServer(agent.metrics, "up", "127.0.0.1", 0)
         monitor.start()
+        reporter = SelfReporter(agent.metrics, agent.name)
+        reporter.start()
+        reporter.bookkeeper.serve(zk_hosts=zk_hosts)  # polled like any app: the agent watches itself
         print(
-            f"[ready] agent      every {interval:g} s, metrics on http://127.0.0.1:{monitor.port}/metrics; "
-            "Ctrl-C stops everything",
+            f"[ready] agent      every {interval:g} s from {properties} (edit it: it reloads), "
+            f"metrics on http://127.0.0.1:{monitor.port}/metrics and in VHMS as flume.*; "
+            f".artimon files in {data / 'run'}; "
+            f"Flume Thrift on 127.0.0.1:{thrift_port}. Ctrl-C stops everything",
             flush=True,
         )
         rounds = 0
@@ -145,9 +249,9 @@ def run(args: argparse.Namespace) -> int:
             if stop.wait(max(0.0, next_report / 1000 - time.time())):
                 break
             now = agent.metrics()
-            source, sink = now["SOURCE.poll"], now["SINK.store"]
-            polled = source["PollSuccessCount"] - before["SOURCE.poll"]["PollSuccessCount"]
-            failed = source["PollFailCount"] - before["SOURCE.poll"]["PollFailCount"]
+            polled_source, sink = now["SOURCE.poll"], now["SINK.store"]
+            polled = polled_source["PollSuccessCount"] - before["SOURCE.poll"]["PollSuccessCount"]
+            failed = polled_source["PollFailCount"] - before["SOURCE.poll"]["PollFailCount"]
             stored = sink["SamplesStoredCount"] - before["SINK.store"]["SamplesStoredCount"]
             print(
                 f"round {time.strftime('%H:%M:%S')}: {int(polled)} endpoints polled, {int(failed)} failed, "
@@ -160,9 +264,16 @@ def run(args: argparse.Namespace) -> int:
             if args.rounds and rounds >= args.rounds:
                 break
     finally:
-        for component in (api, monitor, agent, demo):
+        stop.set()
+        if alerts_thread is not None:
+            alerts_thread.join(timeout=30)
+        if engine is not None:
+            engine.close(10.0)
+        for component in (api, monitor, watcher, agent, reporter, demo):
             if component is not None:
                 component.stop()
+        if reporter is not None:
+            reporter.bookkeeper.close()
         if history is not None:
             print(history.stop(), flush=True)
         for service in (vhms, zk_server):

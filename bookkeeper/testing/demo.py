@@ -15,7 +15,8 @@ _STATUSES = {"200": 0.93, "404": 0.04, "500": 0.03}
 
 
 class DemoApps:
-    """Three demo applications updated every ``tick`` seconds from one daemon thread."""
+    """Three demo applications updated every ``tick`` seconds from one daemon thread; they
+    serve (and register) from ``start()``, every variable set by then."""
 
     def __init__(self, zk_hosts: str | None, *, tick: float = 1.0, seed: int = 42) -> None:
         self.tick = tick
@@ -25,8 +26,7 @@ class DemoApps:
         self.storage = Bookkeeper("demo.storage", labels={"dc": "par", "rack": "r2"})
         self.racks = Bookkeeper("demo.racks", labels={"dc": "par"})
         self.bookkeepers = [self.web, self.storage, self.racks]
-        for bk in self.bookkeepers:
-            bk.serve(zk_hosts=zk_hosts)
+        self._zk_hosts = zk_hosts
         self._requests = {
             (m, s): self.web.integer("http.requests", method=m, status=s) for m in _METHODS for s in _STATUSES
         }
@@ -48,9 +48,12 @@ class DemoApps:
         }
         self.web.boolean("app.up").set(True)
         self.web.string("app.version").set("1.0.0")
+        self._update()  # every gauge has its first value before anyone can read it (no 0 °C)
         self._thread = threading.Thread(target=self._run, name="demo-apps", daemon=True)
 
     def start(self) -> None:
+        for bk in self.bookkeepers:
+            bk.serve(zk_hosts=self._zk_hosts)
         self._thread.start()
 
     def stop(self) -> None:
@@ -60,14 +63,17 @@ class DemoApps:
             bk.close()
 
     def _run(self) -> None:
-        rnd = self._random
         while not self._stop.wait(self.tick):
-            load = rnd.randint(50, 150)
-            for (method, status), counter in self._requests.items():
-                counter.add(int(load * _METHODS[method] * _STATUSES[status] + rnd.random()))
-            self._latency.set(20 + rnd.expovariate(1 / 15))
-            for _, used in self._disks.values():
-                used.add(rnd.randrange(0, 2**24))
-            for rack, temperature in self._temperatures.items():
-                base = 24.0 + int(rack[1:])
-                temperature.set(round(base + rnd.gauss(0, 0.5), 2))
+            self._update()
+
+    def _update(self) -> None:
+        rnd = self._random
+        load = rnd.randint(50, 150)
+        for (method, status), counter in self._requests.items():
+            counter.add(int(load * _METHODS[method] * _STATUSES[status] + rnd.random()))
+        self._latency.set(20 + rnd.expovariate(1 / 15))
+        for _, used in self._disks.values():
+            used.add(rnd.randrange(0, 2**24))
+        for rack, temperature in self._temperatures.items():
+            base = 24.0 + int(rack[1:])
+            temperature.set(round(base + rnd.gauss(0, 0.5), 2))

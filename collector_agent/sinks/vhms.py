@@ -78,6 +78,9 @@ class VhmsSink(BatchSink):
             member_backoff=self.member_backoff,
             name=f"sink {self.name}",
         )
+        # the first batch must not find an empty shard list only because ZooKeeper has not
+        # been read yet (bounded: a sink starts without ZooKeeper and keeps its events)
+        self.client.wait_ready(min(self.timeout, 10.0))
         super().start()
 
     def stop(self) -> None:

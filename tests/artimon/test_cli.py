@@ -61,6 +61,10 @@ def test_help_lists_every_command() -> None:
 @pytest.mark.slow
 def test_up_demo_runs_the_pipeline_into_vhms(tmp_path) -> None:
     env = {k: v for k, v in os.environ.items() if k != "ARTIMON_ZK"}
+    (tmp_path / "run").mkdir()  # an application that writes .artimon files instead of serving
+    (tmp_path / "run" / "batch.artimon").write_text(
+        f"{int(time.time() * 1000)} batch.jobs.done{{job=nightly}} 7\n"
+    )
     result = subprocess.run(
         [
             *ARTIMON,
@@ -73,6 +77,10 @@ def test_up_demo_runs_the_pipeline_into_vhms(tmp_path) -> None:
             "--data-dir",
             str(tmp_path),
             "--api-port",
+            "0",
+            "--zk-port",
+            "0",
+            "--thrift-port",
             "0",
         ],
         capture_output=True,
@@ -89,17 +97,24 @@ def test_up_demo_runs_the_pipeline_into_vhms(tmp_path) -> None:
         "demo",
         "query",
         "dashboard",
+        "alerts",
         "agent",
     ]
     assert "spark" in ready  # on a thread of its own: when the JVM is up
+    agent_line = next(line for line in lines if line.startswith("[ready] agent"))
+    thrift_port = int(re.search(r"Flume Thrift on 127\.0\.0\.1:(\d+)", agent_line).group(1))  # type: ignore[union-attr]
+    assert thrift_port > 0
     rounds = [line for line in lines if line.startswith("round ")]
     assert len(rounds) == 3
-    assert "3 endpoints polled, 0 failed" in rounds[-1], rounds
-    assert "31 series in VHMS" in rounds[-1] or "30 series in VHMS" in rounds[-1], rounds
+    assert "4 endpoints polled, 0 failed" in rounds[-1], rounds  # the demo's three, and the agent itself
+    assert "ERROR" not in result.stderr and "Traceback" not in result.stderr, result.stderr
     assert (tmp_path / "dashboards" / "demo.json").exists()
     assert lines[-1] == "stopped."
     assert lines[-2].startswith("spark raw_ingest: history up to date")
     history = pd.read_parquet(tmp_path / "history" / "parquet")
+    assert (history["series"].str.startswith("batch.jobs.done{")).any()  # the .artimon file
+    assert (history["series"].str.startswith("flume.EventTakeSuccessCount{")).any()  # the self-report
+    assert (tmp_path / "alerts.yaml").exists() and (tmp_path / "agent.properties").exists()
     requests = history[history["series"].str.startswith("http.requests{")]
     assert requests["ts"].nunique() >= 3 and len(requests) == 12 * requests["ts"].nunique()  # 12 series
     assert not list((tmp_path / "landing").glob("*.avro"))  # processed, then deleted

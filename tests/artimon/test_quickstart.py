@@ -1,0 +1,136 @@
+"""The README's quick start, followed literally as a newcomer would: ``artimon up --demo`` on
+its default ports, the README's bookkeeper example as a second process, the query the
+ready line prints and every worked example of docs/dsl.md through ``artimon query``. Every
+answer has values and no warning, the example's variable is in VHMS within two rounds, and
+``up`` prints no ERROR and no traceback from start to stop."""
+
+from __future__ import annotations
+
+import json
+import os
+import queue
+import re
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+ARTIMON = [sys.executable, "-m", "artimon"]
+DEFAULT_PORTS = {"ZooKeeper": 2181, "the query API": 8080, "the Flume Thrift source": 4141}
+pytestmark = pytest.mark.slow
+
+
+def readme_python() -> str:
+    (block,) = re.findall(r"```python\n(.*?)```", (ROOT / "README.md").read_text(), re.S)
+    return block
+
+
+def dsl_examples() -> list[str]:
+    text = (ROOT / "docs" / "dsl.md").read_text()
+    section = text[text.index("## Ten worked examples") : text.index("## Limits")]
+    return re.findall(r"^\s+`(.+)`$", section, re.M)
+
+
+class Lines:
+    """A process's output lines, read by a thread, waited for with a deadline."""
+
+    def __init__(self, stream: object) -> None:
+        self.seen: list[str] = []
+        self._queue: queue.Queue[str] = queue.Queue()
+        self._thread = threading.Thread(target=self._read, args=(stream,), daemon=True)
+        self._thread.start()
+
+    def _read(self, stream: object) -> None:
+        for line in stream:  # type: ignore[attr-defined]
+            self._queue.put(line.rstrip("\n"))
+
+    def until(self, predicate: Callable[[str], bool], timeout: float, what: str) -> str:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            try:
+                line = self._queue.get(timeout=max(0.01, deadline - time.monotonic()))
+            except queue.Empty:
+                break
+            self.seen.append(line)
+            if predicate(line):
+                return line
+        raise AssertionError(f"no {what} within {timeout} s; output so far:\n" + "\n".join(self.seen))
+
+    def rest(self) -> list[str]:
+        """Every line, once the process has ended (its output closed)."""
+        self._thread.join(timeout=30)
+        while not self._queue.empty():
+            self.seen.append(self._queue.get())
+        return self.seen
+
+
+def query(text: str) -> tuple[list[dict], str]:
+    done = subprocess.run(
+        [*ARTIMON, "query", "--url", "http://127.0.0.1:8080", "--format", "json", text],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, (text, done.stderr)
+    return json.loads(done.stdout), done.stderr
+
+
+def has_values(records: list[dict]) -> bool:
+    return any(value is not None for record in records for value in record["values"])
+
+
+def test_the_readme_quick_start_as_a_user(tmp_path: Path) -> None:
+    for what, port in DEFAULT_PORTS.items():
+        with socket.socket() as probe:
+            if probe.connect_ex(("127.0.0.1", port)) == 0:
+                pytest.fail(f"port {port} is taken: the quick start runs {what} there, as a user would")
+    env = {k: v for k, v in os.environ.items() if k not in ("ARTIMON_ZK", "ARTIMON_CONTEXT")}
+    up = subprocess.Popen(
+        [*ARTIMON, "up", "--demo"],
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env=env,
+    )
+    app = None
+    try:
+        output = Lines(up.stdout)
+        ready_query = output.until(
+            lambda line: line.startswith("[ready] query api"), 120, "query API ready line"
+        )
+        output.until(lambda line: line.startswith("[ready] agent"), 120, "agent ready line")
+        script = tmp_path / "example.py"
+        script.write_text(readme_python())
+        app = subprocess.Popen([sys.executable, str(script)], env=env, stderr=subprocess.PIPE, text=True)
+        output.until(lambda line: line.startswith("round "), 60, "a first round")
+        output.until(lambda line: line.startswith("round "), 60, "a second round")
+        output.until(lambda line: line.startswith("round "), 60, "a third round")  # two rounds after the app
+        usage, _ = query('fetch("pool.usage", last=5m)')
+        assert [r["labels"]["pool"] for r in usage] == ["db"] and 0.42 in usage[0]["values"]
+        printed = re.search(r"'(.+)'\)$", ready_query)
+        assert printed is not None, ready_query
+        for text in [printed.group(1), *dsl_examples()]:
+            records, warnings = query(text)
+            assert has_values(records), f"{text} answers no value: {records} {warnings}"
+            assert "warning" not in warnings, (text, warnings)
+        assert len(dsl_examples()) == 10
+    finally:
+        if app is not None:
+            app.send_signal(signal.SIGINT)
+            _, app_errors = app.communicate(timeout=30)
+            assert app.returncode == 0, app_errors
+        up.send_signal(signal.SIGINT)
+        code = up.wait(timeout=240)
+    lines = output.rest()
+    assert up.stdout is not None
+    up.stdout.close()
+    assert code == 0 and lines[-1] == "stopped.", lines[-20:]
+    assert not [line for line in lines if "ERROR" in line or "Traceback" in line], lines
