@@ -1,0 +1,186 @@
+"""Regexes from users run in RE2: a ReDoS corpus and generated regexes against a store with
+many label values answer within a bound; what RE2 cannot do is a clear ``SelectorError``;
+a selection that runs too long stops at ``max_select_s`` and never holds up ingest."""
+
+from __future__ import annotations
+
+import contextlib
+import re
+import threading
+import time
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from vhms import MAX_REGEX_LENGTH, MAX_SELECTOR_LENGTH, FetchLimitError, SelectorError, Store, parse_selector
+
+NOW = int(time.time() * 1000) // 60_000 * 60_000
+VALUES = 20_000
+# a few seconds on a loaded 2-core machine; RE2 needs milliseconds, Python's re needs ages
+BOUND_S = 5.0
+
+# Known catastrophic patterns for backtracking engines: nested and overlapping quantifiers,
+# alternations that overlap, and counted repeats of them.
+REDOS_CORPUS = [
+    "(a+)+$",
+    "(a+)+b",
+    "(a*)*b",
+    "(a|aa)+b",
+    "(a|a?)+b",
+    "(.*a){20}",
+    "(x+x+)+y",
+    "(.+)+(.+)+Z",
+    "((a+)+)+c",
+    "(a|b|ab)*c",
+    "([a-z]+)*!$",
+    "(\\w+\\s?)+$",
+    "^(a+)+$",
+    "(.*){1,1000}[bc]",
+    "(a{1,30}){1,30}b",
+    "[ab]*a[ab]{20}",
+]
+
+
+def _values() -> list[str]:
+    """Label values that make a backtracking engine try every split: runs of a (and of x,
+    of words) that almost match, then fail at the last character."""
+    out = []
+    for i in range(VALUES):
+        run = 24 + i % 8
+        out.append(
+            ("a" * run + "!", "x" * run, "ab" * (run // 2) + "d", "word " * (run // 5) + "!")[i % 4] + str(i)
+        )
+    return out
+
+
+def quoted(regex: str) -> str:
+    """A regex as a quoted selector value (backslashes and quotes escaped)."""
+    return '"' + regex.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def selectors(regex: str) -> list[str]:
+    """The selectors that run ``regex``: on a label, negated, on names (a name regex ends
+    at the first brace, so only those without one)."""
+    return [f"{{v~{quoted(regex)}}}", f"{{v!~{quoted(regex)}}}"] + ([f"~{regex}"] if "{" not in regex else [])
+
+
+@pytest.fixture(scope="module")
+def store() -> Store:
+    store = Store(max_series=VALUES + 10, max_series_per_query=VALUES + 10)
+    keys = [f"{'a' * (20 + i % 10)}.m{{v={value}}}" for i, value in enumerate(_values())]
+    store.ingest(keys, np.ones(len(keys)), np.full(len(keys), NOW))
+    return store
+
+
+@pytest.mark.parametrize("pattern", REDOS_CORPUS)
+def test_catastrophic_regexes_answer_within_a_bound(store: Store, pattern: str) -> None:
+    for selector in selectors(pattern):
+        started = time.perf_counter()
+        try:
+            ids = store.select(selector)
+        except FetchLimitError:  # a selector that takes too long is refused, also an answer
+            ids = None
+        took = time.perf_counter() - started
+        assert took < BOUND_S, f"{selector} took {took:.1f} s"
+        if ids is not None and pattern == "(a+)+$":  # no value is all a: nothing, or everything
+            assert len(ids) == (VALUES if selector.startswith("{v!~") else 0)
+
+
+@st.composite
+def regexes(draw: st.DrawFn) -> str:
+    """Small regexes over a, b, x and '.', nested quantifiers and alternations: the shapes
+    that make backtracking explode."""
+    atoms = st.sampled_from(["a", "b", "x", ".", "[ab]", "\\w", "a?", "(a|aa)", "(a|a?)"])
+    quantifiers = st.sampled_from(["", "*", "+", "?", "{2,5}", "{1,20}"])
+
+    def grow(depth: int) -> str:
+        if depth == 0 or draw(st.booleans()):
+            return draw(atoms) + draw(quantifiers)
+        parts = [grow(depth - 1) for _ in range(draw(st.integers(1, 3)))]
+        joined = "|".join(parts) if draw(st.booleans()) else "".join(parts)
+        return f"({joined}){draw(quantifiers)}"
+
+    return grow(4) + draw(st.sampled_from(["", "$", "!", "Z", "b"]))
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck))
+@given(pattern=regexes())
+def test_generated_regexes_answer_within_a_bound(store: Store, pattern: str) -> None:
+    for selector in selectors(pattern):
+        started = time.perf_counter()
+        with contextlib.suppress(FetchLimitError, SelectorError):  # too slow, or not RE2 (a?*)
+            store.select(selector)
+        assert time.perf_counter() - started < BOUND_S, selector
+
+
+@pytest.mark.parametrize(
+    "pattern",
+    ["h.*", "h[0-9]+", "(?i)H1", "h1|h2", "h\\d{2,}", "[^0-9]+", "h1.*|.*9", "h(1|2)0?", "h[0-9]{1,1}"],
+)
+def test_ordinary_regexes_match_as_before(pattern: str) -> None:
+    """RE2 and Python agree on the syntax both have; regexes still match whole values."""
+    store = Store()
+    values = [f"h{i}" for i in range(40)] + ["x", "H1"]
+    store.ingest([f"m{{host={v}}}" for v in values], np.ones(len(values)), np.full(len(values), NOW))
+    expected = {f"m{{host={v}}}" for v in values if re.fullmatch(pattern, v)}
+    for selector in (f"m{{host~{quoted(pattern)}}}", f"m{{host~{pattern}}}"):
+        assert {store.index.keys[i] for i in store.select(selector).tolist()} == expected, selector
+
+
+@pytest.mark.parametrize(
+    ("regex", "reason"),
+    [
+        ("(a)\\1", "invalid escape sequence"),  # a backreference
+        ("a(?=b)", "invalid perl operator"),  # lookahead
+        ("(?<!x)y", "invalid perl operator"),  # lookbehind
+        ("(?>a+)b", "invalid perl operator"),  # an atomic group
+        ("a++", "bad repetition operator"),  # possessive
+        ("\\pL{1000}", "pattern too large"),  # over RE2's program memory
+        ("(", "missing )"),
+    ],
+)
+def test_what_re2_cannot_do_is_a_clear_selector_error(regex: str, reason: str) -> None:
+    with pytest.raises(SelectorError, match=re.escape(reason)) as info:
+        parse_selector(f"{{v~{quoted(regex)}}}")
+    assert repr(regex) in str(info.value) and "RE2" in str(info.value)
+
+
+def test_regex_and_selector_lengths_are_bounded() -> None:
+    parse_selector("{v~" + "a" * MAX_REGEX_LENGTH + "}")
+    with pytest.raises(SelectorError, match=f"at most {MAX_REGEX_LENGTH} characters"):
+        parse_selector("{v~" + "a" * (MAX_REGEX_LENGTH + 1) + "}")
+    with pytest.raises(SelectorError, match=f"at most {MAX_SELECTOR_LENGTH} characters"):
+        parse_selector("{" + ",".join(["v=a"] * MAX_SELECTOR_LENGTH) + "}")
+
+
+def test_a_slow_selection_stops_at_max_select_s_and_never_holds_up_ingest() -> None:
+    """1,000-character values against a regex whose DFA explodes: about 0.3 ms a value in
+    RE2, so 20,000 values take seconds; the store stops at max_select_s, and ingest goes on
+    meanwhile (the selection holds no store lock)."""
+    rng = np.random.default_rng(7)
+    values = ["".join(rng.choice(["a", "b"], 1000)) + str(i) for i in range(20_000)]
+    store = Store(max_select_s=0.5)
+    store.ingest([f"m{{v={v}}}" for v in values], np.ones(len(values)), np.full(len(values), NOW))
+    outcome: list[BaseException] = []
+
+    def select() -> None:
+        try:
+            store.fetch('{v~"[ab]*a[ab]{20}[0-9]+"}', NOW - 60_000, NOW + 60_000)
+        except FetchLimitError as exc:
+            outcome.append(exc)
+
+    started = time.perf_counter()
+    worker = threading.Thread(target=select)
+    worker.start()
+    time.sleep(0.05)  # the selection is under way: an ingest now must not wait for it
+    ingest_started = time.perf_counter()
+    store.ingest(["other{k=v}"], np.ones(1), np.full(1, NOW))
+    ingest_took = time.perf_counter() - ingest_started
+    worker.join(BOUND_S)
+    took = time.perf_counter() - started
+    assert not worker.is_alive() and outcome, "the selection did not stop"
+    assert "max_select_s=0.5" in str(outcome[0]) and took < 0.5 + 1.5
+    assert ingest_took < 0.3, f"ingest waited {ingest_took:.2f} s for the selection"
+    assert store.stats["selects_too_slow"] == 1
