@@ -1,6 +1,7 @@
 """Shared fixtures: one real ZooKeeper server per test session (or ``$ARTIMON_ZK``), one
 local SparkSession per test session (started by the first test that asks: a JVM takes about
-10 s), and waiting on a condition with a deadline."""
+10 s), waiting on a condition with a deadline, and a corpus of regexes that make
+backtracking engines explode (the store's and the query API's hardening tests)."""
 
 from __future__ import annotations
 
@@ -59,3 +60,47 @@ def spark() -> Iterator[Any]:
     session = spark_session("local[2]", "artimon-tests")
     yield session
     session.stop()
+
+
+# Known catastrophic patterns for backtracking engines: nested and overlapping quantifiers,
+# overlapping alternations, counted repeats of them, and a DFA that explodes (linear in RE2
+# too, but costly: the store's max_select_s is what bounds that one).
+REDOS_CORPUS = (
+    "(a+)+$",
+    "(a+)+b",
+    "(a*)*b",
+    "(a|aa)+b",
+    "(a|a?)+b",
+    "(.*a){20}",
+    "(x+x+)+y",
+    "(.+)+(.+)+Z",
+    "((a+)+)+c",
+    "(a|b|ab)*c",
+    "([a-z]+)*!$",
+    "(\\w+\\s?)+$",
+    "^(a+)+$",
+    "(.*){1,1000}[bc]",
+    "(a{1,30}){1,30}b",
+    "[ab]*a[ab]{20}",
+)
+
+
+@pytest.fixture(scope="session")
+def redos_corpus() -> tuple[str, ...]:
+    return REDOS_CORPUS
+
+
+def redos_values(count: int) -> list[str]:
+    """Label values that make a backtracking engine try every split of them: runs of a (of
+    x, of ab, of words) that almost match the corpus, then fail at the end."""
+    out = []
+    for i in range(count):
+        run = 24 + i % 8
+        shapes = ("a" * run + "!", "x" * run, "ab" * (run // 2) + "d", "word " * (run // 5) + "!")
+        out.append(shapes[i % 4] + str(i))
+    return out
+
+
+@pytest.fixture(scope="session")
+def redos_label_values() -> Callable[[int], list[str]]:
+    return redos_values
