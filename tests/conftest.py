@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import strategies as st
 
 from bookkeeper.testing.zkserver import ZooKeeperServer
 
@@ -104,3 +105,25 @@ def redos_values(count: int) -> list[str]:
 @pytest.fixture(scope="session")
 def redos_label_values() -> Callable[[int], list[str]]:
     return redos_values
+
+
+@st.composite
+def regexes(draw: st.DrawFn) -> str:
+    """Small regexes over a, b, x and '.', nested quantifiers and alternations: the shapes
+    that make backtracking explode."""
+    atoms = st.sampled_from(["a", "b", "x", ".", "[ab]", "\\w", "a?", "(a|aa)", "(a|a?)"])
+    quantifiers = st.sampled_from(["", "*", "+", "?", "{2,5}", "{1,20}"])
+
+    def grow(depth: int) -> str:
+        if depth == 0 or draw(st.booleans()):
+            return draw(atoms) + draw(quantifiers)
+        parts = [grow(depth - 1) for _ in range(draw(st.integers(1, 3)))]
+        joined = "|".join(parts) if draw(st.booleans()) else "".join(parts)
+        return f"({joined}){draw(quantifiers)}"
+
+    return grow(4) + draw(st.sampled_from(["", "$", "!", "Z", "b"]))
+
+
+@pytest.fixture(scope="session")
+def redos_regexes() -> st.SearchStrategy[str]:
+    return regexes()

@@ -56,26 +56,12 @@ def test_catastrophic_regexes_answer_within_a_bound(store: Store, redos_corpus: 
                 assert len(ids) == (VALUES if selector.startswith("{v!~") else 0)
 
 
-@st.composite
-def regexes(draw: st.DrawFn) -> str:
-    """Small regexes over a, b, x and '.', nested quantifiers and alternations: the shapes
-    that make backtracking explode."""
-    atoms = st.sampled_from(["a", "b", "x", ".", "[ab]", "\\w", "a?", "(a|aa)", "(a|a?)"])
-    quantifiers = st.sampled_from(["", "*", "+", "?", "{2,5}", "{1,20}"])
-
-    def grow(depth: int) -> str:
-        if depth == 0 or draw(st.booleans()):
-            return draw(atoms) + draw(quantifiers)
-        parts = [grow(depth - 1) for _ in range(draw(st.integers(1, 3)))]
-        joined = "|".join(parts) if draw(st.booleans()) else "".join(parts)
-        return f"({joined}){draw(quantifiers)}"
-
-    return grow(4) + draw(st.sampled_from(["", "$", "!", "Z", "b"]))
-
-
 @settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck))
-@given(pattern=regexes())
-def test_generated_regexes_answer_within_a_bound(store: Store, pattern: str) -> None:
+@given(data=st.data())
+def test_generated_regexes_answer_within_a_bound(
+    store: Store, redos_regexes: st.SearchStrategy[str], data: st.DataObject
+) -> None:
+    pattern = data.draw(redos_regexes)
     for selector in selectors(pattern):
         started = time.perf_counter()
         with contextlib.suppress(FetchLimitError, SelectorError):  # too slow, or not RE2 (a?*)
