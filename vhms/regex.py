@@ -11,7 +11,8 @@ so. A regex matches the whole value, as PromQL's do.
 Limits: at most :data:`MAX_REGEX_LENGTH` characters, and a compiled program of at most
 :data:`MAX_PROGRAM_SIZE` instructions (``(.*a){1000}`` is 9,004; ``(\\pL|\\pN){150}``, 200,000,
 is refused). Matching runs on an ``RE2::Set`` of the one regex (0.5 us a value against 2.7
-through the module's ``fullmatch``); a Set answers from its DFA alone and says nothing if
+through the module's ``fullmatch``: ``host~h1.*`` over 100,000 values selects in 80 ms, where
+Python's ``re`` took 100); a Set answers from its DFA alone and says nothing if
 that DFA cannot start, which the program bound rules out (RE2 starts a DFA when about 20
 states fit: some 2 MB for 10,000 instructions, a quarter of ``_MAX_MEM``). Linear is not
 free: a regex whose DFA explodes costs about 0.3 ms per 1,000-character value
@@ -96,20 +97,20 @@ class Regex:
 
     def fullmatch(self, value: str) -> bool:
         """Whether the whole of ``value`` matches."""
-        return bool(self._set.Match(value))
+        return self._set.Match(value) is not None
 
     def matching(self, values: Sequence[str], check: Callable[[], None] | None = None) -> np.ndarray:
         """Whether each of ``values`` matches, as a bool array; ``check`` is called before
         each slice of values, and whatever it raises stops the matching."""
         out = np.zeros(len(values), dtype=bool)
-        one = self.fullmatch
+        match = self._set.Match  # a list of the regexes matched (ours), or None
         start, size = 0, 1  # slices double while they are quick, and drop to one value when not
         while start < len(values):
             if check is not None:
                 check()
             stop = min(start + size, len(values))
             began = time.perf_counter()
-            out[start:stop] = [one(value) for value in values[start:stop]]
+            out[start:stop] = [match(value) is not None for value in values[start:stop]]
             size = 1 if time.perf_counter() - began > _SLOW_SLICE_S else min(2 * size, _SLICE)
             start = stop
         return out
