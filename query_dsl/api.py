@@ -6,7 +6,8 @@ dashboard page at ``/`` with its endpoints (:mod:`query_dsl.web`).
 Every answer is JSON (``?format=csv`` for a query gives CSV: a row per series and instant);
 a query's is written by :mod:`query_dsl.answer`, NaN and ±Inf as null.
 Errors are ``{"error": {"kind", "message", "line", "column"}}`` with 400 (the query is
-wrong), 404 (no such dashboard), 422 (the request is malformed), 413 (a limit was hit) or 401
+wrong), 404 (no such dashboard), 422 (the request is malformed), 413 (a limit was hit, or a
+request body over ``MAX_BODY_BYTES``: :mod:`query_dsl.body_limit`, before it is read) or 401
 (a bearer token is configured and missing or wrong). Queries are at most 10,000 characters; a query runs at
 most ``limits.timeout_s``.
 """
@@ -28,6 +29,7 @@ from pydantic import BaseModel, Field
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from query_dsl.answer import encode_answer
+from query_dsl.body_limit import BodyLimitMiddleware
 from query_dsl.evaluator import Evaluator, Limits
 from query_dsl.exceptions import QueryError, QueryLimitError
 from query_dsl.http_errors import error_response as _error
@@ -184,6 +186,7 @@ def create_app(
         return {"values": source.label_values(name)}
 
     app.include_router(web_router(source, authorize=authorize, limits=limits, dashboards_dir=dashboards_dir))
+    app.add_middleware(BodyLimitMiddleware)  # every route, the dashboard's too
     return app
 
 

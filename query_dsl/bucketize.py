@@ -4,6 +4,8 @@ BUCKETIZE does; each bucket is stamped with its end."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 
 from query_dsl.aggregates import aggregate
@@ -13,7 +15,15 @@ from query_dsl.matrix import Matrix
 __all__ = ["bucketize"]
 
 
-def bucketize(m: Matrix, span_ms: int, name: str, params: tuple[float, ...] = ()) -> Matrix:
+def bucketize(
+    m: Matrix,
+    span_ms: int,
+    name: str,
+    params: tuple[float, ...] = (),
+    check: Callable[[], None] | None = None,
+) -> Matrix:
+    """``m`` on buckets of ``span_ms``; ``check`` is called between buckets (the evaluator's
+    deadline: whatever it raises stops them)."""
     if span_ms <= 0 or span_ms % m.step_ms:
         raise QueryTypeError(
             f"bucketize span {span_ms} ms is not a positive multiple of the step {m.step_ms} ms"
@@ -24,6 +34,8 @@ def bucketize(m: Matrix, span_ms: int, name: str, params: tuple[float, ...] = ()
     unique_ends, first_index = np.unique(ends, return_index=True)
     columns = []
     for position, start in enumerate(first_index):
+        if check is not None and not position % 64:
+            check()
         stop = first_index[position + 1] if position + 1 < len(first_index) else len(ends)
         columns.append(aggregate(name, m.values[:, start:stop], 1, params))
     values = np.stack(columns, axis=1) if columns else np.zeros((len(m), 0))

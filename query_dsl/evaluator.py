@@ -3,11 +3,17 @@
 Functions (see docs/dsl.md): ``fetch``, ``map``, ``bucketize``, ``reduce``, ``apply``,
 ``filter``, ``top``, ``bottom``, ``where_last``; operators ``+ - * / % ^``, comparisons,
 ``and or unless`` with PromQL's matching modifiers. Limits: series and points per query
-and wall time, each a ``QueryLimitError`` naming the limit.
+and wall time, each a ``QueryLimitError`` naming the limit. The wall time is checked
+between steps and inside the steps whose cost grows with the data (a filter's regexes over
+many label values, a reduce or bucketize one class or bucket at a time, window mappers by
+slices of series); a fetch is bounded before it starts by the store's limits. Times are
+epoch ms within ``[0, MAX_TIME_MS]``, durations at most 100 years (``QueryTypeError``,
+``QuerySyntaxError``): what reaches VHMS always fits its int64 milliseconds.
 """
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -28,9 +34,10 @@ from query_dsl.series_table import SeriesTable
 from query_dsl.sources import DataSource
 from vhms import LimitExceededError, VhmsError
 
-__all__ = ["FUNCTIONS", "Evaluator", "Limits", "Value"]
+__all__ = ["FUNCTIONS", "MAX_TIME_MS", "Evaluator", "Limits", "Value"]
 
 Value = Matrix | float
+MAX_TIME_MS = 2**53  # the API's bound too: about the year 287,000, and exact in a float64
 
 
 @dataclass(frozen=True)
@@ -40,20 +47,27 @@ class Limits:
     timeout_s: float = 30.0
 
 
+def _in_range(ms: float, what: str) -> int:
+    """``ms`` as an epoch-ms time, ``QueryTypeError`` unless it is within ``[0, MAX_TIME_MS]``."""
+    if not 0 <= ms <= MAX_TIME_MS:  # NaN too
+        raise QueryTypeError(f"{what}: {ms:g} is not a time within 0 (1970) and {MAX_TIME_MS} epoch ms")
+    return int(ms)
+
+
 def _time(value: Any, now_ms: int, what: str) -> int:
     if isinstance(value, float | int) and not isinstance(value, bool):
-        return int(value)
+        return _in_range(value, what)
     if isinstance(value, Duration):
-        return now_ms - value.ms  # a duration as a time: that long ago
+        return _in_range(now_ms - value.ms, what)  # a duration as a time: that long ago
     if isinstance(value, Word | str):
         text = value.name if isinstance(value, Word) else value
         if text == "now":
             return now_ms
         try:
-            return int(datetime.fromisoformat(text).timestamp() * 1000)
-        except ValueError:
+            return _in_range(datetime.fromisoformat(text).timestamp() * 1000, what)
+        except (ValueError, OverflowError, OSError):  # not ISO 8601, or a year the clock cannot hold
             raise QueryTypeError(
-                f"{what}: {text!r} is not epoch ms, an ISO 8601 time, a duration ago or now"
+                f"{what}: {text[:100]!r} is not epoch ms, an ISO 8601 time, a duration ago or now"
             ) from None
     raise QueryTypeError(f"{what}: {value!r} is not a time")
 
@@ -84,6 +98,13 @@ def _number(value: Any, what: str) -> float:
     if isinstance(value, float | int) and not isinstance(value, bool):
         return float(value)
     raise QueryTypeError(f"{what} must be a number, got {value!r}")
+
+
+def _count(value: Any, what: str) -> int:
+    number = _number(value, what)
+    if not math.isfinite(number) or not 0 <= number <= MAX_TIME_MS:
+        raise QueryTypeError(f"{what} must be a whole number from 0, got {number:g}")
+    return int(number)
 
 
 class Evaluator:
@@ -125,6 +146,8 @@ class Evaluator:
             raise QueryLimitError(str(exc)) from exc
         except VhmsError as exc:  # selectors speak the store's words
             raise QueryError(str(exc)) from exc
+        except RecursionError:  # parse() bounds the depth; a tree built by hand may not be
+            raise QueryLimitError("the query nests too deeply to evaluate") from None
         if not isinstance(result, Matrix | float):
             raise QueryTypeError(f"the query gives {result!r}, not series or a number")
         answer: Matrix | float = result
@@ -135,6 +158,8 @@ class Evaluator:
         return answer
 
     def _check_time(self) -> None:
+        """``QueryLimitError`` once the query has run ``limits.timeout_s``: called before each
+        step, and by the steps whose cost grows with the data while they run."""
         if time.monotonic() > self._deadline:
             raise QueryLimitError(f"the query ran longer than {self.limits.timeout_s:g} s")
 
@@ -196,6 +221,7 @@ class Evaluator:
             start = end - kwargs["last"].ms
         else:
             start = _time(kwargs["start"], self.now_ms, "start") if "start" in kwargs else self.start_ms
+        start, end = _in_range(start, "fetch's start"), _in_range(end, "fetch's end")
         resolution: str | int = "auto"
         if "resolution" in kwargs:
             value = kwargs["resolution"]
@@ -237,7 +263,8 @@ class Evaluator:
                     f"holds one value, and {mapper} needs two; use a window of at least "
                     f"{_duration_text(2 * m.step_ms)} (the range asked for picked {step} buckets)"
                 )
-        return apply_mapper(m, mapper, window, tuple(_number(p, f"map({mapper})") for p in rest))
+        params = tuple(_number(p, f"map({mapper})") for p in rest)
+        return apply_mapper(m, mapper, window, params, check=self._check_time)
 
     def bucketize(self, args: list[Any], kwargs: dict[str, Any]) -> Matrix:
         _arity("bucketize", args, 3, 4)
@@ -246,7 +273,7 @@ class Evaluator:
         if not isinstance(args[1], Duration):
             raise QueryTypeError(f"bucketize takes a span like 15m, got {args[1]!r}")
         params = tuple(_number(p, "bucketize") for p in args[3:])
-        return bucketize(m, args[1].ms, _word(args[2], "bucketize's aggregate"), params)
+        return bucketize(m, args[1].ms, _word(args[2], "bucketize's aggregate"), params, self._check_time)
 
     def reduce(self, args: list[Any], kwargs: dict[str, Any]) -> Matrix:
         _arity("reduce", args, 2, 3)
@@ -255,7 +282,8 @@ class Evaluator:
         by = _words(kwargs["by"], "by") if "by" in kwargs else None
         without = _words(kwargs["without"], "without") if "without" in kwargs else None
         params = tuple(_number(p, "reduce") for p in args[2:])
-        return reduce_matrix(m, _word(args[1], "reduce's aggregate"), by, without, params)
+        name = _word(args[1], "reduce's aggregate")
+        return reduce_matrix(m, name, by, without, params, check=self._check_time)
 
     def apply(self, args: list[Any], kwargs: dict[str, Any]) -> Value:
         _arity("apply", args, 3, 3)
@@ -277,15 +305,15 @@ class Evaluator:
         _known("filter", kwargs, set())
         if not isinstance(args[1], str):
             raise QueryTypeError(f"filter takes a selector string, got {args[1]!r}")
-        return filter_selector(_matrix(args[0], "filter"), args[1])
+        return filter_selector(_matrix(args[0], "filter"), args[1], check=self._check_time)
 
     def top(self, args: list[Any], kwargs: dict[str, Any]) -> Matrix:
         _arity("top", args, 2, 2)
-        return top(_matrix(args[0], "top"), int(_number(args[1], "top's k")), largest=True)
+        return top(_matrix(args[0], "top"), _count(args[1], "top's k"), largest=True)
 
     def bottom(self, args: list[Any], kwargs: dict[str, Any]) -> Matrix:
         _arity("bottom", args, 2, 2)
-        return top(_matrix(args[0], "bottom"), int(_number(args[1], "bottom's k")), largest=False)
+        return top(_matrix(args[0], "bottom"), _count(args[1], "bottom's k"), largest=False)
 
     def where_last(self, args: list[Any], kwargs: dict[str, Any]) -> Matrix:
         _arity("where_last", args, 3, 3)

@@ -8,6 +8,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 
 from query_dsl.aggregates import aggregate
@@ -20,22 +22,26 @@ from vhms import Matcher, parse_selector
 __all__ = ["filter_selector", "top", "where_last"]
 
 
-def _matching(matcher: Matcher, column: Column | None, size: int) -> np.ndarray:
+def _matching(
+    matcher: Matcher, column: Column | None, size: int, check: Callable[[], None] | None
+) -> np.ndarray:
     """Which series a matcher keeps, deciding once per distinct value (absent: None)."""
     if column is None:
         return np.full(size, matcher.matches(None))
-    verdicts = np.array([matcher.matches(value) for value in [*column.values, None]], dtype=bool)
+    verdicts = np.append(matcher.matching(column.values, check), matcher.matches(None))
     kept: np.ndarray = verdicts[column.codes]  # code -1 reads the verdict on None
     return kept
 
 
-def filter_selector(m: Matrix, selector: str) -> Matrix:
+def filter_selector(m: Matrix, selector: str, check: Callable[[], None] | None = None) -> Matrix:
+    """The series of ``m`` that ``selector`` selects; ``check`` is called while its regexes
+    run through the label values (the evaluator's deadline: whatever it raises stops them)."""
     parsed = parse_selector(selector)
     table = m.table
     keep = np.ones(len(m), dtype=bool)
     for matcher in (x for x in (parsed.name, *parsed.matchers) if x is not None):
         column = table.names if matcher.label == "__name__" else table.columns.get(matcher.label)
-        keep &= _matching(matcher, column, len(m))
+        keep &= _matching(matcher, column, len(m), check)
     return m.select(np.flatnonzero(keep))
 
 

@@ -31,6 +31,12 @@ __all__ = ["MAPPERS", "TWO_POINT_MAPPERS", "apply_mapper", "window_buckets"]
 # Mappers that compare two values of a window: a window of one bucket gives them nothing.
 TWO_POINT_MAPPERS = frozenset({"delta", "increase", "rate"})
 
+# series x instants x window cells of one slice: 32 MiB of float64 for a median's copy
+_SLICE_CELLS = 1 << 22
+_MAX_SHIFT_MS = 2**53  # beyond any time axis: epoch ms stay below it
+# window mappers computed from running sums and window ends: their cost is series x instants
+_CUMULATIVE = frozenset({"delta", "increase", "rate", "mean", "sum", "count"})
+
 
 def window_buckets(window_ms: int | None, step_ms: int, mapper: str) -> int:
     if window_ms is None:
@@ -161,7 +167,10 @@ def _fill_previous(m: Matrix) -> np.ndarray:
     return np.where(last >= 0, _take(m.values, np.clip(last, 0, None)), np.nan)
 
 
-def _timeshift(m: Matrix, shift_ms: int) -> np.ndarray:
+def _timeshift(m: Matrix, shift: float) -> np.ndarray:
+    if not abs(shift) <= _MAX_SHIFT_MS:  # NaN too
+        raise QueryTypeError(f"timeshift of {shift} ms is not within ±{_MAX_SHIFT_MS} ms")
+    shift_ms = int(shift)
     if shift_ms % m.step_ms:
         raise QueryTypeError(f"timeshift of {shift_ms} ms is not a multiple of the step {m.step_ms} ms")
     k = shift_ms // m.step_ms
@@ -192,14 +201,25 @@ MAPPERS: dict[str, tuple[bool, int, Callable[..., np.ndarray]]] = {
     "clamp": (False, 2, lambda m, lo, hi: np.clip(m.values, lo, hi)),
     "fill_previous": (False, 0, _fill_previous),
     "fill_zero": (False, 0, lambda m: np.nan_to_num(m.values, nan=0.0)),
-    "timeshift": (False, 1, lambda m, d: _timeshift(m, int(d))),
+    "timeshift": (False, 1, _timeshift),
 }
 
 
 def apply_mapper(
-    m: Matrix, name: str, window_ms: int | None = None, params: tuple[float, ...] = ()
+    m: Matrix,
+    name: str,
+    window_ms: int | None = None,
+    params: tuple[float, ...] = (),
+    check: Callable[[], None] | None = None,
 ) -> Matrix:
-    """``map(name, window, *params)`` over every series of ``m``."""
+    """``map(name, window, *params)`` over every series of ``m``.
+
+    A window longer than the time axis is cut to it (the windows hold the same values). A
+    moving ``min``, ``max``, ``median`` or ``percentile`` looks at series x instants x window
+    cells (``median`` copies them), the others at series x instants; when those pass
+    ``_SLICE_CELLS`` the series go through in slices, ``check`` called before each (the
+    evaluator's deadline: whatever it raises stops them). Mappers work series by series, so
+    slices change nothing in the result."""
     if name not in MAPPERS:
         raise QueryTypeError(f"unknown mapper {name!r} (known: {', '.join(sorted(MAPPERS))})")
     needs_window, arity, function = MAPPERS[name]
@@ -210,7 +230,19 @@ def apply_mapper(
     if not len(m):
         return m
     if needs_window:
-        values = function(m, window_buckets(window_ms, m.step_ms, name), *params)
+        width = max(len(m.timestamps), 1)
+        window = min(window_buckets(window_ms, m.step_ms, name), width)
+        per_slice = max(1, _SLICE_CELLS // (width * (1 if name in _CUMULATIVE else window)))
+        if len(m) <= per_slice:
+            values = function(m, window, *params)
+        else:
+            parts = []
+            for start in range(0, len(m), per_slice):
+                if check is not None:
+                    check()
+                rows = np.arange(start, min(start + per_slice, len(m)))
+                parts.append(function(m.select(rows), window, *params))
+            values = np.vstack(parts)
     else:
         if window_ms is not None:
             raise QueryTypeError(f"map({name}) takes no window")

@@ -2,6 +2,11 @@
 
 The tree is made of the small frozen dataclasses below; :mod:`query_dsl.evaluator` walks
 it. Parse errors raise ``QuerySyntaxError`` with the line and column and what was expected.
+
+Limits, each a ``QuerySyntaxError``: a query is at most :data:`MAX_QUERY_LENGTH` characters
+and nests at most :data:`MAX_DEPTH` deep (operators, calls, pipes, lists, unary minus: the
+evaluator walks the tree recursively, and ``1+1+...+1`` with 3,000 terms is a tree 3,000
+deep); a duration is at most :data:`MAX_DURATION_MS` (100 years).
 """
 
 from __future__ import annotations
@@ -18,6 +23,8 @@ from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput
 from query_dsl.exceptions import QuerySyntaxError
 
 __all__ = [
+    "MAX_DEPTH",
+    "MAX_DURATION_MS",
     "MAX_QUERY_LENGTH",
     "BinaryOp",
     "Call",
@@ -31,17 +38,22 @@ __all__ = [
 ]
 
 MAX_QUERY_LENGTH = 10_000
+MAX_DEPTH = 100
+MAX_DURATION_MS = 36_525 * 86_400_000  # 100 years of 365.25 days
 _UNITS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000, "w": 604_800_000}
 _DURATION = re.compile(r"([0-9]{1,15})(ms|s|m|h|d|w)\Z")
 
 
 def parse_duration(text: str) -> int:
     """A duration as the language writes it (``500ms 30s 10m 2h 1d 1w``) in milliseconds;
-    ``QuerySyntaxError`` for anything else."""
+    ``QuerySyntaxError`` for anything else, or longer than 100 years."""
     match = _DURATION.match(text) if isinstance(text, str) else None
     if match is None:
         raise QuerySyntaxError(f"{text!r} is not a duration like 500ms, 30s, 10m, 2h, 1d or 1w")
-    return int(match[1]) * _UNITS[match[2]]
+    ms = int(match[1]) * _UNITS[match[2]]
+    if ms > MAX_DURATION_MS:
+        raise QuerySyntaxError(f"duration {text} is longer than 100 years ({MAX_DURATION_MS} ms)")
+    return ms
 
 
 @dataclass(frozen=True)
@@ -159,6 +171,30 @@ class _ToTree(Transformer[Token, Node]):
     or_expr = and_expr = cmp_expr = add_expr = mul_expr = pow_expr = _binary
 
 
+def _children(node: Node) -> tuple[Any, ...]:
+    if isinstance(node, BinaryOp):
+        return (node.left, node.right)
+    if isinstance(node, Negate):
+        return (node.operand,)
+    if isinstance(node, Call):
+        return (*node.args, *(value for _, value in node.kwargs))
+    if isinstance(node, list):
+        return tuple(node)
+    return ()
+
+
+def _depth(node: Node) -> int:
+    """How deep the tree nests (a leaf is 1), walked without recursion: the tree may be the
+    deep one this is asked to refuse."""
+    deepest = 0
+    stack = [(node, 1)]
+    while stack:
+        current, level = stack.pop()
+        deepest = max(deepest, level)
+        stack.extend((child, level + 1) for child in _children(current))
+    return deepest
+
+
 @lru_cache(maxsize=1)
 def _parser() -> Lark:
     return Lark(
@@ -180,10 +216,12 @@ def parse(text: str) -> Node:
         raise QuerySyntaxError("the query is empty", 1, 1)
     try:
         tree = _parser().parse(text)
-        return _ToTree().transform(tree)
+        node = _ToTree().transform(tree)
     except VisitError as exc:
         if isinstance(exc.orig_exc, QuerySyntaxError):
             raise exc.orig_exc from None
+        if isinstance(exc.orig_exc, RecursionError):
+            raise _too_deep() from None
         raise QuerySyntaxError(f"cannot read the query: {exc.orig_exc}") from None
     except (UnexpectedCharacters, UnexpectedToken, UnexpectedEOF, UnexpectedInput) as exc:
         line = getattr(exc, "line", 0) or 0
@@ -197,4 +235,16 @@ def parse(text: str) -> Node:
             f"{what} at line {line}, column {column}{hint}\n{context}", line, column
         ) from None
     except RecursionError:
-        raise QuerySyntaxError("the query nests too deeply") from None
+        raise _too_deep() from None
+    levels = _depth(node)
+    if levels > MAX_DEPTH:
+        raise _too_deep(levels)
+    return node
+
+
+def _too_deep(levels: int | None = None) -> QuerySyntaxError:
+    found = f"{levels} levels deep" if levels is not None else "too deeply"
+    return QuerySyntaxError(
+        f"the query nests {found}, at most {MAX_DEPTH} levels (operators, calls, pipes and "
+        "lists each nest one: sum many series with reduce, not a chain of +)"
+    )

@@ -8,10 +8,13 @@ Classes come in the order of their first member.
 
 Classes are computed on the label codes of the matrix's series table; ``sum``, ``mean``,
 ``count``, ``min`` and ``max`` reduce runs of consecutive members at once (no copy of the
-matrix when members are already adjacent, as a store's index order often makes them).
+matrix when members are already adjacent, as a store's index order often makes them); the
+others aggregate one class at a time, checking the query's deadline as they go.
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable
 
 import numpy as np
 
@@ -68,6 +71,7 @@ def _fast(name: str, values: np.ndarray, classes: np.ndarray, count: int) -> np.
 
 
 _FAST = ("sum", "mean", "count", "min", "max")
+_CHECK_EVERY = 64  # classes aggregated one by one between two checks of the deadline
 
 
 def reduce_matrix(
@@ -76,7 +80,10 @@ def reduce_matrix(
     by: list[str] | None = None,
     without: list[str] | None = None,
     params: tuple[float, ...] = (),
+    check: Callable[[], None] | None = None,
 ) -> Matrix:
+    """``m`` reduced by ``name`` per class; ``check`` is called between classes when they
+    are aggregated one by one (the evaluator's deadline: whatever it raises stops them)."""
     if by is not None and without is not None:
         raise QueryTypeError("reduce takes by= or without=, not both")
     check_aggregate(name, params)
@@ -90,7 +97,10 @@ def reduce_matrix(
             values = _fast(name, m.values, classes, count)
     else:
         bounds = [*starts.tolist(), len(m)]
-        values = np.vstack(
-            [aggregate(name, m.values[order[bounds[i] : bounds[i + 1]]], 0, params) for i in range(count)]
-        )
+        rows = []
+        for i in range(count):
+            if check is not None and not i % _CHECK_EVERY:
+                check()
+            rows.append(aggregate(name, m.values[order[bounds[i] : bounds[i + 1]]], 0, params))
+        values = np.vstack(rows)
     return Matrix.from_table(table, m.timestamps, values, m.step_ms)

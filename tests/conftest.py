@@ -1,6 +1,7 @@
 """Shared fixtures: one real ZooKeeper server per test session (or ``$ARTIMON_ZK``), one
 local SparkSession per test session (started by the first test that asks: a JVM takes about
-10 s), and waiting on a condition with a deadline."""
+10 s), waiting on a condition with a deadline, and a corpus of regexes that make
+backtracking engines explode (the store's and the query API's hardening tests)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import strategies as st
 
 from bookkeeper.testing.zkserver import ZooKeeperServer
 
@@ -59,3 +61,70 @@ def spark() -> Iterator[Any]:
     session = spark_session("local[2]", "artimon-tests")
     yield session
     session.stop()
+
+
+# Known catastrophic patterns for backtracking engines: nested and overlapping quantifiers,
+# overlapping alternations, counted repeats of them, and a DFA that explodes (linear in RE2
+# too, but costly: the store's max_select_s is what bounds that one).
+REDOS_CORPUS = (
+    "(a+)+$",
+    "(a+)+b",
+    "(a*)*b",
+    "(a|aa)+b",
+    "(a|a?)+b",
+    "(.*a){20}",
+    "(x+x+)+y",
+    "(.+)+(.+)+Z",
+    "((a+)+)+c",
+    "(a|b|ab)*c",
+    "([a-z]+)*!$",
+    "(\\w+\\s?)+$",
+    "^(a+)+$",
+    "(.*){1,500}[bc]",
+    "[abcd]*a[abcd]{14}(.*){1,900}",
+    "(a{1,30}){1,30}b",
+    "[ab]*a[ab]{20}",
+)
+
+
+@pytest.fixture(scope="session")
+def redos_corpus() -> tuple[str, ...]:
+    return REDOS_CORPUS
+
+
+def redos_values(count: int) -> list[str]:
+    """Label values that make a backtracking engine try every split of them: runs of a (of
+    x, of ab, of words) that almost match the corpus, then fail at the end."""
+    out = []
+    for i in range(count):
+        run = 24 + i % 8
+        shapes = ("a" * run + "!", "x" * run, "ab" * (run // 2) + "d", "word " * (run // 5) + "!")
+        out.append(shapes[i % 4] + str(i))
+    return out
+
+
+@pytest.fixture(scope="session")
+def redos_label_values() -> Callable[[int], list[str]]:
+    return redos_values
+
+
+@st.composite
+def regexes(draw: st.DrawFn) -> str:
+    """Small regexes over a, b, x and '.', nested quantifiers and alternations: the shapes
+    that make backtracking explode."""
+    atoms = st.sampled_from(["a", "b", "x", ".", "[ab]", "\\w", "a?", "(a|aa)", "(a|a?)"])
+    quantifiers = st.sampled_from(["", "*", "+", "?", "{2,5}", "{1,20}"])
+
+    def grow(depth: int) -> str:
+        if depth == 0 or draw(st.booleans()):
+            return draw(atoms) + draw(quantifiers)
+        parts = [grow(depth - 1) for _ in range(draw(st.integers(1, 3)))]
+        joined = "|".join(parts) if draw(st.booleans()) else "".join(parts)
+        return f"({joined}){draw(quantifiers)}"
+
+    return grow(4) + draw(st.sampled_from(["", "$", "!", "Z", "b"]))
+
+
+@pytest.fixture(scope="session")
+def redos_regexes() -> st.SearchStrategy[str]:
+    return regexes()

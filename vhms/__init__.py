@@ -19,14 +19,18 @@ from vhms.exceptions import (
     VhmsError,
 )
 from vhms.placement import HashRing
+from vhms.regex import MAX_PROGRAM_SIZE, MAX_REGEX_LENGTH
 from vhms.resolutions import DEFAULT_RESOLUTIONS, Resolution, parse_resolutions
-from vhms.selector import Matcher, Selector, parse_selector
+from vhms.selector import MAX_SELECTOR_LENGTH, Matcher, Selector, parse_selector
 from vhms.service import VhmsService
 from vhms.snapshot import load_snapshot, restore_or_empty, save_snapshot
 from vhms.store import FetchResult, LabelColumns, Store, compact_column
 
 __all__ = [
     "DEFAULT_RESOLUTIONS",
+    "MAX_PROGRAM_SIZE",
+    "MAX_REGEX_LENGTH",
+    "MAX_SELECTOR_LENGTH",
     "Address",
     "FetchLimitError",
     "FetchResult",

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import threading
 from array import array
+from collections.abc import Callable
 
 import numpy as np
 
@@ -152,24 +153,29 @@ class SeriesIndex:
         self._cache[(label, value)] = (len(posting), ids)
         return ids
 
-    def _having(self, matcher: Matcher) -> np.ndarray:
-        """Sorted ids of series whose label satisfies a positive matcher (``=`` or ``~``)."""
+    def _having(self, matcher: Matcher, check: Callable[[], None] | None) -> np.ndarray:
+        """Sorted ids of series whose label satisfies a positive matcher (``=`` or ``~``);
+        ``check`` is called while a regex runs through the label's values."""
         values = self._postings.get(matcher.label, {})
         if matcher.op == "=":
             return self._posting(matcher.label, matcher.value) if matcher.value in values else _EMPTY
-        chosen = [self._posting(matcher.label, v) for v in values if matcher.matches(v)]
+        # a copy of the keys: a new series may add a value while the regex runs (no lock held)
+        candidates = list(values)
+        hits = matcher.matching(candidates, check)
+        chosen = [self._posting(matcher.label, candidates[i]) for i in np.flatnonzero(hits).tolist()]
         if not chosen:
             return _EMPTY
         return chosen[0] if len(chosen) == 1 else np.sort(np.concatenate(chosen))
 
-    def match(self, selector: Selector) -> np.ndarray:
-        """Sorted ids of the series ``selector`` picks."""
+    def match(self, selector: Selector, check: Callable[[], None] | None = None) -> np.ndarray:
+        """Sorted ids of the series ``selector`` picks; ``check`` is called between slices of
+        the regexes' work (whatever it raises stops the selection)."""
         matchers = [m for m in (selector.name, *selector.matchers) if m is not None]
         positive = [m for m in matchers if m.op in ("=", "~")]
         negative = [m for m in matchers if m.op in ("!=", "!~")]
         total = len(self.keys)
         if positive:
-            sets = sorted((self._having(m) for m in positive), key=len)
+            sets = sorted((self._having(m, check) for m in positive), key=len)
             result = sets[0]
             for other in sets[1:]:
                 if not len(result):
@@ -186,7 +192,7 @@ class SeriesIndex:
             positive_form = Matcher(
                 matcher.label, "=" if matcher.op == "!=" else "~", matcher.value, matcher.regex
             )
-            excluded = self._having(positive_form)
+            excluded = self._having(positive_form, check)
             if len(excluded):
                 mask = np.zeros(total, dtype=bool)
                 mask[excluded] = True

@@ -7,11 +7,14 @@ Grammar (whitespace between tokens is free)::
                | "~" REGEX            name matching REGEX (up to "{" or the end)
     matcher   := LABEL op value
     op        := "=" | "!=" | "~" | "!~"
-    value     := '"' any text, \\" and \\\\ escaped '"'  |  text up to "," or "}"
+    value     := '"' any text, \\" and \\\\ escaped '"'  |  text up to "," or "}" outside
+                 brackets, parentheses and braces (so r{1,3} and (a|b) need no quotes)
 
-Regexes match the whole value (as PromQL's do). ``!=`` and ``!~`` also select series that
-lack the label; ``=`` and ``~`` need it. A selector with no name and no matcher selects
-everything; the store's ``max_series_per_query`` still applies.
+Regexes are RE2's (Prometheus's syntax, linear time: :mod:`vhms.regex`) and match the
+whole value (as PromQL's do). ``!=`` and ``!~`` also select series that lack the label;
+``=`` and ``~`` need it. A selector with no name and no matcher selects everything; the
+store's ``max_series_per_query`` still applies. A selector is at most
+:data:`MAX_SELECTOR_LENGTH` characters, a regex at most ``vhms.regex.MAX_REGEX_LENGTH``.
 
 Examples: ``memcached{dc=jb}``, ``~http\\..*{dc=jb, rack~r1.*, env!=dev}``,
 ``{volume="/data", host!~test-.*}``.
@@ -20,11 +23,17 @@ Examples: ``memcached{dc=jb}``, ``~http\\..*{dc=jb, rack~r1.*, env!=dev}``,
 from __future__ import annotations
 
 import re
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from vhms.exceptions import SelectorError
+import numpy as np
 
-__all__ = ["Matcher", "Selector", "parse_selector"]
+from vhms.exceptions import SelectorError
+from vhms.regex import Regex
+
+__all__ = ["MAX_SELECTOR_LENGTH", "Matcher", "Selector", "parse_selector"]
+
+MAX_SELECTOR_LENGTH = 10_000
 
 _LABEL_RE = re.compile(r"\s*([A-Za-z_][A-Za-z0-9_.\-]*)\s*(!=|!~|=|~)\s*")
 _OPS = ("=", "!=", "~", "!~")
@@ -35,15 +44,25 @@ class Matcher:
     label: str
     op: str
     value: str
-    regex: re.Pattern[str] | None = field(default=None, compare=False, repr=False)
+    regex: Regex | None = field(default=None, compare=False, repr=False)
 
     def matches(self, candidate: str | None) -> bool:
+        """Whether a series whose label is ``candidate`` (None: it lacks the label) is kept."""
         if self.op == "=":
             return candidate == self.value
         if self.op == "!=":
             return candidate != self.value
-        hit = candidate is not None and self.regex is not None and self.regex.fullmatch(candidate) is not None
+        hit = candidate is not None and self.regex is not None and self.regex.fullmatch(candidate)
         return hit if self.op == "~" else not hit
+
+    def matching(self, values: Sequence[str], check: Callable[[], None] | None = None) -> np.ndarray:
+        """:meth:`matches` for each of ``values`` (all present), as a bool array; ``check``
+        is called between slices of a regex's work and stops it by raising (a deadline)."""
+        if self.regex is None:
+            equal = np.fromiter((value == self.value for value in values), dtype=bool, count=len(values))
+            return equal if self.op == "=" else ~equal
+        hits = self.regex.matching(values, check)
+        return hits if self.op == "~" else ~hits
 
 
 @dataclass(frozen=True)
@@ -60,9 +79,9 @@ def _matcher(label: str, op: str, value: str, text: str, position: int) -> Match
     regex = None
     if op in ("~", "!~"):
         try:
-            regex = re.compile(value)
-        except re.error as exc:
-            raise SelectorError(f"bad regex {value!r} at column {position + 1} of {text!r}: {exc}") from None
+            regex = Regex(value)
+        except SelectorError as exc:
+            raise SelectorError(f"{exc}, at column {position + 1} of {text[:200]!r}") from None
     return Matcher(label, op, value, regex)
 
 
@@ -82,11 +101,11 @@ def _value(text: str, position: int) -> tuple[str, int]:
             position += 1
         raise SelectorError(f"unterminated quoted value in {text!r}")
     end = position
-    depth = 0  # brackets and braces inside a regex value do not end it
+    depth = 0  # brackets, parentheses and braces inside a regex value (r{1,3}) do not end it
     while end < len(text) and (depth or text[end] not in ",}"):
-        if text[end] in "([":
+        if text[end] in "([{":
             depth += 1
-        elif text[end] in ")]" and depth:
+        elif text[end] in ")]}" and depth:
             depth -= 1
         end += 1
     return text[position:end].strip(), end
@@ -96,6 +115,11 @@ def parse_selector(text: str) -> Selector:
     """Parse ``text``; ``SelectorError`` says what is wrong and at which column."""
     if not isinstance(text, str):
         raise SelectorError(f"a selector is text, got {type(text).__name__}")
+    if len(text) > MAX_SELECTOR_LENGTH:
+        raise SelectorError(
+            f"a selector is at most {MAX_SELECTOR_LENGTH} characters, this one has {len(text)}: "
+            f"{text[:60]!r}..."
+        )
     stripped = text.strip()
     brace = stripped.find("{")
     head = (stripped if brace < 0 else stripped[:brace]).strip()

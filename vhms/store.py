@@ -9,7 +9,9 @@ its sample within the bucket (one byte), which is how a replay or an out-of-orde
 leaves the newest sample in place. Coarser rings aggregate the finest ring's buckets
 (:mod:`vhms.resolutions`).
 
-Thread safety: one lock around ingest and fetch.
+Thread safety: one lock around ingest and the reading of buckets. A selector chooses its
+series outside that lock (the index guards itself), so a slow selection never holds up
+ingest.
 """
 
 from __future__ import annotations
@@ -176,9 +178,11 @@ class _Ring:
 class Store:
     """Multi-resolution buckets for up to ``max_series`` series (see the module doc).
 
-    ``max_series_per_query`` and ``max_points_per_query`` bound what a fetch may return;
-    samples more than ``max_future_s`` ahead of this machine's clock are refused (a wild
-    clock would otherwise push every ring forward and clear it).
+    ``max_series_per_query`` and ``max_points_per_query`` bound what a fetch may return,
+    ``max_select_s`` the time a selector may take to choose its series (its regexes tried
+    against every value of a label); samples more than ``max_future_s`` ahead of this
+    machine's clock are refused (a wild clock would otherwise push every ring forward and
+    clear it).
     """
 
     def __init__(
@@ -188,6 +192,7 @@ class Store:
         max_series: int = 2_000_000,
         max_series_per_query: int = 200_000,
         max_points_per_query: int = 50_000_000,
+        max_select_s: float = 5.0,
         max_future_s: float = 600.0,
     ) -> None:
         if resolutions is None:
@@ -201,6 +206,7 @@ class Store:
         self.rings = [_Ring(r, finest=(i == 0)) for i, r in enumerate(parsed)]
         self.max_series_per_query = max_series_per_query
         self.max_points_per_query = max_points_per_query
+        self.max_select_s = max_select_s
         self.max_future_ms = int(max_future_s * 1000)
         self.strings: dict[int, tuple[int, str]] = {}
         self.stats: Counter[str] = Counter()
@@ -362,9 +368,20 @@ class Store:
     # -- queries -----------------------------------------------------------------------------
 
     def select(self, selector: str | Selector) -> np.ndarray:
-        """Ids of the series a selector picks (``FetchLimitError`` past ``max_series_per_query``)."""
+        """Ids of the series a selector picks (``FetchLimitError`` past ``max_series_per_query``,
+        or when choosing them takes longer than ``max_select_s``)."""
         parsed = parse_selector(selector) if isinstance(selector, str) else selector
-        ids = self.index.match(parsed)
+        deadline = time.monotonic() + self.max_select_s
+
+        def check() -> None:
+            if time.monotonic() > deadline:
+                self.stats["selects_too_slow"] += 1
+                raise FetchLimitError(
+                    f"{parsed.text or '{}'} took longer than max_select_s={self.max_select_s:g} s to choose "
+                    "its series: match fewer label values, or a simpler regex"
+                )
+
+        ids = self.index.match(parsed, check)
         if len(ids) > self.max_series_per_query:
             raise FetchLimitError(
                 f"{parsed.text or '{}'} selects {len(ids)} series, more than max_series_per_query="
@@ -389,8 +406,12 @@ class Store:
         given resolution (its step in seconds) or the finest that covers the range."""
         if end_ms <= start_ms:
             raise ValueError(f"fetch needs start < end, got {start_ms} >= {end_ms}")
+        ids = self.select(selector)
         with self._lock:
-            ids = self.select(selector)
+            # a series the index created after ingest last grew the rings has no chunk yet
+            chunks = (int(ids[-1]) >> _SHIFT) + 1 if len(ids) else 0
+            for each in self.rings:
+                each.grow(chunks)
             ring = self._ring(resolution, start_ms)
             step = ring.step_ms
             first = -(-start_ms // step)
@@ -454,8 +475,8 @@ class Store:
 
     def last_strings(self, selector: str | Selector) -> dict[str, tuple[int, str]]:
         """The last value and its time of each selected STRING series."""
+        ids = self.select(selector)
         with self._lock:
-            ids = self.select(selector)
             return {self.index.keys[i]: self.strings[i] for i in ids.tolist() if i in self.strings}
 
     def series_keys(self, selector: str | Selector) -> list[str]:
