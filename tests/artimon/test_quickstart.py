@@ -55,9 +55,11 @@ class Lines:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             try:
-                line = self._queue.get(timeout=max(0.01, deadline - time.monotonic()))
+                line = self._queue.get(timeout=0.5)
             except queue.Empty:
-                break
+                if not self._thread.is_alive() and self._queue.empty():
+                    break  # the process ended: no line will come
+                continue
             self.seen.append(line)
             if predicate(line):
                 return line
@@ -129,8 +131,8 @@ def test_the_readme_quick_start_as_a_user(tmp_path: Path) -> None:
             assert app.returncode == 0, app_errors
         up.send_signal(signal.SIGINT)
         code = up.wait(timeout=240)
-    lines = output.rest()
-    assert up.stdout is not None
-    up.stdout.close()
+        lines = output.rest()
+        assert up.stdout is not None
+        up.stdout.close()
     assert code == 0 and lines[-1] == "stopped.", lines[-20:]
     assert not [line for line in lines if "ERROR" in line or "Traceback" in line], lines
