@@ -73,9 +73,9 @@ def save_snapshot(store: Store, directory: str | os.PathLike[str]) -> Path:
         arrays: dict[str, np.ndarray] = {}
         for i, ring in enumerate(store.rings):
             arrays[f"ring{i}.head"] = np.array([ring.head], dtype=np.int64)
-            arrays[f"ring{i}.values"] = _columns(ring.values, count, np.float64)
+            arrays[f"ring{i}.values"] = _columns(ring.values, ring.slots, count, np.float64)
             if ring.offsets is not None:
-                arrays[f"ring{i}.offsets"] = _columns(ring.offsets, count, np.uint8)
+                arrays[f"ring{i}.offsets"] = _columns(ring.offsets, ring.slots, count, np.uint8)
         arrays["keys.blob"], arrays["keys.offsets"] = _pack_strings(store.index.keys)
         string_ids = sorted(store.strings)
         arrays["strings.ids"] = np.array(string_ids, dtype=np.int64)
@@ -135,9 +135,9 @@ def _data_file(directory: Path) -> Path | None:
     return directory / name if isinstance(name, str) and "/" not in name else None
 
 
-def _columns(chunks: list[np.ndarray], count: int, dtype: type) -> np.ndarray:
-    if not chunks:
-        return np.zeros((0, count), dtype=dtype)
+def _columns(chunks: list[np.ndarray], slots: int, count: int, dtype: type) -> np.ndarray:
+    if not chunks:  # an empty store: no chunk allocated yet, still ``slots`` rows
+        return np.zeros((slots, count), dtype=dtype)
     return np.concatenate(chunks, axis=1)[:, :count]
 
 
@@ -198,6 +198,8 @@ def load_snapshot(store: Store, directory: str | os.PathLike[str]) -> bool:
 
 
 def _fill(chunks: list[np.ndarray], columns: np.ndarray, slots: int, count: int) -> None:
+    if count == 0 and columns.size == 0:
+        return  # an empty store's snapshot (written as (0, 0) before the row count was kept)
     if columns.shape != (slots, count):
         raise SnapshotError(f"snapshot array of shape {columns.shape}, expected {(slots, count)}")
     for index, chunk in enumerate(chunks):
