@@ -26,6 +26,7 @@ import logging
 import os
 import time
 import zipfile
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -63,12 +64,20 @@ def _sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
-def save_snapshot(store: Store, directory: str | os.PathLike[str]) -> Path:
-    """Write a snapshot of ``store`` into ``directory``; returns the manifest's path."""
+def save_snapshot(
+    store: Store, directory: str | os.PathLike[str], *, on_capture: Callable[[], object] | None = None
+) -> Path:
+    """Write a snapshot of ``store`` into ``directory``; returns the manifest's path.
+
+    ``on_capture`` is called under the store's lock just before its arrays are copied: the
+    service rotates its write-ahead log there, so that the segments before the new one
+    hold only batches this snapshot has (they are deleted once it is durable)."""
     target = Path(directory)
     target.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
     with store._lock:
+        if on_capture is not None:
+            on_capture()
         count = store.series
         arrays: dict[str, np.ndarray] = {}
         for i, ring in enumerate(store.rings):

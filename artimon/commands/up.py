@@ -21,6 +21,7 @@ from pathlib import Path
 
 from artimon.commands._history import HistoryJob
 from artimon.commands._signals import stop_event
+from artimon.commands.vhms import add_wal_arguments, wal_options
 from bookkeeper.testing import DemoApps, ZooKeeperServer
 from bookkeeper.wire import BackgroundServer
 from collector_agent import Agent, MonitorServer
@@ -72,6 +73,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--rounds", type=int, default=0, help="stop after N rounds (0: never)")
     parser.add_argument("--api-port", type=int, default=8080, help="query API port (0: any free one)")
     parser.add_argument("--no-spark", action="store_true", help="no Spark raw_ingest (no Parquet history)")
+    add_wal_arguments(parser)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -88,12 +90,18 @@ def run(args: argparse.Namespace) -> int:
             print(f"[ready] zookeeper  {zk_server.hosts} (pid {zk_server.pid})", flush=True)
         zk_hosts = zk_server.hosts if zk_server else os.environ["ARTIMON_ZK"]
         vhms = VhmsService(
-            Store(), shard="default", snapshot_dir=data / "vhms" / "default", snapshot_every=300
+            Store(),
+            shard="default",
+            snapshot_dir=data / "vhms" / "default",
+            snapshot_every=300,
+            **wal_options(args),
         )
         vhms.start(zk_hosts)
         http = vhms.http.url if vhms.http else "-"
+        replayed = vhms.replayed.records if vhms.replayed else 0
         print(
-            f"[ready] vhms       {vhms.host}:{vhms.port}, {http}/stats, {vhms.store.series} series restored",
+            f"[ready] vhms       {vhms.host}:{vhms.port}, {http}/stats, {vhms.store.series} series restored "
+            f"({replayed} write-ahead log records replayed)",
             flush=True,
         )
         if args.demo:
