@@ -3,8 +3,10 @@
 It starts ZooKeeper (unless $ARTIMON_ZK is set), a VHMS shard, an agent whose artimon
 source polls every registered bookkeeper each --interval into two file channels, one
 drained by the vhms sink and one by the raw sink (landing files), Spark's raw_ingest in
-local mode turning the landing files into Parquet history, and the HTTP query API over the
-store with the dashboard page (saved dashboards in <data-dir>/dashboards); with --demo,
+local mode turning the landing files into Parquet history (and, when VHMS starts empty while
+that history exists, sending the store's retention window of it back into VHMS first), and
+the HTTP query API over the store with the dashboard page (saved dashboards in
+<data-dir>/dashboards); with --demo,
 demo applications register too, and the demo dashboard is saved there. It prints a line
 per component as it becomes ready, then a line per round. Ctrl-C stops everything cleanly: the API, the agent
 (its channels closed, its last landing file rolled), Spark (after bringing the history up to
@@ -17,7 +19,9 @@ import argparse
 import os
 import shutil
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from artimon.commands._history import HistoryJob
 from artimon.commands._signals import stop_event
@@ -26,7 +30,7 @@ from bookkeeper.testing import DemoApps, ZooKeeperServer
 from bookkeeper.wire import BackgroundServer
 from collector_agent import Agent, MonitorServer
 from query_dsl import EXAMPLES, StoreSource, create_app
-from vhms import Store, VhmsService
+from vhms import Store, VhmsClient, VhmsService
 
 AGENT = """
 up.sources = poll
@@ -74,6 +78,27 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--api-port", type=int, default=8080, help="query API port (0: any free one)")
     parser.add_argument("--no-spark", action="store_true", help="no Spark raw_ingest (no Parquet history)")
     add_wal_arguments(parser)
+
+
+def _backfill(vhms: VhmsService, history: Path) -> Callable[[Any], None]:
+    """Rebuild an empty VHMS from the Parquet history: its retention window (the coarsest
+    ring's), through its Thrift service (so its write-ahead log keeps what it gets)."""
+    retention_ms = max(r.step_ms * r.slots for r in vhms.store.resolutions)
+
+    def run(spark: Any) -> None:
+        from spark_jobs import backfill_vhms  # pyspark's import is slow: only when asked
+
+        end = int(time.time() * 1000) + 60_000
+        started = time.monotonic()
+        with VhmsClient(vhms.host, vhms.port, timeout=120) as client:
+            sent = backfill_vhms.backfill(spark, f"file://{history}", end - retention_ms, end, client)
+        print(
+            f"[ready] backfill   {sent} samples of the last {retention_ms // 3_600_000} h from {history} "
+            f"into vhms in {time.monotonic() - started:.1f} s, {vhms.store.series} series now",
+            flush=True,
+        )
+
+    return run
 
 
 def run(args: argparse.Namespace) -> int:
@@ -127,10 +152,13 @@ def run(args: argparse.Namespace) -> int:
         page = f"{api.url}/?d=demo" if args.demo else f"{api.url}/"
         print(f"[ready] dashboard  {page} (saved dashboards in {dashboards})", flush=True)
         if not args.no_spark:
+            parquet = data / "history" / "parquet"
+            empty = vhms.store.series == 0 and parquet.is_dir() and any(parquet.rglob("*.parquet"))
             history = HistoryJob(
                 data,
                 interval="10 seconds" if args.demo else "5 minutes",
                 on_ready=lambda where: print(f"[ready] spark      raw_ingest {where}", flush=True),
+                before_ingest=_backfill(vhms, parquet) if empty else None,
             )
             history.start()
         roll = max(5, int(interval * 2))
