@@ -29,7 +29,7 @@ from bookkeeper.wire import BackgroundServer, FramedThriftServer, advertised_add
 from bookkeeper.zk import Registration, resolve_zk
 from vhms.exceptions import VhmsError, WalError
 from vhms.idl import vhms_thrift
-from vhms.snapshot import restore_or_empty, save_snapshot
+from vhms.snapshot import restore_or_empty, save_snapshot, wal_from
 from vhms.store import Store
 from vhms.wal import ReplayReport, WriteAheadLog, remove_segments, replay, segments
 
@@ -184,8 +184,10 @@ class VhmsService:
         self.replayed: ReplayReport | None = None
         self.wal: WriteAheadLog | None = None
         if self.snapshot_dir is not None:
-            restore_or_empty(store, self.snapshot_dir)
-            self.replayed = replay(store, self.snapshot_dir / "wal")  # even with the log off now
+            restored = restore_or_empty(store, self.snapshot_dir)
+            self.replayed = replay(  # even with the log off now
+                store, self.snapshot_dir / "wal", first_segment=wal_from(self.snapshot_dir) if restored else 0
+            )
             if wal:
                 self.wal = WriteAheadLog(
                     self.snapshot_dir / "wal",

@@ -7,10 +7,12 @@ A snapshot is two files in its directory, written as ``.tmp`` and renamed, data 
   ``ring0.offsets`` uint8), the series keys and string values as one UTF-8 blob plus
   offsets, the string values' series ids and times;
 - ``vhms-snapshot.json``: the manifest: format version, creation time, resolutions, series
-  count, the name of its ``.npz`` and that file's SHA-256. The manifest is the commit point:
-  each snapshot's data goes to a file of its own, so a crash before the manifest's rename
-  leaves the previous snapshot whole (the previous data file is deleted only after the
-  rename). A manifest without a name (the first format) means ``vhms-snapshot.npz``.
+  count, the name of its ``.npz`` and that file's SHA-256, and (from a service with a
+  write-ahead log) ``wal_from``, the first log segment the snapshot does not hold. The
+  manifest is the commit point: each snapshot's data goes to a file of its own, so a crash
+  before the manifest's rename leaves the previous snapshot whole (the previous data file
+  is deleted only after the rename). A manifest without a name (the first format) means
+  ``vhms-snapshot.npz``.
 
 Reading checks the manifest, the checksum, the resolutions (they must be the store's) and
 every array's shape; any failure raises ``SnapshotError`` saying which, and
@@ -34,7 +36,7 @@ import numpy as np
 from vhms.exceptions import SnapshotError
 from vhms.store import CHUNK, Store
 
-__all__ = ["FORMAT_VERSION", "load_snapshot", "restore_or_empty", "save_snapshot"]
+__all__ = ["FORMAT_VERSION", "load_snapshot", "restore_or_empty", "save_snapshot", "wal_from"]
 
 log = logging.getLogger(__name__)
 
@@ -65,19 +67,19 @@ def _sha256(path: Path) -> str:
 
 
 def save_snapshot(
-    store: Store, directory: str | os.PathLike[str], *, on_capture: Callable[[], object] | None = None
+    store: Store, directory: str | os.PathLike[str], *, on_capture: Callable[[], int] | None = None
 ) -> Path:
     """Write a snapshot of ``store`` into ``directory``; returns the manifest's path.
 
     ``on_capture`` is called under the store's lock just before its arrays are copied: the
-    service rotates its write-ahead log there, so that the segments before the new one
-    hold only batches this snapshot has (they are deleted once it is durable)."""
+    service rotates its write-ahead log there and returns the new segment's number, kept
+    in the manifest as ``wal_from``: the segments before it hold only batches this
+    snapshot has (they are deleted once it is durable, and skipped by a replay over it)."""
     target = Path(directory)
     target.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
     with store._lock:
-        if on_capture is not None:
-            on_capture()
+        log_from = on_capture() if on_capture is not None else None
         count = store.series
         arrays: dict[str, np.ndarray] = {}
         for i, ring in enumerate(store.rings):
@@ -111,6 +113,8 @@ def save_snapshot(
             "data": data.name,
             "sha256": _sha256(data),
         }
+        if log_from is not None:
+            manifest["wal_from"] = log_from
         manifest_tmp = target / (MANIFEST + ".tmp")
         with open(manifest_tmp, "w") as out:
             json.dump(manifest, out)
@@ -142,6 +146,16 @@ def _data_file(directory: Path) -> Path | None:
     except (OSError, ValueError, AttributeError):
         return None
     return directory / name if isinstance(name, str) and "/" not in name else None
+
+
+def wal_from(directory: str | os.PathLike[str]) -> int:
+    """The first write-ahead log segment the snapshot in ``directory`` does not hold (0 when
+    its manifest names none or cannot be read: then every segment replays)."""
+    try:
+        value = json.loads((Path(directory) / MANIFEST).read_text()).get("wal_from", 0)
+    except (OSError, ValueError, AttributeError):
+        return 0
+    return value if isinstance(value, int) and value >= 0 else 0
 
 
 def _columns(chunks: list[np.ndarray], slots: int, count: int, dtype: type) -> np.ndarray:

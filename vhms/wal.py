@@ -506,6 +506,7 @@ class ReplayReport:
     """What :func:`replay` found: counts of each kind of record, sample and damage."""
 
     segments: int = 0
+    segments_skipped: int = 0
     records: int = 0
     samples: int = 0
     strings: int = 0
@@ -520,18 +521,24 @@ class ReplayReport:
         return asdict(self)
 
 
-def replay(store: Store, directory: str | os.PathLike[str]) -> ReplayReport:
+def replay(store: Store, directory: str | os.PathLike[str], *, first_segment: int = 0) -> ReplayReport:
     """Apply every record of the log in ``directory`` to ``store``, segment by segment in
-    order. Damage never stops it: bad bytes followed by a sound record are skipped
-    (``damaged_records``), bad bytes up to a segment's end are a torn tail and cut off the
-    file (``torn_bytes``), a sound record that does not decode is skipped
-    (``malformed_records``); each is logged with its segment and offset."""
+    order, from ``first_segment`` on (the snapshot restored holds the older ones: a crash
+    came before their deletion; they are skipped, ``segments_skipped``). Damage never stops
+    it: bad bytes followed by a sound record are skipped (``damaged_records``), bad bytes up
+    to a segment's end are a torn tail and cut off the file (``torn_bytes``), a sound
+    record that does not decode is skipped (``malformed_records``); each is logged with its
+    segment and offset. ``next_segment`` is where the log goes on: after every segment
+    found, and never below ``first_segment``, so numbers only grow."""
     report = ReplayReport()
     found = segments(directory)
     for number, path in found:
+        if number < first_segment:
+            report.segments_skipped += 1
+            continue
         _replay_segment(store, path, report, newest=number == found[-1][0])
         report.segments += 1
-    report.next_segment = found[-1][0] + 1 if found else 1
+    report.next_segment = max(found[-1][0] + 1 if found else 1, first_segment)
     if report.records or report.damaged_records or report.torn_bytes:
         log.info("write-ahead log in %s replayed: %s", directory, report.as_dict())
     return report
@@ -593,7 +600,11 @@ def _replay_segment(store: Store, path: Path, report: ReplayReport, *, newest: b
                 report.malformed_records += 1
                 log.error("write-ahead log %s: the record before offset %d skipped: %s", path, position, exc)
                 continue
-            mapping = _apply(store, batch, mapping, report)
+            try:
+                mapping = _apply(store, batch, mapping, report)
+            except ValueError as exc:  # a key that does not parse: never written by this VHMS
+                report.malformed_records += 1
+                log.error("write-ahead log %s: the record before offset %d skipped: %s", path, position, exc)
     if cut is not None:
         report.torn_bytes += size - cut
         # the newest segment's tail is what a crash mid-write leaves; an older one's is damage

@@ -5,6 +5,7 @@ them."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import signal
@@ -177,12 +178,18 @@ def test_a_snapshot_truncates_the_log_and_a_restart_replays_what_followed(tmp_pa
     second.wal.close()
 
     # a crash between the snapshot's manifest and the deletion of the segments it holds:
-    # they replay over the snapshot and change nothing (ingest is idempotent)
+    # the manifest names the first segment it does not hold, the older ones are skipped
     (wal / "00000001").write_bytes(before_snapshot)
     third = VhmsService(Store(), snapshot_dir=tmp_path, snapshot_every=0, http_port=None)
-    assert third.replayed is not None and (third.replayed.segments, third.replayed.records) == (2, 4)
-    assert third.replayed.next_segment == 3
+    assert third.replayed is not None
+    assert (third.replayed.segments_skipped, third.replayed.segments, third.replayed.records) == (1, 1, 1)
     np.testing.assert_equal(held(third), expected)
     third.start(register=False)
     third.stop()  # the shutdown snapshot holds everything: no segment left
     assert list(wal.iterdir()) == []
+    manifest = json.loads((tmp_path / "vhms-snapshot.json").read_text())
+    assert manifest["wal_from"] == 3  # segment numbers only grow, even with none left
+    fourth = VhmsService(Store(), snapshot_dir=tmp_path, snapshot_every=0, http_port=None)
+    assert fourth.replayed is not None and fourth.replayed.next_segment == 3
+    np.testing.assert_equal(held(fourth), expected)
+    fourth.thrift.stop()
