@@ -17,6 +17,8 @@ from vhms.exceptions import (
     SnapshotError,
     UnavailableError,
     VhmsError,
+    WalError,
+    WalPolicyError,
 )
 from vhms.placement import HashRing
 from vhms.regex import MAX_PROGRAM_SIZE, MAX_REGEX_LENGTH
@@ -25,9 +27,12 @@ from vhms.selector import MAX_SELECTOR_LENGTH, Matcher, Selector, parse_selector
 from vhms.service import VhmsService
 from vhms.snapshot import load_snapshot, restore_or_empty, save_snapshot
 from vhms.store import FetchResult, LabelColumns, Store, compact_column
+from vhms.wal import FSYNC_POLICIES, ReplayReport, WriteAheadLog
+from vhms.wal import replay as replay_wal
 
 __all__ = [
     "DEFAULT_RESOLUTIONS",
+    "FSYNC_POLICIES",
     "MAX_PROGRAM_SIZE",
     "MAX_REGEX_LENGTH",
     "MAX_SELECTOR_LENGTH",
@@ -38,6 +43,7 @@ __all__ = [
     "LabelColumns",
     "LimitExceededError",
     "Matcher",
+    "ReplayReport",
     "Resolution",
     "ResolutionError",
     "Selector",
@@ -50,11 +56,15 @@ __all__ = [
     "VhmsClient",
     "VhmsError",
     "VhmsService",
+    "WalError",
+    "WalPolicyError",
+    "WriteAheadLog",
     "compact_column",
     "load_snapshot",
     "merge_results",
     "parse_resolutions",
     "parse_selector",
+    "replay_wal",
     "restore_or_empty",
     "save_snapshot",
 ]

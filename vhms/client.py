@@ -33,7 +33,7 @@ import numpy as np
 from bookkeeper import WireError
 from bookkeeper.wire import FramedClient, IngestColumns
 from bookkeeper.zk import Member, Membership, make_client, resolve_zk
-from vhms.exceptions import FetchLimitError, SelectorError, UnavailableError, VhmsError
+from vhms.exceptions import FetchLimitError, SelectorError, UnavailableError, VhmsError, WalError
 from vhms.idl import vhms_thrift
 from vhms.placement import HashRing
 from vhms.store import FetchResult, LabelColumns
@@ -45,7 +45,11 @@ log = logging.getLogger(__name__)
 Address = tuple[str, int]
 T = TypeVar("T")
 
-_KINDS: dict[str, type[VhmsError]] = {"SelectorError": SelectorError, "FetchLimitError": FetchLimitError}
+_KINDS: dict[str, type[VhmsError]] = {
+    "SelectorError": SelectorError,
+    "FetchLimitError": FetchLimitError,
+    "WalError": WalError,
+}
 _NAME = "__name__"
 _KEY_LIMIT = 1 << 62
 

@@ -9,6 +9,8 @@
     │   ├── SeriesLimitError                     the store holds max_series already
     │   └── FetchLimitError                      too many series or points for one query
     ├── SnapshotError                            a snapshot that cannot be written or read
+    ├── WalError                                 the write-ahead log could not make an ingest durable
+    │   └── WalPolicyError    (also ValueError)  an unknown fsync policy
     └── UnavailableError                         no live member of a shard could do the work
 """
 
@@ -23,6 +25,8 @@ __all__ = [
     "SnapshotError",
     "UnavailableError",
     "VhmsError",
+    "WalError",
+    "WalPolicyError",
 ]
 
 
@@ -52,6 +56,16 @@ class FetchLimitError(LimitExceededError):
 
 class SnapshotError(VhmsError):
     """A snapshot could not be written, or read back intact."""
+
+
+class WalError(VhmsError):
+    """An ingest the write-ahead log could not make durable (a write or fsync failed, the
+    log is closed, or the wait passed its timeout): it is not acknowledged, the writer
+    sends it again."""
+
+
+class WalPolicyError(WalError, ValueError):
+    """An fsync policy other than ``always`` and ``periodic``."""
 
 
 class UnavailableError(VhmsError):

@@ -3,6 +3,12 @@
 ``/artimon/vhms/<shard>/<ip>:<port>``, snapshotted every ``snapshot_every`` seconds and on
 stop, restored at start.
 
+Durability: with a snapshot directory, each ingest is appended to the write-ahead log in
+``<snapshot_dir>/wal`` (:mod:`vhms.wal`) before it is answered (fsynced first with the
+``always`` policy), replayed at start after the snapshot, and dropped segment by segment
+once a snapshot holds it. Admission, the log's append and the store's update happen under
+the store's lock, so the log's order is the order a replay repeats.
+
 Limits: an ingest frame is at most ``max_frame_size`` bytes (default 256 MiB); fetch and
 series answer the store's query limits as ``VhmsException`` (kind ``FetchLimitError``), a
 bad selector as kind ``SelectorError``; a connection that sends garbage is closed.
@@ -21,10 +27,11 @@ from fastapi import FastAPI
 
 from bookkeeper.wire import BackgroundServer, FramedThriftServer, advertised_address
 from bookkeeper.zk import Registration, resolve_zk
-from vhms.exceptions import VhmsError
+from vhms.exceptions import VhmsError, WalError
 from vhms.idl import vhms_thrift
-from vhms.snapshot import restore_or_empty, save_snapshot
+from vhms.snapshot import restore_or_empty, save_snapshot, wal_from
 from vhms.store import Store
+from vhms.wal import ReplayReport, WriteAheadLog, remove_segments, replay, segments
 
 __all__ = ["VhmsService"]
 
@@ -35,9 +42,14 @@ def _error(exc: Exception) -> Any:
     return vhms_thrift.VhmsException(kind=type(exc).__name__, message=str(exc))
 
 
+_NO_IDS = np.zeros(0, dtype=np.int64)
+_NO_TIMES = np.zeros(0, dtype=np.int64)
+
+
 class _Handler:
-    def __init__(self, store: Store) -> None:
+    def __init__(self, store: Store, wal: WriteAheadLog | None) -> None:
         self.store = store
+        self.wal = wal
 
     def ingest(
         self,
@@ -57,9 +69,34 @@ class _Handler:
         string_times = np.frombuffer(string_timestamps or b"", dtype="<i8")
         if not (len(string_keys or []) == len(strings or []) == len(string_times)):
             raise _error(ValueError("string columns of different lengths"))
-        stored = self.store.ingest(list(keys or []), numbers, times) if keys else 0
-        if string_keys:
-            self.store.ingest_strings(list(string_keys), list(strings), string_times)
+        store, wal = self.store, self.wal
+        pending = None
+        with store._lock:  # admitted, logged and applied in one order: the order a replay follows
+            ids, admitted, admitted_times = (
+                store.admit(list(keys), numbers, times) if keys else (_NO_IDS, numbers, times)
+            )
+            string_ids, texts, texts_times = (
+                store.admit_strings(list(string_keys), list(strings), string_times)
+                if string_keys
+                else (_NO_IDS, [], _NO_TIMES)
+            )
+            if wal is not None and (len(ids) or len(string_ids)):
+                try:
+                    pending = wal.append(
+                        store.index.keys, ids, admitted, admitted_times, string_ids, texts, texts_times
+                    )
+                except WalError as exc:
+                    wal.stats["ingests_failed"] += 1
+                    raise _error(exc) from None
+            stored = store.apply(ids, admitted, admitted_times)
+            if len(string_ids):
+                store.apply_strings(string_ids, texts, texts_times)
+        if wal is not None and pending is not None:
+            try:
+                wal.wait(pending)
+            except WalError as exc:
+                wal.stats["ingests_failed"] += 1
+                raise _error(exc) from None
         return vhms_thrift.IngestReply(stored=stored, refused=len(numbers) - stored)
 
     def fetch(self, selector: str, start_ms: int, end_ms: int, resolution: str) -> Any:
@@ -108,12 +145,22 @@ def _http_app(service: VhmsService) -> FastAPI:
             "counters": dict(store.stats),
             "server": dict(service.thrift.stats),
             "snapshots": service.snapshots,
+            "wal": service.wal_stats(),
         }
 
     return app
 
 
 class VhmsService:
+    """A shard's store served over Thrift and HTTP (see the module doc).
+
+    With ``snapshot_dir``, the snapshot there is restored and the write-ahead log in
+    ``<snapshot_dir>/wal`` replayed (``replayed`` says what it found), then, unless ``wal``
+    is false, every ingest is logged before it is answered: ``wal_fsync`` ``always``
+    (fsynced first: survives a power loss) or ``periodic`` (written first, fsynced every
+    ``wal_fsync_period`` seconds: survives a crash of the process).
+    """
+
     def __init__(
         self,
         store: Store,
@@ -125,17 +172,32 @@ class VhmsService:
         snapshot_dir: str | Path | None = None,
         snapshot_every: float = 300.0,
         max_frame_size: int = 256 * 1024 * 1024,
+        wal: bool = True,
+        wal_fsync: str = "always",
+        wal_fsync_period: float = 1.0,
     ) -> None:
         self.store = store
         self.shard = shard
         self.snapshot_dir = Path(snapshot_dir) if snapshot_dir else None
         self.snapshot_every = snapshot_every
         self.snapshots = 0
+        self.replayed: ReplayReport | None = None
+        self.wal: WriteAheadLog | None = None
         if self.snapshot_dir is not None:
-            restore_or_empty(store, self.snapshot_dir)
+            restored = restore_or_empty(store, self.snapshot_dir)
+            self.replayed = replay(  # even with the log off now
+                store, self.snapshot_dir / "wal", first_segment=wal_from(self.snapshot_dir) if restored else 0
+            )
+            if wal:
+                self.wal = WriteAheadLog(
+                    self.snapshot_dir / "wal",
+                    first_segment=self.replayed.next_segment,
+                    fsync=wal_fsync,
+                    fsync_period=wal_fsync_period,
+                )
         self.thrift = FramedThriftServer(
             vhms_thrift.Vhms,
-            _Handler(store),
+            _Handler(store, self.wal),
             host,
             port,
             max_frame_size=max_frame_size,
@@ -154,6 +216,8 @@ class VhmsService:
     def start(
         self, zk_hosts: str | None = None, *, register: bool = True, session_timeout: float = 10.0
     ) -> None:
+        if self.wal is not None:
+            self.wal.start()
         self.thrift.start()
         if self.http is not None:
             self.http.start()
@@ -175,9 +239,25 @@ class VhmsService:
             self.registration.start()
 
     def snapshot(self) -> None:
-        if self.snapshot_dir is not None:
-            save_snapshot(self.store, self.snapshot_dir)
-            self.snapshots += 1
+        """Write a snapshot, then delete the log's segments it holds."""
+        if self.snapshot_dir is None:
+            return
+        wal = self.wal
+        save_snapshot(self.store, self.snapshot_dir, on_capture=wal.rotate if wal else None)
+        self.snapshots += 1
+        if wal is not None:
+            wal.truncate()
+        elif segments(self.snapshot_dir / "wal"):  # replayed at start, the log off since
+            remove_segments(self.snapshot_dir / "wal")
+
+    def wal_stats(self) -> dict[str, object]:
+        """The log's policy and counters, and what the replay at start found."""
+        return {
+            "enabled": self.wal is not None,
+            "fsync": self.wal.fsync if self.wal else None,
+            "counters": dict(self.wal.stats) if self.wal else {},
+            "replayed": self.replayed.as_dict() if self.replayed else None,
+        }
 
     def _snapshot_loop(self) -> None:
         while not self._stop.wait(self.snapshot_every):
@@ -187,7 +267,7 @@ class VhmsService:
                 log.exception("periodic snapshot failed")
 
     def stop(self) -> None:
-        """Leave ZooKeeper, stop serving, then write the shutdown snapshot."""
+        """Leave ZooKeeper, stop serving, write the shutdown snapshot, close the log."""
         self._stop.set()
         if self.registration is not None:
             self.registration.close()
@@ -196,4 +276,8 @@ class VhmsService:
             self.http.stop()
         if self._snapshotter.is_alive():
             self._snapshotter.join(timeout=30)
-        self.snapshot()
+        try:
+            self.snapshot()
+        finally:
+            if self.wal is not None:
+                self.wal.close()

@@ -7,10 +7,12 @@ A snapshot is two files in its directory, written as ``.tmp`` and renamed, data 
   ``ring0.offsets`` uint8), the series keys and string values as one UTF-8 blob plus
   offsets, the string values' series ids and times;
 - ``vhms-snapshot.json``: the manifest: format version, creation time, resolutions, series
-  count, the name of its ``.npz`` and that file's SHA-256. The manifest is the commit point:
-  each snapshot's data goes to a file of its own, so a crash before the manifest's rename
-  leaves the previous snapshot whole (the previous data file is deleted only after the
-  rename). A manifest without a name (the first format) means ``vhms-snapshot.npz``.
+  count, the name of its ``.npz`` and that file's SHA-256, and (from a service with a
+  write-ahead log) ``wal_from``, the first log segment the snapshot does not hold. The
+  manifest is the commit point: each snapshot's data goes to a file of its own, so a crash
+  before the manifest's rename leaves the previous snapshot whole (the previous data file
+  is deleted only after the rename). A manifest without a name (the first format) means
+  ``vhms-snapshot.npz``.
 
 Reading checks the manifest, the checksum, the resolutions (they must be the store's) and
 every array's shape; any failure raises ``SnapshotError`` saying which, and
@@ -26,6 +28,7 @@ import logging
 import os
 import time
 import zipfile
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -33,7 +36,7 @@ import numpy as np
 from vhms.exceptions import SnapshotError
 from vhms.store import CHUNK, Store
 
-__all__ = ["FORMAT_VERSION", "load_snapshot", "restore_or_empty", "save_snapshot"]
+__all__ = ["FORMAT_VERSION", "load_snapshot", "restore_or_empty", "save_snapshot", "wal_from"]
 
 log = logging.getLogger(__name__)
 
@@ -63,19 +66,27 @@ def _sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
-def save_snapshot(store: Store, directory: str | os.PathLike[str]) -> Path:
-    """Write a snapshot of ``store`` into ``directory``; returns the manifest's path."""
+def save_snapshot(
+    store: Store, directory: str | os.PathLike[str], *, on_capture: Callable[[], int] | None = None
+) -> Path:
+    """Write a snapshot of ``store`` into ``directory``; returns the manifest's path.
+
+    ``on_capture`` is called under the store's lock just before its arrays are copied: the
+    service rotates its write-ahead log there and returns the new segment's number, kept
+    in the manifest as ``wal_from``: the segments before it hold only batches this
+    snapshot has (they are deleted once it is durable, and skipped by a replay over it)."""
     target = Path(directory)
     target.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
     with store._lock:
+        log_from = on_capture() if on_capture is not None else None
         count = store.series
         arrays: dict[str, np.ndarray] = {}
         for i, ring in enumerate(store.rings):
             arrays[f"ring{i}.head"] = np.array([ring.head], dtype=np.int64)
-            arrays[f"ring{i}.values"] = _columns(ring.values, count, np.float64)
+            arrays[f"ring{i}.values"] = _columns(ring.values, ring.slots, count, np.float64)
             if ring.offsets is not None:
-                arrays[f"ring{i}.offsets"] = _columns(ring.offsets, count, np.uint8)
+                arrays[f"ring{i}.offsets"] = _columns(ring.offsets, ring.slots, count, np.uint8)
         arrays["keys.blob"], arrays["keys.offsets"] = _pack_strings(store.index.keys)
         string_ids = sorted(store.strings)
         arrays["strings.ids"] = np.array(string_ids, dtype=np.int64)
@@ -102,6 +113,8 @@ def save_snapshot(store: Store, directory: str | os.PathLike[str]) -> Path:
             "data": data.name,
             "sha256": _sha256(data),
         }
+        if log_from is not None:
+            manifest["wal_from"] = log_from
         manifest_tmp = target / (MANIFEST + ".tmp")
         with open(manifest_tmp, "w") as out:
             json.dump(manifest, out)
@@ -135,9 +148,19 @@ def _data_file(directory: Path) -> Path | None:
     return directory / name if isinstance(name, str) and "/" not in name else None
 
 
-def _columns(chunks: list[np.ndarray], count: int, dtype: type) -> np.ndarray:
-    if not chunks:
-        return np.zeros((0, count), dtype=dtype)
+def wal_from(directory: str | os.PathLike[str]) -> int:
+    """The first write-ahead log segment the snapshot in ``directory`` does not hold (0 when
+    its manifest names none or cannot be read: then every segment replays)."""
+    try:
+        value = json.loads((Path(directory) / MANIFEST).read_text()).get("wal_from", 0)
+    except (OSError, ValueError, AttributeError):
+        return 0
+    return value if isinstance(value, int) and value >= 0 else 0
+
+
+def _columns(chunks: list[np.ndarray], slots: int, count: int, dtype: type) -> np.ndarray:
+    if not chunks:  # an empty store: no chunk allocated yet, still ``slots`` rows
+        return np.zeros((slots, count), dtype=dtype)
     return np.concatenate(chunks, axis=1)[:, :count]
 
 
@@ -198,6 +221,8 @@ def load_snapshot(store: Store, directory: str | os.PathLike[str]) -> bool:
 
 
 def _fill(chunks: list[np.ndarray], columns: np.ndarray, slots: int, count: int) -> None:
+    if count == 0 and columns.size == 0:
+        return  # an empty store's snapshot (written as (0, 0) before the row count was kept)
     if columns.shape != (slots, count):
         raise SnapshotError(f"snapshot array of shape {columns.shape}, expected {(slots, count)}")
     for index, chunk in enumerate(chunks):

@@ -9,9 +9,10 @@ its sample within the bucket (one byte), which is how a replay or an out-of-orde
 leaves the newest sample in place. Coarser rings aggregate the finest ring's buckets
 (:mod:`vhms.resolutions`).
 
-Thread safety: one lock around ingest and the reading of buckets. A selector chooses its
-series outside that lock (the index guards itself), so a slow selection never holds up
-ingest.
+Thread safety: one lock (``_lock``, reentrant) around ingest and the reading of buckets;
+the service holds it from admission to application, so that its write-ahead log records
+batches in the order they are applied. A selector chooses its series outside that lock
+(the index guards itself), so a slow selection never holds up ingest.
 """
 
 from __future__ import annotations
@@ -232,13 +233,28 @@ class Store:
 
     def ingest_strings(self, keys: list[str], strings: list[str], timestamps: np.ndarray) -> None:
         """Keep the latest value (by timestamp) of each STRING series."""
+        self.apply_strings(*self.admit_strings(keys, strings, timestamps))
+
+    def admit_strings(
+        self, keys: list[str], strings: list[str], timestamps: np.ndarray
+    ) -> tuple[np.ndarray, list[str], np.ndarray]:
+        """The series ids, values and times of the STRING samples this store takes (series
+        refused by ``max_series`` left out): what :meth:`apply_strings` stores."""
         ids = self.index.lookup(keys)
+        times = np.asarray(timestamps, dtype=np.int64)
+        keep = ids >= 0
+        if keep.all():
+            return ids, list(strings), times
+        return (
+            ids[keep],
+            [text for text, kept in zip(strings, keep.tolist(), strict=True) if kept],
+            times[keep],
+        )
+
+    def apply_strings(self, ids: np.ndarray, strings: list[str], timestamps: np.ndarray) -> None:
+        """Store admitted STRING samples: each series keeps its latest value."""
         with self._lock:
-            for series_id, text, ts in zip(
-                ids.tolist(), strings, np.asarray(timestamps).tolist(), strict=True
-            ):
-                if series_id < 0:
-                    continue
+            for series_id, text, ts in zip(ids.tolist(), strings, timestamps.tolist(), strict=True):
                 current = self.strings.get(series_id)
                 if current is None or current[0] <= ts:
                     self.strings[series_id] = (int(ts), text)
@@ -247,6 +263,16 @@ class Store:
         """Ingest samples given as parallel columns: series keys (``name{k=v,...}``, canonical),
         float64 values, epoch-ms timestamps. Idempotent on (series, bucket). Returns the
         number of samples stored in at least one ring."""
+        return self.apply(*self.admit(keys, values, timestamps))
+
+    def admit(
+        self, keys: list[str], values: np.ndarray, timestamps: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The series ids, values and times of the samples this store takes: series refused
+        by ``max_series`` and samples more than ``max_future_s`` ahead of the clock are
+        counted and left out. Split from :meth:`apply` so that what the service's
+        write-ahead log records is exactly what the store applies, and a replay (days
+        later, when no sample is from the future any more) takes the same samples."""
         ids = self.index.lookup(keys)
         values = np.asarray(values, dtype=np.float64)
         timestamps = np.asarray(timestamps, dtype=np.int64)
@@ -260,6 +286,11 @@ class Store:
             keep &= ~future
         if not keep.all():
             ids, values, timestamps = ids[keep], values[keep], timestamps[keep]
+        return ids, values, timestamps
+
+    def apply(self, ids: np.ndarray, values: np.ndarray, timestamps: np.ndarray) -> int:
+        """Store admitted samples (series ids, float64 values, epoch-ms times) in every ring
+        that covers their time; returns how many were stored in at least one ring."""
         if not len(ids):
             return 0
         if len(timestamps) > 1 and (np.diff(timestamps) < 0).any():

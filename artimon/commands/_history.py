@@ -1,6 +1,8 @@
 """Spark's ``raw_ingest`` inside ``artimon up``: started on a thread (a JVM takes seconds to
 come up and nothing else waits for it), stopped after the agent so that what it landed last
-is in the Parquet history before the process exits.
+is in the Parquet history before the process exits. ``before_ingest`` runs first on the
+same session (``up``'s rebuild of an empty VHMS from the history); its failure is logged and
+the job starts all the same.
 
 States: NEW --start()--> STARTING --(session and query up)--> RUNNING --stop()--> STOPPED;
 a failure while starting is kept and reported by ``stop``, the rest of the stack runs on.
@@ -19,13 +21,22 @@ log = logging.getLogger(__name__)
 
 
 class HistoryJob:
-    def __init__(self, data: Path, *, interval: str, on_ready: Callable[[str], None]) -> None:
+    def __init__(
+        self,
+        data: Path,
+        *,
+        interval: str,
+        on_ready: Callable[[str], None],
+        before_ingest: Callable[[Any], None] | None = None,
+    ) -> None:
         self.landing = data / "landing"
-        self.output = f"file://{data / 'history' / 'parquet'}"
+        self.history = data / "history" / "parquet"
+        self.output = f"file://{self.history}"
         self.checkpoint = str(data / "history" / "checkpoint")
         self.interval = interval
         self.log_file = data / "logs" / "spark.log"
         self.on_ready = on_ready
+        self.before_ingest = before_ingest
         self.error: BaseException | None = None
         self._spark: Any = None
         self._query: Any = None
@@ -43,6 +54,11 @@ class HistoryJob:
             )
 
             self._spark = spark_session("local[2]", "artimon-up-raw_ingest", log_file=self.log_file)
+            if self.before_ingest is not None:
+                try:
+                    self.before_ingest(self._spark)
+                except Exception:  # the history job runs on without it
+                    log.exception("the step before raw_ingest failed")
             parser = argparse.ArgumentParser()
             raw_ingest.configure(parser)
             args = parser.parse_args(

@@ -5,8 +5,9 @@ Started in dependency order, each printing a ``[ready]`` line: ZooKeeper on 127.
 it; with --demo its finest ring is the poll interval), the demo applications (--demo),
 the HTTP query API with the dashboard page (saved dashboards in <data-dir>/dashboards),
 the alerting rules of <data-dir>/alerts.yaml (the demo's with --demo), Spark's raw_ingest
-turning the landing files into Parquet history, and one agent from
-<data-dir>/agent.properties (written at the first start, re-read on change: edit it and
+turning the landing files into Parquet history (and, when VHMS starts empty while that
+history exists, sending the store's retention window of it back into VHMS first), and one
+agent from <data-dir>/agent.properties (written at the first start, re-read on change: edit it and
 the agent reloads): its artimon source polls every registered bookkeeper (the agent's own
 self-report among them) each --interval, its artimon_file source reads
 <data-dir>/run/*.artimon files, its Flume Thrift source listens for other agents
@@ -26,16 +27,19 @@ import shutil
 import threading
 import time
 import warnings
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from artimon.commands._history import HistoryJob
 from artimon.commands._signals import stop_event
+from artimon.commands.vhms import add_wal_arguments, wal_options
 from bookkeeper.testing import DemoApps, ZooKeeperServer, free_port
 from bookkeeper.wire import BackgroundServer
 from collector_agent import Agent, ConfigWatcher, MonitorServer, SelfReporter
 from query_dsl import EXAMPLES, StoreSource, create_app
 from query_dsl.alerts import AlertEngine, Evaluation, EvaluatorSource, iso_time, load_rules
-from vhms import DEFAULT_RESOLUTIONS, Store, VhmsService
+from vhms import DEFAULT_RESOLUTIONS, Store, VhmsClient, VhmsService
 
 AGENT = """# The agent of `artimon up` (Flume's properties format, docs/agent.md), written at its
 # first start. Edit it: the agent re-reads it every few seconds and applies the difference.
@@ -99,6 +103,28 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "--thrift-port", type=int, default=4141, help="the agent's Flume Thrift source port (0: any free one)"
     )
     parser.add_argument("--no-spark", action="store_true", help="no Spark raw_ingest (no Parquet history)")
+    add_wal_arguments(parser)
+
+
+def _backfill(vhms: VhmsService, history: Path) -> Callable[[Any], None]:
+    """Rebuild an empty VHMS from the Parquet history: its retention window (the coarsest
+    ring's), through its Thrift service (so its write-ahead log keeps what it gets)."""
+    retention_ms = max(r.step_ms * r.slots for r in vhms.store.resolutions)
+
+    def run(spark: Any) -> None:
+        from spark_jobs import backfill_vhms  # pyspark's import is slow: only when asked
+
+        end = int(time.time() * 1000) + 60_000
+        started = time.monotonic()
+        with VhmsClient(vhms.host, vhms.port, timeout=120) as client:
+            sent = backfill_vhms.backfill(spark, f"file://{history}", end - retention_ms, end, client)
+        print(
+            f"[ready] backfill   {sent} samples of the last {retention_ms // 3_600_000} h from {history} "
+            f"into vhms in {time.monotonic() - started:.1f} s, {vhms.store.series} series now",
+            flush=True,
+        )
+
+    return run
 
 
 def resolutions_for(interval: float) -> str:
@@ -161,13 +187,16 @@ def run(args: argparse.Namespace) -> int:
             shard="default",
             snapshot_dir=data / "vhms" / "default",
             snapshot_every=300,
+            **wal_options(args),
         )
         vhms.start(zk_hosts)
         assert vhms.registration is not None  # start() registered it
         vhms.registration.registered.wait(30)  # before anything writes to it
         http = vhms.http.url if vhms.http else "-"
+        replayed = vhms.replayed.records if vhms.replayed else 0
         print(
-            f"[ready] vhms       {vhms.host}:{vhms.port}, {http}/stats, {vhms.store.series} series restored, "
+            f"[ready] vhms       {vhms.host}:{vhms.port}, {http}/stats, {vhms.store.series} series restored "
+            f"({replayed} write-ahead log records replayed), "
             f"finest buckets {vhms.store.resolutions[0].step_s} s",
             flush=True,
         )
@@ -208,10 +237,13 @@ def run(args: argparse.Namespace) -> int:
                 flush=True,
             )
         if not args.no_spark:
+            parquet = data / "history" / "parquet"
+            empty = vhms.store.series == 0 and parquet.is_dir() and any(parquet.rglob("*.parquet"))
             history = HistoryJob(
                 data,
                 interval="10 seconds" if args.demo else "5 minutes",
                 on_ready=lambda where: print(f"[ready] spark      raw_ingest {where}", flush=True),
+                before_ingest=_backfill(vhms, parquet) if empty else None,
             )
             history.start()
         (data / "run").mkdir(parents=True, exist_ok=True)

@@ -1,5 +1,6 @@
 """Run a VHMS shard: the in-memory multi-resolution store behind Thrift and HTTP, registered
-in ZooKeeper (--zk, else $ARTIMON_ZK), snapshotted into --data-dir; until Ctrl-C, when it
+in ZooKeeper (--zk, else $ARTIMON_ZK), snapshotted into --data-dir with every acknowledged
+ingest in a write-ahead log beside the snapshot (unless --no-wal); until Ctrl-C, when it
 writes a last snapshot."""
 
 from __future__ import annotations
@@ -7,9 +8,10 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import TypedDict
 
 from artimon.commands._signals import stop_event
-from vhms import DEFAULT_RESOLUTIONS, Store, VhmsError, VhmsService
+from vhms import DEFAULT_RESOLUTIONS, FSYNC_POLICIES, Store, VhmsError, VhmsService
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -19,10 +21,41 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--http-port", type=int, default=0, help="HTTP health/stats port (0: any free one)")
     parser.add_argument("--data-dir", type=Path, default=Path("artimon-data/vhms"), help="snapshot directory")
     parser.add_argument("--snapshot-every", type=float, default=300.0, help="seconds between snapshots")
+    add_wal_arguments(parser)
     parser.add_argument("--resolutions", default=DEFAULT_RESOLUTIONS, help=f"default {DEFAULT_RESOLUTIONS}")
     parser.add_argument("--max-series", type=int, default=2_000_000)
     parser.add_argument("--zk", default=None, help="ZooKeeper connect string[/root] (default $ARTIMON_ZK)")
     parser.add_argument("--no-register", action="store_true", help="do not register in ZooKeeper")
+
+
+def add_wal_arguments(parser: argparse.ArgumentParser) -> None:
+    """The write-ahead log's flags (``artimon vhms`` and ``artimon up`` share them)."""
+    parser.add_argument(
+        "--no-wal",
+        action="store_true",
+        help="no write-ahead log: a crash loses what came since the last snapshot",
+    )
+    parser.add_argument(
+        "--wal-fsync",
+        choices=FSYNC_POLICIES,
+        default="always",
+        help="always: an ingest is answered once fsynced (survives a power loss; default); "
+        "periodic: once written, fsynced every --wal-fsync-period (survives a crash of the process)",
+    )
+    parser.add_argument(
+        "--wal-fsync-period", type=float, default=1.0, help="seconds between fsyncs with periodic (1)"
+    )
+
+
+class WalOptions(TypedDict):
+    wal: bool
+    wal_fsync: str
+    wal_fsync_period: float
+
+
+def wal_options(args: argparse.Namespace) -> WalOptions:
+    """``VhmsService`` keyword arguments from :func:`add_wal_arguments`' flags."""
+    return {"wal": not args.no_wal, "wal_fsync": args.wal_fsync, "wal_fsync_period": args.wal_fsync_period}
 
 
 def run(args: argparse.Namespace) -> int:
@@ -40,12 +73,14 @@ def run(args: argparse.Namespace) -> int:
         http_port=args.http_port,
         snapshot_dir=args.data_dir / args.shard,
         snapshot_every=args.snapshot_every,
+        **wal_options(args),
     )
     service.start(args.zk, register=not args.no_register)
     http = f", HTTP on {service.http.url}" if service.http else ""
+    replayed = service.replayed.records if service.replayed else 0
     print(
-        f"vhms shard {args.shard} serving {store.series} series on {service.host}:{service.port}{http}. "
-        "Ctrl-C stops it.",
+        f"vhms shard {args.shard} serving {store.series} series on {service.host}:{service.port}{http} "
+        f"({replayed} write-ahead log records replayed). Ctrl-C stops it.",
         flush=True,
     )
     try:

@@ -2,10 +2,13 @@ from __future__ import annotations
 
 import json
 import os
+import queue
 import re
+import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -120,6 +123,78 @@ def test_up_demo_runs_the_pipeline_into_vhms(tmp_path) -> None:
     assert not list((tmp_path / "landing").glob("*.avro"))  # processed, then deleted
     assert (tmp_path / "vhms" / "default" / "vhms-snapshot.json").exists()  # written on stop
     assert not (tmp_path / "zookeeper" / "zookeeper.pid").exists()  # stopped by its PID
+
+
+@pytest.mark.slow
+def test_up_rebuilds_an_empty_vhms_from_the_parquet_history(tmp_path) -> None:
+    env = {k: v for k, v in os.environ.items() if k != "ARTIMON_ZK"}
+    first = subprocess.run(
+        [
+            *ARTIMON,
+            "up",
+            "--demo",
+            "--interval",
+            "1",
+            "--rounds",
+            "3",
+            "--data-dir",
+            str(tmp_path),
+            "--api-port",
+            "0",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=180,
+        env=env,
+    )
+    assert first.returncode == 0, first.stderr
+    assert "backfill" not in first.stdout  # nothing to rebuild from yet
+    history = pd.read_parquet(tmp_path / "history" / "parquet")
+    shutil.rmtree(tmp_path / "vhms")  # the store's disk lost
+    # no demo apps now: whatever VHMS holds comes from the history
+    with open(tmp_path / "up.log", "w") as log:  # Spark's chatter: a pipe nobody reads would fill
+        process = subprocess.Popen(
+            [*ARTIMON, "up", "--interval", "1", "--data-dir", str(tmp_path), "--api-port", "0"],
+            stdout=subprocess.PIPE,
+            stderr=log,
+            text=True,
+            env=env,
+            start_new_session=True,  # its ZooKeeper and Spark JVMs in its group, killed with it
+        )
+    lines: queue.Queue[str] = queue.Queue()
+
+    def read() -> None:
+        assert process.stdout is not None
+        for line in process.stdout:
+            lines.put(line.rstrip("\n"))
+
+    threading.Thread(target=read, daemon=True).start()
+
+    def next_line(starting: str) -> str:
+        deadline = time.monotonic() + 180
+        while not (line := lines.get(timeout=max(0.1, deadline - time.monotonic()))).startswith(starting):
+            pass
+        return line
+
+    try:
+        assert " 0 series restored" in next_line("[ready] vhms")
+        backfill = next_line("[ready] backfill")
+        series = history["series"].nunique()
+        assert backfill.split()[2] == str(len(history))  # every sample: all within the window
+        assert f", {series} series now" in backfill, (backfill, series)
+        held = int(next_line("round ").split(" series in VHMS")[0].rsplit(" ", 1)[1])
+        assert held >= series
+    finally:
+        process.send_signal(signal.SIGTERM)
+        try:
+            process.wait(timeout=180)
+        finally:
+            if process.poll() is None:
+                os.killpg(process.pid, signal.SIGKILL)
+                process.wait()
+            assert process.stdout is not None
+            process.stdout.close()
+    assert process.returncode == 0, (tmp_path / "up.log").read_text()[-3000:]
 
 
 @pytest.mark.slow

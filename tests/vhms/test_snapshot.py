@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import shutil
@@ -41,6 +42,32 @@ def test_round_trip(tmp_path: Path) -> None:
 
 def test_no_snapshot_is_not_an_error(tmp_path: Path) -> None:
     assert load_snapshot(Store(), tmp_path) is False
+
+
+def test_an_empty_store_snapshot_loads(tmp_path: Path) -> None:
+    save_snapshot(Store(), tmp_path)
+    restored = Store()
+    assert restore_or_empty(restored, tmp_path) is True  # not set aside as corrupt
+    assert restored.series == 0 and not list(tmp_path.glob("*.corrupt-*"))
+    restored.ingest(["x{}"], np.array([1.0]), np.array([NOW]))
+    assert restored.fetch("x", NOW, NOW + MINUTE).values.tolist() == [[1.0]]
+
+
+def test_an_empty_store_snapshot_written_before_the_fix_loads(tmp_path: Path) -> None:
+    """Such a snapshot holds its rings as arrays of shape (0, 0), not (slots, 0)."""
+    save_snapshot(Store(), tmp_path)
+    (data,) = tmp_path.glob("vhms-snapshot-*.npz")
+    with np.load(data) as arrays:
+        old = {
+            name: np.zeros((0, 0), dtype=arrays[name].dtype) if arrays[name].ndim == 2 else arrays[name]
+            for name in arrays.files
+        }
+    with open(data, "wb") as out:
+        np.savez(out, **old)
+    manifest = json.loads((tmp_path / "vhms-snapshot.json").read_text())
+    manifest["sha256"] = hashlib.sha256(data.read_bytes()).hexdigest()
+    (tmp_path / "vhms-snapshot.json").write_text(json.dumps(manifest))
+    assert load_snapshot(Store(), tmp_path) is True
 
 
 def test_a_corrupt_snapshot_is_detected_reported_and_set_aside(
