@@ -54,16 +54,9 @@ class _Built:
     groups: dict[str, _Group]
 
 
-def _is_subclass(candidate: object, base: type) -> bool:
-    return isinstance(candidate, type) and issubclass(candidate, base)
-
-
-def _instantiate(spec: ComponentSpec, base: type) -> Any:
-    cls: Any = resolve(spec.kind, spec.type, spec.prefix + "type")
-    if not _is_subclass(cls, base):
-        raise ConfigurationError(
-            f"{spec.prefix}type: {spec.type!r} is not a {base.__module__}.{base.__name__}"
-        )
+def _instantiate(spec: ComponentSpec, allow_classes: bool) -> Any:
+    # resolve() checks the class against its kind's base before anything is called
+    cls = resolve(spec.kind, spec.type, spec.prefix + "type", allow_classes=allow_classes)
     component = cls(spec.name)
     component.configure(spec.context)
     return component
@@ -101,9 +94,13 @@ class Agent:
     # -- building ----------------------------------------------------------------------------
 
     def _build_source(
-        self, spec: ComponentSpec, channels: dict[str, BasicChannel], limits: dict[str, int]
+        self,
+        spec: ComponentSpec,
+        channels: dict[str, BasicChannel],
+        limits: dict[str, int],
+        allow_classes: bool,
     ) -> tuple[Source, Runner | None]:
-        source: Source = _instantiate(spec, Source)
+        source: Source = _instantiate(spec, allow_classes)
         context = spec.context
         bound = {name: channels[name] for name in spec.channels}
         selector_context = context.subset("selector")
@@ -111,6 +108,7 @@ class Agent:
             "selector",
             selector_context.values.pop("type", "replicating"),
             spec.prefix + "selector.type",
+            allow_classes=allow_classes,
         )()
         selector.configure(selector_context, bound)
         interceptors: list[Interceptor] = []
@@ -120,7 +118,10 @@ class Agent:
             if type_name is None:
                 raise context.error(f"interceptors.{name}.type", "is required")
             interceptor: Interceptor = resolve(
-                "interceptor", type_name, context.full_key(f"interceptors.{name}.type")
+                "interceptor",
+                type_name,
+                context.full_key(f"interceptors.{name}.type"),
+                allow_classes=allow_classes,
             )()
             interceptor.configure(interceptor_context)
             interceptors.append(interceptor)
@@ -145,12 +146,16 @@ class Agent:
 
     @staticmethod
     def _build_group(
-        spec: SinkGroupSpec, agent: AgentSpec, channels: dict[str, BasicChannel], limits: dict[str, int]
+        spec: SinkGroupSpec,
+        agent: AgentSpec,
+        channels: dict[str, BasicChannel],
+        limits: dict[str, int],
+        allow_classes: bool,
     ) -> _Group:
         sinks: list[Sink] = []
         for sink_name in spec.sinks:
             sink_spec = agent.sinks[sink_name]
-            sink: Sink = _instantiate(sink_spec, Sink)
+            sink: Sink = _instantiate(sink_spec, allow_classes)
             sink.channel = channels[sink_spec.channels[0]]
             limit = limits.get(sink.channel.name)
             batch_size = getattr(sink, "batch_size", None)
@@ -162,7 +167,10 @@ class Agent:
             sinks.append(sink)
         context = spec.context
         processor: SinkProcessor = resolve(
-            "processor", context.values.pop("type", "default"), context.full_key("type")
+            "processor",
+            context.values.pop("type", "default"),
+            context.full_key("type"),
+            allow_classes=allow_classes,
         )()
         processor.configure(context, sinks)
         increment = context.get_int("backoffSleepIncrement", 100, minimum=1) / 1000
@@ -175,9 +183,10 @@ class Agent:
         )
         return _Group(spec, sinks, processor, runner)
 
-    def _build(self, spec: AgentSpec, live: dict[str, BasicChannel]) -> _Built:
+    def _build(self, spec: AgentSpec, live: dict[str, BasicChannel], allow_classes: bool = True) -> _Built:
         """Components for ``spec`` that are not running already (``live`` channels are
-        reused when name and type match; their new settings are checked on a scratch copy)."""
+        reused when name and type match; their new settings are checked on a scratch copy).
+        ``allow_classes`` false: types must be registered aliases (a remote configuration)."""
         channels: dict[str, BasicChannel] = {}
         limits: dict[str, int] = {}  # transactionCapacity as the new settings have it
         for name, channel_spec in spec.channels.items():
@@ -187,17 +196,17 @@ class Agent:
                 scratch.configure(channel_spec.context)  # check before applying
                 channels[name] = current
             else:
-                scratch = channels[name] = _instantiate(channel_spec, BasicChannel)
+                scratch = channels[name] = _instantiate(channel_spec, allow_classes)
             limit = getattr(scratch, "transaction_capacity", None)
             if isinstance(limit, int):
                 limits[name] = limit
         sources, runners = {}, {}
         for name, source_spec in spec.sources.items():
-            sources[name], runner = self._build_source(source_spec, channels, limits)
+            sources[name], runner = self._build_source(source_spec, channels, limits, allow_classes)
             if runner is not None:
                 runners[name] = runner
         groups = {
-            name: self._build_group(group_spec, spec, channels, limits)
+            name: self._build_group(group_spec, spec, channels, limits, allow_classes)
             for name, group_spec in spec.sinkgroups.items()
         }
         return _Built(channels, sources, runners, groups)
@@ -266,9 +275,11 @@ class Agent:
                 channel.stop()
             log.info("agent %s stopped", self.name)
 
-    def reload(self, text: str, environ: dict[str, str] | None = None) -> bool:
+    def reload(self, text: str, environ: dict[str, str] | None = None, *, allow_classes: bool = True) -> bool:
         """Apply a new configuration by difference; ``False`` (and the old one keeps
-        running) if it does not check out."""
+        running) if it does not check out. ``allow_classes=False`` for a configuration that
+        did not come from the operator's file (a znode): its types must be registered
+        aliases (:func:`collector_agent.registry.resolve`)."""
         with self._lock:
             if not self.channels:
                 raise AgentError(f"agent {self.name} is not started: start it before reloading")
@@ -281,7 +292,8 @@ class Agent:
                     or new.channels[n].type != s.type
                     or not self.channels[n].can_reconfigure(new.channels[n].context)
                 }
-                built = self._build(new, {n: c for n, c in self.channels.items() if n not in replaced})
+                kept = {n: c for n, c in self.channels.items() if n not in replaced}
+                built = self._build(new, kept, allow_classes)
             except ConfigurationError as exc:
                 self.reload_failures += 1
                 log.error(

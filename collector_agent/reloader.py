@@ -3,7 +3,9 @@
 The file is checked every ``interval`` seconds by content (a hash), not only by mtime as
 Flume does, so a touch does not restart anything and an edit within the same second is not
 missed. With ``zk_hosts``, ``/artimon/config/agents/<agent>`` is watched as well: each change
-of that znode is applied, as each change of the file is; the latest change wins.
+of that znode is applied, as each change of the file is; the latest change wins. A znode's
+configuration may name registered type aliases only, unless ``allow_remote_classes``
+(``artimon agent --allow-remote-classes``): see :func:`collector_agent.registry.resolve`.
 """
 
 from __future__ import annotations
@@ -31,8 +33,10 @@ class ConfigWatcher:
         *,
         interval: float = 30.0,
         zk_hosts: str | None = None,
+        allow_remote_classes: bool = False,
     ) -> None:
         self.agent = agent
+        self.allow_remote_classes = allow_remote_classes
         self.path = path
         self.interval = interval
         self._digest = self._file_digest()
@@ -79,7 +83,9 @@ class ConfigWatcher:
         if data:
             log.info("configuration znode of agent %s changed; reloading", self.agent.name)
             try:
-                self.agent.reload(data.decode("utf-8", errors="replace"))
+                self.agent.reload(
+                    data.decode("utf-8", errors="replace"), allow_classes=self.allow_remote_classes
+                )
             except Exception:
                 log.exception("reload of agent %s from its znode failed", self.agent.name)
 

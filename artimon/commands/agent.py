@@ -29,6 +29,11 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--config-from-zk", action="store_true", help="also watch /artimon/config/agents/<name>"
     )
+    parser.add_argument(
+        "--allow-remote-classes",
+        action="store_true",
+        help="let the znode's configuration name module:Class types (default: registered aliases only)",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -59,6 +64,7 @@ def run(args: argparse.Namespace) -> int:
         args.conf_file,
         interval=args.reload_interval,
         zk_hosts=zk_hosts if args.config_from_zk else None,
+        allow_remote_classes=args.allow_remote_classes,
     )
     watcher.start()
     where = f"; metrics on http://{monitor.host}:{monitor.port}/metrics" if monitor else ""
