@@ -1,6 +1,10 @@
 """The SparkSession every job (and the tests) use: ``local[*]`` by default, the Python
 workers on this interpreter (so they see this environment's numpy and pandas), UTC, state
-in RocksDB, a driver of ``$ARTIMON_SPARK_DRIVER_MEMORY`` (4g)."""
+in RocksDB, a driver of ``$ARTIMON_SPARK_DRIVER_MEMORY`` (4g). With a ``local`` master the
+driver's RPC and block manager listen on 127.0.0.1 only (Spark's default is the host's
+outward address, reachable from the network, and no executor elsewhere needs them); give
+``spark.driver.bindAddress`` in ``conf`` to change it. With a cluster master Spark's own
+settings apply: executors must reach the driver."""
 
 from __future__ import annotations
 
@@ -33,6 +37,10 @@ def spark_session(master: str = "local[*]", app: str = "artimon", conf: dict[str
         .config("spark.sql.maxConcurrentOutputFileWriters", "4")
         .config("spark.driver.memory", os.environ.get("ARTIMON_SPARK_DRIVER_MEMORY", "4g"))
     )
+    if master.startswith("local"):
+        builder = builder.config("spark.driver.bindAddress", "127.0.0.1").config(
+            "spark.driver.host", "127.0.0.1"
+        )
     for key, value in (conf or {}).items():
         builder = builder.config(key, value)
     return builder.getOrCreate()

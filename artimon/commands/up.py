@@ -6,7 +6,9 @@ drained by the vhms sink and one by the raw sink (landing files), Spark's raw_in
 local mode turning the landing files into Parquet history, and the HTTP query API over the
 store with the dashboard page (saved dashboards in <data-dir>/dashboards); with --demo,
 demo applications register too, and the demo dashboard is saved there. It prints a line
-per component as it becomes ready, then a line per round. Ctrl-C stops everything cleanly: the API, the agent
+per component as it becomes ready, then a line per round. Every listener (ZooKeeper, VHMS,
+the demo apps, the query API, the agent's monitoring) binds --host, 127.0.0.1 by default.
+Ctrl-C stops everything cleanly: the API, the agent
 (its channels closed, its last landing file rolled), Spark (after bringing the history up to
 date), VHMS (a last snapshot written), then ZooKeeper.
 """
@@ -71,6 +73,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--rounds", type=int, default=0, help="stop after N rounds (0: never)")
     parser.add_argument("--api-port", type=int, default=8080, help="query API port (0: any free one)")
+    parser.add_argument(
+        "--host", default="127.0.0.1", help="bind address of every listener (0.0.0.0 for every interface)"
+    )
     parser.add_argument("--no-spark", action="store_true", help="no Spark raw_ingest (no Parquet history)")
 
 
@@ -83,12 +88,16 @@ def run(args: argparse.Namespace) -> int:
     history: HistoryJob | None = None
     try:
         if not os.environ.get("ARTIMON_ZK"):
-            zk_server = ZooKeeperServer(data / "zookeeper", 0)
+            zk_server = ZooKeeperServer(data / "zookeeper", 0, host=args.host)
             zk_server.start()
             print(f"[ready] zookeeper  {zk_server.hosts} (pid {zk_server.pid})", flush=True)
         zk_hosts = zk_server.hosts if zk_server else os.environ["ARTIMON_ZK"]
         vhms = VhmsService(
-            Store(), shard="default", snapshot_dir=data / "vhms" / "default", snapshot_every=300
+            Store(),
+            shard="default",
+            host=args.host,
+            snapshot_dir=data / "vhms" / "default",
+            snapshot_every=300,
         )
         vhms.start(zk_hosts)
         http = vhms.http.url if vhms.http else "-"
@@ -97,7 +106,7 @@ def run(args: argparse.Namespace) -> int:
             flush=True,
         )
         if args.demo:
-            demo = DemoApps(zk_hosts)
+            demo = DemoApps(zk_hosts, host=args.host)
             demo.start()
             print(f"[ready] demo apps  {len(demo.bookkeepers)} contexts serving", flush=True)
         dashboards = data / "dashboards"
@@ -106,7 +115,7 @@ def run(args: argparse.Namespace) -> int:
             shutil.copy(EXAMPLES / "demo.json", dashboards / "demo.json")
         api = BackgroundServer(
             create_app(StoreSource(vhms.store), dashboards_dir=dashboards),
-            "127.0.0.1",
+            args.host,
             args.api_port,
             name="query-api",
         )
@@ -130,10 +139,10 @@ def run(args: argparse.Namespace) -> int:
             AGENT.format(zk=zk_hosts, interval=interval, data=data, roll=roll), "up", {}
         )
         agent.start()
-        monitor = MonitorServer(agent.metrics, "up", "127.0.0.1", 0)
+        monitor = MonitorServer(agent.metrics, "up", args.host, 0)
         monitor.start()
         print(
-            f"[ready] agent      every {interval:g} s, metrics on http://127.0.0.1:{monitor.port}/metrics; "
+            f"[ready] agent      every {interval:g} s, metrics on {monitor.url}/metrics; "
             "Ctrl-C stops everything",
             flush=True,
         )
