@@ -3,6 +3,11 @@
 Commands register in ``COMMANDS`` (name -> module path of a ``configure(parser)`` and
 ``run(args) -> int`` pair), so ``artimon --help`` lists them all and a command's imports
 are paid only when it runs.
+
+``artimon --zk-auth-file FILE <command>`` gives every ZooKeeper client of the command (and
+of the processes it starts) the platform's credentials, read from FILE (``user:password``),
+through ``$ARTIMON_ZK_AUTH_FILE``; without it ``$ARTIMON_ZK_AUTH`` or ``$ARTIMON_ZK_AUTH_FILE``
+apply. Credentials that are not ``user:password`` stop the command with exit status 2.
 """
 
 from __future__ import annotations
@@ -13,6 +18,10 @@ import importlib
 import logging
 import os
 import sys
+from pathlib import Path
+
+from bookkeeper import ZkAuthError
+from bookkeeper.zk import AUTH_ENV, AUTH_FILE_ENV, ZkAuth, resolve_zk_auth
 
 __all__ = ["COMMANDS", "main"]
 
@@ -37,6 +46,12 @@ def build_parser() -> argparse.ArgumentParser:
         description="Artimon: labeled variables, polled every minute, stored and queried.",
     )
     parser.add_argument("-v", "--verbose", action="store_true", help="log at DEBUG level")
+    parser.add_argument(
+        "--zk-auth-file",
+        type=Path,
+        default=None,
+        help=f"ZooKeeper credentials: a file holding user:password (default ${AUTH_ENV}, ${AUTH_FILE_ENV})",
+    )
     subcommands = parser.add_subparsers(dest="command", metavar="<command>", required=True)
     for name, (module_path, summary) in COMMANDS.items():
         module = importlib.import_module(module_path)
@@ -55,6 +70,15 @@ def main(argv: list[str] | None = None) -> int:
     )
     for chatty in ("kazoo", "httpx"):  # a line per connection or request drowns the command's own
         logging.getLogger(chatty).setLevel(logging.WARNING if not args.verbose else logging.DEBUG)
+    try:
+        if args.zk_auth_file is not None:
+            ZkAuth.from_file(args.zk_auth_file)
+            os.environ.pop(AUTH_ENV, None)  # the command line wins
+            os.environ[AUTH_FILE_ENV] = str(args.zk_auth_file.resolve())
+        resolve_zk_auth()
+    except ZkAuthError as exc:
+        print(f"artimon: {exc}", file=sys.stderr)
+        return 2
     try:
         return int(args.run(args))
     except KeyboardInterrupt:

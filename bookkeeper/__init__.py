@@ -19,6 +19,8 @@ from bookkeeper.exceptions import (
     TextFormatError,
     VariableTypeError,
     WireError,
+    ZkAccessError,
+    ZkAuthError,
 )
 from bookkeeper.export import FileExporter
 from bookkeeper.server import EndpointServer
@@ -51,6 +53,8 @@ __all__ = [
     "Variable",
     "VariableTypeError",
     "WireError",
+    "ZkAccessError",
+    "ZkAuthError",
     "ZkLayout",
     "format_line",
     "parse_line",

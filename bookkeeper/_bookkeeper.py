@@ -29,6 +29,7 @@ from bookkeeper.vartype import VarType
 if TYPE_CHECKING:
     from bookkeeper.export import FileExporter
     from bookkeeper.server import EndpointServer
+    from bookkeeper.zk.acl import ZkAuth
 
 __all__ = ["Bookkeeper"]
 
@@ -265,22 +266,26 @@ class Bookkeeper:
         advertise_host: str | None = None,
         session_timeout: float = 10.0,
         max_frame_size: int | None = None,
+        zk_auth: ZkAuth | str | None = None,
         block: bool = False,
     ) -> EndpointServer:
         """Serve the variables over Thrift on ``host:port`` (0 = ephemeral) and, unless
         ``register`` is false, register the endpoint in ZooKeeper (``zk_hosts``, else
-        ``$ARTIMON_ZK``, else ``127.0.0.1:2181``). Returns the running server; with
-        ``block``, only once Ctrl-C or SIGTERM has stopped it and every other server and
-        exporter of this bookkeeper (:meth:`close`): a script that only serves its
-        variables then runs until it is stopped, instead of ending at once (the server's
-        threads are daemons)."""
+        ``$ARTIMON_ZK``, else ``127.0.0.1:2181``) with the credentials ``zk_auth``
+        (``user:password``; default ``$ARTIMON_ZK_AUTH``, then ``$ARTIMON_ZK_AUTH_FILE``).
+        Returns the running server; with ``block``, only once Ctrl-C or SIGTERM has stopped
+        it and every other server and exporter of this bookkeeper (:meth:`close`): a script
+        that only serves its variables then runs until it is stopped, instead of ending at
+        once (the server's threads are daemons)."""
         from bookkeeper.server import EndpointServer
 
         kwargs = {} if max_frame_size is None else {"max_frame_size": max_frame_size}
         server = EndpointServer(self, host, port, **kwargs)
         server.start()
         if register:
-            server.register(zk_hosts, advertise_host=advertise_host, session_timeout=session_timeout)
+            server.register(
+                zk_hosts, advertise_host=advertise_host, session_timeout=session_timeout, zk_auth=zk_auth
+            )
         self._servers.append(server)
         if block:
             self._serve_until_stopped()

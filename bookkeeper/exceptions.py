@@ -8,6 +8,8 @@
     ├── InvalidValueError       (also ValueError)  NaN, an infinity, an out-of-range integer
     ├── VariableTypeError       (also TypeError)   a series used with another type than its own
     ├── TextFormatError         (also ValueError)  a malformed line of a ``.artimon`` file
+    ├── ZkAuthError             (also ValueError)  ZooKeeper credentials that are not ``user:password``
+    ├── ZkAccessError                              ZooKeeper refused an operation: no or other credentials
     └── WireError                                  a Thrift endpoint conversation failed
         ├── FrameTooLargeError  (also ValueError)  a frame longer than the configured maximum
         ├── MalformedFrameError (also ValueError)  bytes that do not decode as the expected message
@@ -27,6 +29,8 @@ __all__ = [
     "TextFormatError",
     "VariableTypeError",
     "WireError",
+    "ZkAccessError",
+    "ZkAuthError",
 ]
 
 
@@ -52,6 +56,16 @@ class VariableTypeError(BookkeeperError, TypeError):
 
 class TextFormatError(BookkeeperError, ValueError):
     """A line of the ``.artimon`` text format that cannot be parsed."""
+
+
+class ZkAuthError(BookkeeperError, ValueError):
+    """ZooKeeper credentials that are not ``user:password`` (the message names where they
+    came from, never the password)."""
+
+
+class ZkAccessError(BookkeeperError):
+    """ZooKeeper refused an operation on a znode for lack of rights: the process has no
+    credentials, or not the ones the znode's ACL names."""
 
 
 class WireError(BookkeeperError):

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 from bookkeeper._thrift import PROTOCOL_VERSION, endpoint_thrift
 from bookkeeper.wire.framed import FramedThriftServer
 from bookkeeper.wire.net import advertised_address
+from bookkeeper.zk.acl import ZkAuth
 from bookkeeper.zk.layout import EndpointInfo, resolve_zk
 from bookkeeper.zk.registration import Registration
 
@@ -75,8 +76,10 @@ class EndpointServer:
         *,
         advertise_host: str | None = None,
         session_timeout: float = 10.0,
+        zk_auth: ZkAuth | str | None = None,
     ) -> Registration:
-        """Register as ephemeral ``/contexts/<context>/<ip>:<port>:<uuid>`` and keep it so."""
+        """Register as ephemeral ``/contexts/<context>/<ip>:<port>:<uuid>`` and keep it so;
+        ``zk_auth`` (default ``$ARTIMON_ZK_AUTH``...) as :class:`Registration` takes it."""
         connect, layout = resolve_zk(zk_hosts)
         ip = advertise_host or advertised_address(self.host)
         bk = self.bookkeeper
@@ -86,6 +89,7 @@ class EndpointServer:
             layout.endpoint(bk.context, ip, self.port, self.uuid),
             info.to_json(),
             session_timeout=session_timeout,
+            auth=zk_auth,
         )
         self.registration.start()
         return self.registration

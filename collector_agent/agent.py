@@ -56,16 +56,9 @@ class _Built:
     warnings: list[str]
 
 
-def _is_subclass(candidate: object, base: type) -> bool:
-    return isinstance(candidate, type) and issubclass(candidate, base)
-
-
-def _instantiate(spec: ComponentSpec, base: type, contexts: list[Context]) -> Any:
-    cls: Any = resolve(spec.kind, spec.type, spec.prefix + "type")
-    if not _is_subclass(cls, base):
-        raise ConfigurationError(
-            f"{spec.prefix}type: {spec.type!r} is not a {base.__module__}.{base.__name__}"
-        )
+def _instantiate(spec: ComponentSpec, allow_classes: bool, contexts: list[Context]) -> Any:
+    # resolve() checks the class against its kind's base before anything is called
+    cls = resolve(spec.kind, spec.type, spec.prefix + "type", allow_classes=allow_classes)
     component = cls(spec.name)
     context = spec.context
     component.configure(context)
@@ -121,9 +114,10 @@ class Agent:
         spec: ComponentSpec,
         channels: dict[str, BasicChannel],
         limits: dict[str, int],
+        allow_classes: bool,
         contexts: list[Context],
     ) -> tuple[Source, Runner | None]:
-        source: Source = _instantiate(spec, Source, contexts)
+        source: Source = _instantiate(spec, allow_classes, contexts)
         context = spec.context
         bound = {name: channels[name] for name in spec.channels}
         selector_context = context.subset("selector")
@@ -131,6 +125,7 @@ class Agent:
             "selector",
             selector_context.values.pop("type", "replicating"),
             spec.prefix + "selector.type",
+            allow_classes=allow_classes,
         )()
         selector.configure(selector_context, bound)
         interceptors: list[Interceptor] = []
@@ -140,7 +135,10 @@ class Agent:
             if type_name is None:
                 raise context.error(f"interceptors.{name}.type", "is required")
             interceptor: Interceptor = resolve(
-                "interceptor", type_name, context.full_key(f"interceptors.{name}.type")
+                "interceptor",
+                type_name,
+                context.full_key(f"interceptors.{name}.type"),
+                allow_classes=allow_classes,
             )()
             interceptor.configure(interceptor_context)
             interceptors.append(interceptor)
@@ -169,12 +167,13 @@ class Agent:
         agent: AgentSpec,
         channels: dict[str, BasicChannel],
         limits: dict[str, int],
+        allow_classes: bool,
         contexts: list[Context],
     ) -> _Group:
         sinks: list[Sink] = []
         for sink_name in spec.sinks:
             sink_spec = agent.sinks[sink_name]
-            sink: Sink = _instantiate(sink_spec, Sink, contexts)
+            sink: Sink = _instantiate(sink_spec, allow_classes, contexts)
             sink.channel = channels[sink_spec.channels[0]]
             limit = limits.get(sink.channel.name)
             batch_size = getattr(sink, "batch_size", None)
@@ -186,7 +185,10 @@ class Agent:
             sinks.append(sink)
         context = spec.context
         processor: SinkProcessor = resolve(
-            "processor", context.values.pop("type", "default"), context.full_key("type")
+            "processor",
+            context.values.pop("type", "default"),
+            context.full_key("type"),
+            allow_classes=allow_classes,
         )()
         processor.configure(context, sinks)
         increment = context.get_int("backoffSleepIncrement", 100, minimum=1) / 1000
@@ -200,9 +202,10 @@ class Agent:
         )
         return _Group(spec, sinks, processor, runner)
 
-    def _build(self, spec: AgentSpec, live: dict[str, BasicChannel]) -> _Built:
+    def _build(self, spec: AgentSpec, live: dict[str, BasicChannel], allow_classes: bool = True) -> _Built:
         """Components for ``spec`` that are not running already (``live`` channels are
-        reused when name and type match; their new settings are checked on a scratch copy)."""
+        reused when name and type match; their new settings are checked on a scratch copy).
+        ``allow_classes`` false: types must be registered aliases (a remote configuration)."""
         channels: dict[str, BasicChannel] = {}
         limits: dict[str, int] = {}  # transactionCapacity as the new settings have it
         contexts: list[Context] = []
@@ -215,17 +218,17 @@ class Agent:
                 contexts.append(context)
                 channels[name] = current
             else:
-                scratch = channels[name] = _instantiate(channel_spec, BasicChannel, contexts)
+                scratch = channels[name] = _instantiate(channel_spec, allow_classes, contexts)
             limit = getattr(scratch, "transaction_capacity", None)
             if isinstance(limit, int):
                 limits[name] = limit
         sources, runners = {}, {}
         for name, source_spec in spec.sources.items():
-            sources[name], runner = self._build_source(source_spec, channels, limits, contexts)
+            sources[name], runner = self._build_source(source_spec, channels, limits, allow_classes, contexts)
             if runner is not None:
                 runners[name] = runner
         groups = {
-            name: self._build_group(group_spec, spec, channels, limits, contexts)
+            name: self._build_group(group_spec, spec, channels, limits, allow_classes, contexts)
             for name, group_spec in spec.sinkgroups.items()
         }
         warnings = _unknown_keys(contexts)
@@ -297,9 +300,11 @@ class Agent:
                 channel.stop()
             log.info("agent %s stopped", self.name)
 
-    def reload(self, text: str, environ: dict[str, str] | None = None) -> bool:
+    def reload(self, text: str, environ: dict[str, str] | None = None, *, allow_classes: bool = True) -> bool:
         """Apply a new configuration by difference; ``False`` (and the old one keeps
-        running) if it does not check out."""
+        running) if it does not check out. ``allow_classes=False`` for a configuration that
+        did not come from the operator's file (a znode): its types must be registered
+        aliases (:func:`collector_agent.registry.resolve`)."""
         with self._lock:
             if not self.channels:
                 raise AgentError(f"agent {self.name} is not started: start it before reloading")
@@ -312,7 +317,8 @@ class Agent:
                     or new.channels[n].type != s.type
                     or not self.channels[n].can_reconfigure(new.channels[n].context)
                 }
-                built = self._build(new, {n: c for n, c in self.channels.items() if n not in replaced})
+                kept = {n: c for n, c in self.channels.items() if n not in replaced}
+                built = self._build(new, kept, allow_classes)
             except ConfigurationError as exc:
                 self.reload_failures += 1
                 log.error(

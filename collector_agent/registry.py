@@ -1,8 +1,13 @@
 """Component types by alias, as Flume resolves them (``ChannelType``, ``SourceType``...).
 
 A ``type`` value is an alias from these tables, else a ``module:Class`` (or
-``module.Class``) path to load. A failure raises ``ConfigurationError`` naming the key, the
-alias and the class it tried.
+``module.Class``) path to load. Whatever it names must be a class that subclasses its
+kind's base (:data:`BASES`: a sink type a ``Sink``, a selector type a ``ChannelSelector``...),
+checked before anything is called, so ``type = os:abort`` or ``builtins:exit`` is refused
+instead of run. A configuration that did not come from a local file (``allow_classes``
+false: the znode ``/config/agents/<agent>``) may name registered aliases only: loading a
+module runs its code, and a znode is not the operator's file. Every refusal raises
+``ConfigurationError`` naming the key, the type as written and the class it resolved to.
 """
 
 from __future__ import annotations
@@ -10,9 +15,24 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
+from collector_agent.channels.base import BasicChannel
 from collector_agent.exceptions import ConfigurationError
+from collector_agent.interceptors.base import Interceptor
+from collector_agent.selectors.base import ChannelSelector
+from collector_agent.sink_processors.base import SinkProcessor
+from collector_agent.sinks.base import Sink
+from collector_agent.sources.base import Source
 
-__all__ = ["REGISTRY", "register", "resolve"]
+__all__ = ["BASES", "REGISTRY", "register", "resolve"]
+
+BASES: dict[str, type] = {
+    "source": Source,
+    "channel": BasicChannel,
+    "sink": Sink,
+    "processor": SinkProcessor,
+    "selector": ChannelSelector,
+    "interceptor": Interceptor,
+}
 
 REGISTRY: dict[str, dict[str, str]] = {
     "source": {
@@ -51,26 +71,55 @@ REGISTRY: dict[str, dict[str, str]] = {
 
 
 def register(kind: str, alias: str, target: str) -> None:
-    """Add an alias (``register("sink", "vhms", "collector_agent.sinks.vhms:VhmsSink")``)."""
+    """Add an alias (``register("sink", "vhms", "collector_agent.sinks.vhms:VhmsSink")``).
+    The target is checked when a configuration names the alias, like any other type."""
+    if kind not in REGISTRY:
+        raise ConfigurationError(f"unknown component kind {kind!r} (kinds: {', '.join(REGISTRY)})")
     REGISTRY[kind][alias] = target
 
 
-def resolve(kind: str, type_name: str, key: str) -> Any:
-    """The class for ``type_name`` of ``kind``; ``key`` names the setting in errors."""
+def _qualified(cls: type) -> str:
+    return f"{cls.__module__}.{cls.__qualname__}"
+
+
+def resolve(kind: str, type_name: str, key: str, *, allow_classes: bool = True) -> type[Any]:
+    """The class for ``type_name`` of ``kind``, a subclass of ``BASES[kind]``; ``key`` names
+    the setting in errors. With ``allow_classes`` false only an alias is accepted."""
     table = REGISTRY[kind]
-    target = table.get(type_name.strip(), type_name.strip())
+    base = BASES[kind]
+    name = type_name.strip()
+    known = ", ".join(sorted(table))
+    if name in table:
+        target, origin = table[name], f"alias {name!r} -> {table[name]}"
+    elif not allow_classes:
+        raise ConfigurationError(
+            f"{key}: {kind} type {name!r} is not a registered alias, and this configuration "
+            f"(from ZooKeeper) may name aliases only (known: {known}); "
+            "`artimon agent --allow-remote-classes` lifts this"
+        )
+    else:
+        target, origin = name, repr(name)
     if ":" in target:
         module_name, _, class_name = target.partition(":")
     else:
         module_name, _, class_name = target.rpartition(".")
     if not module_name or not class_name:
-        known = ", ".join(sorted(table))
-        raise ConfigurationError(
-            f"{key}: unknown {kind} type {type_name!r} (known: {known}, or module:Class)"
-        )
+        raise ConfigurationError(f"{key}: unknown {kind} type {name!r} (known: {known}, or module:Class)")
     try:
-        return getattr(importlib.import_module(module_name), class_name)
+        found = getattr(importlib.import_module(module_name), class_name)
     except (ImportError, AttributeError) as exc:
         raise ConfigurationError(
-            f"{key}: {kind} type {type_name!r} -> {module_name}:{class_name} cannot be loaded: {exc}"
+            f"{key}: {kind} type {origin} ({module_name}:{class_name}) cannot be loaded: {exc}"
         ) from None
+    expected = f"a {kind} type must be a subclass of {_qualified(base)}"
+    if not isinstance(found, type):
+        raise ConfigurationError(
+            f"{key}: {kind} type {origin} is {module_name}:{class_name}, "
+            f"a {type(found).__name__}, not a class; {expected}"
+        )
+    if not issubclass(found, base):
+        raise ConfigurationError(
+            f"{key}: {kind} type {origin} is the class {_qualified(found)}, "
+            f"which is not a {base.__name__}; {expected}"
+        )
+    return found

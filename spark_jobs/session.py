@@ -1,8 +1,12 @@
 """The SparkSession every job (and the tests) use: ``local[*]`` by default, the Python
 workers on this interpreter (so they see this environment's numpy and pandas), UTC, state
-in RocksDB, a driver of ``$ARTIMON_SPARK_DRIVER_MEMORY`` (4g). With ``log_file``, the JVM
-and its Python workers write their output there (the embedded stack's round lines stay
-readable), and Spark draws no progress bars."""
+in RocksDB, a driver of ``$ARTIMON_SPARK_DRIVER_MEMORY`` (4g). With a ``local`` master the
+driver's RPC and block manager listen on 127.0.0.1 only (Spark's default is the host's
+outward address, reachable from the network, and no executor elsewhere needs them); give
+``spark.driver.bindAddress`` in ``conf`` to change it. With a cluster master Spark's own
+settings apply: executors must reach the driver. With ``log_file``, the JVM and its Python
+workers write their output there (the embedded stack's round lines stay readable), and
+Spark draws no progress bars."""
 
 from __future__ import annotations
 
@@ -31,6 +35,11 @@ def _settings(master: str, app: str, conf: dict[str, str] | None) -> dict[str, s
         # where a single writer would sort them by date and hour again
         "spark.sql.maxConcurrentOutputFileWriters": "4",
         "spark.driver.memory": os.environ.get("ARTIMON_SPARK_DRIVER_MEMORY", "4g"),
+        **(
+            {"spark.driver.bindAddress": "127.0.0.1", "spark.driver.host": "127.0.0.1"}
+            if master.startswith("local")
+            else {}
+        ),
         **(conf or {}),
     }
 

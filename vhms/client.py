@@ -8,9 +8,11 @@ and writes it to every live member of that shard; it reads each shard from one l
 member, trying the next one when a member fails, and merges the shards' answers by columns.
 
 Replicas: a write to a shard succeeds when at least one of its members stored it. A member
-that fails is counted (``stats["member_failures"]``) and passed over for ``member_backoff``
-seconds, so a member that is down but still registered (its session not yet expired) costs
-one timeout, not one per batch; when every member of a shard is passed over, all are tried.
+that fails (refuses, or does not answer within ``timeout``) is counted
+(``stats["member_failures"]``) and passed over for ``member_backoff`` seconds, doubled with
+each failure in a row up to ``max_member_backoff`` and reset by a success, so a member that
+is down or hung but still registered costs one timeout per backoff, not one per batch;
+when every member of a shard is passed over, all are tried.
 A shard whose last member left stays on the ring for ``grace`` seconds (a restart is not a
 departure): writes to it fail meanwhile, so the sink keeps its events in the channel
 instead of moving them to another shard.
@@ -32,7 +34,7 @@ import numpy as np
 
 from bookkeeper import WireError
 from bookkeeper.wire import FramedClient, IngestColumns
-from bookkeeper.zk import Member, Membership, make_client, resolve_zk
+from bookkeeper.zk import MAX_PAYLOAD, Member, Membership, ZkAuth, make_client, resolve_zk, resolve_zk_auth
 from vhms.exceptions import FetchLimitError, SelectorError, UnavailableError, VhmsError, WalError
 from vhms.idl import vhms_thrift
 from vhms.placement import HashRing
@@ -183,20 +185,27 @@ def _decode_member(shard: str, name: str, data: bytes) -> Address:
     host, _, port = name.rpartition(":")
     if not host or not port.isdigit() or not 0 < int(port) < 65536:
         raise ValueError(f"member name {name!r} is not ip:port")
+    if len(data) > MAX_PAYLOAD:
+        raise ValueError(f"payload of {len(data)} bytes exceeds {MAX_PAYLOAD}")
     try:
         payload = json.loads(data) if data else {}
     except ValueError:
         raise ValueError(f"payload is not JSON: {data[:100]!r}") from None
     if not isinstance(payload, dict):
         raise ValueError(f"payload is not a JSON object: {data[:100]!r}")
-    if payload.get("shard", shard) != shard or int(payload.get("port", port)) != int(port):
+    if (
+        payload.get("shard", shard) != shard
+        or payload.get("port", int(port)) != int(port)
+        or payload.get("host", host) != host
+    ):
         raise ValueError(f"payload {payload} disagrees with its znode {shard}/{name}")
     return host, int(port)
 
 
 class ShardedClient:
-    """Every VHMS shard, from ZooKeeper (``zk_hosts``, default ``$ARTIMON_ZK``) or the static
-    ``servers`` ({shard: [(host, port), ...]}); see the module doc. Its ``fetch``,
+    """Every VHMS shard, from ZooKeeper (``zk_hosts``, default ``$ARTIMON_ZK``, read with the
+    credentials ``zk_auth``, default ``$ARTIMON_ZK_AUTH``...) or the static ``servers``
+    ({shard: [(host, port), ...]}); see the module doc. Its ``fetch``,
     ``series``, ``label_names`` and ``label_values`` are a query's data source."""
 
     def __init__(
@@ -208,12 +217,15 @@ class ShardedClient:
         virtual_nodes: int = 64,
         grace: float = 30.0,
         member_backoff: float = 10.0,
+        max_member_backoff: float = 300.0,
         threads: int = 8,
         name: str = "vhms-client",
+        zk_auth: ZkAuth | str | None = None,
     ) -> None:
         self.timeout = timeout
         self.virtual_nodes = virtual_nodes
         self.member_backoff = member_backoff
+        self.max_member_backoff = max(member_backoff, max_member_backoff)
         self.name = name
         self.stats: Counter[str] = Counter()
         self._lock = threading.Lock()
@@ -221,6 +233,7 @@ class ShardedClient:
         self._ring = HashRing([], virtual_nodes)
         self._routes: dict[str, str] = {}
         self._down_until: dict[Address, float] = {}
+        self._failures_in_row: Counter[Address] = Counter()
         self._idle: dict[Address, list[VhmsClient]] = {}
         self._pool = ThreadPoolExecutor(threads, thread_name_prefix=name)
         self._zk: Any = None
@@ -229,7 +242,8 @@ class ShardedClient:
             self._set_members({shard: list(addresses) for shard, addresses in servers.items()})
             return
         connect, layout = resolve_zk(zk_hosts)
-        self._zk = make_client(connect)
+        auth = resolve_zk_auth(zk_auth)
+        self._zk = make_client(connect, auth=auth)
         self._zk.start_async()
         self.membership = Membership(
             self._zk,
@@ -238,6 +252,7 @@ class ShardedClient:
             grace=grace,
             on_change=self._on_view,
             name=f"{name} shards",
+            auth=auth,
         )
         self.membership.start()
 
@@ -297,14 +312,27 @@ class ShardedClient:
         self.stats["member_failures"] += 1
         with self._lock:
             first = address not in self._down_until or self._down_until[address] <= time.monotonic()
-            self._down_until[address] = time.monotonic() + self.member_backoff
+            self._failures_in_row[address] += 1
+            backoff = min(
+                self.member_backoff * 2 ** min(self._failures_in_row[address] - 1, 30),
+                self.max_member_backoff,
+            )
+            self._down_until[address] = time.monotonic() + backoff
         if first:
-            log.warning("%s: shard %s member %s:%d failed (%s)", self.name, shard, *address, exc)
+            log.warning(
+                "%s: shard %s member %s:%d failed (%s); passed over for %.0f s",
+                self.name,
+                shard,
+                *address,
+                exc,
+                backoff,
+            )
 
     def _recovered(self, address: Address) -> None:
         if address in self._down_until:
             with self._lock:
                 self._down_until.pop(address, None)
+                self._failures_in_row.pop(address, None)
 
     def _call(self, address: Address, method: Callable[[VhmsClient], T]) -> T:
         with self._connection(address) as client:

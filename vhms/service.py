@@ -26,7 +26,7 @@ import numpy as np
 from fastapi import FastAPI
 
 from bookkeeper.wire import BackgroundServer, FramedThriftServer, advertised_address
-from bookkeeper.zk import Registration, resolve_zk
+from bookkeeper.zk import Registration, ZkAuth, resolve_zk
 from vhms.exceptions import VhmsError, WalError
 from vhms.idl import vhms_thrift
 from vhms.snapshot import restore_or_empty, save_snapshot, wal_from
@@ -214,8 +214,15 @@ class VhmsService:
         self._snapshotter = threading.Thread(target=self._snapshot_loop, name="vhms-snapshots", daemon=True)
 
     def start(
-        self, zk_hosts: str | None = None, *, register: bool = True, session_timeout: float = 10.0
+        self,
+        zk_hosts: str | None = None,
+        *,
+        register: bool = True,
+        session_timeout: float = 10.0,
+        zk_auth: ZkAuth | str | None = None,
     ) -> None:
+        """Serve, and unless ``register`` is false register in ZooKeeper with the
+        credentials ``zk_auth`` (default ``$ARTIMON_ZK_AUTH``, then ``$ARTIMON_ZK_AUTH_FILE``)."""
         if self.wal is not None:
             self.wal.start()
         self.thrift.start()
@@ -235,7 +242,9 @@ class VhmsService:
                     "http_port": self.http.port if self.http else None,
                 }
             ).encode()
-            self.registration = Registration(connect, path, payload, session_timeout=session_timeout)
+            self.registration = Registration(
+                connect, path, payload, session_timeout=session_timeout, auth=zk_auth
+            )
             self.registration.start()
 
     def snapshot(self) -> None:

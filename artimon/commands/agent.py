@@ -2,7 +2,9 @@
 
 The file is re-read every --reload-interval seconds and applied by difference (a bad new
 configuration is refused and the running one kept). GET /metrics on the monitoring port
-gives Flume's counters as JSON (?format=prometheus for Prometheus).
+gives Flume's counters as JSON (?format=prometheus for Prometheus). With --zk the same
+counters are served as a bookkeeper endpoint on --report-host; every listener binds
+127.0.0.1 unless a flag says otherwise.
 """
 
 from __future__ import annotations
@@ -28,12 +30,23 @@ def configure(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--zk", default=None, help="ZooKeeper for the agent's self-report and central config")
     parser.add_argument(
+        "--report-host",
+        default="127.0.0.1",
+        help="bind address of the self-report endpoint (with --zk); 0.0.0.0 for every interface, "
+        "which registers the outward address so that agents on other hosts can poll it",
+    )
+    parser.add_argument(
         "--config-from-zk", action="store_true", help="also watch /artimon/config/agents/<name>"
     )
     parser.add_argument(
         "--check",
         action="store_true",
         help="only check the file: print its problems and unknown keys, exit 1 on an error (as promtool)",
+    )
+    parser.add_argument(
+        "--allow-remote-classes",
+        action="store_true",
+        help="let the znode's configuration name module:Class types (default: registered aliases only)",
     )
 
 
@@ -65,17 +78,24 @@ def run(args: argparse.Namespace) -> int:
     monitor = None
     reporter = SelfReporter(agent.metrics, agent.name)
     reporter.start()
-    if zk_hosts:
-        # reachable from the agents that poll it: every interface, the outward address registered
-        reporter.bookkeeper.serve("0.0.0.0", zk_hosts=zk_hosts)
-    if not args.no_monitor:
-        monitor = MonitorServer(agent.metrics, agent.name, args.monitor_host, args.monitor_port)
-        monitor.start()
+    try:
+        if zk_hosts:
+            reporter.bookkeeper.serve(args.report_host, zk_hosts=zk_hosts)
+        if not args.no_monitor:
+            monitor = MonitorServer(agent.metrics, agent.name, args.monitor_host, args.monitor_port)
+            monitor.start()
+    except (OSError, RuntimeError) as exc:  # an address that is not ours, a port taken
+        print(f"artimon agent: cannot listen: {exc}", file=sys.stderr)
+        agent.stop()
+        reporter.stop()
+        reporter.bookkeeper.close()
+        return 2
     watcher = ConfigWatcher(
         agent,
         args.conf_file,
         interval=args.reload_interval,
         zk_hosts=zk_hosts if args.config_from_zk else None,
+        allow_remote_classes=args.allow_remote_classes,
     )
     watcher.start()
     where = f"; metrics on http://{monitor.host}:{monitor.port}/metrics" if monitor else ""

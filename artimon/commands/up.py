@@ -12,9 +12,10 @@ the agent reloads): its artimon source polls every registered bookkeeper (the ag
 self-report among them) each --interval, its artimon_file source reads
 <data-dir>/run/*.artimon files, its Flume Thrift source listens for other agents
 (--thrift-port), into two file channels drained by the vhms sink and the raw sink. Then a
-line per round. Third-party output (Spark, its Python workers, warnings) goes to
-<data-dir>/logs/. Ctrl-C stops everything cleanly: the API and the alerts, the agent (its
-channels closed, its last landing file rolled), Spark (after bringing the history up to
+line per round. Every listener binds --host, 127.0.0.1 by default. Third-party output
+(Spark, its Python workers, warnings) goes to <data-dir>/logs/. Ctrl-C stops everything
+cleanly: the API and the alerts, the agent (its channels closed, its last landing file
+rolled), Spark (after bringing the history up to
 date), VHMS (a last snapshot written), then ZooKeeper.
 """
 
@@ -57,7 +58,7 @@ up.sources.files.directory = ${ARTIMON_DATA_DIR}/run
 up.sources.files.interval = ${ARTIMON_INTERVAL}
 up.sources.files.channels = durable landing
 up.sources.flume.type = thrift
-up.sources.flume.bind = 127.0.0.1
+up.sources.flume.bind = ${ARTIMON_HOST}
 up.sources.flume.port = ${ARTIMON_THRIFT_PORT}
 up.sources.flume.channels = durable landing
 up.channels.durable.type = file
@@ -101,6 +102,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--api-port", type=int, default=8080, help="query API port (0: any free one)")
     parser.add_argument(
         "--thrift-port", type=int, default=4141, help="the agent's Flume Thrift source port (0: any free one)"
+    )
+    parser.add_argument(
+        "--host", default="127.0.0.1", help="bind address of every listener (0.0.0.0 for every interface)"
     )
     parser.add_argument("--no-spark", action="store_true", help="no Spark raw_ingest (no Parquet history)")
     add_wal_arguments(parser)
@@ -173,7 +177,7 @@ def run(args: argparse.Namespace) -> int:
     history: HistoryJob | None = None
     try:
         if not os.environ.get("ARTIMON_ZK"):
-            zk_server = ZooKeeperServer(data / "zookeeper", args.zk_port)
+            zk_server = ZooKeeperServer(data / "zookeeper", args.zk_port, host=args.host)
             zk_server.start()
             found = (
                 "where every Artimon process looks by default"
@@ -185,6 +189,7 @@ def run(args: argparse.Namespace) -> int:
         vhms = VhmsService(
             Store(resolutions_for(interval)),
             shard="default",
+            host=args.host,
             snapshot_dir=data / "vhms" / "default",
             snapshot_every=300,
             **wal_options(args),
@@ -201,7 +206,7 @@ def run(args: argparse.Namespace) -> int:
             flush=True,
         )
         if args.demo:
-            demo = DemoApps(zk_hosts)
+            demo = DemoApps(zk_hosts, host=args.host)
             demo.start()
             print(f"[ready] demo apps  {len(demo.bookkeepers)} contexts serving", flush=True)
         dashboards = data / "dashboards"
@@ -210,7 +215,7 @@ def run(args: argparse.Namespace) -> int:
             shutil.copy(EXAMPLES / "demo.json", dashboards / "demo.json")
         source = StoreSource(vhms.store)
         api = BackgroundServer(
-            create_app(source, dashboards_dir=dashboards), "127.0.0.1", args.api_port, name="query-api"
+            create_app(source, dashboards_dir=dashboards), args.host, args.api_port, name="query-api"
         )
         api.start()
         window = "1m" if vhms.store.resolutions[0].step_s <= 30 else "5m"  # two buckets at least
@@ -254,6 +259,7 @@ def run(args: argparse.Namespace) -> int:
             ARTIMON_INTERVAL=f"{interval:g}",
             ARTIMON_ROLL_INTERVAL=str(max(5, int(interval * 2))),
             ARTIMON_THRIFT_PORT=str(thrift_port),
+            ARTIMON_HOST=args.host,
         )
         if not properties.exists():
             properties.write_text(AGENT)
@@ -261,16 +267,16 @@ def run(args: argparse.Namespace) -> int:
         agent.start()
         watcher = ConfigWatcher(agent, properties, interval=min(5.0, interval))
         watcher.start()
-        monitor = MonitorServer(agent.metrics, "up", "127.0.0.1", 0)
+        monitor = MonitorServer(agent.metrics, "up", args.host, 0)
         monitor.start()
         reporter = SelfReporter(agent.metrics, agent.name)
         reporter.start()
         reporter.bookkeeper.serve(zk_hosts=zk_hosts)  # polled like any app: the agent watches itself
         print(
             f"[ready] agent      every {interval:g} s from {properties} (edit it: it reloads), "
-            f"metrics on http://127.0.0.1:{monitor.port}/metrics and in VHMS as flume.*; "
+            f"metrics on {monitor.url}/metrics and in VHMS as flume.*; "
             f".artimon files in {data / 'run'}; "
-            f"Flume Thrift on 127.0.0.1:{thrift_port}. Ctrl-C stops everything",
+            f"Flume Thrift on {args.host}:{thrift_port}. Ctrl-C stops everything",
             flush=True,
         )
         rounds = 0

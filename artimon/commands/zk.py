@@ -1,5 +1,5 @@
-"""Run a ZooKeeper server from the jars inside the pyspark wheel, bound to 127.0.0.1,
-until Ctrl-C. With $ARTIMON_ZK set, check that ensemble answers instead of starting one."""
+"""Run a ZooKeeper server from the jars inside the pyspark wheel, bound to --host (default
+127.0.0.1), until Ctrl-C. With $ARTIMON_ZK set, check that ensemble answers instead of starting one."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from bookkeeper.testing import ZooKeeperServer, four_letter_word
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--host", default="127.0.0.1", help="bind address (0.0.0.0 for every interface)")
     parser.add_argument("--port", type=int, default=2181, help="client port (default 2181)")
     parser.add_argument(
         "--data-dir",
@@ -33,7 +34,7 @@ def run(args: argparse.Namespace) -> int:
             flush=True,
         )
         return 0 if answer == "imok" else 1
-    server = ZooKeeperServer(args.data_dir, args.port)
+    server = ZooKeeperServer(args.data_dir, args.port, host=args.host)
     stop = stop_event()
     server.start()
     print(

@@ -15,10 +15,13 @@ _STATUSES = {"200": 0.93, "404": 0.04, "500": 0.03}
 
 
 class DemoApps:
-    """Three demo applications updated every ``tick`` seconds from one daemon thread; they
-    serve (and register) from ``start()``, every variable set by then."""
+    """Three demo applications updated every ``tick`` seconds from one daemon thread, each
+    serving on ``host`` (an ephemeral port) and registered in ZooKeeper from ``start()``,
+    every variable set by then."""
 
-    def __init__(self, zk_hosts: str | None, *, tick: float = 1.0, seed: int = 42) -> None:
+    def __init__(
+        self, zk_hosts: str | None, *, host: str = "127.0.0.1", tick: float = 1.0, seed: int = 42
+    ) -> None:
         self.tick = tick
         self._random = random.Random(seed)
         self._stop = threading.Event()
@@ -27,6 +30,7 @@ class DemoApps:
         self.racks = Bookkeeper("demo.racks", labels={"dc": "par"})
         self.bookkeepers = [self.web, self.storage, self.racks]
         self._zk_hosts = zk_hosts
+        self._host = host
         self._requests = {
             (m, s): self.web.integer("http.requests", method=m, status=s) for m in _METHODS for s in _STATUSES
         }
@@ -53,7 +57,7 @@ class DemoApps:
 
     def start(self) -> None:
         for bk in self.bookkeepers:
-            bk.serve(zk_hosts=self._zk_hosts)
+            bk.serve(self._host, zk_hosts=self._zk_hosts)
         self._thread.start()
 
     def stop(self) -> None:

@@ -1,8 +1,8 @@
 """A real ZooKeeper server from the jars inside the pyspark wheel, for the embedded stack,
 ``artimon zk`` and tests.
 
-``ZooKeeperServer(data_dir).start()`` writes a ``zoo.cfg`` (bound to 127.0.0.1, its own
-data dir, admin server off, ``4lw.commands.whitelist=ruok,srvr``), runs
+``ZooKeeperServer(data_dir).start()`` writes a ``zoo.cfg`` (bound to ``host``, 127.0.0.1
+unless told otherwise, its own data dir, admin server off, ``4lw.commands.whitelist=ruok,srvr``), runs
 ``java -cp <pyspark>/jars/* org.apache.zookeeper.server.ZooKeeperServerMain zoo.cfg`` and
 waits until the server answers ``imok`` to ``ruok``. ``stop()`` ends it by its PID
 (SIGTERM, then SIGKILL after a grace period). A stopped server can be started again on the
@@ -24,6 +24,8 @@ import subprocess
 import time
 from pathlib import Path
 from types import TracebackType
+
+from bookkeeper.wire.net import advertised_address
 
 __all__ = ["ZooKeeperServer", "four_letter_word", "free_port", "pyspark_jars"]
 
@@ -84,8 +86,9 @@ class ZooKeeperServer:
 
     @property
     def hosts(self) -> str:
-        """The connect string (``host:port``), what ``ARTIMON_ZK`` would hold."""
-        return f"{self.host}:{self.port}"
+        """The connect string (``host:port``), what ``ARTIMON_ZK`` would hold; for a wildcard
+        bind, the address of the interface that routes outwards."""
+        return f"{advertised_address(self.host)}:{self.port}"
 
     @property
     def pid(self) -> int | None:
@@ -144,7 +147,7 @@ class ZooKeeperServer:
                     f"ZooKeeper exited with {self.process.returncode}; "
                     f"last lines of {log_path}:\n{self._log_tail(log_path)}"
                 )
-            if four_letter_word(self.host, self.port, "ruok", timeout=1.0) == "imok":
+            if four_letter_word(advertised_address(self.host), self.port, "ruok", timeout=1.0) == "imok":
                 log.info("ZooKeeper ready on %s (pid %s)", self.hosts, self.process.pid)
                 return self
             time.sleep(0.1)  # polling a starting JVM: no event to wait on

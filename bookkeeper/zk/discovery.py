@@ -18,7 +18,7 @@ log = logging.getLogger(__name__)
 
 def list_endpoints(client: KazooClient, layout: ZkLayout) -> list[EndpointInfo]:
     """Every endpoint registered now, sorted by context then address; a znode whose payload
-    is not an endpoint's is skipped with a warning."""
+    is not an endpoint's, or disagrees with its znode, is skipped with a warning."""
     found: list[EndpointInfo] = []
     try:
         segments = client.get_children(layout.contexts)
@@ -36,7 +36,7 @@ def list_endpoints(client: KazooClient, layout: ZkLayout) -> list[EndpointInfo]:
             except NoNodeError:
                 continue  # went away between the listing and the read
             try:
-                found.append(EndpointInfo.from_json(data))
+                found.append(EndpointInfo.from_znode(ZkLayout.context_name(segment), child, data))
             except MalformedFrameError as exc:
                 log.warning("skipping %s/%s: %s", context_path, child, exc)
     found.sort(key=lambda info: (info.context, info.host, info.port))

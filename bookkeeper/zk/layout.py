@@ -3,27 +3,41 @@
 Under a root (default ``/artimon``; an ``ARTIMON_ZK`` of ``host:port/other`` picks another)::
 
     /contexts/<context>/<ip>:<port>:<uuid>   ephemeral   JSON EndpointInfo (this module)
-    /agents/<group>/<agent-id>               ephemeral   JSON: host, monitoring port, started
-    /vhms/<shard>/<ip>:<port>                ephemeral   JSON: shard, host, port
+    /agents/<group>/<agent-id>               ephemeral   JSON AgentInfo (this module)
+    /vhms/<shard>/<ip>:<port>                ephemeral   JSON: shard, host, port, http_port
     /config/agents/<agent-name>              persistent  agent properties
 
 Path segments that come from users (context, group, shard, agent names) are percent-encoded
 so that a ``/`` in a context name cannot escape its directory.
+
+Payloads are checked when read (``from_znode``): at most ``MAX_PAYLOAD`` bytes of a JSON
+object with the fields and types below, a host of host-name characters, at most
+``MAX_LABELS`` labels of bounded length, and an endpoint's payload must agree with its
+znode (context, ``ip:port:uuid``). Anything else is ``MalformedFrameError`` (a
+``ValueError``), and the membership recipe leaves that member out.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 from dataclasses import asdict, dataclass, field
+from typing import Any
 from urllib.parse import quote, unquote
 
 from bookkeeper.exceptions import MalformedFrameError
 
-__all__ = ["DEFAULT_ROOT", "EndpointInfo", "ZkLayout", "resolve_zk"]
+__all__ = ["DEFAULT_ROOT", "MAX_LABELS", "MAX_PAYLOAD", "AgentInfo", "EndpointInfo", "ZkLayout", "resolve_zk"]
 
 DEFAULT_ROOT = "/artimon"
 DEFAULT_ZK = "127.0.0.1:2181"
+MAX_PAYLOAD = 64 * 1024
+MAX_LABELS = 64
+_MAX_LABEL_KEY = 128
+_MAX_LABEL_VALUE = 1024
+_HOST_RE = re.compile(r"[A-Za-z0-9._:-]{1,253}")
+_UUID_RE = re.compile(r"[A-Za-z0-9-]{1,64}")
 
 
 def resolve_zk(hosts: str | None = None) -> tuple[str, ZkLayout]:
@@ -52,6 +66,14 @@ class ZkLayout:
     def contexts(self) -> str:
         return f"{self.root}/contexts"
 
+    @property
+    def config(self) -> str:
+        return f"{self.root}/config"
+
+    @property
+    def agent_configs(self) -> str:
+        return f"{self.config}/agents"
+
     def context(self, context: str) -> str:
         return f"{self.contexts}/{_segment(context)}"
 
@@ -71,12 +93,40 @@ class ZkLayout:
         return f"{self.vhms_shard(shard)}/{ip}:{port}"
 
     def agent_config(self, agent_name: str) -> str:
-        return f"{self.root}/config/agents/{_segment(agent_name)}"
+        return f"{self.agent_configs}/{_segment(agent_name)}"
 
     @staticmethod
     def context_name(segment: str) -> str:
         """The context a ``/contexts/<segment>`` child stands for."""
         return unquote(segment)
+
+
+def _object(data: bytes, what: str) -> dict[str, Any]:
+    if len(data) > MAX_PAYLOAD:
+        raise MalformedFrameError(f"{what} payload of {len(data)} bytes exceeds {MAX_PAYLOAD}")
+    try:
+        raw = json.loads(data)
+    except (ValueError, UnicodeError):
+        raise MalformedFrameError(f"{what} payload is not JSON: {data[:200]!r}") from None
+    if not isinstance(raw, dict):
+        raise MalformedFrameError(f"{what} payload is not a JSON object: {data[:200]!r}")
+    return raw
+
+
+def _text(raw: dict[str, Any], key: str, what: str, pattern: re.Pattern[str] | None = None) -> str:
+    value = raw.get(key)
+    if not isinstance(value, str) or (pattern is not None and not pattern.fullmatch(value)):
+        raise MalformedFrameError(f"{what} payload has {key} {value!r}")
+    return value
+
+
+def _integer(
+    raw: dict[str, Any], key: str, what: str, low: int, high: int, default: int | None = None
+) -> int:
+    value = raw.get(key, default)
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+        raise MalformedFrameError(f"{what} payload has {key} {value!r} (an integer from {low} to {high})")
+    return value
 
 
 @dataclass(frozen=True)
@@ -90,24 +140,72 @@ class EndpointInfo:
     labels: dict[str, str] = field(default_factory=dict)
     protocol_version: int = 1
 
+    @property
+    def znode_name(self) -> str:
+        return f"{self.host}:{self.port}:{self.uuid}"
+
     def to_json(self) -> bytes:
         return json.dumps(asdict(self), sort_keys=True).encode()
 
     @classmethod
     def from_json(cls, data: bytes) -> EndpointInfo:
         """Parse a znode payload; ``MalformedFrameError`` if it is not an endpoint's."""
-        try:
-            raw = json.loads(data)
-            info = cls(
-                host=str(raw["host"]),
-                port=int(raw["port"]),
-                context=str(raw["context"]),
-                uuid=str(raw["uuid"]),
-                labels={str(k): str(v) for k, v in raw.get("labels", {}).items()},
-                protocol_version=int(raw.get("protocol_version", 1)),
+        what = "endpoint"
+        raw = _object(data, what)
+        labels = raw.get("labels", {})
+        if not isinstance(labels, dict) or len(labels) > MAX_LABELS:
+            raise MalformedFrameError(
+                f"endpoint payload has labels {str(labels)[:200]} (at most {MAX_LABELS})"
             )
-        except (ValueError, KeyError, TypeError, AttributeError) as exc:
-            raise MalformedFrameError(f"not an endpoint payload: {exc!r}: {data[:200]!r}") from None
-        if not 0 < info.port < 65536:
-            raise MalformedFrameError(f"endpoint payload has port {info.port}")
+        for key, value in labels.items():
+            if not (isinstance(value, str) and len(key) <= _MAX_LABEL_KEY and len(value) <= _MAX_LABEL_VALUE):
+                raise MalformedFrameError(f"endpoint payload has label {key[:200]!r}={str(value)[:200]!r}")
+        return cls(
+            host=_text(raw, "host", what, _HOST_RE),
+            port=_integer(raw, "port", what, 1, 65535),
+            context=_text(raw, "context", what),
+            uuid=_text(raw, "uuid", what, _UUID_RE),
+            labels=dict(labels),
+            protocol_version=_integer(raw, "protocol_version", what, 1, 2**31 - 1, default=1),
+        )
+
+    @classmethod
+    def from_znode(cls, context: str, name: str, data: bytes) -> EndpointInfo:
+        """Parse the payload of ``/contexts/<context>/<name>``; it must agree with its znode
+        (the decoded context, ``ip:port:uuid``), or an endpoint could send its pollers to
+        another address than the one its znode names."""
+        info = cls.from_json(data)
+        if info.context != context or info.znode_name != name:
+            raise MalformedFrameError(
+                f"endpoint payload ({info.context!r}, {info.znode_name!r}) disagrees with its znode "
+                f"({context!r}, {name!r})"
+            )
         return info
+
+
+@dataclass(frozen=True)
+class AgentInfo:
+    """What an agent publishes in its group's znode ``/agents/<group>/<agent-id>``: its
+    host, when it started (epoch ms) and the source that registered it."""
+
+    host: str
+    started: int
+    source: str
+
+    def to_json(self) -> bytes:
+        return json.dumps(asdict(self), sort_keys=True).encode()
+
+    @classmethod
+    def from_json(cls, data: bytes) -> AgentInfo:
+        """Parse a znode payload; ``MalformedFrameError`` if it is not an agent's."""
+        what = "agent"
+        raw = _object(data, what)
+        source = _text(raw, "source", what)
+        if len(source) > 256:
+            raise MalformedFrameError(f"agent payload has a source name of {len(source)} characters")
+        return cls(_text(raw, "host", what, _HOST_RE), _integer(raw, "started", what, 0, 2**63 - 1), source)
+
+    @classmethod
+    def from_znode(cls, group: str, name: str, data: bytes) -> AgentInfo:
+        """Parse the payload of ``/agents/<group>/<name>`` (the membership recipe's decode)."""
+        return cls.from_json(data)

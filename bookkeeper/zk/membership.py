@@ -20,8 +20,16 @@ was lost.
 Watches only wake a worker thread; reads happen there, never on kazoo's event thread. A
 member's payload is read once (an ephemeral znode's data does not change) with the reads of
 new members in flight together. A payload that ``decode`` refuses (``ValueError``) leaves the
-member out, with one warning. A group whose last member left stays in the view, empty, for
-``grace`` seconds (a restart is not a departure), then goes.
+member out, with one warning, counted in ``refused``. A group whose last member left stays in
+the view, empty, for ``grace`` seconds (a restart is not a departure), then goes.
+
+With ``auth`` (the platform's credentials, :mod:`bookkeeper.zk.acl`) the watch also guards
+the tree: the watched znode and each group are given Artimon's ACL if anyone could write
+them (once per session for the znode, once per group), and a member must be ephemeral and
+carry Artimon's ACL (created by the platform's identity), or it is left out and counted in
+``refused`` like a bad payload: a znode left from before ACLs were turned on is no member.
+A reader without the rights to create the watched znode (no credentials under a protected
+root) sees an empty view until someone creates it.
 """
 
 from __future__ import annotations
@@ -36,7 +44,10 @@ from typing import Any
 from urllib.parse import unquote
 
 from kazoo.client import KazooClient, KazooState
-from kazoo.exceptions import KazooException, NoNodeError
+from kazoo.exceptions import KazooException, NoAuthError, NoNodeError
+
+from bookkeeper.exceptions import ZkAccessError
+from bookkeeper.zk.acl import ZkAuth, secure_path, world_writable
 
 __all__ = ["Member", "Membership", "MembershipState"]
 
@@ -87,6 +98,7 @@ class Membership:
         refresh: float = 5.0,
         on_change: Callable[[View], None] | None = None,
         name: str = "membership",
+        auth: ZkAuth | None = None,
     ) -> None:
         self.client = client
         self.path = path.rstrip("/")
@@ -96,12 +108,18 @@ class Membership:
         self.refresh = refresh
         self.on_change = on_change
         self.name = name
+        self.auth = auth
+        self.refused = 0  # members left out: a payload decode refused, or not the platform's
         self.state = MembershipState.STARTING
         self.ready = threading.Event()  # set after the first complete read
         self.version = 0  # incremented with each change of the view
         self._view: dict[str, tuple[Member, ...]] = {}
         self._members: dict[str, Member | None] = {}  # "<segment>/<child>" -> member (None: refused)
         self._empty_since: dict[str, float] = {}
+        self._secure_root = auth is not None  # guard the watched znode (again after a reconnection)
+        self._guarded_groups: set[str] = set()
+        self._unreadable: set[str] = set()
+        self._refused_root = False
         self._changed = threading.Event()
         self._closed = threading.Event()
         self._lock = threading.Lock()
@@ -144,6 +162,7 @@ class Membership:
     def _on_state(self, state: str) -> None:
         # kazoo's event thread: no blocking call here
         if state == KazooState.CONNECTED:
+            self._secure_root = self.auth is not None
             self._changed.set()
         elif self.state is not MembershipState.CLOSED:
             self.state = MembershipState.SUSPENDED
@@ -157,6 +176,10 @@ class Membership:
                     found = self._read()
                 except KazooException as exc:
                     log.debug("%s: read of %s interrupted: %s", self.name, self.path, exc)
+                except ZkAccessError as exc:
+                    if not self._refused_root:
+                        self._refused_root = True
+                        log.error("%s: %s", self.name, exc)
                 else:
                     self._publish(found)
                     self.state = MembershipState.WATCHING
@@ -175,34 +198,92 @@ class Membership:
     def _children(self, path: str) -> list[str]:
         return list(self.client.get_children(path, watch=self._trigger))
 
-    def _read(self) -> dict[str, tuple[Member, ...]]:
+    def _segments(self) -> list[str] | None:
+        """The groups' znode names; ``None`` when the watched znode does not exist and this
+        client may not create it (an exists-watch then tells when it appears)."""
+        if self._secure_root and self.auth is not None:
+            self._secure_root = False  # a refusal is logged once, and the read goes on without
+            secure_path(self.client, self.path, self.auth.acl())
         try:
-            segments = self._children(self.path)
+            return self._children(self.path)
         except NoNodeError:
+            pass
+        try:
             self.client.ensure_path(self.path)
-            segments = self._children(self.path)
+        except NoAuthError:
+            if self.client.exists(self.path, watch=self._trigger) is None:
+                return None
+        return self._children(self.path)
+
+    def _guard_group(self, path: str) -> None:
+        """Give a world-writable group Artimon's ACL (once per group)."""
+        if self.auth is None or path in self._guarded_groups:
+            return
+        acls, stat = self.client.get_acls(path)
+        if world_writable(acls):
+            try:
+                self.client.set_acls(path, self.auth.acl(), version=stat.aversion)
+            except NoAuthError:
+                log.error("%s: %s is writable by anyone and its ACL may not be changed", self.name, path)
+            else:
+                log.warning("%s: %s was writable by anyone; Artimon's ACL set on it", self.name, path)
+        self._guarded_groups.add(path)
+
+    def _read(self) -> dict[str, tuple[Member, ...]]:
+        segments = self._segments()
+        if segments is None:
+            return {}
         found: dict[str, tuple[Member, ...]] = {}
         listed: set[str] = set()
         for segment in segments:
             group = unquote(segment)
             if self.group_filter is not None and not self.group_filter(group):
                 continue
+            group_path = f"{self.path}/{segment}"
             try:
-                children = self._children(f"{self.path}/{segment}")
+                self._guard_group(group_path)
+                children = self._children(group_path)
             except NoNodeError:
+                continue
+            except NoAuthError:
+                if group_path not in self._unreadable:
+                    self._unreadable.add(group_path)
+                    log.warning(
+                        "%s: %s may not be read with these credentials; skipped", self.name, group_path
+                    )
                 continue
             keys = [f"{segment}/{child}" for child in children]
             listed.update(keys)
             pending = [
-                (key, child, self.client.get_async(f"{self.path}/{key}"))
+                (
+                    key,
+                    child,
+                    self.client.get_async(f"{self.path}/{key}"),
+                    self.client.get_acls_async(f"{self.path}/{key}") if self.auth else None,
+                )
                 for key, child in zip(keys, children, strict=True)
                 if key not in self._members
             ]
-            for key, child, answer in pending:
+            for key, child, answer, acl_answer in pending:
                 try:
                     data, stat = answer.get(timeout=_READ_TIMEOUT)
+                    acls = acl_answer.get(timeout=_READ_TIMEOUT)[0] if acl_answer is not None else None
                 except NoNodeError:
                     continue  # left between the listing and the read
+                if (
+                    acls is not None
+                    and self.auth is not None
+                    and not (stat.ephemeralOwner and self.auth.owns(acls))
+                ):
+                    self.refused += 1
+                    log.warning(
+                        "%s: ignoring %s/%s: not an ephemeral znode of the platform's identity",
+                        self.name,
+                        group,
+                        child,
+                    )
+                    self._members[key] = None
+                    continue
                 self._members[key] = self._decode(group, child, data or b"", int(stat.ctime))
             found[group] = tuple(
                 member for key in sorted(keys) if (member := self._members.get(key)) is not None
@@ -215,6 +296,7 @@ class Membership:
         try:
             payload = self.decode(group, child, data)
         except ValueError as exc:
+            self.refused += 1
             log.warning("%s: ignoring %s/%s: %s", self.name, group, child, exc)
             return None
         return Member(group, child, payload, created_ms)

@@ -11,6 +11,13 @@ State machine of a :class:`Registration`::
 Kazoo retries the connection forever in the background; a worker thread (re)creates the
 ephemeral znode each time a session is (re)established, so a process starts and serves
 without ZooKeeper (one warning) and registers as soon as the ensemble answers.
+
+With credentials (``auth``, else ``$ARTIMON_ZK_AUTH``..., see :mod:`bookkeeper.zk.acl`) the
+znode and its parents carry Artimon's ACL, and parents that anyone could write are
+tightened first. When ZooKeeper refuses the registration for lack of rights (no
+credentials under a protected tree, or other ones), the refusal is logged once, counted in
+``refusals``, and retried every ``_REFUSED_RETRY`` seconds: an operator may fix the
+credentials or the ACL while the process serves.
 """
 
 from __future__ import annotations
@@ -21,12 +28,17 @@ import logging
 import threading
 
 from kazoo.client import KazooClient, KazooState
-from kazoo.exceptions import KazooException, NodeExistsError, NoNodeError
+from kazoo.exceptions import KazooException, NoAuthError, NodeExistsError, NoNodeError
 from kazoo.retry import KazooRetry
+
+from bookkeeper.exceptions import ZkAccessError
+from bookkeeper.zk.acl import AUTH_ENV, ZkAuth, resolve_zk_auth, secure_path
 
 __all__ = ["Registration", "RegistrationState", "make_client"]
 
 log = logging.getLogger(__name__)
+
+_REFUSED_RETRY = 5.0  # seconds between attempts ZooKeeper refused for lack of rights
 
 
 class RegistrationState(enum.Enum):
@@ -36,18 +48,27 @@ class RegistrationState(enum.Enum):
     CLOSED = "closed"
 
 
-def make_client(connect: str, session_timeout: float = 10.0) -> KazooClient:
-    """A kazoo client that retries its connection forever with capped backoff."""
+def make_client(
+    connect: str, session_timeout: float = 10.0, *, auth: ZkAuth | str | None = None
+) -> KazooClient:
+    """A kazoo client that retries its connection forever with capped backoff. With
+    credentials (``auth``, else the environment: :func:`bookkeeper.zk.acl.resolve_zk_auth`)
+    it authenticates each session and creates znodes with Artimon's ACL (creator all,
+    anyone read) unless a call gives another."""
+    credentials = resolve_zk_auth(auth)
     return KazooClient(
         hosts=connect,
         timeout=session_timeout,
         connection_retry=KazooRetry(max_tries=-1, delay=0.2, max_delay=5.0),
         command_retry=KazooRetry(max_tries=3, delay=0.1, max_delay=2.0),
+        auth_data=credentials.auth_data if credentials else None,
+        default_acl=credentials.acl() if credentials else None,
     )
 
 
 class Registration:
-    """Keep the ephemeral ``path`` with ``payload`` alive in ZooKeeper at ``connect``."""
+    """Keep the ephemeral ``path`` with ``payload`` alive in ZooKeeper at ``connect``;
+    ``auth`` as :func:`make_client` takes it."""
 
     def __init__(
         self,
@@ -57,14 +78,18 @@ class Registration:
         *,
         session_timeout: float = 10.0,
         warn_after: float = 2.0,
+        auth: ZkAuth | str | None = None,
     ) -> None:
         self.connect = connect
         self.path = path
         self.payload = payload
         self.warn_after = warn_after
-        self.client = make_client(connect, session_timeout)
+        self.auth = resolve_zk_auth(auth)
+        self.client = make_client(connect, session_timeout, auth=self.auth)
         self.state = RegistrationState.CONNECTING
         self.registrations = 0
+        self.refusals = 0  # attempts ZooKeeper refused for lack of rights
+        self._refusing = False
         self.registered = threading.Event()
         self._wake = threading.Event()
         self._closed = threading.Event()
@@ -116,26 +141,47 @@ class Registration:
             self._wake.clear()
             if self._closed.is_set():
                 return
+            pause = 0.2
             try:
                 done = self._ensure_node()
+            except ZkAccessError as exc:
+                self._refused(str(exc))
+                done, pause = False, _REFUSED_RETRY
+            except NoAuthError:
+                self._refused(f"ZooKeeper refuses to create {self.path} with these credentials")
+                done, pause = False, _REFUSED_RETRY
             except KazooException as exc:
                 log.debug("registration of %s failed (%r); retrying", self.path, exc)
                 done = False
 
             if not done:
-                self._closed.wait(0.2)
+                self._closed.wait(pause)
                 if self.client.connected:
                     self._wake.set()
                 continue
             self.state = RegistrationState.REGISTERED
             self.registered.set()
+            if self._refusing:
+                log.warning("ZooKeeper accepts %s now", self.path)
+                self._refusing = False
             if warned:
                 log.warning("ZooKeeper at %s answers again; %s registered", self.connect, self.path)
                 warned = False
 
+    def _refused(self, reason: str) -> None:
+        self.refusals += 1
+        if not self._refusing:
+            self._refusing = True
+            hint = "" if self.auth else f" (this process has no credentials: set {AUTH_ENV})"
+            log.error("%s%s; retrying every %.0f s", reason, hint, _REFUSED_RETRY)
+
     def _ensure_node(self) -> bool:
         """Create the znode; ``False`` when a stale one was in the way (try again)."""
         session_id = self.client.client_id[0] if self.client.client_id else None
+        if self.auth is not None:
+            parent = self.path.rpartition("/")[0]
+            if parent:
+                secure_path(self.client, parent, self.auth.acl())
         try:
             self.client.create(self.path, self.payload, ephemeral=True, makepath=True)
             self.registrations += 1

@@ -7,26 +7,31 @@ Shards are found in ZooKeeper (``/artimon/vhms/<shard>/<ip>:<port>``, watched) o
 statically. A batch is committed out of the channel only when every shard it touches has
 stored it on at least one member; otherwise the whole batch rolls back and the sink backs
 off (VHMS ingest is idempotent, so the shards that did store it are not harmed by the
-retry). A member that fails is passed over for ``memberBackoff`` seconds.
+retry). A member that fails (refuses, or does not answer within ``timeout``: a hung
+replica) is counted (``MemberFailCount``) and passed over for ``memberBackoff`` seconds,
+doubled with each failure in a row up to ``maxMemberBackoff``. ZooKeeper is read with the
+process's credentials (``$ARTIMON_ZK_AUTH``...), never with a configuration key.
 
 Keys: ``zk`` (connect string, default ``$ARTIMON_ZK``), or ``servers`` (static:
 ``shard@host:port`` ...), ``batchSize`` (events per transaction, default 100),
 ``timeout`` (s, default 30), ``virtualNodes`` (default 64), ``memberBackoff`` (s, default
-10), ``shardGrace`` (s, default 30:
+10), ``maxMemberBackoff`` (s, default 300), ``shardGrace`` (s, default 30:
 how long a shard whose members all left keeps its series before they move to the others,
 so that a restart holds the events in the channel instead of moving them), ``time`` (``round``, default:
 the round time in the ``artimon.round`` header when present, else each sample's own;
 ``sample``: always the sample's own). Counted besides Flume's sink counters:
 ``SamplesStoredCount``, ``SamplesRefusedCount``, ``EventUndecodableCount`` (events whose
-body is not a sample batch; they go to the dead-letter file).
+body is not a sample batch; they go to the dead-letter file), ``MemberFailCount`` (calls to
+a shard member that failed or timed out).
 """
 
 from __future__ import annotations
 
 import os
 
-from bookkeeper import MalformedFrameError, WireError
+from bookkeeper import MalformedFrameError, WireError, ZkAuthError
 from bookkeeper.wire import IngestColumns, decode_sample_batch
+from bookkeeper.zk import ZkAuth, resolve_zk_auth
 from collector_agent.context import Context
 from collector_agent.event import Event
 from collector_agent.exceptions import EventDeliveryException, MalformedEventError
@@ -42,6 +47,7 @@ class VhmsSink(BatchSink):
         "SamplesStoredCount",
         "SamplesRefusedCount",
         "EventUndecodableCount",
+        "MemberFailCount",
     )
 
     def __init__(self, name: str) -> None:
@@ -54,6 +60,7 @@ class VhmsSink(BatchSink):
         self.virtual_nodes = context.get_int("virtualNodes", 64, minimum=1)
         self.shard_grace = context.get_float("shardGrace", 30.0, minimum=0.0)
         self.member_backoff = context.get_float("memberBackoff", 10.0, minimum=0.0)
+        self.max_member_backoff = context.get_float("maxMemberBackoff", 300.0, minimum=self.member_backoff)
         self.time_source = context.get_str("time", "round").strip()
         if self.time_source not in ("round", "sample"):
             raise context.error("time", f"{self.time_source!r} is neither round nor sample")
@@ -67,6 +74,12 @@ class VhmsSink(BatchSink):
         self.zk_hosts = context.get_optional("zk") or os.environ.get("ARTIMON_ZK")
         if not self.static and not self.zk_hosts:
             raise context.error("zk", "is required (or servers = shard@host:port ...; or set ARTIMON_ZK)")
+        self.zk_auth: ZkAuth | None = None
+        if not self.static:
+            try:
+                self.zk_auth = resolve_zk_auth()
+            except ZkAuthError as exc:
+                raise context.error("zk", str(exc)) from None
 
     def start(self) -> None:
         self.client = ShardedClient(
@@ -76,7 +89,9 @@ class VhmsSink(BatchSink):
             virtual_nodes=self.virtual_nodes,
             grace=self.shard_grace,
             member_backoff=self.member_backoff,
+            max_member_backoff=self.max_member_backoff,
             name=f"sink {self.name}",
+            zk_auth=self.zk_auth,
         )
         # the first batch must not find an empty shard list only because ZooKeeper has not
         # been read yet (bounded: a sink starts without ZooKeeper and keeps its events)
@@ -115,5 +130,7 @@ class VhmsSink(BatchSink):
         except (VhmsError, WireError) as exc:
             self.counters.add("ConnectionFailedCount")
             raise EventDeliveryException(f"sink {self.name}: {exc}") from None
+        finally:
+            self.counters.set("MemberFailCount", client.stats["member_failures"])
         self.counters.add("SamplesStoredCount", stored)
         self.counters.add("SamplesRefusedCount", refused)

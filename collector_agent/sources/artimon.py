@@ -24,7 +24,14 @@ belongs to the agents that were members when the round began.
 
 Discovery and group membership come from :class:`bookkeeper.zk.Membership` (endpoints
 under ``/contexts``, this agent's group under ``/agents``); what this module adds is the
-round scheduler. Its states (``ArtimonSource.round_state``, a :class:`RoundState`)::
+round scheduler. Payloads are checked (:meth:`bookkeeper.zk.EndpointInfo.from_znode`, which
+also requires an endpoint's payload to agree with its znode; :class:`bookkeeper.zk.AgentInfo`):
+a member whose payload is refused, or, with credentials, that is not an ephemeral znode of
+the platform's identity, is left out and counted (``RegistrationRefusedCount``). ZooKeeper
+is used with the process's credentials (``$ARTIMON_ZK_AUTH``..., see
+:mod:`bookkeeper.zk.acl`), never with a configuration key.
+
+The round scheduler's states (``ArtimonSource.round_state``, a :class:`RoundState`)::
 
     STARTING --started within the first `catchup` of a round--> POLLING (startup poll)
     STARTING --otherwise--> WAITING
@@ -48,7 +55,6 @@ from __future__ import annotations
 
 import concurrent.futures
 import enum
-import json
 import logging
 import os
 import re
@@ -60,9 +66,20 @@ from collections.abc import Mapping
 
 from kazoo.client import KazooClient
 
-from bookkeeper import BookkeeperError, EndpointClient
+from bookkeeper import BookkeeperError, EndpointClient, ZkAuthError
 from bookkeeper.wire import encode_sample_batch
-from bookkeeper.zk import EndpointInfo, Member, Membership, Registration, ZkLayout, make_client, resolve_zk
+from bookkeeper.zk import (
+    AgentInfo,
+    EndpointInfo,
+    Member,
+    Membership,
+    Registration,
+    ZkAuth,
+    ZkLayout,
+    make_client,
+    resolve_zk,
+    resolve_zk_auth,
+)
 from collector_agent.context import Context
 from collector_agent.event import Event
 from collector_agent.exceptions import ChannelException
@@ -82,10 +99,6 @@ class RoundState(enum.Enum):
     STOPPED = "stopped"
 
 
-def _endpoint(context: str, name: str, data: bytes) -> EndpointInfo:
-    return EndpointInfo.from_json(data)  # MalformedFrameError is a ValueError: the member is left out
-
-
 class ArtimonSource(EventDrivenSource):
     counter_names = (
         *EventDrivenSource.counter_names,
@@ -102,6 +115,7 @@ class ArtimonSource(EventDrivenSource):
         "EndpointCount",
         "AssignedEndpointCount",
         "AgentCount",
+        "RegistrationRefusedCount",
     )
 
     def configure(self, context: Context) -> None:
@@ -109,6 +123,10 @@ class ArtimonSource(EventDrivenSource):
         self.zk_hosts = context.get_optional("zk") or os.environ.get("ARTIMON_ZK")
         if not self.zk_hosts:
             raise context.error("zk", "is required (or set ARTIMON_ZK)")
+        try:
+            self.zk_auth: ZkAuth | None = resolve_zk_auth()
+        except ZkAuthError as exc:
+            raise context.error("zk", str(exc)) from None
         self.interval = context.get_float("interval", 60.0, minimum=0.1)
         self.group = context.get_str("group", "default")
         self.agent_id = context.get_str("agentId", f"{socket.gethostname()}-{os.getpid()}")
@@ -139,33 +157,37 @@ class ArtimonSource(EventDrivenSource):
 
     def start(self) -> None:
         connect, self.layout = resolve_zk(self.zk_hosts)
-        self._zk: KazooClient = make_client(connect, self.session_timeout)
+        self._zk: KazooClient = make_client(connect, self.session_timeout, auth=self.zk_auth)
         self._zk.start_async()
-        me = {"host": socket.gethostname(), "started": int(time.time() * 1000), "source": self.name}
+        me = AgentInfo(socket.gethostname(), int(time.time() * 1000), self.name)
         self._registration = Registration(
             connect,
             self.layout.agent(self.group, self.agent_id),
-            json.dumps(me).encode(),
+            me.to_json(),
             session_timeout=self.session_timeout,
+            auth=self.zk_auth,
         )
         self._registration.start()
         refresh = min(5.0, self.interval)
         self._endpoint_watch = Membership(
             self._zk,
             self.layout.contexts,
-            decode=_endpoint,
+            decode=EndpointInfo.from_znode,  # MalformedFrameError is a ValueError: left out, counted
             groups=lambda context: self.context_filter.fullmatch(context) is not None,
             refresh=refresh,
             on_change=self._on_endpoints,
             name=f"source {self.name} endpoints",
+            auth=self.zk_auth,
         )
         self._agent_watch = Membership(
             self._zk,
             f"{self.layout.root}/agents",
+            decode=AgentInfo.from_znode,
             groups=lambda group: group == self.group,
             refresh=refresh,
             on_change=self._on_agents,
             name=f"source {self.name} agents",
+            auth=self.zk_auth,
         )
         self._pool = concurrent.futures.ThreadPoolExecutor(
             self.threads, thread_name_prefix=f"poll-{self.name}"
@@ -248,6 +270,9 @@ class ArtimonSource(EventDrivenSource):
             round_ms = next_round
             self.round_state = RoundState.POLLING
             self.counters.add("RoundCount")
+            self.counters.set(
+                "RegistrationRefusedCount", self._endpoint_watch.refused + self._agent_watch.refused
+            )
             self._poll_round(round_ms, self._mine(round_ms), round_ms + int(interval_ms * 0.95))
             self.round_state = RoundState.CATCHING_UP
             if self.catchup and not self._stop.is_set():

@@ -1,6 +1,7 @@
 """``thrift``: Apache Flume's ``ThriftSourceProtocol`` server (``append``/``appendBatch``).
 
-Keys: ``bind`` (required), ``port`` (required, 0 = ephemeral), ``protocol`` (``compact``
+Keys: ``bind`` (required, as in Flume: there is no all-interfaces default; ``0.0.0.0`` only
+when written), ``port`` (required, 0 = ephemeral), ``protocol`` (``compact``
 default, or ``binary``), ``threads`` (most concurrent connections, default 64),
 ``maxFrameSize`` (bytes, default 16 MiB), ``idleTimeout`` (s, default 300).
 

@@ -1,0 +1,191 @@
+"""No listener binds every interface unless a flag asks: each command is run as an operator
+runs it, and the addresses its process (and its children) listen on are read from /proc."""
+
+from __future__ import annotations
+
+import os
+import queue
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+
+from bookkeeper import EndpointInfo, resolve_zk
+from bookkeeper.testing import Listener, free_port, listening
+from bookkeeper.zk import list_endpoints, make_client
+
+ARTIMON = [sys.executable, "-m", "artimon"]
+
+AGENT = """
+a1.sources = r1
+a1.channels = c1
+a1.sinks = k1
+a1.sources.r1.type = thrift
+a1.sources.r1.bind = {bind}
+a1.sources.r1.port = 0
+a1.sources.r1.channels = c1
+a1.channels.c1.type = memory
+a1.sinks.k1.type = null
+a1.sinks.k1.channel = c1
+"""
+
+
+class Command:
+    """``artimon ARGS`` in a process of its own, its output lines collected by a thread."""
+
+    def __init__(self, *args: str, env: dict[str, str] | None = None) -> None:
+        self.process = subprocess.Popen(
+            [*ARTIMON, *args],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            stdin=subprocess.DEVNULL,
+            text=True,
+            env=env,
+        )
+        self.lines: queue.Queue[str] = queue.Queue()
+        self.output: list[str] = []
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self) -> None:
+        assert self.process.stdout is not None
+        for line in self.process.stdout:
+            self.lines.put(line.rstrip("\n"))
+
+    def wait_for(self, text: str, timeout: float = 60.0) -> str:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            try:
+                line = self.lines.get(timeout=max(0.0, deadline - time.monotonic()))
+            except queue.Empty:
+                break
+            self.output.append(line)
+            if text in line:
+                return line
+        stderr = ""
+        if self.process.poll() is not None and self.process.stderr is not None:
+            stderr = self.process.stderr.read()
+        raise AssertionError(f"no line with {text!r} within {timeout} s: {self.output} {stderr}")
+
+    def listeners(self) -> list[Listener]:
+        return listening(self.process.pid)
+
+    def stop(self) -> int:
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+        try:
+            self.process.wait(60)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+        for pipe in (self.process.stdout, self.process.stderr):
+            if pipe is not None:
+                pipe.close()
+        return self.process.returncode
+
+
+@contextmanager
+def command(*args: str, env: dict[str, str] | None = None) -> Iterator[Command]:
+    running = Command(*args, env=env)
+    try:
+        yield running
+    finally:
+        running.stop()
+
+
+def self_reports(zk_hosts: str) -> list[EndpointInfo]:
+    connect, layout = resolve_zk(zk_hosts)
+    client = make_client(connect)
+    client.start(timeout=30)
+    try:
+        return [info for info in list_endpoints(client, layout) if info.context == "artimon.agent"]
+    finally:
+        client.stop()
+        client.close()
+
+
+def assert_loopback_only(listeners: list[Listener], expected: int) -> None:
+    assert len(listeners) >= expected, listeners
+    assert not [entry for entry in listeners if entry.wildcard], listeners
+    assert {entry.host for entry in listeners} == {"127.0.0.1"}, listeners
+
+
+@pytest.mark.slow
+def test_agent_with_zk_listens_on_loopback_only_by_default(
+    tmp_path: Path, zk_hosts: str, wait: Callable[..., None]
+) -> None:
+    conf = tmp_path / "agent.properties"
+    conf.write_text(AGENT.format(bind="127.0.0.1"))
+    with command("agent", "-f", str(conf), "-n", "a1", "--monitor-port", "0", "--zk", zk_hosts) as agent:
+        agent.wait_for("running")
+        wait(lambda: self_reports(zk_hosts), 30, "the self-report endpoint registered")
+        (report,) = self_reports(zk_hosts)
+        listeners = agent.listeners()
+        # the Thrift source, the monitoring server, the self-report endpoint
+        assert_loopback_only(listeners, 3)
+        assert (report.host, report.port) in {(entry.host, entry.port) for entry in listeners}
+        assert report.host == "127.0.0.1"
+    assert agent.process.returncode == 0
+
+
+@pytest.mark.slow
+def test_agent_flags_choose_each_address(tmp_path: Path, zk_hosts: str, wait: Callable[..., None]) -> None:
+    conf = tmp_path / "agent.properties"
+    conf.write_text(AGENT.format(bind="127.0.0.4"))
+    monitor = free_port()
+    args = ["--monitor-host", "127.0.0.3", "--monitor-port", str(monitor), "--report-host", "127.0.0.2"]
+    with command("agent", "-f", str(conf), "-n", "a1", "--zk", zk_hosts, *args) as agent:
+        agent.wait_for("running")
+        wait(lambda: self_reports(zk_hosts), 30, "the self-report endpoint registered")
+        (report,) = self_reports(zk_hosts)
+        hosts = {entry.port: entry.host for entry in agent.listeners()}
+        assert hosts[monitor] == "127.0.0.3"
+        assert report.host == "127.0.0.2" and hosts[report.port] == "127.0.0.2"
+        assert sorted(hosts.values()) == ["127.0.0.2", "127.0.0.3", "127.0.0.4"]
+
+
+def test_agent_refuses_an_address_it_cannot_bind(tmp_path: Path, zk_hosts: str) -> None:
+    conf = tmp_path / "agent.properties"
+    conf.write_text(AGENT.format(bind="127.0.0.1"))
+    result = subprocess.run(
+        [*ARTIMON, "agent", "-f", str(conf), "-n", "a1", "--zk", zk_hosts, "--report-host", "192.0.2.1"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 2
+    assert "artimon agent: cannot listen:" in result.stderr
+
+
+@pytest.mark.slow
+def test_vhms_api_and_zk_commands_listen_on_loopback_by_default(tmp_path: Path) -> None:
+    with command("vhms", "--no-register", "--data-dir", str(tmp_path / "vhms")) as vhms:
+        vhms.wait_for("serving")
+        assert_loopback_only(vhms.listeners(), 2)  # Thrift and HTTP
+    with command("api", "--port", "0", "--vhms", "127.0.0.1:9") as api:
+        api.wait_for("query API on http://127.0.0.1:")
+        assert_loopback_only(api.listeners(), 1)
+    env = {k: v for k, v in os.environ.items() if k != "ARTIMON_ZK"}
+    port = free_port()
+    with command("zk", "--port", str(port), "--data-dir", str(tmp_path / "zk"), env=env) as zk:
+        zk.wait_for("ZooKeeper ready")
+        listeners = zk.listeners()  # the JVM is a child of the command
+        assert port in {entry.port for entry in listeners}
+        assert_loopback_only(listeners, 1)
+    assert zk.process.returncode == 0
+
+
+@pytest.mark.slow
+def test_up_listens_on_loopback_by_default(tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if k != "ARTIMON_ZK"}
+    args = ["up", "--demo", "--no-spark", "--interval", "1", "--api-port", "0", "--data-dir", str(tmp_path)]
+    with command(*args, env=env) as up:
+        up.wait_for("[ready] agent", timeout=120)
+        # ZooKeeper (a child JVM), VHMS Thrift and HTTP, 3 demo apps, the query API, monitoring
+        assert_loopback_only(up.listeners(), 8)
+    assert up.process.returncode == 0

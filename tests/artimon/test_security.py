@@ -1,0 +1,108 @@
+"""The commands as an operator runs them: credentials from ``--zk-auth-file``, and an agent
+file whose ``type`` names something that is no component."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from kazoo.client import KazooClient
+from kazoo.exceptions import NoAuthError
+
+from bookkeeper.zk import AUTH_ENV, AUTH_FILE_ENV, ZkAuth, make_client, resolve_zk
+
+ARTIMON = [sys.executable, "-m", "artimon"]
+
+
+def _env() -> dict[str, str]:
+    return {k: v for k, v in os.environ.items() if k not in (AUTH_ENV, AUTH_FILE_ENV)}
+
+
+def _run(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([*ARTIMON, *args], capture_output=True, text=True, timeout=timeout, env=_env())
+
+
+@pytest.mark.parametrize(
+    ("setting", "expected"),
+    [
+        (
+            "a1.sources.r1.selector.type = builtins:exit",
+            "selector type 'builtins:exit' is builtins:exit, a Quitter",
+        ),
+        ("a1.sources.r1.selector.type = os:abort", "selector type 'os:abort' is os:abort, a builtin"),
+        ("a1.sinks.k1.type = collector_agent.config:parse_agent", "a function, not a class"),
+        ("a1.sinks.k1.type = collector_agent.sources.seq:SequenceSource", "which is not a Sink"),
+    ],
+)
+def test_agent_refuses_a_type_that_is_no_component_with_exit_2(
+    tmp_path: Path, setting: str, expected: str
+) -> None:
+    conf = tmp_path / "agent.properties"
+    conf.write_text(
+        "a1.sources = r1\na1.channels = c1\na1.sinks = k1\n"
+        "a1.sources.r1.type = seq\na1.sources.r1.channels = c1\n"
+        "a1.channels.c1.type = memory\na1.sinks.k1.type = null\na1.sinks.k1.channel = c1\n" + setting + "\n"
+    )
+    result = _run("agent", "-f", str(conf), "-n", "a1", "--no-monitor")
+    assert result.returncode == 2, (result.returncode, result.stderr)  # not aborted, not a silent exit
+    assert expected in result.stderr
+
+
+def test_bad_credentials_stop_a_command_without_showing_the_password(tmp_path: Path) -> None:
+    secret = tmp_path / "zk.auth"
+    secret.write_text("no-colon-s3cr3t\n")
+    result = _run("--zk-auth-file", str(secret), "endpoints")
+    assert result.returncode == 2
+    assert "must be user:password" in result.stderr and "s3cr3t" not in result.stderr
+    missing = _run("--zk-auth-file", str(tmp_path / "missing"), "endpoints")
+    assert missing.returncode == 2 and "cannot be read" in missing.stderr
+
+
+@pytest.mark.slow
+def test_a_command_given_an_auth_file_registers_with_the_acl(
+    tmp_path: Path, zk_hosts: str, wait: Callable[..., None]
+) -> None:
+    auth = ZkAuth("artimon", uuid.uuid4().hex)
+    secret = tmp_path / "zk.auth"
+    secret.write_text(f"{auth.user}:{auth.password}\n")
+    secret.chmod(0o600)
+    connect, layout = resolve_zk(zk_hosts)
+    process = subprocess.Popen(
+        [
+            *ARTIMON,
+            "--zk-auth-file",
+            str(secret),
+            "vhms",
+            "--zk",
+            zk_hosts,
+            *("--shard", "s1", "--data-dir", str(tmp_path / "v")),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=_env(),
+    )
+    admin = make_client(connect, auth=auth)
+    anonymous = KazooClient(hosts=connect)  # no credentials, whatever the environment says
+    admin.start(timeout=30)
+    anonymous.start(timeout=30)
+    try:
+        shard = layout.vhms_shard("s1")
+        wait(lambda: admin.exists(shard) and admin.get_children(shard), 30, "the shard member registered")
+        (member,) = admin.get_children(layout.vhms_shard("s1"))
+        assert admin.get_acls(f"{layout.vhms_shard('s1')}/{member}")[0] == auth.acl()
+        with pytest.raises(NoAuthError):
+            anonymous.create(layout.vhms_member("s1", "6.6.6.6", 666), b"{}", ephemeral=True)
+    finally:
+        admin.stop()
+        admin.close()
+        anonymous.stop()
+        anonymous.close()
+        process.terminate()
+        process.communicate(timeout=60)
+    assert process.returncode == 0
