@@ -17,6 +17,8 @@ from bookkeeper.exceptions import (
     InvalidValueError,
     MalformedFrameError,
     TextFormatError,
+    TlsConfigError,
+    TlsError,
     VariableTypeError,
     WireError,
 )
@@ -47,6 +49,8 @@ __all__ = [
     "SampleBatch",
     "StringVar",
     "TextFormatError",
+    "TlsConfigError",
+    "TlsError",
     "VarType",
     "Variable",
     "VariableTypeError",

@@ -26,8 +26,11 @@ from bookkeeper.variables import (
 from bookkeeper.vartype import VarType
 
 if TYPE_CHECKING:
+    import ssl
+
     from bookkeeper.export import FileExporter
     from bookkeeper.server import EndpointServer
+    from bookkeeper.wire.framed import ServerLimits
 
 __all__ = ["Bookkeeper"]
 
@@ -263,15 +266,18 @@ class Bookkeeper:
         register: bool = True,
         advertise_host: str | None = None,
         session_timeout: float = 10.0,
-        max_frame_size: int | None = None,
+        limits: ServerLimits | None = None,
+        ssl_context: ssl.SSLContext | None = None,
     ) -> EndpointServer:
         """Serve the variables over Thrift on ``host:port`` (0 = ephemeral) and, unless
         ``register`` is false, register the endpoint in ZooKeeper (``zk_hosts``, else
-        ``$ARTIMON_ZK``, else ``127.0.0.1:2181``). Returns the running server."""
-        from bookkeeper.server import EndpointServer
+        ``$ARTIMON_ZK``, else ``127.0.0.1:2181``). Returns the running server. ``limits``
+        and ``ssl_context``: see :class:`~bookkeeper.EndpointServer`."""
+        from bookkeeper.server import DEFAULT_ENDPOINT_LIMITS, EndpointServer
 
-        kwargs = {} if max_frame_size is None else {"max_frame_size": max_frame_size}
-        server = EndpointServer(self, host, port, **kwargs)
+        server = EndpointServer(
+            self, host, port, limits=limits or DEFAULT_ENDPOINT_LIMITS, ssl_context=ssl_context
+        )
         server.start()
         if register:
             server.register(zk_hosts, advertise_host=advertise_host, session_timeout=session_timeout)

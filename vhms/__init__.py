@@ -21,12 +21,13 @@ from vhms.exceptions import (
 from vhms.placement import HashRing
 from vhms.resolutions import DEFAULT_RESOLUTIONS, Resolution, parse_resolutions
 from vhms.selector import Matcher, Selector, parse_selector
-from vhms.service import VhmsService
+from vhms.service import DEFAULT_SERVER_LIMITS, VhmsService
 from vhms.snapshot import load_snapshot, restore_or_empty, save_snapshot
 from vhms.store import FetchResult, LabelColumns, Store, compact_column
 
 __all__ = [
     "DEFAULT_RESOLUTIONS",
+    "DEFAULT_SERVER_LIMITS",
     "Address",
     "FetchLimitError",
     "FetchResult",

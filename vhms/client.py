@@ -21,6 +21,7 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import ssl
 import threading
 import time
 from collections import Counter
@@ -51,10 +52,19 @@ _KEY_LIMIT = 1 << 62
 
 
 class VhmsClient(FramedClient):
-    """One kept-alive connection to a VHMS member; ``timeout`` bounds each call."""
+    """One kept-alive connection to a VHMS member; ``timeout`` bounds each call; with
+    ``ssl_context`` (:func:`bookkeeper.wire.client_context`) it speaks TLS. Every call is
+    idempotent, so one that fails on a connection the member closed while it sat idle is
+    tried again on a fresh one (:class:`bookkeeper.wire.FramedClient`)."""
 
     def __init__(
-        self, host: str, port: int, *, timeout: float = 30.0, max_frame_size: int = 512 * 1024 * 1024
+        self,
+        host: str,
+        port: int,
+        *,
+        timeout: float = 30.0,
+        max_frame_size: int = 512 * 1024 * 1024,
+        ssl_context: ssl.SSLContext | None = None,
     ) -> None:
         super().__init__(
             host,
@@ -63,6 +73,7 @@ class VhmsClient(FramedClient):
             connect_timeout=timeout,
             timeout=timeout,
             max_frame_size=max_frame_size,
+            ssl_context=ssl_context,
         )
 
     def _vhms_call(self, api: str, *args: Any) -> Any:
@@ -193,7 +204,9 @@ def _decode_member(shard: str, name: str, data: bytes) -> Address:
 class ShardedClient:
     """Every VHMS shard, from ZooKeeper (``zk_hosts``, default ``$ARTIMON_ZK``) or the static
     ``servers`` ({shard: [(host, port), ...]}); see the module doc. Its ``fetch``,
-    ``series``, ``label_names`` and ``label_values`` are a query's data source."""
+    ``series``, ``label_names`` and ``label_values`` are a query's data source. With
+    ``ssl_context`` every member is spoken to over TLS (its certificate must name the
+    address it registers, when the context checks host names)."""
 
     def __init__(
         self,
@@ -205,9 +218,11 @@ class ShardedClient:
         grace: float = 30.0,
         member_backoff: float = 10.0,
         threads: int = 8,
+        ssl_context: ssl.SSLContext | None = None,
         name: str = "vhms-client",
     ) -> None:
         self.timeout = timeout
+        self.ssl_context = ssl_context
         self.virtual_nodes = virtual_nodes
         self.member_backoff = member_backoff
         self.name = name
@@ -275,7 +290,11 @@ class ShardedClient:
     def _connection(self, address: Address) -> Iterator[VhmsClient]:
         with self._lock:
             idle = self._idle.setdefault(address, [])
-            client = idle.pop() if idle else VhmsClient(*address, timeout=self.timeout)
+            client = (
+                idle.pop()
+                if idle
+                else VhmsClient(*address, timeout=self.timeout, ssl_context=self.ssl_context)
+            )
         try:
             yield client
         finally:

@@ -41,7 +41,9 @@ Keys: ``zk`` (default ``$ARTIMON_ZK``), ``interval`` (s, 60), ``group`` (``defau
 ``agentId`` (host-pid), ``contexts`` (regex on the context, ``.*``), ``labels.<key>``
 (regex on an endpoint label), ``threads`` (32), ``connectTimeout`` (s, 5), ``readTimeout``
 (s, 10), ``maxFrameSize`` (bytes, 64 MiB), ``catchup`` (fraction of the interval, 0.5),
-``batchSize`` (events per channel transaction, 100), ``sessionTimeout`` (s, 10).
+``batchSize`` (events per channel transaction, 100), ``sessionTimeout`` (s, 10); TLS to the
+endpoints: ``ssl``, ``truststore``, ``keystore``, ``keystore-key``, ``keystore-password``,
+``ssl-check-hostname`` (:mod:`collector_agent.tls`).
 """
 
 from __future__ import annotations
@@ -68,6 +70,7 @@ from collector_agent.event import Event
 from collector_agent.exceptions import ChannelException
 from collector_agent.group import owner
 from collector_agent.sources.base import EventDrivenSource
+from collector_agent.tls import client_ssl_context
 
 __all__ = ["ArtimonSource", "RoundState"]
 
@@ -125,6 +128,7 @@ class ArtimonSource(EventDrivenSource):
         self.catchup = context.get_float("catchup", 0.5, minimum=0.0)
         self.batch_size = context.get_int("batchSize", 100, minimum=1)
         self.session_timeout = context.get_float("sessionTimeout", 10.0, minimum=1.0)
+        self.ssl_context = client_ssl_context(context)
         self.endpoint_failures: Counter[str] = Counter()
         self._failing: set[str] = set()
         self._endpoints: dict[str, EndpointInfo] = {}  # "<context segment>/<ip:port:uuid>"
@@ -372,6 +376,7 @@ class ArtimonSource(EventDrivenSource):
                 connect_timeout=self.connect_timeout,
                 timeout=self.read_timeout,
                 max_frame_size=self.max_frame_size,
+                ssl_context=self.ssl_context,
             )
         try:
             batch = client.snapshot()

@@ -254,3 +254,38 @@ def test_api_command_serves_saved_dashboards(tmp_path) -> None:
         listed = httpx.get(f"http://127.0.0.1:{port}/api/v1/dashboards", timeout=10).json()
         assert [d["name"] for d in listed["dashboards"]] == ["demo"]
         assert "uPlot" in httpx.get(f"http://127.0.0.1:{port}/", timeout=10).text
+
+
+def test_vhms_and_api_commands_speak_tls(tmp_path, tls_files) -> None:
+    import httpx
+
+    from bookkeeper.testing.zkserver import free_port
+
+    refused = _run("vhms", "--no-register", "--tls-key", str(tls_files.server))
+    assert refused.returncode == 2 and "need --tls-cert" in refused.stderr
+    unloadable = _run("api", "--vhms", "127.0.0.1:1", "--vhms-ca", str(tmp_path / "none.pem"))
+    assert unloadable.returncode == 2 and "none.pem" in unloadable.stderr
+    vhms_port, api_port = free_port(), free_port()
+    with _running(
+        "vhms",
+        "--no-register",
+        "--port",
+        str(vhms_port),
+        "--data-dir",
+        str(tmp_path / "vhms"),
+        "--tls-cert",
+        str(tls_files.server),
+        "--max-connections-per-peer",
+        "4",
+    ) as vhms:
+        assert f"127.0.0.1:{vhms_port} over TLS" in vhms[0], vhms
+        with _running(
+            "api", "--port", str(api_port), "--vhms", f"127.0.0.1:{vhms_port}", "--vhms-ca", str(tls_files.ca)
+        ):
+            answer = httpx.post(
+                f"http://127.0.0.1:{api_port}/api/v1/query",
+                json={"query": 'fetch("load", last=5m)'},
+                timeout=30,
+            )
+            assert answer.status_code == 200, answer.text
+            assert answer.json()["series"] == []
