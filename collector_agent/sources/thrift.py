@@ -3,15 +3,19 @@
 Keys: ``bind`` (required), ``port`` (required, 0 = ephemeral), ``protocol`` (``compact``
 default, or ``binary``), ``threads`` (most concurrent connections, default 64),
 ``maxConnectionsPerPeer`` (default 16), ``maxFrameSize`` (bytes, default 16 MiB),
+``maxBatchEvents`` (default 10000), ``maxDecodedBytes`` (default 64 MiB),
 ``firstFrameTimeout`` (s, default 10), ``idleTimeout`` (s, default 300), ``frameTimeout``
 (s, default 30); TLS: ``ssl``, ``keystore``, ``keystore-key``, ``keystore-password``,
 ``truststore`` (:mod:`collector_agent.tls`).
 
-Answers ``OK`` once the events are committed in every required channel, ``FAILED`` when a
-channel refused them (full: the client retries later), ``ERROR`` on anything else. A
-client that sends garbage or an oversized frame loses its connection; nothing else does.
-The server's counters (bad frames, connections closed by each limit) join the source's in
-``/metrics``.
+Each request frame is checked before it is decoded (:mod:`collector_agent.flume_limits`):
+one that breaks Flume's IDL (an event without ``headers`` or ``body``) or a limit (events
+per batch, decoded bytes) is answered a Thrift ``PROTOCOL_ERROR`` naming why and its
+connection closed. Otherwise it answers ``OK`` once the events are committed in every
+required channel, ``FAILED`` when a channel refused them (full: the client retries later),
+``ERROR`` on anything else. A client that sends garbage or an oversized frame loses its
+connection; nothing else does. The server's counters (refused requests, bad frames,
+connections closed by each limit) join the source's in ``/metrics``.
 """
 
 from __future__ import annotations
@@ -19,11 +23,14 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from thriftpy2.protocol import TCompactProtocolFactory
+
 from bookkeeper.wire import FramedThriftServer, ServerLimits
 from collector_agent._flume_thrift import flume_thrift, protocol_factory
 from collector_agent.context import Context
 from collector_agent.event import Event
-from collector_agent.exceptions import ChannelException
+from collector_agent.exceptions import ChannelException, RequestRefusedError
+from collector_agent.flume_limits import RequestLimits, check_request
 from collector_agent.sources.base import EventDrivenSource
 from collector_agent.tls import server_ssl_context
 
@@ -111,7 +118,20 @@ class ThriftSource(EventDrivenSource):
             idle_timeout=context.get_float("idleTimeout", 300.0, minimum=0.1),
             frame_timeout=context.get_float("frameTimeout", 30.0, minimum=0.1),
         )
+        self.request_limits = RequestLimits(
+            max_batch_events=context.get_int("maxBatchEvents", 10_000, minimum=1),
+            max_decoded_bytes=context.get_int("maxDecodedBytes", 64 * 1024 * 1024, minimum=1024),
+        )
         self.ssl_context = server_ssl_context(context)
+
+    def _check(self, frame: bytearray) -> None:
+        """Refuse, before decoding, a request that breaks Flume's IDL or a limit."""
+        try:
+            check_request(frame, isinstance(self.protocol, TCompactProtocolFactory), self.request_limits)
+        except RequestRefusedError as exc:
+            self.counters.add("EventReadFail")
+            log.debug("thrift source %s: refused a request: %s", self.name, exc)
+            raise
 
     def start(self) -> None:
         self._server = FramedThriftServer(
@@ -122,6 +142,7 @@ class ThriftSource(EventDrivenSource):
             protocol_factory=self.protocol,
             limits=self.limits,
             ssl_context=self.ssl_context,
+            check_request=self._check,
             name=f"thrift-source[{self.name}]",
         )
         self.port = self._server.port
