@@ -27,8 +27,11 @@ from bookkeeper.variables import (
 from bookkeeper.vartype import VarType
 
 if TYPE_CHECKING:
+    import ssl
+
     from bookkeeper.export import FileExporter
     from bookkeeper.server import EndpointServer
+    from bookkeeper.wire.framed import ServerLimits
     from bookkeeper.zk.acl import ZkAuth
 
 __all__ = ["Bookkeeper"]
@@ -265,22 +268,25 @@ class Bookkeeper:
         register: bool = True,
         advertise_host: str | None = None,
         session_timeout: float = 10.0,
-        max_frame_size: int | None = None,
         zk_auth: ZkAuth | str | None = None,
+        limits: ServerLimits | None = None,
+        ssl_context: ssl.SSLContext | None = None,
         block: bool = False,
     ) -> EndpointServer:
         """Serve the variables over Thrift on ``host:port`` (0 = ephemeral) and, unless
         ``register`` is false, register the endpoint in ZooKeeper (``zk_hosts``, else
         ``$ARTIMON_ZK``, else ``127.0.0.1:2181``) with the credentials ``zk_auth``
         (``user:password``; default ``$ARTIMON_ZK_AUTH``, then ``$ARTIMON_ZK_AUTH_FILE``).
-        Returns the running server; with ``block``, only once Ctrl-C or SIGTERM has stopped
-        it and every other server and exporter of this bookkeeper (:meth:`close`): a script
-        that only serves its variables then runs until it is stopped, instead of ending at
-        once (the server's threads are daemons)."""
-        from bookkeeper.server import EndpointServer
+        ``limits`` and ``ssl_context``: see :class:`~bookkeeper.EndpointServer`. Returns the
+        running server; with ``block``, only once Ctrl-C or SIGTERM has stopped it and every
+        other server and exporter of this bookkeeper (:meth:`close`): a script that only
+        serves its variables then runs until it is stopped, instead of ending at once (the
+        server's threads are daemons)."""
+        from bookkeeper.server import DEFAULT_ENDPOINT_LIMITS, EndpointServer
 
-        kwargs = {} if max_frame_size is None else {"max_frame_size": max_frame_size}
-        server = EndpointServer(self, host, port, **kwargs)
+        server = EndpointServer(
+            self, host, port, limits=limits or DEFAULT_ENDPOINT_LIMITS, ssl_context=ssl_context
+        )
         server.start()
         if register:
             server.register(

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import ssl
+
 from bookkeeper._thrift import endpoint_thrift
 from bookkeeper.batch import SampleBatch
 from bookkeeper.wire.client import FramedClient
@@ -14,8 +16,10 @@ class EndpointClient(FramedClient):
     """A connection to one endpoint, reused across reads; reconnects after a failure
     (:class:`~bookkeeper.wire.FramedClient`).
 
-    ``connect_timeout`` bounds the TCP connect, ``timeout`` a whole call (send and read of
-    the answer), ``max_frame_size`` the answer's size.
+    ``connect_timeout`` bounds the TCP connect (and the TLS handshake), ``timeout`` a whole
+    call (send and read of the answer), ``max_frame_size`` the answer's size; with
+    ``ssl_context`` (:func:`bookkeeper.wire.client_context`) it speaks TLS and the endpoint's
+    certificate must name ``server_hostname`` (default ``host``) if the context checks names.
     """
 
     def __init__(
@@ -26,6 +30,8 @@ class EndpointClient(FramedClient):
         connect_timeout: float = 5.0,
         timeout: float = 10.0,
         max_frame_size: int = DEFAULT_MAX_FRAME_SIZE,
+        ssl_context: ssl.SSLContext | None = None,
+        server_hostname: str | None = None,
     ) -> None:
         super().__init__(
             host,
@@ -34,6 +40,8 @@ class EndpointClient(FramedClient):
             connect_timeout=connect_timeout,
             timeout=timeout,
             max_frame_size=max_frame_size,
+            ssl_context=ssl_context,
+            server_hostname=server_hostname,
         )
 
     def ping(self) -> int:
@@ -48,7 +56,11 @@ class EndpointClient(FramedClient):
         return self
 
 
-def read_endpoint(host: str, port: int, *, timeout: float = 10.0) -> SampleBatch:
+def read_endpoint(
+    host: str, port: int, *, timeout: float = 10.0, ssl_context: ssl.SSLContext | None = None
+) -> SampleBatch:
     """One snapshot of the endpoint at ``host:port`` over a fresh connection."""
-    with EndpointClient(host, port, connect_timeout=timeout, timeout=timeout) as client:
+    with EndpointClient(
+        host, port, connect_timeout=timeout, timeout=timeout, ssl_context=ssl_context
+    ) as client:
         return client.snapshot()

@@ -13,6 +13,9 @@
     └── WireError                                  a Thrift endpoint conversation failed
         ├── FrameTooLargeError  (also ValueError)  a frame longer than the configured maximum
         ├── MalformedFrameError (also ValueError)  bytes that do not decode as the expected message
+        ├── TlsConfigError      (also ValueError)  a certificate, key or CA file that does not load
+        ├── TlsError                               a TLS handshake failed (an untrusted certificate,
+        │                                          a peer that does not speak TLS)
         └── EndpointUnavailableError               connect or read failed or timed out
 """
 
@@ -27,6 +30,8 @@ __all__ = [
     "InvalidValueError",
     "MalformedFrameError",
     "TextFormatError",
+    "TlsConfigError",
+    "TlsError",
     "VariableTypeError",
     "WireError",
     "ZkAccessError",
@@ -82,3 +87,12 @@ class MalformedFrameError(WireError, ValueError):
 
 class EndpointUnavailableError(WireError):
     """An endpoint could not be reached or did not answer in time."""
+
+
+class TlsConfigError(WireError, ValueError):
+    """A certificate, key or CA file that cannot be loaded; the message names the file."""
+
+
+class TlsError(WireError):
+    """A TLS handshake failed: the peer's certificate is not trusted, or names another host,
+    or the peer does not speak TLS."""

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import logging
+import ssl
 import uuid
 from typing import TYPE_CHECKING, Any
 
 from bookkeeper._thrift import PROTOCOL_VERSION, endpoint_thrift
-from bookkeeper.wire.framed import FramedThriftServer
+from bookkeeper.wire.framed import FramedThriftServer, ServerLimits
 from bookkeeper.wire.net import advertised_address
 from bookkeeper.zk.acl import ZkAuth
 from bookkeeper.zk.layout import EndpointInfo, resolve_zk
@@ -16,12 +17,13 @@ from bookkeeper.zk.registration import Registration
 if TYPE_CHECKING:
     from bookkeeper._bookkeeper import Bookkeeper
 
-__all__ = ["DEFAULT_REQUEST_MAX_FRAME_SIZE", "EndpointServer"]
+__all__ = ["DEFAULT_ENDPOINT_LIMITS", "DEFAULT_REQUEST_MAX_FRAME_SIZE", "EndpointServer"]
 
 log = logging.getLogger(__name__)
 
 # Requests carry no arguments; anything bigger than this is not a request of ours.
 DEFAULT_REQUEST_MAX_FRAME_SIZE = 64 * 1024
+DEFAULT_ENDPOINT_LIMITS = ServerLimits(max_frame_size=DEFAULT_REQUEST_MAX_FRAME_SIZE)
 
 
 class _Handler:
@@ -36,7 +38,11 @@ class _Handler:
 
 
 class EndpointServer:
-    """Serves one bookkeeper; optionally registered in ZooKeeper (see :meth:`register`)."""
+    """Serves one bookkeeper; optionally registered in ZooKeeper (see :meth:`register`).
+
+    ``limits`` bound what clients may hold (:class:`bookkeeper.wire.ServerLimits`; default
+    :data:`DEFAULT_ENDPOINT_LIMITS`: requests of 64 KiB at most); ``ssl_context``
+    (:func:`bookkeeper.wire.server_context`) serves TLS only."""
 
     def __init__(
         self,
@@ -44,8 +50,8 @@ class EndpointServer:
         host: str = "127.0.0.1",
         port: int = 0,
         *,
-        max_frame_size: int = DEFAULT_REQUEST_MAX_FRAME_SIZE,
-        idle_timeout: float = 300.0,
+        limits: ServerLimits = DEFAULT_ENDPOINT_LIMITS,
+        ssl_context: ssl.SSLContext | None = None,
     ) -> None:
         self.bookkeeper = bk
         self.uuid = uuid.uuid4().hex
@@ -54,8 +60,8 @@ class EndpointServer:
             _Handler(bk),
             host,
             port,
-            max_frame_size=max_frame_size,
-            idle_timeout=idle_timeout,
+            limits=limits,
+            ssl_context=ssl_context,
             name=f"bookkeeper[{bk.context}]",
         )
         self.host = self._server.host
@@ -64,7 +70,8 @@ class EndpointServer:
 
     @property
     def stats(self) -> dict[str, int]:
-        """Connection and request counters (``connections``, ``requests``, ``bad_frames``...)."""
+        """Connection and request counters (``connections``, ``requests``, ``bad_frames``,
+        ``evicted_full``... see :mod:`bookkeeper.wire.framed`)."""
         return dict(self._server.stats)
 
     def start(self) -> None:

@@ -20,6 +20,7 @@ from collector_agent.exceptions import (
     ConfigurationError,
     EventDeliveryException,
     MalformedEventError,
+    RequestRefusedError,
     TransactionStateError,
 )
 from collector_agent.lifecycle import Component, LifecycleState
@@ -53,6 +54,7 @@ __all__ = [
     "MemoryChannel",
     "MonitorServer",
     "PollableSource",
+    "RequestRefusedError",
     "SelfReporter",
     "Sink",
     "Source",

@@ -8,7 +8,9 @@
     │   └── ChannelFullException                     no room left after keep-alive
     ├── TransactionStateError   (also RuntimeError)  a transaction used out of order
     ├── EventDeliveryException                       a sink could not deliver a batch
-    └── MalformedEventError     (also ValueError)    events the next hop refuses as malformed
+    ├── MalformedEventError     (also ValueError)    events the next hop refuses as malformed
+    └── RequestRefusedError     (also ValueError)    a Thrift request that breaks Flume's IDL or a
+                                                     limit, refused before it is decoded
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ __all__ = [
     "ConfigurationError",
     "EventDeliveryException",
     "MalformedEventError",
+    "RequestRefusedError",
     "TransactionStateError",
 ]
 
@@ -57,3 +60,8 @@ class MalformedEventError(AgentError, ValueError):
     def __init__(self, message: str, indexes: Sequence[int]) -> None:
         super().__init__(message)
         self.indexes = list(indexes)
+
+
+class RequestRefusedError(AgentError, ValueError):
+    """A Thrift source request that breaks Flume's IDL (a required field missing) or a limit
+    (events per batch, decoded bytes), refused before it is decoded; the message says which."""

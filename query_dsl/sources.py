@@ -4,6 +4,7 @@ out and merges the shards' answers before map and reduce."""
 
 from __future__ import annotations
 
+import ssl
 from typing import Protocol
 
 from vhms import Address, FetchResult, ShardedClient, Store
@@ -44,14 +45,19 @@ class ShardedSource(ShardedClient):
     ``$ARTIMON_ZK``), or the ``servers`` given as ``(host, port)``, each a shard of its own.
     The shard list is watched, and kept while ZooKeeper is away, so queries go on during a
     ZooKeeper outage; a shard's replicas are read one at a time, the next one when a member
-    fails (:class:`vhms.ShardedClient`)."""
+    fails (:class:`vhms.ShardedClient`). ``ssl_context`` speaks TLS to the shards."""
 
     def __init__(
-        self, zk_hosts: str | None = None, servers: list[Address] | None = None, timeout: float = 30.0
+        self,
+        zk_hosts: str | None = None,
+        servers: list[Address] | None = None,
+        timeout: float = 30.0,
+        ssl_context: ssl.SSLContext | None = None,
     ) -> None:
         super().__init__(
             zk_hosts,
             servers=None if servers is None else {f"{host}:{port}": [(host, port)] for host, port in servers},
             timeout=timeout,
+            ssl_context=ssl_context,
             name="query",
         )

@@ -9,6 +9,7 @@ import os
 import time
 import uuid
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -128,3 +129,51 @@ def regexes(draw: st.DrawFn) -> str:
 @pytest.fixture(scope="session")
 def redos_regexes() -> st.SearchStrategy[str]:
     return regexes()
+
+
+@dataclass(frozen=True)
+class TlsFiles:
+    """PEM files from a throwaway CA (trustme): a server certificate for 127.0.0.1 and
+    localhost, a client certificate, and a second CA that signed neither."""
+
+    ca: Path
+    server: Path  # certificate chain and private key in one file
+    client: Path
+    other_ca: Path
+
+
+@pytest.fixture(scope="session")
+def tls_files(tmp_path_factory: pytest.TempPathFactory) -> TlsFiles:
+    import trustme  # the test extra
+
+    directory = tmp_path_factory.mktemp("tls")
+    ca, other = trustme.CA(), trustme.CA()
+    files = TlsFiles(
+        directory / "ca.pem", directory / "server.pem", directory / "client.pem", directory / "other.pem"
+    )
+    ca.cert_pem.write_to_path(str(files.ca))
+    other.cert_pem.write_to_path(str(files.other_ca))
+    ca.issue_cert("127.0.0.1", "localhost").private_key_and_cert_chain_pem.write_to_path(str(files.server))
+    ca.issue_cert("agent@example.net").private_key_and_cert_chain_pem.write_to_path(str(files.client))
+    return files
+
+
+def vm_rss_kb(pid: int) -> int:
+    """The resident set of process ``pid`` (``VmRSS`` of ``/proc/<pid>/status``), in KiB."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1])
+    raise AssertionError(f"no VmRSS for process {pid}")
+
+
+def cpu_seconds(pid: int) -> float:
+    """User plus system CPU time process ``pid`` has used (``/proc/<pid>/stat``)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def thread_count(pid: int) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("Threads:"):
+            return int(line.split()[1])
+    raise AssertionError(f"no Threads for process {pid}")

@@ -24,7 +24,7 @@ from vhms.placement import HashRing
 from vhms.regex import MAX_PROGRAM_SIZE, MAX_REGEX_LENGTH
 from vhms.resolutions import DEFAULT_RESOLUTIONS, Resolution, parse_resolutions
 from vhms.selector import MAX_SELECTOR_LENGTH, Matcher, Selector, parse_selector
-from vhms.service import VhmsService
+from vhms.service import DEFAULT_SERVER_LIMITS, VhmsService
 from vhms.snapshot import load_snapshot, restore_or_empty, save_snapshot
 from vhms.store import FetchResult, LabelColumns, Store, compact_column
 from vhms.wal import FSYNC_POLICIES, ReplayReport, WriteAheadLog
@@ -32,6 +32,7 @@ from vhms.wal import replay as replay_wal
 
 __all__ = [
     "DEFAULT_RESOLUTIONS",
+    "DEFAULT_SERVER_LIMITS",
     "FSYNC_POLICIES",
     "MAX_PROGRAM_SIZE",
     "MAX_REGEX_LENGTH",

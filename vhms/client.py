@@ -23,6 +23,7 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import ssl
 import threading
 import time
 from collections import Counter
@@ -57,10 +58,19 @@ _KEY_LIMIT = 1 << 62
 
 
 class VhmsClient(FramedClient):
-    """One kept-alive connection to a VHMS member; ``timeout`` bounds each call."""
+    """One kept-alive connection to a VHMS member; ``timeout`` bounds each call; with
+    ``ssl_context`` (:func:`bookkeeper.wire.client_context`) it speaks TLS. Every call is
+    idempotent, so one that fails on a connection the member closed while it sat idle is
+    tried again on a fresh one (:class:`bookkeeper.wire.FramedClient`)."""
 
     def __init__(
-        self, host: str, port: int, *, timeout: float = 30.0, max_frame_size: int = 512 * 1024 * 1024
+        self,
+        host: str,
+        port: int,
+        *,
+        timeout: float = 30.0,
+        max_frame_size: int = 512 * 1024 * 1024,
+        ssl_context: ssl.SSLContext | None = None,
     ) -> None:
         super().__init__(
             host,
@@ -69,6 +79,7 @@ class VhmsClient(FramedClient):
             connect_timeout=timeout,
             timeout=timeout,
             max_frame_size=max_frame_size,
+            ssl_context=ssl_context,
         )
 
     def _vhms_call(self, api: str, *args: Any) -> Any:
@@ -205,8 +216,10 @@ def _decode_member(shard: str, name: str, data: bytes) -> Address:
 class ShardedClient:
     """Every VHMS shard, from ZooKeeper (``zk_hosts``, default ``$ARTIMON_ZK``, read with the
     credentials ``zk_auth``, default ``$ARTIMON_ZK_AUTH``...) or the static ``servers``
-    ({shard: [(host, port), ...]}); see the module doc. Its ``fetch``,
-    ``series``, ``label_names`` and ``label_values`` are a query's data source."""
+    ({shard: [(host, port), ...]}); see the module doc. Its ``fetch``, ``series``,
+    ``label_names`` and ``label_values`` are a query's data source. With ``ssl_context``
+    every member is spoken to over TLS (its certificate must name the address it registers,
+    when the context checks host names)."""
 
     def __init__(
         self,
@@ -219,10 +232,12 @@ class ShardedClient:
         member_backoff: float = 10.0,
         max_member_backoff: float = 300.0,
         threads: int = 8,
+        ssl_context: ssl.SSLContext | None = None,
         name: str = "vhms-client",
         zk_auth: ZkAuth | str | None = None,
     ) -> None:
         self.timeout = timeout
+        self.ssl_context = ssl_context
         self.virtual_nodes = virtual_nodes
         self.member_backoff = member_backoff
         self.max_member_backoff = max(member_backoff, max_member_backoff)
@@ -294,7 +309,11 @@ class ShardedClient:
     def _connection(self, address: Address) -> Iterator[VhmsClient]:
         with self._lock:
             idle = self._idle.setdefault(address, [])
-            client = idle.pop() if idle else VhmsClient(*address, timeout=self.timeout)
+            client = (
+                idle.pop()
+                if idle
+                else VhmsClient(*address, timeout=self.timeout, ssl_context=self.ssl_context)
+            )
         try:
             yield client
         finally:

@@ -9,15 +9,20 @@ Durability: with a snapshot directory, each ingest is appended to the write-ahea
 once a snapshot holds it. Admission, the log's append and the store's update happen under
 the store's lock, so the log's order is the order a replay repeats.
 
-Limits: an ingest frame is at most ``max_frame_size`` bytes (default 256 MiB); fetch and
-series answer the store's query limits as ``VhmsException`` (kind ``FetchLimitError``), a
-bad selector as kind ``SelectorError``; a connection that sends garbage is closed.
+Limits: the Thrift server's (:data:`DEFAULT_SERVER_LIMITS`, a :class:`bookkeeper.wire.ServerLimits`:
+an ingest frame of at most 256 MiB, arriving within 60 s once begun; 64 connections, 16 per
+peer address, the idlest closed to make room; silent ones closed after 10 s, idle ones after
+300 s); fetch and series answer the store's query limits as ``VhmsException`` (kind
+``FetchLimitError``), a bad selector as kind ``SelectorError``; a connection that sends
+garbage is closed. With ``ssl_context`` (:func:`bookkeeper.wire.server_context`) the Thrift
+port speaks TLS only (the HTTP health port stays plain).
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import ssl
 import threading
 from pathlib import Path
 from typing import Any
@@ -25,7 +30,7 @@ from typing import Any
 import numpy as np
 from fastapi import FastAPI
 
-from bookkeeper.wire import BackgroundServer, FramedThriftServer, advertised_address
+from bookkeeper.wire import BackgroundServer, FramedThriftServer, ServerLimits, advertised_address
 from bookkeeper.zk import Registration, ZkAuth, resolve_zk
 from vhms.exceptions import VhmsError, WalError
 from vhms.idl import vhms_thrift
@@ -33,9 +38,11 @@ from vhms.snapshot import restore_or_empty, save_snapshot, wal_from
 from vhms.store import Store
 from vhms.wal import ReplayReport, WriteAheadLog, remove_segments, replay, segments
 
-__all__ = ["VhmsService"]
+__all__ = ["DEFAULT_SERVER_LIMITS", "VhmsService"]
 
 log = logging.getLogger(__name__)
+
+DEFAULT_SERVER_LIMITS = ServerLimits(max_frame_size=256 * 1024 * 1024, frame_timeout=60.0)
 
 
 def _error(exc: Exception) -> Any:
@@ -171,10 +178,11 @@ class VhmsService:
         http_port: int | None = 0,
         snapshot_dir: str | Path | None = None,
         snapshot_every: float = 300.0,
-        max_frame_size: int = 256 * 1024 * 1024,
         wal: bool = True,
         wal_fsync: str = "always",
         wal_fsync_period: float = 1.0,
+        limits: ServerLimits = DEFAULT_SERVER_LIMITS,
+        ssl_context: ssl.SSLContext | None = None,
     ) -> None:
         self.store = store
         self.shard = shard
@@ -200,7 +208,8 @@ class VhmsService:
             _Handler(store, self.wal),
             host,
             port,
-            max_frame_size=max_frame_size,
+            limits=limits,
+            ssl_context=ssl_context,
             name=f"vhms[{shard}]",
         )
         self.host, self.port = self.thrift.host, self.thrift.port

@@ -3,7 +3,9 @@
 - series identity: label rules, the canonical ``name{k=v,...}`` key, a batch's series keys,
   and :class:`IngestColumns` (samples as a store ingests them);
 - the bookkeeper endpoint's Thrift IDL (``endpoint.thrift``) and framed Thrift over plain
-  sockets with size and time limits (:class:`FramedThriftServer`, :class:`FramedClient`);
+  or TLS sockets with size, time and connection limits (:class:`FramedThriftServer` and its
+  :class:`ServerLimits`, :class:`FramedClient`; :func:`server_context` and
+  :func:`client_context` build the TLS contexts from PEM files);
 - the Avro sample batch (``sample_batch.avsc``, event bodies) and the raw landing files
   (``landing_batch.avsc``);
 - a uvicorn server in a thread (:class:`BackgroundServer`) and the address a server
@@ -30,10 +32,18 @@ from bookkeeper.labels import (
 )
 from bookkeeper.wire.avro import SAMPLE_BATCH_SCHEMA, decode_sample_batch, encode_sample_batch
 from bookkeeper.wire.client import FramedClient
-from bookkeeper.wire.framed import DEFAULT_MAX_FRAME_SIZE, FramedThriftServer, call, read_frame, write_frame
+from bookkeeper.wire.framed import (
+    DEFAULT_MAX_FRAME_SIZE,
+    FramedThriftServer,
+    ServerLimits,
+    call,
+    read_frame,
+    write_frame,
+)
 from bookkeeper.wire.httpserver import BackgroundServer
 from bookkeeper.wire.landing import LANDING_SCHEMA, LandingWriter, encode_trailer, recover
 from bookkeeper.wire.net import advertised_address
+from bookkeeper.wire.tls import client_context, server_context
 
 __all__ = [
     "DEFAULT_MAX_FRAME_SIZE",
@@ -49,8 +59,10 @@ __all__ = [
     "FramedThriftServer",
     "IngestColumns",
     "LandingWriter",
+    "ServerLimits",
     "advertised_address",
     "call",
+    "client_context",
     "decode_sample_batch",
     "encode_sample_batch",
     "encode_trailer",
@@ -63,6 +75,7 @@ __all__ = [
     "read_frame",
     "recover",
     "series_keys",
+    "server_context",
     "validate_labels",
     "validate_name",
     "write_frame",

@@ -5,20 +5,34 @@ The connection opens on the first call and is reused. A failure of the transport
 peer gone, a timeout, an answer that does not decode or belongs to another call) closes
 it, so the next call starts on a fresh socket and never reads a stale answer; an exception
 the service declares (``throws``) leaves it open. An idempotent call that fails on a
-connection that was already open (the peer may have closed it while it sat idle) is tried
-once more on a fresh one.
+connection that was already open (the peer may have closed it while it sat idle: the
+request is written, the answer is an end-of-file or a reset) is tried once more on a fresh
+one.
+
+A client carries one call at a time: a second call made while one is under way (from
+another thread, say a late poll of an earlier round) is refused at once rather than
+written into the same socket, where either call could read the other's answer. Callers
+that overlap keep a client each (the artimon source checks one out per endpoint and poll;
+VHMS's sharded client keeps a pool per member).
+
+With an ``ssl_context`` (:func:`bookkeeper.wire.client_context`) the connection speaks TLS;
+the server's certificate must name ``server_hostname`` (default: ``host``) when the context
+checks host names. A failed handshake raises :class:`~bookkeeper.TlsError`.
 """
 
 from __future__ import annotations
 
 import socket
+import ssl
+import threading
 import time
 from typing import Any
 
 from thriftpy2.thrift import TException
 
-from bookkeeper.exceptions import EndpointUnavailableError
+from bookkeeper.exceptions import EndpointUnavailableError, TlsError, WireError
 from bookkeeper.wire.framed import DEFAULT_MAX_FRAME_SIZE, call
+from bookkeeper.wire.tls import handshake
 
 __all__ = ["FramedClient"]
 
@@ -37,6 +51,8 @@ class FramedClient:
         connect_timeout: float = 5.0,
         timeout: float = 30.0,
         max_frame_size: int = DEFAULT_MAX_FRAME_SIZE,
+        ssl_context: ssl.SSLContext | None = None,
+        server_hostname: str | None = None,
     ) -> None:
         self.host = host
         self.port = port
@@ -45,8 +61,11 @@ class FramedClient:
         self.connect_timeout = connect_timeout
         self.timeout = timeout
         self.max_frame_size = max_frame_size
+        self.ssl_context = ssl_context
+        self.server_hostname = server_hostname or host
         self._sock: socket.socket | None = None
         self._seqid = 0
+        self._busy = threading.Lock()
 
     @property
     def address(self) -> str:
@@ -58,26 +77,51 @@ class FramedClient:
 
     def connect(self) -> bool:
         """Open the connection unless it is open; ``True`` when this opened it.
-        ``EndpointUnavailableError`` when the peer cannot be reached."""
+        ``EndpointUnavailableError`` when the peer cannot be reached in ``connect_timeout``
+        (the TLS handshake included), ``TlsError`` when the handshake fails."""
         if self._sock is not None:
             return False
+        deadline = time.monotonic() + self.connect_timeout
         try:
             sock = socket.create_connection((self.host, self.port), timeout=self.connect_timeout)
         except OSError as exc:
             raise EndpointUnavailableError(f"connect to {self.address}: {exc}") from None
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        if self.ssl_context is not None:
+            sock = self._secure(sock, self.ssl_context, deadline)
         self._sock = sock
         return True
 
+    def _secure(self, sock: socket.socket, context: ssl.SSLContext, deadline: float) -> ssl.SSLSocket:
+        wrapped = context.wrap_socket(
+            sock, server_hostname=self.server_hostname, do_handshake_on_connect=False
+        )
+        try:
+            handshake(wrapped, deadline)
+        except ssl.SSLError as exc:
+            wrapped.close()
+            raise TlsError(f"TLS handshake with {self.address} failed: {exc}") from None
+        except OSError as exc:  # a timeout, a reset: down, overloaded, or not speaking TLS
+            wrapped.close()
+            raise EndpointUnavailableError(
+                f"TLS handshake with {self.address} (does it speak TLS?): {exc or type(exc).__name__}"
+            ) from None
+        return wrapped
+
     def call(self, api: str, *args: Any, idempotent: bool = False) -> Any:
         """``api(*args)`` and its result; see the module doc for what a failure does."""
-        reused = self._sock is not None
+        if not self._busy.acquire(blocking=False):
+            raise WireError(f"{api} to {self.address}: a call is already under way on this client")
         try:
+            reused = self._sock is not None
+            try:
+                return self._call_once(api, args)
+            except EndpointUnavailableError:
+                if not (idempotent and reused):
+                    raise
             return self._call_once(api, args)
-        except EndpointUnavailableError:
-            if not (idempotent and reused):
-                raise
-        return self._call_once(api, args)
+        finally:
+            self._busy.release()
 
     def _call_once(self, api: str, args: tuple[Any, ...]) -> Any:
         self.connect()

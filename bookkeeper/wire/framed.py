@@ -1,27 +1,54 @@
-"""Framed Thrift over plain sockets, with the limits thriftpy2's own transports lack.
+"""Framed Thrift over plain or TLS sockets, with the limits thriftpy2's own transports lack.
 
 Every message travels as a frame: a 4-byte big-endian length, then the Thrift message.
 Frames longer than ``max_frame_size`` or not positive are refused before any byte of them is
-buffered. Decoding reads from a stream that ends at the frame's end, so a length field inside
-a message that claims more bytes than the frame holds fails at once with an end-of-file error
-instead of allocating what it claims.
+buffered, and a frame's buffer grows with the bytes that arrive, never to what its length
+announces. Decoding reads from a stream that ends at the frame's end, so a length field
+inside a message that claims more bytes than the frame holds fails at once with an
+end-of-file error instead of allocating what it claims.
 
-The server runs a thread per connection (at most ``max_connections``, more are closed on
-arrival and counted). A connection that sends garbage or an oversized frame is closed; the
-others and the server carry on. The collector agent's Flume Thrift source reuses this server
-with the compact protocol.
+The server (:class:`FramedThriftServer`) runs a thread per connection under the limits of a
+:class:`ServerLimits`; its connections live through these states::
+
+    ACCEPTED --TLS--> HANDSHAKE --> NEW --a frame's first byte--> READING --the whole frame--> BUSY
+    ACCEPTED --plain--> NEW                                                                     |
+    IDLE <--the answer written-- WRITING <--the handler answered-------------------------------+
+    IDLE --a frame's first byte--> READING
+
+    each state but BUSY has a deadline: HANDSHAKE and NEW ``first_frame_timeout`` from the
+    accept, IDLE ``idle_timeout`` from the last answer, READING and WRITING
+    ``frame_timeout`` from the frame's first byte or the answer's start; past it the
+    connection is closed and counted (``silent_closed``, ``idle_closed``, ``slow_frames``,
+    ``slow_readers``). BUSY is bounded by the handler.
+
+A new connection always finds room while some connection is not BUSY or WRITING: when its
+peer address already holds ``max_connections_per_peer`` connections, the idlest of them is
+closed (``evicted_peer_limit``); when the server holds ``max_connections``, the idlest
+connection of the peer holding the most is (``evicted_full``). The idlest is the one whose
+last progress (its accept, its last frame's first byte, its last answer) is oldest, so a
+client holding many silent or trickling sockets loses them to a client that speaks. Only
+when every connection is busy is the newcomer refused (``connections_refused``). A
+connection that sends garbage or an oversized frame is closed (``bad_frames``), one whose
+request the ``check_request`` hook refuses is answered a Thrift ``PROTOCOL_ERROR`` naming
+the reason, then closed (``refused_requests``), a failed TLS handshake is counted
+(``tls_failures``); the other connections and the server carry on. The collector agent's
+Flume Thrift source and VHMS reuse this server.
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
+import enum
 import io
 import logging
 import socket
+import ssl
 import struct
 import threading
 import time
 from collections import Counter
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from thriftpy2.protocol import TCyBinaryProtocolFactory
@@ -33,10 +60,12 @@ from bookkeeper.exceptions import (
     FrameTooLargeError,
     MalformedFrameError,
 )
+from bookkeeper.wire.tls import handshake
 
 __all__ = [
     "DEFAULT_MAX_FRAME_SIZE",
     "FramedThriftServer",
+    "ServerLimits",
     "call",
     "read_frame",
     "write_frame",
@@ -46,35 +75,48 @@ log = logging.getLogger(__name__)
 
 DEFAULT_MAX_FRAME_SIZE = 64 * 1024 * 1024
 _HEADER = struct.Struct("!i")
+_FIRST_CHUNK = 64 * 1024
+_BACKLOG = 1024
+_ZEROS = memoryview(bytes(1024 * 1024))
 
 
 def _recv_exact(sock: socket.socket, size: int, deadline: float | None) -> bytearray:
-    data = bytearray(size)
-    view = memoryview(data)
+    """``size`` bytes, by the ``time.monotonic()`` ``deadline`` if given. The buffer grows
+    with the bytes that arrive (from 64 KiB, by at most 1 MiB at a time), so a peer that
+    announces a large frame and trickles it holds memory for what it sent, not what it
+    announced."""
+    data = bytearray()
     got = 0
     while got < size:
+        if got == len(data):
+            data += _ZEROS[: min(size - got, max(_FIRST_CHUNK, min(got, len(_ZEROS))))]
         if deadline is not None:
             left = deadline - time.monotonic()
             if left <= 0:
                 raise TimeoutError(f"deadline passed after {got} of {size} bytes")
             sock.settimeout(left)
-        n = sock.recv_into(view[got:], size - got)
+        # one expression: the view is released before the buffer grows again
+        n = sock.recv_into(memoryview(data)[got:])
         if n == 0:
             raise EOFError(f"connection closed after {got} of {size} bytes")
         got += n
     return data
 
 
-def read_frame(sock: socket.socket, max_frame_size: int, deadline: float | None = None) -> bytearray:
-    """Read one frame; ``EOFError`` on a clean close, ``TimeoutError`` past the socket's
-    timeout or the ``time.monotonic()`` deadline, ``FrameTooLargeError`` or
-    ``MalformedFrameError`` on a bad length (nothing of the body is read then)."""
-    header = _recv_exact(sock, 4, deadline)
+def _frame_size(header: bytes | bytearray, max_frame_size: int) -> int:
     (size,) = _HEADER.unpack(header)
     if size <= 0:
         raise MalformedFrameError(f"frame length {size} is not positive")
     if size > max_frame_size:
         raise FrameTooLargeError(f"frame of {size} bytes exceeds the maximum of {max_frame_size}")
+    return int(size)
+
+
+def read_frame(sock: socket.socket, max_frame_size: int, deadline: float | None = None) -> bytearray:
+    """Read one frame; ``EOFError`` on a clean close, ``TimeoutError`` past the socket's
+    timeout or the ``time.monotonic()`` deadline, ``FrameTooLargeError`` or
+    ``MalformedFrameError`` on a bad length (nothing of the body is read then)."""
+    size = _frame_size(_recv_exact(sock, 4, deadline), max_frame_size)
     return _recv_exact(sock, size, deadline)
 
 
@@ -87,8 +129,73 @@ def _input_protocol(protocol_factory: Any, frame: bytes | bytearray) -> Any:
     return protocol_factory.get_protocol(TCyBufferedTransport(io.BytesIO(frame)))
 
 
+@dataclasses.dataclass(frozen=True)
+class ServerLimits:
+    """What one client may hold of a :class:`FramedThriftServer`; see the module doc.
+
+    ``max_frame_size`` bounds a request (bytes); ``max_connections`` the connections open at
+    once (a thread each), ``max_connections_per_peer`` those of one peer address;
+    ``first_frame_timeout`` (s) bounds how long a new connection may stay silent (TLS
+    handshake included), ``idle_timeout`` how long one may sit between requests,
+    ``frame_timeout`` how long a frame may take to arrive once its first byte did, and an
+    answer to leave."""
+
+    max_frame_size: int = 1024 * 1024
+    max_connections: int = 64
+    max_connections_per_peer: int = 16
+    first_frame_timeout: float = 10.0
+    idle_timeout: float = 300.0
+    frame_timeout: float = 30.0
+
+    def __post_init__(self) -> None:
+        for name in ("max_frame_size", "max_connections", "max_connections_per_peer"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} = {getattr(self, name)} must be at least 1")
+        for name in ("first_frame_timeout", "idle_timeout", "frame_timeout"):
+            if not getattr(self, name) > 0:
+                raise ValueError(f"{name} = {getattr(self, name)} must be positive")
+
+
+class _State(enum.Enum):
+    HANDSHAKE = "handshake"
+    NEW = "new"
+    READING = "reading"
+    BUSY = "busy"
+    WRITING = "writing"
+    IDLE = "idle"
+
+
+# The counter a deadline passed in this state adds to (BUSY has none).
+_TIMEOUT_COUNTERS = {
+    _State.HANDSHAKE: "silent_closed",
+    _State.NEW: "silent_closed",
+    _State.IDLE: "idle_closed",
+    _State.READING: "slow_frames",
+    _State.WRITING: "slow_readers",
+}
+_EVICTABLE = frozenset({_State.HANDSHAKE, _State.NEW, _State.IDLE, _State.READING})
+
+
+class _Evicted(Exception):
+    """The connection was closed to make room for another (already counted)."""
+
+
+@dataclasses.dataclass(eq=False)
+class _Connection:
+    sock: socket.socket
+    peer: str
+    accepted: float
+    progress: float  # the last time it moved: accepted, a frame began, an answer left
+    state: _State = _State.NEW
+    evicted: bool = False
+
+
 class FramedThriftServer:
-    """A threaded framed-Thrift server on ``host:port`` (0 = ephemeral); see the module doc."""
+    """A threaded framed-Thrift server on ``host:port`` (0 = ephemeral); see the module doc.
+
+    ``ssl_context`` (:func:`bookkeeper.wire.server_context`) makes it speak TLS only;
+    ``check_request(frame)`` runs on each request frame before it is decoded and refuses it
+    by raising ``ValueError``."""
 
     def __init__(
         self,
@@ -98,21 +205,25 @@ class FramedThriftServer:
         port: int = 0,
         *,
         protocol_factory: Any = None,
-        max_frame_size: int = 1024 * 1024,
-        idle_timeout: float = 300.0,
-        max_connections: int = 64,
+        limits: ServerLimits | None = None,
+        ssl_context: ssl.SSLContext | None = None,
+        check_request: Callable[[bytearray], None] | None = None,
         name: str = "thrift",
     ) -> None:
         self._processor = TProcessor(service, handler)
         self._protocol_factory = protocol_factory or TCyBinaryProtocolFactory()  # type: ignore[no-untyped-call]
-        self.max_frame_size = max_frame_size
-        self.idle_timeout = idle_timeout
-        self.max_connections = max_connections
+        self.limits = limits or ServerLimits()
+        self.ssl_context = ssl_context
+        self._check_request = check_request
         self.name = name
         self.stats: Counter[str] = Counter()
-        self._listener = socket.create_server((host, port), backlog=128)
+        # a deep backlog: a burst of connections beyond it has its SYNs dropped, and the
+        # well-behaved client among them waits a second for its retransmission
+        self._listener = socket.create_server((host, port), backlog=_BACKLOG)
         self.host, self.port = self._listener.getsockname()[:2]
-        self._clients: set[socket.socket] = set()
+        self._peers: dict[str, set[_Connection]] = {}
+        self._count = 0
+        self._threads: set[threading.Thread] = set()
         self._lock = threading.Lock()
         self._stopped = threading.Event()
         self._thread = threading.Thread(
@@ -121,13 +232,19 @@ class FramedThriftServer:
 
     @property
     def open_connections(self) -> int:
-        return len(self._clients)
+        return self._count
+
+    @property
+    def threads(self) -> int:
+        """Connection threads alive (a closed connection's thread ends soon after)."""
+        with self._lock:
+            return len(self._threads)
 
     def start(self) -> None:
         self._thread.start()
 
     def stop(self) -> None:
-        """Stop accepting, close every connection, wait for the accept thread."""
+        """Stop accepting, close every connection, wait for the threads."""
         if self._stopped.is_set():
             return
         self._stopped.set()
@@ -135,51 +252,175 @@ class FramedThriftServer:
             self._listener.shutdown(socket.SHUT_RDWR)
         self._listener.close()
         with self._lock:
-            clients = list(self._clients)
-        for client in clients:
-            with contextlib.suppress(OSError):
-                client.shutdown(socket.SHUT_RDWR)
+            for connections in self._peers.values():
+                for connection in connections:
+                    _shut(connection.sock)
+            threads = list(self._threads)
         if self._thread.is_alive() and threading.current_thread() is not self._thread:
             self._thread.join(timeout=5)
+        for thread in threads:
+            if thread is not threading.current_thread():
+                thread.join(timeout=5)
+
+    # -- accepting ---------------------------------------------------------------------------
 
     def _accept_loop(self) -> None:
         while not self._stopped.is_set():
             try:
-                client, _ = self._listener.accept()
+                sock, address = self._listener.accept()
             except OSError:
                 if self._stopped.is_set():
                     return
                 self.stats["accept_errors"] += 1
+                self._stopped.wait(0.01)  # out of descriptors, say: no busy loop meanwhile
                 continue
+            now = time.monotonic()
+            connection = _Connection(sock, str(address[0]), now, now)
             with self._lock:
-                if len(self._clients) >= self.max_connections:
+                if not self._make_room(connection.peer):
                     self.stats["connections_refused"] += 1
-                    client.close()
+                    sock.close()
                     continue
-                self._clients.add(client)
+                self._peers.setdefault(connection.peer, set()).add(connection)
+                self._count += 1
+                thread = threading.Thread(
+                    target=self._serve, args=(connection,), name=f"{self.name}-conn", daemon=True
+                )
+                self._threads.add(thread)
             self.stats["connections"] += 1
-            threading.Thread(
-                target=self._serve_client, args=(client,), name=f"{self.name}-conn", daemon=True
-            ).start()
+            thread.start()
 
-    def _serve_client(self, client: socket.socket) -> None:
-        client.settimeout(self.idle_timeout)
-        client.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    def _make_room(self, peer: str) -> bool:
+        """Under the lock: close the idlest connection if ``peer`` or the server is full;
+        ``False`` when every candidate is busy."""
+        limits = self.limits
+        mine = self._peers.get(peer, set())
+        if len(mine) >= limits.max_connections_per_peer:
+            victim, counter = _idlest(mine), "evicted_peer_limit"
+        elif self._count >= limits.max_connections:
+            biggest = max(self._peers.values(), key=len)
+            victim = _idlest(biggest) or _idlest(c for cs in self._peers.values() for c in cs)
+            counter = "evicted_full"
+        else:
+            return True
+        if victim is None:
+            return False
+        self._forget(victim)
+        victim.evicted = True
+        self.stats[counter] += 1
+        _shut(victim.sock)  # under the lock: its thread cannot have closed it yet
+        return True
+
+    def _forget(self, connection: _Connection) -> None:
+        """Under the lock: no longer count ``connection`` (once)."""
+        peers = self._peers.get(connection.peer)
+        if peers is not None and connection in peers:
+            peers.discard(connection)
+            self._count -= 1
+            if not peers:
+                del self._peers[connection.peer]
+
+    def _enter(self, connection: _Connection, state: _State) -> None:
+        """Move to ``state`` unless the connection was evicted meanwhile."""
+        with self._lock:
+            if connection.evicted:
+                raise _Evicted
+            connection.state = state
+
+    # -- serving -----------------------------------------------------------------------------
+
+    def _serve(self, connection: _Connection) -> None:
+        limits = self.limits
         try:
+            connection.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            if self.ssl_context is not None:
+                self._enter(connection, _State.HANDSHAKE)
+                wrapped = self.ssl_context.wrap_socket(
+                    connection.sock, server_side=True, do_handshake_on_connect=False
+                )
+                with self._lock:
+                    connection.sock = wrapped  # the plain socket is detached now
+                self._enter(connection, _State.HANDSHAKE)
+                handshake(wrapped, connection.accepted + limits.first_frame_timeout)
+                self._enter(connection, _State.NEW)
             while not self._stopped.is_set():
-                frame = read_frame(client, self.max_frame_size)
+                frame = self._read_request(connection)
+                self._enter(connection, _State.BUSY)
+                if self._check_request is not None:
+                    try:
+                        self._check_request(frame)
+                    except ValueError as exc:
+                        self._refuse(connection, frame, exc)
+                        return
                 reply = self._process(frame)
                 self.stats["requests"] += 1
-                write_frame(client, reply)
-        except (EOFError, ConnectionError, TimeoutError, OSError):
+                self._enter(connection, _State.WRITING)
+                connection.sock.settimeout(limits.frame_timeout)
+                write_frame(connection.sock, reply)
+                connection.progress = time.monotonic()
+                self._enter(connection, _State.IDLE)
+        except _Evicted:
             pass
+        except TimeoutError:
+            if not connection.evicted:
+                self.stats[_TIMEOUT_COUNTERS.get(connection.state, "timeouts")] += 1
+        except ssl.SSLError as exc:
+            if not connection.evicted:
+                self._count_and_log("tls_failures", "TLS with %s failed: %s", connection.peer, exc)
         except (FrameTooLargeError, MalformedFrameError) as exc:
-            self.stats["bad_frames"] += 1
-            log.warning("%s: closing a connection that sent a bad frame: %s", self.name, exc)
+            self._count_and_log(
+                "bad_frames", "closed a connection of %s that sent a bad frame: %s", connection.peer, exc
+            )
+        except (EOFError, OSError):
+            pass
         finally:
             with self._lock:
-                self._clients.discard(client)
-            client.close()
+                self._forget(connection)
+                self._threads.discard(threading.current_thread())
+            connection.sock.close()
+
+    def _read_request(self, connection: _Connection) -> bytearray:
+        """One request frame: its first byte within the NEW or IDLE deadline, the rest
+        within ``frame_timeout`` of it."""
+        limits = self.limits
+        sock = connection.sock
+        if connection.state is _State.NEW:
+            wait_until = connection.accepted + limits.first_frame_timeout
+        else:
+            wait_until = connection.progress + limits.idle_timeout
+        sock.settimeout(max(0.001, wait_until - time.monotonic()))
+        start = sock.recv(4)
+        if not start:
+            raise EOFError("connection closed between frames")
+        connection.progress = time.monotonic()
+        self._enter(connection, _State.READING)
+        deadline = connection.progress + limits.frame_timeout
+        header = start + _recv_exact(sock, 4 - len(start), deadline) if len(start) < 4 else start
+        return _recv_exact(sock, _frame_size(header, limits.max_frame_size), deadline)
+
+    def _count_and_log(self, counter: str, message: str, *args: object) -> None:
+        """Count ``counter``; log ``message`` at its 1st, 2nd, 4th, 8th... occurrence, so
+        that a client sending garbage in a loop cannot flood the log."""
+        self.stats[counter] += 1
+        count = self.stats[counter]
+        if count & (count - 1) == 0:
+            log.warning(f"%s: {message} ({counter}: %d)", self.name, *args, count)
+
+    def _refuse(self, connection: _Connection, frame: bytearray, reason: ValueError) -> None:
+        """Answer a refused request with a ``PROTOCOL_ERROR`` naming ``reason`` (when its
+        message header decodes), then let the connection close."""
+        self._count_and_log("refused_requests", "refused a request of %s: %s", connection.peer, reason)
+        try:
+            api, _, seqid = _input_protocol(self._protocol_factory, frame).read_message_begin()
+        except Exception:  # whatever the decoder raises on garbage: nothing to answer
+            return
+        out: Any = TCyMemoryBuffer()
+        error = TApplicationException(TApplicationException.PROTOCOL_ERROR, str(reason))
+        self._processor.send_exception(self._protocol_factory.get_protocol(out), api, error, seqid)
+        with contextlib.suppress(OSError):
+            self._enter(connection, _State.WRITING)
+            connection.sock.settimeout(self.limits.frame_timeout)
+            write_frame(connection.sock, bytes(out.getvalue()))
 
     def _process(self, frame: bytearray) -> bytes:
         """Decode one call, run it, encode the answer (``TProcessor.process``, split so that
@@ -207,6 +448,19 @@ class FramedThriftServer:
         if not result.oneway:
             processor.send_result(oprot, api, result, seqid)
         return bytes(out.getvalue())
+
+
+def _shut(sock: socket.socket) -> None:
+    """Wake the thread reading ``sock`` (the socket's own shutdown: an ``SSLSocket``'s
+    would drop its TLS state under that thread's feet)."""
+    with contextlib.suppress(OSError):
+        socket.socket.shutdown(sock, socket.SHUT_RDWR)
+
+
+def _idlest(connections: Iterable[_Connection]) -> _Connection | None:
+    """The connection that made progress longest ago among those that may be closed."""
+    candidates = [c for c in connections if c.state in _EVICTABLE]
+    return min(candidates, key=lambda c: c.progress) if candidates else None
 
 
 def call(

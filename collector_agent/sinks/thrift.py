@@ -5,7 +5,9 @@ Keys: ``hostname`` (required), ``port`` (required), ``batchSize`` (default 100),
 ``connect-timeout`` (ms, default 20000), ``request-timeout`` (ms, default 20000),
 ``protocol`` (``compact`` default, or ``binary``), ``connection-reset-interval``
 (s, default 0 = never: reconnect periodically to rebalance behind a load balancer),
-``maxFrameSize`` (bytes of an answer, default 1 MiB).
+``maxFrameSize`` (bytes of an answer, default 1 MiB); TLS: ``ssl``, ``truststore``,
+``keystore``, ``keystore-key``, ``keystore-password``, ``ssl-check-hostname``
+(:mod:`collector_agent.tls`; the certificate must name ``hostname``).
 
 Any answer but ``OK`` (``FAILED``: the next hop's channel is full; ``ERROR``), a timeout or a
 broken connection rolls the batch back into the channel and raises, as Flume's sink does, so
@@ -24,6 +26,7 @@ from collector_agent.context import Context
 from collector_agent.event import Event
 from collector_agent.exceptions import EventDeliveryException
 from collector_agent.sinks.base import BatchSink
+from collector_agent.tls import client_ssl_context
 
 __all__ = ["ThriftSink"]
 
@@ -52,6 +55,7 @@ class ThriftSink(BatchSink):
             connect_timeout=self.connect_timeout,
             timeout=self.request_timeout,
             max_frame_size=self.max_frame_size,
+            ssl_context=client_ssl_context(context),
         )
 
     def stop(self) -> None:

@@ -19,7 +19,10 @@ Keys: ``zk`` (connect string, default ``$ARTIMON_ZK``), or ``servers`` (static:
 how long a shard whose members all left keeps its series before they move to the others,
 so that a restart holds the events in the channel instead of moving them), ``time`` (``round``, default:
 the round time in the ``artimon.round`` header when present, else each sample's own;
-``sample``: always the sample's own). Counted besides Flume's sink counters:
+``sample``: always the sample's own); TLS to the shards: ``ssl``, ``truststore``,
+``keystore``, ``keystore-key``, ``keystore-password``, ``ssl-check-hostname``
+(:mod:`collector_agent.tls`; a certificate must name the address its shard registers).
+Counted besides Flume's sink counters:
 ``SamplesStoredCount``, ``SamplesRefusedCount``, ``EventUndecodableCount`` (events whose
 body is not a sample batch; they go to the dead-letter file), ``MemberFailCount`` (calls to
 a shard member that failed or timed out).
@@ -36,6 +39,7 @@ from collector_agent.context import Context
 from collector_agent.event import Event
 from collector_agent.exceptions import EventDeliveryException, MalformedEventError
 from collector_agent.sinks.base import BatchSink
+from collector_agent.tls import client_ssl_context
 from vhms import Address, ShardedClient, VhmsError
 
 __all__ = ["VhmsSink"]
@@ -71,6 +75,7 @@ class VhmsSink(BatchSink):
             if not (at and colon and host and port.isdigit()):
                 raise context.error("servers", f"{item!r} is not shard@host:port")
             self.static.setdefault(shard, []).append((host, int(port)))
+        self.ssl_context = client_ssl_context(context)
         self.zk_hosts = context.get_optional("zk") or os.environ.get("ARTIMON_ZK")
         if not self.static and not self.zk_hosts:
             raise context.error("zk", "is required (or servers = shard@host:port ...; or set ARTIMON_ZK)")
@@ -90,6 +95,7 @@ class VhmsSink(BatchSink):
             grace=self.shard_grace,
             member_backoff=self.member_backoff,
             max_member_backoff=self.max_member_backoff,
+            ssl_context=self.ssl_context,
             name=f"sink {self.name}",
             zk_auth=self.zk_auth,
         )

@@ -22,6 +22,13 @@ that round with a later read (VHMS and the Parquet history keep one sample per s
 round). A new agent joining a group polls nothing early: its share in that round still
 belongs to the agents that were members when the round began.
 
+Each poll has its endpoint's connection to itself: it checks the endpoint's kept-alive
+client out of its slot (or opens a fresh one when the slot is empty) and puts it back when
+it is done. A poll abandoned at its round's deadline keeps its client until its call ends
+(its own ``readTimeout`` bounds that), then closes it; the next round, finding the slot
+empty, opens a fresh connection, so two rounds never read one socket and an answer is
+never read by a round that did not ask for it.
+
 Discovery and group membership come from :class:`bookkeeper.zk.Membership` (endpoints
 under ``/contexts``, this agent's group under ``/agents``); what this module adds is the
 round scheduler. Payloads are checked (:meth:`bookkeeper.zk.EndpointInfo.from_znode`, which
@@ -48,7 +55,9 @@ Keys: ``zk`` (default ``$ARTIMON_ZK``), ``interval`` (s, 60), ``group`` (``defau
 ``agentId`` (host-pid), ``contexts`` (regex on the context, ``.*``), ``labels.<key>``
 (regex on an endpoint label), ``threads`` (32), ``connectTimeout`` (s, 5), ``readTimeout``
 (s, 10), ``maxFrameSize`` (bytes, 64 MiB), ``catchup`` (fraction of the interval, 0.5),
-``batchSize`` (events per channel transaction, 100), ``sessionTimeout`` (s, 10).
+``batchSize`` (events per channel transaction, 100), ``sessionTimeout`` (s, 10); TLS to the
+endpoints: ``ssl``, ``truststore``, ``keystore``, ``keystore-key``, ``keystore-password``,
+``ssl-check-hostname`` (:mod:`collector_agent.tls`).
 """
 
 from __future__ import annotations
@@ -85,6 +94,7 @@ from collector_agent.event import Event
 from collector_agent.exceptions import ChannelException
 from collector_agent.group import owner
 from collector_agent.sources.base import EventDrivenSource
+from collector_agent.tls import client_ssl_context
 
 __all__ = ["ArtimonSource", "RoundState"]
 
@@ -143,11 +153,12 @@ class ArtimonSource(EventDrivenSource):
         self.catchup = context.get_float("catchup", 0.5, minimum=0.0)
         self.batch_size = context.get_int("batchSize", 100, minimum=1)
         self.session_timeout = context.get_float("sessionTimeout", 10.0, minimum=1.0)
+        self.ssl_context = client_ssl_context(context)
         self.endpoint_failures: Counter[str] = Counter()
         self._failing: set[str] = set()
         self._endpoints: dict[str, EndpointInfo] = {}  # "<context segment>/<ip:port:uuid>"
         self._agents: dict[str, int] = {}  # agent id -> znode creation time (ms)
-        self._clients: dict[str, EndpointClient] = {}
+        self._idle_clients: dict[str, EndpointClient] = {}  # per endpoint, the client no poll holds
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._assigned_members: list[str] = []
@@ -209,7 +220,9 @@ class ArtimonSource(EventDrivenSource):
         self._registration.close()
         self._zk.stop()
         self._zk.close()
-        for client in self._clients.values():
+        with self._lock:
+            idle, self._idle_clients = list(self._idle_clients.values()), {}
+        for client in idle:
             client.close()
         super().stop()
 
@@ -225,10 +238,9 @@ class ArtimonSource(EventDrivenSource):
         with self._lock:
             gone = set(self._endpoints) - set(endpoints)
             self._endpoints = endpoints
-            for key in gone:
-                client = self._clients.pop(key, None)
-                if client is not None:
-                    client.close()
+            idle = [self._idle_clients.pop(key) for key in gone if key in self._idle_clients]
+        for client in idle:
+            client.close()
         self.counters.set("EndpointCount", len(endpoints))
 
     def _on_agents(self, view: Mapping[str, tuple[Member, ...]]) -> None:
@@ -340,7 +352,10 @@ class ArtimonSource(EventDrivenSource):
             with self._lock:
                 self._assigned_members = self._members_at(round_ms, dict(self._agents))
             self.counters.set("AssignedEndpointCount", len(endpoints))
-        futures = {self._pool.submit(self._poll, key, info, round_ms): key for key, info in endpoints.items()}
+        futures = {
+            self._pool.submit(self._poll, key, info, round_ms, deadline_ms): key
+            for key, info in endpoints.items()
+        }
         pending: list[Event] = []
         try:
             for future in concurrent.futures.as_completed(
@@ -387,25 +402,54 @@ class ArtimonSource(EventDrivenSource):
             self.counters.add("EventAcceptedCount", len(events))
             return
 
-    def _poll(self, key: str, info: EndpointInfo, round_ms: int) -> Event | None:
-        self.counters.add("PollAttemptCount")
-        client = self._clients.get(key)
-        if client is None:
-            client = self._clients[key] = EndpointClient(
-                info.host,
-                info.port,
-                connect_timeout=self.connect_timeout,
-                timeout=self.read_timeout,
-                max_frame_size=self.max_frame_size,
+    def _checkout(self, key: str, info: EndpointInfo) -> EndpointClient:
+        """The endpoint's kept-alive client, taken out of its slot, or a fresh one."""
+        with self._lock:
+            client = self._idle_clients.pop(key, None)
+        return client or EndpointClient(
+            info.host,
+            info.port,
+            connect_timeout=self.connect_timeout,
+            timeout=self.read_timeout,
+            max_frame_size=self.max_frame_size,
+            ssl_context=self.ssl_context,
+        )
+
+    def _checkin(self, key: str, client: EndpointClient, abandoned: bool) -> None:
+        """Back into the slot, unless its poll was abandoned, the slot was filled meanwhile,
+        the endpoint is gone or the source stopping: then closed."""
+        with self._lock:
+            keep = (
+                not abandoned
+                and client.is_open
+                and key in self._endpoints
+                and key not in self._idle_clients
+                and not self._stop.is_set()
             )
+            if keep:
+                self._idle_clients[key] = client
+        if not keep:
+            client.close()
+
+    def _poll(self, key: str, info: EndpointInfo, round_ms: int, deadline_ms: int) -> Event | None:
+        self.counters.add("PollAttemptCount")
+        client = self._checkout(key, info)
+        batch, failure = None, None
         try:
             batch = client.snapshot()
         except BookkeeperError as exc:
+            failure = exc
+        finally:
+            abandoned = time.time() * 1000 > deadline_ms  # counted in PollTimeoutCount already
+            self._checkin(key, client, abandoned)
+        if batch is None:  # late or not, the endpoint failed: counted, per endpoint too
             self.endpoint_failures[key] += 1
             self.counters.add("PollFailCount")
             if key not in self._failing:
                 self._failing.add(key)
-                log.warning("source %s: polling %s (%s) failed: %s", self.name, key, info.context, exc)
+                log.warning("source %s: polling %s (%s) failed: %s", self.name, key, info.context, failure)
+            return None
+        if abandoned:  # its round has moved on without it
             return None
         if key in self._failing:
             self._failing.discard(key)

@@ -439,3 +439,38 @@ def test_dashboards_check(tmp_path) -> None:
     (tmp_path / "fine.json").write_text((EXAMPLES / "demo.json").read_text())
     bad = _run("dashboards", "--check", str(tmp_path))
     assert bad.returncode == 1 and "bad: INVALID" in bad.stdout and "fine: ok" in bad.stdout
+
+
+def test_vhms_and_api_commands_speak_tls(tmp_path, tls_files) -> None:
+    import httpx
+
+    from bookkeeper.testing.zkserver import free_port
+
+    refused = _run("vhms", "--no-register", "--tls-key", str(tls_files.server))
+    assert refused.returncode == 2 and "need --tls-cert" in refused.stderr
+    unloadable = _run("api", "--vhms", "127.0.0.1:1", "--vhms-ca", str(tmp_path / "none.pem"))
+    assert unloadable.returncode == 2 and "none.pem" in unloadable.stderr
+    vhms_port, api_port = free_port(), free_port()
+    with _running(
+        "vhms",
+        "--no-register",
+        "--port",
+        str(vhms_port),
+        "--data-dir",
+        str(tmp_path / "vhms"),
+        "--tls-cert",
+        str(tls_files.server),
+        "--max-connections-per-peer",
+        "4",
+    ) as vhms:
+        assert f"127.0.0.1:{vhms_port} over TLS" in vhms[0], vhms
+        with _running(
+            "api", "--port", str(api_port), "--vhms", f"127.0.0.1:{vhms_port}", "--vhms-ca", str(tls_files.ca)
+        ):
+            answer = httpx.post(
+                f"http://127.0.0.1:{api_port}/api/v1/query",
+                json={"query": 'fetch("load", last=5m)'},
+                timeout=30,
+            )
+            assert answer.status_code == 200, answer.text
+            assert answer.json()["series"] == []

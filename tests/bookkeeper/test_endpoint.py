@@ -4,7 +4,7 @@ import socket
 import struct
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import pytest
 
@@ -16,9 +16,10 @@ from bookkeeper import (
     FrameTooLargeError,
     MalformedFrameError,
     VarType,
+    WireError,
     read_endpoint,
 )
-from bookkeeper.wire.framed import FramedThriftServer
+from bookkeeper.wire import ServerLimits
 
 
 @pytest.fixture
@@ -189,34 +190,46 @@ def test_client_reports_a_closed_port() -> None:
         read_endpoint("127.0.0.1", port, timeout=2)
 
 
-def test_connections_beyond_the_cap_are_refused_and_counted() -> None:
-    bk = Bookkeeper("cap-test", environ={})
-    from bookkeeper._thrift import endpoint_thrift
-    from bookkeeper.server import _Handler
+def test_a_client_carries_one_call_at_a_time(wait: Callable[..., None]) -> None:
+    """A second call on a client whose call is under way is refused at once instead of
+    sharing its socket (two rounds of an agent once read each other's answers that way)."""
+    outcome: list[BaseException] = []
 
-    server = FramedThriftServer(endpoint_thrift.BookkeeperEndpoint, _Handler(bk), max_connections=2)
-    server.start()
-    held = [EndpointClient(server.host, server.port) for _ in range(2)]
-    try:
-        for client in held:
+    def first_call() -> None:
+        try:
+            client.snapshot()
+        except EndpointUnavailableError as exc:  # the peer never answers
+            outcome.append(exc)
+
+    with _Liar(b"") as liar, EndpointClient("127.0.0.1", liar.port, timeout=1.5) as client:
+        first = threading.Thread(target=first_call)
+        first.start()
+        wait(lambda: client.is_open, 5, "the first call under way")
+        started = time.monotonic()
+        with pytest.raises(WireError, match="already under way"):
             client.ping()
-        with (
-            EndpointClient(server.host, server.port, timeout=5) as extra,
-            pytest.raises(EndpointUnavailableError),
-        ):
-            extra.ping()
-        assert server.stats["connections_refused"] == 1
-        held[0].close()
-        deadline = time.monotonic() + 10
-        while True:  # the server notices the close asynchronously
-            with EndpointClient(server.host, server.port) as again:
-                try:
-                    assert again.ping() == 1
-                    break
-                except EndpointUnavailableError:
-                    if time.monotonic() > deadline:
-                        raise
+        assert time.monotonic() - started < 0.5
+        first.join(10)
+    assert len(outcome) == 1
+
+
+def test_an_idempotent_call_survives_a_connection_the_server_closed_while_idle(
+    wait: Callable[..., None],
+) -> None:
+    """The server's idle timeout closes a kept-alive connection; the client's next request is
+    written into the dead socket and its answer is an end-of-file: tried again, fresh."""
+    bk = Bookkeeper("stale", environ={})
+    bk.integer("x").set(1)
+    server = bk.serve(register=False, limits=ServerLimits(idle_timeout=0.3, max_frame_size=64 * 1024))
+    try:
+        with EndpointClient(server.host, server.port) as client:
+            assert client.ping() == 1
+            wait(lambda: server.stats.get("idle_closed") == 1, 5, "the server to close the idle connection")
+            assert client.is_open  # the client has not noticed
+            assert len(client.snapshot()) == 1
+            assert server.stats["connections"] == 2
+            wait(lambda: server.stats.get("idle_closed") == 2, 5, "the second idle close")
+            with pytest.raises(EndpointUnavailableError):  # not idempotent: not tried again
+                client.call("ping")
     finally:
-        for client in held:
-            client.close()
-        server.stop()
+        bk.close()

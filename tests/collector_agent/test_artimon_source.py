@@ -11,13 +11,15 @@ import time
 from collections import Counter
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from kazoo.client import KazooClient
 
-from bookkeeper import EndpointInfo, resolve_zk
+from bookkeeper import Bookkeeper, EndpointInfo, resolve_zk
 from bookkeeper.testing import AppProcess, start_app
 from bookkeeper.testing.zkserver import ZooKeeperServer
+from bookkeeper.wire import FramedThriftServer, endpoint_thrift
 from collector_agent import Agent, Event
 from collector_agent.group import owner
 from collector_agent.testing import start_agent_process
@@ -328,3 +330,82 @@ def test_zookeeper_restart_mid_run_and_everything_carries_on(
         agent.stop()
         app.kill()
         zk_server.stop()
+
+
+class _SlowOnce:
+    """An endpoint whose first snapshot answers after 2.5 s, far past its round's deadline;
+    the later ones at once."""
+
+    def __init__(self) -> None:
+        self.bk = Bookkeeper("slow-once", environ={})
+        self.bk.integer("x").set(1)
+        self.first_call_at: float | None = None
+        self._lock = threading.Lock()
+
+    def ping(self) -> int:
+        return 1
+
+    def snapshot(self) -> Any:
+        with self._lock:
+            first = self.first_call_at is None
+            if first:
+                self.first_call_at = time.time()
+        if first:
+            time.sleep(2.5)
+        return self.bk.snapshot().to_thrift()
+
+
+@pytest.mark.slow
+def test_a_late_poll_keeps_its_connection_and_the_next_rounds_answer_on_time(
+    zk_hosts: str, wait: Callable[..., None]
+) -> None:
+    """A poll abandoned at its round's deadline still owns its connection: the next rounds
+    open a fresh one and are answered at once, instead of queueing behind the late answer on
+    the same socket (where a round could read another's answer)."""
+    handler = _SlowOnce()
+    server = FramedThriftServer(endpoint_thrift.BookkeeperEndpoint, handler, name="slow-once")
+    server.start()
+    connect, layout = resolve_zk(zk_hosts)
+    zk = KazooClient(hosts=connect)
+    zk.start(timeout=30)
+    info = EndpointInfo("127.0.0.1", server.port, "slow", "u1", {})
+    zk.create(
+        layout.endpoint("slow", "127.0.0.1", server.port, "u1"), info.to_json(), ephemeral=True, makepath=True
+    )
+    config = POLLER.format(zk=zk_hosts, interval=1, agent_id="solo", port=1).replace(
+        "readTimeout = 2", "readTimeout = 5"
+    )
+    agent = Agent.from_properties(
+        config.replace("g.channels = ch", "g.channels = ch idle")
+        .replace("g.sinks.fwd.type = thrift", "g.sinks.fwd.type = null")
+        .replace("g.sinks.fwd.channel = ch", "g.sinks.fwd.channel = idle")
+        + "g.channels.idle.type = memory\n",
+        "g",
+        {},
+    )
+    agent.start()
+    arrivals: dict[int, float] = {}
+    try:
+        wait(lambda: handler.first_call_at is not None, 30, "the first poll")
+        assert handler.first_call_at is not None
+        slow_round = int(handler.first_call_at) * 1000
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline and not all(slow_round + n * 1000 in arrivals for n in (1, 2, 3)):
+            with agent.channels["ch"].transaction() as tx:
+                got = tx.take_batch(100)
+            for event in got:
+                arrivals.setdefault(int(event.headers["artimon.round"]), time.time())
+            time.sleep(0.02)
+        metrics = agent.sources["poll"].metrics()
+    finally:
+        agent.stop()
+        zk.stop()
+        zk.close()
+        server.stop()
+    for n in (1, 2, 3):
+        round_ms = slow_round + n * 1000
+        assert round_ms in arrivals, (n, sorted(arrivals), slow_round)
+        assert arrivals[round_ms] - round_ms / 1000 < 0.5, (n, arrivals[round_ms] - round_ms / 1000)
+    assert slow_round not in arrivals  # the late answer is not emitted
+    assert metrics["PollTimeoutCount"] == 1 and metrics["PollFailCount"] == 0
+    assert server.stats["connections"] >= 2  # the late poll's own, and the fresh one after it
