@@ -5,6 +5,7 @@ See README.md beside this file and docs/dsl.md.
 
 from __future__ import annotations
 
+from query_dsl.answer import strings_answer
 from query_dsl.api import create_app, to_csv
 from query_dsl.apply import apply_op
 from query_dsl.bucketize import bucketize
@@ -56,6 +57,7 @@ __all__ = [
     "filter_selector",
     "parse",
     "reduce_matrix",
+    "strings_answer",
     "to_csv",
     "top",
     "where_last",

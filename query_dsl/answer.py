@@ -15,15 +15,18 @@ buffer.
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import orjson
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from bookkeeper.wire import parse_series
 from query_dsl.matrix import Matrix
 from query_dsl.series_table import Column
 
-__all__ = ["encode_answer"]
+__all__ = ["encode_answer", "strings_answer"]
 
 _TEXT = pa.large_binary()
 
@@ -60,17 +63,31 @@ def _values(m: Matrix) -> pa.Array:
     return rows
 
 
-def encode_answer(result: Matrix | float, took_ms: float, warnings: list[str] | None = None) -> bytes:
+def strings_answer(strings: dict[str, tuple[int, str]]) -> list[dict[str, Any]]:
+    """STRING series as the API answers them: name, labels, last value and its time."""
+    out: list[dict[str, Any]] = []
+    for key, (timestamp, value) in strings.items():
+        name, labels = parse_series(key)
+        out.append({"name": name, "labels": labels, "value": value, "timestamp": timestamp})
+    return out
+
+
+def encode_answer(
+    result: Matrix | float,
+    took_ms: float,
+    warnings: list[str] | None = None,
+    strings: dict[str, tuple[int, str]] | None = None,
+) -> bytes:
+    extra = {"warnings": warnings or [], "strings": strings_answer(strings or {})}
     if not isinstance(result, Matrix):
-        return orjson.dumps({"scalar": result, "took_ms": took_ms, "warnings": warnings or []})
+        return orjson.dumps({"scalar": result, "took_ms": took_ms, **extra})
     tail = (
         b'],"step_ms":'
         + orjson.dumps(result.step_ms)
         + b',"took_ms":'
         + orjson.dumps(took_ms)
-        + b',"warnings":'
-        + orjson.dumps(warnings or [])
-        + b"}"
+        + b","
+        + orjson.dumps(extra)[1:]
     )
     if not len(result):
         return b'{"series":[' + tail

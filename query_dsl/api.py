@@ -28,7 +28,7 @@ from fastapi.responses import JSONResponse, PlainTextResponse, Response
 from pydantic import BaseModel, Field
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from query_dsl.answer import encode_answer
+from query_dsl.answer import encode_answer, strings_answer
 from query_dsl.body_limit import BodyLimitMiddleware
 from query_dsl.evaluator import Evaluator, Limits
 from query_dsl.exceptions import QueryError, QueryLimitError
@@ -55,6 +55,13 @@ class SeriesAnswer(BaseModel):
     values: list[float | None]
 
 
+class StringAnswer(BaseModel):
+    name: str
+    labels: dict[str, str]
+    value: str
+    timestamp: int
+
+
 class QueryAnswer(BaseModel):
     series: list[SeriesAnswer] | None = None
     scalar: float | None = None
@@ -62,6 +69,9 @@ class QueryAnswer(BaseModel):
     took_ms: float
     warnings: list[str] = Field(
         default_factory=list, description="why (parts of) the answer are empty, where that is known"
+    )
+    strings: list[StringAnswer] = Field(
+        default_factory=list, description="the last value of the STRING series the query fetched"
     )
 
 
@@ -156,7 +166,9 @@ def create_app(
             return PlainTextResponse(to_csv(result), media_type="text/csv")
         # written by columns, not validated against QueryAnswer (which documents it): a
         # wide answer would cost more to validate than to compute
-        return Response(encode_answer(result, took, evaluator.warnings), media_type="application/json")
+        return Response(
+            encode_answer(result, took, evaluator.warnings, evaluator.strings), media_type="application/json"
+        )
 
     @app.get("/api/v1/series", dependencies=[Depends(authorize), Depends(_only("match", "match[]"))])
     def series(
@@ -176,6 +188,16 @@ def create_app(
         except (VhmsError, ValueError) as exc:
             return _error(400, exc)
         return JSONResponse({"series": found})
+
+    @app.get("/api/v1/strings", dependencies=[Depends(authorize), Depends(_only("match"))])
+    def strings(match: str = Query(..., max_length=MAX_QUERY_LENGTH, description="a selector")) -> Response:
+        """The last value and its time of each STRING series the selector picks."""
+        try:
+            return JSONResponse({"strings": strings_answer(source.strings(match))})
+        except LimitExceededError as exc:
+            return _error(413, QueryLimitError(str(exc)))
+        except (VhmsError, ValueError) as exc:
+            return _error(400, exc)
 
     @app.get("/api/v1/labels", dependencies=[Depends(authorize), Depends(_only())])
     def labels() -> dict[str, list[str]]:

@@ -20,6 +20,9 @@ class Client:
         headers = {"Authorization": f"Bearer {token}"} if token else {}
         self.url = url.rstrip("/")
         self.warnings: list[str] = []  # the last query's: why (parts of) its answer are empty
+        self.strings: list[
+            dict[str, Any]
+        ] = []  # the last query's STRING series: name, labels, value, timestamp
         self._http = httpx.Client(base_url=self.url, headers=headers, timeout=timeout)
 
     def close(self) -> None:
@@ -59,6 +62,7 @@ class Client:
     def query(self, query: str, start_ms: int | None = None, end_ms: int | None = None) -> Matrix | float:
         body = self._send("POST", "/api/v1/query", json={"query": query, "start": start_ms, "end": end_ms})
         self.warnings = [str(w) for w in body.get("warnings") or []]
+        self.strings = list(body.get("strings") or [])
         if "series" not in body or body["series"] is None:
             scalar = body.get("scalar")
             return float("nan") if scalar is None else float(scalar)

@@ -128,6 +128,8 @@ class Evaluator:
         self._deadline = 0.0
         self.points_read = 0
         self.warnings: list[str] = []  # why an answer is empty, when the evaluator knows
+        # the last text and its time of the STRING series the query fetched (no numbers)
+        self.strings: dict[str, tuple[int, str]] = {}
 
     def warn(self, message: str) -> None:
         if message not in self.warnings:
@@ -140,6 +142,7 @@ class Evaluator:
         self._deadline = time.monotonic() + self.limits.timeout_s
         self.points_read = 0
         self.warnings = []
+        self.strings = {}
         try:
             result = self._eval(node)
         except LimitExceededError as exc:  # a store's limit is the query's limit to its user
@@ -151,7 +154,8 @@ class Evaluator:
         if not isinstance(result, Matrix | float):
             raise QueryTypeError(f"the query gives {result!r}, not series or a number")
         answer: Matrix | float = result
-        if isinstance(answer, Matrix) and len(answer) and not self.warnings and np.isnan(answer.values).all():
+        empty = isinstance(answer, Matrix) and len(answer) and np.isnan(answer.values).all()
+        if empty and not self.warnings and not self.strings:
             self.warn(
                 "every value of the answer is empty (no sample in the range, or none left by the query)"
             )
@@ -241,6 +245,8 @@ class Evaluator:
             )
         if not len(result):
             self.warn(f"fetch({selector!r}) matches no series")
+        elif np.isnan(result.values).all(axis=1).any():  # STRING series have text, not numbers
+            self.strings.update(self.source.strings(selector))
         return Matrix.from_table(
             SeriesTable.from_fetch(result), result.timestamps, result.values, result.step_ms
         )

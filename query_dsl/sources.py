@@ -19,6 +19,7 @@ class DataSource(Protocol):
     def series(self, selector: str) -> list[str]: ...
     def label_names(self) -> list[str]: ...
     def label_values(self, label: str) -> list[str]: ...
+    def strings(self, selector: str) -> dict[str, tuple[int, str]]: ...
 
 
 class StoreSource:
@@ -38,6 +39,9 @@ class StoreSource:
 
     def label_values(self, label: str) -> list[str]:
         return self.store.label_values(label)
+
+    def strings(self, selector: str) -> dict[str, tuple[int, str]]:
+        return dict(sorted(self.store.last_strings(selector).items()))
 
 
 class ShardedSource(ShardedClient):

@@ -46,8 +46,10 @@ def demo_store(end_ms: int | None = None, *, minutes: int = 60, seed: int = 42) 
         temperature = 24.0 + int(rack[1:]) + rng.normal(0, 0.5, minutes)
         labels = {"context": "demo.racks", "dc": "par", "rack": rack}
         series[format_series("rack.temperature.celsius", labels)] = temperature.round(2)
+    series[format_series("app.up", _WEB)] = np.ones(minutes)
     store = Store()
     keys = list(series)
     for column, ts in enumerate(times.tolist()):
         store.ingest(keys, np.array([series[k][column] for k in keys]), np.full(len(keys), ts))
+    store.ingest_strings([format_series("app.version", _WEB)], ["1.0.0"], np.array([end]))
     return store

@@ -83,3 +83,20 @@ class ParquetSource:
         return sorted(
             {v for key in self.series("") for k, v in parse_series_shared(key)[1].items() if k == label}
         )
+
+    def strings(self, selector: str) -> dict[str, tuple[int, str]]:
+        """The last value and its time of each selected STRING series in the history."""
+        keys = matching_series(self.series(selector), selector)
+        if not keys:
+            return {}
+        latest = (
+            self.spark.read.parquet(self.path)
+            .where(F.col("series").isin(keys) & (F.col("type") == 3))
+            .groupBy("series")
+            .agg(F.max_by("string_value", "ts").alias("value"), F.unix_millis(F.max("ts")).alias("ts_ms"))
+            .collect()
+        )
+        return {
+            row["series"]: (int(row["ts_ms"]), row["value"])
+            for row in sorted(latest, key=lambda r: r["series"])
+        }

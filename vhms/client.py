@@ -127,6 +127,14 @@ class VhmsClient(FramedClient):
     def label_names(self) -> list[str]:
         return list(self._vhms_call("label_names"))
 
+    def strings(self, selector: str) -> dict[str, tuple[int, str]]:
+        """The last value and its time of each selected STRING series."""
+        reply = self._vhms_call("strings", selector)
+        times = np.frombuffer(reply.timestamps or b"", dtype="<i8").tolist()
+        if not len(reply.keys or []) == len(reply.values or []) == len(times):
+            raise WireError(f"VHMS {self.address}: string columns of different lengths")
+        return {key: (ts, text) for key, text, ts in zip(reply.keys, reply.values, times, strict=True)}
+
     def label_values(self, label: str) -> list[str]:
         return list(self._vhms_call("label_values", label))
 
@@ -458,6 +466,16 @@ class ShardedClient:
 
     def label_names(self) -> list[str]:
         return sorted({name for part in self._each(lambda c: c.label_names()) for name in part})
+
+    def strings(self, selector: str) -> dict[str, tuple[int, str]]:
+        """The last value and its time of each selected STRING series, from every shard
+        (the newest where two shards hold one, after a routing change)."""
+        merged: dict[str, tuple[int, str]] = {}
+        for part in self._each(lambda c: c.strings(selector)):
+            for key, value in part.items():
+                if key not in merged or merged[key][0] < value[0]:
+                    merged[key] = value
+        return dict(sorted(merged.items()))
 
     def label_values(self, label: str) -> list[str]:
         return sorted({value for part in self._each(lambda c: c.label_values(label)) for value in part})

@@ -130,6 +130,17 @@ class _Handler:
     def label_names(self) -> list[str]:
         return self.store.label_names()
 
+    def strings(self, selector: str) -> Any:
+        try:
+            last = self.store.last_strings(selector or "")
+        except (VhmsError, ValueError) as exc:
+            raise _error(exc) from None
+        return vhms_thrift.StringsReply(
+            keys=list(last),
+            values=[text for _, text in last.values()],
+            timestamps=np.array([ts for ts, _ in last.values()], dtype="<i8").tobytes(),
+        )
+
     def label_values(self, label: str) -> list[str]:
         return self.store.label_values(label or "")
 

@@ -27,6 +27,12 @@ struct FetchReply {
   5: list<LabelColumn> labels, // the series' names and labels by columns
 }
 
+struct StringsReply {
+  1: list<string> keys,       // the STRING series, canonical name{labels}
+  2: list<string> values,     // the last value of each
+  3: binary timestamps,       // int64 LE: when each was sampled, epoch ms
+}
+
 service Vhms {
   IngestReply ingest(1: list<string> keys, 2: binary values, 3: binary timestamps,
                      4: list<string> string_keys, 5: list<string> strings, 6: binary string_timestamps)
@@ -36,4 +42,5 @@ service Vhms {
   list<string> series(1: string selector) throws (1: VhmsException error),
   list<string> label_names(),
   list<string> label_values(1: string label),
+  StringsReply strings(1: string selector) throws (1: VhmsException error),
 }

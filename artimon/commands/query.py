@@ -9,9 +9,10 @@ import math
 import os
 import sys
 import time
+from typing import Any
 
 from bookkeeper.wire import format_labels
-from query_dsl import Client, Evaluator, Matrix, QueryError, ShardedSource, to_csv
+from query_dsl import Client, Evaluator, Matrix, QueryError, ShardedSource, strings_answer, to_csv
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -73,6 +74,7 @@ def run(args: argparse.Namespace) -> int:
                 evaluator = Evaluator(source)
                 result = evaluator.evaluate(args.query)
                 warnings = evaluator.warnings
+                strings = strings_answer(evaluator.strings)
             finally:
                 source.close()
         else:
@@ -82,6 +84,7 @@ def run(args: argparse.Namespace) -> int:
             with Client(args.url, token=args.token) as client:
                 result = client.query(args.query)
                 warnings = client.warnings
+                strings = client.strings
     except QueryError as exc:
         print(f"artimon query: {exc}", file=sys.stderr)
         return 1
@@ -92,5 +95,39 @@ def run(args: argparse.Namespace) -> int:
     elif args.format == "csv":
         print(to_csv(result), end="")
     else:
-        print(_table(result, args.last))
+        texts = {(s["name"], tuple(sorted(s["labels"].items()))) for s in strings}
+        if isinstance(result, Matrix) and texts:  # their rows would only show "-": the text instead
+            keep = [
+                row
+                for row, (name, labels) in enumerate(zip(result.names, result.labels, strict=True))
+                if (name, tuple(sorted(labels.items()))) not in texts
+            ]
+            result = result.select(keep)
+        if not strings or not isinstance(result, Matrix) or len(result):
+            print(_table(result, args.last))
+        if strings:
+            print(_strings_table(strings))
     return 0
+
+
+def _strings_table(strings: list[dict[str, Any]]) -> str:
+    """STRING series as rows: the labels that vary, the last value and when it was sampled."""
+    labels = [s["labels"] for s in strings]
+    names = [s["name"] for s in strings]
+    keys = sorted({key for series in labels for key in series})
+    varying = [key for key in keys if len({series.get(key) for series in labels}) > 1]
+    columns: list[tuple[str, list[str]]] = []
+    if len(set(names)) > 1:
+        columns.append(("name", names))
+    columns += [(key, [series.get(key, "-") for series in labels]) for key in varying]
+    columns.append(("value", [str(s["value"]) for s in strings]))
+    columns.append(
+        ("sampled", [time.strftime("%H:%M:%S", time.gmtime(s["timestamp"] / 1000)) for s in strings])
+    )
+    widths = [min(60, max(len(title), *(len(cell) for cell in cells))) for title, cells in columns]
+    lines = ["  ".join(title.ljust(w) for (title, _), w in zip(columns, widths, strict=True))]
+    for row in range(len(strings)):
+        lines.append(
+            "  ".join(cells[row][:w].ljust(w) for (_, cells), w in zip(columns, widths, strict=True))
+        )
+    return "\n".join(lines)

@@ -234,18 +234,41 @@
       panel.body.append(element("div", "scalar", format(answer.scalar)));
       return;
     }
-    const list = answer.series;
+    // STRING series come as text (answer.strings), their numeric rows only as nulls
+    const texts = answer.strings || [];
+    const textKeys = new Set(texts.map(seriesKey));
+    const list = answer.series.filter((s) => !textKeys.has(seriesKey(s)));
     panel.element.dataset.series = String(list.length);
+    panel.element.dataset.strings = String(texts.length);
     panel.element.dataset.points = String(list.length ? list[0].timestamps.length : 0);
-    panel.meta.textContent = `${list.length} series · ${Math.round(answer.took_ms)} ms`;
+    panel.meta.textContent = `${list.length} series${texts.length ? ` · ${texts.length} texts` : ""} · ${Math.round(answer.took_ms)} ms`;
     if (list.length === 0) {
       clearBody(panel);
-      panel.body.append(element("div", "empty", "no series in this range"));
+      if (!texts.length) panel.body.append(element("div", "empty", "no series in this range"));
     } else if (state.table || panel.spec.type === "table") {
       drawTable(panel, list);
     } else {
       drawChart(panel, list);
     }
+    if (texts.length) drawStrings(panel, texts);
+  }
+
+  function drawStrings(panel, texts) {
+    // after a chart, uPlot keeps its plot: the text table goes below it, replaced each time
+    panel.body.querySelectorAll("table.strings-table").forEach((old) => old.remove());
+    const labelNames = [...new Set(texts.flatMap((s) => Object.keys(s.labels)))].sort();
+    const table = element("table", "series-table strings-table");
+    const head = table.createTHead().insertRow();
+    for (const name of ["name", ...labelNames, "value", "sampled"]) head.append(element("th", "", name));
+    const rows = table.createTBody();
+    for (const s of texts.slice(0, MAX_TABLE_ROWS)) {
+      const row = rows.insertRow();
+      row.insertCell().textContent = s.name;
+      for (const name of labelNames) row.insertCell().textContent = s.labels[name] ?? "";
+      row.insertCell().textContent = s.value;
+      row.insertCell().textContent = stamp(new Date(s.timestamp));
+    }
+    panel.body.append(table);
   }
 
   function drawChart(panel, list) {

@@ -3,6 +3,8 @@ published OpenAPI."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 
@@ -107,6 +109,48 @@ def test_an_empty_answer_says_why(server: BackgroundServer) -> None:
     with Client(server.url) as client:
         client.query('fetch("http.requests", last=10m) | map(increase, 1m)')
         assert len(client.warnings) == 1 and "increase needs two" in client.warnings[0]
+
+
+def test_string_variables_answer_their_text() -> None:
+    """A STRING variable is not a number: a query that fetches it answers its last text,
+    and so do /api/v1/strings, the client and the CLI's table."""
+    store = filled_store()
+    store.ingest_strings(
+        ["app.version{host=h1}", "app.version{host=h2}"], ["1.0.0", "1.1.0"], np.array([NOW, NOW])
+    )
+    server = BackgroundServer(create_app(StoreSource(store)), "127.0.0.1", 0)
+    server.start()
+    try:
+        body = httpx.post(
+            f"{server.url}/api/v1/query", json={"query": 'fetch("app.version")'}, timeout=10
+        ).json()
+        assert body["strings"] == [
+            {"name": "app.version", "labels": {"host": "h1"}, "value": "1.0.0", "timestamp": NOW},
+            {"name": "app.version", "labels": {"host": "h2"}, "value": "1.1.0", "timestamp": NOW},
+        ]
+        assert body["warnings"] == []  # the answer has its values: the text
+        direct = httpx.get(
+            f"{server.url}/api/v1/strings", params={"match": "app.version{host=h2}"}, timeout=10
+        )
+        assert [s["value"] for s in direct.json()["strings"]] == ["1.1.0"]
+        numbers = httpx.post(
+            f"{server.url}/api/v1/query", json={"query": 'fetch("http.requests")'}, timeout=10
+        )
+        assert numbers.json()["strings"] == []
+        with Client(server.url) as client:
+            client.query('fetch("app.version{host=h1}")')
+            assert [s["value"] for s in client.strings] == ["1.0.0"]
+        table = subprocess.run(
+            [sys.executable, "-m", "artimon", "query", "--url", server.url, 'fetch("app.version")'],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert table.returncode == 0, table.stderr
+        assert table.stdout.splitlines()[0].split() == ["host", "value", "sampled"]
+        assert table.stdout.splitlines()[2].split()[:2] == ["h2", "1.1.0"]
+    finally:
+        server.stop()
 
 
 def test_series_takes_prometheus_match_and_refuses_what_it_does_not_know(server: BackgroundServer) -> None:

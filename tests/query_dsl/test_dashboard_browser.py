@@ -166,10 +166,13 @@ def test_the_demo_dashboard_draws_every_panel_and_refreshes(
     page.goto(f"{server.url}/")
     page.locator("#dashboard-select").select_option("demo")
     panels = page.locator(".panel")
-    expect(panels).to_have_count(6)
-    for panel, series in zip(panels.all(), ["3", "4", "1", "4", "6", "6"], strict=True):
+    expect(panels).to_have_count(7)
+    for panel, series in zip(panels.all(), ["3", "4", "1", "4", "6", "6", "1"], strict=True):
         expect(panel).to_have_attribute("data-state", "ok")
         expect(panel).to_have_attribute("data-series", series)
+    versions = panels.nth(6)  # app.up as a number, app.version as its text
+    expect(versions).to_have_attribute("data-strings", "1")
+    expect(versions.locator("table.strings-table tbody tr td")).to_contain_text(["app.version", "1.0.0"])
     page.screenshot(path=ARTIFACTS / "demo-dashboard.png", full_page=True)
 
     updated = page.locator("#updated").inner_text()

@@ -43,6 +43,9 @@ def test_ingest_fetch_series_and_labels_over_thrift(service: VhmsService) -> Non
         assert client.label_names() == ["host", "volume"]
         assert client.label_values("volume") == ["/data"]
     assert service.store.last_strings("version") == {"version{}": (NOW, "1.0")}
+    with VhmsClient(service.host, service.port) as client:
+        assert client.strings("version") == {"version{}": (NOW, "1.0")}
+        assert client.strings("disk.used") == {}  # numbers have no text
 
 
 def test_errors_travel_as_their_kind(service: VhmsService) -> None:
