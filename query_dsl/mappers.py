@@ -205,14 +205,47 @@ MAPPERS: dict[str, tuple[bool, int, Callable[..., np.ndarray]]] = {
 }
 
 
+def _apply_callable(
+    m: Matrix, function: Callable[..., np.ndarray], window_ms: int | None, check: Callable[[], None] | None
+) -> Matrix:
+    """A Python function as a mapper (Artimon's closures). Without a window it gets the
+    values ``[series, instants]`` and returns an array of that shape; with one it is called
+    once per instant with the window's values ``[series, window]`` and returns a value per
+    series: a loop over instants, never over series."""
+    values = np.array(m.values, dtype=np.float64)
+    with np.errstate(all="ignore"):
+        if window_ms is None:
+            out = np.asarray(function(values), dtype=np.float64)
+        else:
+            window = window_buckets(window_ms, m.step_ms, getattr(function, "__name__", "function"))
+            out = np.full(values.shape, np.nan)
+            for column in range(values.shape[1]):
+                if check is not None and column % 64 == 0:
+                    check()
+                result = np.asarray(
+                    function(values[:, max(0, column - window + 1) : column + 1]), dtype=np.float64
+                )
+                if result.shape != (len(m),):
+                    raise QueryTypeError(
+                        f"a mapper with a window returns one value per series, not shape {result.shape}"
+                    )
+                out[:, column] = result
+    if out.shape != values.shape:
+        raise QueryTypeError(
+            f"a mapper returns an array of the values' shape {values.shape}, not {out.shape}"
+        )
+    return m.with_values(out)
+
+
 def apply_mapper(
     m: Matrix,
-    name: str,
+    name: str | Callable[..., np.ndarray],
     window_ms: int | None = None,
     params: tuple[float, ...] = (),
     check: Callable[[], None] | None = None,
 ) -> Matrix:
-    """``map(name, window, *params)`` over every series of ``m``.
+    """``map(name, window, *params)`` over every series of ``m``; ``name`` may also be a
+    Python function (:func:`_apply_callable`), as Artimon's mappers were closures.
 
     A window longer than the time axis is cut to it (the windows hold the same values). A
     moving ``min``, ``max``, ``median`` or ``percentile`` looks at series x instants x window
@@ -220,6 +253,10 @@ def apply_mapper(
     ``_SLICE_CELLS`` the series go through in slices, ``check`` called before each (the
     evaluator's deadline: whatever it raises stops them). Mappers work series by series, so
     slices change nothing in the result."""
+    if callable(name):
+        if params:
+            raise QueryTypeError("a Python mapper takes no parameters: close over them")
+        return _apply_callable(m, name, window_ms, check) if len(m) else m
     if name not in MAPPERS:
         raise QueryTypeError(f"unknown mapper {name!r} (known: {', '.join(sorted(MAPPERS))})")
     needs_window, arity, function = MAPPERS[name]
