@@ -20,6 +20,7 @@ from artimon.cli import COMMANDS
 from bookkeeper import Bookkeeper
 
 ARTIMON = [sys.executable, "-m", "artimon"]
+FREE_PORTS = ["--api-port", "0", "--zk-port", "0", "--thrift-port", "0"]  # artimon up beside other tests
 
 
 @contextmanager
@@ -141,6 +142,10 @@ def test_up_rebuilds_an_empty_vhms_from_the_parquet_history(tmp_path) -> None:
             str(tmp_path),
             "--api-port",
             "0",
+            "--zk-port",
+            "0",
+            "--thrift-port",
+            "0",
         ],
         capture_output=True,
         text=True,
@@ -154,7 +159,7 @@ def test_up_rebuilds_an_empty_vhms_from_the_parquet_history(tmp_path) -> None:
     # no demo apps now: whatever VHMS holds comes from the history
     with open(tmp_path / "up.log", "w") as log:  # Spark's chatter: a pipe nobody reads would fill
         process = subprocess.Popen(
-            [*ARTIMON, "up", "--interval", "1", "--data-dir", str(tmp_path), "--api-port", "0"],
+            [*ARTIMON, "up", "--interval", "1", "--data-dir", str(tmp_path), *FREE_PORTS],
             stdout=subprocess.PIPE,
             stderr=log,
             text=True,
