@@ -8,16 +8,18 @@
     ├── InvalidValueError       (also ValueError)  NaN, an infinity, an out-of-range integer
     ├── VariableTypeError       (also TypeError)   a series used with another type than its own
     ├── TextFormatError         (also ValueError)  a malformed line of a ``.artimon`` file
-    └── WireError                                  a Thrift endpoint conversation failed
-        ├── FrameTooLargeError  (also ValueError)  a frame longer than the configured maximum
-        ├── MalformedFrameError (also ValueError)  bytes that do not decode as the expected message
-        └── EndpointUnavailableError               connect or read failed or timed out
+    ├── WireError                                  a Thrift endpoint conversation failed
+    │   ├── FrameTooLargeError  (also ValueError)  a frame longer than the configured maximum
+    │   ├── MalformedFrameError (also ValueError)  bytes that do not decode as the expected message
+    │   └── EndpointUnavailableError               connect or read failed or timed out
+    └── DirectoryInUseError                        a data directory another live process holds
 """
 
 from __future__ import annotations
 
 __all__ = [
     "BookkeeperError",
+    "DirectoryInUseError",
     "EndpointUnavailableError",
     "FrameTooLargeError",
     "InvalidLabelError",
@@ -68,3 +70,8 @@ class MalformedFrameError(WireError, ValueError):
 
 class EndpointUnavailableError(WireError):
     """An endpoint could not be reached or did not answer in time."""
+
+
+class DirectoryInUseError(BookkeeperError):
+    """A data directory's lock file is held by another live process; the message names the
+    holder's PID (two servers writing one directory corrupt it)."""

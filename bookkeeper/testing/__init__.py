@@ -1,21 +1,25 @@
-"""Harnesses as code: a real ZooKeeper server, test applications in their own processes, and
-the demo applications of ``artimon up --demo``. Tests, benchmarks and users share them."""
+"""Harnesses as code: a real ZooKeeper server, test applications in their own processes, the
+demo applications of ``artimon up --demo``, and process trees (``descendants``,
+``running``). Tests, benchmarks and users share them."""
 
 from __future__ import annotations
 
 from bookkeeper.testing.apps import AppProcess, expire_session, formula_value, populate, start_app
 from bookkeeper.testing.demo import DemoApps
+from bookkeeper.testing.processes import descendants, running
 from bookkeeper.testing.zkserver import ZooKeeperServer, four_letter_word, free_port, pyspark_jars
 
 __all__ = [
     "AppProcess",
     "DemoApps",
     "ZooKeeperServer",
+    "descendants",
     "expire_session",
     "formula_value",
     "four_letter_word",
     "free_port",
     "populate",
     "pyspark_jars",
+    "running",
     "start_app",
 ]
