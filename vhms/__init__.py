@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from vhms.client import Address, ShardedClient, VhmsClient, merge_results
 from vhms.exceptions import (
+    DataDirInUseError,
     FetchLimitError,
     LimitExceededError,
     ResolutionError,
@@ -28,6 +29,7 @@ from vhms.store import FetchResult, LabelColumns, Store, compact_column
 __all__ = [
     "DEFAULT_RESOLUTIONS",
     "Address",
+    "DataDirInUseError",
     "FetchLimitError",
     "FetchResult",
     "HashRing",

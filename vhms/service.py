@@ -1,7 +1,9 @@
 """``artimon vhms``: a store behind Thrift (ingest, fetch, series, labels) and HTTP
 (``GET /health``, ``GET /stats``), registered in ZooKeeper as
 ``/artimon/vhms/<shard>/<ip>:<port>``, snapshotted every ``snapshot_every`` seconds and on
-stop, restored at start.
+stop, restored at start. From construction to ``stop()`` the service holds its snapshot
+directory (``in_use.lock``): a second service on it is refused with ``DataDirInUseError``
+naming the holder's PID.
 
 Limits: an ingest frame is at most ``max_frame_size`` bytes (default 256 MiB); fetch and
 series answer the store's query limits as ``VhmsException`` (kind ``FetchLimitError``), a
@@ -19,9 +21,11 @@ from typing import Any
 import numpy as np
 from fastapi import FastAPI
 
+from bookkeeper import DirectoryInUseError
+from bookkeeper.process import DirectoryLock
 from bookkeeper.wire import BackgroundServer, FramedThriftServer, advertised_address
 from bookkeeper.zk import Registration, resolve_zk
-from vhms.exceptions import VhmsError
+from vhms.exceptions import DataDirInUseError, VhmsError
 from vhms.idl import vhms_thrift
 from vhms.snapshot import restore_or_empty, save_snapshot
 from vhms.store import Store
@@ -113,6 +117,17 @@ def _http_app(service: VhmsService) -> FastAPI:
     return app
 
 
+def _hold(directory: Path | None, shard: str) -> DirectoryLock | None:
+    """The data directory's lock (released with the service, or when a service that failed
+    to construct is collected)."""
+    if directory is None:
+        return None
+    try:
+        return DirectoryLock(directory, f"vhms shard {shard}").acquire()
+    except DirectoryInUseError as exc:
+        raise DataDirInUseError(str(exc)) from None
+
+
 class VhmsService:
     def __init__(
         self,
@@ -131,6 +146,7 @@ class VhmsService:
         self.snapshot_dir = Path(snapshot_dir) if snapshot_dir else None
         self.snapshot_every = snapshot_every
         self.snapshots = 0
+        self._dir_lock = _hold(self.snapshot_dir, shard)
         if self.snapshot_dir is not None:
             restore_or_empty(store, self.snapshot_dir)
         self.thrift = FramedThriftServer(
@@ -196,4 +212,8 @@ class VhmsService:
             self.http.stop()
         if self._snapshotter.is_alive():
             self._snapshotter.join(timeout=30)
-        self.snapshot()
+        try:
+            self.snapshot()
+        finally:
+            if self._dir_lock is not None:
+                self._dir_lock.release()

@@ -9,6 +9,11 @@ demo applications register too, and the demo dashboard is saved there. It prints
 per component as it becomes ready, then a line per round. Ctrl-C stops everything cleanly: the API, the agent
 (its channels closed, its last landing file rolled), Spark (after bringing the history up to
 date), VHMS (a last snapshot written), then ZooKeeper.
+
+--data-dir serves one ``artimon up`` at a time (``in_use.lock``): a second one on it exits
+with status 1, naming the PID of the first. Nothing it starts outlives it, even after a
+``kill -9``: ZooKeeper's JVM dies with it (``bookkeeper.process.spawn``), and Spark's JVM
+exits when its standard input, a pipe from this process, closes (pyspark's launcher).
 """
 
 from __future__ import annotations
@@ -16,16 +21,19 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
+import sys
 import time
 from pathlib import Path
 
 from artimon.commands._history import HistoryJob
 from artimon.commands._signals import stop_event
+from bookkeeper import DirectoryInUseError
+from bookkeeper.process import DirectoryLock
 from bookkeeper.testing import DemoApps, ZooKeeperServer
 from bookkeeper.wire import BackgroundServer
 from collector_agent import Agent, MonitorServer
 from query_dsl import EXAMPLES, StoreSource, create_app
-from vhms import Store, VhmsService
+from vhms import DataDirInUseError, Store, VhmsService
 
 AGENT = """
 up.sources = poll
@@ -39,9 +47,11 @@ up.sources.poll.channels = durable landing
 up.channels.durable.type = file
 up.channels.durable.dataDirs = {data}/channels/durable
 up.channels.durable.minimumRequiredSpace = 104857600
+up.channels.durable.deadLetter.dir = {data}/dead-letter
 up.channels.landing.type = file
 up.channels.landing.dataDirs = {data}/channels/landing
 up.channels.landing.minimumRequiredSpace = 104857600
+up.channels.landing.deadLetter.dir = {data}/dead-letter
 up.sinks.store.type = vhms
 up.sinks.store.channel = durable
 up.sinks.store.zk = {zk}
@@ -75,8 +85,17 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    interval = args.interval or (5.0 if args.demo else 60.0)
     data = args.data_dir.resolve()
+    try:
+        with DirectoryLock(data, "artimon up"):
+            return _run(args, data)
+    except (DirectoryInUseError, DataDirInUseError) as exc:
+        print(f"artimon up: {exc}", file=sys.stderr)
+        return 1
+
+
+def _run(args: argparse.Namespace, data: Path) -> int:
+    interval = args.interval or (5.0 if args.demo else 60.0)
     stop = stop_event()
     zk_server = None
     vhms = agent = monitor = demo = api = None

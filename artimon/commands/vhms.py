@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 from artimon.commands._signals import stop_event
-from vhms import DEFAULT_RESOLUTIONS, Store, VhmsError, VhmsService
+from vhms import DEFAULT_RESOLUTIONS, DataDirInUseError, Store, VhmsError, VhmsService
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -32,15 +32,19 @@ def run(args: argparse.Namespace) -> int:
         print(f"artimon vhms: {exc}", file=sys.stderr)
         return 2
     stop = stop_event()
-    service = VhmsService(
-        store,
-        shard=args.shard,
-        host=args.host,
-        port=args.port,
-        http_port=args.http_port,
-        snapshot_dir=args.data_dir / args.shard,
-        snapshot_every=args.snapshot_every,
-    )
+    try:
+        service = VhmsService(
+            store,
+            shard=args.shard,
+            host=args.host,
+            port=args.port,
+            http_port=args.http_port,
+            snapshot_dir=args.data_dir / args.shard,
+            snapshot_every=args.snapshot_every,
+        )
+    except DataDirInUseError as exc:
+        print(f"artimon vhms: {exc}", file=sys.stderr)
+        return 1
     service.start(args.zk, register=not args.no_register)
     http = f", HTTP on {service.http.url}" if service.http else ""
     print(
