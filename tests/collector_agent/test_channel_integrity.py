@@ -9,6 +9,7 @@ import json
 import os
 import random
 import sqlite3
+import struct
 import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -158,6 +159,33 @@ def test_a_database_damaged_while_running_is_salvaged_and_what_it_lost_is_counte
         assert sum(int(str(r["events"])) for r in lost) == metrics["EventDamagedCount"]
         fill(channel, batches=1, per_batch=5)  # the fresh database takes new events
         assert len(drain(channel)[0]) == 5
+    finally:
+        channel.stop()
+
+
+def test_a_database_from_before_checksums_is_still_read(tmp_path: Path) -> None:
+    data = tmp_path / "channel"
+    data.mkdir()
+    legacy = b"".join(
+        struct.pack("<II", len(headers), len(body)) + headers + body
+        for headers, body in ((b'{"k":"v"}', b"old one"), (b"{}", b"old two"), (b"{}", b"old three"))
+    )
+    with sqlite3.connect(data / "channel.db") as conn:  # the layout of the first version
+        conn.execute(
+            "CREATE TABLE batches (seq INTEGER PRIMARY KEY, count INTEGER NOT NULL, data BLOB NOT NULL)"
+        )
+        conn.execute(
+            "CREATE TABLE consumed (seq INTEGER NOT NULL, first INTEGER NOT NULL, last INTEGER NOT NULL)"
+        )
+        conn.execute("CREATE INDEX consumed_seq ON consumed (seq)")
+        conn.execute("INSERT INTO batches VALUES (1, 3, ?)", (legacy,))
+        conn.execute("INSERT INTO consumed VALUES (1, 0, 1)")
+    channel = open_channel(data, tmp_path / "dead")
+    try:
+        fill(channel, batches=1, per_batch=2)  # new rows are checksummed beside the old ones
+        got, _ = drain(channel)
+        assert [e.body for e in got[:2]] == [b"old two", b"old three"] and len(got) == 4
+        assert all(e == original(0, i) for i, e in enumerate(got[2:]))
     finally:
         channel.stop()
 
