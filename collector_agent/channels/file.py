@@ -408,6 +408,7 @@ class FileChannel(BasicChannel):
             self._counts, self._consumed, self._set_aside = counts, done_counts, set()
             self._size = self._used = size
             self._next_seq = highest + 1
+            self._lock.notify_all()  # after a salvage, room may have come back
 
     def stop(self) -> None:
         super().stop()
