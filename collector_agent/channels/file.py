@@ -400,8 +400,8 @@ class FileChannel(BasicChannel):
             counts[seq] = count
             done_counts[seq] = done
             size += count - done
-        # ranges of batches whose delete was not recorded before a crash name no batch; a
-        # new batch must not take their number
+        # a consumed range can outlive its batch (a take's record retried after the batch's
+        # delete was written): a new batch must not take that number
         highest = max([seq for seq, _ in batches] + [seq for seq, _, _ in consumed], default=0)
         with self._lock:
             self._queue = queue
