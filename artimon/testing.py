@@ -13,6 +13,9 @@ the harness of the accounting test, reusable by benchmarks and by hand.
   a Flume Thrift source (the edge Flume clients talk to) into a memory channel;
 - the query API (``artimon api``) over the shards found in ZooKeeper.
 
+Every process it starts dies with the process that runs the stack
+(:func:`bookkeeper.process.spawn`), so a test killed half-way leaves nothing running.
+
 Faults: :meth:`Stack.kill_agent` (SIGKILL) and :meth:`Stack.start_agent`,
 :meth:`Stack.stop_vhms` (SIGTERM: a last snapshot) and :meth:`Stack.start_vhms`,
 :meth:`Stack.restart_zookeeper`, :meth:`Stack.pace_vhms_sink` (a sink slower than the
@@ -63,11 +66,13 @@ a.channels.tovhms.dataDirs = {root}/agent/tovhms
 a.channels.tovhms.capacity = {capacity}
 a.channels.tovhms.transactionCapacity = 100
 a.channels.tovhms.minimumRequiredSpace = 16777216
+a.channels.tovhms.deadLetter.dir = {root}/agent/dead-letter
 a.channels.toraw.type = file
 a.channels.toraw.dataDirs = {root}/agent/toraw
 a.channels.toraw.capacity = {capacity}
 a.channels.toraw.transactionCapacity = 100
 a.channels.toraw.minimumRequiredSpace = 16777216
+a.channels.toraw.deadLetter.dir = {root}/agent/dead-letter
 a.channels.flume.type = memory
 a.sinks.store.type = vhms
 a.sinks.store.channel = tovhms

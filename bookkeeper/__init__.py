@@ -10,6 +10,7 @@ from bookkeeper.batch import Sample, SampleBatch
 from bookkeeper.client import EndpointClient, read_endpoint
 from bookkeeper.exceptions import (
     BookkeeperError,
+    DirectoryInUseError,
     EndpointUnavailableError,
     FrameTooLargeError,
     InvalidLabelError,
@@ -35,6 +36,7 @@ __all__ = [
     "Bookkeeper",
     "BookkeeperError",
     "BooleanVar",
+    "DirectoryInUseError",
     "DoubleVar",
     "EndpointClient",
     "EndpointInfo",

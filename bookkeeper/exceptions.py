@@ -10,19 +10,21 @@
     ├── TextFormatError         (also ValueError)  a malformed line of a ``.artimon`` file
     ├── ZkAuthError             (also ValueError)  ZooKeeper credentials that are not ``user:password``
     ├── ZkAccessError                              ZooKeeper refused an operation: no or other credentials
-    └── WireError                                  a Thrift endpoint conversation failed
-        ├── FrameTooLargeError  (also ValueError)  a frame longer than the configured maximum
-        ├── MalformedFrameError (also ValueError)  bytes that do not decode as the expected message
-        ├── TlsConfigError      (also ValueError)  a certificate, key or CA file that does not load
-        ├── TlsError                               a TLS handshake failed (an untrusted certificate,
-        │                                          a peer that does not speak TLS)
-        └── EndpointUnavailableError               connect or read failed or timed out
+    ├── WireError                                  a Thrift endpoint conversation failed
+    │   ├── FrameTooLargeError  (also ValueError)  a frame longer than the configured maximum
+    │   ├── MalformedFrameError (also ValueError)  bytes that do not decode as the expected message
+    │   ├── TlsConfigError      (also ValueError)  a certificate, key or CA file that does not load
+    │   ├── TlsError                               a TLS handshake failed (an untrusted certificate,
+    │   │                                          a peer that does not speak TLS)
+    │   └── EndpointUnavailableError               connect or read failed or timed out
+    └── DirectoryInUseError                        a data directory another live process holds
 """
 
 from __future__ import annotations
 
 __all__ = [
     "BookkeeperError",
+    "DirectoryInUseError",
     "EndpointUnavailableError",
     "FrameTooLargeError",
     "InvalidLabelError",
@@ -96,3 +98,8 @@ class TlsConfigError(WireError, ValueError):
 class TlsError(WireError):
     """A TLS handshake failed: the peer's certificate is not trusted, or names another host,
     or the peer does not speak TLS."""
+
+
+class DirectoryInUseError(BookkeeperError):
+    """A data directory's lock file is held by another live process; the message names the
+    holder's PID (two servers writing one directory corrupt it)."""

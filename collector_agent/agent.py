@@ -1,7 +1,11 @@
 """The agent: builds components from a spec, runs them, reloads by difference.
 
 Start order: channels, then sink groups (each with its runner thread), then sources (a
-runner thread for a pollable one); stop order is the reverse. A reload checks the whole new
+runner thread for a pollable one); stop order is the reverse. A channel that cannot start
+(a file channel whose directory another process holds, or cannot be read) does not stop the
+agent: it is logged and left in ``ERROR`` (its puts and takes fail, so its sources and sinks
+back off), the rest runs, and the agent tries to start it again after 1 s, then after twice
+as long each time (at most 30 s) until it starts. A reload checks the whole new
 configuration first (nothing changes if any key is bad), then restarts only what changed:
 a channel that keeps its name and type keeps its object and its events (new settings are
 applied in place); a source or sink group restarts when its own settings changed or a
@@ -27,6 +31,7 @@ from collector_agent.config import (
 from collector_agent.context import Context
 from collector_agent.exceptions import AgentError, ConfigurationError
 from collector_agent.interceptors.base import Interceptor
+from collector_agent.lifecycle import LifecycleState
 from collector_agent.registry import resolve
 from collector_agent.runners import Runner
 from collector_agent.selectors.base import ChannelSelector
@@ -90,6 +95,8 @@ class Agent:
         self.reload_failures = 0
         self.warnings: list[str] = []  # keys of the configuration that no component knows
         self._pending: _Built | None = None
+        self._stopping = threading.Event()
+        self._supervisor: threading.Thread | None = None
 
     @classmethod
     def from_properties(cls, text: str, name: str, environ: dict[str, str] | None = None) -> Agent:
@@ -248,6 +255,11 @@ class Agent:
             except BaseException:
                 self.stop()  # what did start stops again: nothing runs half-started
                 raise
+            self._stopping.clear()
+            self._supervisor = threading.Thread(
+                target=self._supervise, name=f"agent-{self.name}-channels", daemon=True
+            )
+            self._supervisor.start()
             log.info(
                 "agent %s started: %d sources, %d channels, %d sink groups",
                 self.name,
@@ -258,7 +270,7 @@ class Agent:
 
     def _start(self, built: _Built, channels: set[str], groups: set[str], sources: set[str]) -> None:
         for name in channels:
-            built.channels[name].start()
+            self._start_channel(built.channels[name])
             self.channels[name] = built.channels[name]
         self.channels = dict(built.channels)
         for name in groups:
@@ -274,6 +286,32 @@ class Agent:
                 self._source_runners[name] = built.source_runners[name]
                 self._source_runners[name].start()
 
+    def _start_channel(self, channel: BasicChannel) -> bool:
+        """Start ``channel``; if it cannot, report it and leave it in ERROR (see the module doc)."""
+        try:
+            channel.start()
+        except Exception as exc:
+            channel.state = LifecycleState.ERROR
+            log.error(
+                "agent %s: channel %s cannot start (its sources and sinks back off; retrying): %s",
+                self.name,
+                channel.name,
+                exc,
+            )
+            return False
+        return True
+
+    def _supervise(self) -> None:
+        """Start the channels in ERROR again, after 1 s, then twice as long each time (30 s at most)."""
+        delay = 1.0
+        while not self._stopping.wait(delay):
+            with self._lock:
+                failed = [c for c in self.channels.values() if c.state is LifecycleState.ERROR]
+                started = [c for c in failed if self._start_channel(c)]
+            for channel in started:
+                log.warning("agent %s: channel %s started", self.name, channel.name)
+            delay = min(30.0, delay * 2) if len(started) < len(failed) else 1.0
+
     def _stop_source(self, name: str) -> None:
         runner = self._source_runners.pop(name, None)
         if runner is not None:
@@ -288,6 +326,9 @@ class Agent:
     def stop(self) -> None:
         """Stop sources, then sinks, then channels (a file channel closes cleanly). The
         components stay listed, so their final counters can still be read."""
+        self._stopping.set()
+        if self._supervisor is not None and self._supervisor is not threading.current_thread():
+            self._supervisor.join(timeout=60)
         with self._lock:
             for name, source in self.sources.items():
                 if name in self._source_runners:

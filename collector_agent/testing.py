@@ -1,5 +1,7 @@
 """Harness for tests, benchmarks and demos: an agent in a process of its own, as an
-operator runs it (``artimon agent -f ... -n ...``), so it can be killed with SIGKILL."""
+operator runs it (``artimon agent -f ... -n ...``), so it can be killed with SIGKILL. The
+processes started here die with the process that started them
+(:func:`bookkeeper.process.spawn`)."""
 
 from __future__ import annotations
 
@@ -7,6 +9,8 @@ import subprocess
 import sys
 import threading
 from pathlib import Path
+
+from bookkeeper.process import spawn
 
 __all__ = ["start_agent_process", "start_ready_process"]
 
@@ -37,7 +41,7 @@ def start_ready_process(
     first line of output, which must contain ``ready``; returns the process and that line.
     ``RuntimeError`` (the process killed) if it does not come within ``timeout``."""
     with open(log, "a") as log_file:
-        process = subprocess.Popen(
+        process = spawn(
             command,
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,

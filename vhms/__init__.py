@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from vhms.client import Address, ShardedClient, VhmsClient, merge_results
 from vhms.exceptions import (
+    DataDirInUseError,
     FetchLimitError,
     LimitExceededError,
     ResolutionError,
@@ -38,6 +39,7 @@ __all__ = [
     "MAX_REGEX_LENGTH",
     "MAX_SELECTOR_LENGTH",
     "Address",
+    "DataDirInUseError",
     "FetchLimitError",
     "FetchResult",
     "HashRing",

@@ -9,6 +9,7 @@
     │   ├── SeriesLimitError                     the store holds max_series already
     │   └── FetchLimitError                      too many series or points for one query
     ├── SnapshotError                            a snapshot that cannot be written or read
+    ├── DataDirInUseError                        another live process holds the data directory
     ├── WalError                                 the write-ahead log could not make an ingest durable
     │   └── WalPolicyError    (also ValueError)  an unknown fsync policy
     └── UnavailableError                         no live member of a shard could do the work
@@ -17,6 +18,7 @@
 from __future__ import annotations
 
 __all__ = [
+    "DataDirInUseError",
     "FetchLimitError",
     "LimitExceededError",
     "ResolutionError",
@@ -52,6 +54,10 @@ class SeriesLimitError(LimitExceededError):
 
 class FetchLimitError(LimitExceededError):
     """A query would return more series or points than allowed."""
+
+
+class DataDirInUseError(VhmsError):
+    """Another live process holds the shard's data directory; the message names its PID."""
 
 
 class SnapshotError(VhmsError):

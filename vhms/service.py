@@ -1,7 +1,9 @@
 """``artimon vhms``: a store behind Thrift (ingest, fetch, series, labels) and HTTP
 (``GET /health``, ``GET /stats``), registered in ZooKeeper as
 ``/artimon/vhms/<shard>/<ip>:<port>``, snapshotted every ``snapshot_every`` seconds and on
-stop, restored at start.
+stop, restored at start. From construction to ``stop()`` the service holds its snapshot
+directory (``in_use.lock``): a second service on it is refused with ``DataDirInUseError``
+naming the holder's PID.
 
 Durability: with a snapshot directory, each ingest is appended to the write-ahead log in
 ``<snapshot_dir>/wal`` (:mod:`vhms.wal`) before it is answered (fsynced first with the
@@ -30,9 +32,11 @@ from typing import Any
 import numpy as np
 from fastapi import FastAPI
 
+from bookkeeper import DirectoryInUseError
+from bookkeeper.process import DirectoryLock
 from bookkeeper.wire import BackgroundServer, FramedThriftServer, ServerLimits, advertised_address
 from bookkeeper.zk import Registration, ZkAuth, resolve_zk
-from vhms.exceptions import VhmsError, WalError
+from vhms.exceptions import DataDirInUseError, VhmsError, WalError
 from vhms.idl import vhms_thrift
 from vhms.snapshot import restore_or_empty, save_snapshot, wal_from
 from vhms.store import Store
@@ -169,6 +173,17 @@ def _http_app(service: VhmsService) -> FastAPI:
     return app
 
 
+def _hold(directory: Path | None, shard: str) -> DirectoryLock | None:
+    """The data directory's lock (released with the service, or when a service that failed
+    to construct is collected)."""
+    if directory is None:
+        return None
+    try:
+        return DirectoryLock(directory, f"vhms shard {shard}").acquire()
+    except DirectoryInUseError as exc:
+        raise DataDirInUseError(str(exc)) from None
+
+
 class VhmsService:
     """A shard's store served over Thrift and HTTP (see the module doc).
 
@@ -200,6 +215,7 @@ class VhmsService:
         self.snapshot_dir = Path(snapshot_dir) if snapshot_dir else None
         self.snapshot_every = snapshot_every
         self.snapshots = 0
+        self._dir_lock = _hold(self.snapshot_dir, shard)
         self.replayed: ReplayReport | None = None
         self.wal: WriteAheadLog | None = None
         if self.snapshot_dir is not None:
@@ -310,3 +326,5 @@ class VhmsService:
         finally:
             if self.wal is not None:
                 self.wal.close()
+            if self._dir_lock is not None:
+                self._dir_lock.release()

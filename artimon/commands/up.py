@@ -17,6 +17,11 @@ line per round. Every listener binds --host, 127.0.0.1 by default. Third-party o
 cleanly: the API and the alerts, the agent (its channels closed, its last landing file
 rolled), Spark (after bringing the history up to
 date), VHMS (a last snapshot written), then ZooKeeper.
+
+--data-dir serves one ``artimon up`` at a time (``in_use.lock``): a second one on it exits
+with status 1, naming the PID of the first. Nothing it starts outlives it, even after a
+``kill -9``: ZooKeeper's JVM dies with it (``bookkeeper.process.spawn``), and Spark's JVM
+exits when its standard input, a pipe from this process, closes (pyspark's launcher).
 """
 
 from __future__ import annotations
@@ -25,6 +30,7 @@ import argparse
 import logging
 import os
 import shutil
+import sys
 import threading
 import time
 import warnings
@@ -35,12 +41,14 @@ from typing import Any
 from artimon.commands._history import HistoryJob
 from artimon.commands._signals import stop_event
 from artimon.commands.vhms import add_wal_arguments, wal_options
+from bookkeeper import DirectoryInUseError
+from bookkeeper.process import DirectoryLock
 from bookkeeper.testing import DemoApps, ZooKeeperServer, free_port
 from bookkeeper.wire import BackgroundServer
 from collector_agent import Agent, ConfigWatcher, MonitorServer, SelfReporter
 from query_dsl import EXAMPLES, StoreSource, create_app
 from query_dsl.alerts import AlertEngine, Evaluation, EvaluatorSource, iso_time, load_rules
-from vhms import DEFAULT_RESOLUTIONS, Store, VhmsClient, VhmsService
+from vhms import DEFAULT_RESOLUTIONS, DataDirInUseError, Store, VhmsClient, VhmsService
 
 AGENT = """# The agent of `artimon up` (Flume's properties format, docs/agent.md), written at its
 # first start. Edit it: the agent re-reads it every few seconds and applies the difference.
@@ -64,9 +72,11 @@ up.sources.flume.channels = durable landing
 up.channels.durable.type = file
 up.channels.durable.dataDirs = ${ARTIMON_DATA_DIR}/channels/durable
 up.channels.durable.minimumRequiredSpace = 104857600
+up.channels.durable.deadLetter.dir = {data}/dead-letter
 up.channels.landing.type = file
 up.channels.landing.dataDirs = ${ARTIMON_DATA_DIR}/channels/landing
 up.channels.landing.minimumRequiredSpace = 104857600
+up.channels.landing.deadLetter.dir = {data}/dead-letter
 up.sinks.store.type = vhms
 up.sinks.store.channel = durable
 up.sinks.store.zk = ${ARTIMON_ZK}
@@ -166,8 +176,17 @@ def _report_alerts(evaluation: Evaluation) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    interval = args.interval or (5.0 if args.demo else 60.0)
     data = args.data_dir.resolve()
+    try:
+        with DirectoryLock(data, "artimon up"):
+            return _run(args, data)
+    except (DirectoryInUseError, DataDirInUseError) as exc:
+        print(f"artimon up: {exc}", file=sys.stderr)
+        return 1
+
+
+def _run(args: argparse.Namespace, data: Path) -> int:
+    interval = args.interval or (5.0 if args.demo else 60.0)
     os.environ["ARTIMON_DATA_DIR"] = str(data)  # for notifier commands of the alerting rules
     _third_party_to(data / "logs")
     stop = stop_event()

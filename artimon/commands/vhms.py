@@ -16,7 +16,15 @@ from typing import TypedDict
 from artimon.commands._signals import stop_event
 from bookkeeper import TlsConfigError
 from bookkeeper.wire import server_context
-from vhms import DEFAULT_RESOLUTIONS, DEFAULT_SERVER_LIMITS, FSYNC_POLICIES, Store, VhmsError, VhmsService
+from vhms import (
+    DEFAULT_RESOLUTIONS,
+    DEFAULT_SERVER_LIMITS,
+    FSYNC_POLICIES,
+    DataDirInUseError,
+    Store,
+    VhmsError,
+    VhmsService,
+)
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -94,18 +102,22 @@ def run(args: argparse.Namespace) -> int:
         print(f"artimon vhms: {exc}", file=sys.stderr)
         return 2
     stop = stop_event()
-    service = VhmsService(
-        store,
-        shard=args.shard,
-        host=args.host,
-        port=args.port,
-        http_port=args.http_port,
-        snapshot_dir=args.data_dir / args.shard,
-        snapshot_every=args.snapshot_every,
-        **wal_options(args),
-        limits=limits,
-        ssl_context=ssl_context,
-    )
+    try:
+        service = VhmsService(
+            store,
+            shard=args.shard,
+            host=args.host,
+            port=args.port,
+            http_port=args.http_port,
+            snapshot_dir=args.data_dir / args.shard,
+            snapshot_every=args.snapshot_every,
+            **wal_options(args),
+            limits=limits,
+            ssl_context=ssl_context,
+        )
+    except DataDirInUseError as exc:
+        print(f"artimon vhms: {exc}", file=sys.stderr)
+        return 1
     service.start(args.zk, register=not args.no_register)
     http = f", HTTP on {service.http.url}" if service.http else ""
     http = (" over TLS" if ssl_context else "") + http

@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 from pathlib import Path
 
 from artimon.commands._signals import stop_event
+from bookkeeper import DirectoryInUseError
 from bookkeeper.testing import ZooKeeperServer, four_letter_word
 
 
@@ -36,7 +38,11 @@ def run(args: argparse.Namespace) -> int:
         return 0 if answer == "imok" else 1
     server = ZooKeeperServer(args.data_dir, args.port, host=args.host)
     stop = stop_event()
-    server.start()
+    try:
+        server.start()
+    except DirectoryInUseError as exc:
+        print(f"artimon zk: {exc}", file=sys.stderr)
+        return 1
     print(
         f"ZooKeeper ready on {server.hosts} (pid {server.pid}, data in {args.data_dir}); "
         f"export ARTIMON_ZK={server.hosts} to point other shells at it. Ctrl-C stops it.",

@@ -1,11 +1,12 @@
 """Harnesses as code: a real ZooKeeper server, test applications in their own processes, the
-demo applications of ``artimon up --demo``, and what a process listens on (``listening``).
-Tests, benchmarks and users share them."""
+demo applications of ``artimon up --demo``, what a process listens on (``listening``) and
+process trees (``descendants``, ``running``). Tests, benchmarks and users share them."""
 
 from __future__ import annotations
 
 from bookkeeper.testing.apps import AppProcess, expire_session, formula_value, populate, start_app
 from bookkeeper.testing.demo import DemoApps
+from bookkeeper.testing.processes import descendants, running
 from bookkeeper.testing.sockets import Listener, listening
 from bookkeeper.testing.zkserver import ZooKeeperServer, four_letter_word, free_port, pyspark_jars
 
@@ -14,6 +15,7 @@ __all__ = [
     "DemoApps",
     "Listener",
     "ZooKeeperServer",
+    "descendants",
     "expire_session",
     "formula_value",
     "four_letter_word",
@@ -21,5 +23,6 @@ __all__ = [
     "listening",
     "populate",
     "pyspark_jars",
+    "running",
     "start_app",
 ]

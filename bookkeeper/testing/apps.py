@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from kazoo.client import KazooClient
 
 from bookkeeper._bookkeeper import Bookkeeper
+from bookkeeper.process.children import spawn
 from bookkeeper.variables import IntegerVar
 
 __all__ = ["AppProcess", "expire_session", "formula_value", "main", "populate", "start_app"]
@@ -103,8 +104,9 @@ def start_app(
     endpoints: int = 1,
     aligned: float = 0.0,
 ) -> AppProcess:
-    """Start an application process (serving ``endpoints`` contexts) and wait until each
-    context is READY; ``aligned`` > 0 makes its counters follow :func:`formula_value`."""
+    """Start an application process (serving ``endpoints`` contexts; it dies with this
+    process) and wait until each context is READY; ``aligned`` > 0 makes its counters follow
+    :func:`formula_value`."""
     command = [
         sys.executable,
         "-m",
@@ -126,9 +128,7 @@ def start_app(
         command += ["--zk", zk_hosts]
     else:
         command += ["--no-register"]
-    process = subprocess.Popen(
-        command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, start_new_session=True
-    )
+    process = spawn(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, start_new_session=True)
     ready: list[str] = []
 
     def read_ready() -> None:

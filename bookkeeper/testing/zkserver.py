@@ -8,6 +8,12 @@ waits until the server answers ``imok`` to ``ruok``. ``stop()`` ends it by its P
 (SIGTERM, then SIGKILL after a grace period). A stopped server can be started again on the
 same port and data (to test a ZooKeeper restart).
 
+The JVM dies with the process that launched it (:func:`bookkeeper.process.spawn`), and
+the data directory is held (``in_use.lock``, see :class:`bookkeeper.process.DirectoryLock`)
+by the launcher and the JVM from ``start()`` until the JVM has exited: a second server on
+the same directory is refused with :class:`~bookkeeper.DirectoryInUseError` naming the
+holder's PID instead of writing the same transaction log.
+
 Lifecycle: NEW --start()--> RUNNING --stop()--> STOPPED --start()--> RUNNING
 """
 
@@ -25,6 +31,8 @@ import time
 from pathlib import Path
 from types import TracebackType
 
+from bookkeeper.process.children import spawn
+from bookkeeper.process.dirlock import DirectoryLock
 from bookkeeper.wire.net import advertised_address
 
 __all__ = ["ZooKeeperServer", "four_letter_word", "free_port", "pyspark_jars"]
@@ -83,6 +91,7 @@ class ZooKeeperServer:
         self.heap = heap
         self.java = java or shutil.which("java") or "java"
         self.process: subprocess.Popen[bytes] | None = None
+        self._lock = DirectoryLock(self.data_dir, f"zookeeper launcher for port {self.port}")
 
     @property
     def hosts(self) -> str:
@@ -116,9 +125,18 @@ class ZooKeeperServer:
         return config
 
     def start(self, timeout: float = 60.0) -> ZooKeeperServer:
-        """Start the server and wait until it answers; ``RuntimeError`` with its log if not."""
+        """Start the server and wait until it answers; ``RuntimeError`` with its log if not,
+        :class:`~bookkeeper.DirectoryInUseError` if another process holds ``data_dir``."""
         if self.process is not None and self.process.poll() is None:
             return self
+        self._lock.acquire()
+        try:
+            return self._start(timeout)
+        except BaseException:
+            self.stop()
+            raise
+
+    def _start(self, timeout: float) -> ZooKeeperServer:
         config = self._write_config()
         log_path = self.data_dir / "zookeeper.log"
         command = [
@@ -132,13 +150,15 @@ class ZooKeeperServer:
             str(config),
         ]
         with open(log_path, "ab") as log_file:
-            self.process = subprocess.Popen(
+            self.process = spawn(
                 command,
                 stdout=log_file,
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,
                 start_new_session=True,
+                pass_fds=[self._lock.fd],  # the JVM holds the data directory too
             )
+        self._lock.share_with(self.process.pid, f"zookeeper server on port {self.port}")
         (self.data_dir / "zookeeper.pid").write_text(f"{self.process.pid}\n")
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
@@ -151,7 +171,6 @@ class ZooKeeperServer:
                 log.info("ZooKeeper ready on %s (pid %s)", self.hosts, self.process.pid)
                 return self
             time.sleep(0.1)  # polling a starting JVM: no event to wait on
-        self.stop()
         raise RuntimeError(
             f"ZooKeeper did not answer on {self.hosts} within {timeout} s; "
             f"last lines of {log_path}:\n{self._log_tail(log_path)}"
@@ -165,10 +184,16 @@ class ZooKeeperServer:
             return "(no log)"
 
     def stop(self, grace: float = 10.0) -> None:
-        """Stop the server by its PID: SIGTERM, then SIGKILL after ``grace`` seconds."""
+        """Stop the server by its PID: SIGTERM, then SIGKILL after ``grace`` seconds; then
+        let the data directory go."""
         process, self.process = self.process, None
-        if process is None or process.poll() is not None:
-            return
+        try:
+            if process is not None and process.poll() is None:
+                self._terminate(process, grace)
+        finally:
+            self._lock.release()
+
+    def _terminate(self, process: subprocess.Popen[bytes], grace: float) -> None:
         with contextlib.suppress(ProcessLookupError):
             os.kill(process.pid, signal.SIGTERM)
         try:

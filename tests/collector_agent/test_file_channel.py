@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import threading
@@ -70,7 +71,7 @@ def test_a_process_dying_mid_transaction_leaves_committed_and_prepared_events(tm
 
 def test_a_directory_serves_one_channel_at_a_time(tmp_path: Path) -> None:
     first = open_channel(tmp_path)
-    with pytest.raises(ChannelException, match="in use by another channel"):
+    with pytest.raises(ChannelException, match=rf"in use by pid {os.getpid()} \(file channel fc\)"):
         open_channel(tmp_path)
     first.stop()
     open_channel(tmp_path).stop()
@@ -119,7 +120,7 @@ def test_capacity_and_transaction_capacity(tmp_path: Path) -> None:
 
 def test_minimum_required_space_refuses_puts(tmp_path: Path) -> None:
     channel = open_channel(tmp_path, minimumRequiredSpace=str(2**62))
-    with pytest.raises(ChannelFullException, match="below minimumRequiredSpace"):
+    with pytest.raises(ChannelFullException, match="would leave less than minimumRequiredSpace"):
         put(channel, [b"x"])
     assert channel.metrics()["EventPutErrorCount"] == 1
     channel.stop()
@@ -152,12 +153,17 @@ def test_operations_on_a_stopped_channel_fail_clearly(tmp_path: Path) -> None:
         put(channel, [b"x"])
 
 
-def test_reopening_a_channel_that_is_not_a_database_fails_clearly(tmp_path: Path) -> None:
+def test_a_channel_file_that_is_not_a_database_is_moved_aside_and_replaced(tmp_path: Path) -> None:
     (tmp_path / "channel.db").write_bytes(b"this is not sqlite" * 100)
-    channel = FileChannel("fc")
-    channel.configure(Context({"dataDirs": str(tmp_path), "minimumRequiredSpace": "1048576"}))
-    with pytest.raises(ChannelException, match="cannot open"):
-        channel.start()
+    channel = open_channel(tmp_path)
+    try:
+        assert channel.size == 0 and channel.metrics()["ChannelSalvageCount"] == 1
+        (moved,) = tmp_path.glob("channel.db.corrupt-*")
+        assert moved.read_bytes() == b"this is not sqlite" * 100
+        put(channel, [b"fresh"])
+        assert [e.body for e in take_all(channel)] == [b"fresh"]
+    finally:
+        channel.stop()
 
 
 def test_concurrent_takers_splitting_batches_lose_and_duplicate_nothing(tmp_path: Path) -> None:

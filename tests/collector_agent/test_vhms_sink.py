@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 import threading
 import time
 from collections.abc import Callable
@@ -95,12 +96,16 @@ def test_two_shards_share_the_series_and_a_restarted_shard_loses_nothing(
         assert agent.channels["ch"].metrics()["EventTakeSuccessCount"] == committed
         assert len(values_at([shard_a], minute + 60_000)) < APPS * VARIABLES  # b's share is not rerouted
 
+        # the old service object still holds its directory: the successor gets a copy of it
+        shutil.copytree(
+            tmp_path / "b", tmp_path / "b-restarted", ignore=shutil.ignore_patterns("in_use.lock")
+        )
         restarted = VhmsService(
             Store(),
             shard="b",
             port=shard_b.port,
             http_port=None,
-            snapshot_dir=tmp_path / "b",
+            snapshot_dir=tmp_path / "b-restarted",
             snapshot_every=0,
         )
         restarted.start(zk_hosts, session_timeout=30.0)

@@ -1,0 +1,12 @@
+"""What keeps Artimon's processes from stepping on each other: child processes that die
+with their parent (:func:`spawn`), and one live process per data directory
+(:class:`DirectoryLock`, refusing a second one with :class:`DirectoryInUseError`, which
+names the holder's PID)."""
+
+from __future__ import annotations
+
+from bookkeeper.exceptions import DirectoryInUseError
+from bookkeeper.process.children import die_with_parent_command, spawn
+from bookkeeper.process.dirlock import LOCK_FILE, DirectoryLock
+
+__all__ = ["LOCK_FILE", "DirectoryInUseError", "DirectoryLock", "die_with_parent_command", "spawn"]

@@ -1,0 +1,175 @@
+"""How the ``file`` channel stores the events of one put transaction: the ``data`` blob of a
+``batches`` row, by the row's ``format``.
+
+Format 2, checksummed (every row written since checksums came), little-endian::
+
+    +--------------------+--------------------------------------------+
+    | u32 crc32c(index)  | index: count x u32, where frame i ends      |
+    +--------------------+--------------------------------------------+
+    | frame 0 | frame 1 | ... | frame count-1                          |
+    +---------------------------------------------------------------+
+
+    frame = +--------------+------------+--------------+------+------------------------+
+            | u32 headers  | u32 body   | headers JSON | body | u32 crc32c of the      |
+            | length       | length     | (UTF-8)      |      | frame's bytes before it|
+            +--------------+------------+--------------+------+------------------------+
+
+An index entry counts from the first frame. The checksum is CRC32C (Castagnoli, as iSCSI,
+ext4 and Kafka use; ``google-crc32c``'s C code, about 0.2 µs per KiB). The index lets a
+reader find every frame even when the lengths of one are damaged; when the index itself is
+damaged, the frames are walked by their own lengths.
+
+Format 1 (rows written before checksums): the frames alone, without checksum or index.
+Nothing tells a damaged byte there from a good one but the framing.
+
+Reading never raises: each of the ``count`` events comes back as ``(headers JSON, body)``
+or as :class:`Damaged`, with the reason and the stored bytes of that event (for the
+dead-letter file). The reasons:
+
+- ``checksum mismatch``: the frame's bytes are not what was written;
+- ``frame lengths do not fit``: its lengths disagree with the index or run past the blob;
+- ``unlocatable``: index and lengths both damaged before this event: it and the rest of the
+  batch are one damaged span (its bytes ride on the first of them);
+- ``batch shorter than its index``, ``unknown format <n>``, and for format 1 ``frames end
+  at <n>, the blob has <m> bytes``.
+"""
+
+from __future__ import annotations
+
+import json
+import struct
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import google_crc32c
+
+from collector_agent.event import Event
+
+__all__ = ["CHECKSUMMED", "LEGACY", "Damaged", "Stored", "pack_events", "unpack_events"]
+
+LEGACY = 1
+CHECKSUMMED = 2
+
+_LENGTHS = struct.Struct("<II")
+_U32 = struct.Struct("<I")
+_FRAME_OVERHEAD = _LENGTHS.size + _U32.size
+
+
+@dataclass(frozen=True)
+class Damaged:
+    """An event that cannot be delivered as stored: why, and the bytes that were there."""
+
+    reason: str
+    raw: bytes
+
+
+# an event as read back: (headers JSON, body), or why it cannot be
+Stored = tuple[bytes, bytes] | Damaged
+
+
+def pack_events(events: Sequence[Event]) -> bytes:
+    """The format-2 blob of ``events`` (headers JSON encoded once per distinct header set)."""
+    frames: list[bytes] = []
+    ends: list[int] = []
+    encoded: dict[tuple[tuple[str, str], ...], bytes] = {}
+    lengths, u32, value, extend = _LENGTHS.pack, _U32.pack, google_crc32c.value, google_crc32c.extend
+    add, end = frames.append, 0
+    for event in events:
+        key = tuple(event.headers.items())
+        headers = encoded.get(key)
+        if headers is None:
+            headers = encoded[key] = json.dumps(event.headers, separators=(",", ":")).encode()
+        body = event.body
+        head = lengths(len(headers), len(body))
+        add(head)
+        add(headers)
+        add(body)
+        add(u32(extend(extend(value(head), headers), body)))
+        end += _FRAME_OVERHEAD + len(headers) + len(body)
+        ends.append(end)
+    index = struct.pack(f"<{len(ends)}I", *ends)
+    return b"".join((u32(value(index)), index, *frames))
+
+
+def unpack_events(data: bytes, count: int, version: int) -> list[Stored]:
+    """The ``count`` events of a blob of format ``version``, each whole or :class:`Damaged`
+    (see the module doc)."""
+    if version == CHECKSUMMED:
+        return _unpack_checksummed(data, count)
+    if version == LEGACY:
+        return _unpack_legacy(data, count)
+    return [Damaged(f"unknown format {version}", data if i == 0 else b"") for i in range(count)]
+
+
+def _frame(data: bytes, start: int, end: int) -> Stored:
+    """The frame ``data[start:end]``, checked."""
+    if end - start < _FRAME_OVERHEAD or end > len(data):
+        return Damaged("frame lengths do not fit", data[start:end])
+    header_length, body_length = _LENGTHS.unpack_from(data, start)
+    if _FRAME_OVERHEAD + header_length + body_length != end - start:
+        return Damaged("frame lengths do not fit", data[start:end])
+    (stored,) = _U32.unpack_from(data, end - 4)
+    if google_crc32c.value(data[start : end - 4]) != stored:
+        return Damaged("checksum mismatch", data[start:end])
+    body_start = start + 8 + header_length
+    return data[start + 8 : body_start], data[body_start : end - 4]
+
+
+def _unpack_checksummed(data: bytes, count: int) -> list[Stored]:
+    first = 4 + 4 * count
+    if len(data) < first:
+        return [Damaged("batch shorter than its index", data if i == 0 else b"") for i in range(count)]
+    (index_checksum,) = _U32.unpack_from(data, 0)
+    ends: tuple[int, ...] = struct.unpack_from(f"<{count}I", data, 4)
+    if google_crc32c.value(data[4:first]) == index_checksum and (not ends or ends[-1] == len(data) - first):
+        out: list[Stored] = []
+        start = first
+        for end in ends:
+            out.append(_frame(data, start, first + end))
+            start = first + end
+        return out
+    return _walk(data, first, count)
+
+
+def _walk(data: bytes, start: int, count: int) -> list[Stored]:
+    """Frames found by their own lengths (the index is damaged)."""
+    out: list[Stored] = []
+    for _ in range(count):
+        end = len(data) + 1
+        if start + _LENGTHS.size <= len(data):
+            header_length, body_length = _LENGTHS.unpack_from(data, start)
+            end = start + _FRAME_OVERHEAD + header_length + body_length
+        stored = _frame(data, start, end) if end <= len(data) else Damaged("unlocatable", b"")
+        if isinstance(stored, Damaged):
+            rest = count - len(out)
+            out.append(Damaged("unlocatable", data[start:]))
+            out.extend(Damaged("unlocatable", b"") for _ in range(rest - 1))
+            return out
+        out.append(stored)
+        start = end
+    return out
+
+
+def _unpack_legacy(data: bytes, count: int) -> list[Stored]:
+    out: list[Stored] = []
+    offset = 0
+    for _ in range(count):
+        if offset + _LENGTHS.size > len(data):
+            break
+        header_length, body_length = _LENGTHS.unpack_from(data, offset)
+        body_start = offset + _LENGTHS.size + header_length
+        end = body_start + body_length
+        if end > len(data):
+            break
+        out.append((data[offset + _LENGTHS.size : body_start], data[body_start:end]))
+        offset = end
+    if len(out) == count and offset == len(data):
+        return out
+    if len(out) == count:  # every frame parsed, yet the lengths disagree with the blob: trust none
+        out, offset = [], 0
+    reason = f"frames end at {offset}, the blob has {len(data)} bytes"
+    return [
+        *out,
+        Damaged(reason, data[offset:]),
+        *(Damaged(reason, b"") for _ in range(count - len(out) - 1)),
+    ]
