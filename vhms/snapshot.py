@@ -33,6 +33,7 @@ from pathlib import Path
 
 import numpy as np
 
+from bookkeeper.process import fsync_path
 from vhms.exceptions import SnapshotError
 from vhms.store import CHUNK, Store
 
@@ -121,7 +122,7 @@ def save_snapshot(
             out.flush()
             os.fsync(out.fileno())
         os.replace(manifest_tmp, target / MANIFEST)
-        _fsync_directory(target)
+        fsync_path(target)
         for old in [*target.glob("vhms-snapshot-*.npz"), target / LEGACY_DATA]:
             if old != data and old.exists():
                 old.unlink()
@@ -129,14 +130,6 @@ def save_snapshot(
         raise SnapshotError(f"cannot write a snapshot into {target}: {exc}") from None
     log.info("snapshot of %d series written to %s in %.2f s", count, target, time.monotonic() - started)
     return target / MANIFEST
-
-
-def _fsync_directory(directory: Path) -> None:
-    fd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def _data_file(directory: Path) -> Path | None:

@@ -41,6 +41,7 @@ from pathlib import Path
 import google_crc32c
 import numpy as np
 
+from bookkeeper.process import fsync_path
 from vhms.exceptions import WalError, WalPolicyError
 from vhms.store import Store
 
@@ -215,16 +216,8 @@ def remove_segments(directory: str | os.PathLike[str], before: int | None = None
             path.unlink(missing_ok=True)
             removed += 1
     if removed:
-        _fsync_directory(Path(directory))
+        fsync_path(Path(directory))
     return removed
-
-
-def _fsync_directory(directory: Path) -> None:
-    fd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def _write_all(fd: int, data: bytes) -> None:
@@ -484,7 +477,7 @@ class WriteAheadLog:
             self._fd = -1
         self._fd = os.open(self.directory / f"{segment:08d}", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
         self._fd_segment = segment
-        _fsync_directory(self.directory)  # the new file's name survives a power loss too
+        fsync_path(self.directory)  # the new file's name survives a power loss too
         self.stats["segments_created"] += 1
 
     def _sync(self) -> None:

@@ -40,7 +40,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def _report(evaluation: Evaluation) -> None:
+def report(evaluation: Evaluation) -> None:
+    """A line per change of an alert's state, and per rule that failed (also `artimon up`'s)."""
     at = iso_time(evaluation.at_ms)
     for transition in evaluation.transitions:
         alert = transition.alert
@@ -82,10 +83,10 @@ def run(args: argparse.Namespace) -> int:
         )
         if args.once:
             evaluation = engine.evaluate()
-            _report(evaluation)
+            report(evaluation)
             failed = bool(evaluation.errors)
         else:
-            engine.run(stop_event(), _report)
+            engine.run(stop_event(), report)
     finally:
         engine.close(args.notify_timeout)
         if isinstance(source, Client):

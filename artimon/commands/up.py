@@ -40,6 +40,7 @@ from typing import Any
 
 from artimon.commands._history import HistoryJob
 from artimon.commands._signals import stop_event
+from artimon.commands.alerts import report as report_alerts
 from artimon.commands.vhms import add_wal_arguments, wal_options
 from bookkeeper import DirectoryInUseError
 from bookkeeper.process import DirectoryLock
@@ -47,7 +48,7 @@ from bookkeeper.testing import DemoApps, ZooKeeperServer, free_port
 from bookkeeper.wire import BackgroundServer
 from collector_agent import Agent, ConfigWatcher, MonitorServer, SelfReporter
 from query_dsl import EXAMPLES, StoreSource, create_app
-from query_dsl.alerts import AlertEngine, Evaluation, EvaluatorSource, iso_time, load_rules
+from query_dsl.alerts import AlertEngine, EvaluatorSource, load_rules
 from vhms import DEFAULT_RESOLUTIONS, DataDirInUseError, Store, VhmsClient, VhmsService
 
 AGENT = """# The agent of `artimon up` (Flume's properties format, docs/agent.md), written at its
@@ -164,17 +165,6 @@ def _third_party_to(logs: Path) -> None:
         logger.propagate = False
 
 
-def _report_alerts(evaluation: Evaluation) -> None:
-    at = iso_time(evaluation.at_ms)
-    for transition in evaluation.transitions:
-        alert = transition.alert
-        print(
-            f"alert {at} {alert.state.value.upper():<8} {alert.rule} {alert.series or '(number)'} "
-            f"value={alert.value:g}",
-            flush=True,
-        )
-
-
 def run(args: argparse.Namespace) -> int:
     data = args.data_dir.resolve()
     try:
@@ -252,7 +242,7 @@ def _run(args: argparse.Namespace, data: Path) -> int:
             config = load_rules(rules)
             engine = AlertEngine(config, EvaluatorSource(source), state_file=data / "alerts-state.json")
             alerts_thread = threading.Thread(
-                target=engine.run, args=(stop, _report_alerts), name="alerts", daemon=True
+                target=engine.run, args=(stop, report_alerts), name="alerts", daemon=True
             )
             alerts_thread.start()
             print(

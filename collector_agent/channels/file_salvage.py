@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import os
 import sqlite3
 import time
 from collections.abc import Iterator
@@ -33,6 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from bookkeeper.process import fsync_path
 from collector_agent.channels.file_format import LEGACY
 
 __all__ = ["PROBE_LIMIT", "SalvageReport", "finish_interrupted", "is_damage", "salvage"]
@@ -141,7 +141,7 @@ def finish_interrupted(db: Path) -> bool:
     if db.exists() or not pending.exists():
         return False
     pending.rename(db)
-    _fsync_directory(db.parent)
+    fsync_path(db.parent)
     return True
 
 
@@ -171,13 +171,13 @@ def salvage(db: Path, schema: tuple[str, ...]) -> SalvageReport:
         fresh.execute("COMMIT")
     finally:
         fresh.close()
-    _fsync_file(target)
+    fsync_path(target)
     db.rename(report.moved_to)
     journal = db.with_name(db.name + "-journal")
     if journal.exists():
         journal.rename(report.moved_to.with_name(report.moved_to.name + "-journal"))
     target.rename(db)
-    _fsync_directory(db.parent)
+    fsync_path(db.parent)
     return report
 
 
@@ -221,19 +221,3 @@ def _copy(source: sqlite3.Connection, fresh: sqlite3.Connection, report: Salvage
                 fresh.execute("INSERT INTO consumed (seq, first, last) VALUES (?, ?, ?)", (seq, first, last))
                 report.events -= last - first
                 end = last
-
-
-def _fsync_file(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def _fsync_directory(directory: Path) -> None:
-    fd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
