@@ -105,6 +105,8 @@ def test_up_demo_runs_the_pipeline_into_vhms(tmp_path) -> None:
         "agent",
     ]
     assert "spark" in ready  # on a thread of its own: when the JVM is up
+    vhms_line = next(line for line in lines if line.startswith("[ready] vhms"))
+    assert "finest buckets 1 s" in vhms_line  # a bucket per round: never a partial one
     agent_line = next(line for line in lines if line.startswith("[ready] agent"))
     thrift_port = int(re.search(r"Flume Thrift on 127\.0\.0\.1:(\d+)", agent_line).group(1))  # type: ignore[union-attr]
     assert thrift_port > 0

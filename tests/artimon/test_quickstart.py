@@ -124,6 +124,15 @@ def test_the_readme_quick_start_as_a_user(tmp_path: Path) -> None:
             assert has_values(records), f"{text} answers no value: {records} {warnings}"
             assert "warning" not in warnings, (text, warnings)
         assert len(dsl_examples()) == 10
+        properties = tmp_path / "artimon-data" / "agent.properties"
+        edited = properties.read_text().replace(
+            "up.sources.files.interval = ${ARTIMON_INTERVAL}", "up.sources.files.interval = 2"
+        )
+        assert edited != properties.read_text()
+        properties.write_text(edited)  # the agent applies the difference by itself
+        output.until(
+            lambda line: "agent up reloaded" in line, 60, "the agent reloading its edited properties"
+        )
     finally:
         if app is not None:
             app.send_signal(signal.SIGINT)
