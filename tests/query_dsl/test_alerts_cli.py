@@ -33,8 +33,9 @@ EXAMPLE = Path(__file__).parents[2] / "docs" / "examples" / "alerts.yaml"
 def api() -> Iterator[str]:
     store = Store()
     keys = ["temp{rack=r1}", "temp{rack=r2}", "temp{rack=r3}"]
+    now = int(time.time() * 1000) // MINUTE * MINUTE  # when the module runs, not when it was collected
     for minute in range(6):
-        store.ingest(keys, np.array([24.0, 31.5, 33.0]), np.full(3, NOW - (5 - minute) * MINUTE))
+        store.ingest(keys, np.array([24.0, 31.5, 33.0]), np.full(3, now - (5 - minute) * MINUTE))
     server = BackgroundServer(create_app(StoreSource(store)), "127.0.0.1", 0, name="alerts-cli-api")
     server.start()
     yield server.url

@@ -402,7 +402,7 @@ def records(m: Matrix) -> list[dict]:
 @given(matrices())
 def test_the_json_answer_written_by_columns_decodes_to_the_records(m: Matrix) -> None:
     body = json.loads(encode_answer(by_columns(m), 1.5, ["why"]))
-    assert body == {"series": records(m), "step_ms": STEP, "took_ms": 1.5, "warnings": ["why"]}
+    assert body == {"series": records(m), "step_ms": STEP, "took_ms": 1.5, "warnings": ["why"], "strings": []}
 
 
 def test_the_json_answer_of_awkward_text_empty_axes_and_numbers() -> None:
@@ -415,8 +415,14 @@ def test_the_json_answer_of_awkward_text_empty_axes_and_numbers() -> None:
         "step_ms": STEP,
         "took_ms": 2.0,
         "warnings": [],
+        "strings": [],
     }
     for scalar, expected in ((0.25, 0.25), (math.nan, None), (math.inf, None)):
-        assert json.loads(encode_answer(scalar, 1.0)) == {"scalar": expected, "took_ms": 1.0, "warnings": []}
+        assert json.loads(encode_answer(scalar, 1.0)) == {
+            "scalar": expected,
+            "took_ms": 1.0,
+            "warnings": [],
+            "strings": [],
+        }
     tiny = Matrix(["x"], [{}], [0, 1], np.array([[1e-300, -0.0]]), 1)
     assert json.loads(encode_answer(tiny, 0.0))["series"][0]["values"] == [1e-300, -0.0]

@@ -159,6 +159,7 @@ def test_a_snapshot_truncates_the_log_and_a_restart_replays_what_followed(tmp_pa
     assert first.wal is not None and first.wal.stats["segments_deleted"] == 1
     first.thrift.stop()  # a crash: no shutdown snapshot
     first.wal.close()
+    first._dir_lock.release()  # the crash ends the process that held the directory
     expected = {
         "a{}": [3.0, 2.0, 1.0, 7.0],
         "b{}": [4.0, 3.0, 2.0, np.nan],
@@ -176,6 +177,7 @@ def test_a_snapshot_truncates_the_log_and_a_restart_replays_what_followed(tmp_pa
     assert second.wal is not None
     second.thrift.stop()  # never started: its listening socket
     second.wal.close()
+    second._dir_lock.release()
 
     # a crash between the snapshot's manifest and the deletion of the segments it holds:
     # the manifest names the first segment it does not hold, the older ones are skipped
