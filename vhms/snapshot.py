@@ -196,10 +196,9 @@ def load_snapshot(store: Store, directory: str | os.PathLike[str]) -> bool:
                 raise SnapshotError(f"snapshot holds {len(keys)} keys, the manifest says {count}")
             with store._lock:
                 store.index.lookup(keys)
-                chunks = (count + CHUNK - 1) // CHUNK
                 for i, ring in enumerate(store.rings):
                     ring.head = int(arrays[f"ring{i}.head"][0])
-                    ring.grow(chunks)
+                    ring.grow(count)
                     _fill(ring.values, arrays[f"ring{i}.values"], ring.slots, count)
                     if ring.offsets is not None:
                         _fill(ring.offsets, arrays[f"ring{i}.offsets"], ring.slots, count)

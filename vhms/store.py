@@ -45,6 +45,7 @@ _NAN_AGGREGATES: dict[str, Callable[..., np.ndarray]] = {
 }
 _SHIFT = 16
 _MASK = CHUNK - 1
+_FIRST_ROOM = 1024  # columns of a ring's first chunk when it is made
 
 
 LabelColumns = dict[str, tuple[list[str], np.ndarray]]
@@ -132,11 +133,33 @@ class _Ring:
         self.values: list[np.ndarray] = []
         self.offsets: list[np.ndarray] | None = [] if finest else None
 
-    def grow(self, chunks: int) -> None:
-        while len(self.values) < chunks:
-            self.values.append(np.full((self.slots, CHUNK), np.nan))
+    def grow(self, series: int) -> None:
+        """Room for ``series`` series: whole chunks of ``CHUNK`` columns before the last, the
+        last one grown by doubling (at least 1,024 columns), so that a store of a few hundred
+        series does not fill 65,536 columns per ring (3,600 one-second slots of them: 1.9 GB)."""
+        chunks = (series + CHUNK - 1) >> _SHIFT
+        for index in range(chunks):
+            needed = CHUNK if index < chunks - 1 else series - index * CHUNK
+            if index < len(self.values):
+                have = self.values[index].shape[1]
+                if have >= needed:
+                    continue
+                room = min(CHUNK, max(needed, 2 * have))
+            else:
+                have, room = 0, min(CHUNK, max(needed, _FIRST_ROOM))
+            values = np.full((self.slots, room), np.nan)
+            if have:
+                values[:, :have] = self.values[index]
+                self.values[index] = values
+            else:
+                self.values.append(values)
             if self.offsets is not None:
-                self.offsets.append(np.zeros((self.slots, CHUNK), dtype=np.uint8))
+                offsets = np.zeros((self.slots, room), dtype=np.uint8)
+                if have:
+                    offsets[:, :have] = self.offsets[index]
+                    self.offsets[index] = offsets
+                else:
+                    self.offsets.append(offsets)
 
     def covers(self, bucket: np.ndarray) -> np.ndarray:
         return (bucket > self.head - self.slots) & (bucket <= self.head)
@@ -297,9 +320,8 @@ class Store:
             order = np.argsort(timestamps, kind="stable")
             ids, values, timestamps = ids[order], values[order], timestamps[order]
         with self._lock:
-            chunks = (len(self.index) + CHUNK - 1) >> _SHIFT
             for ring in self.rings:
-                ring.grow(chunks)
+                ring.grow(len(self.index))
             stored = self._ingest_finest(ids, values, timestamps)
             for ring in self.rings[1:]:
                 stored |= self._ingest_coarse(ring, ids, values, timestamps)
@@ -439,10 +461,9 @@ class Store:
             raise ValueError(f"fetch needs start < end, got {start_ms} >= {end_ms}")
         ids = self.select(selector)
         with self._lock:
-            # a series the index created after ingest last grew the rings has no chunk yet
-            chunks = (int(ids[-1]) >> _SHIFT) + 1 if len(ids) else 0
+            # a series the index created after ingest last grew the rings has no column yet
             for each in self.rings:
-                each.grow(chunks)
+                each.grow(int(ids[-1]) + 1 if len(ids) else 0)
             ring = self._ring(resolution, start_ms)
             step = ring.step_ms
             first = -(-start_ms // step)

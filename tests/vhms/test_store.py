@@ -182,3 +182,20 @@ def test_samples_from_a_wild_clock_are_refused() -> None:
     assert store.ingest(["x{}"], np.array([1.0]), np.array([future])) == 0
     assert store.stats["samples_from_the_future"] == 1
     assert store.rings[0].head == -1  # the ring did not jump forward
+
+
+def test_a_small_store_pays_for_its_series_not_for_a_whole_chunk() -> None:
+    """Rings grow their columns with the series: a store of 150 series in 3,600 one-second
+    buckets holds arrays for about a thousand columns, not 65,536 (1.9 GB); growing keeps
+    every value, across the first chunk's end too."""
+    store = Store("1s:3600,5m:48", max_series=CHUNK + 10, max_series_per_query=CHUNK + 10)
+    first = [f"m{{i={i}}}" for i in range(150)]
+    store.ingest(first, np.arange(150.0), np.full(150, NOW))
+    assert sum(chunk.nbytes for ring in store.rings for chunk in ring.values) < 40 * 2**20
+    more = [f"m{{i={i}}}" for i in range(150, CHUNK + 5)]  # past the first chunk
+    store.ingest(more, np.arange(150.0, CHUNK + 5), np.full(len(more), NOW))
+    result = store.fetch("m", NOW, NOW + 1000, resolution=1)
+    by_key = dict(zip(result.keys, result.values[:, 0].tolist(), strict=True))
+    assert len(by_key) == CHUNK + 5 and all(
+        by_key[f"m{{i={i}}}"] == float(i) for i in range(0, CHUNK + 5, 997)
+    )
