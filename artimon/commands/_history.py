@@ -40,6 +40,7 @@ class HistoryJob:
         self.error: BaseException | None = None
         self._spark: Any = None
         self._query: Any = None
+        self._args: argparse.Namespace | None = None
         self._thread = threading.Thread(target=self._start, name="history", daemon=True)
 
     def start(self) -> None:
@@ -68,6 +69,7 @@ class HistoryJob:
                     *("--processed", "delete"),
                 ]
             )
+            self._args = args
             self._query = raw_ingest.start(self._spark, args)
         except Exception as exc:  # the stack runs on without its history; stop() reports it
             self.error = exc
@@ -81,8 +83,13 @@ class HistoryJob:
         try:
             if self._query is None:
                 return f"spark raw_ingest did not run: {self.error or 'still starting'}"
-            self._query.processAllAvailable()
+            # stop the stream (its checkpoint keeps it exactly-once), then one run over what has
+            # landed since: processAllAvailable() would wait for the next trigger, 5 minutes away
             self._query.stop()
+            from spark_jobs import raw_ingest
+
+            catch_up = argparse.Namespace(**{**vars(self._args), "once": True})
+            raw_ingest.start(self._spark, catch_up).awaitTermination(timeout)
             return f"spark raw_ingest: history up to date in {self.output}"
         finally:
             if self._spark is not None:
