@@ -152,9 +152,13 @@ def wal_from(directory: str | os.PathLike[str]) -> int:
 
 
 def _columns(chunks: list[np.ndarray], slots: int, count: int, dtype: type) -> np.ndarray:
-    if not chunks:  # an empty store: no chunk allocated yet, still ``slots`` rows
+    """The columns of the first ``count`` series, copied from each chunk's used part only: a
+    chunk has room for ``CHUNK`` series (a ring of 3,600 one-second buckets: 1.9 GB of it),
+    and copying its whole capacity held the store's lock for seconds."""
+    used = [chunk[:, : count - first] for first, chunk in zip(range(0, count, CHUNK), chunks, strict=False)]
+    if not used:  # an empty store, or no chunk allocated yet: still ``slots`` rows
         return np.zeros((slots, count), dtype=dtype)
-    return np.concatenate(chunks, axis=1)[:, :count]
+    return np.concatenate(used, axis=1)
 
 
 def load_snapshot(store: Store, directory: str | os.PathLike[str]) -> bool:

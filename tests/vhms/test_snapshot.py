@@ -5,12 +5,14 @@ import json
 import logging
 import shutil
 import time
+import tracemalloc
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 from vhms import SnapshotError, Store, load_snapshot, restore_or_empty, save_snapshot
+from vhms.store import CHUNK
 
 MINUTE = 60_000
 NOW = int(time.time() * 1000) // MINUTE * MINUTE
@@ -38,6 +40,26 @@ def test_round_trip(tmp_path: Path) -> None:
     assert [r.head for r in restored.rings] == [r.head for r in original.rings]
     restored.ingest(["disk.used{host=h1,volume=/data}"], np.array([9.0]), np.array([NOW]))  # keeps working
     assert restored.fetch("disk.used{host=h1}", NOW, NOW + MINUTE).values[0, 0] == 9.0
+
+
+def test_a_snapshot_copies_the_series_stored_not_the_room_of_the_chunks(tmp_path: Path) -> None:
+    store = Store("1s:600")  # one chunk: room for 65,536 series, 600 buckets each (350 MB)
+    keys = [f"cpu.load{{host=h{i}}}" for i in range(100)]
+    for second in range(5):
+        store.ingest(keys, np.arange(100) + second * 1.0, np.full(100, NOW + second * 1000))
+    tracemalloc.start()
+    try:
+        save_snapshot(store, tmp_path)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    chunk_bytes = 600 * CHUNK * 9  # float64 values and uint8 offsets
+    assert peak < chunk_bytes / 20, f"{peak / 2**20:.1f} MiB for 100 series"
+    restored = Store("1s:600")
+    assert load_snapshot(restored, tmp_path)
+    a = store.fetch("cpu.load", NOW, NOW + 5000, 1)
+    b = restored.fetch("cpu.load", NOW, NOW + 5000, 1)
+    assert a.keys == b.keys and np.array_equal(a.values, b.values, equal_nan=True)
 
 
 def test_no_snapshot_is_not_an_error(tmp_path: Path) -> None:
