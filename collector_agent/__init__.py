@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collector_agent.agent import Agent
 from collector_agent.channel_processor import ChannelProcessor
-from collector_agent.channels.base import BasicChannel, Transaction, TransactionState
+from collector_agent.channels.base import BasicChannel, PutGroup, Transaction, TransactionState
 from collector_agent.channels.file import FileChannel
 from collector_agent.channels.memory import MemoryChannel
 from collector_agent.config import AgentSpec, load_properties, parse_agent
@@ -54,6 +54,7 @@ __all__ = [
     "MemoryChannel",
     "MonitorServer",
     "PollableSource",
+    "PutGroup",
     "RequestRefusedError",
     "SelfReporter",
     "Sink",

@@ -14,6 +14,7 @@ Transaction states (Flume's ``BasicTransactionSemantics``, plus PREPARED)::
                       |  \\----------------commit()-------------^                  ^
                       |  rollback() from OPEN or PREPARED --> COMPLETED ------------/
     NEW --close()--> CLOSED
+    PREPARED --decide()--> PREPARED (a put of a group: its outcome written down)
 
 - ``put``/``take`` need OPEN; ``close`` needs NEW or COMPLETED ("commit or rollback first");
   every call must come from the thread that opened the transaction.
@@ -21,6 +22,12 @@ Transaction states (Flume's ``BasicTransactionSemantics``, plus PREPARED)::
   durable channel writes its puts to disk); ``commit`` after a successful ``prepare`` of a
   put-only transaction cannot fail. The channel processor prepares every required channel
   before it commits any, so a fanned-out put lands in all of them or in none.
+- A crash must not break that either. When a put goes to several durable channels (those
+  with a ``durable_id``), the processor gives their ``prepare`` one :class:`PutGroup`, then
+  calls ``decide`` on each once all are prepared, then commits: a durable channel writes
+  its puts as undecided at ``prepare`` and as decided at ``decide``. After a crash, a put
+  that some member had decided is kept by all (every member had prepared it), and one that
+  none had decided is undone by all (none had been acknowledged).
 - ``rollback`` returns taken events to the head of the channel in their original order.
 - A channel keeps one transaction per thread: ``transaction()`` returns the thread's open
   one, or a new one once the previous is CLOSED.
@@ -31,6 +38,7 @@ from __future__ import annotations
 import enum
 import threading
 from collections.abc import Sequence
+from dataclasses import dataclass
 from types import TracebackType
 from typing import ClassVar
 
@@ -39,7 +47,7 @@ from collector_agent.event import Event
 from collector_agent.exceptions import ChannelException, TransactionStateError
 from collector_agent.lifecycle import Component
 
-__all__ = ["BasicChannel", "Transaction", "TransactionState"]
+__all__ = ["BasicChannel", "PutGroup", "Transaction", "TransactionState"]
 
 
 class TransactionState(enum.Enum):
@@ -48,6 +56,16 @@ class TransactionState(enum.Enum):
     PREPARED = "PREPARED"
     COMPLETED = "COMPLETED"
     CLOSED = "CLOSED"
+
+
+@dataclass(frozen=True)
+class PutGroup:
+    """One put into several durable channels: ``txn`` names it in each of them, ``members``
+    are their ``durable_id``s (where each keeps it, so that after a crash each can ask the
+    others what became of it)."""
+
+    txn: str
+    members: tuple[str, ...]
 
 
 class Transaction:
@@ -68,8 +86,12 @@ class Transaction:
     def _do_take(self, limit: int) -> list[Event]:
         raise NotImplementedError
 
-    def _do_prepare(self) -> None:
-        """Everything that may fail before commit (default: nothing)."""
+    def _do_prepare(self, group: PutGroup | None) -> None:
+        """Everything that may fail before commit (default: nothing); ``group`` when the
+        puts belong to a put into several durable channels."""
+
+    def _do_decide(self) -> None:
+        """Write down that the group's put is to be kept (default: nothing to write)."""
 
     def _do_commit(self) -> None:
         raise NotImplementedError
@@ -134,15 +156,20 @@ class Transaction:
         self.channel.counters.add("EventTakeAttemptCount", max(1, len(taken)))
         return taken
 
-    def prepare(self) -> None:
+    def prepare(self, group: PutGroup | None = None) -> None:
         self._require("prepare", TransactionState.OPEN)
-        self._do_prepare()
+        self._do_prepare(group)
         self.state = TransactionState.PREPARED
+
+    def decide(self) -> None:
+        """After every member of the group is prepared, before any commits."""
+        self._require("decide", TransactionState.PREPARED)
+        self._do_decide()
 
     def commit(self) -> None:
         self._require("commit", TransactionState.OPEN, TransactionState.PREPARED)
         if self.state is TransactionState.OPEN:
-            self._do_prepare()
+            self._do_prepare(None)
             self.state = TransactionState.PREPARED
         self._do_commit()
         self.state = TransactionState.COMPLETED
@@ -218,6 +245,12 @@ class BasicChannel(Component):
         """Whether ``context`` can be applied to this running channel in place (else a
         reload replaces it with a new one)."""
         return True
+
+    @property
+    def durable_id(self) -> str | None:
+        """Where a channel that survives a crash keeps its events (``None``: nothing
+        survives it); what names it in a :class:`PutGroup`."""
+        return None
 
     @property
     def size(self) -> int:

@@ -35,6 +35,12 @@ Integrity:
   is in ``ERROR`` with ``Unhealthy`` 1; its puts and takes fail with ``ChannelException``
   (sources and sinks back off) and the agent retries the start.
 
+A put into several durable channels at once (a :class:`~collector_agent.channels.base.PutGroup`
+from the channel processor) is written undecided at ``prepare`` and decided at ``decide``
+(one more fsync); at start, a batch a crash left undecided is kept if a peer channel had
+decided it and undone if none had (``EventUndoneCount``), so a killed agent never leaves a
+put in some of its channels only (``file_groups.py``).
+
 Disk space: a put is refused at ``prepare``, before anything is handed on, when writing it
 would leave less than ``minimumRequiredSpace`` free (the free space is read at most once a
 second and lowered by every batch written since, so a burst cannot overshoot it). A take's
@@ -57,8 +63,9 @@ Keys (Flume's names where Flume has them):
 | ``deadLetter.dir`` | ``artimon-data/dead-letter`` | where damaged events are set aside |
 
 A crash after ``prepare`` replays the prepared events as committed: at least once, never
-lost. A directory serves one channel at a time (``in_use.lock``, held with ``flock``; a
-second one is refused naming the holder's PID).
+lost (for a put of a group: once a member has decided it). A directory serves one channel
+at a time (``in_use.lock``, held with ``flock``; a second one is refused naming the
+holder's PID).
 """
 
 from __future__ import annotations
@@ -79,8 +86,9 @@ from typing import Any
 
 from bookkeeper import DirectoryInUseError
 from bookkeeper.process import DirectoryLock
-from collector_agent.channels.base import BasicChannel, Transaction
+from collector_agent.channels.base import BasicChannel, PutGroup, Transaction
 from collector_agent.channels.file_format import CHECKSUMMED, Damaged, Stored, pack_events, unpack_events
+from collector_agent.channels.file_groups import GROUPS_SCHEMA, resolve_in_doubt
 from collector_agent.channels.file_salvage import finish_interrupted, is_damage, salvage
 from collector_agent.context import Context
 from collector_agent.event import Event
@@ -97,6 +105,7 @@ _SCHEMA = (
     "CREATE TABLE IF NOT EXISTS consumed"
     " (seq INTEGER NOT NULL, first INTEGER NOT NULL, last INTEGER NOT NULL)",
     "CREATE INDEX IF NOT EXISTS consumed_seq ON consumed (seq)",
+    *GROUPS_SCHEMA,
 )
 _MIN_SPACE_FLOOR = 1024 * 1024
 _PAGE_SIZE = 65536
@@ -151,6 +160,7 @@ class _FileTransaction(Transaction):
         self._epoch = channel._epoch  # a salvage starts a new epoch: older transactions fail
         self._puts: list[Event] = []
         self._put_seq: int | None = None
+        self._grouped = False
         self._takes: list[_Range] = []
         self._taken = 0  # events of the taken ranges, damaged ones included
         self._delivered = 0
@@ -169,10 +179,16 @@ class _FileTransaction(Transaction):
         self._delivered += len(events)
         return events
 
-    def _do_prepare(self) -> None:
+    def _do_prepare(self, group: PutGroup | None) -> None:
         if self._puts:
             self.channel._check_usable(self._epoch)
-            self._put_seq = self.channel._write_batch(self._puts, self._epoch)
+            self._put_seq = self.channel._write_batch(self._puts, self._epoch, group)
+            self._grouped = group is not None
+
+    def _do_decide(self) -> None:
+        if self._put_seq is not None and self._grouped:
+            self.channel._check_usable(self._epoch)
+            self.channel._decide(self._put_seq, self._epoch)
 
     def _do_commit(self) -> None:
         channel = self.channel
@@ -196,7 +212,12 @@ class _FileTransaction(Transaction):
             return
         if self._put_seq is not None:
             # if it cannot be deleted now, it is retried; a crash meanwhile duplicates it
-            channel._record([("DELETE FROM batches WHERE seq = ?", [(self._put_seq,)])], 0, self._epoch)
+            rows: list[tuple[object, ...]] = [(self._put_seq,)]
+            channel._record(
+                [("DELETE FROM batches WHERE seq = ?", rows), ("DELETE FROM groups WHERE seq = ?", rows)],
+                0,
+                self._epoch,
+            )
         if self._puts:
             channel._release(len(self._puts), self._epoch)
         if self._takes:
@@ -205,6 +226,7 @@ class _FileTransaction(Transaction):
 
     def _reset(self) -> None:
         self._puts, self._put_seq, self._takes, self._taken, self._delivered = [], None, [], 0, 0
+        self._grouped = False
 
 
 class FileChannel(BasicChannel):
@@ -219,6 +241,7 @@ class FileChannel(BasicChannel):
         "EventSalvagedCount",
         "BatchUnreadableCount",
         "UnrecordedTakeCount",
+        "EventUndoneCount",
         "Unhealthy",
     )
 
@@ -304,6 +327,11 @@ class FileChannel(BasicChannel):
     def database(self) -> Path:
         return self.directory / "channel.db"
 
+    @property
+    def durable_id(self) -> str:
+        """The database's absolute path: where a peer of a put group finds this channel."""
+        return os.path.abspath(self.database)
+
     # -- lifecycle ---------------------------------------------------------------------------
 
     def _connect(self) -> sqlite3.Connection:
@@ -331,6 +359,8 @@ class FileChannel(BasicChannel):
             if "format" not in {row[1] for row in writer.execute("PRAGMA table_info(batches)")}:
                 # a database from before checksums: its rows keep format 1
                 writer.execute("ALTER TABLE batches ADD COLUMN format INTEGER NOT NULL DEFAULT 1")
+            resolution = resolve_in_doubt(writer, self.name)
+            self.counters.add("EventUndoneCount", resolution.undone_events)
             batches = writer.execute("SELECT seq, count FROM batches ORDER BY seq").fetchall()
             consumed = writer.execute("SELECT seq, first, last FROM consumed ORDER BY seq, first").fetchall()
             malformed = _malformed(batches, consumed)
@@ -553,29 +583,38 @@ class FileChannel(BasicChannel):
             return ChannelException(f"channel {self.name}: write failed: {exc}")
         return None
 
-    def _write_batch(self, events: Sequence[Event], epoch: int) -> int:
+    def _write_batch(self, events: Sequence[Event], epoch: int, group: PutGroup | None) -> int:
         with self._lock:
             seq = self._next_seq
             self._next_seq += 1
         blob = pack_events(events)
         self._ensure_space(len(blob))
-        try:
-            self._apply(
-                [
-                    (
-                        "INSERT INTO batches (seq, count, format, data) VALUES (?, ?, ?, ?)",
-                        [(seq, len(events), CHECKSUMMED, blob)],
-                    )
-                ],
-                epoch,
+        ops: list[_Op] = [
+            (
+                "INSERT INTO batches (seq, count, format, data) VALUES (?, ?, ?, ?)",
+                [(seq, len(events), CHECKSUMMED, blob)],
             )
+        ]
+        if group is not None:  # undecided until every member is prepared (file_groups.py)
+            peers = json.dumps([member for member in group.members if member != self.durable_id])
+            ops.append(("INSERT INTO groups (seq, txn, peers) VALUES (?, ?, ?)", [(seq, group.txn, peers)]))
+        self._write_ops(ops, epoch)
+        return seq
+
+    def _decide(self, seq: int, epoch: int) -> None:
+        """Write down that batch ``seq`` of a put group is kept."""
+        self._write_ops([("UPDATE groups SET decided = 1 WHERE seq = ?", [(seq,)])], epoch)
+
+    def _write_ops(self, ops: list[_Op], epoch: int) -> None:
+        """A put's durable writes; a damaged database is salvaged and the put refused."""
+        try:
+            self._apply(ops, epoch)
         except ChannelException as exc:
             self.counters.add("EventPutErrorCount")
             if isinstance(exc, _DamagedDatabase):
                 self._recover(epoch, str(exc))
                 raise ChannelException(str(exc)) from None
             raise
-        return seq
 
     def _publish(self, seq: int, count: int, epoch: int) -> None:
         with self._lock:
@@ -757,6 +796,7 @@ class FileChannel(BasicChannel):
             rows = [(seq,) for seq in finished]
             ops.append(("DELETE FROM batches WHERE seq = ?", list(rows)))
             ops.append(("DELETE FROM consumed WHERE seq = ?", list(rows)))
+            ops.append(("DELETE FROM groups WHERE seq = ?", list(rows)))
         if partial:
             ops.append(("INSERT INTO consumed (seq, first, last) VALUES (?, ?, ?)", list(partial)))
         self._record(ops, taken, epoch)

@@ -16,7 +16,9 @@ Reading goes through SQLite with ``writable_schema`` on (which makes it read a f
 shorter than its header says instead of refusing it) one row at a time in key order. When
 a row cannot be read, the next keys are tried one by one, up to :data:`PROBE_LIMIT` of them
 in a row without a readable one, so a damaged page loses its own rows and not those after
-it. Rows are copied as stored: their events' checksums are checked when they are taken.
+it. Rows are copied as stored: their events' checksums are checked when they are taken. A row
+whose format is none the channel writes is unreadable: a row cut by the truncation reads
+its last columns, ``format`` among them, as zeros.
 Consumed ranges are copied for the batches that were salvaged (those that cannot be read
 are lost, and their events delivered again: at least once).
 """
@@ -33,7 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from bookkeeper.process import fsync_path
-from collector_agent.channels.file_format import LEGACY
+from collector_agent.channels.file_format import CHECKSUMMED, LEGACY
 
 __all__ = ["PROBE_LIMIT", "SalvageReport", "finish_interrupted", "is_damage", "salvage"]
 
@@ -191,7 +193,7 @@ def _copy(source: sqlite3.Connection, fresh: sqlite3.Connection, report: Salvage
     for seq, count, stored_version, data in _readable(
         source, "batches", f"count, {version}, data", "seq", report
     ):
-        sound = isinstance(count, int) and count > 0 and isinstance(stored_version, int)
+        sound = isinstance(count, int) and count > 0 and stored_version in (LEGACY, CHECKSUMMED)
         if not (sound and isinstance(data, bytes)):
             report.unreadable += 1
             continue
