@@ -5,7 +5,7 @@ the harness of the accounting test, reusable by benchmarks and by hand.
 
 - ZooKeeper (:class:`~bookkeeper.testing.zkserver.ZooKeeperServer`, restartable on its port);
 - a VHMS shard (``artimon vhms``) whose finest resolution is the polling interval, so each
-  round has a bucket of its own;
+  round has a bucket of its own, for ``ring_seconds`` (an hour by default);
 - applications (``python -m bookkeeper.testing --aligned``) whose counters follow
   :func:`~bookkeeper.testing.formula_value`: every value polled in a round can be checked;
 - an agent (``artimon agent``): the ``artimon`` source replicating into two file channels,
@@ -17,7 +17,8 @@ Every process it starts dies with the process that runs the stack
 (:func:`bookkeeper.process.spawn`), so a test killed half-way leaves nothing running.
 
 Faults: :meth:`Stack.kill_agent` (SIGKILL) and :meth:`Stack.start_agent`,
-:meth:`Stack.stop_vhms` (SIGTERM: a last snapshot) and :meth:`Stack.start_vhms`,
+:meth:`Stack.stop_vhms` (SIGTERM: a last snapshot), :meth:`Stack.kill_vhms` (SIGKILL: what it
+acknowledged is in its write-ahead log only) and :meth:`Stack.start_vhms` (on the same data),
 :meth:`Stack.restart_zookeeper`, :meth:`Stack.pace_vhms_sink` (a sink slower than the
 inflow, through the agent's reload of its configuration file).
 
@@ -139,13 +140,15 @@ def _start(command: list[str], log: Path, ready: str) -> StackProcess:
 @dataclass
 class Stack:
     """See the module doc. ``apps`` application processes each serve ``endpoints``
-    contexts of ``variables`` counters; rounds are ``interval`` seconds."""
+    contexts of ``variables`` counters; rounds are ``interval`` seconds, and VHMS's ring of
+    rounds holds ``ring_seconds`` (its memory: a chunk of 65,536 series per bucket)."""
 
     root: Path
     interval: int = 4
     apps: int = 2
     endpoints: int = 3
     variables: int = 50
+    ring_seconds: int = 3600
     zookeeper: ZooKeeperServer = field(init=False)
     vhms: StackProcess | None = field(default=None, init=False)
     agent: StackProcess | None = field(default=None, init=False)
@@ -277,7 +280,7 @@ class Stack:
                 "--data-dir",
                 str(self.root / "vhms"),
                 "--resolutions",
-                f"{self.interval}s:{3600 // self.interval}",
+                f"{self.interval}s:{self.ring_seconds // self.interval}",
             ],
             self.root / "vhms.log",
             "serving",
@@ -286,6 +289,11 @@ class Stack:
     def stop_vhms(self) -> None:
         """SIGTERM: VHMS writes a last snapshot and leaves ZooKeeper."""
         _running(self.vhms, "VHMS").stop()
+        self.vhms = None
+
+    def kill_vhms(self) -> None:
+        """SIGKILL: no snapshot; its registration stays in ZooKeeper until its session expires."""
+        _running(self.vhms, "VHMS").stop(signal.SIGKILL)
         self.vhms = None
 
     def restart_zookeeper(self, down: float = 2.0) -> None:
@@ -306,10 +314,15 @@ class Stack:
         wait for an outcome)."""
         time.sleep(max(0.0, (round_ms + self.interval * 1000 * fraction) / 1000 - time.time()))
 
-    def vhms_client(self) -> VhmsClient:
+    @property
+    def vhms_address(self) -> tuple[str, int]:
+        """Where the running VHMS serves Thrift (as it registers in ZooKeeper)."""
         address = _running(self.vhms, "VHMS").ready_line.split(" on ", 1)[1].split(",", 1)[0]
         host, _, port = address.rpartition(":")
-        return VhmsClient(host, int(port), timeout=30)
+        return host, int(port.split()[0])
+
+    def vhms_client(self) -> VhmsClient:
+        return VhmsClient(*self.vhms_address, timeout=30)
 
     def vhms_values(self, first: int, last: int) -> dict[tuple[str, int, int], float]:
         """What VHMS holds for ``test.counter``: (context, i, round) -> value, rounds
