@@ -12,6 +12,7 @@ import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -55,6 +56,17 @@ def _run(
     )
 
 
+def _demo_rounds(data: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    """``artimon up --demo`` for three one-second rounds on free ports, run to its end."""
+    return subprocess.run(
+        [*ARTIMON, "up", "--demo", "--interval", "1", "--rounds", "3", "--data-dir", str(data), *FREE_PORTS],
+        capture_output=True,
+        text=True,
+        timeout=180,
+        env=env,
+    )
+
+
 def test_help_lists_every_command() -> None:
     result = _run("--help")
     assert result.returncode == 0
@@ -69,29 +81,7 @@ def test_up_demo_runs_the_pipeline_into_vhms(tmp_path) -> None:
     (tmp_path / "run" / "batch.artimon").write_text(
         f"{int(time.time() * 1000)} batch.jobs.done{{job=nightly}} 7\n"
     )
-    result = subprocess.run(
-        [
-            *ARTIMON,
-            "up",
-            "--demo",
-            "--interval",
-            "1",
-            "--rounds",
-            "3",
-            "--data-dir",
-            str(tmp_path),
-            "--api-port",
-            "0",
-            "--zk-port",
-            "0",
-            "--thrift-port",
-            "0",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=180,
-        env=env,
-    )
+    result = _demo_rounds(tmp_path, env)
     assert result.returncode == 0, result.stderr
     lines = result.stdout.splitlines()
     ready = [line.split()[1] for line in lines if line.startswith("[ready]")]
@@ -131,29 +121,7 @@ def test_up_demo_runs_the_pipeline_into_vhms(tmp_path) -> None:
 @pytest.mark.slow
 def test_up_rebuilds_an_empty_vhms_from_the_parquet_history(tmp_path) -> None:
     env = {k: v for k, v in os.environ.items() if k != "ARTIMON_ZK"}
-    first = subprocess.run(
-        [
-            *ARTIMON,
-            "up",
-            "--demo",
-            "--interval",
-            "1",
-            "--rounds",
-            "3",
-            "--data-dir",
-            str(tmp_path),
-            "--api-port",
-            "0",
-            "--zk-port",
-            "0",
-            "--thrift-port",
-            "0",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=180,
-        env=env,
-    )
+    first = _demo_rounds(tmp_path, env)
     assert first.returncode == 0, first.stderr
     assert "backfill" not in first.stdout  # nothing to rebuild from yet
     history = pd.read_parquet(tmp_path / "history" / "parquet")
