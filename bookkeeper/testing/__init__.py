@@ -1,11 +1,13 @@
 """Harnesses as code: a real ZooKeeper server, test applications in their own processes, the
 demo applications of ``artimon up --demo``, what a process listens on (``listening``) and
-process trees (``descendants``, ``running``). Tests, benchmarks and users share them."""
+process trees (``descendants``, ``running``), and Apache's server jars resolved once with Maven
+(``resolve_jars``). Tests, benchmarks and users share them."""
 
 from __future__ import annotations
 
 from bookkeeper.testing.apps import AppProcess, expire_session, formula_value, populate, start_app
 from bookkeeper.testing.demo import DemoApps
+from bookkeeper.testing.jars import JarResolutionError, jar_cache, resolve_jars
 from bookkeeper.testing.processes import descendants, running
 from bookkeeper.testing.sockets import Listener, listening
 from bookkeeper.testing.zkserver import ZooKeeperServer, four_letter_word, free_port, pyspark_jars
@@ -13,6 +15,7 @@ from bookkeeper.testing.zkserver import ZooKeeperServer, four_letter_word, free_
 __all__ = [
     "AppProcess",
     "DemoApps",
+    "JarResolutionError",
     "Listener",
     "ZooKeeperServer",
     "descendants",
@@ -20,9 +23,11 @@ __all__ = [
     "formula_value",
     "four_letter_word",
     "free_port",
+    "jar_cache",
     "listening",
     "populate",
     "pyspark_jars",
+    "resolve_jars",
     "running",
     "start_app",
 ]
