@@ -366,6 +366,7 @@ def test_a_stuck_notifier_blocks_nobody_and_a_full_queue_drops_and_counts(wait: 
     dispatcher.start()
     dispatcher.submit(notification(), ["stuck", "ok", "broken"])
     assert stuck.entered.wait(30)
+    wait(lambda: len(collecting.received) == 1, what="the first notification to the healthy one")
     started = time.monotonic()
     for _ in range(3):
         dispatcher.submit(notification(), ["stuck"])  # one waits in the queue, two are dropped
