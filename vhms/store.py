@@ -36,14 +36,14 @@ from vhms.selector import Selector, parse_selector
 
 __all__ = ["CHUNK", "FetchResult", "LabelColumns", "Store", "compact_column"]
 
-CHUNK = 1 << 16
+CHUNK = 1 << 14
 _NAN_AGGREGATES: dict[str, Callable[..., np.ndarray]] = {
     "min": np.nanmin,
     "max": np.nanmax,
     "sum": np.nansum,
     "mean": np.nanmean,
 }
-_SHIFT = 16
+_SHIFT = 14
 _MASK = CHUNK - 1
 _FIRST_ROOM = 1024  # columns of a ring's first chunk when it is made
 
