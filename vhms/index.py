@@ -68,26 +68,34 @@ class SeriesIndex:
     def lookup(self, keys: list[str]) -> np.ndarray:
         """Ids of ``keys``, creating new series; ``-1`` where ``max_series`` refused one."""
         get = self._ids.get
+        known = len(self.keys)
         ids = np.fromiter(map(get, keys, repeat(-1)), dtype=np.int64, count=len(keys))
         missing = np.flatnonzero(ids < 0)
         if len(missing):
             new = [keys[position] for position in missing.tolist()]
             with self._lock:
-                self._add_all(new)
-                ids[missing] = np.fromiter(map(get, new, repeat(-1)), dtype=np.int64, count=len(new))
+                first = len(self.keys)
+                if self._add_all(new, first > known):  # every key new and distinct, created in order
+                    ids[missing] = np.arange(first, first + len(new))
+                else:
+                    ids[missing] = np.fromiter(map(get, new, repeat(-1)), dtype=np.int64, count=len(new))
         return ids
 
-    def _add_all(self, new: list[str]) -> None:
-        """Create the series of ``new`` (keys, repeats allowed) that do not exist yet, in order
-        of first appearance, up to ``max_series`` (the refused ones counted per occurrence)."""
-        fresh = [key for key in dict.fromkeys(new) if key not in self._ids]
+    def _add_all(self, new: list[str], recheck: bool) -> bool:
+        """Create the series of ``new`` (keys, repeats allowed, none known when looked up;
+        ``recheck``: series were created since) that do not exist yet, in order of first
+        appearance, up to ``max_series`` (the refused ones counted per occurrence). True
+        when each key of ``new`` got the next id in turn."""
+        fresh = list(dict.fromkeys(new))
+        if recheck:
+            fresh = [key for key in fresh if key not in self._ids]
         room = max(self.max_series - len(self.keys), 0)
         if len(fresh) > room:
             refused = set(fresh[room:])
             self.refused += sum(1 for key in new if key in refused)
             fresh = fresh[:room]
         if not fresh:
-            return
+            return False
         tokens = split_keys(fresh)
         shapes, refs = self._resolve(tokens)
         fast = tokens.regular.copy()
@@ -97,14 +105,16 @@ class SeriesIndex:
             if not ok:
                 self._add(key)  # the slow way, which raises for a key that does not parse
         keep = shapes >= 0
+        in_turn = bool(keep.all() and fast.all()) and len(fresh) == len(new)
         if keep.any():
             positions = _token_positions(tokens.first[keep], tokens.count[keep])
             self._add_columns(
-                [key for key, ok in zip(fresh, is_fast, strict=True) if ok],
+                fresh if in_turn else [key for key, ok in zip(fresh, is_fast, strict=True) if ok],
                 shapes[keep],
                 tokens.count[keep],
                 refs[positions],
             )
+        return in_turn
 
     def _resolve(self, tokens: KeyTokens) -> tuple[np.ndarray, np.ndarray]:
         """Parse the distinct tokens not seen before. Returns, per regular key, the number of
@@ -114,15 +124,15 @@ class SeriesIndex:
         names = np.zeros(len(tokens.token_ids), dtype=bool)
         names[tokens.first] = True
         name_refs = np.full(len(distinct), -1, dtype=np.int64)
-        for token_id in np.unique(tokens.token_ids[names]).tolist():
+        for token_id in _present(tokens.token_ids[names], len(distinct)):
             name_refs[token_id] = self._token_ref(self._name_tokens, distinct[token_id], _parse_name)
         pair_refs = np.full(len(distinct), -1, dtype=np.int64)
-        for token_id in np.unique(tokens.token_ids[~names]).tolist():
+        for token_id in _present(tokens.token_ids[~names], len(distinct)):
             pair_refs[token_id] = self._token_ref(self._pair_tokens, distinct[token_id], _parse_pair)
         refs = np.where(names, name_refs[tokens.token_ids], pair_refs[tokens.token_ids])
         labels = np.where(refs < 0, -1, refs >> 32)
         shapes = np.full(len(tokens.first), -1, dtype=np.int64)
-        for width in np.unique(tokens.count).tolist():
+        for width in _present(tokens.count, int(tokens.count.max(initial=0)) + 1):
             members = np.flatnonzero(tokens.count == width)
             columns = labels[tokens.first[members, None] + np.arange(width)]
             while len(members):  # a pass per distinct shape of this width: a handful
@@ -180,7 +190,7 @@ class SeriesIndex:
         starts = np.cumsum(count) - count
         codes = (refs & 0xFFFFFFFF).astype(np.int32)
         row_of = np.empty(len(keys), dtype=np.int32)
-        for number in np.unique(shapes).tolist():
+        for number in _present(shapes, len(self._shapes)):
             members = np.flatnonzero(shapes == number)
             width = len(self._shapes[number])
             rows = self._shape_rows[number]
@@ -332,6 +342,11 @@ class SeriesIndex:
 
 
 _EMPTY = np.zeros(0, dtype=np.int32)
+
+
+def _present(ids: np.ndarray, size: int) -> list[int]:
+    """The distinct values of ``ids`` (all in ``[0, size)``), ascending."""
+    return np.flatnonzero(np.bincount(ids, minlength=size)).tolist()
 
 
 def _token_positions(first: np.ndarray, count: np.ndarray) -> np.ndarray:

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 __all__ = ["KeyTokens", "split_keys"]
 
@@ -42,14 +43,16 @@ class KeyTokens:
 
 def split_keys(keys: list[str]) -> KeyTokens:
     """Cut ``keys`` into tokens (see the module doc)."""
-    tokens = _tokens(keys)
-    if tokens.regular.all():
-        return tokens
-    regular = tokens.regular
-    kept = [key for key, ok in zip(keys, regular.tolist(), strict=True) if ok]
-    # the separators of an irregular key would run its tokens into its neighbour's
-    again = _tokens(kept)
-    return KeyTokens(regular, again.first, again.count, again.token_ids, again.distinct)
+    regular = np.ones(len(keys), dtype=bool)
+    kept = keys
+    while True:
+        tokens = _tokens(kept)
+        if tokens.regular.all():
+            return KeyTokens(regular, tokens.first, tokens.count, tokens.token_ids, tokens.distinct)
+        # the separators of an irregular key would run its tokens into its neighbour's: again
+        # without them
+        regular[np.flatnonzero(regular)[~tokens.regular]] = False
+        kept = [key for key, ok in zip(kept, tokens.regular.tolist(), strict=True) if ok]
 
 
 def _tokens(keys: list[str]) -> KeyTokens:
@@ -65,13 +68,21 @@ def _tokens(keys: list[str]) -> KeyTokens:
     opens = raw == _OPEN
     closes = raw == _CLOSE
     separators = opens | closes | (raw == _COMMA)
-    per_key_open = np.bincount(np.searchsorted(ends, np.flatnonzero(opens), side="right"), minlength=count)
-    per_key_close = np.bincount(np.searchsorted(ends, np.flatnonzero(closes), side="right"), minlength=count)
+    starts = ends - lengths
     last = np.zeros(count, dtype=np.uint8)
     nonempty = lengths > 0
     last[nonempty] = raw[ends[nonempty] - 1]
-    regular = (per_key_open[:count] == 1) & (per_key_close[:count] == 1) & (last == _CLOSE)
+    open_at, close_at = np.flatnonzero(opens), np.flatnonzero(closes)
     at = np.flatnonzero(separators)
+    if len(open_at) == count and len(close_at) == count:
+        # as many of each as keys: each key has one if the k-th lies in the k-th key; and no
+        # separator may come before its "{" (the name would end at a comma)
+        regular = (open_at >= starts) & (open_at < ends) & (close_at == ends - 1)
+        regular &= at[np.minimum(np.searchsorted(at, starts), len(at) - 1)] == open_at
+    else:
+        per_key_open = np.bincount(np.searchsorted(ends, open_at, side="right"), minlength=count)
+        per_key_close = np.bincount(np.searchsorted(ends, close_at, side="right"), minlength=count)
+        regular = (per_key_open == 1) & (per_key_close == 1) & (last == _CLOSE)
     if not regular.all():
         empty = np.zeros(0, dtype=np.int64)
         return KeyTokens(regular, empty, empty, empty, [])
@@ -82,11 +93,11 @@ def _tokens(keys: list[str]) -> KeyTokens:
     offsets = np.zeros(len(at) + 1, dtype=np.int64)
     offsets[1:] = at + 1
     array = pa.LargeStringArray.from_buffers(len(at), pa.py_buffer(offsets), pa.py_buffer(buffer))
-    encoded = array.dictionary_encode()
+    encoded = pc.dictionary_encode(array)
     indices = encoded.indices  # int32; read through its buffer (to_numpy() imports pandas)
     token_ids = np.frombuffer(indices.buffers()[1], dtype=np.int32)[indices.offset : indices.offset + len(at)]
     token_ids = token_ids.astype(np.int64)
     distinct = [token[:-1] for token in encoded.dictionary.to_pylist()]
-    first = np.searchsorted(at, ends - lengths)
+    first = np.searchsorted(at, starts)  # each key's first token: its name
     per_key = np.diff(np.append(first, len(at)))
     return KeyTokens(regular, first, per_key, token_ids, distinct)
