@@ -170,11 +170,14 @@ class _Ring:
         self.values: list[np.ndarray] = []  # uint64: encode_values() of the buckets
         self.offsets: list[np.ndarray] | None = [] if finest else None
         self.written: list[np.ndarray] = []  # per chunk, per slot: written since it was cleared
+        self.room = 0  # columns allocated: series ids below it have theirs
 
     def grow(self, series: int) -> None:
         """Room for ``series`` series: whole chunks of ``CHUNK`` columns before the last, the
         last one grown by doubling (at least 1,024 columns), so that a store of a few hundred
         series does not fill 16,384 columns per ring (3,600 one-second slots of them: 470 MB)."""
+        if series <= self.room:
+            return
         chunks = (series + CHUNK - 1) >> _SHIFT
         for index in range(chunks):
             needed = CHUNK if index < chunks - 1 else series - index * CHUNK
@@ -200,6 +203,7 @@ class _Ring:
                     self.offsets[index] = offsets
                 else:
                     self.offsets.append(offsets)
+        self.room = (len(self.values) - 1) * CHUNK + self.values[-1].shape[1] if self.values else 0
 
     def covers(self, bucket: np.ndarray) -> np.ndarray:
         return (bucket > self.head - self.slots) & (bucket <= self.head)
