@@ -1,13 +1,17 @@
 """The bucket store: rings of buckets per resolution, for every series, in numpy.
 
-Layout (see docs/vhms.md for the arithmetic): per resolution, chunks of 65,536 series,
-each a ``[slots, 65536]`` float64 array, time-major: the buckets of one instant for every
-series are contiguous, so a time window is a contiguous block of rows and advancing the
-ring clears one row. Slot ``b % slots`` holds bucket ``b`` (``b = t // step``); all series
-share the ring's head (its newest bucket). The finest ring also keeps, per cell, the time of
-its sample within the bucket (one byte), which is how a replay or an out-of-order sample
-leaves the newest sample in place. Coarser rings aggregate the finest ring's buckets
-(:mod:`vhms.resolutions`).
+Layout (see docs/vhms.md for the arithmetic): per resolution, chunks of 16,384 series,
+each a ``[slots, 16384]`` array, time-major: the buckets of one instant for every series are
+contiguous, so a time window is a contiguous block of rows and advancing the ring clears
+one row. Slot ``b % slots`` holds bucket ``b`` (``b = t // step``); all series share the
+ring's head (its newest bucket). A bucket is stored as the bits of its float64 value XOR
+those of NaN (``encode_values``), so an empty bucket is zero bits: chunks live in anonymous
+memory of their own, whose pages the kernel hands out when first written, and a ring only
+clears the rows written since their last clear (``written``). New series thus cost the
+pages their first samples touch, not their whole retention at once. The finest ring also
+keeps, per cell, the time of its sample within the bucket (one byte), which is how a
+replay or an out-of-order sample leaves the newest sample in place. Coarser rings
+aggregate the finest ring's buckets (:mod:`vhms.resolutions`).
 
 Thread safety: one lock (``_lock``, reentrant) around ingest and the reading of buckets;
 the service holds it from admission to application, so that its write-ahead log records
