@@ -87,6 +87,7 @@ from typing import Any
 from bookkeeper import DirectoryInUseError
 from bookkeeper.process import DirectoryLock
 from collector_agent.channels.base import BasicChannel, PutGroup, Transaction
+from collector_agent.channels.file_checkpoint import TRIGGER_BYTES, Checkpointer
 from collector_agent.channels.file_format import CHECKSUMMED, Damaged, Stored, pack_events, unpack_events
 from collector_agent.channels.file_groups import GROUPS_SCHEMA, resolve_in_doubt
 from collector_agent.channels.file_salvage import finish_interrupted, is_damage, salvage
@@ -108,7 +109,9 @@ _SCHEMA = (
     *GROUPS_SCHEMA,
 )
 _MIN_SPACE_FLOOR = 1024 * 1024
-_PAGE_SIZE = 65536
+# a commit rewrites whole pages into the write-ahead log (the tree's leaf, the header): small
+# pages keep that to a few KiB a commit; a database made with 64 KiB pages keeps them
+_PAGE_SIZE = 4096
 _DECODED_CACHE_BYTES = 64 * 1024 * 1024
 _SQLITE_FULL = 13
 
@@ -242,6 +245,7 @@ class FileChannel(BasicChannel):
         "BatchUnreadableCount",
         "UnrecordedTakeCount",
         "EventUndoneCount",
+        "CheckpointErrorCount",
         "Unhealthy",
     )
 
@@ -276,6 +280,7 @@ class FileChannel(BasicChannel):
         self._unrecorded_tried = 0.0
         self._writer: sqlite3.Connection | None = None
         self._reader: sqlite3.Connection | None = None
+        self._checkpointer: Checkpointer | None = None
         self._space_lock = threading.Lock()
         self._free = 0  # bytes free at the last look, less what was written since
         self._free_read_at = 0.0
@@ -338,7 +343,9 @@ class FileChannel(BasicChannel):
         conn = sqlite3.connect(self.database, isolation_level=None, check_same_thread=False, timeout=30)
         try:
             conn.execute(f"PRAGMA page_size={_PAGE_SIZE}")  # takes effect when the file is created
-            conn.execute("PRAGMA journal_mode=PERSIST")
+            conn.execute("PRAGMA journal_mode=WAL")
+            conn.execute("PRAGMA wal_autocheckpoint=0")  # the checkpointer's thread does it
+            conn.execute(f"PRAGMA journal_size_limit={TRIGGER_BYTES}")  # the log's file, once reset
             # Debian builds SQLite to zero every freed page, which journals each one first: a
             # take's delete would write its events twice more, and need as much free disk
             conn.execute("PRAGMA secure_delete=FAST")
@@ -394,6 +401,7 @@ class FileChannel(BasicChannel):
             self._fail(f"cannot open {self.directory}: {exc}")
             raise ChannelException(f"channel {self.name}: {self._failure}") from None
         self._writer, self._reader = writer, reader
+        self._start_checkpointer()
         self._replay(batches, consumed)
         self.replay_seconds = time.monotonic() - started
         self._failure = ""
@@ -453,8 +461,26 @@ class FileChannel(BasicChannel):
             )
         self._close()
 
+    def checkpoint(self) -> None:
+        """Copy SQLite's write-ahead log into ``channel.db`` now (the checkpointer's thread
+        does it by itself every 32 MiB committed): for tools and tests that look at the file."""
+        if self._checkpointer is not None:
+            self._checkpointer.checkpoint()
+
+    def _start_checkpointer(self) -> None:
+        self._checkpointer = Checkpointer(
+            self.database, self.name, lambda: self.counters.add("CheckpointErrorCount")
+        )
+        self._checkpointer.start()
+
+    def _stop_checkpointer(self) -> None:
+        if self._checkpointer is not None:
+            self._checkpointer.stop()
+            self._checkpointer = None
+
     def _close(self) -> None:
         with self._write_lock, self._read_lock:
+            self._stop_checkpointer()
             for conn in (self._writer, self._reader):
                 if conn is not None:
                     conn.close()
@@ -599,7 +625,15 @@ class FileChannel(BasicChannel):
             peers = json.dumps([member for member in group.members if member != self.durable_id])
             ops.append(("INSERT INTO groups (seq, txn, peers) VALUES (?, ?, ?)", [(seq, group.txn, peers)]))
         self._write_ops(ops, epoch)
+        self._wrote(len(blob))
         return seq
+
+    def _wrote(self, size: int) -> None:
+        """Tell the checkpointer what a commit added to the log: its data, and the pages of
+        the tree and the header it rewrote (three, about)."""
+        checkpointer = self._checkpointer
+        if checkpointer is not None:
+            checkpointer.wrote(size + 3 * _PAGE_SIZE)
 
     def _decide(self, seq: int, epoch: int) -> None:
         """Write down that batch ``seq`` of a put group is kept."""
@@ -800,6 +834,7 @@ class FileChannel(BasicChannel):
         if partial:
             ops.append(("INSERT INTO consumed (seq, first, last) VALUES (?, ?, ?)", list(partial)))
         self._record(ops, taken, epoch)
+        self._wrote(0)
 
     def _record(self, ops: list[_Op], events: int, epoch: int) -> None:
         """Write ``ops`` (with any left over from failed writes); if that fails, keep them
@@ -844,7 +879,7 @@ class FileChannel(BasicChannel):
     # -- damage ------------------------------------------------------------------------------
 
     def _salvage(self, reason: str) -> None:
-        report = salvage(self.database, _SCHEMA)
+        report = salvage(self.database, _SCHEMA, _PAGE_SIZE)
         self.counters.add("ChannelSalvageCount")
         self.counters.add("EventSalvagedCount", report.events)
         self.counters.add("BatchUnreadableCount", report.unreadable)
@@ -870,6 +905,10 @@ class FileChannel(BasicChannel):
                 return  # another thread salvaged already, or the channel stopped
             with self._lock:
                 waiting = {seq: self._counts[seq] - self._consumed[seq] for seq in self._counts}
+                for seq, index in self._set_aside:  # counted once already, when set aside
+                    if any(r[0] == seq and r[1] <= index < r[2] for r in self._queue):
+                        waiting[seq] -= 1
+            self._stop_checkpointer()
             for conn in (self._writer, self._reader):
                 if conn is not None:
                     conn.close()
@@ -908,6 +947,7 @@ class FileChannel(BasicChannel):
                         writer.execute("ROLLBACK")
                     log.warning("channel %s: taken events not recorded, they come back: %s", self.name, exc)
             self._writer, self._reader = writer, reader
+            self._start_checkpointer()
             with self._lock:  # re-entrant: _replay takes it too
                 self._epoch += 1
                 self._replay(batches, consumed)
