@@ -471,10 +471,19 @@ class FileChannel(BasicChannel):
             self._checkpointer.checkpoint()
 
     def _start_checkpointer(self) -> None:
-        self._checkpointer = Checkpointer(
+        checkpointer = Checkpointer(
             self.database, self.name, lambda: self.counters.add("CheckpointErrorCount")
         )
-        self._checkpointer.start()
+        try:
+            checkpointer.start()
+        except sqlite3.Error as exc:
+            # without it the log would only grow: SQLite checkpoints inside the commits then
+            self.counters.add("CheckpointErrorCount")
+            log.warning("channel %s: no checkpointer (%s); SQLite checkpoints in the commits", self.name, exc)
+            if self._writer is not None:
+                self._writer.execute("PRAGMA wal_autocheckpoint=1000")
+            return
+        self._checkpointer = checkpointer
 
     def _stop_checkpointer(self) -> None:
         if self._checkpointer is not None:

@@ -56,6 +56,7 @@ class Checkpointer:
         self._running = False
 
     def start(self) -> None:
+        """Open its connection (``sqlite3.Error`` if it cannot) and start its thread."""
         self._conn = sqlite3.connect(self.database, isolation_level=None, check_same_thread=False, timeout=30)
         self._running = True
         self._thread = threading.Thread(target=self._run, name=f"checkpoint-{self.name}", daemon=True)
