@@ -183,7 +183,7 @@ class _Ring:
         if series <= self.room:
             return
         chunks = (series + CHUNK - 1) >> _SHIFT
-        for index in range(chunks):
+        for index in range(max(len(self.values) - 1, 0), chunks):  # those before are full
             needed = CHUNK if index < chunks - 1 else series - index * CHUNK
             if index < len(self.values):
                 have = self.values[index].shape[1]
