@@ -7,6 +7,11 @@ ids are dense, in order of arrival, never reused. Postings are ``array('i')`` (4
 series and label), turned into sorted numpy arrays when a query reads them and cached
 until the posting grows.
 
+New series are created by columns (``vhms/key_tokens.py``): a round's new keys are cut into
+tokens by numpy and pyarrow, only the distinct tokens (a name, a ``k=v`` pair) are parsed in
+Python, once, and the postings and codes of the new series are appended a whole run of ids at
+a time; a key that is not plainly canonical is parsed on its own (the same rules).
+
 Labels by code: each value of a label (the name is the label ``__name__``) gets a code, in
 order of first appearance. Series with the same label names share a shape; a shape keeps
 the codes of its series as rows of an ``array('i')``, name first, then the labels in key
@@ -15,14 +20,18 @@ order. Per series: its shape and its row (4 bytes each), and 4 bytes per label a
 
 from __future__ import annotations
 
+import itertools
 import threading
 from array import array
 from collections.abc import Callable
+from itertools import repeat
+from urllib.parse import unquote
 
 import numpy as np
 
-from bookkeeper.wire import parse_series
+from bookkeeper.wire import parse_series, validate_name
 from vhms.exceptions import SeriesLimitError
+from vhms.key_tokens import KeyTokens, split_keys
 from vhms.selector import Matcher, Selector
 
 __all__ = ["NAME", "SeriesIndex"]
@@ -44,6 +53,12 @@ class SeriesIndex:
         self._shape_rows: list[array[int]] = []  # shape -> codes of its series, row after row
         self._shape_of = array("i")  # series id -> shape
         self._row_of = array("i")  # series id -> row in its shape
+        # distinct tokens already parsed (a name; a "k=v" pair) to their label's number and
+        # their value's code, -1 for a token that does not parse (its key goes the slow way)
+        self._name_tokens: dict[str, int] = {}  # token -> label number << 32 | code; -1
+        self._pair_tokens: dict[str, int] = {}
+        self._label_numbers: dict[str, int] = {NAME: 0}
+        self._label_list: list[str] = [NAME]
         self._lock = threading.Lock()
         self.refused = 0  # new series refused by max_series
 
@@ -53,13 +68,154 @@ class SeriesIndex:
     def lookup(self, keys: list[str]) -> np.ndarray:
         """Ids of ``keys``, creating new series; ``-1`` where ``max_series`` refused one."""
         get = self._ids.get
-        ids = [get(key, -1) for key in keys]
-        if -1 in ids:
+        known = len(self.keys)
+        ids = np.fromiter(map(get, keys, repeat(-1)), dtype=np.int64, count=len(keys))
+        missing = np.flatnonzero(ids < 0)
+        if len(missing):
+            new = [keys[position] for position in missing.tolist()]
             with self._lock:
-                for position, key in enumerate(keys):
-                    if ids[position] == -1:
-                        ids[position] = self._add(key)
-        return np.array(ids, dtype=np.int64)
+                first = len(self.keys)
+                if self._add_all(new, first > known):  # every key new and distinct, created in order
+                    ids[missing] = np.arange(first, first + len(new))
+                else:
+                    ids[missing] = np.fromiter(map(get, new, repeat(-1)), dtype=np.int64, count=len(new))
+        return ids
+
+    def _add_all(self, new: list[str], recheck: bool) -> bool:
+        """Create the series of ``new`` (keys, repeats allowed, none known when looked up;
+        ``recheck``: series were created since) that do not exist yet, in order of first
+        appearance, up to ``max_series`` (the refused ones counted per occurrence). True
+        when each key of ``new`` got the next id in turn."""
+        fresh = list(dict.fromkeys(new))
+        if recheck:
+            fresh = [key for key in fresh if key not in self._ids]
+        room = max(self.max_series - len(self.keys), 0)
+        if len(fresh) > room:
+            refused = set(fresh[room:])
+            self.refused += sum(1 for key in new if key in refused)
+            fresh = fresh[:room]
+        if not fresh:
+            return False
+        tokens = split_keys(fresh)
+        shapes, refs = self._resolve(tokens)
+        fast = tokens.regular.copy()
+        fast[np.flatnonzero(fast)[shapes < 0]] = False
+        is_fast = fast.tolist()
+        for key, ok in zip(fresh, is_fast, strict=True):
+            if not ok:
+                self._add(key)  # the slow way, which raises for a key that does not parse
+        keep = shapes >= 0
+        in_turn = bool(keep.all() and fast.all()) and len(fresh) == len(new)
+        if keep.any():
+            positions = _token_positions(tokens.first[keep], tokens.count[keep])
+            self._add_columns(
+                fresh if in_turn else [key for key, ok in zip(fresh, is_fast, strict=True) if ok],
+                shapes[keep],
+                tokens.count[keep],
+                refs[positions],
+            )
+        return in_turn
+
+    def _resolve(self, tokens: KeyTokens) -> tuple[np.ndarray, np.ndarray]:
+        """Parse the distinct tokens not seen before. Returns, per regular key, the number of
+        its shape or -1 (a token of it does not parse, or it repeats a label: the key goes
+        the slow way), and per token ``label number << 32 | code of its value``."""
+        distinct = tokens.distinct
+        names = np.zeros(len(tokens.token_ids), dtype=bool)
+        names[tokens.first] = True
+        name_refs = np.full(len(distinct), -1, dtype=np.int64)
+        for token_id in _present(tokens.token_ids[names], len(distinct)):
+            name_refs[token_id] = self._token_ref(self._name_tokens, distinct[token_id], _parse_name)
+        pair_refs = np.full(len(distinct), -1, dtype=np.int64)
+        for token_id in _present(tokens.token_ids[~names], len(distinct)):
+            pair_refs[token_id] = self._token_ref(self._pair_tokens, distinct[token_id], _parse_pair)
+        refs = np.where(names, name_refs[tokens.token_ids], pair_refs[tokens.token_ids])
+        labels = np.where(refs < 0, -1, refs >> 32)
+        shapes = np.full(len(tokens.first), -1, dtype=np.int64)
+        for width in _present(tokens.count, int(tokens.count.max(initial=0)) + 1):
+            members = np.flatnonzero(tokens.count == width)
+            columns = labels[tokens.first[members, None] + np.arange(width)]
+            while len(members):  # a pass per distinct shape of this width: a handful
+                label_numbers = columns[0].tolist()
+                alike = (columns == columns[0]).all(axis=1)
+                if min(label_numbers) >= 0 and len(set(label_numbers)) == width:
+                    shape = tuple(self._label_list[number] for number in label_numbers)
+                    shapes[members[alike]] = self._shape_number(shape)
+                members, columns = members[~alike], columns[~alike]
+        return shapes, refs
+
+    def _token_ref(
+        self, cache: dict[str, int], token: str, parse: Callable[[str], tuple[str, str] | None]
+    ) -> int:
+        """``label number << 32 | code`` of a token (a name or a pair), -1 if it does not parse."""
+        ref = cache.get(token)
+        if ref is None:
+            parsed = parse(token)
+            if parsed is None:
+                ref = -1
+            else:
+                label, value = parsed
+                number = self._label_numbers.get(label)
+                if number is None:
+                    number = self._label_numbers[label] = len(self._label_list)
+                    self._label_list.append(label)
+                ref = number << 32 | self._code(label, value)
+            cache[token] = ref
+        return ref
+
+    def _code(self, label: str, value: str) -> int:
+        """The code of ``value`` in ``label``, given in order of first appearance."""
+        codes = self._codes.get(label)
+        if codes is None:
+            codes, self._values[label] = self._codes.setdefault(label, {}), []
+        code = codes.get(value)
+        if code is None:
+            code = codes[value] = len(codes)
+            self._values[label].append(value)
+        return code
+
+    def _shape_number(self, shape: tuple[str, ...]) -> int:
+        number = self._shape_numbers.get(shape)
+        if number is None:
+            number = self._shape_numbers[shape] = len(self._shapes)
+            self._shapes.append(shape)
+            self._shape_rows.append(array("i"))
+        return number
+
+    def _add_columns(self, keys: list[str], shapes: np.ndarray, count: np.ndarray, refs: np.ndarray) -> None:
+        """Append new series by columns (``refs``: their tokens' references, key after key,
+        ``count`` each): ids, codes by shape, postings a run of ids at a time."""
+        base = len(self.keys)
+        ids = np.arange(base, base + len(keys), dtype=np.int64)
+        starts = np.cumsum(count) - count
+        codes = (refs & 0xFFFFFFFF).astype(np.int32)
+        row_of = np.empty(len(keys), dtype=np.int32)
+        for number in _present(shapes, len(self._shapes)):
+            members = np.flatnonzero(shapes == number)
+            width = len(self._shapes[number])
+            rows = self._shape_rows[number]
+            first_row = len(rows) // width
+            row_of[members] = np.arange(first_row, first_row + len(members), dtype=np.int32)
+            rows.frombytes(np.ascontiguousarray(codes[starts[members, None] + np.arange(width)]).tobytes())
+        self._shape_of.frombytes(shapes.astype(np.int32).tobytes())
+        self._row_of.frombytes(row_of.tobytes())
+        order = np.argsort(refs, kind="stable")  # stable: the ids of a run ascend
+        sorted_refs = refs[order]
+        posted = np.repeat(ids, count)[order].astype(np.int32)
+        edges = [0, *(np.flatnonzero(np.diff(sorted_refs)) + 1).tolist(), len(order)]
+        for start, stop in itertools.pairwise(edges):
+            ref = int(sorted_refs[start])
+            label = self._label_list[ref >> 32]
+            values = self._postings.get(label)
+            if values is None:
+                values = self._postings[label] = {}
+            value = self._values[label][ref & 0xFFFFFFFF]
+            posting = values.get(value)
+            if posting is None:
+                posting = values[value] = array("i")
+            posting.frombytes(posted[start:stop].tobytes())
+        self.keys.extend(keys)
+        self._ids.update(zip(keys, range(base, base + len(keys)), strict=True))
 
     def _add(self, key: str) -> int:
         existing = self._ids.get(key)
@@ -75,28 +231,13 @@ class SeriesIndex:
         self._post(NAME, name, series_id)
         for label, value in labels.items():
             self._post(label, value, series_id)
-        self._add_codes(name, labels)
-        return series_id
-
-    def _add_codes(self, name: str, labels: dict[str, str]) -> None:
         shape = (NAME, *labels)
-        number = self._shape_numbers.get(shape)
-        if number is None:
-            number = self._shape_numbers[shape] = len(self._shapes)
-            self._shapes.append(shape)
-            self._shape_rows.append(array("i"))
+        number = self._shape_number(shape)
         rows = self._shape_rows[number]
         self._shape_of.append(number)
         self._row_of.append(len(rows) // len(shape))
-        for label, value in ((NAME, name), *labels.items()):
-            codes = self._codes.get(label)
-            if codes is None:
-                codes, self._values[label] = self._codes.setdefault(label, {}), []
-            code = codes.get(value)
-            if code is None:
-                code = codes[value] = len(codes)
-                self._values[label].append(value)
-            rows.append(code)
+        rows.extend(self._code(label, value) for label, value in ((NAME, name), *labels.items()))
+        return series_id
 
     def _post(self, label: str, value: str, series_id: int) -> None:
         values = self._postings.get(label)
@@ -201,3 +342,32 @@ class SeriesIndex:
 
 
 _EMPTY = np.zeros(0, dtype=np.int32)
+
+
+def _present(ids: np.ndarray, size: int) -> list[int]:
+    """The distinct values of ``ids`` (all in ``[0, size)``), ascending."""
+    return np.flatnonzero(np.bincount(ids, minlength=size)).tolist()
+
+
+def _token_positions(first: np.ndarray, count: np.ndarray) -> np.ndarray:
+    """The token positions of keys given by their first token and token count, key after key."""
+    starts = np.cumsum(count) - count
+    return np.repeat(first - starts, count) + np.arange(int(count.sum()))
+
+
+def _parse_name(token: str) -> tuple[str, str] | None:
+    try:
+        return NAME, validate_name(token)
+    except ValueError:
+        return None
+
+
+def _parse_pair(token: str) -> tuple[str, str] | None:
+    """``(label, value)`` of a ``k=v`` token as ``bookkeeper.labels.parse_labels`` reads it."""
+    label, sep, value = token.partition("=")
+    if not sep or not label:
+        return None
+    try:
+        return label, unquote(value, errors="strict")
+    except UnicodeDecodeError:
+        return None

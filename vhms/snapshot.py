@@ -35,7 +35,7 @@ import numpy as np
 
 from bookkeeper.process import fsync_path
 from vhms.exceptions import SnapshotError
-from vhms.store import CHUNK, Store
+from vhms.store import CHUNK, Store, decode_values, encode_values
 
 __all__ = ["FORMAT_VERSION", "load_snapshot", "restore_or_empty", "save_snapshot", "wal_from"]
 
@@ -85,7 +85,7 @@ def save_snapshot(
         arrays: dict[str, np.ndarray] = {}
         for i, ring in enumerate(store.rings):
             arrays[f"ring{i}.head"] = np.array([ring.head], dtype=np.int64)
-            arrays[f"ring{i}.values"] = _columns(ring.values, ring.slots, count, np.float64)
+            arrays[f"ring{i}.values"] = decode_values(_columns(ring.values, ring.slots, count, np.uint64))
             if ring.offsets is not None:
                 arrays[f"ring{i}.offsets"] = _columns(ring.offsets, ring.slots, count, np.uint8)
         arrays["keys.blob"], arrays["keys.offsets"] = _pack_strings(store.index.keys)
@@ -203,7 +203,8 @@ def load_snapshot(store: Store, directory: str | os.PathLike[str]) -> bool:
                 for i, ring in enumerate(store.rings):
                     ring.head = int(arrays[f"ring{i}.head"][0])
                     ring.grow(count)
-                    _fill(ring.values, arrays[f"ring{i}.values"], ring.slots, count)
+                    _fill(ring.values, encode_values(arrays[f"ring{i}.values"]), ring.slots, count)
+                    ring.mark_written()
                     if ring.offsets is not None:
                         _fill(ring.offsets, arrays[f"ring{i}.offsets"], ring.slots, count)
                 texts = _unpack_strings(arrays["strings.blob"], arrays["strings.offsets"])

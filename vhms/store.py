@@ -1,13 +1,17 @@
 """The bucket store: rings of buckets per resolution, for every series, in numpy.
 
-Layout (see docs/vhms.md for the arithmetic): per resolution, chunks of 65,536 series,
-each a ``[slots, 65536]`` float64 array, time-major: the buckets of one instant for every
-series are contiguous, so a time window is a contiguous block of rows and advancing the
-ring clears one row. Slot ``b % slots`` holds bucket ``b`` (``b = t // step``); all series
-share the ring's head (its newest bucket). The finest ring also keeps, per cell, the time of
-its sample within the bucket (one byte), which is how a replay or an out-of-order sample
-leaves the newest sample in place. Coarser rings aggregate the finest ring's buckets
-(:mod:`vhms.resolutions`).
+Layout (see docs/vhms.md for the arithmetic): per resolution, chunks of 16,384 series,
+each a ``[slots, 16384]`` array, time-major: the buckets of one instant for every series are
+contiguous, so a time window is a contiguous block of rows and advancing the ring clears
+one row. Slot ``b % slots`` holds bucket ``b`` (``b = t // step``); all series share the
+ring's head (its newest bucket). A bucket is stored as the bits of its float64 value XOR
+those of NaN (``encode_values``), so an empty bucket is zero bits: chunks live in anonymous
+memory of their own, whose pages the kernel hands out when first written, and a ring only
+clears the rows written since their last clear (``written``). New series thus cost the
+pages their first samples touch, not their whole retention at once. The finest ring also
+keeps, per cell, the time of its sample within the bucket (one byte), which is how a
+replay or an out-of-order sample leaves the newest sample in place. Coarser rings
+aggregate the finest ring's buckets (:mod:`vhms.resolutions`).
 
 Thread safety: one lock (``_lock``, reentrant) around ingest and the reading of buckets;
 the service holds it from admission to application, so that its write-ahead log records
@@ -18,6 +22,7 @@ batches in the order they are applied. A selector chooses its series outside tha
 from __future__ import annotations
 
 import itertools
+import mmap
 import threading
 import time
 import warnings
@@ -34,18 +39,27 @@ from vhms.index import NAME, SeriesIndex
 from vhms.resolutions import Resolution, parse_resolutions
 from vhms.selector import Selector, parse_selector
 
-__all__ = ["CHUNK", "FetchResult", "LabelColumns", "Store", "compact_column"]
+__all__ = [
+    "CHUNK",
+    "FetchResult",
+    "LabelColumns",
+    "Store",
+    "compact_column",
+    "decode_values",
+    "encode_values",
+]
 
-CHUNK = 1 << 16
+CHUNK = 1 << 14
 _NAN_AGGREGATES: dict[str, Callable[..., np.ndarray]] = {
     "min": np.nanmin,
     "max": np.nanmax,
     "sum": np.nansum,
     "mean": np.nanmean,
 }
-_SHIFT = 16
+_SHIFT = 14
 _MASK = CHUNK - 1
 _FIRST_ROOM = 1024  # columns of a ring's first chunk when it is made
+_EMPTY_BITS = np.float64(np.nan).view(np.uint64)  # an empty bucket is stored as 0
 
 
 LabelColumns = dict[str, tuple[list[str], np.ndarray]]
@@ -123,6 +137,33 @@ def compact_column(values: list[str], codes: np.ndarray) -> tuple[list[str], np.
     return [values[code] for code in used.tolist()], out
 
 
+def encode_values(values: np.ndarray) -> np.ndarray:
+    """Float64 values as the rings store them: their bits XOR NaN's, so that an empty bucket
+    (NaN) is all zero bits, what a fresh page of memory holds."""
+    return np.asarray(values, dtype=np.float64).view(np.uint64) ^ _EMPTY_BITS
+
+
+def decode_values(stored: np.ndarray) -> np.ndarray:
+    """The float64 values of stored bits (a new array)."""
+    return (stored ^ _EMPTY_BITS).view(np.float64)
+
+
+def _zeroed(slots: int, room: int, dtype: type) -> np.ndarray:
+    """A ``[slots, room]`` array of zeros in anonymous memory of its own: the kernel gives
+    its pages on first write, so a chunk costs memory (and time) only for the rows written,
+    and the pages stay small (numpy's own arrays above 4 MB ask for 2 MB huge pages, of
+    which one written row of a chunk would fault 16 rows)."""
+    size = slots * room * np.dtype(dtype).itemsize
+    if size == 0:
+        return np.zeros((slots, room), dtype=dtype)
+    return np.frombuffer(mmap.mmap(-1, size), dtype=dtype).reshape(slots, room)
+
+
+def _chunks_of(chunk_of: np.ndarray) -> list[int]:
+    """The distinct chunks of ``chunk_of`` (a batch's ids shifted), ascending."""
+    return np.flatnonzero(np.bincount(chunk_of.reshape(-1))).tolist()
+
+
 class _Ring:
     def __init__(self, resolution: Resolution, finest: bool) -> None:
         self.resolution = resolution
@@ -130,15 +171,19 @@ class _Ring:
         self.slots = resolution.slots
         self.aggregate = resolution.aggregate
         self.head = -1  # newest bucket number; -1: nothing yet
-        self.values: list[np.ndarray] = []
+        self.values: list[np.ndarray] = []  # uint64: encode_values() of the buckets
         self.offsets: list[np.ndarray] | None = [] if finest else None
+        self.written: list[np.ndarray] = []  # per chunk, per slot: written since it was cleared
+        self.room = 0  # columns allocated: series ids below it have theirs
 
     def grow(self, series: int) -> None:
         """Room for ``series`` series: whole chunks of ``CHUNK`` columns before the last, the
         last one grown by doubling (at least 1,024 columns), so that a store of a few hundred
-        series does not fill 65,536 columns per ring (3,600 one-second slots of them: 1.9 GB)."""
+        series does not fill 16,384 columns per ring (3,600 one-second slots of them: 470 MB)."""
+        if series <= self.room:
+            return
         chunks = (series + CHUNK - 1) >> _SHIFT
-        for index in range(chunks):
+        for index in range(max(len(self.values) - 1, 0), chunks):  # those before are full
             needed = CHUNK if index < chunks - 1 else series - index * CHUNK
             if index < len(self.values):
                 have = self.values[index].shape[1]
@@ -147,56 +192,71 @@ class _Ring:
                 room = min(CHUNK, max(needed, 2 * have))
             else:
                 have, room = 0, min(CHUNK, max(needed, _FIRST_ROOM))
-            values = np.full((self.slots, room), np.nan)
+                self.written.append(np.zeros(self.slots, dtype=bool))
+            rows = np.flatnonzero(self.written[index])  # the others are zero: nothing to copy
+            values = _zeroed(self.slots, room, np.uint64)
             if have:
-                values[:, :have] = self.values[index]
+                values[rows, :have] = self.values[index][rows]
                 self.values[index] = values
             else:
                 self.values.append(values)
             if self.offsets is not None:
-                offsets = np.zeros((self.slots, room), dtype=np.uint8)
+                offsets = _zeroed(self.slots, room, np.uint8)
                 if have:
-                    offsets[:, :have] = self.offsets[index]
+                    offsets[rows, :have] = self.offsets[index][rows]
                     self.offsets[index] = offsets
                 else:
                     self.offsets.append(offsets)
+        self.room = (len(self.values) - 1) * CHUNK + self.values[-1].shape[1] if self.values else 0
 
     def covers(self, bucket: np.ndarray) -> np.ndarray:
         return (bucket > self.head - self.slots) & (bucket <= self.head)
 
     def advance(self, newest: int) -> None:
-        """Make ``newest`` the head, clearing the slots of the buckets it recycles."""
+        """Make ``newest`` the head, clearing the slots of the buckets it recycles (only the
+        rows written since they were last cleared: the others are empty already)."""
         if newest <= self.head:
             return
         first = max(self.head + 1, newest - self.slots + 1)
-        slots = [b % self.slots for b in range(first, newest + 1)]
-        for chunk in self.values:
-            chunk[slots, :] = np.nan
-        if self.offsets is not None:
-            for chunk in self.offsets:
-                chunk[slots, :] = 0
+        slots = np.array([b % self.slots for b in range(first, newest + 1)], dtype=np.int64)
+        for index, written in enumerate(self.written):
+            rows = slots[written[slots]]
+            if not len(rows):
+                continue
+            self.values[index][rows, :] = 0
+            if self.offsets is not None:
+                self.offsets[index][rows, :] = 0
+            written[rows] = False
         self.head = newest
+
+    def mark_written(self) -> None:
+        """Every row of every chunk may hold values (after a snapshot filled them)."""
+        for written in self.written:
+            written[:] = True
 
     def gather(self, slots: np.ndarray, ids: np.ndarray) -> np.ndarray:
         """``values[slots[i], ids[i]]`` for each i (any shapes that broadcast)."""
-        out = np.empty(np.broadcast(slots, ids).shape)
+        out = np.empty(np.broadcast(slots, ids).shape, dtype=np.uint64)
         chunk_of = ids >> _SHIFT
         slots_b, ids_b = np.broadcast_arrays(slots, ids)
         chunk_b = np.broadcast_to(chunk_of, out.shape)
-        for chunk in np.unique(chunk_of):
+        for chunk in _chunks_of(chunk_of):
             where = chunk_b == chunk
-            out[where] = self.values[int(chunk)][slots_b[where], ids_b[where] & _MASK]
-        return out
+            out[where] = self.values[chunk][slots_b[where], ids_b[where] & _MASK]
+        return decode_values(out)
 
     def scatter(self, slots: np.ndarray, ids: np.ndarray, values: np.ndarray) -> None:
+        stored = encode_values(values)
         chunk_of = ids >> _SHIFT
         first = chunk_of[0] if len(chunk_of) else 0
         if len(chunk_of) and (chunk_of == first).all():
-            self.values[int(first)][slots, ids & _MASK] = values
+            self.values[int(first)][slots, ids & _MASK] = stored
+            self.written[int(first)][slots] = True
             return
-        for chunk in np.unique(chunk_of):
+        for chunk in _chunks_of(chunk_of):
             where = chunk_of == chunk
-            self.values[int(chunk)][slots[where], ids[where] & _MASK] = values[where]
+            self.values[chunk][slots[where], ids[where] & _MASK] = stored[where]
+            self.written[chunk][slots[where]] = True
 
 
 class Store:
@@ -343,14 +403,16 @@ class Store:
         offset = ((timestamps[ok] - bucket_ok * step) * 254 // step + 1).astype(np.uint8)
         chunk_of = ids_ok >> _SHIFT
         assert ring.offsets is not None  # the finest ring keeps offsets
-        for chunk in np.unique(chunk_of):
+        stored = encode_values(values[ok])
+        for chunk in _chunks_of(chunk_of):
             where = chunk_of == chunk
             local = ids_ok[where] & _MASK
             slots = slot[where]
-            offsets = ring.offsets[int(chunk)]
+            offsets = ring.offsets[chunk]
             newer = offset[where] >= offsets[slots, local]
             offsets[slots[newer], local[newer]] = offset[where][newer]
-            ring.values[int(chunk)][slots[newer], local[newer]] = values[ok][where][newer]
+            ring.values[chunk][slots[newer], local[newer]] = stored[where][newer]
+            ring.written[chunk][slots[newer]] = True
         return ok
 
     def _ingest_coarse(
@@ -491,14 +553,11 @@ class Store:
         the time-major chunks (slices where the ids or the slots are contiguous) and kept
         time-major: the result is a transposed view, as cheap to reduce across series as a
         copy would be to make."""
-        out = np.empty((len(buckets), len(ids)))
+        out = np.zeros((len(buckets), len(ids)), dtype=np.uint64)  # stored bits: 0 is empty
         present = np.flatnonzero(ring.covers(buckets))  # one contiguous range of columns
         if not len(present) or not len(ids):
-            out.fill(np.nan)
-            return out.T
+            return decode_values(out).T
         low, high = int(present[0]), int(present[-1]) + 1
-        out[:low] = np.nan
-        out[high:] = np.nan
         first_slot = int(buckets[low] % ring.slots)
         wrap = min(high - low, ring.slots - first_slot)  # the ring wraps after this many columns
         runs = [(low, low + wrap, first_slot), (low + wrap, high, 0)]
@@ -514,7 +573,8 @@ class Store:
                 rows = chunk[slot : slot + end - column]
                 block = rows[:, int(local[0]) : int(local[-1]) + 1] if contiguous else rows[:, local]
                 out[column:end, start:stop] = block
-        return out.T
+        out ^= _EMPTY_BITS
+        return out.view(np.float64).T
 
     def _ring(self, resolution: str | int, start_ms: int) -> _Ring:
         if resolution == "auto":

@@ -7,10 +7,14 @@ snapshots, in an order that a crash at any step does not spoil:
 
 1. ``channel.db.salvage`` is written from the damaged ``channel.db`` (a stale one from an
    interrupted salvage is deleted first) and committed;
-2. ``channel.db`` and its journal become ``channel.db.corrupt-<time>`` (and
-   ``channel.db.corrupt-<time>-journal``, so that SQLite still pairs them);
+2. ``channel.db`` and its write-ahead log become ``channel.db.corrupt-<time>`` (and
+   ``channel.db.corrupt-<time>-wal``, so that SQLite still pairs them; a rollback journal
+   of a database from before the log, ``-journal``, likewise), its shared-memory index
+   ``-shm`` is deleted;
 3. ``channel.db.salvage`` becomes ``channel.db``. A start that finds no ``channel.db`` but a
-   ``channel.db.salvage`` finishes this step (:func:`finish_interrupted`).
+   ``channel.db.salvage`` finishes this step (:func:`finish_interrupted`), first setting
+   aside a log the damaged file left (``channel.db-wal``): SQLite would otherwise apply it
+   to the fresh database.
 
 Reading goes through SQLite with ``writable_schema`` on (which makes it read a file
 shorter than its header says instead of refusing it) one row at a time in key order. When
@@ -42,6 +46,7 @@ __all__ = ["PROBE_LIMIT", "SalvageReport", "finish_interrupted", "is_damage", "s
 log = logging.getLogger(__name__)
 
 PROBE_LIMIT = 10_000
+_SIDE_FILES = ("-wal", "-journal")  # what SQLite pairs with a database by its name
 
 # SQLite's primary result codes that say the disk or the process is in trouble, not the file
 _NOT_DAMAGE = {
@@ -142,23 +147,28 @@ def finish_interrupted(db: Path) -> bool:
     pending = db.with_name(db.name + ".salvage")
     if db.exists() or not pending.exists():
         return False
+    stamp = time.strftime("%Y%m%dT%H%M%S")
+    for suffix in _SIDE_FILES:
+        left = db.with_name(db.name + suffix)
+        if left.exists():  # the damaged database's, whose move a crash interrupted
+            left.rename(db.with_name(f"{db.name}.corrupt-{stamp}-unpaired{suffix}"))
     pending.rename(db)
     fsync_path(db.parent)
     return True
 
 
-def salvage(db: Path, schema: tuple[str, ...]) -> SalvageReport:
+def salvage(db: Path, schema: tuple[str, ...], page_size: int) -> SalvageReport:
     """Copy what can be read of ``db`` into a fresh database (created with ``schema``) that
     replaces it; the damaged file is kept beside it. ``OSError`` or ``sqlite3.Error`` if the
     fresh database cannot be written (nothing is moved then)."""
     target = db.with_name(db.name + ".salvage")
-    for leftover in (target, target.with_name(target.name + "-journal")):
+    for leftover in (target, *(target.with_name(target.name + suffix) for suffix in _SIDE_FILES)):
         with contextlib.suppress(FileNotFoundError):
             leftover.unlink()
     report = SalvageReport(db.with_name(f"{db.name}.corrupt-{time.strftime('%Y%m%dT%H%M%S')}"))
     fresh = sqlite3.connect(target, isolation_level=None, timeout=30)
     try:
-        fresh.execute("PRAGMA page_size=65536")
+        fresh.execute(f"PRAGMA page_size={page_size}")
         fresh.execute("PRAGMA journal_mode=DELETE")
         fresh.execute("PRAGMA synchronous=FULL")
         for statement in schema:
@@ -175,9 +185,12 @@ def salvage(db: Path, schema: tuple[str, ...]) -> SalvageReport:
         fresh.close()
     fsync_path(target)
     db.rename(report.moved_to)
-    journal = db.with_name(db.name + "-journal")
-    if journal.exists():
-        journal.rename(report.moved_to.with_name(report.moved_to.name + "-journal"))
+    for suffix in _SIDE_FILES:
+        side = db.with_name(db.name + suffix)
+        if side.exists():
+            side.rename(report.moved_to.with_name(report.moved_to.name + suffix))
+    with contextlib.suppress(FileNotFoundError):
+        db.with_name(db.name + "-shm").unlink()  # rebuilt from the log by whoever opens it
     target.rename(db)
     fsync_path(db.parent)
     return report

@@ -1,12 +1,21 @@
 from __future__ import annotations
 
 import time
+from pathlib import Path
 
 import numpy as np
 import pytest
 
 from bookkeeper import Bookkeeper
-from vhms import FetchLimitError, ResolutionError, SeriesLimitError, Store, parse_resolutions
+from vhms import (
+    FetchLimitError,
+    ResolutionError,
+    SeriesLimitError,
+    Store,
+    load_snapshot,
+    parse_resolutions,
+    save_snapshot,
+)
 from vhms.store import CHUNK
 
 MINUTE = 60_000
@@ -199,3 +208,25 @@ def test_a_small_store_pays_for_its_series_not_for_a_whole_chunk() -> None:
     assert len(by_key) == CHUNK + 5 and all(
         by_key[f"m{{i={i}}}"] == float(i) for i in range(0, CHUNK + 5, 997)
     )
+
+
+def test_rows_written_before_a_growth_or_a_snapshot_are_kept_and_later_recycled(tmp_path: Path) -> None:
+    """The rings keep an empty bucket as zero bits in memory the kernel hands out on first
+    write, and clear only the rows written since their last clear: a row written, then
+    carried over by a growth of its chunk or by a snapshot, must still be read and still be
+    cleared when the ring comes round to it."""
+    store = Store("60s:5", max_series=3000, max_series_per_query=3000)
+    store.ingest(keys(10), np.arange(10.0), np.full(10, NOW))
+    store.ingest(keys(2000), np.arange(2000.0) + 0.5, np.full(2000, NOW + MINUTE))  # grows the chunk
+    result = store.fetch("cpu", NOW, NOW + 2 * MINUTE, resolution=60)
+    first = dict(zip(result.keys, result.values[:, 0].tolist(), strict=True))
+    assert [first[k] for k in keys(10)] == list(map(float, range(10)))
+    assert np.isnan([first[k] for k in keys(2000)[10:]]).all()
+    save_snapshot(store, tmp_path)
+    restored = Store("60s:5", max_series=3000, max_series_per_query=3000)
+    assert load_snapshot(restored, tmp_path)
+    for each in (store, restored):
+        each.ingest(keys(1), np.array([7.0]), np.array([NOW + 5 * MINUTE]))  # recycles NOW's slot
+        again = each.fetch("cpu", NOW + MINUTE, NOW + 6 * MINUTE, resolution=60)
+        assert np.isnan(again.values[:, -1][1:]).all()  # NOW's old values are gone from the slot
+        assert again.values[0, -1] == 7.0 and again.values[5, 0] == 5.5

@@ -1,0 +1,69 @@
+"""Series created by columns (``vhms/key_tokens.py``) are the series the key-by-key parse
+would create: same labels by code, same postings, same refusals and errors."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from bookkeeper import InvalidLabelError, InvalidNameError
+from bookkeeper.wire import format_series, parse_series
+from vhms.index import NAME, SeriesIndex
+from vhms.selector import parse_selector
+
+_values = st.text(alphabet=st.sampled_from("ab1,={}% éx"), min_size=1, max_size=4)
+_labels = st.dictionaries(st.sampled_from(["dc", "host", "rack", "a.b", "k-1"]), _values, max_size=4)
+_canonical = st.builds(format_series, st.sampled_from(["cpu", "mem.used", "x:y", "_z"]), _labels)
+# keys no canonical form writes, which the slow parse still reads (or refuses)
+_odd = st.sampled_from(["n{}", "n{a=1,a=2}", "n{a={}", "n{k=a=b}", "n{a=%ZZ}", "m{b=2,a=1}", "n{a=}}"])
+
+
+def _labels_of(index: SeriesIndex, series_id: int) -> dict[str, str]:
+    columns = index.columns(np.array([series_id]))
+    return {label: values[codes[0]] for label, (values, codes) in columns.items() if codes[0] >= 0}
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.one_of(_canonical, _odd), min_size=1, max_size=40), st.integers(1, 5))
+def test_bulk_creation_matches_the_key_by_key_parse(keys: list[str], batches: int) -> None:
+    index = SeriesIndex()
+    size = -(-len(keys) // batches)
+    ids = np.concatenate([index.lookup(keys[i : i + size]) for i in range(0, len(keys), size)])
+    assert (ids >= 0).all()
+    assert len(index) == len(set(keys))
+    assert [index.keys[i] for i in ids.tolist()] == keys  # each key its own id, repeats the same
+    for key in set(keys):
+        name, labels = parse_series(key)
+        assert _labels_of(index, index.lookup([key])[0]) == {NAME: name, **labels}
+    for label in index.label_names():
+        for value in index.label_values(label):
+            picked = index.match(parse_selector(f'{{{label}="{_quoted(value)}"}}'))
+            expected = [i for i, key in enumerate(index.keys) if parse_series(key)[1].get(label) == value]
+            assert picked.tolist() == expected
+    assert index.lookup(keys).tolist() == ids.tolist()  # a second round finds them all
+
+
+def _quoted(value: str) -> str:
+    return value.replace("\\", "\\\\").replace('"', '\\"')
+
+
+def test_a_bad_key_raises_as_the_parse_does_and_its_batch_creates_nothing() -> None:
+    for bad, error in [
+        ("{x=1}", InvalidNameError),
+        ("a{x}", InvalidLabelError),
+        ("a{x=%ff}", InvalidLabelError),
+    ]:
+        index = SeriesIndex()
+        with pytest.raises(error):
+            index.lookup(["ok{a=1}", bad])
+        assert index.keys == []
+
+
+def test_max_series_refuses_the_newest_per_occurrence() -> None:
+    index = SeriesIndex(max_series=3)
+    ids = index.lookup(["a{x=1}", "b{x=1}", "c{x=1}", "d{x=1}", "d{x=1}", "a{x=1}"])
+    assert ids.tolist() == [0, 1, 2, -1, -1, 0]
+    assert index.refused == 2
+    assert index.match(parse_selector("{x=1}")).tolist() == [0, 1, 2]
