@@ -14,6 +14,9 @@ functions skip it and give NaN where a window holds no value.
 | ``fill_previous`` | the last value seen at or before t |
 | ``fill_zero`` | NaN replaced by 0 |
 | ``timeshift(d)`` | the value at ``t - d`` (shifts the series later by d) |
+
+``delta``, ``increase``, ``rate`` and the moving ``mean``, ``sum`` and ``count`` are
+differences of prefix sums, computed on the time-major layout (:mod:`query_dsl.windows`).
 """
 
 from __future__ import annotations
