@@ -245,7 +245,57 @@ def load_victoria(data: Data, series: list[str], port: int) -> None:
         client.get(f"http://127.0.0.1:{port}/internal/force_flush").raise_for_status()
 
 
-def run_size(count: int, repeat: int, vm_cache: bool) -> list[dict[str, Any]]:
+PEERS = ("prometheus", "victoriametrics")
+
+
+def start_prometheus(data: Data, series: list[str], work: Path) -> tuple[subprocess.Popen[bytes], str]:
+    blocks = load_prometheus_blocks(data, series, work)
+    port = free_port()
+    config = work / "prometheus.yml"
+    config.write_text("global:\n  scrape_interval: 1m\n")
+    prometheus = subprocess.Popen(
+        [
+            "prometheus",
+            f"--config.file={config}",
+            f"--storage.tsdb.path={blocks}",
+            f"--web.listen-address=127.0.0.1:{port}",
+            "--storage.tsdb.retention.time=30d",
+            "--query.max-samples=2000000000",
+            "--query.timeout=10m",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    url = f"http://127.0.0.1:{port}"
+    wait_http(f"{url}/-/ready")
+    return prometheus, url
+
+
+def start_victoria(
+    data: Data, series: list[str], work: Path, cache: bool
+) -> tuple[subprocess.Popen[bytes], str]:
+    port = free_port()
+    flags = {
+        "storageDataPath": work / "vm",
+        "httpListenAddr": f"127.0.0.1:{port}",
+        "retentionPeriod": 1,
+        "search.maxUniqueTimeseries": 100_000_000,
+        "search.maxSamplesPerQuery": 10_000_000_000,
+        "search.maxQueryDuration": "10m",
+        **({} if cache else {"search.disableCache": "true"}),
+    }
+    victoria = subprocess.Popen(
+        ["victoria-metrics", *(f"-{flag}={value}" for flag, value in flags.items())],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    url = f"http://127.0.0.1:{port}"
+    wait_http(f"{url}/health")
+    load_victoria(data, series, port)
+    return victoria, url
+
+
+def run_size(count: int, repeat: int, peers: list[str], vm_cache: bool) -> list[dict[str, Any]]:
     data = make_data(count)
     work = Path(tempfile.mkdtemp(prefix="query-bench-"))
     progress(f"{count:,} counters and {count // 10:,} gauges x {data.values.shape[1]} minutes")
@@ -256,58 +306,22 @@ def run_size(count: int, repeat: int, vm_cache: bool) -> list[dict[str, Any]]:
     )
     artimon.start()
     series = data.prometheus_series()
-    processes: list[subprocess.Popen[bytes]] = []
+    processes: dict[str, subprocess.Popen[bytes]] = {}
+    sides = {"artimon": f"http://127.0.0.1:{api_port}"}
     try:
-        blocks = load_prometheus_blocks(data, series, work)
-        prom_port, vm_port = free_port(), free_port()
-        config = work / "prometheus.yml"
-        config.write_text("global:\n  scrape_interval: 1m\n")
-        prometheus = subprocess.Popen(
-            [
-                "prometheus",
-                f"--config.file={config}",
-                f"--storage.tsdb.path={blocks}",
-                f"--web.listen-address=127.0.0.1:{prom_port}",
-                "--storage.tsdb.retention.time=30d",
-                "--query.max-samples=2000000000",
-                "--query.timeout=10m",
-            ],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
-        processes.append(prometheus)
-        vm_flags = {
-            "storageDataPath": work / "vm",
-            "httpListenAddr": f"127.0.0.1:{vm_port}",
-            "retentionPeriod": 1,
-            "search.maxUniqueTimeseries": 100_000_000,
-            "search.maxSamplesPerQuery": 10_000_000_000,
-            "search.maxQueryDuration": "10m",
-            **({} if vm_cache else {"search.disableCache": "true"}),
-        }
-        victoria = subprocess.Popen(
-            ["victoria-metrics", *(f"-{flag}={value}" for flag, value in vm_flags.items())],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
-        processes.append(victoria)
-        wait_http(f"http://127.0.0.1:{prom_port}/-/ready")
-        wait_http(f"http://127.0.0.1:{vm_port}/health")
-        progress("prometheus and victoria-metrics up; importing into victoria-metrics")
-        load_victoria(data, series, vm_port)
-        progress("victoria-metrics loaded")
-        wait_http(f"http://127.0.0.1:{api_port}/api/v1/labels", timeout=3600, alive=artimon.is_alive)
+        for peer in peers:
+            if peer == "prometheus":
+                processes[peer], sides[peer] = start_prometheus(data, series, work)
+            else:
+                processes[peer], sides[peer] = start_victoria(data, series, work, vm_cache)
+            progress(f"{peer} loaded")
+        wait_http(f"{sides['artimon']}/api/v1/labels", timeout=3600, alive=artimon.is_alive)
         progress("vhms loaded")
         assert artimon.pid is not None
-        pids = {"artimon": artimon.pid, "prometheus": prometheus.pid, "victoriametrics": victoria.pid}
-        sides = {
-            "artimon": f"http://127.0.0.1:{api_port}",
-            "prometheus": f"http://127.0.0.1:{prom_port}",
-            "victoriametrics": f"http://127.0.0.1:{vm_port}",
-        }
+        pids = {"artimon": artimon.pid, **{peer: process.pid for peer, process in processes.items()}}
         return run_queries(sides, pids, data, repeat)
     finally:
-        for process in processes:
+        for process in processes.values():
             process.terminate()
             process.wait(60)
         artimon.terminate()
@@ -427,6 +441,7 @@ def difference(ours: dict[str, Any], peer: dict[str, Any]) -> float:
 
 
 def run_queries(sides: dict[str, str], pids: dict[str, int], data: Data, repeat: int) -> list[dict[str, Any]]:
+    peers = [side for side in sides if side != "artimon"]
     rows = []
     with httpx.Client(timeout=1800) as client:
         for case in cases(data):
@@ -436,7 +451,7 @@ def run_queries(sides: dict[str, str], pids: dict[str, int], data: Data, repeat:
                     f"{sides['artimon']}/api/v1/query", json={"query": c.ours}
                 ),
             }
-            for peer in ("prometheus", "victoriametrics"):
+            for peer in peers:
                 calls[peer] = lambda p=peer, c=case: client.get(
                     f"{sides[p]}/api/v1/{c.endpoint}", params=c.params
                 )
@@ -445,35 +460,29 @@ def run_queries(sides: dict[str, str], pids: dict[str, int], data: Data, repeat:
             answers: dict[str, Any] = {}
             order = list(calls)
             for round_ in range(repeat):
-                for side in order[round_ % 3 :] + order[: round_ % 3]:
+                turn = round_ % len(order)
+                for side in order[turn:] + order[:turn]:
                     ms, decode_ms, answers[side] = timed(calls[side])
                     best[side], decode[side] = min(best[side], ms), min(decode[side], decode_ms)
-            faster = min(best["prometheus"], best["victoriametrics"])
-            speedup = faster / best["artimon"]
-            worst = max(
-                difference(answers["artimon"], answers[peer]) for peer in ("prometheus", "victoriametrics")
-            )
+            speedup = min(best[peer] for peer in peers) / best["artimon"]
+            worst = max(difference(answers["artimon"], answers[peer]) for peer in peers)
             series_out = len(answers["artimon"].get("series") or [])
+            timings = ", ".join(f"{side} {best[side]:.1f} ms" for side in order)
             progress(
-                f"{data.count:,} | {case.name}: artimon {best['artimon']:.1f} ms, prometheus "
-                f"{best['prometheus']:.1f}, victoriametrics {best['victoriametrics']:.1f} ({speedup:.1f}x; "
-                f"{series_out} series; values differ by at most {worst:.1g}; settled in {settle:.0f} s)"
+                f"{data.count:,} | {case.name}: {timings} ({speedup:.1f}x; {series_out} series; "
+                f"values differ by at most {worst:.1g}; settled in {settle:.0f} s)"
             )
             rows.append(
                 {
                     "series": data.count,
                     "case": case.name,
-                    "artimon_ms": best["artimon"],
-                    "prometheus_ms": best["prometheus"],
-                    "victoriametrics_ms": best["victoriametrics"],
+                    **{f"{side}_ms": best[side] for side in order},
                     "speedup": speedup,
                     "target": f">= {case.target:g}x",
                     "met": speedup >= case.target,
                     "values_rel_diff": worst,
                     "series_out": series_out,
-                    "artimon_decode_ms": decode["artimon"],
-                    "prometheus_decode_ms": decode["prometheus"],
-                    "victoriametrics_decode_ms": decode["victoriametrics"],
+                    **{f"{side}_decode_ms": decode[side] for side in order},
                     "settled_s": settle,
                     "settled": settled,
                 }
@@ -490,6 +499,9 @@ def main() -> None:
     parser.add_argument("--series", type=int, default=None, help="one size (same as --sizes N)")
     parser.add_argument("--repeat", type=int, default=5, help="interleaved rounds per query")
     parser.add_argument(
+        "--peers", default=",".join(PEERS), help=f"comma-separated, of {', '.join(PEERS)} (default both)"
+    )
+    parser.add_argument(
         "--vm-cache",
         action="store_true",
         help="keep VictoriaMetrics's rollup result cache on (off by default: each round computes)",
@@ -498,7 +510,10 @@ def main() -> None:
     sizes = (
         [10_000] if args.quick else [args.series] if args.series else [int(s) for s in args.sizes.split(",")]
     )
-    rows = [row for count in sizes for row in run_size(count, args.repeat, args.vm_cache)]
+    peers = args.peers.split(",")
+    if set(peers) - set(PEERS):
+        parser.error(f"--peers {args.peers}: give some of {', '.join(PEERS)}")
+    rows = [row for count in sizes for row in run_size(count, args.repeat, peers, args.vm_cache)]
     report(
         "query_bench",
         rows,
