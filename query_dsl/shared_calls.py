@@ -61,7 +61,9 @@ class SharedCalls:
         if isinstance(node, Negate):
             operand, inner = self._shape(node.operand)
             return ("negate", operand), inner
-        return node, []  # numbers, strings, durations and words are their own form
+        if isinstance(node, Hashable):
+            return node, []  # numbers, strings, durations and words are their own form
+        return ("unique", id(node)), []  # not a node the evaluator knows: it says so when it meets it
 
     def key(self, node: Call) -> Hashable | None:
         """The form of ``node`` when it repeats in the query, else None."""
