@@ -4,7 +4,7 @@ same data, on this machine, in one run, at several series counts so that the gro
 each query's cost shows. Prints a table, writes results/query_bench.json.
 
 Data, per size N: N counters ``req`` (labels dc, rack, host, i) and N/10 gauges ``temp``
-(integer degrees, the same labels) x 3 hours of minutes. Prometheus gets them as TSDB
+(integer degrees, the same labels) x 3 hours of minutes (``--minutes``). Prometheus gets them as TSDB
 blocks (``promtool tsdb create-blocks-from openmetrics``), VictoriaMetrics through
 ``/api/v1/import/prometheus``, VHMS through its ingest, with a finest ring of 3 hours of
 minutes (``RESOLUTIONS``) so that every query reads 1-minute buckets as the peers' do. Each
@@ -74,7 +74,7 @@ from query_dsl.sources import StoreSource
 from vhms import Store
 
 MINUTE = 60_000
-HOURS = 3
+MINUTES = 180  # of history: the gauge mean reads all of it, the range queries 70 minutes
 RESOLUTIONS = "60s:180,5m:48,15m:96,1h:72"
 SETTLED_CPU = 0.05  # a server is settled below 5% of a core over a second
 SETTLE_TIMEOUT_S = 900
@@ -121,8 +121,7 @@ class Data:
         return out
 
 
-def make_data(count: int) -> Data:
-    minutes = HOURS * 60
+def make_data(count: int, minutes: int = MINUTES) -> Data:
     end = int(time.time() * 1000) // MINUTE * MINUTE - MINUTE
     start = end - (minutes - 1) * MINUTE
     rng = np.random.default_rng(5)
@@ -295,8 +294,8 @@ def start_victoria(
     return victoria, url
 
 
-def run_size(count: int, repeat: int, peers: list[str], vm_cache: bool) -> list[dict[str, Any]]:
-    data = make_data(count)
+def run_size(count: int, repeat: int, peers: list[str], vm_cache: bool, minutes: int) -> list[dict[str, Any]]:
+    data = make_data(count, minutes)
     work = Path(tempfile.mkdtemp(prefix="query-bench-"))
     progress(f"{count:,} counters and {count // 10:,} gauges x {data.values.shape[1]} minutes")
     api_port = free_port()
@@ -341,6 +340,8 @@ class Case:
 def cases(data: Data) -> list[Case]:
     end, start = data.end, data.start
     at = end / 1000
+    minutes = data.values.shape[1]
+    history = f"{minutes // 60} h" if minutes % 60 == 0 else f"{minutes} min"
     hour = {"start": at - 3600, "end": at, "step": 60}
     increase_by_rack = "map(increase, 11m) | reduce(sum, by=[rack])"
     now = f'fetch("req", start={end}, end={end + 1})'
@@ -381,7 +382,7 @@ def cases(data: Data) -> list[Case]:
             {"query": share_promql, **hour},
         ),
         Case(
-            "mean by (dc, rack) of a gauge, 3 h at 1 min",
+            f"mean by (dc, rack) of a gauge, {history} at 1 min",
             5,
             f'fetch("temp", start={start}, end={end + 1}) | reduce(mean, by=[dc, rack])',
             "query_range",
@@ -506,14 +507,24 @@ def main() -> None:
         action="store_true",
         help="keep VictoriaMetrics's rollup result cache on (off by default: each round computes)",
     )
+    parser.add_argument(
+        "--minutes",
+        type=int,
+        default=MINUTES,
+        help="minutes of history (default 180; at least 75: the range queries read 70, the mean reads all)",
+    )
     args = parser.parse_args()
+    if args.minutes < 75:
+        parser.error(f"--minutes {args.minutes}: the range queries read 70 minutes, give at least 75")
     sizes = (
         [10_000] if args.quick else [args.series] if args.series else [int(s) for s in args.sizes.split(",")]
     )
     peers = args.peers.split(",")
     if set(peers) - set(PEERS):
         parser.error(f"--peers {args.peers}: give some of {', '.join(PEERS)}")
-    rows = [row for count in sizes for row in run_size(count, args.repeat, peers, args.vm_cache)]
+    rows = [
+        row for count in sizes for row in run_size(count, args.repeat, peers, args.vm_cache, args.minutes)
+    ]
     report(
         "query_bench",
         rows,
