@@ -1,31 +1,59 @@
 """Queries end to end through the HTTP APIs: Artimon's query API over VHMS against
 Prometheus and VictoriaMetrics (Debian's ``prometheus`` and ``victoria-metrics``) holding the
-same data, on this machine, in one run. Prints a table, writes results/query_bench.json.
+same data, on this machine, in one run, at several series counts so that the growth of
+each query's cost shows. Prints a table, writes results/query_bench.json.
 
-Data: ``--series`` counters (default 100,000; labels dc, rack, host, i) x 3 hours of
-minutes. Prometheus gets them as TSDB blocks (``promtool tsdb create-blocks-from
-openmetrics``), VictoriaMetrics through ``/api/v1/import/prometheus``, VHMS through its
-ingest, with a finest ring of 3 hours of minutes (``RESOLUTIONS``) so that every query reads
-1-minute buckets as the peers' do. Each server runs in its own process (Artimon's query API
-and its store in a forked child), so the client's work (the same for all: parsing each JSON
-answer) does not share a heap or a GIL with any of them. Each query is timed as the best of
-``--repeat`` runs over HTTP, the client decoding the JSON answer, with the client's garbage
-collector off while timing (as ``timeit`` does: decoding 100,000 series would otherwise set
-off collections of this process's heap, hundreds of ms of noise that lands on whichever
-answer triggers them). The JSON results also hold the best decoding time alone
-(``*_decode_ms``: the client's work, the floor of a wide answer).
+Data, per size N: N counters ``req`` (labels dc, rack, host, i) and N/10 gauges ``temp``
+(integer degrees, the same labels) x 3 hours of minutes (``--minutes``). Prometheus gets
+them as TSDB blocks (``promtool tsdb create-blocks-from openmetrics``), VictoriaMetrics through
+``/api/v1/import/prometheus``, VHMS through its ingest, with a finest ring of 3 hours of
+minutes (``RESOLUTIONS``) so that every query reads 1-minute buckets as the peers' do. Each
+server runs in its own process (Artimon's query API and its store in a forked child), so
+the client's work (the same for all: parsing each JSON answer) does not share a heap or a
+GIL with any of them.
 
-Target (issue 8): each query at least as fast as the faster peer, the aggregations at
-least 5x faster (moonshot 10x).
+Fair by construction:
 
-Run: python benchmarks/query_bench.py [--quick] [--series N]
+- the same function over the same samples on every side: PromQL's ``increase(x[10m])``
+  reads the 11 samples of ``[t - 10m, t]`` (Prometheus 2; VictoriaMetrics the 10 of
+  ``(t - 10m, t]`` and the one before), so Artimon's side is ``map(increase, 11m)``, the 11
+  buckets ending at t; ``rate(x[5m])`` is ``map(rate, 6m)``. Every answer is checked against
+  the peers' on the instants they share (the ``values`` column: the largest relative
+  difference found);
+- a range query over 1 h at 1-minute steps is, on Artimon's side, the fetch of that hour
+  plus the window before it (its answer holds those leading instants too: more work on our
+  side, none on theirs);
+- every server settled before timing: each case starts once all three use less than 5% of
+  a core over a second (VictoriaMetrics merges its parts in the background after an import,
+  Prometheus compacts its blocks after a start);
+- every round computes: VictoriaMetrics runs with ``-search.disableCache``, since a range
+  query asked again would otherwise be answered from its rollup result cache, which
+  measures the cache, not the query (Prometheus and Artimon keep no such cache);
+  ``--vm-cache`` keeps it on;
+- interleaved rounds: each of ``--repeat`` rounds asks each server once, in a rotating
+  order, and each side's best round counts; a round is timed from the request to the
+  decoded JSON answer (the HTTP body read in full, then parsed), with the client's garbage
+  collector off while timing (as ``timeit`` does: decoding 100,000 series would otherwise
+  set off collections of this process's heap, hundreds of ms of noise that lands on
+  whichever answer triggers them). The JSON results also hold the best decoding time alone
+  (``*_decode_ms``: the client's work, the floor of a wide answer).
+
+Targets (issues 8 and 21): the raw fetch at least as fast as the faster peer, every
+aggregation and range query at least 5x faster.
+
+Run: python benchmarks/query_bench.py [--quick] [--sizes 10000,100000] [--repeat 5]
+[--peers prometheus,victoriametrics] [--minutes 180] [--vm-cache]. A million series load in
+time on this machine against VictoriaMetrics alone with 75 minutes of history
+(``--sizes 1000000 --peers victoriametrics --minutes 75 --repeat 3``: about 20 minutes).
 """
 
 from __future__ import annotations
 
 import argparse
 import gc
+import math
 import multiprocessing
+import os
 import shutil
 import socket
 import subprocess
@@ -33,7 +61,8 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -48,12 +77,14 @@ from query_dsl.sources import StoreSource
 from vhms import Store
 
 MINUTE = 60_000
-HOURS = 3
+MINUTES = 180  # of history: the gauge mean reads all of it, the range queries 70 minutes
 RESOLUTIONS = "60s:180,5m:48,15m:96,1h:72"
+SETTLED_CPU = 0.05  # a server is settled below 5% of a core over a second
+SETTLE_TIMEOUT_S = 900
 
 
 def progress(message: str) -> None:
-    print(message, file=sys.stderr, flush=True)
+    print(f"{time.strftime('%H:%M:%S')} {message}", file=sys.stderr, flush=True)
 
 
 def free_port() -> int:
@@ -65,6 +96,43 @@ def free_port() -> int:
 def labels_of(i: int) -> dict[str, str]:
     host = i // 50
     return {"dc": f"dc{host // 400 % 5}", "host": f"h{host}", "i": str(i % 50), "rack": f"r{host // 40 % 50}"}
+
+
+@dataclass
+class Data:
+    """One size's series: counters then gauges, their labels and ``[series, minutes]`` values."""
+
+    count: int
+    start: int
+    end: int
+    labels: list[dict[str, str]]
+    names: list[str]
+    values: np.ndarray
+
+    def keys(self) -> list[str]:
+        return [
+            f"{name}{{{','.join(f'{k}={v}' for k, v in labels.items())}}}"
+            for name, labels in zip(self.names, self.labels, strict=True)
+        ]
+
+    def prometheus_series(self) -> list[str]:
+        """Prometheus's text form: ``req`` is a counter, so ``req_total`` there."""
+        out = []
+        for name, labels in zip(self.names, self.labels, strict=True):
+            pairs = ",".join(f'{k}="{v}"' for k, v in labels.items())
+            out.append(f"{'req_total' if name == 'req' else name}{{{pairs}}}")
+        return out
+
+
+def make_data(count: int, minutes: int = MINUTES) -> Data:
+    end = int(time.time() * 1000) // MINUTE * MINUTE - MINUTE
+    start = end - (minutes - 1) * MINUTE
+    rng = np.random.default_rng(5)
+    counters = np.cumsum(rng.integers(0, 20, size=(count, minutes)), axis=1).astype(np.float64)
+    gauges = rng.integers(15, 35, size=(count // 10, minutes)).astype(np.float64)
+    labels = [labels_of(i) for i in range(count)] + [labels_of(i * 10) for i in range(count // 10)]
+    names = ["req"] * count + ["temp"] * (count // 10)
+    return Data(count, start, end, labels, names, np.vstack([counters, gauges]))
 
 
 def wait_http(url: str, timeout: float = 120, alive: Callable[[], bool] = lambda: True) -> None:
@@ -81,36 +149,57 @@ def wait_http(url: str, timeout: float = 120, alive: Callable[[], bool] = lambda
     raise RuntimeError(f"{url} did not answer")
 
 
-def timed(call: Callable[[], httpx.Response], repeat: int) -> tuple[float, float, Any]:
-    """The best of ``repeat`` round trips (request, answer and its JSON decoding), the best
-    decoding alone (client work, in ms both) and the decoded answer."""
-    best = decode = float("inf")
-    answer = None
-    for _ in range(repeat):
-        gc.disable()  # as timeit does: a collection set off by this client's heap is noise
-        try:
-            started = time.perf_counter()
-            response = call()
-            received = time.perf_counter()
-            answer = response.json()
-            done = time.perf_counter()
-        finally:
-            gc.enable()
-        best, decode = min(best, done - started), min(decode, done - received)
-    return best * 1000, decode * 1000, answer
+def cpu_seconds(pid: int) -> float:
+    """User and system CPU time of process ``pid`` (every thread), from /proc."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def serve_artimon(keys: list[str], values: np.ndarray, start: int, port: int) -> None:
+def wait_settled(pids: dict[str, int], timeout: float = SETTLE_TIMEOUT_S) -> tuple[float, bool]:
+    """Poll until every server of ``pids`` used less than ``SETTLED_CPU`` of a core over one
+    second; the seconds it took and whether they settled. A server still busy at ``timeout``
+    is named on stderr and the case runs anyway, marked unsettled in the results (its
+    figures then include that server's background work)."""
+    started = time.monotonic()
+    while True:
+        before = {name: cpu_seconds(pid) for name, pid in pids.items()}
+        time.sleep(1.0)
+        busy = {name: cpu_seconds(pid) - before[name] for name, pid in pids.items()}
+        if all(used < SETTLED_CPU for used in busy.values()):
+            return time.monotonic() - started, True
+        if time.monotonic() - started > timeout:
+            progress(f"servers still busy after {timeout} s (CPU seconds over the last second): {busy}")
+            return time.monotonic() - started, False
+
+
+def timed(call: Callable[[], httpx.Response]) -> tuple[float, float, Any]:
+    """One round trip: request, the answer's body read in full and its JSON decoded (ms),
+    the decoding alone (ms) and the decoded answer."""
+    gc.disable()  # as timeit does: a collection set off by this client's heap is noise
+    try:
+        started = time.perf_counter()
+        response = call()  # httpx reads the whole body before it returns
+        received = time.perf_counter()
+        answer = response.json()
+        done = time.perf_counter()
+    finally:
+        gc.enable()
+    response.raise_for_status()
+    return (done - started) * 1000, (done - received) * 1000, answer
+
+
+def serve_artimon(data: Data, port: int) -> None:
     """The Artimon side, in a child process: VHMS loaded through its ingest, the query API
     over it, until terminated."""
-    count, minutes = values.shape
+    rows, minutes = data.values.shape
     store = Store(
-        RESOLUTIONS, max_series=count + 10, max_series_per_query=count + 10, max_points_per_query=10**9
+        RESOLUTIONS, max_series=rows + 10, max_series_per_query=rows + 10, max_points_per_query=10**10
     )
+    keys = data.keys()
     for minute in range(minutes):
-        store.ingest(keys, values[:, minute], np.full(count, start + minute * MINUTE))
+        store.ingest(keys, data.values[:, minute], np.full(rows, data.start + minute * MINUTE))
     api = BackgroundServer(
-        create_app(StoreSource(store), limits=Limits(max_points=10**9, max_series=10**7)),
+        create_app(StoreSource(store), limits=Limits(max_points=10**10, max_series=10**8, timeout_s=600)),
         "127.0.0.1",
         port,
         name="bench-api",
@@ -119,192 +208,341 @@ def serve_artimon(keys: list[str], values: np.ndarray, start: int, port: int) ->
     threading.Event().wait()
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--quick", action="store_true", help="10,000 series")
-    parser.add_argument("--series", type=int, default=None)
-    parser.add_argument("--repeat", type=int, default=5)
-    args = parser.parse_args()
-    count = args.series or (10_000 if args.quick else 100_000)
-    minutes = HOURS * 60
-    end = int(time.time() * 1000) // MINUTE * MINUTE - MINUTE
-    start = end - (minutes - 1) * MINUTE
-    work = Path(tempfile.mkdtemp(prefix="query-bench-"))
-    rng = np.random.default_rng(5)
-    increments = rng.integers(0, 20, size=(count, minutes))
-    values = np.cumsum(increments, axis=1).astype(np.float64)
-    all_labels = [labels_of(i) for i in range(count)]
-    keys = [f"req{{dc={lab['dc']},host={lab['host']},i={lab['i']},rack={lab['rack']}}}" for lab in all_labels]
-    prom_labels = [",".join(f'{k}="{v}"' for k, v in lab.items()) for lab in all_labels]
+def exposition_lines(data: Data, series: list[str], minute: int, seconds: bool) -> Iterable[str]:
+    ts = data.start + minute * MINUTE
+    stamp = f"{ts // 1000}" if seconds else f"{ts}"
+    column = data.values[:, minute].astype(np.int64).tolist()
+    return (f"{name} {value} {stamp}\n" for name, value in zip(series, column, strict=True))
 
-    progress(f"{count:,} series x {minutes} minutes = {count * minutes:,} samples")
-    api_port = free_port()
-    # forked before this process starts a thread; the child loads VHMS while the peers load
-    artimon = multiprocessing.get_context("fork").Process(
-        target=serve_artimon, args=(keys, values, start, api_port), name="artimon", daemon=True
-    )
-    artimon.start()
 
+def load_prometheus_blocks(data: Data, series: list[str], work: Path) -> Path:
     openmetrics = work / "data.om"
     with open(openmetrics, "w") as out:
-        out.write("# TYPE req counter\n")
-        for minute in range(minutes):
-            ts = (start + minute * MINUTE) / 1000
-            column = values[:, minute]
-            out.writelines(f"req_total{{{prom_labels[i]}}} {column[i]:.0f} {ts:.0f}\n" for i in range(count))
+        out.write("# TYPE req_total counter\n# TYPE temp gauge\n")
+        for minute in range(data.values.shape[1]):
+            out.writelines(exposition_lines(data, series, minute, seconds=True))
         out.write("# EOF\n")
     progress(f"openmetrics written ({openmetrics.stat().st_size / 1e6:.0f} MB)")
-    prom_dir = work / "prometheus"
+    blocks = work / "prometheus"
     subprocess.run(
-        ["promtool", "tsdb", "create-blocks-from", "openmetrics", str(openmetrics), str(prom_dir)],
+        ["promtool", "tsdb", "create-blocks-from", "openmetrics", str(openmetrics), str(blocks)],
         check=True,
         capture_output=True,
     )
-    prom_port = free_port()
+    openmetrics.unlink()
+    return blocks
+
+
+def load_victoria(data: Data, series: list[str], port: int) -> None:
+    with httpx.Client(timeout=600) as client:
+        chunk: list[str] = []
+        minutes = data.values.shape[1]
+        for minute in range(minutes):
+            chunk.extend(exposition_lines(data, series, minute, seconds=False))
+            if len(chunk) >= 500_000 or minute == minutes - 1:
+                client.post(
+                    f"http://127.0.0.1:{port}/api/v1/import/prometheus", content="".join(chunk)
+                ).raise_for_status()
+                chunk = []
+        client.get(f"http://127.0.0.1:{port}/internal/force_flush").raise_for_status()
+
+
+PEERS = ("prometheus", "victoriametrics")
+
+
+def start_prometheus(data: Data, series: list[str], work: Path) -> tuple[subprocess.Popen[bytes], str]:
+    blocks = load_prometheus_blocks(data, series, work)
+    port = free_port()
     config = work / "prometheus.yml"
     config.write_text("global:\n  scrape_interval: 1m\n")
     prometheus = subprocess.Popen(
         [
             "prometheus",
             f"--config.file={config}",
-            f"--storage.tsdb.path={prom_dir}",
-            f"--web.listen-address=127.0.0.1:{prom_port}",
+            f"--storage.tsdb.path={blocks}",
+            f"--web.listen-address=127.0.0.1:{port}",
             "--storage.tsdb.retention.time=30d",
-            "--query.max-samples=200000000",
+            "--query.max-samples=2000000000",
+            "--query.timeout=10m",
         ],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
-    vm_port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    wait_http(f"{url}/-/ready")
+    return prometheus, url
+
+
+def start_victoria(
+    data: Data, series: list[str], work: Path, cache: bool
+) -> tuple[subprocess.Popen[bytes], str]:
+    port = free_port()
+    flags = {
+        "storageDataPath": work / "vm",
+        "httpListenAddr": f"127.0.0.1:{port}",
+        "retentionPeriod": 1,
+        "search.maxUniqueTimeseries": 100_000_000,
+        "search.maxSamplesPerQuery": 10_000_000_000,
+        "search.maxQueryDuration": "10m",
+        **({} if cache else {"search.disableCache": "true"}),
+    }
     victoria = subprocess.Popen(
-        [
-            "victoria-metrics",
-            f"-storageDataPath={work / 'vm'}",
-            f"-httpListenAddr=127.0.0.1:{vm_port}",
-            "-retentionPeriod=1",
-            "-search.maxUniqueTimeseries=10000000",
-            "-search.maxSamplesPerQuery=1000000000",
-        ],
+        ["victoria-metrics", *(f"-{flag}={value}" for flag, value in flags.items())],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
-    try:
-        wait_http(f"http://127.0.0.1:{api_port}/api/v1/labels", timeout=1800, alive=artimon.is_alive)
-        progress("vhms loaded")
-        wait_http(f"http://127.0.0.1:{prom_port}/-/ready")
-        wait_http(f"http://127.0.0.1:{vm_port}/health")
-        progress("prometheus and victoria-metrics up; importing into victoria-metrics")
-        with httpx.Client(timeout=600) as client:
-            chunk: list[str] = []
-            for minute in range(minutes):
-                ts = start + minute * MINUTE
-                column = values[:, minute]
-                chunk.extend(f"req_total{{{prom_labels[i]}}} {column[i]:.0f} {ts}\n" for i in range(count))
-                if len(chunk) >= 500_000 or minute == minutes - 1:
-                    client.post(
-                        f"http://127.0.0.1:{vm_port}/api/v1/import/prometheus", content="".join(chunk)
-                    ).raise_for_status()
-                    chunk = []
-            client.get(f"http://127.0.0.1:{vm_port}/internal/force_flush").raise_for_status()
-        progress("victoria-metrics loaded")
-        rows = run_queries(f"http://127.0.0.1:{api_port}", prom_port, vm_port, start, end, args.repeat, count)
-    finally:
-        for process in (prometheus, victoria):
-            process.terminate()
-            process.wait(30)
-        artimon.terminate()
-        artimon.join(30)
-        shutil.rmtree(work, ignore_errors=True)
-    report(
-        "query_bench",
-        rows,
-        ["case", "artimon_ms", "prometheus_ms", "victoriametrics_ms", "speedup", "target", "met", "series"],
+    url = f"http://127.0.0.1:{port}"
+    wait_http(f"{url}/health")
+    load_victoria(data, series, port)
+    return victoria, url
+
+
+def run_size(count: int, repeat: int, peers: list[str], vm_cache: bool, minutes: int) -> list[dict[str, Any]]:
+    data = make_data(count, minutes)
+    work = Path(tempfile.mkdtemp(prefix="query-bench-"))
+    progress(f"{count:,} counters and {count // 10:,} gauges x {data.values.shape[1]} minutes")
+    api_port = free_port()
+    # forked before this process starts a thread; the child loads VHMS while the peers load
+    artimon = multiprocessing.get_context("fork").Process(
+        target=serve_artimon, args=(data, api_port), name="artimon", daemon=True
     )
+    artimon.start()
+    series = data.prometheus_series()
+    processes: dict[str, subprocess.Popen[bytes]] = {}
+    sides = {"artimon": f"http://127.0.0.1:{api_port}"}
+    try:
+        for peer in peers:
+            if peer == "prometheus":
+                processes[peer], sides[peer] = start_prometheus(data, series, work)
+            else:
+                processes[peer], sides[peer] = start_victoria(data, series, work, vm_cache)
+            progress(f"{peer} loaded")
+        wait_http(f"{sides['artimon']}/api/v1/labels", timeout=3600, alive=artimon.is_alive)
+        progress("vhms loaded")
+        assert artimon.pid is not None
+        pids = {"artimon": artimon.pid, **{peer: process.pid for peer, process in processes.items()}}
+        return run_queries(sides, pids, data, repeat)
+    finally:
+        for process in processes.values():
+            process.terminate()
+            process.wait(60)
+        artimon.terminate()
+        artimon.join(60)
+        shutil.rmtree(work, ignore_errors=True)
 
 
-def run_queries(
-    api_url: str, prom_port: int, vm_port: int, start: int, end: int, repeat: int, count: int
-) -> list[dict]:
+@dataclass(frozen=True)
+class Case:
+    name: str
+    target: float
+    ours: str
+    endpoint: str  # the peers': query or query_range
+    params: dict[str, Any]
+
+
+def cases(data: Data) -> list[Case]:
+    end, start = data.end, data.start
     at = end / 1000
-    cases = [
-        (
+    minutes = data.values.shape[1]
+    history = f"{minutes // 60} h" if minutes % 60 == 0 else f"{minutes} min"
+    hour = {"start": at - 3600, "end": at, "step": 60}
+    increase_by_rack = "map(increase, 11m) | reduce(sum, by=[rack])"
+    now = f'fetch("req", start={end}, end={end + 1})'
+    share_ours = " / on(dc) group_left ".join(
+        f'(fetch("req", start={end - 65 * MINUTE}, end={end + 1}) | map(rate, 6m) | reduce(sum, by=[{by}]))'
+        for by in ("dc, rack", "dc")
+    )
+    share_promql = (
+        "sum by (dc, rack) (rate(req_total[5m])) / on(dc) group_left sum by (dc) (rate(req_total[5m]))"
+    )
+    return [
+        Case(
             "raw fetch, one rack, 10 min",
-            False,
+            1,
             f'fetch("req{{rack=r1}}", start={end - 9 * MINUTE}, end={end + 1})',
-            ("query_range", {"query": 'req_total{rack="r1"}', "start": at - 540, "end": at, "step": 60}),
+            "query_range",
+            {"query": 'req_total{rack="r1"}', "start": at - 540, "end": at, "step": 60},
         ),
-        (
-            "sum by rack of a 10-min delta",
-            True,
-            f'fetch("req", start={end - 9 * MINUTE}, end={end + 1})'
-            " | map(delta, 10m) | reduce(sum, by=[rack])",
-            ("query", {"query": "sum by (rack) (increase(req_total[10m]))", "time": at}),
+        Case(
+            "sum by rack of a 10-min increase",
+            5,
+            f'fetch("req", start={end - 10 * MINUTE}, end={end + 1}) | {increase_by_rack}',
+            "query",
+            {"query": "sum by (rack) (increase(req_total[10m]))", "time": at},
         ),
-        (
-            "mean by (dc, rack), 3 h at 1 min",
-            True,
-            f'fetch("req", start={start}, end={end + 1}) | reduce(mean, by=[dc, rack])',
-            (
-                "query_range",
-                {"query": "avg by (dc, rack) (req_total)", "start": start / 1000, "end": at, "step": 60},
-            ),
+        Case(
+            "range: sum by rack of increase[10m], 1 h",
+            5,
+            f'fetch("req", start={end - 70 * MINUTE}, end={end + 1}) | {increase_by_rack}',
+            "query_range",
+            {"query": "sum by (rack) (increase(req_total[10m]))", **hour},
         ),
-        (
+        Case(
+            "range: rack share of dc (rate[5m]), 1 h",
+            5,
+            share_ours,
+            "query_range",
+            {"query": share_promql, **hour},
+        ),
+        Case(
+            f"mean by (dc, rack) of a gauge, {history} at 1 min",
+            5,
+            f'fetch("temp", start={start}, end={end + 1}) | reduce(mean, by=[dc, rack])',
+            "query_range",
+            {"query": "avg by (dc, rack) (temp)", "start": start / 1000, "end": at, "step": 60},
+        ),
+        Case(
             "matched division",
-            True,
-            f'fetch("req", start={end}, end={end + 1})'
-            f' / on(dc, host, i, rack) fetch("req", start={end}, end={end + 1})',
-            ("query", {"query": "req_total / on(dc, host, i, rack) req_total", "time": at}),
+            5,
+            f"{now} / on(dc, host, i, rack) {now}",
+            "query",
+            {"query": "req_total / on(dc, host, i, rack) req_total", "time": at},
         ),
-        (
+        Case(
             "top 10",
-            True,
-            f'fetch("req", start={end}, end={end + 1}) | top(10)',
-            ("query", {"query": "topk(10, req_total)", "time": at}),
+            5,
+            f"{now} | top(10)",
+            "query",
+            {"query": "topk(10, req_total)", "time": at},
         ),
     ]
+
+
+def ours_points(answer: dict[str, Any], keys: list[str]) -> dict[tuple[Any, ...], float]:
+    """Artimon's answer as ``(labels restricted to keys..., time ms) -> value``."""
+    points = {}
+    for series in answer.get("series") or []:
+        labels = tuple(series["labels"].get(k) for k in keys)
+        for ts, value in zip(series["timestamps"], series["values"], strict=True):
+            points[(*labels, ts)] = math.nan if value is None else float(value)
+    return points
+
+
+def peer_points(body: dict[str, Any]) -> tuple[list[str], dict[tuple[Any, ...], float]]:
+    """A Prometheus API answer (vector or matrix) as its label keys and the same mapping."""
+    result = body["data"]["result"]
+    keys = sorted({k for series in result for k in series["metric"] if k != "__name__"})
+    points = {}
+    for series in result:
+        labels = tuple(series["metric"].get(k) for k in keys)
+        for ts, value in series.get("values") or [series["value"]]:
+            points[(*labels, round(float(ts) * 1000))] = float(value)
+    return keys, points
+
+
+def difference(ours: dict[str, Any], peer: dict[str, Any]) -> float:
+    """The largest relative difference between Artimon's values and a peer's, over every
+    point of the peer's answer (infinite when Artimon's answer lacks one)."""
+    keys, theirs = peer_points(peer)
+    mine = ours_points(ours, keys)
+    worst = 0.0
+    for point, value in theirs.items():
+        got = mine.get(point, math.nan)
+        if math.isnan(got):
+            return math.inf
+        worst = max(worst, abs(got - value) / max(abs(value), 1e-300))
+    return worst
+
+
+def run_queries(sides: dict[str, str], pids: dict[str, int], data: Data, repeat: int) -> list[dict[str, Any]]:
+    peers = [side for side in sides if side != "artimon"]
     rows = []
-    with httpx.Client(timeout=600) as client:
-        for name, aggregation, ours, (endpoint, params) in cases:
-            ours_ms, ours_decode, answer = timed(
-                lambda q=ours: client.post(f"{api_url}/api/v1/query", json={"query": q}), repeat
-            )
-            series = len(answer.get("series") or [])
-            peers, decodes = {}, {}
-            for peer, port in (("prometheus", prom_port), ("victoriametrics", vm_port)):
-                ms, decodes[peer], body = timed(
-                    lambda p=port, e=endpoint, ps=params: client.get(
-                        f"http://127.0.0.1:{p}/api/v1/{e}", params=ps
-                    ),
-                    repeat,
+    with httpx.Client(timeout=1800) as client:
+        for case in cases(data):
+            settle, settled = wait_settled(pids)
+            calls: dict[str, Callable[[], httpx.Response]] = {
+                "artimon": lambda c=case: client.post(
+                    f"{sides['artimon']}/api/v1/query", json={"query": c.ours}
+                ),
+            }
+            for peer in peers:
+                calls[peer] = lambda p=peer, c=case: client.get(
+                    f"{sides[p]}/api/v1/{c.endpoint}", params=c.params
                 )
-                peers[peer] = ms
-                got = len(body.get("data", {}).get("result", []))
-                progress(
-                    f"{name}: {peer} {ms:.1f} ms, {decodes[peer]:.1f} of them decoding JSON ({got} series)"
-                )
-            faster = min(peers.values())
-            speedup = faster / ours_ms
+            best = dict.fromkeys(calls, math.inf)
+            decode = dict.fromkeys(calls, math.inf)
+            answers: dict[str, Any] = {}
+            order = list(calls)
+            for round_ in range(repeat):
+                turn = round_ % len(order)
+                for side in order[turn:] + order[:turn]:
+                    ms, decode_ms, answers[side] = timed(calls[side])
+                    best[side], decode[side] = min(best[side], ms), min(decode[side], decode_ms)
+            speedup = min(best[peer] for peer in peers) / best["artimon"]
+            worst = max(difference(answers["artimon"], answers[peer]) for peer in peers)
+            series_out = len(answers["artimon"].get("series") or [])
+            timings = ", ".join(f"{side} {best[side]:.1f} ms" for side in order)
             progress(
-                f"{name}: artimon {ours_ms:.1f} ms, {ours_decode:.1f} of them decoding JSON "
-                f"({series} series), {speedup:.1f}x the faster peer"
+                f"{data.count:,} | {case.name}: {timings} ({speedup:.1f}x; {series_out} series; "
+                f"values differ by at most {worst:.1g}; settled in {settle:.0f} s)"
             )
             rows.append(
                 {
-                    "case": name,
-                    "artimon_ms": ours_ms,
-                    "prometheus_ms": peers["prometheus"],
-                    "victoriametrics_ms": peers["victoriametrics"],
+                    "series": data.count,
+                    "case": case.name,
+                    **{f"{side}_ms": best[side] for side in order},
                     "speedup": speedup,
-                    "target": ">= 5x" if aggregation else ">= 1x",
-                    "met": speedup >= (5 if aggregation else 1),
-                    "series": series,
-                    "artimon_decode_ms": ours_decode,
-                    "prometheus_decode_ms": decodes["prometheus"],
-                    "victoriametrics_decode_ms": decodes["victoriametrics"],
+                    "target": f">= {case.target:g}x",
+                    "met": speedup >= case.target,
+                    "values_rel_diff": worst,
+                    "series_out": series_out,
+                    **{f"{side}_decode_ms": decode[side] for side in order},
+                    "settled_s": settle,
+                    "settled": settled,
                 }
             )
     return rows
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--quick", action="store_true", help="10,000 series only")
+    parser.add_argument(
+        "--sizes", default="10000,100000", help="counter counts, comma-separated (default 10000,100000)"
+    )
+    parser.add_argument("--series", type=int, default=None, help="one size (same as --sizes N)")
+    parser.add_argument("--repeat", type=int, default=5, help="interleaved rounds per query")
+    parser.add_argument(
+        "--peers", default=",".join(PEERS), help=f"comma-separated, of {', '.join(PEERS)} (default both)"
+    )
+    parser.add_argument(
+        "--vm-cache",
+        action="store_true",
+        help="keep VictoriaMetrics's rollup result cache on (off by default: each round computes)",
+    )
+    parser.add_argument(
+        "--minutes",
+        type=int,
+        default=MINUTES,
+        help="minutes of history (default 180; at least 75: the range queries read 70, the mean reads all)",
+    )
+    args = parser.parse_args()
+    if args.minutes < 75:
+        parser.error(f"--minutes {args.minutes}: the range queries read 70 minutes, give at least 75")
+    sizes = (
+        [10_000] if args.quick else [args.series] if args.series else [int(s) for s in args.sizes.split(",")]
+    )
+    peers = args.peers.split(",")
+    if set(peers) - set(PEERS):
+        parser.error(f"--peers {args.peers}: give some of {', '.join(PEERS)}")
+    rows = [
+        row for count in sizes for row in run_size(count, args.repeat, peers, args.vm_cache, args.minutes)
+    ]
+    report(
+        "query_bench",
+        rows,
+        [
+            "series",
+            "case",
+            "artimon_ms",
+            "prometheus_ms",
+            "victoriametrics_ms",
+            "speedup",
+            "target",
+            "met",
+            "values_rel_diff",
+        ],
+    )
 
 
 if __name__ == "__main__":

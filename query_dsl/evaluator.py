@@ -31,6 +31,7 @@ from query_dsl.matrix import Matrix
 from query_dsl.parser import BinaryOp, Call, Duration, Negate, Node, Word, parse
 from query_dsl.reduce import reduce_matrix
 from query_dsl.series_table import SeriesTable
+from query_dsl.shared_calls import SharedCalls
 from query_dsl.sources import DataSource
 from vhms import LimitExceededError, VhmsError
 
@@ -130,6 +131,7 @@ class Evaluator:
         self.warnings: list[str] = []  # why an answer is empty, when the evaluator knows
         # the last text and its time of the STRING series the query fetched (no numbers)
         self.strings: dict[str, tuple[int, str]] = {}
+        self._shared = SharedCalls([], frozenset())
 
     def warn(self, message: str) -> None:
         if message not in self.warnings:
@@ -144,6 +146,7 @@ class Evaluator:
         self.warnings = []
         self.strings = {}
         try:
+            self._shared = SharedCalls(node, _PURE)
             result = self._eval(node)
         except LimitExceededError as exc:  # a store's limit is the query's limit to its user
             raise QueryLimitError(str(exc)) from exc
@@ -200,14 +203,22 @@ class Evaluator:
                     f"unknown function {node.name!r} at line {node.line}, column {node.column} "
                     f"(known: {', '.join(sorted(FUNCTIONS))})"
                 )
+            key = self._shared.key(node) if function is _BUILT_IN.get(node.name) else None
+            if key is not None:
+                done, answer = self._shared.get(key)
+                if done:
+                    return answer
             args = [self._eval(arg) for arg in node.args]
             kwargs = {name: self._eval(value) for name, value in node.kwargs}
             try:
-                return function(self, args, kwargs)
+                answer = function(self, args, kwargs)
             except QueryTypeError as exc:
                 raise QueryTypeError(
                     f"{node.name}(...) at line {node.line}, column {node.column}: {exc}"
                 ) from None
+            if key is not None:
+                self._shared.put(key, answer)
+            return answer
         raise QueryTypeError(f"cannot evaluate {node!r}")
 
     # -- functions ---------------------------------------------------------------------------
@@ -363,3 +374,7 @@ FUNCTIONS: dict[str, Callable[[Evaluator, list[Any], dict[str, Any]], Any]] = {
     "bottom": Evaluator.bottom,
     "where_last": Evaluator.where_last,
 }
+# the functions above, pure: a call written twice in one query is evaluated once
+# (:mod:`query_dsl.shared_calls`); a function registered later is called every time
+_BUILT_IN = dict(FUNCTIONS)
+_PURE = frozenset(_BUILT_IN)

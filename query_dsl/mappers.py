@@ -14,6 +14,9 @@ functions skip it and give NaN where a window holds no value.
 | ``fill_previous`` | the last value seen at or before t |
 | ``fill_zero`` | NaN replaced by 0 |
 | ``timeshift(d)`` | the value at ``t - d`` (shifts the series later by d) |
+
+``delta``, ``increase``, ``rate`` and the moving ``mean``, ``sum`` and ``count`` are
+differences of prefix sums, computed on the time-major layout (:mod:`query_dsl.windows`).
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ import numpy as np
 
 from query_dsl.exceptions import QueryTypeError
 from query_dsl.matrix import Matrix
+from query_dsl.windows import PREFIX_WINDOWS, PrefixWindow, ffill_index
 
 __all__ = ["MAPPERS", "TWO_POINT_MAPPERS", "apply_mapper", "window_buckets"]
 
@@ -34,8 +38,6 @@ TWO_POINT_MAPPERS = frozenset({"delta", "increase", "rate"})
 # series x instants x window cells of one slice: 32 MiB of float64 for a median's copy
 _SLICE_CELLS = 1 << 22
 _MAX_SHIFT_MS = 2**53  # beyond any time axis: epoch ms stay below it
-# window mappers computed from running sums and window ends: their cost is series x instants
-_CUMULATIVE = frozenset({"delta", "increase", "rate", "mean", "sum", "count"})
 
 
 def window_buckets(window_ms: int | None, step_ms: int, mapper: str) -> int:
@@ -48,79 +50,28 @@ def window_buckets(window_ms: int | None, step_ms: int, mapper: str) -> int:
     return window_ms // step_ms
 
 
-def _ffill_index(values: np.ndarray) -> np.ndarray:
-    """For each cell, the column of the last non-NaN value at or before it (-1: none)."""
-    columns = np.where(~np.isnan(values), np.arange(values.shape[1]), -1)
-    return np.maximum.accumulate(columns, axis=1)
+def _prefix_window(function: PrefixWindow) -> Callable[[Matrix, int], np.ndarray]:
+    """A :mod:`query_dsl.windows` function as a mapper of a matrix."""
+    return lambda m, window: _time_major_blocks(m, function, window, None)
 
 
-def _bfill_index(values: np.ndarray) -> np.ndarray:
-    """For each cell, the column of the first non-NaN value at or after it (T: none)."""
-    width = values.shape[1]
-    columns = np.where(~np.isnan(values), np.arange(width), width)
-    return np.minimum.accumulate(columns[:, ::-1], axis=1)[:, ::-1]
-
-
-def _window_ends(values: np.ndarray, window: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Columns of the first and last values inside each window, and whether both exist
-    (per cell; per column when no value is missing, the windows' own ends)."""
-    width = values.shape[1]
-    starts = np.maximum(np.arange(width) - window + 1, 0)
-    if not np.isnan(values).any():
-        return starts, np.arange(width), np.ones(width, dtype=bool)
-    last = _ffill_index(values)
-    first = _bfill_index(values)[:, starts]
-    ok = (last >= 0) & (first <= last) & (first < width)
-    return np.clip(first, 0, width - 1), np.clip(last, 0, width - 1), ok
-
-
-def _take(values: np.ndarray, columns: np.ndarray) -> np.ndarray:
-    """``values`` at ``columns``: one column per instant for every series, or per cell."""
-    if columns.ndim == 1:
-        return values[:, columns]
-    return np.take_along_axis(values, columns, axis=1)
-
-
-def _delta(m: Matrix, window: int) -> np.ndarray:
-    first, last, ok = _window_ends(m.values, window)
-    return np.where(ok, _take(m.values, last) - _take(m.values, first), np.nan)
-
-
-def _increments(values: np.ndarray) -> np.ndarray:
-    """Increment from the previous value (skipping gaps); a decrease is a reset."""
-    if not np.isnan(values).any():
-        step = np.zeros_like(values)
-        step[:, 1:] = values[:, 1:] - values[:, :-1]
-        step[:, 1:] = np.where(step[:, 1:] < 0, values[:, 1:], step[:, 1:])  # counter reset
-        return step
-    previous_column = np.roll(_ffill_index(values), 1, axis=1)
-    previous_column[:, 0] = -1
-    has_previous = (previous_column >= 0) & ~np.isnan(values)
-    previous = _take(values, np.clip(previous_column, 0, None))
-    step = values - previous
-    step = np.where(step < 0, values, step)  # counter reset: it restarted from 0
-    return np.where(has_previous, step, 0.0)
-
-
-def _increase(m: Matrix, window: int) -> np.ndarray:
-    steps = _increments(m.values)
-    cumulative = np.cumsum(steps, axis=1)
-    first, last, ok = _window_ends(m.values, window)
-    return np.where(ok, _take(cumulative, last) - _take(cumulative, first), np.nan)
-
-
-def _rate(m: Matrix, window: int) -> np.ndarray:
-    steps = _increments(m.values)
-    cumulative = np.cumsum(steps, axis=1)
-    first, last, ok = _window_ends(m.values, window)
-    seconds = (last - first) * (m.step_ms / 1000)
-    ok &= seconds > 0
+def _time_major_blocks(
+    m: Matrix, function: PrefixWindow, window: int, check: Callable[[], None] | None
+) -> np.ndarray:
+    """``function`` over the time-major ``values.T`` (contiguous rows when the values come
+    from a fetch), by blocks of series of at most ``_SLICE_CELLS`` cells (column slices: views,
+    never copies) written into one time-major answer, ``check`` called before each block
+    after the first; the answer is handed on transposed, in the layout a fetch gives."""
+    time_major = m.values.T
+    out = np.empty(time_major.shape)
+    per_block = max(1, _SLICE_CELLS // max(len(time_major), 1))
     with np.errstate(all="ignore"):
-        return np.where(
-            ok,
-            (_take(cumulative, last) - _take(cumulative, first)) / np.where(seconds > 0, seconds, 1),
-            np.nan,
-        )
+        for start in range(0, len(m), per_block):
+            if check is not None and start:
+                check()
+            block = slice(start, start + per_block)
+            function(time_major[:, block], window, m.step_ms, out[:, block])
+    return out.T
 
 
 def _moving(function: Callable[..., np.ndarray]) -> Callable[[Matrix, int], np.ndarray]:
@@ -134,37 +85,9 @@ def _moving(function: Callable[..., np.ndarray]) -> Callable[[Matrix, int], np.n
     return compute
 
 
-def _moving_sum(m: Matrix, window: int) -> tuple[np.ndarray, np.ndarray]:
-    filled = np.nan_to_num(m.values, nan=0.0)
-    counts = (~np.isnan(m.values)).astype(np.int64)
-    total = np.cumsum(filled, axis=1)
-    seen = np.cumsum(counts, axis=1)
-    shifted_total = np.concatenate([np.zeros((len(m), window)), total], axis=1)[:, : m.values.shape[1]]
-    shifted_seen = np.concatenate([np.zeros((len(m), window), dtype=np.int64), seen], axis=1)[
-        :, : m.values.shape[1]
-    ]
-    n = seen - shifted_seen
-    return np.where(n > 0, total - shifted_total, np.nan), n
-
-
-def _mean(m: Matrix, window: int) -> np.ndarray:
-    total, n = _moving_sum(m, window)
-    with np.errstate(all="ignore"):
-        mean: np.ndarray = np.where(n > 0, total / np.where(n > 0, n, 1), np.nan)
-    return mean
-
-
-def _sum(m: Matrix, window: int) -> np.ndarray:
-    return _moving_sum(m, window)[0]
-
-
-def _count(m: Matrix, window: int) -> np.ndarray:
-    return _moving_sum(m, window)[1].astype(np.float64)
-
-
 def _fill_previous(m: Matrix) -> np.ndarray:
-    last = _ffill_index(m.values)
-    return np.where(last >= 0, _take(m.values, np.clip(last, 0, None)), np.nan)
+    last = ffill_index(m.values)
+    return np.where(last >= 0, np.take_along_axis(m.values, np.clip(last, 0, None), axis=1), np.nan)
 
 
 def _timeshift(m: Matrix, shift: float) -> np.ndarray:
@@ -185,12 +108,7 @@ def _timeshift(m: Matrix, shift: float) -> np.ndarray:
 
 # name -> (needs a window, extra numeric parameters, function)
 MAPPERS: dict[str, tuple[bool, int, Callable[..., np.ndarray]]] = {
-    "delta": (True, 0, _delta),
-    "increase": (True, 0, _increase),
-    "rate": (True, 0, _rate),
-    "mean": (True, 0, _mean),
-    "sum": (True, 0, _sum),
-    "count": (True, 0, _count),
+    **{name: (True, 0, _prefix_window(function)) for name, function in PREFIX_WINDOWS.items()},
     "min": (True, 0, _moving(np.nanmin)),
     "max": (True, 0, _moving(np.nanmax)),
     "median": (True, 0, _moving(np.nanmedian)),
@@ -249,10 +167,10 @@ def apply_mapper(
 
     A window longer than the time axis is cut to it (the windows hold the same values). A
     moving ``min``, ``max``, ``median`` or ``percentile`` looks at series x instants x window
-    cells (``median`` copies them), the others at series x instants; when those pass
-    ``_SLICE_CELLS`` the series go through in slices, ``check`` called before each (the
-    evaluator's deadline: whatever it raises stops them). Mappers work series by series, so
-    slices change nothing in the result."""
+    cells (``median`` copies them), the prefix-sum windows (:mod:`query_dsl.windows`) at
+    series x instants; when those pass ``_SLICE_CELLS`` the series go through in slices,
+    ``check`` called before each (the evaluator's deadline: whatever it raises stops them).
+    Mappers work series by series, so slices change nothing in the result."""
     if callable(name):
         if params:
             raise QueryTypeError("a Python mapper takes no parameters: close over them")
@@ -269,8 +187,10 @@ def apply_mapper(
     if needs_window:
         width = max(len(m.timestamps), 1)
         window = min(window_buckets(window_ms, m.step_ms, name), width)
-        per_slice = max(1, _SLICE_CELLS // (width * (1 if name in _CUMULATIVE else window)))
-        if len(m) <= per_slice:
+        per_slice = max(1, _SLICE_CELLS // (width * window))
+        if name in PREFIX_WINDOWS:
+            values = _time_major_blocks(m, PREFIX_WINDOWS[name], window, check)
+        elif len(m) <= per_slice:
             values = function(m, window, *params)
         else:
             parts = []

@@ -52,21 +52,28 @@ def _by_runs(ufunc: np.ufunc, values: np.ndarray, classes: np.ndarray, count: in
 
 
 def _fast(name: str, values: np.ndarray, classes: np.ndarray, count: int) -> np.ndarray:
-    """``sum``, ``mean``, ``count``, ``min``, ``max`` per class, NaN skipped (all-NaN: NaN)."""
+    """``sum``, ``mean``, ``count``, ``min``, ``max`` per class, NaN skipped (all-NaN: NaN).
+
+    The sums run over every instant at once; a class's sum is NaN only at the instants
+    where a member has no value (or sums opposite infinities), and only those instants are
+    summed again skipping the gaps, with their counts: a range whose first instants are
+    empty (a window not yet full, a series that began later) costs a few columns more,
+    not a second pass over the matrix."""
     if name in ("min", "max"):
         return _by_runs(np.fmin if name == "min" else np.fmax, values, classes, count)
-    if name != "count":
-        total = _by_runs(np.add, values, classes, count)
-        if not np.isnan(total).any():  # no member had a NaN: every member counts
-            sizes = np.bincount(classes, minlength=count).astype(np.float64)
-            return total / sizes[:, None] if name == "mean" else total
-    missing = np.isnan(values)
-    seen = _by_runs(np.add, (~missing).astype(np.float64), classes, count)
+    total = _by_runs(np.add, values, classes, count)
+    seen = np.repeat(
+        np.bincount(classes, minlength=count).astype(np.float64)[:, None], total.shape[1], axis=1
+    )
+    gappy = np.flatnonzero(np.isnan(total).any(axis=0))
+    if len(gappy):
+        part = values[:, gappy]
+        missing = np.isnan(part)
+        seen[:, gappy] = _by_runs(np.add, (~missing).astype(np.float64), classes, count)
+        total[:, gappy] = _by_runs(np.add, np.where(missing, 0.0, part), classes, count)
     if name == "count":
         return seen
-    total = _by_runs(np.add, np.where(missing, 0.0, values), classes, count)
-    with np.errstate(all="ignore"):
-        result = total / seen if name == "mean" else total
+    result = total / seen if name == "mean" else total
     return np.where(seen > 0, result, np.nan)
 
 
