@@ -31,6 +31,13 @@ class StoreSource:
     def fetch(self, selector: str, start_ms: int, end_ms: int, resolution: str | int = "auto") -> FetchResult:
         return self.store.fetch(selector, start_ms, end_ms, resolution)
 
+    def fetch_samples(self, selector: str, start_ms: int, end_ms: int) -> FetchResult:
+        """The samples whose own time lies in ``[start_ms, end_ms)`` and each one's time (from
+        the finest ring), for PromQL: from the bucket that holds ``start_ms``, whose sample
+        may lie after its start."""
+        step = self.store.resolutions[0].step_ms
+        return self.store.fetch(selector, start_ms - step + 1, end_ms, sample_times=True)
+
     def series(self, selector: str) -> list[str]:
         return self.store.series_keys(selector)
 

@@ -6,7 +6,10 @@ series are contiguous, so a time window is a contiguous block of rows and advanc
 ring clears one row. Slot ``b % slots`` holds bucket ``b`` (``b = t // step``); all series
 share the ring's head (its newest bucket). The finest ring also keeps, per cell, the time of
 its sample within the bucket (one byte), which is how a replay or an out-of-order sample
-leaves the newest sample in place. Coarser rings aggregate the finest ring's buckets
+leaves the newest sample in place, and that time to the millisecond (a uint32 offset from
+the bucket's start, kept in memory only: what PromQL's lookback, ``rate`` extrapolation and
+``timestamp()`` need; after a snapshot restore it is rebuilt from the byte, to 1/254 of
+the step). Coarser rings aggregate the finest ring's buckets
 (:mod:`vhms.resolutions`).
 
 Thread safety: one lock (``_lock``, reentrant) around ingest and the reading of buckets;
@@ -66,6 +69,9 @@ class FetchResult:
     timestamps: np.ndarray
     values: np.ndarray
     step_ms: int
+    # with ``sample_times=True`` from the finest ring: each value's own time (epoch ms,
+    # ``[series, buckets]``, the bucket's start where there is no value)
+    sample_times: np.ndarray | None = None
 
     def __len__(self) -> int:
         return int(self.values.shape[0])
@@ -132,6 +138,7 @@ class _Ring:
         self.head = -1  # newest bucket number; -1: nothing yet
         self.values: list[np.ndarray] = []
         self.offsets: list[np.ndarray] | None = [] if finest else None
+        self.times: list[np.ndarray] | None = [] if finest else None  # ms since the bucket's start
 
     def grow(self, series: int) -> None:
         """Room for ``series`` series: whole chunks of ``CHUNK`` columns before the last, the
@@ -153,13 +160,15 @@ class _Ring:
                 self.values[index] = values
             else:
                 self.values.append(values)
-            if self.offsets is not None:
-                offsets = np.zeros((self.slots, room), dtype=np.uint8)
+            for kept, dtype in ((self.offsets, np.uint8), (self.times, np.uint32)):
+                if kept is None:
+                    continue
+                grown = np.zeros((self.slots, room), dtype=dtype)
                 if have:
-                    offsets[:, :have] = self.offsets[index]
-                    self.offsets[index] = offsets
+                    grown[:, :have] = kept[index]
+                    kept[index] = grown
                 else:
-                    self.offsets.append(offsets)
+                    kept.append(grown)
 
     def covers(self, bucket: np.ndarray) -> np.ndarray:
         return (bucket > self.head - self.slots) & (bucket <= self.head)
@@ -172,8 +181,8 @@ class _Ring:
         slots = [b % self.slots for b in range(first, newest + 1)]
         for chunk in self.values:
             chunk[slots, :] = np.nan
-        if self.offsets is not None:
-            for chunk in self.offsets:
+        for kept in (self.offsets, self.times):
+            for chunk in kept or ():
                 chunk[slots, :] = 0
         self.head = newest
 
@@ -342,7 +351,8 @@ class Store:
         slot = bucket_ok % ring.slots
         offset = ((timestamps[ok] - bucket_ok * step) * 254 // step + 1).astype(np.uint8)
         chunk_of = ids_ok >> _SHIFT
-        assert ring.offsets is not None  # the finest ring keeps offsets
+        assert ring.offsets is not None and ring.times is not None  # the finest ring keeps both
+        within = (timestamps[ok] - bucket_ok * step).astype(np.uint32)
         for chunk in np.unique(chunk_of):
             where = chunk_of == chunk
             local = ids_ok[where] & _MASK
@@ -350,6 +360,7 @@ class Store:
             offsets = ring.offsets[int(chunk)]
             newer = offset[where] >= offsets[slots, local]
             offsets[slots[newer], local[newer]] = offset[where][newer]
+            ring.times[int(chunk)][slots[newer], local[newer]] = within[where][newer]
             ring.values[int(chunk)][slots[newer], local[newer]] = values[ok][where][newer]
         return ok
 
@@ -453,10 +464,17 @@ class Store:
         return self.rings[-1]
 
     def fetch(
-        self, selector: str | Selector, start_ms: int, end_ms: int, resolution: str | int = "auto"
+        self,
+        selector: str | Selector,
+        start_ms: int,
+        end_ms: int,
+        resolution: str | int = "auto",
+        *,
+        sample_times: bool = False,
     ) -> FetchResult:
         """Buckets of the selected series whose start lies in ``[start_ms, end_ms)``, at the
-        given resolution (its step in seconds) or the finest that covers the range."""
+        given resolution (its step in seconds) or the finest that covers the range; with
+        ``sample_times``, a fetch from the finest ring also answers each value's own time."""
         if end_ms <= start_ms:
             raise ValueError(f"fetch needs start < end, got {start_ms} >= {end_ms}")
         ids = self.select(selector)
@@ -479,11 +497,33 @@ class Store:
                 )
             buckets = np.arange(first, last + 1, dtype=np.int64)
             values = self._gather(ring, ids, buckets)
+            times = self._sample_times(ring, ids, buckets) if sample_times and ring is self.rings[0] else None
         columns = self.index.columns(ids)
         labels = {label: compact_column(*column) for label, column in columns.items()}
         if NAME not in labels:
             labels[NAME] = ([], np.zeros(0, dtype=np.int32))
-        return FetchResult(labels, buckets * step, values, step)
+        return FetchResult(labels, buckets * step, values, step, times)
+
+    @staticmethod
+    def _sample_times(ring: _Ring, ids: np.ndarray, buckets: np.ndarray) -> np.ndarray:
+        """``[series, buckets]`` epoch-ms times of the finest ring's samples: the exact offset
+        kept at ingest, else (restored from a snapshot) the one-byte offset's lower bound."""
+        assert ring.offsets is not None and ring.times is not None  # the finest ring keeps both
+        step = ring.step_ms
+        out = np.zeros((len(ids), len(buckets)), dtype=np.int64)
+        covered = np.flatnonzero(ring.covers(buckets))
+        if len(covered) and len(ids):
+            slots = buckets[covered] % ring.slots
+            chunk_of = ids >> _SHIFT
+            for chunk in np.unique(chunk_of):
+                rows = np.flatnonzero(chunk_of == chunk)
+                local = ids[rows] & _MASK
+                exact = ring.times[int(chunk)][np.ix_(slots, local)].T.astype(np.int64)
+                byte = ring.offsets[int(chunk)][np.ix_(slots, local)].T.astype(np.int64)
+                approximate = -(-np.maximum(byte - 1, 0) * step // 254)
+                out[np.ix_(rows, covered)] = np.where((exact == 0) & (byte > 1), approximate, exact)
+        at: np.ndarray = out + (buckets * step)[None, :]
+        return at
 
     @staticmethod
     def _gather(ring: _Ring, ids: np.ndarray, buckets: np.ndarray) -> np.ndarray:

@@ -147,20 +147,25 @@ class Engine:
         """The selector's values at ``times`` and the time of each value's sample (ms)."""
         at = self._moved(times, selector.at, selector.offset_ms)
         samples = self._fetch(selector, int(at.min()) - LOOKBACK_MS, int(at.max()))
-        values, sample_times = samples.values, samples.times
+        values, axis = samples.values, samples.times
         step = int(times[1] - times[0]) if len(times) > 1 else self.step_ms
-        if not len(values) or not len(sample_times):
+        if not len(values) or not len(axis):
             empty = np.zeros((len(values), len(times)))
             empty[:] = np.nan
             return Matrix.from_table(samples.table, times, empty, step), empty.copy()
+        own = samples.sample_times()
         present = ~np.isnan(values)
-        latest = np.maximum.accumulate(np.where(present, np.arange(len(sample_times))[None, :], -1), axis=1)
-        column = np.searchsorted(sample_times, at, side="right") - 1
+        latest = np.maximum.accumulate(np.where(present, np.arange(len(axis))[None, :], -1), axis=1)
+        column = np.searchsorted(axis, at, side="right") - 1
         picked = latest[:, np.maximum(column, 0)]
         picked[:, column < 0] = -1
-        when = sample_times[np.maximum(picked, 0)]
-        ok = (picked >= 0) & (when >= at[None, :] - LOOKBACK_MS)
         rows = np.arange(len(values))[:, None]
+        # a sample of the bucket that holds the time may lie after it: take the one before
+        after = (picked >= 0) & (own[rows, np.maximum(picked, 0)] > at[None, :])
+        earlier = np.where(picked > 0, latest[rows, np.maximum(picked - 1, 0)], -1)
+        picked = np.where(after, earlier, picked)
+        when = own[rows, np.maximum(picked, 0)]
+        ok = (picked >= 0) & (when >= at[None, :] - LOOKBACK_MS)
         out = np.where(ok, values[rows, np.maximum(picked, 0)], np.nan)
         return Matrix.from_table(samples.table, times, out, step), np.where(ok, when, np.nan)
 
@@ -198,9 +203,7 @@ class Engine:
             window = self._eval(expr.args[matrix_index], times)
             assert isinstance(window, RangeValue)  # the parser checked the types
             samples = window.samples
-            values = evaluate_range(
-                name, samples.values, samples.times, window.ends, window.range_ms, params, self.check
-            )
+            values = evaluate_range(name, samples, window.ends, window.range_ms, params, self.check)
             table = samples.table if name == "last_over_time" else samples.table.with_name("")
             step = int(times[1] - times[0]) if len(times) > 1 else self.step_ms
             return Matrix.from_table(table, times, values, step)
@@ -227,8 +230,7 @@ class Engine:
             samples = value.samples
             counts = evaluate_range(
                 "count_over_time",
-                samples.values,
-                samples.times,
+                samples,
                 value.ends,
                 value.range_ms,
                 np.zeros((0, len(times))),

@@ -3,10 +3,11 @@ evaluation time ``t``, the samples of each series in ``[t - range, t]`` (both en
 as Prometheus 2 reads a range) give one value, or none.
 
 Each function takes the window's values ``[series, samples]`` (NaN where a series has no
-sample), the samples' times (ms), the window's ends and the range, and answers a value per
-series (NaN: no output). Prometheus's rules: ``rate``/``increase``/``delta`` extrapolate
-towards the window's ends (not further than half an average interval past the first and
-last samples, and never below zero for counters), counter resets add the value before the
+sample), the samples' times (ms, ``[series, samples]``), the window's end and the range,
+and answers a value per series (NaN: no output). Prometheus's rules:
+``rate``/``increase``/``delta`` extrapolate towards the window's ends (not further than
+half an average interval past the first and last samples, and never below zero for
+counters), counter resets add the value before the
 drop, ``irate``/``idelta`` use the last two samples.
 """
 
@@ -17,6 +18,7 @@ from collections.abc import Callable
 
 import numpy as np
 
+from query_dsl.promql.selection import Samples
 from query_dsl.promql.stats import quantile_of
 
 __all__ = ["RANGE_FUNCTIONS", "RangeFunction", "evaluate_range"]
@@ -54,7 +56,7 @@ def _extrapolated(is_counter: bool, is_rate: bool) -> RangeFunction:
         count, first, last = _positions(present)
         rows = np.arange(len(values))
         first_v, last_v = values[rows, first], values[rows, last]
-        first_t, last_t = times[first].astype(np.float64), times[last].astype(np.float64)
+        first_t, last_t = times[rows, first].astype(np.float64), times[rows, last].astype(np.float64)
         result = last_v - first_v
         if is_counter:
             previous = _previous(values)
@@ -97,7 +99,7 @@ def _instant(is_rate: bool) -> RangeFunction:
                 out = last_v - prev_v
             else:
                 increase = np.where(last_v < prev_v, last_v, last_v - prev_v)
-                seconds = (times[last] - times[np.maximum(before, 0)]) / 1000
+                seconds = (times[rows, last] - times[rows, np.maximum(before, 0)]) / 1000
                 out = np.where(seconds > 0, increase / seconds, np.nan)
         return np.where(count >= 2, out, np.nan)
 
@@ -109,7 +111,8 @@ def _deriv(
 ) -> np.ndarray:
     present = ~np.isnan(values)
     count, first, _last = _positions(present)
-    x = (times[None, :] - times[first][:, None]) / 1000
+    rows = np.arange(len(values))
+    x = (times - times[rows, first][:, None]) / 1000
     x = np.where(present, x, 0.0)
     y = np.where(present, values, 0.0)
     with np.errstate(all="ignore"):
@@ -118,7 +121,6 @@ def _deriv(
         cov = (x * y).sum(axis=1) - sum_x * sum_y / n
         var = (x * x).sum(axis=1) - sum_x * sum_x / n
         slope = cov / var
-        rows = np.arange(len(values))
         first_v = values[rows, first]
         constant = (np.where(present, values, first_v[:, None]) == first_v[:, None]).all(axis=1)
         slope = np.where(constant, np.where(np.isinf(first_v), np.nan, 0.0), slope)
@@ -198,8 +200,7 @@ RANGE_FUNCTIONS: dict[str, RangeFunction] = {
 
 def evaluate_range(
     name: str,
-    values: np.ndarray,
-    times: np.ndarray,
+    samples: Samples,
     ends: np.ndarray,
     range_ms: int,
     params: np.ndarray,
@@ -208,9 +209,14 @@ def evaluate_range(
     """``name`` over each window ``[end - range_ms, end]`` of ``ends``: ``[series, ends]``.
     ``params`` holds the function's scalar arguments per evaluation time ``[params, ends]``."""
     function = RANGE_FUNCTIONS[name]
+    values, axis = samples.values, samples.times
+    times = samples.sample_times()
     out = np.full((values.shape[0], len(ends)), np.nan)
-    low = np.searchsorted(times, ends - range_ms, side="left")
-    high = np.searchsorted(times, ends, side="right")
+    exact = samples.exact is not None
+    # with own times, a sample lies up to a step after its bucket's start
+    slack = samples.step_ms if exact else 0
+    low = np.searchsorted(axis, ends - range_ms - slack, side="right" if exact else "left")
+    high = np.searchsorted(axis, ends, side="right")
     cache: dict[tuple[int, int, tuple[float, ...]], np.ndarray] = {}
     for column, (lo, hi, end) in enumerate(zip(low.tolist(), high.tolist(), ends.tolist(), strict=True)):
         if hi <= lo or not values.shape[0]:
@@ -218,12 +224,15 @@ def evaluate_range(
         if not column % 64:
             check()
         args = tuple(float(p) for p in params[:, column])
-        window_end = int(end)
         key = (lo, hi, args)
-        if name not in ("rate", "increase", "delta") and key in cache:  # the same samples: the same answer
-            out[:, column] = cache[key]
+        if not exact and name not in ("rate", "increase", "delta") and key in cache:
+            out[:, column] = cache[key]  # the same samples: the same answer
             continue
-        answer = function(values[:, lo:hi], times[lo:hi], window_end, range_ms, args)
+        window, window_times = values[:, lo:hi], times[:, lo:hi]
+        if exact:
+            inside = (window_times >= end - range_ms) & (window_times <= end)
+            window = np.where(inside, window, np.nan)
+        answer = function(window, window_times, int(end), range_ms, args)
         cache[key] = answer
         out[:, column] = answer
     return out
