@@ -131,6 +131,11 @@ class Engine:
 
     def _fetch(self, selector: VectorSelector, low_ms: int, high_ms: int) -> Samples:
         samples = fetch_samples(self.source, selector, low_ms, high_ms)
+        if samples.exact is None and hasattr(self.source, "fetch_samples") and len(samples.table):
+            self.warn(
+                f"read VHMS's {samples.step_ms // 1000} s ring (the finest does not reach back that far): "
+                "its samples are at their buckets' starts"
+            )
         if len(samples.table) > self.limits.max_series:
             raise QueryLimitError(
                 f"the selector picks {len(samples.table)} series, "

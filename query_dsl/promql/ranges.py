@@ -106,14 +106,13 @@ def _instant(is_rate: bool) -> RangeFunction:
     return run
 
 
-def _deriv(
-    values: np.ndarray, times: np.ndarray, end_ms: int, range_ms: int, _: tuple[float, ...]
-) -> np.ndarray:
+def _regression(values: np.ndarray, times: np.ndarray, origin: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Least-squares slope (per second) and value at ``origin`` (ms, per series) of each
+    series' samples; a constant series has slope 0 (NaN if it is infinite)."""
     present = ~np.isnan(values)
     count, first, _last = _positions(present)
     rows = np.arange(len(values))
-    x = (times - times[rows, first][:, None]) / 1000
-    x = np.where(present, x, 0.0)
+    x = np.where(present, (times - origin[:, None]) / 1000, 0.0)
     y = np.where(present, values, 0.0)
     with np.errstate(all="ignore"):
         n = count.astype(np.float64)
@@ -121,10 +120,28 @@ def _deriv(
         cov = (x * y).sum(axis=1) - sum_x * sum_y / n
         var = (x * x).sum(axis=1) - sum_x * sum_x / n
         slope = cov / var
+        intercept = sum_y / n - slope * sum_x / n
         first_v = values[rows, first]
         constant = (np.where(present, values, first_v[:, None]) == first_v[:, None]).all(axis=1)
         slope = np.where(constant, np.where(np.isinf(first_v), np.nan, 0.0), slope)
-    return np.where(count >= 2, slope, np.nan)
+        intercept = np.where(constant, np.where(np.isinf(first_v), np.nan, first_v), intercept)
+    enough = count >= 2
+    return np.where(enough, slope, np.nan), np.where(enough, intercept, np.nan)
+
+
+def _deriv(
+    values: np.ndarray, times: np.ndarray, end_ms: int, range_ms: int, _: tuple[float, ...]
+) -> np.ndarray:
+    first = np.argmax(~np.isnan(values), axis=1)
+    return _regression(values, times, times[np.arange(len(values)), first])[0]
+
+
+def _predict_linear(
+    values: np.ndarray, times: np.ndarray, end_ms: int, range_ms: int, params: tuple[float, ...]
+) -> np.ndarray:
+    slope, intercept = _regression(values, times, np.full(len(values), end_ms))
+    predicted: np.ndarray = slope * params[0] + intercept
+    return predicted
 
 
 def _changes(
@@ -183,6 +200,7 @@ RANGE_FUNCTIONS: dict[str, RangeFunction] = {
     "irate": _instant(is_rate=True),
     "idelta": _instant(is_rate=False),
     "deriv": _deriv,
+    "predict_linear": _predict_linear,
     "changes": _changes,
     "resets": _resets,
     "avg_over_time": _nan_aggregate(np.nanmean),
