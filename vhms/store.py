@@ -510,35 +510,38 @@ class Store:
         kept at ingest, else (restored from a snapshot) the one-byte offset's lower bound."""
         assert ring.offsets is not None and ring.times is not None  # the finest ring keeps both
         step = ring.step_ms
-        out = np.zeros((len(ids), len(buckets)), dtype=np.int64)
-        covered = np.flatnonzero(ring.covers(buckets))
-        if len(covered) and len(ids):
-            slots = buckets[covered] % ring.slots
-            chunk_of = ids >> _SHIFT
-            for chunk in np.unique(chunk_of):
-                rows = np.flatnonzero(chunk_of == chunk)
-                local = ids[rows] & _MASK
-                exact = ring.times[int(chunk)][np.ix_(slots, local)].T.astype(np.int64)
-                byte = ring.offsets[int(chunk)][np.ix_(slots, local)].T.astype(np.int64)
-                approximate = -(-np.maximum(byte - 1, 0) * step // 254)
-                out[np.ix_(rows, covered)] = np.where((exact == 0) & (byte > 1), approximate, exact)
-        at: np.ndarray = out + (buckets * step)[None, :]
-        return at
+        exact = Store._gather(ring, ids, buckets, ring.times, 0).astype(np.int64)
+        exact += (buckets * step)[None, :]
+        if len(ids):
+            byte = Store._gather(ring, ids, buckets, ring.offsets, 0)
+            lost = (exact == buckets * step) & (byte > 1)  # restored from a snapshot: the byte's bound
+            if lost.any():
+                rows, columns = np.nonzero(lost)
+                exact[rows, columns] += -(-(byte[rows, columns].astype(np.int64) - 1) * step // 254)
+        return exact
 
     @staticmethod
-    def _gather(ring: _Ring, ids: np.ndarray, buckets: np.ndarray) -> np.ndarray:
-        """``[series, buckets]`` values of sorted ``ids``, copied a block of rows at a time from
-        the time-major chunks (slices where the ids or the slots are contiguous) and kept
-        time-major: the result is a transposed view, as cheap to reduce across series as a
-        copy would be to make."""
-        out = np.empty((len(buckets), len(ids)))
+    def _gather(
+        ring: _Ring,
+        ids: np.ndarray,
+        buckets: np.ndarray,
+        chunks: list[np.ndarray] | None = None,
+        empty: float = np.nan,
+    ) -> np.ndarray:
+        """``[series, buckets]`` values of sorted ``ids`` (or of the ring's other per-cell
+        ``chunks``, ``empty`` where the ring holds no such bucket), copied a block of rows at
+        a time from the time-major chunks (slices where the ids or the slots are contiguous)
+        and kept time-major: the result is a transposed view, as cheap to reduce across
+        series as a copy would be to make."""
+        source = ring.values if chunks is None else chunks
+        out = np.empty((len(buckets), len(ids)), dtype=source[0].dtype if source else np.float64)
         present = np.flatnonzero(ring.covers(buckets))  # one contiguous range of columns
         if not len(present) or not len(ids):
-            out.fill(np.nan)
+            out.fill(empty)
             return out.T
         low, high = int(present[0]), int(present[-1]) + 1
-        out[:low] = np.nan
-        out[high:] = np.nan
+        out[:low] = empty
+        out[high:] = empty
         first_slot = int(buckets[low] % ring.slots)
         wrap = min(high - low, ring.slots - first_slot)  # the ring wraps after this many columns
         runs = [(low, low + wrap, first_slot), (low + wrap, high, 0)]
@@ -547,7 +550,7 @@ class Store:
         for start, stop in itertools.pairwise(edges):
             local = ids[start:stop] & _MASK
             contiguous = int(local[-1] - local[0]) == stop - start - 1
-            chunk = ring.values[int(chunk_of[start])]
+            chunk = source[int(chunk_of[start])]
             for column, end, slot in runs:
                 if column == end:
                     continue

@@ -38,7 +38,7 @@ from query_dsl.promql.ast import (
 )
 from query_dsl.promql.functions import INSTANT_FUNCTIONS
 from query_dsl.promql.labels import ensure_unique
-from query_dsl.promql.ranges import RANGE_FUNCTIONS, evaluate_range
+from query_dsl.promql.ranges import RANGE_NAMES, evaluate_range
 from query_dsl.promql.selection import Samples, fetch_samples
 from query_dsl.promql.values import RangeValue, Scalar, String, Value
 from query_dsl.series_table import SeriesTable
@@ -62,10 +62,12 @@ class Engine:
     limits: Limits = field(default_factory=Limits)
     warnings: list[str] = field(default_factory=list)
     _deadline: float = 0.0
+    _times: np.ndarray = field(default_factory=lambda: np.zeros(1, dtype=np.int64))
 
     def evaluate(self, expr: Expr) -> Value:
         self._deadline = time.monotonic() + self.limits.timeout_s
         times = np.arange(self.start_ms, self.end_ms + 1, max(self.step_ms, 1), dtype=np.int64)
+        self._times = times
         return self._eval(expr, times)
 
     def warn(self, message: str) -> None:
@@ -141,9 +143,10 @@ class Engine:
                 f"the selector picks {len(samples.table)} series, "
                 f"more than max_series={self.limits.max_series}"
             )
-        if samples.values.size > self.limits.max_points:
+        steps = len(self._times)
+        if max(samples.values.size, len(samples.table) * steps) > self.limits.max_points:
             raise QueryLimitError(
-                f"the selector reads {samples.values.size} points, "
+                f"the selector reads {samples.values.size} points for {steps} evaluation times, "
                 f"more than max_points={self.limits.max_points}"
             )
         return samples
@@ -199,7 +202,7 @@ class Engine:
             return self._timestamp(expr, times)
         if name in ("absent", "absent_over_time"):
             return self._absent(expr, times)
-        if name in RANGE_FUNCTIONS:
+        if name in RANGE_NAMES:
             matrix_index = 1 if name == "quantile_over_time" else 0
             scalars = [self._eval(arg, times) for i, arg in enumerate(expr.args) if i != matrix_index]
             params = np.array([s.values for s in scalars if isinstance(s, Scalar)]).reshape(

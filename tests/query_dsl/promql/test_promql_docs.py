@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from query_dsl.promql.ranges import RANGE_FUNCTIONS
+from query_dsl.promql.ranges import RANGE_NAMES
 from query_dsl.promql.signatures import SIGNATURES
 
 PAGE = Path(__file__).resolve().parents[3] / "docs" / "promql.md"
@@ -26,5 +26,5 @@ def test_every_function_is_documented() -> None:
     supported = TEXT[TEXT.index("## What is supported") : TEXT.index("## Names and types")]
     for name in SIGNATURES:
         assert f"`{name}`" in supported or name in supported, name
-    for name in RANGE_FUNCTIONS:
+    for name in RANGE_NAMES:
         assert f"`{name}`" in supported, name
