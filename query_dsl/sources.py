@@ -32,11 +32,9 @@ class StoreSource:
         return self.store.fetch(selector, start_ms, end_ms, resolution)
 
     def fetch_samples(self, selector: str, start_ms: int, end_ms: int) -> FetchResult:
-        """The samples whose own time lies in ``[start_ms, end_ms)`` and each one's time (from
-        the finest ring), for PromQL: from the bucket that holds ``start_ms``, whose sample
-        may lie after its start."""
-        step = self.store.resolutions[0].step_ms
-        return self.store.fetch(selector, start_ms - step + 1, end_ms, sample_times=True)
+        """The buckets that may hold samples of ``[start_ms, end_ms)`` and, from the finest
+        ring, each value's own time: for PromQL."""
+        return self.store.fetch(selector, start_ms, end_ms, sample_times=True)
 
     def series(self, selector: str) -> list[str]:
         return self.store.series_keys(selector)
@@ -72,3 +70,8 @@ class ShardedSource(ShardedClient):
             ssl_context=ssl_context,
             name="query",
         )
+
+    def fetch_samples(self, selector: str, start_ms: int, end_ms: int) -> FetchResult:
+        """The buckets that may hold samples of ``[start_ms, end_ms)`` and, where every shard
+        read its finest ring, each value's own time: for PromQL."""
+        return self.fetch(selector, start_ms, end_ms, sample_times=True)

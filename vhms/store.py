@@ -473,8 +473,10 @@ class Store:
         sample_times: bool = False,
     ) -> FetchResult:
         """Buckets of the selected series whose start lies in ``[start_ms, end_ms)``, at the
-        given resolution (its step in seconds) or the finest that covers the range; with
-        ``sample_times``, a fetch from the finest ring also answers each value's own time."""
+        given resolution (its step in seconds) or the finest that covers the range. With
+        ``sample_times``, the buckets that may hold a sample whose own time lies in
+        ``[start_ms, end_ms)`` (from the one holding ``start_ms``), and from the finest ring
+        each value's own time."""
         if end_ms <= start_ms:
             raise ValueError(f"fetch needs start < end, got {start_ms} >= {end_ms}")
         ids = self.select(selector)
@@ -484,7 +486,7 @@ class Store:
                 each.grow(int(ids[-1]) + 1 if len(ids) else 0)
             ring = self._ring(resolution, start_ms)
             step = ring.step_ms
-            first = -(-start_ms // step)
+            first = start_ms // step if sample_times else -(-start_ms // step)
             last = (end_ms - 1) // step
             count = last - first + 1
             # checked before the time axis exists: a range of centuries must not allocate it,
