@@ -18,6 +18,7 @@ from collections.abc import Callable
 
 import numpy as np
 
+from query_dsl.exceptions import QueryTypeError
 from query_dsl.promql.selection import Samples
 from query_dsl.promql.stats import quantile_of
 
@@ -86,6 +87,33 @@ def _predict_linear(
     return predicted
 
 
+def _holt_winters(
+    values: np.ndarray, times: np.ndarray, end_ms: int, range_ms: int, params: tuple[float, ...]
+) -> np.ndarray:
+    """Double exponential smoothing of each series' samples (Prometheus's ``holt_winters``):
+    the level after the last sample, with smoothing factor ``sf`` and trend factor ``tf``."""
+    smoothing, trend = params
+    for name, factor in (("smoothing", smoothing), ("trend", trend)):
+        if not 0 < factor < 1:
+            raise QueryTypeError(f"invalid {name} factor. Expected: 0 < {name[0]}f < 1, got: {factor:g}")
+    seen = np.zeros(len(values), dtype=np.int64)
+    previous, level, slope = (np.zeros(len(values)) for _ in range(3))
+    for column in values.T:
+        present = ~np.isnan(column)
+        start = present & (seen == 0)
+        level = np.where(start, column, level)
+        second = present & (seen == 1)
+        slope = np.where(second, column - level, slope)
+        later = present & (seen >= 2)
+        slope = np.where(later, trend * (level - previous) + (1 - trend) * slope, slope)
+        moving = second | later
+        smoothed = smoothing * column + (1 - smoothing) * (level + slope)
+        previous = np.where(moving, level, previous)
+        level = np.where(moving, smoothed, level)
+        seen += present
+    return np.where(seen >= 2, level, np.nan)
+
+
 def _changes(
     values: np.ndarray, times: np.ndarray, end_ms: int, range_ms: int, _: tuple[float, ...]
 ) -> np.ndarray:
@@ -137,6 +165,7 @@ def _quantile(
 
 RANGE_FUNCTIONS: dict[str, RangeFunction] = {
     "deriv": _deriv,
+    "holt_winters": _holt_winters,
     "predict_linear": _predict_linear,
     "changes": _changes,
     "resets": _resets,

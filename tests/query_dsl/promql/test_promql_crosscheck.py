@@ -44,6 +44,8 @@ EXPRESSIONS = [
     f"deriv({T}[10m])",
     f"predict_linear({T}[10m], 600)",
     f"predict_linear({C}[5m], -60)",
+    f"holt_winters({T}[10m], 0.3, 0.6)",
+    "holt_winters(up[5m], 0.5, 0.1)",
     f"changes({T}[5m])",
     "changes(up[10m])",
     f"resets({C}[30m])",
@@ -164,6 +166,7 @@ ERRORS = {
         (422, "execution"),
     ),
     "sum(": ((400, "bad_data"), (400, "bad_data")),
+    f"holt_winters({T}[10m], 1, 0.5)": ((422, "execution"), (422, "execution")),
     f"rate({T})": ((400, "bad_data"), (400, "bad_data")),
 }
 
