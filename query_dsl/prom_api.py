@@ -229,10 +229,10 @@ def prometheus_router(source: DataSource, *, limits: Limits | None = None) -> AP
         async def endpoint(request: Request) -> Response:
             try:
                 pairs = await _params(request)
-                data, warnings = await run_in_threadpool(handler, pairs)
+                # evaluated and written off the event loop: a wide answer takes a while
+                return await run_in_threadpool(lambda: _answer(*handler(pairs)))
             except (ApiError, QueryError, VhmsError, ValueError) as exc:
                 return _error(_classify(exc))
-            return _answer(data, warnings)
 
         endpoint.__name__ = "prometheus_" + re.sub(r"\W", "_", path.strip("/"))
         for method in ("GET", "POST"):
@@ -360,10 +360,9 @@ def prometheus_router(source: DataSource, *, limits: Limits | None = None) -> AP
     async def values_endpoint(name: str, request: Request) -> Response:
         try:
             pairs = await _params(request)
-            data, warnings = await run_in_threadpool(label_values, name, pairs)
+            return await run_in_threadpool(lambda: _answer(*label_values(name, pairs)))
         except (ApiError, QueryError, VhmsError, ValueError) as exc:
             return _error(_classify(exc))
-        return _answer(data, warnings)
 
     router.add_api_route(
         "/api/v1/label/{name}/values",

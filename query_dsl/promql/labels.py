@@ -8,7 +8,7 @@ import numpy as np
 from query_dsl.exceptions import MatchingError
 from query_dsl.matrix import Matrix
 
-__all__ = ["ensure_unique", "sort_key", "with_label"]
+__all__ = ["ensure_unique", "prometheus_order", "sort_key", "with_label"]
 
 
 def with_label(labels: dict[str, str], label: str, value: str) -> dict[str, str]:
@@ -39,3 +39,29 @@ def ensure_unique(m: Matrix, message: str = "vector cannot contain metrics with 
     for index in same.tolist():
         if (present[order[index]] & present[order[index + 1]]).any():
             raise MatchingError(message)
+
+
+def prometheus_order(m: Matrix) -> np.ndarray:
+    """The rows of ``m`` in Prometheus's order of label sets (:func:`sort_key`, the name as
+    ``__name__``): by columns of value ranks when every series has the same labels (the
+    usual case: no label dict per series), else one key per series."""
+    table = m.table
+    columns = {label: column for label, column in table.columns.items() if (column.codes >= 0).any()}
+    has_name = np.asarray([*table.names.values, ""], dtype=object)[table.names.codes] != ""
+    named = bool(has_name.all())
+    uniform = (named or not has_name.any()) and all((column.codes >= 0).all() for column in columns.values())
+    if not uniform:
+        keys = [
+            sort_key({"__name__": name, **labels} if name else labels)
+            for name, labels in zip(m.names, m.labels, strict=True)
+        ]
+        return np.array(sorted(range(len(keys)), key=keys.__getitem__), dtype=np.int64)
+    ranked = {"__name__": (table.names.values, table.names.codes)} if named and len(m) else {}
+    ranked.update({label: (column.values, column.codes) for label, column in columns.items()})
+    keys = []
+    for label in sorted(ranked):
+        values, codes = ranked[label]
+        rank = np.empty(len(values), dtype=np.int64)
+        rank[np.argsort(np.asarray(values, dtype=object), kind="stable")] = np.arange(len(values))
+        keys.append(rank[codes])
+    return np.lexsort(keys[::-1]) if keys else np.arange(len(m))

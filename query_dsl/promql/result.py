@@ -10,14 +10,17 @@ seconds.
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import math
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
 from query_dsl.matrix import Matrix
-from query_dsl.promql.labels import sort_key
+from query_dsl.promql.labels import prometheus_order
 from query_dsl.promql.values import Scalar, String
 
 __all__ = ["PromQLResult", "format_value"]
@@ -47,29 +50,45 @@ class PromQLResult:
     point_times: np.ndarray | None = None  # a range vector's own sample times, [series, points]
     order: str = "labels"  # labels, query (as sort() left it), descending or ascending (by value)
 
+    def _rows(self) -> tuple[Matrix, np.ndarray]:
+        """The matrix and its rows with a value, in the answer's order."""
+        assert isinstance(self.value, Matrix)  # callers checked
+        m = self.value
+        rows = np.flatnonzero(~np.isnan(m.values).all(axis=1))
+        if self.order == "labels" or self.result_type == "matrix":
+            rows = rows[prometheus_order(m.select(rows))]
+        elif self.order in ("descending", "ascending"):
+            last = m.values[rows, -1]
+            rows = rows[np.argsort(-last if self.order == "descending" else last, kind="stable")]
+        return m, rows
+
+    def _stamps(self, m: Matrix, rows: np.ndarray) -> list[list[float | int]]:
+        """Each row's point times in seconds (shared by every row unless a range vector's)."""
+        if self.point_times is None:
+            shared = [_seconds(t) for t in m.timestamps.tolist()]
+            return [shared] * len(rows)
+        return [[_seconds(int(t)) for t in row] for row in self.point_times[rows].tolist()]
+
     def series(self) -> list[tuple[dict[str, str], list[tuple[int, float]]]]:
         """``(labels with __name__, [(time ms, value), ...])`` per series with a value, in
         the answer's order."""
         if not isinstance(self.value, Matrix):
             return []
-        m = self.value
-        out = []
+        m, rows = self._rows()
+        own = None if self.point_times is None else self.point_times[rows].tolist()
         shared = m.timestamps.tolist()
-        own = None if self.point_times is None else self.point_times.tolist()
-        for index, (name, labels, row) in enumerate(zip(m.names, m.labels, m.values.tolist(), strict=True)):
+        out = []
+        for index, (labels, row) in enumerate(zip(_metrics(m, rows), m.values[rows].tolist(), strict=True)):
             stamps = shared if own is None else own[index]
-            points = [(int(t), v) for t, v in zip(stamps, row, strict=True) if v == v]
-            if points:
-                full = {"__name__": name, **labels} if name else dict(labels)
-                out.append((full, points))
-        if self.order == "labels" or self.result_type == "matrix":
-            out.sort(key=lambda item: sort_key(item[0]))
-        elif self.order in ("descending", "ascending"):
-            out.sort(key=lambda item: item[1][-1][1], reverse=self.order == "descending")
+            out.append((labels, [(int(t), v) for t, v in zip(stamps, row, strict=True) if v == v]))
         return out
 
     def to_prometheus_json(self) -> dict[str, Any]:
-        """The ``data`` object of Prometheus's query API."""
+        """The ``data`` object of Prometheus's query API (values formatted once, by rows)."""
+        with _collector_paused():
+            return self._to_json()
+
+    def _to_json(self) -> dict[str, Any]:
         if isinstance(self.value, String):
             return {"resultType": "string", "result": [_seconds(int(self.times[-1])), self.value.value]}
         if isinstance(self.value, Scalar):
@@ -77,18 +96,74 @@ class PromQLResult:
                 "resultType": "scalar",
                 "result": [_seconds(int(self.times[-1])), format_value(float(self.value.values[-1]))],
             }
+        m, rows = self._rows()
+        metrics = _metrics(m, rows)
+        values = m.values[rows]
         if self.result_type == "vector":
+            stamps = self._stamps(m, rows)
+            last = _formatted(values[:, -1]).tolist()
             return {
                 "resultType": "vector",
                 "result": [
-                    {"metric": labels, "value": [_seconds(points[-1][0]), format_value(points[-1][1])]}
-                    for labels, points in self.series()
+                    {"metric": metric, "value": [times[-1], value]}
+                    for metric, times, value in zip(metrics, stamps, last, strict=True)
                 ],
             }
-        return {
-            "resultType": "matrix",
-            "result": [
-                {"metric": labels, "values": [[_seconds(t), format_value(v)] for t, v in points]}
-                for labels, points in self.series()
-            ],
-        }
+        gappy = np.isnan(values).any(axis=1).tolist()
+        texts = _formatted(values).tolist()
+        out = []
+        for metric, times, row, text, has_gap in zip(
+            metrics, self._stamps(m, rows), values.tolist(), texts, gappy, strict=True
+        ):
+            if has_gap:
+                points = [[t, s] for t, v, s in zip(times, row, text, strict=True) if v == v]
+            else:
+                points = [[t, s] for t, s in zip(times, text, strict=True)]
+            out.append({"metric": metric, "values": points})
+        return {"resultType": "matrix", "result": out}
+
+
+def _formatted(values: np.ndarray) -> np.ndarray:
+    """Every value as :func:`format_value` writes it (an object array of the same shape),
+    each distinct value formatted once."""
+    distinct, inverse = np.unique(values, return_inverse=True)
+    texts = np.array([_fast(v) for v in distinct.tolist()], dtype=object)
+    if not len(distinct):
+        return np.empty(values.shape, dtype=object)
+    formatted: np.ndarray = texts[inverse.reshape(values.shape)]
+    return formatted
+
+
+@contextlib.contextmanager
+def _collector_paused() -> Iterator[None]:
+    """Python's cyclic garbage collector paused while an answer's millions of small lists
+    are made (none of them cyclic): with it running, 1.1 million points took 3.5 s instead
+    of 0.2 s, the collector walking every young list again and again. Resumed after, if
+    it ran before (another thread may have paused it: then that thread resumes it)."""
+    running = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if running:
+            gc.enable()
+
+
+def _fast(value: float) -> str:
+    """:func:`format_value` by ``repr`` where the two agree (no exponent, not NaN or Inf):
+    about 20 times faster than numpy's positional formatting."""
+    text = repr(value)
+    if text.endswith(".0"):
+        return text[:-2]
+    if "e" in text or "n" in text:
+        return format_value(value)
+    return text
+
+
+def _metrics(m: Matrix, rows: np.ndarray) -> list[dict[str, str]]:
+    """The label sets of ``rows``, the name as ``__name__`` where there is one."""
+    picked = m.select(rows)
+    return [
+        {"__name__": name, **labels} if name else dict(labels)
+        for name, labels in zip(picked.names, picked.labels, strict=True)
+    ]

@@ -7,9 +7,12 @@ import time
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from query_dsl import QueryError, QueryLimitError, StoreSource
+from query_dsl import Matrix, QueryError, QueryLimitError, StoreSource
 from query_dsl.promql import PromQLSyntaxError, instant_query, parse, range_query
+from query_dsl.promql.labels import prometheus_order, sort_key
 from vhms import Store
 
 
@@ -64,3 +67,25 @@ def test_the_contract_errors(now_s: int) -> None:
         "resultType": "string",
         "result": [now_s, "text"],
     }
+
+
+_VALUES = st.sampled_from(["1", "10", "2", "Z", "a", "é"])
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from(["", "a", "B", "_x", "zz"]),
+            st.dictionaries(st.sampled_from(["a", "Zk", "b", "_c"]), _VALUES, max_size=3),
+        ),
+        max_size=8,
+    )
+)
+def test_answers_are_in_prometheus_order_of_label_sets(series: list[tuple[str, dict[str, str]]]) -> None:
+    names = [name for name, _ in series]
+    labels = [label_set for _, label_set in series]
+    m = Matrix(names, labels, [0], np.zeros((len(series), 1)), 1)
+    keys = [sort_key({"__name__": n, **ls} if n else ls) for n, ls in series]
+    ordered = [keys[i] for i in prometheus_order(m)]
+    assert ordered == sorted(keys)

@@ -87,7 +87,8 @@ def test_random_text_is_a_syntax_error_or_parses(text: str) -> None:
     _parses_or_refuses(text)
 
 
-@settings(max_examples=600, deadline=None)
+@pytest.mark.slow
+@settings(max_examples=400, deadline=None)
 @given(st.lists(st.sampled_from(_TOKENS), max_size=30).map("".join))
 def test_random_token_soup_is_a_syntax_error_or_parses(text: str) -> None:
     _parses_or_refuses(text)
@@ -160,6 +161,7 @@ def test_post_form_and_get_agree(base: str, promql_dataset: Any) -> None:
     assert got == posted and len(got["data"]["result"]) == 2
 
 
+@pytest.mark.slow
 def test_openapi_contract_of_the_prometheus_api(artimon: BackgroundServer) -> None:
     """schemathesis generates requests from the OpenAPI of the /prometheus paths and checks
     every answer against it (no server error, documented codes and bodies)."""
@@ -170,7 +172,7 @@ def test_openapi_contract_of_the_prometheus_api(artimon: BackgroundServer) -> No
     assert {op.path for op in operations} >= {"/prometheus/api/v1/query", "/prometheus/api/v1/query_range"}
     for operation in operations:
 
-        @settings(max_examples=25, deadline=None, suppress_health_check=list(HealthCheck))
+        @settings(max_examples=15, deadline=None, suppress_health_check=list(HealthCheck))
         @given(case=operation.as_strategy())
         def check(case: schemathesis.Case) -> None:
             case.call_and_validate(excluded_checks=[schemathesis.checks.positive_data_acceptance])
