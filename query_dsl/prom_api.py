@@ -29,7 +29,7 @@ from fastapi.responses import Response
 from pydantic import BaseModel
 from starlette.concurrency import run_in_threadpool
 
-from query_dsl.evaluator import Limits
+from query_dsl.evaluator import MAX_TIME_MS, Limits
 from query_dsl.exceptions import PromQLSyntaxError, QueryError, QueryLimitError
 from query_dsl.parser import MAX_QUERY_LENGTH
 from query_dsl.promql import instant_query, parse, range_query
@@ -44,7 +44,7 @@ __all__ = ["BASE_PATH", "prometheus_router"]
 
 BASE_PATH = "/prometheus"
 VERSION = "2.42.0"  # the Prometheus whose API and semantics these answers follow
-_MIN_TIME, _MAX_TIME = -9_223_372_036_854_775.0, 9_223_372_036_854_775.0
+_MAX_TIME = MAX_TIME_MS / 1000  # the engine's bound: about the year 287,000, exact in float64 ms
 _FLOAT = re.compile(r"[-+]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][-+]?[0-9]+)?\Z")
 
 
@@ -75,16 +75,22 @@ def _time(value: str | None, default: float, name: str) -> float:
         return default
     if _FLOAT.match(value):
         seconds = float(value)
-        if _MIN_TIME <= seconds <= _MAX_TIME:
+        if -_MAX_TIME <= seconds <= _MAX_TIME:
             return seconds
     else:
         try:
-            return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
+            return _bounded(datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp())
         except (ValueError, OverflowError, OSError):
             pass
     raise ApiError(
         "bad_data", f'invalid parameter "{name}": cannot parse "{value[:100]}" to a valid timestamp', 400
     )
+
+
+def _bounded(seconds: float) -> float:
+    if not -_MAX_TIME <= seconds <= _MAX_TIME:
+        raise ValueError(f"{seconds} is beyond the engine's times")
+    return seconds
 
 
 def _duration(value: str, name: str) -> float:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from query_dsl.exceptions import QueryTypeError
 from query_dsl.matrix import Matrix
 from query_dsl.promql.ast import Aggregation
 from query_dsl.promql.result import format_value
@@ -85,7 +86,10 @@ def _top(node: Aggregation, m: Matrix, k: np.ndarray) -> Matrix:
     classes, firsts = _classes(m, node)
     keep = np.zeros(m.values.shape, dtype=bool)
     sign = -1.0 if node.op == "topk" else 1.0
-    counts = np.where(np.isfinite(k), k, 0).astype(np.int64)
+    too_big = np.abs(np.nan_to_num(k)) >= 2.0**63
+    if too_big.any():
+        raise QueryTypeError(f"Scalar value {float(k[too_big][0]):g} overflows int64")
+    counts = np.clip(np.nan_to_num(k, nan=0.0), 0, len(m)).astype(np.int64)  # k < 1: none; k > series: all
     for index in range(len(firsts)):
         members = np.flatnonzero(classes == index)
         values = m.values[members]

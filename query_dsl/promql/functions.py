@@ -9,17 +9,19 @@ from __future__ import annotations
 
 import calendar
 import math
+import re
 from collections.abc import Callable
 from datetime import UTC, datetime
 
 import numpy as np
+import re2
 
 from query_dsl.exceptions import QueryTypeError
 from query_dsl.matrix import Matrix
 from query_dsl.promql.labels import with_label
 from query_dsl.promql.values import Scalar, String, Value
 from query_dsl.series_table import SeriesTable
-from vhms import parse_selector
+from vhms import VhmsError, parse_selector
 
 __all__ = ["ELEMENTWISE", "INSTANT_FUNCTIONS", "InstantFunction"]
 
@@ -186,12 +188,8 @@ def _label_replace(args: list[Value], times: np.ndarray) -> Value:
     labels = []
     for name, label_set in zip(m.names, m.labels, strict=True):
         full = {**label_set, **({"__name__": name} if name else {})}
-        found = regex.fullmatch(full.get(source, ""))
-        if found is None:
-            labels.append(full)
-            continue
-        value = found.expand(_go_template(replacement))
-        labels.append(with_label(full, destination, value))
+        value = regex.expand(full.get(source, ""), replacement)
+        labels.append(full if value is None else with_label(full, destination, value))
     return _from_full_labels(labels, m)
 
 
@@ -214,50 +212,47 @@ def _from_full_labels(labels: list[dict[str, str]], m: Matrix) -> Matrix:
 
 
 def _check_label(label: str) -> None:
-    import re
-
     if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", label):
         raise QueryTypeError(f"invalid destination label name in label_replace(): {label!r}")
 
 
-class _Re2Pattern:
-    """A user's regex in RE2 (the store's, linear time), anchored at both ends."""
+_TEMPLATE = re.compile(r"\$(?:\{([A-Za-z0-9_]*)\}|([A-Za-z0-9_]+))")
+
+
+class _Pattern:
+    """A user's regex in RE2 (the store's engine and limits, linear time), anchored at both
+    ends as Prometheus anchors it; dropped from google-re2's module cache once compiled (a
+    refused or large program must not stay pinned there: vhms/regex.py)."""
 
     def __init__(self, pattern: str) -> None:
-        import re2
+        parse_selector("{l~" + '"' + pattern.replace("\\", "\\\\").replace('"', '\\"') + '"}')
+        try:
+            self.compiled = re2.compile(pattern)
+        finally:
+            re2.purge()
 
-        parse_selector(
-            "{l~" + '"' + pattern.replace("\\", "\\\\").replace('"', '\\"') + '"}'
-        )  # the store's limits
-        self.compiled = re2.compile(pattern)
-
-    def fullmatch(self, text: str) -> _Re2Match | None:
+    def expand(self, text: str, replacement: str) -> str | None:
+        """``replacement`` with ``$1``, ``${1}``, ``$name`` and ``${name}`` filled from the
+        match of ``text`` (Go's ``Regexp.Expand``: a group that does not exist, or did not
+        take part, is empty; ``$$`` is a dollar), or None when the regex does not match."""
         found = self.compiled.fullmatch(text)
-        return None if found is None else _Re2Match(found)
+        if found is None:
+            return None
+        groups = {str(i): found.group(i) for i in range(self.compiled.groups + 1)}
+        groups.update(found.groupdict())
+
+        def fill(part: re.Match[str]) -> str:
+            return groups.get(part[1] if part[1] is not None else part[2]) or ""
+
+        pieces = replacement.split("$$")
+        return "$".join(_TEMPLATE.sub(fill, piece) for piece in pieces)
 
 
-class _Re2Match:
-    def __init__(self, found: object) -> None:
-        self.found = found
-
-    def expand(self, template: str) -> str:
-        return str(self.found.expand(template))  # type: ignore[attr-defined]
-
-
-def _compiled(pattern: str) -> _Re2Pattern:
+def _compiled(pattern: str) -> _Pattern:
     try:
-        return _Re2Pattern(pattern)
-    except Exception as exc:  # google-re2 raises its own error type; the store's are VhmsErrors
+        return _Pattern(pattern)
+    except (VhmsError, re2.error) as exc:
         raise QueryTypeError(f"invalid regular expression in label_replace(): {pattern!r}: {exc}") from None
-
-
-def _go_template(replacement: str) -> str:
-    """Go's ``$1``, ``${1}``, ``$name`` replacement syntax in Python's ``\\g<1>`` form."""
-    import re
-
-    escaped = replacement.replace("\\", "\\\\")
-    out = re.sub(r"\$\{(\w+)\}|\$(\w+)", lambda m: f"\\g<{m[1] or m[2]}>", escaped.replace("$$", "\0"))
-    return out.replace("\0", "$")
 
 
 def _histogram_quantile(args: list[Value], times: np.ndarray) -> Value:

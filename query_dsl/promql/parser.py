@@ -19,6 +19,7 @@ from lark import Lark, Token, Transformer, v_args
 from lark.exceptions import UnexpectedInput, VisitError
 from lark.tree import Meta
 
+from query_dsl.evaluator import MAX_TIME_MS
 from query_dsl.exceptions import PromQLSyntaxError
 from query_dsl.parser import MAX_DURATION_MS, MAX_QUERY_LENGTH
 from query_dsl.promql.ast import (
@@ -246,8 +247,8 @@ class _ToAst(Transformer[Token, Expr]):
 
     def at_number(self, meta: Meta, sign: Token | None, token: Token) -> int:
         seconds = _number(str(token)) * (-1 if sign is not None and str(sign) == "-" else 1)
-        if not math.isfinite(seconds) or abs(seconds) > MAX_DURATION_MS / 1000 * 3:
-            raise _Error(f"@ {token} is not a time PromQL can hold", meta)
+        if not math.isfinite(seconds) or abs(seconds) > MAX_TIME_MS / 1000:
+            raise _Error(f"@ {seconds:g} is beyond the times PromQL can hold here (±{MAX_TIME_MS} ms)", meta)
         return round(seconds * 1000)
 
     def at_start(self, meta: Meta, token: Token) -> str:

@@ -85,6 +85,7 @@ EXPRESSIONS = [
     'absent(nonexistent{job="x", instance=~"y"})',
     f'label_replace({T}, "hostname", "host-$1", "host", "h(.*)")',
     f'label_join({C}, "where", "/", "job", "instance")',
+    f'label_replace({T}, "x", "$9-${{1}}-$$-$name", "host", "h(?P<name>.)")',
     f"histogram_quantile(0.9, {B})",
     f"histogram_quantile(0.5, rate({B}[5m]))",
     f"histogram_quantile(0.99, sum by (le) (rate({B}[5m])))",
@@ -166,6 +167,7 @@ ERRORS = {
         (422, "execution"),
     ),
     "sum(": ((400, "bad_data"), (400, "bad_data")),
+    f"topk(1e300, {T})": ((422, "execution"), (422, "execution")),
     f"holt_winters({T}[10m], 1, 0.5)": ((422, "execution"), (422, "execution")),
     f"rate({T})": ((400, "bad_data"), (400, "bad_data")),
 }

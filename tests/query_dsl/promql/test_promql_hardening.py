@@ -123,6 +123,10 @@ def base(artimon: BackgroundServer) -> str:
         ("query", {"query": "rate(up[1000y])"}, 400, "bad_data", "100 years"),
         ("query", {"query": "max_over_time(up[3650d:1ms])"}, 422, "execution", "subquery"),
         ("query", {"query": "up offset 99y"}, 200, None, ""),
+        ("query", {"query": "up", "time": "9223372036854775"}, 400, "bad_data", "time"),
+        ("query", {"query": "up @ 9000000000000"}, 200, None, ""),
+        ("query", {"query": "up @ 1e300"}, 400, "bad_data", "beyond"),
+        ("query", {"query": "topk(1e300, up)"}, 422, "execution", "overflows int64"),
         ("query", {"query": 'up{job=~"(a|aa)*\\\\1"}'}, 422, "execution", "backreference"),
         (
             "query",
