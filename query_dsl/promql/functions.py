@@ -2,7 +2,8 @@
 ``round``, ``clamp``, ``label_replace``, ``histogram_quantile``... Each takes the engine's
 evaluated arguments and the evaluation times and answers a value. Every function but
 ``label_replace``, ``label_join``, ``sort``, ``sort_desc`` and ``vector`` drops the metric
-name, as in Prometheus.
+name, as in Prometheus. ``timestamp``, ``absent`` and ``absent_over_time`` are the engine's
+(:mod:`.engine`): they need the samples' times or the selector, not only values.
 """
 
 from __future__ import annotations
@@ -115,10 +116,6 @@ def _round(args: list[Value], times: np.ndarray) -> Value:
         return _nameless(m, _round_half_up(m.values, to))
 
 
-def _timestamp(args: list[Value], times: np.ndarray) -> Value:
-    raise AssertionError("timestamp() is evaluated by the engine, which knows the samples' times")
-
-
 def _scalar_of(args: list[Value], times: np.ndarray) -> Value:
     m = _vector(args[0])
     present = ~np.isnan(m.values)
@@ -158,10 +155,6 @@ def _sort(descending: bool) -> InstantFunction:
         return m.select(nan_last)
 
     return run
-
-
-def _absent(args: list[Value], times: np.ndarray) -> Value:
-    raise AssertionError("absent() is evaluated by the engine, which knows the selector")
 
 
 def _date(part: Callable[[datetime], float]) -> InstantFunction:
