@@ -10,8 +10,11 @@ memory of their own, whose pages the kernel hands out when first written, and a 
 clears the rows written since their last clear (``written``). New series thus cost the
 pages their first samples touch, not their whole retention at once. The finest ring also
 keeps, per cell, the time of its sample within the bucket (one byte), which is how a
-replay or an out-of-order sample leaves the newest sample in place. Coarser rings
-aggregate the finest ring's buckets (:mod:`vhms.resolutions`).
+replay or an out-of-order sample leaves the newest sample in place, and that time to the
+millisecond (a uint32 offset from the bucket's start, kept in memory only: what PromQL's
+lookback, ``rate`` extrapolation and ``timestamp()`` need; after a snapshot restore it is
+rebuilt from the byte, to 1/254 of the step). Coarser rings aggregate the finest ring's
+buckets (:mod:`vhms.resolutions`).
 
 Thread safety: one lock (``_lock``, reentrant) around ingest and the reading of buckets;
 the service holds it from admission to application, so that its write-ahead log records
@@ -80,6 +83,9 @@ class FetchResult:
     timestamps: np.ndarray
     values: np.ndarray
     step_ms: int
+    # with ``sample_times=True`` from the finest ring: each value's own time (epoch ms,
+    # ``[series, buckets]``, the bucket's start where there is no value)
+    sample_times: np.ndarray | None = None
 
     def __len__(self) -> int:
         return int(self.values.shape[0])
@@ -173,6 +179,7 @@ class _Ring:
         self.head = -1  # newest bucket number; -1: nothing yet
         self.values: list[np.ndarray] = []  # uint64: encode_values() of the buckets
         self.offsets: list[np.ndarray] | None = [] if finest else None
+        self.times: list[np.ndarray] | None = [] if finest else None  # ms since the bucket's start
         self.written: list[np.ndarray] = []  # per chunk, per slot: written since it was cleared
         self.room = 0  # columns allocated: series ids below it have theirs
 
@@ -200,13 +207,15 @@ class _Ring:
                 self.values[index] = values
             else:
                 self.values.append(values)
-            if self.offsets is not None:
-                offsets = _zeroed(self.slots, room, np.uint8)
+            for kept, dtype in ((self.offsets, np.uint8), (self.times, np.uint32)):
+                if kept is None:
+                    continue
+                grown = _zeroed(self.slots, room, dtype)
                 if have:
-                    offsets[rows, :have] = self.offsets[index][rows]
-                    self.offsets[index] = offsets
+                    grown[rows, :have] = kept[index][rows]
+                    kept[index] = grown
                 else:
-                    self.offsets.append(offsets)
+                    kept.append(grown)
         self.room = (len(self.values) - 1) * CHUNK + self.values[-1].shape[1] if self.values else 0
 
     def covers(self, bucket: np.ndarray) -> np.ndarray:
@@ -224,8 +233,9 @@ class _Ring:
             if not len(rows):
                 continue
             self.values[index][rows, :] = 0
-            if self.offsets is not None:
-                self.offsets[index][rows, :] = 0
+            for kept in (self.offsets, self.times):
+                if kept is not None:
+                    kept[index][rows, :] = 0
             written[rows] = False
         self.head = newest
 
@@ -402,8 +412,9 @@ class Store:
         slot = bucket_ok % ring.slots
         offset = ((timestamps[ok] - bucket_ok * step) * 254 // step + 1).astype(np.uint8)
         chunk_of = ids_ok >> _SHIFT
-        assert ring.offsets is not None  # the finest ring keeps offsets
+        assert ring.offsets is not None and ring.times is not None  # the finest ring keeps both
         stored = encode_values(values[ok])
+        within = (timestamps[ok] - bucket_ok * step).astype(np.uint32)
         for chunk in _chunks_of(chunk_of):
             where = chunk_of == chunk
             local = ids_ok[where] & _MASK
@@ -411,6 +422,7 @@ class Store:
             offsets = ring.offsets[chunk]
             newer = offset[where] >= offsets[slots, local]
             offsets[slots[newer], local[newer]] = offset[where][newer]
+            ring.times[chunk][slots[newer], local[newer]] = within[where][newer]
             ring.values[chunk][slots[newer], local[newer]] = stored[where][newer]
             ring.written[chunk][slots[newer]] = True
         return ok
@@ -515,10 +527,19 @@ class Store:
         return self.rings[-1]
 
     def fetch(
-        self, selector: str | Selector, start_ms: int, end_ms: int, resolution: str | int = "auto"
+        self,
+        selector: str | Selector,
+        start_ms: int,
+        end_ms: int,
+        resolution: str | int = "auto",
+        *,
+        sample_times: bool = False,
     ) -> FetchResult:
         """Buckets of the selected series whose start lies in ``[start_ms, end_ms)``, at the
-        given resolution (its step in seconds) or the finest that covers the range."""
+        given resolution (its step in seconds) or the finest that covers the range. With
+        ``sample_times``, the buckets that may hold a sample whose own time lies in
+        ``[start_ms, end_ms)`` (from the one holding ``start_ms``), and from the finest ring
+        each value's own time."""
         if end_ms <= start_ms:
             raise ValueError(f"fetch needs start < end, got {start_ms} >= {end_ms}")
         ids = self.select(selector)
@@ -528,7 +549,7 @@ class Store:
                 each.grow(int(ids[-1]) + 1 if len(ids) else 0)
             ring = self._ring(resolution, start_ms)
             step = ring.step_ms
-            first = -(-start_ms // step)
+            first = start_ms // step if sample_times else -(-start_ms // step)
             last = (end_ms - 1) // step
             count = last - first + 1
             # checked before the time axis exists: a range of centuries must not allocate it,
@@ -541,22 +562,43 @@ class Store:
                 )
             buckets = np.arange(first, last + 1, dtype=np.int64)
             values = self._gather(ring, ids, buckets)
+            times = self._sample_times(ring, ids, buckets) if sample_times and ring is self.rings[0] else None
         columns = self.index.columns(ids)
         labels = {label: compact_column(*column) for label, column in columns.items()}
         if NAME not in labels:
             labels[NAME] = ([], np.zeros(0, dtype=np.int32))
-        return FetchResult(labels, buckets * step, values, step)
+        return FetchResult(labels, buckets * step, values, step, times)
 
     @staticmethod
-    def _gather(ring: _Ring, ids: np.ndarray, buckets: np.ndarray) -> np.ndarray:
-        """``[series, buckets]`` values of sorted ``ids``, copied a block of rows at a time from
-        the time-major chunks (slices where the ids or the slots are contiguous) and kept
-        time-major: the result is a transposed view, as cheap to reduce across series as a
-        copy would be to make."""
-        out = np.zeros((len(buckets), len(ids)), dtype=np.uint64)  # stored bits: 0 is empty
+    def _sample_times(ring: _Ring, ids: np.ndarray, buckets: np.ndarray) -> np.ndarray:
+        """``[series, buckets]`` epoch-ms times of the finest ring's samples: the exact offset
+        kept at ingest, else (restored from a snapshot) the one-byte offset's lower bound."""
+        assert ring.offsets is not None and ring.times is not None  # the finest ring keeps both
+        step = ring.step_ms
+        exact = Store._gather(ring, ids, buckets, ring.times).astype(np.int64)
+        exact += (buckets * step)[None, :]
+        if len(ids):
+            byte = Store._gather(ring, ids, buckets, ring.offsets)
+            lost = (exact == buckets * step) & (byte > 1)  # restored from a snapshot: the byte's bound
+            if lost.any():
+                rows, columns = np.nonzero(lost)
+                exact[rows, columns] += -(-(byte[rows, columns].astype(np.int64) - 1) * step // 254)
+        return exact
+
+    @staticmethod
+    def _gather(
+        ring: _Ring, ids: np.ndarray, buckets: np.ndarray, chunks: list[np.ndarray] | None = None
+    ) -> np.ndarray:
+        """``[series, buckets]`` values of sorted ``ids`` (or, given the ring's other per-cell
+        ``chunks``, their raw cells, 0 where the ring holds no such bucket), copied a block of
+        rows at a time from the time-major chunks (slices where the ids or the slots are
+        contiguous) and kept time-major: the result is a transposed view, as cheap to reduce
+        across series as a copy would be to make."""
+        source = ring.values if chunks is None else chunks
+        out = np.zeros((len(buckets), len(ids)), dtype=source[0].dtype if source else np.uint64)
         present = np.flatnonzero(ring.covers(buckets))  # one contiguous range of columns
         if not len(present) or not len(ids):
-            return decode_values(out).T
+            return decode_values(out).T if chunks is None else out.T
         low, high = int(present[0]), int(present[-1]) + 1
         first_slot = int(buckets[low] % ring.slots)
         wrap = min(high - low, ring.slots - first_slot)  # the ring wraps after this many columns
@@ -566,13 +608,15 @@ class Store:
         for start, stop in itertools.pairwise(edges):
             local = ids[start:stop] & _MASK
             contiguous = int(local[-1] - local[0]) == stop - start - 1
-            chunk = ring.values[int(chunk_of[start])]
+            chunk = source[int(chunk_of[start])]
             for column, end, slot in runs:
                 if column == end:
                     continue
                 rows = chunk[slot : slot + end - column]
                 block = rows[:, int(local[0]) : int(local[-1]) + 1] if contiguous else rows[:, local]
                 out[column:end, start:stop] = block
+        if chunks is not None:
+            return out.T
         out ^= _EMPTY_BITS
         return out.view(np.float64).T
 

@@ -1,0 +1,67 @@
+"""Label sets as PromQL writes them: an empty value is no label, and Prometheus's order of
+series (by their sorted label pairs, the name among them)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from query_dsl.exceptions import MatchingError
+from query_dsl.matrix import Matrix
+
+__all__ = ["ensure_unique", "prometheus_order", "sort_key", "with_label"]
+
+
+def with_label(labels: dict[str, str], label: str, value: str) -> dict[str, str]:
+    """``labels`` with ``label`` set to ``value``, or removed when ``value`` is empty."""
+    out = dict(labels)
+    if value:
+        out[label] = value
+    else:
+        out.pop(label, None)
+    return out
+
+
+def sort_key(labels: dict[str, str]) -> list[tuple[str, str]]:
+    """Prometheus's order of label sets: compare their sorted (name, value) pairs."""
+    return sorted(labels.items())
+
+
+def ensure_unique(m: Matrix, message: str = "vector cannot contain metrics with the same labelset") -> None:
+    """``MatchingError`` when two series with the same name and labels have a value at the
+    same evaluation time (Prometheus's check of every function's and operator's output)."""
+    if len(m) < 2:
+        return
+    keys = m.table.class_keys(list(m.table.columns))
+    combined = keys * (len(m.table.names.values) + 1) + m.table.names.codes.astype(np.int64)
+    order = np.argsort(combined, kind="stable")
+    same = np.flatnonzero(combined[order][1:] == combined[order][:-1])
+    present = ~np.isnan(m.values)
+    for index in same.tolist():
+        if (present[order[index]] & present[order[index + 1]]).any():
+            raise MatchingError(message)
+
+
+def prometheus_order(m: Matrix) -> np.ndarray:
+    """The rows of ``m`` in Prometheus's order of label sets (:func:`sort_key`, the name as
+    ``__name__``): by columns of value ranks when every series has the same labels (the
+    usual case: no label dict per series), else one key per series."""
+    table = m.table
+    columns = {label: column for label, column in table.columns.items() if (column.codes >= 0).any()}
+    has_name = np.asarray([*table.names.values, ""], dtype=object)[table.names.codes] != ""
+    named = bool(has_name.all())
+    uniform = (named or not has_name.any()) and all((column.codes >= 0).all() for column in columns.values())
+    if not uniform:
+        keys = [
+            sort_key({"__name__": name, **labels} if name else labels)
+            for name, labels in zip(m.names, m.labels, strict=True)
+        ]
+        return np.array(sorted(range(len(keys)), key=keys.__getitem__), dtype=np.int64)
+    ranked = {"__name__": (table.names.values, table.names.codes)} if named and len(m) else {}
+    ranked.update({label: (column.values, column.codes) for label, column in columns.items()})
+    keys = []
+    for label in sorted(ranked):
+        values, codes = ranked[label]
+        rank = np.empty(len(values), dtype=np.int64)
+        rank[np.argsort(np.asarray(values, dtype=object), kind="stable")] = np.arange(len(values))
+        keys.append(rank[codes])
+    return np.lexsort(keys[::-1]) if keys else np.arange(len(m))

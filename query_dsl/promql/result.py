@@ -1,0 +1,169 @@
+"""A PromQL answer and its form in Prometheus's HTTP API (the ``data`` object).
+
+``result_type`` is ``matrix`` (a range query), ``vector`` (an instant query of an instant
+vector), ``scalar`` or ``string``. Series without any value are left out; a range answer
+is ordered by label set as Prometheus orders it, an instant vector too unless the query's
+outermost function was ``sort``/``sort_desc`` (their order) or ``topk``/``bottomk`` (by
+value). Values are written as Go writes them (``"1.5"``, ``"+Inf"``, ``"NaN"``), times as
+seconds.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+import math
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from query_dsl.matrix import Matrix
+from query_dsl.promql.labels import prometheus_order
+from query_dsl.promql.values import Scalar, String
+
+__all__ = ["PromQLResult", "format_value"]
+
+
+def format_value(value: float) -> str:
+    """Go's ``strconv.FormatFloat(v, 'f', -1, 64)`` with Prometheus's ``+Inf``/``-Inf``/``NaN``."""
+    if math.isnan(value):
+        return "NaN"
+    if math.isinf(value):
+        return "+Inf" if value > 0 else "-Inf"
+    return np.format_float_positional(value, trim="-")
+
+
+def _seconds(ms: int) -> float | int:
+    return ms // 1000 if ms % 1000 == 0 else ms / 1000
+
+
+@dataclass
+class PromQLResult:
+    """What :func:`~query_dsl.promql.instant_query` and ``range_query`` answer."""
+
+    result_type: str
+    value: Matrix | Scalar | String
+    times: np.ndarray
+    warnings: list[str] = field(default_factory=list)
+    point_times: np.ndarray | None = None  # a range vector's own sample times, [series, points]
+    order: str = "labels"  # labels, query (as sort() left it), descending or ascending (by value)
+
+    def _rows(self) -> tuple[Matrix, np.ndarray]:
+        """The matrix and its rows with a value, in the answer's order."""
+        assert isinstance(self.value, Matrix)  # callers checked
+        m = self.value
+        rows = np.flatnonzero(~np.isnan(m.values).all(axis=1))
+        if self.order == "labels" or self.result_type == "matrix":
+            rows = rows[prometheus_order(m.select(rows))]
+        elif self.order in ("descending", "ascending"):
+            last = m.values[rows, -1]
+            rows = rows[np.argsort(-last if self.order == "descending" else last, kind="stable")]
+        return m, rows
+
+    def _stamps(self, m: Matrix, rows: np.ndarray) -> list[list[float | int]]:
+        """Each row's point times in seconds (shared by every row unless a range vector's)."""
+        if self.point_times is None:
+            shared = [_seconds(t) for t in m.timestamps.tolist()]
+            return [shared] * len(rows)
+        return [[_seconds(int(t)) for t in row] for row in self.point_times[rows].tolist()]
+
+    def series(self) -> list[tuple[dict[str, str], list[tuple[int, float]]]]:
+        """``(labels with __name__, [(time ms, value), ...])`` per series with a value, in
+        the answer's order."""
+        if not isinstance(self.value, Matrix):
+            return []
+        m, rows = self._rows()
+        own = None if self.point_times is None else self.point_times[rows].tolist()
+        shared = m.timestamps.tolist()
+        out = []
+        for index, (labels, row) in enumerate(zip(_metrics(m, rows), m.values[rows].tolist(), strict=True)):
+            stamps = shared if own is None else own[index]
+            out.append((labels, [(int(t), v) for t, v in zip(stamps, row, strict=True) if v == v]))
+        return out
+
+    def to_prometheus_json(self) -> dict[str, Any]:
+        """The ``data`` object of Prometheus's query API (values formatted once, by rows)."""
+        with _collector_paused():
+            return self._to_json()
+
+    def _to_json(self) -> dict[str, Any]:
+        if isinstance(self.value, String):
+            return {"resultType": "string", "result": [_seconds(int(self.times[-1])), self.value.value]}
+        if isinstance(self.value, Scalar):
+            return {
+                "resultType": "scalar",
+                "result": [_seconds(int(self.times[-1])), format_value(float(self.value.values[-1]))],
+            }
+        m, rows = self._rows()
+        metrics = _metrics(m, rows)
+        values = m.values[rows]
+        if self.result_type == "vector":
+            stamps = self._stamps(m, rows)
+            last = _formatted(values[:, -1]).tolist()
+            return {
+                "resultType": "vector",
+                "result": [
+                    {"metric": metric, "value": [times[-1], value]}
+                    for metric, times, value in zip(metrics, stamps, last, strict=True)
+                ],
+            }
+        gappy = np.isnan(values).any(axis=1).tolist()
+        texts = _formatted(values).tolist()
+        out = []
+        for metric, times, row, text, has_gap in zip(
+            metrics, self._stamps(m, rows), values.tolist(), texts, gappy, strict=True
+        ):
+            if has_gap:
+                points = [[t, s] for t, v, s in zip(times, row, text, strict=True) if v == v]
+            else:
+                points = [[t, s] for t, s in zip(times, text, strict=True)]
+            out.append({"metric": metric, "values": points})
+        return {"resultType": "matrix", "result": out}
+
+
+def _formatted(values: np.ndarray) -> np.ndarray:
+    """Every value as :func:`format_value` writes it (an object array of the same shape),
+    each distinct value formatted once."""
+    distinct, inverse = np.unique(values, return_inverse=True)
+    texts = np.array([_fast(v) for v in distinct.tolist()], dtype=object)
+    if not len(distinct):
+        return np.empty(values.shape, dtype=object)
+    formatted: np.ndarray = texts[inverse.reshape(values.shape)]
+    return formatted
+
+
+@contextlib.contextmanager
+def _collector_paused() -> Iterator[None]:
+    """Python's cyclic garbage collector paused while an answer's millions of small lists
+    are made (none of them cyclic): with it running, 1.1 million points took 3.5 s instead
+    of 0.2 s, the collector walking every young list again and again. Resumed after, if
+    it ran before (another thread may have paused it: then that thread resumes it)."""
+    running = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if running:
+            gc.enable()
+
+
+def _fast(value: float) -> str:
+    """:func:`format_value` by ``repr`` where the two agree (no exponent, not NaN or Inf):
+    about 20 times faster than numpy's positional formatting."""
+    text = repr(value)
+    if text.endswith(".0"):
+        return text[:-2]
+    if "e" in text or "n" in text:
+        return format_value(value)
+    return text
+
+
+def _metrics(m: Matrix, rows: np.ndarray) -> list[dict[str, str]]:
+    """The label sets of ``rows``, the name as ``__name__`` where there is one."""
+    picked = m.select(rows)
+    return [
+        {"__name__": name, **labels} if name else dict(labels)
+        for name, labels in zip(picked.names, picked.labels, strict=True)
+    ]
