@@ -1,6 +1,7 @@
 """Harnesses as code: a real ZooKeeper server, test applications in their own processes, the
 demo applications of ``artimon up --demo``, what a process listens on (``listening``) and
-process trees (``descendants``, ``running``), and Apache's server jars resolved once with Maven
+process trees (``descendants``, ``running``), real Prometheus and Alertmanager servers
+(``PrometheusServer``, ``AlertmanagerServer``), and Apache's server jars resolved once with Maven
 (``resolve_jars``). Tests, benchmarks and users share them."""
 
 from __future__ import annotations
@@ -9,14 +10,17 @@ from bookkeeper.testing.apps import AppProcess, expire_session, formula_value, p
 from bookkeeper.testing.demo import DemoApps
 from bookkeeper.testing.jars import JarResolutionError, jar_cache, resolve_jars
 from bookkeeper.testing.processes import descendants, running
+from bookkeeper.testing.prometheus import AlertmanagerServer, PrometheusServer
 from bookkeeper.testing.sockets import Listener, listening
 from bookkeeper.testing.zkserver import ZooKeeperServer, four_letter_word, free_port, pyspark_jars
 
 __all__ = [
+    "AlertmanagerServer",
     "AppProcess",
     "DemoApps",
     "JarResolutionError",
     "Listener",
+    "PrometheusServer",
     "ZooKeeperServer",
     "descendants",
     "expire_session",
