@@ -19,6 +19,7 @@ from query_dsl.alerts.engine import AlertEngine, Evaluation, RuleHealth
 from query_dsl.alerts.fields import Fields
 from query_dsl.alerts.model import Alert, AlertState, Notification, Transition, iso_time
 from query_dsl.alerts.notifiers import (
+    AlertmanagerNotifier,
     CommandNotifier,
     EmailNotifier,
     Notifier,
@@ -36,6 +37,7 @@ __all__ = [
     "AlertEngine",
     "AlertRuleError",
     "AlertState",
+    "AlertmanagerNotifier",
     "CommandNotifier",
     "Condition",
     "DeliveryStats",
