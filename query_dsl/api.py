@@ -1,7 +1,8 @@
 """The HTTP query API (FastAPI): ``POST /api/v1/query``, ``GET /api/v1/series``,
 ``/api/v1/labels``, ``/api/v1/label/{name}/values`` (a parameter they do not know is a 400:
 a misspelt filter must not widen an answer); OpenAPI at ``/openapi.json``; the
-dashboard page at ``/`` with its endpoints (:mod:`query_dsl.web`).
+dashboard page at ``/`` with its endpoints (:mod:`query_dsl.web`); Prometheus's API and
+PromQL under ``/prometheus`` (:mod:`query_dsl.prom_api`).
 
 Every answer is JSON (``?format=csv`` for a query gives CSV: a row per series and instant);
 a query's is written by :mod:`query_dsl.answer`, NaN and ±Inf as null.
@@ -35,6 +36,7 @@ from query_dsl.exceptions import QueryError, QueryLimitError
 from query_dsl.http_errors import error_response as _error
 from query_dsl.matrix import Matrix
 from query_dsl.parser import MAX_QUERY_LENGTH
+from query_dsl.prom_api import prometheus_router
 from query_dsl.sources import DataSource
 from query_dsl.web import web_router
 from vhms import LimitExceededError, VhmsError
@@ -207,6 +209,8 @@ def create_app(
     def label_values(name: str) -> dict[str, list[str]]:
         return {"values": source.label_values(name)}
 
+    # Prometheus's API under /prometheus (query_dsl.prom_api): Grafana's data source, promtool
+    app.include_router(prometheus_router(source, limits=limits), dependencies=[Depends(authorize)])
     app.include_router(web_router(source, authorize=authorize, limits=limits, dashboards_dir=dashboards_dir))
     app.add_middleware(BodyLimitMiddleware)  # every route, the dashboard's too
     return app

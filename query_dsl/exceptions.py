@@ -4,6 +4,7 @@
 
     QueryError
     ├── QuerySyntaxError   (also ValueError)  text that does not parse; line and column
+    │   └── PromQLSyntaxError                 PromQL text that does not parse or type-check
     ├── QueryTypeError     (also ValueError)  a function given arguments it cannot take
     ├── MatchingError      (also ValueError)  ambiguous or impossible series matching
     ├── QueryLimitError                       series, points or wall time over the limits
@@ -21,6 +22,7 @@ __all__ = [
     "DashboardNotFoundError",
     "MatchingError",
     "NotifyError",
+    "PromQLSyntaxError",
     "QueryError",
     "QueryLimitError",
     "QuerySyntaxError",
@@ -82,3 +84,7 @@ class NotifyError(QueryError):
     def __init__(self, message: str, *, retryable: bool = True) -> None:
         super().__init__(message)
         self.retryable = retryable
+
+
+class PromQLSyntaxError(QuerySyntaxError):
+    """PromQL text that does not parse or does not type-check; line and column given."""

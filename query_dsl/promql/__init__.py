@@ -1,0 +1,108 @@
+"""PromQL on Artimon's query engine: parse with :func:`parse`, run with
+:func:`instant_query` or :func:`range_query` over the same sources as the DSL.
+
+See README beside ``query_dsl`` and docs/promql.md.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from query_dsl.evaluator import Limits
+from query_dsl.exceptions import PromQLSyntaxError, QueryLimitError, QueryTypeError
+from query_dsl.matrix import Matrix
+from query_dsl.promql.ast import Call, Expr, Paren
+from query_dsl.promql.engine import LOOKBACK_MS, Engine
+from query_dsl.promql.parser import parse, value_type
+from query_dsl.promql.result import PromQLResult, format_value
+from query_dsl.promql.signatures import MATRIX, SCALAR, STRING
+from query_dsl.promql.values import Scalar, String
+from query_dsl.sources import DataSource
+from vhms import LimitExceededError, VhmsError
+
+__all__ = [
+    "LOOKBACK_MS",
+    "MAX_POINTS_PER_SERIES",
+    "PromQLResult",
+    "PromQLSyntaxError",
+    "format_value",
+    "instant_query",
+    "parse",
+    "range_query",
+]
+
+MAX_POINTS_PER_SERIES = 11_000  # Prometheus's own limit on a range query's resolution
+
+
+def _sorted_by_query(expr: Expr) -> bool:
+    while isinstance(expr, Paren):
+        expr = expr.expr
+    return isinstance(expr, Call) and expr.name in ("sort", "sort_desc")
+
+
+def _run(
+    source: DataSource, text: str, start_ms: int, end_ms: int, step_ms: int, limits: Limits | None, kind: str
+) -> PromQLResult:
+    expr = parse(text)
+    engine = Engine(source, start_ms, end_ms, step_ms, limits or Limits())
+    try:
+        value = engine.evaluate(expr)
+    except LimitExceededError as exc:
+        raise QueryLimitError(str(exc)) from exc
+    except VhmsError as exc:
+        raise QueryTypeError(str(exc)) from exc
+    except RecursionError:
+        raise QueryLimitError("the query nests too deeply to evaluate") from None
+    times = np.arange(start_ms, end_ms + 1, max(step_ms, 1), dtype=np.int64)
+    found = value_type(expr)
+    if kind == "range" and found not in (SCALAR, "vector"):
+        raise QueryTypeError(
+            f"invalid expression type {found!r} for range query, must be Scalar or instant Vector"
+        )
+    if kind == "range":
+        if isinstance(value, Scalar):
+            value = Matrix([""], [{}], times, value.values[None, :], step_ms)
+        result_type = "matrix"
+    else:
+        result_type = {SCALAR: "scalar", STRING: "string", MATRIX: "matrix"}.get(found, "vector")
+        if found == MATRIX:
+            raise QueryTypeError(
+                "a range vector as an instant query's answer is not supported: use a function of it"
+            )
+    if isinstance(value, String | Scalar | Matrix):
+        return PromQLResult(result_type, value, times, engine.warnings, keep_order=_sorted_by_query(expr))
+    raise QueryTypeError(f"the query gives {type(value).__name__}, not an answer")
+
+
+def instant_query(
+    source: DataSource, text: str, time_s: float, *, limits: Limits | None = None
+) -> PromQLResult:
+    """``text`` evaluated at ``time_s`` (epoch seconds)."""
+    at = round(time_s * 1000)
+    return _run(source, text, at, at, 1, limits, "instant")
+
+
+def range_query(
+    source: DataSource,
+    text: str,
+    start_s: float,
+    end_s: float,
+    step_s: float,
+    *,
+    limits: Limits | None = None,
+) -> PromQLResult:
+    """``text`` evaluated at ``start_s, start_s + step_s, ... <= end_s``; refuses more than
+    :data:`MAX_POINTS_PER_SERIES` steps (``QueryLimitError``), as Prometheus does."""
+    start, end, step = round(start_s * 1000), round(end_s * 1000), round(step_s * 1000)
+    if step <= 0:
+        raise QueryTypeError(
+            "zero or negative query resolution step widths are not accepted. Try a positive integer"
+        )
+    if end < start:
+        raise QueryTypeError("end timestamp must not be before start time")
+    if (end - start) // step + 1 > MAX_POINTS_PER_SERIES:
+        raise QueryLimitError(
+            "exceeded maximum resolution of 11,000 points per timeseries. "
+            "Try decreasing the query resolution (?step=XX)"
+        )
+    return _run(source, text, start, end, step, limits, "range")

@@ -1,0 +1,118 @@
+"""PromQL's aggregation operators over an instant vector, per evaluation time, with
+``by``/``without``. ``sum avg min max count stddev stdvar group quantile`` reduce each class
+with the engine's :func:`~query_dsl.reduce.reduce_matrix`; ``topk``/``bottomk`` keep the
+series themselves; ``count_values`` makes a series per distinct value.
+
+A result series carries the ``by`` labels (those a member has), or every label but the
+``without`` ones and the name.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from query_dsl.matrix import Matrix
+from query_dsl.promql.ast import Aggregation
+from query_dsl.promql.result import format_value
+from query_dsl.promql.stats import quantile_of
+from query_dsl.reduce import reduce_matrix
+from query_dsl.series_table import SeriesTable, class_order
+
+__all__ = ["aggregate"]
+
+_REDUCED = {"sum": "sum", "avg": "mean", "min": "min", "max": "max", "count": "count", "stddev": "stddev"}
+
+
+def _grouping(m: Matrix, node: Aggregation) -> tuple[list[str] | None, list[str] | None]:
+    if node.without:
+        return None, [label for label in node.grouping if label != "__name__"]
+    return [label for label in node.grouping if label != "__name__"], None
+
+
+def _result_table(table: SeriesTable, node: Aggregation) -> SeriesTable:
+    if node.without:
+        return table.restrict(drop=node.grouping).with_name("")
+    return table.restrict(keep=node.grouping).with_name("")
+
+
+def _classes(m: Matrix, node: Aggregation) -> tuple[np.ndarray, np.ndarray]:
+    if node.without:
+        labels = [label for label in m.table.columns if label not in node.grouping]
+    else:
+        labels = list(node.grouping)
+    return m.table.groups(labels)
+
+
+def aggregate(node: Aggregation, m: Matrix, param: np.ndarray | str | None) -> Matrix:
+    """``node.op`` over ``m``; ``param`` the scalar per evaluation time (topk, bottomk,
+    quantile) or the label (count_values)."""
+    if node.op in _REDUCED or node.op in ("stdvar", "group"):
+        by, without = _grouping(m, node)
+        name = _REDUCED.get(node.op, "stddev" if node.op == "stdvar" else "count")
+        reduced = reduce_matrix(m, name, by=by, without=without)
+        values = reduced.values
+        if node.op == "stdvar":
+            values = values**2
+        elif node.op == "group":
+            values = np.where(values > 0, 1.0, np.nan)
+        elif node.op == "count":
+            values = np.where(values > 0, values, np.nan)
+        return Matrix.from_table(_result_table(reduced.table, node), m.timestamps, values, m.step_ms)
+    if node.op == "quantile":
+        assert isinstance(param, np.ndarray)  # the parser checked the types
+        return _quantile(node, m, param)
+    if node.op in ("topk", "bottomk"):
+        assert isinstance(param, np.ndarray)  # the parser checked the types
+        return _top(node, m, param)
+    assert isinstance(param, str)  # count_values: the parser checked the types
+    return _count_values(node, m, param)
+
+
+def _quantile(node: Aggregation, m: Matrix, q: np.ndarray) -> Matrix:
+    classes, firsts = _classes(m, node)
+    order, starts = class_order(classes, len(firsts))
+    bounds = [*starts.tolist(), len(m)]
+    out = np.full((len(firsts), len(m.timestamps)), np.nan)
+    for index in range(len(firsts)):
+        members = m.values[order[bounds[index] : bounds[index + 1]]]
+        for column, value in enumerate(q.tolist()):
+            out[index, column] = quantile_of(value, members[:, column : column + 1], axis=0)[0]
+    table = _result_table(m.table.take(firsts), node)
+    return Matrix.from_table(table, m.timestamps, out, m.step_ms)
+
+
+def _top(node: Aggregation, m: Matrix, k: np.ndarray) -> Matrix:
+    classes, firsts = _classes(m, node)
+    keep = np.zeros(m.values.shape, dtype=bool)
+    sign = -1.0 if node.op == "topk" else 1.0
+    counts = np.where(np.isfinite(k), k, 0).astype(np.int64)
+    for index in range(len(firsts)):
+        members = np.flatnonzero(classes == index)
+        values = m.values[members]
+        key = np.where(np.isnan(values), np.inf, sign * values)
+        ranks = np.argsort(np.argsort(key, axis=0, kind="stable"), axis=0, kind="stable")
+        keep[members] = (ranks < counts[None, :]) & ~np.isnan(values)
+    values = np.where(keep, m.values, np.nan)
+    rows = np.flatnonzero(keep.any(axis=1))
+    return Matrix.from_table(m.table.take(rows), m.timestamps, values[rows], m.step_ms)
+
+
+def _count_values(node: Aggregation, m: Matrix, label: str) -> Matrix:
+    classes, firsts = _classes(m, node)
+    base = _result_table(m.table.take(firsts), node)
+    base_labels = base.label_dicts()
+    out_labels: list[dict[str, str]] = []
+    out_rows: list[np.ndarray] = []
+    index: dict[tuple[int, float], int] = {}
+    for row, column in zip(*np.nonzero(~np.isnan(m.values)), strict=True):
+        value = float(m.values[row, column])
+        key = (int(classes[row]), value)
+        slot = index.get(key)
+        if slot is None:
+            slot = index[key] = len(out_rows)
+            out_labels.append({**base_labels[int(classes[row])], label: format_value(value)})
+            out_rows.append(np.zeros(len(m.timestamps)))
+        out_rows[slot][column] += 1
+    values = np.vstack(out_rows) if out_rows else np.zeros((0, len(m.timestamps)))
+    values[values == 0] = np.nan
+    return Matrix([""] * len(out_labels), out_labels, m.timestamps, values, m.step_ms)

@@ -1,0 +1,207 @@
+"""PromQL's binary operators between instant vectors and scalars, with vector matching
+(``on``/``ignoring``, ``group_left``/``group_right`` and their included labels) and ``bool``.
+
+Series are matched on their label codes with the engine's
+:func:`~query_dsl.series_table.joint_classes`; values are computed for every matched pair
+at once with the engine's operator tables (:mod:`query_dsl.apply`). A class that holds
+several series on a side that must be unique is an error only where two of them have a
+value at the same evaluation time (as Prometheus checks per step); otherwise they are one
+series that changed labels.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+
+from query_dsl.apply import ARITHMETIC, COMPARISONS
+from query_dsl.exceptions import MatchingError
+from query_dsl.matrix import Matrix
+from query_dsl.promql.ast import VectorMatching
+from query_dsl.promql.values import Scalar
+from query_dsl.series_table import Column, SeriesTable, joint_classes
+
+__all__ = ["scalar_op", "vector_op", "vector_scalar_op"]
+
+_OPERATORS: dict[str, Callable[[np.ndarray, np.ndarray], np.ndarray]] = {
+    **ARITHMETIC,
+    **COMPARISONS,
+    "atan2": np.arctan2,
+}
+
+
+def _compute(op: str, left: np.ndarray, right: np.ndarray) -> np.ndarray:
+    with np.errstate(all="ignore"):
+        return _OPERATORS[op](left, right)
+
+
+def scalar_op(op: str, left: np.ndarray, right: np.ndarray, as_bool: bool) -> np.ndarray:
+    """Between two scalars (comparisons only with ``bool``, which the parser checked)."""
+    values = _compute(op, left, right)
+    return values.astype(np.float64) if op in COMPARISONS else values
+
+
+def vector_scalar_op(op: str, m: Matrix, scalar: Scalar, as_bool: bool, scalar_left: bool) -> Matrix:
+    """A vector and a scalar: the vector's series keep their labels (less the name, unless
+    a comparison filters them)."""
+    other = scalar.values[None, :]
+    left, right = (other, m.values) if scalar_left else (m.values, other)
+    result = _compute(op, left, right)
+    missing = np.isnan(m.values)
+    if op in COMPARISONS:
+        if as_bool:
+            values = np.where(missing, np.nan, result.astype(np.float64))
+            return Matrix.from_table(m.table.with_name(""), m.timestamps, values, m.step_ms)
+        return m.with_values(np.where(result & ~missing, m.values, np.nan))
+    return Matrix.from_table(m.table.with_name(""), m.timestamps, result, m.step_ms)
+
+
+def _signature_labels(a: Matrix, b: Matrix, matching: VectorMatching) -> list[str]:
+    if matching.on:
+        return sorted(set(matching.labels) - {"__name__"})
+    return sorted((set(a.table.columns) | set(b.table.columns)) - set(matching.labels))
+
+
+def _merge_unique(
+    m: Matrix, classes: np.ndarray, side: str, table: SeriesTable, labels: list[str]
+) -> tuple[np.ndarray, np.ndarray]:
+    """Per class, the row values (``[class, times]``) of a side that must be unique, and a
+    representative row; ``MatchingError`` when two series of a class have a value at the
+    same time."""
+    count = int(classes.max(initial=-1)) + 1
+    present = (~np.isnan(m.values)).astype(np.int64)
+    per_class = np.zeros((count, m.values.shape[1]), dtype=np.int64)
+    np.add.at(per_class, classes, present)
+    if (per_class > 1).any():
+        row = int(np.flatnonzero((per_class[classes] > 1).any(axis=1))[0])
+        raise MatchingError(
+            f"found duplicate series for the match group {table.describe(row, labels)} "
+            f"on the {side} hand-side of the operation: many-to-many matching not allowed: "
+            "matching labels must be unique on one side"
+        )
+    merged = np.full((count, m.values.shape[1]), np.nan)
+    order = np.argsort(classes, kind="stable")
+    for row in order.tolist():
+        cell = m.values[row]
+        merged[classes[row]] = np.where(np.isnan(cell), merged[classes[row]], cell)
+    first = np.full(count, -1, dtype=np.int64)
+    first[classes[::-1]] = np.arange(len(classes))[::-1]
+    return merged, first
+
+
+def vector_op(op: str, a: Matrix, b: Matrix, matching: VectorMatching, as_bool: bool) -> Matrix:
+    if op in ("and", "or", "unless"):
+        return _set_op(op, a, b, matching)
+    labels = _signature_labels(a, b, matching)
+    left, right = joint_classes(a.table, b.table, labels)
+    if matching.card == "one-to-many":
+        many, one, many_m, one_m, many_side, one_side = right, left, b, a, "right", "left"
+    else:
+        many, one, many_m, one_m, many_side, one_side = left, right, a, b, "left", "right"
+    one_values, one_first = _merge_unique(one_m, one, one_side, one_m.table, labels)
+    if matching.card == "one-to-one":
+        many_values, many_first = _merge_unique(many_m, many, many_side, many_m.table, labels)
+        rows = np.flatnonzero(many_first >= 0)
+        rows = rows[rows < len(one_first)]
+        rows = rows[one_first[rows] >= 0]
+        many_rows, one_cells, many_cells = many_first[rows], one_values[rows], many_values[rows]
+    else:
+        in_range = many < len(one_first)
+        many_rows = (
+            np.flatnonzero(in_range & (one_first[np.minimum(many, len(one_first) - 1)] >= 0))
+            if len(one_first)
+            else np.zeros(0, dtype=np.int64)
+        )
+        one_cells, many_cells = one_values[many[many_rows]], many_m.values[many_rows]
+    left_cells, right_cells = (
+        (many_cells, one_cells) if matching.card != "one-to-many" else (one_cells, many_cells)
+    )
+    result = _compute(op, left_cells, right_cells)
+    missing = np.isnan(left_cells) | np.isnan(right_cells)
+    table = many_m.table.take(many_rows)
+    if matching.card == "one-to-one":
+        if matching.on:
+            table = table.restrict(keep=matching.labels)
+            table = table if "__name__" in matching.labels else table.with_name("")
+        else:
+            table = table.restrict(drop=matching.labels)
+    if matching.include:
+        table = _include(
+            table,
+            one_m,
+            one_first,
+            many[many_rows] if matching.card != "one-to-one" else rows,
+            matching.include,
+        )
+    if op in COMPARISONS:
+        if as_bool:
+            values = np.where(missing, np.nan, result.astype(np.float64))
+            table = table.with_name("")
+        else:
+            values = np.where(result & ~missing, left_cells, np.nan)
+    else:
+        values = np.where(missing, np.nan, result)
+        table = table.with_name("")
+    out = Matrix.from_table(table, a.timestamps, values, a.step_ms)
+    keep = np.flatnonzero(~np.isnan(values).all(axis=1))
+    out = out if len(keep) == len(out) else out.select(keep)
+    _check_unique_result(out, matching)
+    return out
+
+
+def _include(
+    table: SeriesTable, one_m: Matrix, one_first: np.ndarray, classes: np.ndarray, include: tuple[str, ...]
+) -> SeriesTable:
+    """``group_left(l...)``: copy the labels ``l`` from the matched series of the one side."""
+    columns = dict(table.columns)
+    source_rows = one_first[classes]
+    for label in include:
+        column = one_m.table.columns.get(label)
+        codes = np.full(len(table), -1, dtype=np.int32) if column is None else column.codes[source_rows]
+        values = [] if column is None else column.values
+        columns[label] = Column(values, codes).compact()
+    return SeriesTable(table.names, columns)
+
+
+def _check_unique_result(m: Matrix, matching: VectorMatching) -> None:
+    if matching.card == "one-to-one" or not len(m):
+        return
+    keys = m.table.class_keys(list(m.table.columns))
+    names = m.table.names.codes.astype(np.int64)
+    combined = keys * (len(m.table.names.values) + 1) + names
+    order = np.argsort(combined, kind="stable")
+    same = combined[order][1:] == combined[order][:-1]
+    if same.any():
+        first, second = order[1:][same][0], order[:-1][same][0]
+        if (~np.isnan(m.values[first]) & ~np.isnan(m.values[second])).any():
+            raise MatchingError("multiple matches for labels: grouping labels must ensure unique matches")
+
+
+def _set_op(op: str, a: Matrix, b: Matrix, matching: VectorMatching) -> Matrix:
+    labels = _signature_labels(a, b, matching)
+    left, right = joint_classes(a.table, b.table, labels)
+    count = int(max(left.max(initial=-1), right.max(initial=-1))) + 1
+    width = len(a.timestamps)
+
+    def present(m: Matrix, classes: np.ndarray) -> np.ndarray:
+        out = np.zeros((count, width), dtype=np.int64)
+        np.add.at(out, classes, (~np.isnan(m.values)).astype(np.int64))
+        return out > 0
+
+    if op == "and":
+        on_right = present(b, right)
+        values = np.where(on_right[left], a.values, np.nan)
+        return _nonempty(a.with_values(values))
+    if op == "unless":
+        on_right = present(b, right)
+        return _nonempty(a.with_values(np.where(on_right[left], np.nan, a.values)))
+    on_left = present(a, left)
+    extra = np.where(on_left[right], np.nan, b.values)
+    table = a.table.concat(b.table)
+    return _nonempty(Matrix.from_table(table, a.timestamps, np.vstack([a.values, extra]), a.step_ms))
+
+
+def _nonempty(m: Matrix) -> Matrix:
+    keep = np.flatnonzero(~np.isnan(m.values).all(axis=1))
+    return m if len(keep) == len(m) else m.select(keep)

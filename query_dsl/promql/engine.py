@@ -1,0 +1,271 @@
+"""The PromQL evaluator: walks a syntax tree over the evaluation times of a query (one for
+an instant query, ``start, start + step, ... end`` for a range query), every instant vector
+a :class:`~query_dsl.matrix.Matrix` on those times, as the DSL's values are.
+
+Selectors read through the same :class:`~query_dsl.sources.DataSource` as the DSL. An
+instant selector answers, at each time ``t``, each series' latest sample in
+``[t - 5m, t]`` (the lookback); ``offset`` moves ``t`` back, ``@`` pins it. A range
+selector gives each window ``[t - range, t]`` to a function of :mod:`.ranges`; a subquery
+evaluates its expression at the multiples of its step and gives those points the same way.
+
+Limits (:class:`query_dsl.Limits`): series and points per selector, and wall time, checked
+between steps and inside the loops over evaluation times: a :class:`QueryLimitError`.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from query_dsl.evaluator import Limits
+from query_dsl.exceptions import QueryLimitError, QueryTypeError
+from query_dsl.matrix import Matrix
+from query_dsl.promql import aggregation, binary
+from query_dsl.promql.ast import (
+    Aggregation,
+    BinaryOp,
+    Call,
+    Expr,
+    MatrixSelector,
+    NumberLiteral,
+    Paren,
+    StringLiteral,
+    Subquery,
+    Unary,
+    VectorSelector,
+)
+from query_dsl.promql.functions import INSTANT_FUNCTIONS
+from query_dsl.promql.ranges import RANGE_FUNCTIONS, evaluate_range
+from query_dsl.promql.selection import Samples, fetch_samples
+from query_dsl.promql.values import RangeValue, Scalar, String, Value
+from query_dsl.series_table import SeriesTable
+from query_dsl.sources import DataSource
+
+__all__ = ["DEFAULT_SUBQUERY_STEP_MS", "LOOKBACK_MS", "Engine"]
+
+LOOKBACK_MS = 300_000
+DEFAULT_SUBQUERY_STEP_MS = 60_000
+
+
+@dataclass
+class Engine:
+    """Evaluates expressions at ``times`` (epoch ms); ``start_ms``/``end_ms`` are what
+    ``@ start()`` and ``@ end()`` mean."""
+
+    source: DataSource
+    start_ms: int
+    end_ms: int
+    step_ms: int
+    limits: Limits = field(default_factory=Limits)
+    warnings: list[str] = field(default_factory=list)
+    _deadline: float = 0.0
+
+    def evaluate(self, expr: Expr) -> Value:
+        self._deadline = time.monotonic() + self.limits.timeout_s
+        times = np.arange(self.start_ms, self.end_ms + 1, max(self.step_ms, 1), dtype=np.int64)
+        return self._eval(expr, times)
+
+    def warn(self, message: str) -> None:
+        if message not in self.warnings:
+            self.warnings.append(message)
+
+    def check(self) -> None:
+        if time.monotonic() > self._deadline:
+            raise QueryLimitError(
+                f"query timed out in expression evaluation (after {self.limits.timeout_s:g} s)"
+            )
+
+    # -- the walk ----------------------------------------------------------------------------
+
+    def _eval(self, expr: Expr, times: np.ndarray) -> Value:
+        self.check()
+        if isinstance(expr, NumberLiteral):
+            return Scalar(np.full(len(times), expr.value))
+        if isinstance(expr, StringLiteral):
+            return String(expr.value)
+        if isinstance(expr, Paren):
+            return self._eval(expr.expr, times)
+        if isinstance(expr, Unary):
+            value = self._eval(expr.expr, times)
+            if isinstance(value, Scalar):
+                return Scalar(-value.values)
+            assert isinstance(value, Matrix)  # the parser checked the types
+            return Matrix.from_table(
+                value.table.with_name(""), value.timestamps, -value.values, value.step_ms
+            )
+        if isinstance(expr, VectorSelector):
+            return self._instant(expr, times)[0]
+        if isinstance(expr, MatrixSelector):
+            ends = self._moved(times, expr.vector.at, expr.vector.offset_ms)
+            samples = self._fetch(expr.vector, int(ends.min()) - expr.range_ms, int(ends.max()))
+            return RangeValue(samples, expr.range_ms, ends)
+        if isinstance(expr, Subquery):
+            return self._subquery(expr, times)
+        if isinstance(expr, Call):
+            return self._call(expr, times)
+        if isinstance(expr, Aggregation):
+            return self._aggregate(expr, times)
+        if isinstance(expr, BinaryOp):
+            return self._binary(expr, times)
+        raise QueryTypeError(f"cannot evaluate {expr!r}")
+
+    def _moved(self, times: np.ndarray, at: int | str | None, offset_ms: int) -> np.ndarray:
+        """The times a selector reads at: pinned by ``@``, moved back by ``offset``."""
+        if at == "start":
+            base = np.full(len(times), self.start_ms, dtype=np.int64)
+        elif at == "end":
+            base = np.full(len(times), self.end_ms, dtype=np.int64)
+        elif isinstance(at, int):
+            base = np.full(len(times), at, dtype=np.int64)
+        else:
+            base = times
+        return base - offset_ms
+
+    def _fetch(self, selector: VectorSelector, low_ms: int, high_ms: int) -> Samples:
+        samples = fetch_samples(self.source, selector, low_ms, high_ms)
+        if len(samples.table) > self.limits.max_series:
+            raise QueryLimitError(
+                f"the selector picks {len(samples.table)} series, "
+                f"more than max_series={self.limits.max_series}"
+            )
+        if samples.values.size > self.limits.max_points:
+            raise QueryLimitError(
+                f"the selector reads {samples.values.size} points, "
+                f"more than max_points={self.limits.max_points}"
+            )
+        return samples
+
+    def _instant(self, selector: VectorSelector, times: np.ndarray) -> tuple[Matrix, np.ndarray]:
+        """The selector's values at ``times`` and the time of each value's sample (ms)."""
+        at = self._moved(times, selector.at, selector.offset_ms)
+        samples = self._fetch(selector, int(at.min()) - LOOKBACK_MS, int(at.max()))
+        values, sample_times = samples.values, samples.times
+        step = int(times[1] - times[0]) if len(times) > 1 else self.step_ms
+        if not len(values) or not len(sample_times):
+            empty = np.zeros((len(values), len(times)))
+            empty[:] = np.nan
+            return Matrix.from_table(samples.table, times, empty, step), empty.copy()
+        present = ~np.isnan(values)
+        latest = np.maximum.accumulate(np.where(present, np.arange(len(sample_times))[None, :], -1), axis=1)
+        column = np.searchsorted(sample_times, at, side="right") - 1
+        picked = latest[:, np.maximum(column, 0)]
+        picked[:, column < 0] = -1
+        when = sample_times[np.maximum(picked, 0)]
+        ok = (picked >= 0) & (when >= at[None, :] - LOOKBACK_MS)
+        rows = np.arange(len(values))[:, None]
+        out = np.where(ok, values[rows, np.maximum(picked, 0)], np.nan)
+        return Matrix.from_table(samples.table, times, out, step), np.where(ok, when, np.nan)
+
+    def _subquery(self, expr: Subquery, times: np.ndarray) -> RangeValue:
+        ends = self._moved(times, expr.at, expr.offset_ms)
+        step = expr.step_ms or DEFAULT_SUBQUERY_STEP_MS
+        first = -(-(int(ends.min()) - expr.range_ms) // step) * step
+        last = int(ends.max())
+        count = (last - first) // step + 1 if last >= first else 0
+        if count * max(len(times), 1) > self.limits.max_points or count > 11_000 * 100:
+            raise QueryLimitError(
+                f"the subquery [{expr.range_ms} ms:{step} ms] needs {count} evaluation steps: "
+                "more than the limits allow"
+            )
+        grid = np.arange(first, first + count * step, step, dtype=np.int64)
+        if not len(grid):
+            empty = SeriesTable.from_lists([], [])
+            return RangeValue(Samples(empty, grid, np.zeros((0, 0)), step), expr.range_ms, ends)
+        inner = self._eval(expr.expr, grid)
+        assert isinstance(inner, Matrix)  # the parser checked the types
+        return RangeValue(Samples(inner.table, grid, inner.values, step), expr.range_ms, ends)
+
+    def _call(self, expr: Call, times: np.ndarray) -> Value:
+        name = expr.name
+        if name == "timestamp":
+            return self._timestamp(expr, times)
+        if name in ("absent", "absent_over_time"):
+            return self._absent(expr, times)
+        if name in RANGE_FUNCTIONS:
+            matrix_index = 1 if name == "quantile_over_time" else 0
+            scalars = [self._eval(arg, times) for i, arg in enumerate(expr.args) if i != matrix_index]
+            params = np.array([s.values for s in scalars if isinstance(s, Scalar)]).reshape(
+                len(scalars), len(times)
+            )
+            window = self._eval(expr.args[matrix_index], times)
+            assert isinstance(window, RangeValue)  # the parser checked the types
+            samples = window.samples
+            values = evaluate_range(
+                name, samples.values, samples.times, window.ends, window.range_ms, params, self.check
+            )
+            table = samples.table if name == "last_over_time" else samples.table.with_name("")
+            step = int(times[1] - times[0]) if len(times) > 1 else self.step_ms
+            return Matrix.from_table(table, times, values, step)
+        function = INSTANT_FUNCTIONS.get(name)
+        if function is None:
+            raise QueryTypeError(f"function {name}() is not supported by Artimon's PromQL engine")
+        return function([self._eval(arg, times) for arg in expr.args], times)
+
+    def _timestamp(self, expr: Call, times: np.ndarray) -> Value:
+        arg = expr.args[0]
+        while isinstance(arg, Paren):
+            arg = arg.expr
+        if isinstance(arg, VectorSelector):
+            m, when = self._instant(arg, times)
+            return Matrix.from_table(m.table.with_name(""), times, when / 1000.0, m.step_ms)
+        value = self._eval(arg, times)
+        assert isinstance(value, Matrix)  # the parser checked the types
+        stamps = np.where(np.isnan(value.values), np.nan, times[None, :] / 1000.0)
+        return Matrix.from_table(value.table.with_name(""), times, stamps, value.step_ms)
+
+    def _absent(self, expr: Call, times: np.ndarray) -> Value:
+        value = self._eval(expr.args[0], times)
+        if isinstance(value, RangeValue):
+            samples = value.samples
+            counts = evaluate_range(
+                "count_over_time",
+                samples.values,
+                samples.times,
+                value.ends,
+                value.range_ms,
+                np.zeros((0, len(times))),
+                self.check,
+            )
+            present = (~np.isnan(counts)).any(axis=0)
+        else:
+            assert isinstance(value, Matrix)  # the parser checked the types
+            present = (~np.isnan(value.values)).any(axis=0)
+        arg = expr.args[0]
+        while isinstance(arg, Paren):
+            arg = arg.expr
+        selector = arg.vector if isinstance(arg, MatrixSelector) else arg
+        labels: dict[str, str] = {}
+        if isinstance(selector, VectorSelector):
+            seen: set[str] = set()
+            for matcher in selector.matchers:
+                if matcher.label == "__name__":
+                    continue
+                if matcher.op == "=" and matcher.label not in seen:
+                    labels[matcher.label] = matcher.value
+                elif matcher.label in labels:
+                    del labels[matcher.label]
+                seen.add(matcher.label)
+        step = int(times[1] - times[0]) if len(times) > 1 else self.step_ms
+        return Matrix([""], [labels], times, np.where(present, np.nan, 1.0)[None, :], step)
+
+    def _aggregate(self, expr: Aggregation, times: np.ndarray) -> Value:
+        param: np.ndarray | str | None = None
+        if expr.param is not None:
+            evaluated = self._eval(expr.param, times)
+            param = evaluated.value if isinstance(evaluated, String) else evaluated.values  # type: ignore[union-attr]
+        value = self._eval(expr.expr, times)
+        assert isinstance(value, Matrix)  # the parser checked the types
+        return aggregation.aggregate(expr, value, param)
+
+    def _binary(self, expr: BinaryOp, times: np.ndarray) -> Value:
+        left, right = self._eval(expr.lhs, times), self._eval(expr.rhs, times)
+        if isinstance(left, Scalar) and isinstance(right, Scalar):
+            return Scalar(binary.scalar_op(expr.op, left.values, right.values, expr.return_bool))
+        if isinstance(left, Matrix) and isinstance(right, Scalar):
+            return binary.vector_scalar_op(expr.op, left, right, expr.return_bool, scalar_left=False)
+        if isinstance(left, Scalar) and isinstance(right, Matrix):
+            return binary.vector_scalar_op(expr.op, right, left, expr.return_bool, scalar_left=True)
+        assert isinstance(left, Matrix) and isinstance(right, Matrix) and expr.matching is not None
+        return binary.vector_op(expr.op, left, right, expr.matching, expr.return_bool)

@@ -1,0 +1,353 @@
+"""Functions of instant vectors and scalars, elementwise or per evaluation time: ``abs``,
+``round``, ``clamp``, ``label_replace``, ``histogram_quantile``... Each takes the engine's
+evaluated arguments and the evaluation times and answers a value. Every function but
+``label_replace``, ``label_join``, ``sort``, ``sort_desc`` and ``vector`` drops the metric
+name, as in Prometheus.
+"""
+
+from __future__ import annotations
+
+import calendar
+import math
+from collections.abc import Callable
+from datetime import UTC, datetime
+
+import numpy as np
+
+from query_dsl.exceptions import QueryTypeError
+from query_dsl.matrix import Matrix
+from query_dsl.promql.labels import with_label
+from query_dsl.promql.values import Scalar, String, Value
+from query_dsl.series_table import SeriesTable
+from vhms import parse_selector
+
+__all__ = ["ELEMENTWISE", "INSTANT_FUNCTIONS", "InstantFunction"]
+
+InstantFunction = Callable[[list[Value], np.ndarray], Value]
+
+
+def _round_half_up(values: np.ndarray, to: np.ndarray | float = 1.0) -> np.ndarray:
+    """Go's ``math.Floor(v*(1/to) + 0.5) / (1/to)``: halves round up, as Prometheus does."""
+    inverse = 1.0 / np.asarray(to)
+    return np.floor(values * inverse + 0.5) / inverse
+
+
+ELEMENTWISE: dict[str, Callable[[np.ndarray], np.ndarray]] = {
+    "abs": np.abs,
+    "ceil": np.ceil,
+    "floor": np.floor,
+    "exp": np.exp,
+    "sqrt": np.sqrt,
+    "ln": np.log,
+    "log2": np.log2,
+    "log10": np.log10,
+    "sgn": np.sign,
+    "deg": np.degrees,
+    "rad": np.radians,
+    "sin": np.sin,
+    "cos": np.cos,
+    "tan": np.tan,
+    "asin": np.arcsin,
+    "acos": np.arccos,
+    "atan": np.arctan,
+    "sinh": np.sinh,
+    "cosh": np.cosh,
+    "tanh": np.tanh,
+    "asinh": np.arcsinh,
+    "acosh": np.arccosh,
+    "atanh": np.arctanh,
+}
+
+
+def _vector(arg: Value) -> Matrix:
+    assert isinstance(arg, Matrix)  # the parser checked the types
+    return arg
+
+
+def _scalar(arg: Value) -> np.ndarray:
+    assert isinstance(arg, Scalar)  # the parser checked the types
+    return arg.values
+
+
+def _string(arg: Value) -> str:
+    assert isinstance(arg, String)  # the parser checked the types
+    return arg.value
+
+
+def _nameless(m: Matrix, values: np.ndarray) -> Matrix:
+    return Matrix.from_table(m.table.with_name(""), m.timestamps, values, m.step_ms)
+
+
+def _elementwise(function: Callable[[np.ndarray], np.ndarray]) -> InstantFunction:
+    def run(args: list[Value], times: np.ndarray) -> Value:
+        m = _vector(args[0])
+        with np.errstate(all="ignore"):
+            return _nameless(m, function(m.values))
+
+    return run
+
+
+def _clamp(args: list[Value], times: np.ndarray) -> Value:
+    m, low, high = _vector(args[0]), _scalar(args[1]), _scalar(args[2])
+    with np.errstate(all="ignore"):
+        values = np.fmax(np.fmin(m.values, high[None, :]), low[None, :])
+        values = np.where(np.isnan(m.values), np.nan, values)
+    values = np.where((low > high)[None, :], np.nan, values)
+    return _nameless(m, values)
+
+
+def _clamp_one(maximum: bool) -> InstantFunction:
+    def run(args: list[Value], times: np.ndarray) -> Value:
+        m, bound = _vector(args[0]), _scalar(args[1])[None, :]
+        with np.errstate(all="ignore"):
+            values = np.minimum(m.values, bound) if maximum else np.maximum(m.values, bound)
+        return _nameless(m, np.where(np.isnan(m.values), np.nan, values))
+
+    return run
+
+
+def _round(args: list[Value], times: np.ndarray) -> Value:
+    m = _vector(args[0])
+    to = _scalar(args[1])[None, :] if len(args) > 1 else 1.0
+    with np.errstate(all="ignore"):
+        return _nameless(m, _round_half_up(m.values, to))
+
+
+def _timestamp(args: list[Value], times: np.ndarray) -> Value:
+    raise AssertionError("timestamp() is evaluated by the engine, which knows the samples' times")
+
+
+def _scalar_of(args: list[Value], times: np.ndarray) -> Value:
+    m = _vector(args[0])
+    present = ~np.isnan(m.values)
+    single = present.sum(axis=0) == 1
+    values = np.where(present, m.values, 0.0).sum(axis=0) if len(m) else np.zeros(len(times))
+    return Scalar(np.where(single, values, np.nan))
+
+
+def _vector_of(args: list[Value], times: np.ndarray) -> Value:
+    values = _scalar(args[0])
+    return Matrix([""], [{}], times, values[None, :], _step(times))
+
+
+def _step(times: np.ndarray) -> int:
+    return int(times[1] - times[0]) if len(times) > 1 else 0
+
+
+def _time(args: list[Value], times: np.ndarray) -> Value:
+    return Scalar(times / 1000.0)
+
+
+def _pi(args: list[Value], times: np.ndarray) -> Value:
+    return Scalar(np.full(len(times), math.pi))
+
+
+def _sort(descending: bool) -> InstantFunction:
+    """Orders series by their value at the (single) evaluation time; a range query keeps
+    Prometheus's order by labels (sorting there has no effect)."""
+
+    def run(args: list[Value], times: np.ndarray) -> Value:
+        m = _vector(args[0])
+        if len(times) != 1 or not len(m):
+            return m
+        key = m.values[:, 0]
+        order = np.argsort(-key if descending else key, kind="stable")
+        nan_last = np.concatenate([order[~np.isnan(key[order])], order[np.isnan(key[order])]])
+        return m.select(nan_last)
+
+    return run
+
+
+def _absent(args: list[Value], times: np.ndarray) -> Value:
+    raise AssertionError("absent() is evaluated by the engine, which knows the selector")
+
+
+def _date(part: Callable[[datetime], float]) -> InstantFunction:
+    def run(args: list[Value], times: np.ndarray) -> Value:
+        if args:
+            m = _vector(args[0])
+            source, table = m.values, m.table.with_name("")
+        else:
+            source, table = (times / 1000.0)[None, :], SeriesTable.from_lists([""], [{}])
+        out = np.full(source.shape, np.nan)
+        finite = np.isfinite(source) & (np.abs(source) < 2.5e11)
+        for index in zip(*np.nonzero(finite), strict=True):
+            out[index] = part(datetime.fromtimestamp(float(source[index]), UTC))
+        return Matrix.from_table(table, times, out, _step(times))
+
+    return run
+
+
+def _label_replace(args: list[Value], times: np.ndarray) -> Value:
+    m = _vector(args[0])
+    destination, replacement, source, pattern = (_string(a) for a in args[1:5])
+    _check_label(destination)
+    regex = _compiled(pattern)
+    labels = []
+    for name, label_set in zip(m.names, m.labels, strict=True):
+        full = {**label_set, **({"__name__": name} if name else {})}
+        found = regex.fullmatch(full.get(source, ""))
+        if found is None:
+            labels.append(full)
+            continue
+        value = found.expand(_go_template(replacement))
+        labels.append(with_label(full, destination, value))
+    return _from_full_labels(labels, m)
+
+
+def _label_join(args: list[Value], times: np.ndarray) -> Value:
+    m = _vector(args[0])
+    destination, separator = _string(args[1]), _string(args[2])
+    sources = [_string(a) for a in args[3:]]
+    _check_label(destination)
+    labels = []
+    for name, label_set in zip(m.names, m.labels, strict=True):
+        full = {**label_set, **({"__name__": name} if name else {})}
+        value = separator.join(full.get(source, "") for source in sources)
+        labels.append(with_label(full, destination, value))
+    return _from_full_labels(labels, m)
+
+
+def _from_full_labels(labels: list[dict[str, str]], m: Matrix) -> Matrix:
+    names = [label_set.pop("__name__", "") for label_set in labels]
+    return Matrix(names, labels, m.timestamps, m.values, m.step_ms)
+
+
+def _check_label(label: str) -> None:
+    import re
+
+    if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", label):
+        raise QueryTypeError(f"invalid destination label name in label_replace(): {label!r}")
+
+
+class _Re2Pattern:
+    """A user's regex in RE2 (the store's, linear time), anchored at both ends."""
+
+    def __init__(self, pattern: str) -> None:
+        import re2
+
+        parse_selector(
+            "{l~" + '"' + pattern.replace("\\", "\\\\").replace('"', '\\"') + '"}'
+        )  # the store's limits
+        self.compiled = re2.compile(pattern)
+
+    def fullmatch(self, text: str) -> _Re2Match | None:
+        found = self.compiled.fullmatch(text)
+        return None if found is None else _Re2Match(found)
+
+
+class _Re2Match:
+    def __init__(self, found: object) -> None:
+        self.found = found
+
+    def expand(self, template: str) -> str:
+        return str(self.found.expand(template))  # type: ignore[attr-defined]
+
+
+def _compiled(pattern: str) -> _Re2Pattern:
+    try:
+        return _Re2Pattern(pattern)
+    except Exception as exc:  # google-re2 raises its own error type; the store's are VhmsErrors
+        raise QueryTypeError(f"invalid regular expression in label_replace(): {pattern!r}: {exc}") from None
+
+
+def _go_template(replacement: str) -> str:
+    """Go's ``$1``, ``${1}``, ``$name`` replacement syntax in Python's ``\\g<1>`` form."""
+    import re
+
+    escaped = replacement.replace("\\", "\\\\")
+    out = re.sub(r"\$\{(\w+)\}|\$(\w+)", lambda m: f"\\g<{m[1] or m[2]}>", escaped.replace("$$", "\0"))
+    return out.replace("\0", "$")
+
+
+def _histogram_quantile(args: list[Value], times: np.ndarray) -> Value:
+    q, m = _scalar(args[0]), _vector(args[1])
+    le_column = m.table.columns.get("le")
+    if le_column is None or not len(m):
+        return Matrix.from_table(
+            m.table.take(np.zeros(0, dtype=np.int64)), times, np.zeros((0, len(times))), m.step_ms
+        )
+    has_le = np.flatnonzero(le_column.codes >= 0)
+    bounds = np.array([_parse_float(le_column.values[c]) for c in le_column.codes[has_le].tolist()])
+    rows = has_le[~np.isnan(bounds)]
+    bounds = bounds[~np.isnan(bounds)]
+    table = m.table.take(rows).restrict(drop=("le",)).with_name("")
+    classes, firsts = table.groups(list(table.columns))
+    out = np.full((len(firsts), len(times)), np.nan)
+    for cls in range(len(firsts)):
+        members = np.flatnonzero(classes == cls)
+        order = members[np.argsort(bounds[members], kind="stable")]
+        upper = bounds[order]
+        counts = m.values[rows[order]]
+        for column in range(len(times)):
+            present = ~np.isnan(counts[:, column])
+            if present.any():
+                out[cls, column] = _bucket_quantile(float(q[column]), upper[present], counts[present, column])
+    return Matrix.from_table(table.take(firsts), times, out, m.step_ms)
+
+
+def _parse_float(text: str) -> float:
+    try:
+        return float(text)
+    except ValueError:
+        return math.nan
+
+
+def _bucket_quantile(q: float, upper: np.ndarray, counts: np.ndarray) -> float:
+    """Prometheus's bucketQuantile over buckets sorted by upper bound."""
+    if math.isnan(q):
+        return math.nan
+    if q < 0 or q > 1:
+        return -math.inf if q < 0 else math.inf
+    if not math.isinf(upper[-1]) or upper[-1] < 0:
+        return math.nan
+    unique, start = np.unique(upper, return_index=True)
+    summed = np.add.reduceat(counts, start)
+    summed = np.maximum.accumulate(summed)
+    if len(unique) < 2:
+        return math.nan
+    observations = summed[-1]
+    if observations == 0:
+        return math.nan
+    rank = q * observations
+    b = int(np.searchsorted(summed[:-1], rank, side="left"))
+    if b == len(unique) - 1:
+        return float(unique[-2])
+    if b == 0 and unique[0] <= 0:
+        return float(unique[0])
+    bucket_start, bucket_end, count = 0.0, float(unique[b]), float(summed[b])
+    if b > 0:
+        bucket_start = float(unique[b - 1])
+        count -= float(summed[b - 1])
+        rank -= float(summed[b - 1])
+    return float(bucket_start + (bucket_end - bucket_start) * (rank / count))
+
+
+def _days_in_month(moment: datetime) -> float:
+    return float(calendar.monthrange(moment.year, moment.month)[1])
+
+
+INSTANT_FUNCTIONS: dict[str, InstantFunction] = {
+    **{name: _elementwise(function) for name, function in ELEMENTWISE.items()},
+    "clamp": _clamp,
+    "clamp_max": _clamp_one(maximum=True),
+    "clamp_min": _clamp_one(maximum=False),
+    "round": _round,
+    "scalar": _scalar_of,
+    "vector": _vector_of,
+    "time": _time,
+    "pi": _pi,
+    "sort": _sort(descending=False),
+    "sort_desc": _sort(descending=True),
+    "label_replace": _label_replace,
+    "label_join": _label_join,
+    "histogram_quantile": _histogram_quantile,
+    "day_of_month": _date(lambda d: float(d.day)),
+    "day_of_week": _date(lambda d: float((d.weekday() + 1) % 7)),
+    "day_of_year": _date(lambda d: float(d.timetuple().tm_yday)),
+    "days_in_month": _date(_days_in_month),
+    "hour": _date(lambda d: float(d.hour)),
+    "minute": _date(lambda d: float(d.minute)),
+    "month": _date(lambda d: float(d.month)),
+    "year": _date(lambda d: float(d.year)),
+}

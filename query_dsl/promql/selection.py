@@ -1,0 +1,122 @@
+"""From a PromQL selector to the series and samples a fetch reads.
+
+PromQL's matchers become a VHMS selector that picks a superset of the series (what the
+store's index can answer: ``=`` and ``!=`` on a value, RE2 regexes that cannot match the
+empty string), and every matcher is then applied exactly, with PromQL's rule that a
+missing label is the empty string, on the label columns of the answer.
+
+Samples: a VHMS fetch answers buckets of its finest ring that covers the range; each bucket
+with a value is one sample at the bucket's start (the deployment sets that ring's step to
+the scrape or poll interval: docs/promql.md says where this differs from Prometheus).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+import numpy as np
+
+from query_dsl.promql.ast import LabelMatcher, VectorSelector
+from query_dsl.series_table import SeriesTable
+from query_dsl.sources import DataSource
+from vhms import FetchResult, Matcher, parse_selector
+
+__all__ = ["Samples", "fetch_samples", "matches_empty", "vhms_selector"]
+
+_VHMS_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.:\-]*\Z")
+_VHMS_LABEL = re.compile(r"[A-Za-z_][A-Za-z0-9_.\-]*\Z")
+_OPS = {"=": "=", "!=": "!=", "=~": "~", "!~": "!~"}
+
+
+def _quoted(value: str) -> str:
+    return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def _vhms_matcher(matcher: LabelMatcher) -> Matcher:
+    """The store's matcher for one PromQL matcher (its RE2 regex compiled with the store's
+    limits): what the exact filter applies."""
+    label = "l" if not _VHMS_LABEL.match(matcher.label) else matcher.label
+    return parse_selector("{" + f"{label}{_OPS[matcher.op]}{_quoted(matcher.value or 'x')}" + "}").matchers[0]
+
+
+def matches_empty(matcher: LabelMatcher) -> bool:
+    """Whether the matcher keeps a series that lacks its label (the empty string)."""
+    if matcher.op in ("=", "!="):
+        return (matcher.value == "") == (matcher.op == "=")
+    if matcher.value == "":
+        return matcher.op == "=~"
+    hit = bool(_vhms_matcher(matcher).matching([""])[0])
+    return hit == (matcher.op == "=~")
+
+
+def vhms_selector(selector: VectorSelector) -> str:
+    """A VHMS selector picking at least the series ``selector`` picks."""
+    head = ""
+    parts: list[str] = []
+    for matcher in selector.matchers:
+        if matcher.label == "__name__":
+            if matcher.op == "=" and _VHMS_NAME.match(matcher.value) and not head:
+                head = matcher.value
+            continue
+        if not _VHMS_LABEL.match(matcher.label):
+            continue
+        if matcher.op == "!=" and matcher.value == "":
+            parts.append(f"{matcher.label}~{_quoted('.+')}")
+        elif (
+            matcher.op == "!~"
+            or (matcher.op != "=~" and matcher.value)
+            or (matcher.op == "=~" and not matches_empty(matcher))
+        ):
+            if matcher.op == "=" and not matcher.value:
+                continue
+            parts.append(f"{matcher.label}{_OPS[matcher.op]}{_quoted(matcher.value)}")
+    return head + ("{" + ",".join(parts) + "}" if parts else "")
+
+
+def _keep(result: FetchResult, matchers: tuple[LabelMatcher, ...]) -> np.ndarray:
+    """Which series of ``result`` every matcher keeps (a missing label is "")."""
+    keep = np.ones(len(result), dtype=bool)
+    for matcher in matchers:
+        column = result.labels.get(matcher.label)
+        empty = matches_empty(matcher)
+        if column is None:
+            if not empty:
+                keep[:] = False
+            continue
+        values, codes = column
+        if matcher.op in ("=", "!="):
+            hits = np.fromiter((v == matcher.value for v in values), dtype=bool, count=len(values))
+            if matcher.op == "!=":
+                hits = ~hits
+        else:
+            hits = _vhms_matcher(matcher).matching(values)
+        lookup = np.append(hits, empty)  # code -1 reads the trailing "missing" answer
+        keep &= lookup[codes]
+    return keep
+
+
+@dataclass
+class Samples:
+    """Series (``table``) and their samples: a shared time axis (``times``, epoch ms,
+    ascending) and ``values`` ``[series, times]``, NaN where a series has no sample.
+    ``step_ms`` is the spacing of the time axis (a ring's step, or a subquery's)."""
+
+    table: SeriesTable
+    times: np.ndarray
+    values: np.ndarray
+    step_ms: int
+
+
+def fetch_samples(source: DataSource, selector: VectorSelector, low_ms: int, high_ms: int) -> Samples:
+    """The samples of the series ``selector`` picks, with times in ``[low_ms, high_ms]``."""
+    low_ms = max(low_ms, 0)
+    high_ms = max(high_ms, low_ms)
+    result = source.fetch(vhms_selector(selector), low_ms, high_ms + 1)
+    keep = _keep(result, selector.matchers)
+    table = SeriesTable.from_fetch(result)
+    values = np.asarray(result.values, dtype=np.float64)
+    if not keep.all():
+        rows = np.flatnonzero(keep)
+        table, values = table.take(rows), values[rows]
+    return Samples(table, np.asarray(result.timestamps, dtype=np.int64), values, result.step_ms)
