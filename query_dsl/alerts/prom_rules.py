@@ -24,9 +24,10 @@ Prometheus's (``groups`` at the top; ``name interval limit rules`` in a group; `
 alert expr for keep_firing_for labels annotations`` in a rule), a group without a name or
 with a name used before, a rule with both or neither of ``record`` and ``alert``, no
 ``expr``, an ``expr`` that is not PromQL (with its line and column), ``for``,
-``keep_firing_for`` or ``annotations`` on a recording rule, an alert or record name that
-is not a Prometheus metric name, a label or annotation name that is not a Prometheus label
-name (or ``__name__``), a duration Prometheus would not read (``1h30m``, ``5m``, ``0``).
+``keep_firing_for`` or ``annotations`` on a recording rule, a record name that is not a
+Prometheus metric name (an alert name may be any text), a label or annotation name that
+is not a Prometheus label name (or ``__name__``), a duration Prometheus would not read
+(``1h30m``, ``5m``, ``0`` are read).
 And, where Artimon differs (promtool accepts these): a record name starting with ``:`` or
 a label that breaks the bookkeeper's rules (length, control characters), a label value
 with a template, an annotation template outside the translated subset
@@ -134,8 +135,6 @@ def _rule(
             raise fields.error("record", f"breaks Artimon's naming rules: {exc}") from None
         fields.finish()
         return None, RecordingRule(name, expr, labels, group)
-    if not _METRIC_NAME.match(name):
-        raise fields.error("alert", f"invalid alert name: {name}")
     labels = _labels(fields, "labels", templates_allowed=False)
     try:
         validate_labels(labels)
