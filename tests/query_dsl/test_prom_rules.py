@@ -1,7 +1,8 @@
 """Prometheus rule files: checked as ``promtool check rules`` checks them (cross-checked
 against the real promtool), Prometheus's documentation examples loaded and fired on our
 data, recording rules written back into a real VHMS through its ingest client, alerts sent
-to a real Alertmanager, and the Go templates of annotations rendered as Prometheus does."""
+to a real Alertmanager (Debian's ``prometheus-alertmanager``) by the ``alertmanager``
+notifier, and the Go templates of annotations rendered as Prometheus does."""
 
 from __future__ import annotations
 
@@ -19,7 +20,15 @@ import pytest
 
 from bookkeeper.testing import AlertmanagerServer
 from query_dsl import AlertRuleError, StoreSource
-from query_dsl.alerts import AlertEngine, AlertState, PromQLSource, Recorder, parse_rules
+from query_dsl.alerts import (
+    AlertEngine,
+    AlertState,
+    EvaluatorSource,
+    PromQLSource,
+    Recorder,
+    parse_rules,
+    rules_from_dict,
+)
 from query_dsl.alerts.go_templates import go_float, humanize, humanize_duration, translate
 from query_dsl.alerts.templates import render
 from vhms import Store, VhmsClient
@@ -266,8 +275,10 @@ def test_the_documented_alert_fires_on_our_data_and_reaches_the_alertmanager(
         fired = engine.evaluate(now - 30_000)
         assert [(t.alert.rule, t.current) for t in fired.transitions] == [("InstanceDown", AlertState.FIRING)]
         assert not fired.errors  # APIHighRequestLatency: no such series, no alert, no error
-        wait(lambda: active(alertmanager), timeout=20, what="InstanceDown in the Alertmanager")
-    (alert,) = active(alertmanager)
+        wait(
+            lambda: active(alertmanager, "InstanceDown"), timeout=20, what="InstanceDown in the Alertmanager"
+        )
+    (alert,) = active(alertmanager, "InstanceDown")
     assert alert["labels"] == {
         "alertname": "InstanceDown",
         "instance": "db:9100",
@@ -280,9 +291,51 @@ def test_the_documented_alert_fires_on_our_data_and_reaches_the_alertmanager(
     }
 
 
-def active(server: AlertmanagerServer) -> list[dict[str, Any]]:
+def active(server: AlertmanagerServer, alertname: str) -> list[dict[str, Any]]:
+    """The active alerts of that name in the Alertmanager."""
     alerts: list[dict[str, Any]] = httpx.get(f"{server.url}/api/v2/alerts", timeout=5).json()
-    return [a for a in alerts if a["status"]["state"] == "active"]
+    return [a for a in alerts if a["status"]["state"] == "active" and a["labels"]["alertname"] == alertname]
+
+
+def test_a_firing_alert_reaches_the_alertmanager_and_its_resolution_ends_it(
+    alertmanager: AlertmanagerServer, wait: Callable[..., None]
+) -> None:
+    store = Store()
+    now = int(time.time() * 1000)
+    before = now - 60_000  # the resolution must lie in the past for the Alertmanager to end the alert
+    store.ingest(["cpu{host=a}", "cpu{host=b}"], np.array([97.0, 12.0]), np.array([before - 1000] * 2))
+    config = rules_from_dict(
+        {
+            "notifiers": {"am": {"type": "alertmanager", "url": alertmanager.url, "retries": 1}},
+            "rules": [
+                {
+                    "name": "HotCpu",
+                    "expr": 'fetch("cpu", last=5m)',
+                    "condition": "> 90",
+                    "labels": {"severity": "page"},
+                    "annotations": {"summary": "{{ labels.host }} at {{ value }}%"},
+                    "notify": ["am"],
+                }
+            ],
+        }
+    )
+    with AlertEngine(config, EvaluatorSource(StoreSource(store))) as engine:
+        engine.evaluate(before)
+        wait(lambda: active(alertmanager, "HotCpu"), timeout=20, what="the alert in the Alertmanager")
+        (alert,) = active(alertmanager, "HotCpu")
+        assert alert["labels"] == {"alertname": "HotCpu", "host": "a", "severity": "page"}
+        assert alert["annotations"] == {"summary": "a at 97.0%"}
+        assert alert["startsAt"].startswith(time.strftime("%Y-%m-%dT%H:%M", time.gmtime(before / 1000)))
+
+        store.ingest(["cpu{host=a}"], np.array([50.0]), np.array([now - 1000]))
+        engine.evaluate(now)
+        wait(
+            lambda: not active(alertmanager, "HotCpu"),
+            timeout=20,
+            what="the alert resolved in the Alertmanager",
+        )
+        stats = engine.dispatcher.stats()["am"]
+        assert (stats.delivered, stats.failed_attempts) == (2, 0)
 
 
 def test_keep_firing_for_holds_a_firing_alert_after_its_series_goes(vhms: VhmsService) -> None:
