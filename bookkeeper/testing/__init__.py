@@ -1,16 +1,17 @@
 """Harnesses as code: a real ZooKeeper server, test applications in their own processes, the
 demo applications of ``artimon up --demo``, what a process listens on (``listening``) and
-process trees (``descendants``, ``running``), real Prometheus and Alertmanager servers
-(``PrometheusServer``, ``AlertmanagerServer``), and Apache's server jars resolved once with Maven
-(``resolve_jars``). Tests, benchmarks and users share them."""
+process trees (``descendants``, ``running``), a real Prometheus server (``PrometheusServer``,
+``create_blocks``) and Alertmanager (``AlertmanagerServer``), and Apache's server jars resolved
+once with Maven (``resolve_jars``). Tests, benchmarks and users share them."""
 
 from __future__ import annotations
 
+from bookkeeper.testing.alertmanager import AlertmanagerServer
 from bookkeeper.testing.apps import AppProcess, expire_session, formula_value, populate, start_app
 from bookkeeper.testing.demo import DemoApps
 from bookkeeper.testing.jars import JarResolutionError, jar_cache, resolve_jars
 from bookkeeper.testing.processes import descendants, running
-from bookkeeper.testing.prometheus import AlertmanagerServer, PrometheusServer
+from bookkeeper.testing.promserver import PrometheusServer, create_blocks
 from bookkeeper.testing.sockets import Listener, listening
 from bookkeeper.testing.zkserver import ZooKeeperServer, four_letter_word, free_port, pyspark_jars
 
@@ -22,6 +23,7 @@ __all__ = [
     "Listener",
     "PrometheusServer",
     "ZooKeeperServer",
+    "create_blocks",
     "descendants",
     "expire_session",
     "formula_value",

@@ -1,28 +1,12 @@
 """Process trees from Linux's ``/proc``, for tests that kill a parent and check that its
-children went with it; and the way the harnesses stop a server by its PID."""
+children went with it."""
 
 from __future__ import annotations
 
-import contextlib
 import os
-import signal
-import subprocess
 from pathlib import Path
-from typing import Any
 
-__all__ = ["descendants", "running", "terminate"]
-
-
-def terminate(process: subprocess.Popen[Any], grace: float) -> None:
-    """End ``process`` by its PID: SIGTERM, then SIGKILL if it is still there after ``grace`` s."""
-    with contextlib.suppress(ProcessLookupError):
-        os.kill(process.pid, signal.SIGTERM)
-    try:
-        process.wait(timeout=grace)
-    except subprocess.TimeoutExpired:
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(process.pid, signal.SIGKILL)
-        process.wait()
+__all__ = ["descendants", "running"]
 
 
 def _parent_of(pid: int) -> int | None:

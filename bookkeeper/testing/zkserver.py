@@ -28,11 +28,9 @@ import socket
 import subprocess
 import time
 from pathlib import Path
-from types import TracebackType
 
 from bookkeeper.process.children import spawn
-from bookkeeper.process.dirlock import DirectoryLock
-from bookkeeper.testing.processes import terminate
+from bookkeeper.testing.server_process import ServerProcess
 from bookkeeper.wire.net import advertised_address
 
 __all__ = ["ZooKeeperServer", "four_letter_word", "free_port", "pyspark_jars"]
@@ -71,7 +69,7 @@ def four_letter_word(host: str, port: int, word: str = "ruok", timeout: float = 
         return ""
 
 
-class ZooKeeperServer:
+class ZooKeeperServer(ServerProcess):
     """One standalone ZooKeeper server process (see the module doc)."""
 
     def __init__(
@@ -84,24 +82,18 @@ class ZooKeeperServer:
         heap: str = "256m",
         java: str | None = None,
     ) -> None:
-        self.data_dir = Path(data_dir)
         self.host = host
         self.port = port or free_port(host)
         self.tick_time_ms = tick_time_ms
         self.heap = heap
         self.java = java or shutil.which("java") or "java"
-        self.process: subprocess.Popen[bytes] | None = None
-        self._lock = DirectoryLock(self.data_dir, f"zookeeper launcher for port {self.port}")
+        super().__init__(data_dir, f"zookeeper launcher for port {self.port}")
 
     @property
     def hosts(self) -> str:
         """The connect string (``host:port``), what ``ARTIMON_ZK`` would hold; for a wildcard
         bind, the address of the interface that routes outwards."""
         return f"{advertised_address(self.host)}:{self.port}"
-
-    @property
-    def pid(self) -> int | None:
-        return self.process.pid if self.process else None
 
     def _write_config(self) -> Path:
         (self.data_dir / "data").mkdir(parents=True, exist_ok=True)
@@ -124,19 +116,7 @@ class ZooKeeperServer:
         )
         return config
 
-    def start(self, timeout: float = 60.0) -> ZooKeeperServer:
-        """Start the server and wait until it answers; ``RuntimeError`` with its log if not,
-        :class:`~bookkeeper.DirectoryInUseError` if another process holds ``data_dir``."""
-        if self.process is not None and self.process.poll() is None:
-            return self
-        self._lock.acquire()
-        try:
-            return self._start(timeout)
-        except BaseException:
-            self.stop()
-            raise
-
-    def _start(self, timeout: float) -> ZooKeeperServer:
+    def _start(self, timeout: float) -> None:
         config = self._write_config()
         log_path = self.data_dir / "zookeeper.log"
         command = [
@@ -169,42 +149,13 @@ class ZooKeeperServer:
                 )
             if four_letter_word(advertised_address(self.host), self.port, "ruok", timeout=1.0) == "imok":
                 log.info("ZooKeeper ready on %s (pid %s)", self.hosts, self.process.pid)
-                return self
+                return
             time.sleep(0.1)  # polling a starting JVM: no event to wait on
         raise RuntimeError(
             f"ZooKeeper did not answer on {self.hosts} within {timeout} s; "
             f"last lines of {log_path}:\n{self._log_tail(log_path)}"
         )
 
-    @staticmethod
-    def _log_tail(path: Path, lines: int = 20) -> str:
-        try:
-            return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
-        except OSError:
-            return "(no log)"
-
-    def stop(self, grace: float = 10.0) -> None:
-        """Stop the server by its PID: SIGTERM, then SIGKILL after ``grace`` seconds; then
-        let the data directory go."""
-        process, self.process = self.process, None
-        try:
-            if process is not None and process.poll() is None:
-                self._terminate(process, grace)
-        finally:
-            self._lock.release()
-
-    def _terminate(self, process: subprocess.Popen[bytes], grace: float) -> None:
-        terminate(process, grace)
+    def _stopped(self) -> None:
         with contextlib.suppress(OSError):
             (self.data_dir / "zookeeper.pid").unlink()
-
-    def __enter__(self) -> ZooKeeperServer:
-        return self.start()
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()

@@ -15,8 +15,8 @@ from query_dsl.promql.ast import Call, Expr, Paren
 from query_dsl.promql.engine import LOOKBACK_MS, Engine
 from query_dsl.promql.parser import parse, value_type
 from query_dsl.promql.result import PromQLResult, format_value
-from query_dsl.promql.signatures import MATRIX, SCALAR, STRING
-from query_dsl.promql.values import Scalar, String
+from query_dsl.promql.signatures import MATRIX, SCALAR, STRING, VECTOR
+from query_dsl.promql.values import RangeValue, Scalar, String
 from query_dsl.sources import DataSource
 from vhms import LimitExceededError, VhmsError
 
@@ -32,6 +32,19 @@ __all__ = [
 ]
 
 MAX_POINTS_PER_SERIES = 11_000  # Prometheus's own limit on a range query's resolution
+
+
+_NAMES = {MATRIX: "range vector", STRING: "string"}
+
+
+def _window(value: RangeValue) -> Matrix:
+    """A range vector's samples in its (single) window, at their own times."""
+    samples, end = value.samples, int(value.ends[-1])
+    low = int(np.searchsorted(samples.times, end - value.range_ms, side="left"))
+    high = int(np.searchsorted(samples.times, end, side="right"))
+    return Matrix.from_table(
+        samples.table, samples.times[low:high], samples.values[:, low:high], samples.step_ms
+    )
 
 
 def _sorted_by_query(expr: Expr) -> bool:
@@ -55,9 +68,11 @@ def _run(
         raise QueryLimitError("the query nests too deeply to evaluate") from None
     times = np.arange(start_ms, end_ms + 1, max(step_ms, 1), dtype=np.int64)
     found = value_type(expr)
-    if kind == "range" and found not in (SCALAR, "vector"):
-        raise QueryTypeError(
-            f"invalid expression type {found!r} for range query, must be Scalar or instant Vector"
+    if kind == "range" and found not in (SCALAR, VECTOR):
+        raise PromQLSyntaxError(
+            f"invalid expression type {_NAMES[found]!r} for range query, must be Scalar or instant Vector",
+            1,
+            1,
         )
     if kind == "range":
         if isinstance(value, Scalar):
@@ -65,10 +80,8 @@ def _run(
         result_type = "matrix"
     else:
         result_type = {SCALAR: "scalar", STRING: "string", MATRIX: "matrix"}.get(found, "vector")
-        if found == MATRIX:
-            raise QueryTypeError(
-                "a range vector as an instant query's answer is not supported: use a function of it"
-            )
+        if isinstance(value, RangeValue):
+            value = _window(value)
     if isinstance(value, String | Scalar | Matrix):
         return PromQLResult(result_type, value, times, engine.warnings, keep_order=_sorted_by_query(expr))
     raise QueryTypeError(f"the query gives {type(value).__name__}, not an answer")

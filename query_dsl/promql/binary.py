@@ -19,6 +19,7 @@ from query_dsl.apply import ARITHMETIC, COMPARISONS
 from query_dsl.exceptions import MatchingError
 from query_dsl.matrix import Matrix
 from query_dsl.promql.ast import VectorMatching
+from query_dsl.promql.labels import ensure_unique
 from query_dsl.promql.values import Scalar
 from query_dsl.series_table import Column, SeriesTable, joint_classes
 
@@ -54,7 +55,12 @@ def vector_scalar_op(op: str, m: Matrix, scalar: Scalar, as_bool: bool, scalar_l
             values = np.where(missing, np.nan, result.astype(np.float64))
             return Matrix.from_table(m.table.with_name(""), m.timestamps, values, m.step_ms)
         return m.with_values(np.where(result & ~missing, m.values, np.nan))
-    return Matrix.from_table(m.table.with_name(""), m.timestamps, result, m.step_ms)
+    return Matrix.from_table(_drop_name(m.table, op), m.timestamps, result, m.step_ms)
+
+
+def _drop_name(table: SeriesTable, op: str) -> SeriesTable:
+    """Arithmetic drops the metric name; ``atan2`` keeps it, as Prometheus 2 does."""
+    return table if op == "atan2" else table.with_name("")
 
 
 def _signature_labels(a: Matrix, b: Matrix, matching: VectorMatching) -> list[str]:
@@ -142,11 +148,12 @@ def vector_op(op: str, a: Matrix, b: Matrix, matching: VectorMatching, as_bool: 
             values = np.where(result & ~missing, left_cells, np.nan)
     else:
         values = np.where(missing, np.nan, result)
-        table = table.with_name("")
+        table = _drop_name(table, op)
     out = Matrix.from_table(table, a.timestamps, values, a.step_ms)
     keep = np.flatnonzero(~np.isnan(values).all(axis=1))
     out = out if len(keep) == len(out) else out.select(keep)
-    _check_unique_result(out, matching)
+    if matching.card != "one-to-one":
+        ensure_unique(out, "multiple matches for labels: grouping labels must ensure unique matches")
     return out
 
 
@@ -162,20 +169,6 @@ def _include(
         values = [] if column is None else column.values
         columns[label] = Column(values, codes).compact()
     return SeriesTable(table.names, columns)
-
-
-def _check_unique_result(m: Matrix, matching: VectorMatching) -> None:
-    if matching.card == "one-to-one" or not len(m):
-        return
-    keys = m.table.class_keys(list(m.table.columns))
-    names = m.table.names.codes.astype(np.int64)
-    combined = keys * (len(m.table.names.values) + 1) + names
-    order = np.argsort(combined, kind="stable")
-    same = combined[order][1:] == combined[order][:-1]
-    if same.any():
-        first, second = order[1:][same][0], order[:-1][same][0]
-        if (~np.isnan(m.values[first]) & ~np.isnan(m.values[second])).any():
-            raise MatchingError("multiple matches for labels: grouping labels must ensure unique matches")
 
 
 def _set_op(op: str, a: Matrix, b: Matrix, matching: VectorMatching) -> Matrix:

@@ -37,6 +37,7 @@ from query_dsl.promql.ast import (
     VectorSelector,
 )
 from query_dsl.promql.functions import INSTANT_FUNCTIONS
+from query_dsl.promql.labels import ensure_unique
 from query_dsl.promql.ranges import RANGE_FUNCTIONS, evaluate_range
 from query_dsl.promql.selection import Samples, fetch_samples
 from query_dsl.promql.values import RangeValue, Scalar, String, Value
@@ -92,9 +93,11 @@ class Engine:
             if isinstance(value, Scalar):
                 return Scalar(-value.values)
             assert isinstance(value, Matrix)  # the parser checked the types
-            return Matrix.from_table(
+            negated = Matrix.from_table(
                 value.table.with_name(""), value.timestamps, -value.values, value.step_ms
             )
+            ensure_unique(negated)
+            return negated
         if isinstance(expr, VectorSelector):
             return self._instant(expr, times)[0]
         if isinstance(expr, MatrixSelector):
@@ -104,7 +107,10 @@ class Engine:
         if isinstance(expr, Subquery):
             return self._subquery(expr, times)
         if isinstance(expr, Call):
-            return self._call(expr, times)
+            called = self._call(expr, times)
+            if isinstance(called, Matrix):
+                ensure_unique(called)
+            return called
         if isinstance(expr, Aggregation):
             return self._aggregate(expr, times)
         if isinstance(expr, BinaryOp):

@@ -136,7 +136,7 @@ def test_a_real_prometheus_remote_writes_its_samples_into_vhms(
 ) -> None:
     port = free_port()
     prometheus = PrometheusServer(
-        tmp_path / "prometheus", PROMETHEUS.format(port=port, url=stack.url), port=port
+        tmp_path / "prometheus", port, config=PROMETHEUS.format(port=port, url=stack.url)
     )
     prometheus.start()
     store = stack.vhms.store

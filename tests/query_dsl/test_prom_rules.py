@@ -243,8 +243,7 @@ def test_a_duplicate_labelset_fails_the_rule_as_in_prometheus(vhms: VhmsService)
 
 @pytest.fixture(scope="module")
 def alertmanager(tmp_path_factory: pytest.TempPathFactory) -> Iterator[AlertmanagerServer]:
-    config = 'route: {receiver: "null", group_wait: 1s}\nreceivers: [{name: "null"}]\n'
-    server = AlertmanagerServer(tmp_path_factory.mktemp("am-rules"), config)
+    server = AlertmanagerServer(tmp_path_factory.mktemp("alertmanager"))
     server.start()
     try:
         yield server

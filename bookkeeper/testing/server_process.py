@@ -1,0 +1,89 @@
+"""What every server harness shares: a process started on a data directory it holds
+(:class:`bookkeeper.process.DirectoryLock`) from ``start()`` until it has exited, stopped
+by its PID (SIGTERM, then SIGKILL after a grace period), the tail of its log for errors,
+and a context manager. Subclasses write ``_start(timeout)``: spawn, then wait until ready.
+
+Lifecycle: NEW --start()--> RUNNING --stop()--> STOPPED --start()--> RUNNING
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+from pathlib import Path
+from types import TracebackType
+from typing import Self
+
+from bookkeeper.process.dirlock import DirectoryLock
+
+__all__ = ["ServerProcess"]
+
+
+class ServerProcess:
+    """A server process holding ``data_dir`` (see the module doc)."""
+
+    def __init__(self, data_dir: str | os.PathLike[str], holder: str) -> None:
+        self.data_dir = Path(data_dir)
+        self.process: subprocess.Popen[bytes] | None = None
+        self._lock = DirectoryLock(self.data_dir, holder)
+
+    @property
+    def pid(self) -> int | None:
+        return self.process.pid if self.process else None
+
+    def start(self, timeout: float = 60.0) -> Self:
+        """Start the server and wait until it answers; ``RuntimeError`` with its log if not,
+        :class:`~bookkeeper.DirectoryInUseError` if another process holds ``data_dir``."""
+        if self.process is not None and self.process.poll() is None:
+            return self
+        self._lock.acquire()
+        try:
+            self._start(timeout)
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def _start(self, timeout: float) -> None:
+        raise NotImplementedError
+
+    def _stopped(self) -> None:
+        """Called once the process has exited (files to tidy)."""
+
+    @staticmethod
+    def _log_tail(path: Path, lines: int = 20) -> str:
+        try:
+            return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+        except OSError:
+            return "(no log)"
+
+    def stop(self, grace: float = 10.0) -> None:
+        """Stop the server by its PID: SIGTERM, then SIGKILL after ``grace`` seconds; then
+        let the data directory go."""
+        process, self.process = self.process, None
+        try:
+            if process is not None and process.poll() is None:
+                self._terminate(process, grace)
+        finally:
+            self._lock.release()
+
+    def _terminate(self, process: subprocess.Popen[bytes], grace: float) -> None:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(process.pid, signal.SIGTERM)
+        try:
+            process.wait(timeout=grace)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(process.pid, signal.SIGKILL)
+            process.wait()
+        self._stopped()
+
+    def __enter__(self) -> Self:
+        return self.start()
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.stop()
