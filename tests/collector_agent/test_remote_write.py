@@ -241,6 +241,14 @@ def test_garbage_is_refused_with_a_status_that_says_why(
     assert stack.counter("RequestRefusedCount") == refused + 1
 
 
+def test_a_label_that_is_not_a_label_message_refuses_the_request(stack: Stack) -> None:
+    request = messages["WriteRequestView"]()
+    request.timeseries.add(labels=[b"\x0a\xff"])  # a name whose length runs past the end
+    answer = post(stack.url, bytes(cramjam.snappy.compress_raw(request.SerializeToString())))
+    assert answer.status_code == 400
+    assert "not a prometheus.WriteRequest: a label" in answer.text
+
+
 def test_a_decompression_bomb_is_refused_before_it_is_decompressed(stack: Stack) -> None:
     bomb = bytes(cramjam.snappy.compress_raw(b"\0" * (4 * 1024 * 1024)))  # 21x, snappy's most
     liar = bytes([0x80, 0x80, 0x80, 0x64]) + bomb[4:1000]  # a header that declares 200 MiB
