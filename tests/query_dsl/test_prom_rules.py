@@ -365,3 +365,53 @@ def test_check_prints_promtools_verdicts(tmp_path: Path) -> None:
     assert f"Checking {good}\n  SUCCESS: 2 rules found\n" in checked.stdout
     assert f"Checking {bad}\n  FAILED:\n" in checked.stdout
     assert "invalid field 'for' in recording rule" in checked.stdout
+
+
+CLI_RULES = """
+groups:
+- name: cli
+  rules:
+  - record: job:up:sum
+    expr: sum by (job) (up)
+  - alert: JobDown
+    expr: job:up:sum == 0
+    labels: {severity: page}
+    annotations: {summary: "job {{ $labels.job }} is down ({{ $value }} up)"}
+"""
+
+
+@pytest.mark.slow
+def test_artimon_alerts_runs_a_prometheus_rule_file_over_the_shards(
+    zk_hosts: str, alertmanager: AlertmanagerServer, tmp_path: Path
+) -> None:
+    service = VhmsService(Store("10s:720"), http_port=None, snapshot_dir=None, wal=False)
+    service.start(zk_hosts, session_timeout=30.0)
+    try:
+        now = int(time.time()) * 1000
+        ingest(
+            service,
+            ["up{instance=a:1,job=batch}", "up{instance=b:1,job=batch}"],
+            [0.0, 0.0],
+            [now - 2000] * 2,
+        )
+        rules = tmp_path / "rules.yml"
+        rules.write_text(CLI_RULES)
+        command = [sys.executable, "-m", "artimon", "alerts", "-f", str(rules), "--zk", zk_hosts, "--once"]
+        command += ["--alertmanager", alertmanager.url, "--state", str(tmp_path / "state.json")]
+        done = subprocess.run(
+            command,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert done.returncode == 0, done.stderr
+        assert "1 rule(s), 1 recording rule(s)" in done.stdout
+        assert "FIRING   JobDown" in done.stdout
+        # the recording rule's series went into VHMS through the shards' client, before the alert read it
+        recorded = service.store.fetch("job:up:sum", now - 60_000, now + 60_000)
+        assert recorded.series() == [("job:up:sum", {"job": "batch"})]
+        (alert,) = active(alertmanager, "JobDown")
+        assert alert["labels"] == {"alertname": "JobDown", "job": "batch", "severity": "page"}
+        assert alert["annotations"] == {"summary": "job batch is down (0 up)"}
+    finally:
+        service.stop()
