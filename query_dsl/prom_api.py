@@ -19,13 +19,14 @@ import re
 import time
 from collections.abc import Callable
 from datetime import datetime
-from typing import Any
+from typing import Any, Literal
 from urllib.parse import parse_qsl
 
 import numpy as np
 import orjson
 from fastapi import APIRouter, Request
 from fastapi.responses import Response
+from pydantic import BaseModel
 from starlette.concurrency import run_in_threadpool
 
 from query_dsl.evaluator import Limits
@@ -191,11 +192,29 @@ _SERIES_PARAMS = [
     {"name": "start", "in": "query", "required": False, "schema": {"type": "string"}},
     {"name": "end", "in": "query", "required": False, "schema": {"type": "string"}},
 ]
-_ANSWERS = {
-    "200": {"description": "Prometheus's success envelope"},
-    "400": {"description": "bad_data"},
-    "422": {"description": "execution"},
-    "503": {"description": "timeout"},
+
+
+class PrometheusError(BaseModel):
+    """Prometheus's error envelope."""
+
+    status: Literal["error"]
+    errorType: str
+    error: str
+
+
+class PrometheusAnswer(BaseModel):
+    """Prometheus's success envelope; ``data`` as each endpoint's Prometheus documents it."""
+
+    status: Literal["success"]
+    data: Any
+    warnings: list[str] | None = None
+
+
+_ANSWERS: dict[int | str, dict[str, Any]] = {
+    200: {"model": PrometheusAnswer, "description": "success"},
+    400: {"model": PrometheusError, "description": "bad_data: a parameter or the query is wrong"},
+    422: {"model": PrometheusError, "description": "execution: the query failed while it ran"},
+    503: {"model": PrometheusError, "description": "timeout"},
 }
 
 
@@ -216,13 +235,15 @@ def prometheus_router(source: DataSource, *, limits: Limits | None = None) -> AP
             return _answer(data, warnings)
 
         endpoint.__name__ = "prometheus_" + re.sub(r"\W", "_", path.strip("/"))
-        extra: dict[str, Any] = {"parameters": parameters, "responses": _ANSWERS}
-        router.add_api_route(
-            path, endpoint, methods=["GET"], openapi_extra=extra, name=endpoint.__name__ + "_get"
-        )
-        router.add_api_route(
-            path, endpoint, methods=["POST"], openapi_extra=extra, name=endpoint.__name__ + "_post"
-        )
+        for method in ("GET", "POST"):
+            router.add_api_route(
+                path,
+                endpoint,
+                methods=[method],
+                openapi_extra={"parameters": parameters},
+                responses=_ANSWERS,
+                name=f"{endpoint.__name__}_{method.lower()}",
+            )
 
     def query(pairs: list[tuple[str, str]]) -> tuple[Any, list[str]]:
         text = _query_text(pairs)
@@ -348,7 +369,8 @@ def prometheus_router(source: DataSource, *, limits: Limits | None = None) -> AP
         "/api/v1/label/{name}/values",
         values_endpoint,
         methods=["GET"],
-        openapi_extra={"parameters": _SERIES_PARAMS[1:], "responses": _ANSWERS},
+        openapi_extra={"parameters": _SERIES_PARAMS[1:]},
+        responses=_ANSWERS,
         name="prometheus_label_values",
     )
     return router

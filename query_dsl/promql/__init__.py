@@ -11,7 +11,7 @@ import numpy as np
 from query_dsl.evaluator import Limits
 from query_dsl.exceptions import PromQLSyntaxError, QueryLimitError, QueryTypeError
 from query_dsl.matrix import Matrix
-from query_dsl.promql.ast import Call, Expr, Paren
+from query_dsl.promql.ast import Aggregation, Call, Expr, Paren
 from query_dsl.promql.engine import LOOKBACK_MS, Engine
 from query_dsl.promql.parser import parse, value_type
 from query_dsl.promql.result import PromQLResult, format_value
@@ -47,10 +47,16 @@ def _window(value: RangeValue) -> Matrix:
     )
 
 
-def _sorted_by_query(expr: Expr) -> bool:
+def _order(expr: Expr) -> str:
+    """How an instant vector answer is ordered: as the query sorted it (``sort``), by value
+    (``topk`` highest first, ``bottomk`` lowest first), else by label set."""
     while isinstance(expr, Paren):
         expr = expr.expr
-    return isinstance(expr, Call) and expr.name in ("sort", "sort_desc")
+    if isinstance(expr, Call) and expr.name in ("sort", "sort_desc"):
+        return "query"
+    if isinstance(expr, Aggregation) and expr.op in ("topk", "bottomk"):
+        return "descending" if expr.op == "topk" else "ascending"
+    return "labels"
 
 
 def _run(
@@ -83,7 +89,7 @@ def _run(
         if isinstance(value, RangeValue):
             value = _window(value)
     if isinstance(value, String | Scalar | Matrix):
-        return PromQLResult(result_type, value, times, engine.warnings, keep_order=_sorted_by_query(expr))
+        return PromQLResult(result_type, value, times, engine.warnings, order=_order(expr))
     raise QueryTypeError(f"the query gives {type(value).__name__}, not an answer")
 
 

@@ -3,8 +3,9 @@
 ``result_type`` is ``matrix`` (a range query), ``vector`` (an instant query of an instant
 vector), ``scalar`` or ``string``. Series without any value are left out; a range answer
 is ordered by label set as Prometheus orders it, an instant vector too unless the query's
-outermost function was ``sort``/``sort_desc``. Values are written as Go writes them
-(``"1.5"``, ``"+Inf"``, ``"NaN"``), times as seconds.
+outermost function was ``sort``/``sort_desc`` (their order) or ``topk``/``bottomk`` (by
+value). Values are written as Go writes them (``"1.5"``, ``"+Inf"``, ``"NaN"``), times as
+seconds.
 """
 
 from __future__ import annotations
@@ -43,7 +44,7 @@ class PromQLResult:
     value: Matrix | Scalar | String
     times: np.ndarray
     warnings: list[str] = field(default_factory=list)
-    keep_order: bool = False
+    order: str = "labels"  # labels, query (as sort() left it), descending or ascending (by value)
 
     def series(self) -> list[tuple[dict[str, str], list[tuple[int, float]]]]:
         """``(labels with __name__, [(time ms, value), ...])`` per series with a value, in
@@ -58,8 +59,10 @@ class PromQLResult:
             if points:
                 full = {"__name__": name, **labels} if name else dict(labels)
                 out.append((full, points))
-        if not self.keep_order:
+        if self.order == "labels" or self.result_type == "matrix":
             out.sort(key=lambda item: sort_key(item[0]))
+        elif self.order in ("descending", "ascending"):
+            out.sort(key=lambda item: item[1][-1][1], reverse=self.order == "descending")
         return out
 
     def to_prometheus_json(self) -> dict[str, Any]:
