@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import math
+import struct
 import time
 import urllib.parse
 import urllib.request
@@ -16,6 +17,7 @@ from typing import Any
 
 import cramjam
 import httpx
+import numpy as np
 import pytest
 
 from bookkeeper.testing import PrometheusServer, free_port
@@ -188,6 +190,17 @@ def test_a_real_prometheus_remote_writes_its_samples_into_vhms(
         prometheus.stop()
 
 
+def test_a_staleness_marker_keeps_its_bits_into_vhms(stack: Stack, wait: Callable[..., None]) -> None:
+    stale = struct.unpack("<d", struct.pack("<Q", 0x7FF0000000000002))[0]
+    now_ms = now()
+    body = write_request([({"__name__": "rw.stale"}, [(1.0, now_ms - 3000), (stale, now_ms - 1000)])])
+    assert post(stack.url, body).status_code == 204
+    wait(lambda: stored(stack.vhms.store, "rw.stale", now_ms - 4000, now_ms), what="rw.stale stored")
+    result = stack.vhms.store.fetch("rw.stale", (now_ms - 3000) // 1000 * 1000, now_ms, resolution=1)
+    bits = result.values.view(np.uint64)[0].tolist()
+    assert (bits[0], bits[2]) == (0x3FF0000000000000, 0x7FF0000000000002)  # 1.0, then the marker
+
+
 def test_samples_keep_their_time_and_empty_labels_are_dropped(
     stack: Stack, wait: Callable[..., None]
 ) -> None:
@@ -207,7 +220,7 @@ def test_samples_keep_their_time_and_empty_labels_are_dropped(
     kept = stored(stack.vhms.store, "rw.kept", now_ms - 4000, now_ms)
     assert kept == {
         "rw.kept{path=/a}": {(now_ms - 3000) // 1000 * 1000: 1.5, (now_ms - 2000) // 1000 * 1000: 2.5},
-        "rw.kept{path=/b}": {},  # a NaN (a staleness marker) is a gap
+        "rw.kept{path=/b}": {},  # stored() leaves NaN out
     }
 
 
