@@ -5,9 +5,10 @@ once, waits for the notifications and exits (status 1 if a rule or a notificatio
 --check only checks the file (--check FILE... checks each, as ``promtool check rules``
 does). Alert state is kept in --state across restarts.
 
-A Prometheus rule file (``groups:`` of ``alert:``/``record:`` rules in PromQL) runs with
---zk: its queries run in this process over the shards, and its recording rules write their
-series back through the same VHMS client. --alertmanager URL sends every rule's alerts to
+A Prometheus rule file (``groups:`` of ``alert:``/``record:`` rules in PromQL) runs its
+queries in this process over the shards with --zk, its recording rules writing their series
+back through the same VHMS client; or, without recording rules, through the API's
+``/prometheus`` with --api. --alertmanager URL sends every rule's alerts to
 that Alertmanager (its v2 API), resent each minute while they fire. See docs/alerts.md."""
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from query_dsl.alerts import (
     Evaluation,
     EvaluatorSource,
     Fields,
+    PromQLHttpSource,
     PromQLSource,
     QuerySource,
     Receiver,
@@ -138,16 +140,15 @@ def run(args: argparse.Namespace) -> int:
     sharded = None
     source: QuerySource
     recorder = None
-    if config.language == "promql":
-        if not args.zk:
-            print(
-                "artimon alerts: a Prometheus rule file runs with --zk (PromQL over the shards)",
-                file=sys.stderr,
-            )
-            return 2
+    if config.language == "promql" and args.zk:
         sharded = ShardedSource(args.zk)
         source = PromQLSource(sharded)
         recorder = Recorder(config.recording, sharded, sharded)
+    elif config.language == "promql" and config.recording:
+        print("artimon alerts: recording rules write into VHMS: give --zk", file=sys.stderr)
+        return 2
+    elif config.language == "promql" and args.api:
+        source = PromQLHttpSource(f"{args.api.rstrip('/')}/prometheus", token=args.token)
     elif args.zk:
         sharded = ShardedSource(args.zk)
         source = EvaluatorSource(sharded)
@@ -174,7 +175,7 @@ def run(args: argparse.Namespace) -> int:
             engine.run(stop_event(), report)
     finally:
         engine.close(args.notify_timeout)
-        if isinstance(source, Client):
+        if isinstance(source, Client | PromQLHttpSource):
             source.close()
         if sharded is not None:
             sharded.close()

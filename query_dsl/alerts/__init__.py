@@ -37,7 +37,7 @@ from query_dsl.alerts.rules import (
     parse_rules,
     rules_from_dict,
 )
-from query_dsl.alerts.source import EvaluatorSource, PromQLSource, QuerySource
+from query_dsl.alerts.source import EvaluatorSource, PromQLHttpSource, PromQLSource, QuerySource
 from query_dsl.alerts.state import StateFile
 from query_dsl.exceptions import AlertRuleError, NotifyError
 
@@ -59,6 +59,7 @@ __all__ = [
     "Notification",
     "Notifier",
     "NotifyError",
+    "PromQLHttpSource",
     "PromQLSource",
     "QuerySource",
     "Receiver",

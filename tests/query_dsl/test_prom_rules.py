@@ -19,11 +19,13 @@ import numpy as np
 import pytest
 
 from bookkeeper.testing import AlertmanagerServer
-from query_dsl import AlertRuleError, StoreSource
+from bookkeeper.wire import BackgroundServer
+from query_dsl import AlertRuleError, QueryError, StoreSource, create_app
 from query_dsl.alerts import (
     AlertEngine,
     AlertState,
     EvaluatorSource,
+    PromQLHttpSource,
     PromQLSource,
     Recorder,
     parse_rules,
@@ -415,3 +417,30 @@ def test_artimon_alerts_runs_a_prometheus_rule_file_over_the_shards(
         assert alert["annotations"] == {"summary": "job batch is down (0 up)"}
     finally:
         service.stop()
+
+
+def test_the_rules_can_query_through_the_prometheus_api(vhms: VhmsService) -> None:
+    now = (int(time.time()) - 120) * 1000
+    ingest(vhms, ["api_up{instance=x:1}", "api_up{instance=y:1}"], [0.0, 1.0], [now - 1000] * 2)
+    api = BackgroundServer(create_app(StoreSource(vhms.store)), name="prom-rules-api")
+    api.start()
+    http = PromQLHttpSource(f"{api.url}/prometheus")
+    try:
+        down = http.query("api_up == 0", None, now)
+        assert not isinstance(down, float)
+        assert (down.names, down.labels, down.values.tolist()) == (["api_up"], [{"instance": "x:1"}], [[0.0]])
+        assert http.query("scalar(sum(api_up))", None, now) == 1.0
+        with pytest.raises(QueryError, match="400 bad_data"):
+            http.query("sum(", None, now)
+        config = parse_rules(rule_file("alert: ApiDown\n    expr: api_up == 0"))
+        with AlertEngine(config, http) as engine:
+            (fired,) = engine.evaluate(now).transitions
+        assert (fired.alert.labels, fired.current) == (
+            {"alertname": "ApiDown", "instance": "x:1"},
+            AlertState.FIRING,
+        )
+    finally:
+        http.close()
+        api.stop()
+    with pytest.raises(QueryError, match="does not answer"):
+        PromQLHttpSource(f"{api.url}/prometheus", timeout=2).query("up")
