@@ -353,6 +353,7 @@ def test_keep_firing_for_holds_a_firing_alert_after_its_series_goes(vhms: VhmsSe
         assert [t.current for t in resolved.transitions] == [AlertState.RESOLVED]
 
 
+@pytest.mark.slow
 def test_check_prints_promtools_verdicts(tmp_path: Path) -> None:
     good, bad = tmp_path / "good.yml", tmp_path / "bad.yml"
     good.write_text(DOC_TEMPLATING)
