@@ -31,6 +31,11 @@ class StoreSource:
     def fetch(self, selector: str, start_ms: int, end_ms: int, resolution: str | int = "auto") -> FetchResult:
         return self.store.fetch(selector, start_ms, end_ms, resolution)
 
+    def fetch_samples(self, selector: str, start_ms: int, end_ms: int) -> FetchResult:
+        """The buckets that may hold samples of ``[start_ms, end_ms)`` and, from the finest
+        ring, each value's own time: for PromQL."""
+        return self.store.fetch(selector, start_ms, end_ms, sample_times=True)
+
     def series(self, selector: str) -> list[str]:
         return self.store.series_keys(selector)
 
@@ -65,3 +70,8 @@ class ShardedSource(ShardedClient):
             ssl_context=ssl_context,
             name="query",
         )
+
+    def fetch_samples(self, selector: str, start_ms: int, end_ms: int) -> FetchResult:
+        """The buckets that may hold samples of ``[start_ms, end_ms)`` and, where every shard
+        read its finest ring, each value's own time: for PromQL."""
+        return self.fetch(selector, start_ms, end_ms, sample_times=True)

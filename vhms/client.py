@@ -101,8 +101,16 @@ class VhmsClient(FramedClient):
         )
         return int(reply.stored), int(reply.refused)
 
-    def fetch(self, selector: str, start_ms: int, end_ms: int, resolution: str | int = "auto") -> FetchResult:
-        reply = self._vhms_call("fetch", selector, start_ms, end_ms, str(resolution))
+    def fetch(
+        self,
+        selector: str,
+        start_ms: int,
+        end_ms: int,
+        resolution: str | int = "auto",
+        *,
+        sample_times: bool = False,
+    ) -> FetchResult:
+        reply = self._vhms_call("fetch", selector, start_ms, end_ms, str(resolution), sample_times)
         timestamps = np.frombuffer(reply.timestamps, dtype="<i8")
         labels: LabelColumns = {
             column.label: (list(column.values), np.frombuffer(column.codes, dtype="<i4"))
@@ -119,7 +127,14 @@ class VhmsClient(FramedClient):
             raise WireError(f"VHMS {self.address}: {len(values)} values for {count} series")
         if not labels:
             return FetchResult.empty(int(reply.step_ms))
-        return FetchResult(labels, timestamps, values.reshape(count, len(timestamps)), int(reply.step_ms))
+        times = None
+        if reply.sample_times is not None:
+            times = np.frombuffer(reply.sample_times, dtype="<i8")
+            if len(times) != len(values):
+                raise WireError(f"VHMS {self.address}: {len(times)} sample times for {len(values)} values")
+            times = times.reshape(count, len(timestamps))
+        shape = (count, len(timestamps))
+        return FetchResult(labels, timestamps, values.reshape(shape), int(reply.step_ms), times)
 
     def series(self, selector: str) -> list[str]:
         return list(self._vhms_call("series", selector))
@@ -181,21 +196,28 @@ def merge_results(results: Sequence[FetchResult]) -> FetchResult:
         key = key * radix + (codes + 1)
         span *= radix
     values = np.concatenate([p.values for p in parts])
+    timed = all(p.sample_times is not None for p in parts)
+    times = np.concatenate([p.sample_times for p in parts if p.sample_times is not None]) if timed else None
     _, first, inverse = np.unique(key, return_index=True, return_inverse=True)
     if len(first) == len(key):
-        return FetchResult(joint, parts[0].timestamps, values, parts[0].step_ms)
+        return FetchResult(joint, parts[0].timestamps, values, parts[0].step_ms, times)
     keep = np.sort(first)  # the first occurrence of each series, in input order
     target = np.empty(len(first), dtype=np.int64)
     target[np.argsort(first)] = np.arange(len(first))  # class -> its row in the output
     merged = values[keep]
+    merged_times = None if times is None else times[keep]
     later = np.setdiff1d(np.arange(len(key)), keep)
     for row, into in zip(later.tolist(), target[inverse[later]].tolist(), strict=True):  # duplicates only
-        merged[into] = np.where(np.isnan(merged[into]), values[row], merged[into])
+        missing = np.isnan(merged[into])
+        merged[into] = np.where(missing, values[row], merged[into])
+        if merged_times is not None and times is not None:
+            merged_times[into] = np.where(missing, times[row], merged_times[into])
     return FetchResult(
         {label: (vals, codes[keep]) for label, (vals, codes) in joint.items()},
         parts[0].timestamps,
         merged,
         parts[0].step_ms,
+        merged_times,
     )
 
 
@@ -450,15 +472,28 @@ class ShardedClient:
         futures = [self._pool.submit(self._read_shard, shard, addresses, method) for shard, addresses in live]
         return [future.result() for future in futures]
 
-    def fetch(self, selector: str, start_ms: int, end_ms: int, resolution: str | int = "auto") -> FetchResult:
-        """The selected series of every shard, merged (:func:`merge_results`)."""
-        results = self._each(lambda c: c.fetch(selector, start_ms, end_ms, resolution))
+    def fetch(
+        self,
+        selector: str,
+        start_ms: int,
+        end_ms: int,
+        resolution: str | int = "auto",
+        *,
+        sample_times: bool = False,
+    ) -> FetchResult:
+        """The selected series of every shard, merged (:func:`merge_results`); with
+        ``sample_times``, each value's own time where every shard read its finest ring."""
+        results = self._each(
+            lambda c: c.fetch(selector, start_ms, end_ms, resolution, sample_times=sample_times)
+        )
         if not results:
             return FetchResult.empty()
         steps = {r.step_ms for r in results}
         if len(steps) > 1:  # shards picked different rings: read them all at the coarsest
             coarsest = max(steps) // 1000
-            results = self._each(lambda c: c.fetch(selector, start_ms, end_ms, coarsest))
+            results = self._each(
+                lambda c: c.fetch(selector, start_ms, end_ms, coarsest, sample_times=sample_times)
+            )
         return merge_results(results)
 
     def series(self, selector: str) -> list[str]:

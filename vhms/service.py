@@ -110,9 +110,13 @@ class _Handler:
                 raise _error(exc) from None
         return vhms_thrift.IngestReply(stored=stored, refused=len(numbers) - stored)
 
-    def fetch(self, selector: str, start_ms: int, end_ms: int, resolution: str) -> Any:
+    def fetch(
+        self, selector: str, start_ms: int, end_ms: int, resolution: str, sample_times: bool | None = None
+    ) -> Any:
         try:
-            result = self.store.fetch(selector or "", start_ms, end_ms, resolution or "auto")
+            result = self.store.fetch(
+                selector or "", start_ms, end_ms, resolution or "auto", sample_times=bool(sample_times)
+            )
         except (VhmsError, ValueError) as exc:
             raise _error(exc) from None
         return vhms_thrift.FetchReply(
@@ -123,6 +127,9 @@ class _Handler:
             timestamps=result.timestamps.astype("<i8").tobytes(),
             values=np.ascontiguousarray(result.values, dtype="<f8").tobytes(),
             step_ms=result.step_ms,
+            sample_times=None
+            if result.sample_times is None
+            else np.ascontiguousarray(result.sample_times, dtype="<i8").tobytes(),
         )
 
     def series(self, selector: str) -> list[str]:

@@ -6,7 +6,10 @@ series are contiguous, so a time window is a contiguous block of rows and advanc
 ring clears one row. Slot ``b % slots`` holds bucket ``b`` (``b = t // step``); all series
 share the ring's head (its newest bucket). The finest ring also keeps, per cell, the time of
 its sample within the bucket (one byte), which is how a replay or an out-of-order sample
-leaves the newest sample in place. Coarser rings aggregate the finest ring's buckets
+leaves the newest sample in place, and that time to the millisecond (a uint32 offset from
+the bucket's start, kept in memory only: what PromQL's lookback, ``rate`` extrapolation and
+``timestamp()`` need; after a snapshot restore it is rebuilt from the byte, to 1/254 of
+the step). Coarser rings aggregate the finest ring's buckets
 (:mod:`vhms.resolutions`).
 
 Thread safety: one lock (``_lock``, reentrant) around ingest and the reading of buckets;
@@ -66,6 +69,9 @@ class FetchResult:
     timestamps: np.ndarray
     values: np.ndarray
     step_ms: int
+    # with ``sample_times=True`` from the finest ring: each value's own time (epoch ms,
+    # ``[series, buckets]``, the bucket's start where there is no value)
+    sample_times: np.ndarray | None = None
 
     def __len__(self) -> int:
         return int(self.values.shape[0])
@@ -132,6 +138,7 @@ class _Ring:
         self.head = -1  # newest bucket number; -1: nothing yet
         self.values: list[np.ndarray] = []
         self.offsets: list[np.ndarray] | None = [] if finest else None
+        self.times: list[np.ndarray] | None = [] if finest else None  # ms since the bucket's start
 
     def grow(self, series: int) -> None:
         """Room for ``series`` series: whole chunks of ``CHUNK`` columns before the last, the
@@ -153,13 +160,15 @@ class _Ring:
                 self.values[index] = values
             else:
                 self.values.append(values)
-            if self.offsets is not None:
-                offsets = np.zeros((self.slots, room), dtype=np.uint8)
+            for kept, dtype in ((self.offsets, np.uint8), (self.times, np.uint32)):
+                if kept is None:
+                    continue
+                grown = np.zeros((self.slots, room), dtype=dtype)
                 if have:
-                    offsets[:, :have] = self.offsets[index]
-                    self.offsets[index] = offsets
+                    grown[:, :have] = kept[index]
+                    kept[index] = grown
                 else:
-                    self.offsets.append(offsets)
+                    kept.append(grown)
 
     def covers(self, bucket: np.ndarray) -> np.ndarray:
         return (bucket > self.head - self.slots) & (bucket <= self.head)
@@ -172,8 +181,8 @@ class _Ring:
         slots = [b % self.slots for b in range(first, newest + 1)]
         for chunk in self.values:
             chunk[slots, :] = np.nan
-        if self.offsets is not None:
-            for chunk in self.offsets:
+        for kept in (self.offsets, self.times):
+            for chunk in kept or ():
                 chunk[slots, :] = 0
         self.head = newest
 
@@ -342,7 +351,8 @@ class Store:
         slot = bucket_ok % ring.slots
         offset = ((timestamps[ok] - bucket_ok * step) * 254 // step + 1).astype(np.uint8)
         chunk_of = ids_ok >> _SHIFT
-        assert ring.offsets is not None  # the finest ring keeps offsets
+        assert ring.offsets is not None and ring.times is not None  # the finest ring keeps both
+        within = (timestamps[ok] - bucket_ok * step).astype(np.uint32)
         for chunk in np.unique(chunk_of):
             where = chunk_of == chunk
             local = ids_ok[where] & _MASK
@@ -350,6 +360,7 @@ class Store:
             offsets = ring.offsets[int(chunk)]
             newer = offset[where] >= offsets[slots, local]
             offsets[slots[newer], local[newer]] = offset[where][newer]
+            ring.times[int(chunk)][slots[newer], local[newer]] = within[where][newer]
             ring.values[int(chunk)][slots[newer], local[newer]] = values[ok][where][newer]
         return ok
 
@@ -453,10 +464,19 @@ class Store:
         return self.rings[-1]
 
     def fetch(
-        self, selector: str | Selector, start_ms: int, end_ms: int, resolution: str | int = "auto"
+        self,
+        selector: str | Selector,
+        start_ms: int,
+        end_ms: int,
+        resolution: str | int = "auto",
+        *,
+        sample_times: bool = False,
     ) -> FetchResult:
         """Buckets of the selected series whose start lies in ``[start_ms, end_ms)``, at the
-        given resolution (its step in seconds) or the finest that covers the range."""
+        given resolution (its step in seconds) or the finest that covers the range. With
+        ``sample_times``, the buckets that may hold a sample whose own time lies in
+        ``[start_ms, end_ms)`` (from the one holding ``start_ms``), and from the finest ring
+        each value's own time."""
         if end_ms <= start_ms:
             raise ValueError(f"fetch needs start < end, got {start_ms} >= {end_ms}")
         ids = self.select(selector)
@@ -466,7 +486,7 @@ class Store:
                 each.grow(int(ids[-1]) + 1 if len(ids) else 0)
             ring = self._ring(resolution, start_ms)
             step = ring.step_ms
-            first = -(-start_ms // step)
+            first = start_ms // step if sample_times else -(-start_ms // step)
             last = (end_ms - 1) // step
             count = last - first + 1
             # checked before the time axis exists: a range of centuries must not allocate it,
@@ -479,26 +499,51 @@ class Store:
                 )
             buckets = np.arange(first, last + 1, dtype=np.int64)
             values = self._gather(ring, ids, buckets)
+            times = self._sample_times(ring, ids, buckets) if sample_times and ring is self.rings[0] else None
         columns = self.index.columns(ids)
         labels = {label: compact_column(*column) for label, column in columns.items()}
         if NAME not in labels:
             labels[NAME] = ([], np.zeros(0, dtype=np.int32))
-        return FetchResult(labels, buckets * step, values, step)
+        return FetchResult(labels, buckets * step, values, step, times)
 
     @staticmethod
-    def _gather(ring: _Ring, ids: np.ndarray, buckets: np.ndarray) -> np.ndarray:
-        """``[series, buckets]`` values of sorted ``ids``, copied a block of rows at a time from
-        the time-major chunks (slices where the ids or the slots are contiguous) and kept
-        time-major: the result is a transposed view, as cheap to reduce across series as a
-        copy would be to make."""
-        out = np.empty((len(buckets), len(ids)))
+    def _sample_times(ring: _Ring, ids: np.ndarray, buckets: np.ndarray) -> np.ndarray:
+        """``[series, buckets]`` epoch-ms times of the finest ring's samples: the exact offset
+        kept at ingest, else (restored from a snapshot) the one-byte offset's lower bound."""
+        assert ring.offsets is not None and ring.times is not None  # the finest ring keeps both
+        step = ring.step_ms
+        exact = Store._gather(ring, ids, buckets, ring.times, 0).astype(np.int64)
+        exact += (buckets * step)[None, :]
+        if len(ids):
+            byte = Store._gather(ring, ids, buckets, ring.offsets, 0)
+            lost = (exact == buckets * step) & (byte > 1)  # restored from a snapshot: the byte's bound
+            if lost.any():
+                rows, columns = np.nonzero(lost)
+                exact[rows, columns] += -(-(byte[rows, columns].astype(np.int64) - 1) * step // 254)
+        return exact
+
+    @staticmethod
+    def _gather(
+        ring: _Ring,
+        ids: np.ndarray,
+        buckets: np.ndarray,
+        chunks: list[np.ndarray] | None = None,
+        empty: float = np.nan,
+    ) -> np.ndarray:
+        """``[series, buckets]`` values of sorted ``ids`` (or of the ring's other per-cell
+        ``chunks``, ``empty`` where the ring holds no such bucket), copied a block of rows at
+        a time from the time-major chunks (slices where the ids or the slots are contiguous)
+        and kept time-major: the result is a transposed view, as cheap to reduce across
+        series as a copy would be to make."""
+        source = ring.values if chunks is None else chunks
+        out = np.empty((len(buckets), len(ids)), dtype=source[0].dtype if source else np.float64)
         present = np.flatnonzero(ring.covers(buckets))  # one contiguous range of columns
         if not len(present) or not len(ids):
-            out.fill(np.nan)
+            out.fill(empty)
             return out.T
         low, high = int(present[0]), int(present[-1]) + 1
-        out[:low] = np.nan
-        out[high:] = np.nan
+        out[:low] = empty
+        out[high:] = empty
         first_slot = int(buckets[low] % ring.slots)
         wrap = min(high - low, ring.slots - first_slot)  # the ring wraps after this many columns
         runs = [(low, low + wrap, first_slot), (low + wrap, high, 0)]
@@ -507,7 +552,7 @@ class Store:
         for start, stop in itertools.pairwise(edges):
             local = ids[start:stop] & _MASK
             contiguous = int(local[-1] - local[0]) == stop - start - 1
-            chunk = ring.values[int(chunk_of[start])]
+            chunk = source[int(chunk_of[start])]
             for column, end, slot in runs:
                 if column == end:
                     continue

@@ -25,6 +25,8 @@ struct FetchReply {
   3: binary values,           // float64 LE: [series][buckets], row-major, NaN for gaps
   4: i64 step_ms,
   5: list<LabelColumn> labels, // the series' names and labels by columns
+  6: optional binary sample_times, // int64 LE [series][buckets]: each value's own time, epoch ms
+                                   // (asked with sample_times, from the finest ring only)
 }
 
 struct StringsReply {
@@ -37,7 +39,8 @@ service Vhms {
   IngestReply ingest(1: list<string> keys, 2: binary values, 3: binary timestamps,
                      4: list<string> string_keys, 5: list<string> strings, 6: binary string_timestamps)
     throws (1: VhmsException error),
-  FetchReply fetch(1: string selector, 2: i64 start_ms, 3: i64 end_ms, 4: string resolution)
+  FetchReply fetch(1: string selector, 2: i64 start_ms, 3: i64 end_ms, 4: string resolution,
+                   5: bool sample_times)
     throws (1: VhmsException error),
   list<string> series(1: string selector) throws (1: VhmsException error),
   list<string> label_names(),

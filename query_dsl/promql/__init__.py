@@ -37,14 +37,15 @@ MAX_POINTS_PER_SERIES = 11_000  # Prometheus's own limit on a range query's reso
 _NAMES = {MATRIX: "range vector", STRING: "string"}
 
 
-def _window(value: RangeValue) -> Matrix:
-    """A range vector's samples in its (single) window, at their own times."""
+def _window(value: RangeValue) -> tuple[Matrix, np.ndarray]:
+    """A range vector's samples in its (single) window, and their own times."""
     samples, end = value.samples, int(value.ends[-1])
-    low = int(np.searchsorted(samples.times, end - value.range_ms, side="left"))
-    high = int(np.searchsorted(samples.times, end, side="right"))
-    return Matrix.from_table(
-        samples.table, samples.times[low:high], samples.values[:, low:high], samples.step_ms
-    )
+    own = samples.sample_times()
+    inside = (own >= end - value.range_ms) & (own <= end)
+    values = np.where(inside, samples.values, np.nan)
+    columns = np.flatnonzero((~np.isnan(values)).any(axis=0))
+    window = Matrix.from_table(samples.table, samples.times[columns], values[:, columns], samples.step_ms)
+    return window, own[:, columns]
 
 
 def _order(expr: Expr) -> str:
@@ -73,6 +74,7 @@ def _run(
     except RecursionError:
         raise QueryLimitError("the query nests too deeply to evaluate") from None
     times = np.arange(start_ms, end_ms + 1, max(step_ms, 1), dtype=np.int64)
+    point_times: np.ndarray | None = None
     found = value_type(expr)
     if kind == "range" and found not in (SCALAR, VECTOR):
         raise PromQLSyntaxError(
@@ -87,9 +89,11 @@ def _run(
     else:
         result_type = {SCALAR: "scalar", STRING: "string", MATRIX: "matrix"}.get(found, "vector")
         if isinstance(value, RangeValue):
-            value = _window(value)
+            value, point_times = _window(value)
     if isinstance(value, String | Scalar | Matrix):
-        return PromQLResult(result_type, value, times, engine.warnings, order=_order(expr))
+        return PromQLResult(
+            result_type, value, times, engine.warnings, point_times=point_times, order=_order(expr)
+        )
     raise QueryTypeError(f"the query gives {type(value).__name__}, not an answer")
 
 

@@ -11,8 +11,10 @@ Every ``interval_s`` (15 s) for ``points`` samples ending at ``end_s``:
 - ``up{job, instance}``: 0 or 1;
 - ``batch_last_success_timestamp_seconds{job}``: a series that stops at half time.
 
-Sample times are multiples of the interval, as a scrape every ``interval_s`` gives in a
-ring of that step. Values come from a seeded generator: the same every run.
+Each target is scraped at its own moment within the interval (a fixed offset per series,
+plus up to 50 ms of jitter per scrape), as Prometheus scrapes; a ring whose step is the
+interval keeps one sample per bucket, at its own time. Values and times come from a seeded
+generator: the same every run.
 """
 
 from __future__ import annotations
@@ -41,8 +43,14 @@ def generate(end_s: int, points: int = 480, interval_s: int = 15, seed: int = 17
     """The dataset's series, their last sample at ``end_s`` (rounded down to the interval)."""
     rng = np.random.default_rng(seed)
     end = end_s // interval_s * interval_s
-    times = (end - interval_s * np.arange(points)[::-1]) * 1000
+    grid = (end - interval_s * np.arange(points)[::-1]) * 1000
     out: list[Series] = []
+
+    def scraped() -> np.ndarray:
+        """The grid moved by this target's offset and each scrape's jitter (ms)."""
+        offset = int(rng.integers(0, interval_s * 1000 - 100))
+        return grid + offset + rng.integers(0, 50, points)
+
     for job in ("api", "web"):
         for instance in ("i0", "i1", "i2"):
             for method in ("GET", "POST"):
@@ -51,9 +59,9 @@ def generate(end_s: int, points: int = 480, interval_s: int = 15, seed: int = 17
                 for reset in np.flatnonzero(rng.random(points) < 0.01):
                     counter[reset:] -= counter[reset] - rng.integers(0, 3)
                 labels = {"job": job, "instance": instance, "method": method}
-                out.append(Series("http_requests_total", labels, times, counter))
+                out.append(Series("http_requests_total", labels, scraped(), counter))
             up = (rng.random(points) > 0.1).astype(np.float64)
-            out.append(Series("up", {"job": job, "instance": instance}, times, up))
+            out.append(Series("up", {"job": job, "instance": instance}, scraped(), up))
     for index, host in enumerate(("h0", "h1", "h2", "h3")):
         base = 60.0 - 40 * index
         wave = base + 8 * np.sin(np.arange(points) / 20 + index) + rng.normal(0, 0.5, points)
@@ -61,17 +69,19 @@ def generate(end_s: int, points: int = 480, interval_s: int = 15, seed: int = 17
         keep = np.ones(points, dtype=bool)
         if host == "h3":
             keep[points // 2 : points // 2 + 600 // interval_s] = False
-        out.append(Series("cpu_temp_celsius", labels, times[keep], np.round(wave[keep], 3)))
+        out.append(Series("cpu_temp_celsius", labels, scraped()[keep], np.round(wave[keep], 3)))
     bounds = ("0.1", "0.5", "1", "+Inf")
     for job in ("api", "web"):
         rates = np.cumsum(rng.integers(0, 20, (points, len(bounds))), axis=0)
         cumulative = np.cumsum(np.cumsum(rates, axis=1), axis=0).astype(np.float64) / 10
+        times = scraped()  # one scrape gives every bucket of a histogram
         for column, le in enumerate(bounds):
             labels = {"job": job, "le": le}
             out.append(Series("request_duration_seconds_bucket", labels, times, cumulative[:, column]))
     half = points // 2
-    stamps = (times[:half] // 1000).astype(np.float64)
-    out.append(Series("batch_last_success_timestamp_seconds", {"job": "batch"}, times[:half], stamps))
+    times = scraped()[:half]
+    stamps = (times // 1000).astype(np.float64)
+    out.append(Series("batch_last_success_timestamp_seconds", {"job": "batch"}, times, stamps))
     return out
 
 

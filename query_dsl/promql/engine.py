@@ -38,7 +38,7 @@ from query_dsl.promql.ast import (
 )
 from query_dsl.promql.functions import INSTANT_FUNCTIONS
 from query_dsl.promql.labels import ensure_unique
-from query_dsl.promql.ranges import RANGE_FUNCTIONS, evaluate_range
+from query_dsl.promql.ranges import RANGE_NAMES, evaluate_range
 from query_dsl.promql.selection import Samples, fetch_samples
 from query_dsl.promql.values import RangeValue, Scalar, String, Value
 from query_dsl.series_table import SeriesTable
@@ -62,10 +62,12 @@ class Engine:
     limits: Limits = field(default_factory=Limits)
     warnings: list[str] = field(default_factory=list)
     _deadline: float = 0.0
+    _times: np.ndarray = field(default_factory=lambda: np.zeros(1, dtype=np.int64))
 
     def evaluate(self, expr: Expr) -> Value:
         self._deadline = time.monotonic() + self.limits.timeout_s
         times = np.arange(self.start_ms, self.end_ms + 1, max(self.step_ms, 1), dtype=np.int64)
+        self._times = times
         return self._eval(expr, times)
 
     def warn(self, message: str) -> None:
@@ -131,14 +133,20 @@ class Engine:
 
     def _fetch(self, selector: VectorSelector, low_ms: int, high_ms: int) -> Samples:
         samples = fetch_samples(self.source, selector, low_ms, high_ms)
+        if samples.exact is None and hasattr(self.source, "fetch_samples") and len(samples.table):
+            self.warn(
+                f"read VHMS's {samples.step_ms // 1000} s ring (the finest does not reach back that far): "
+                "its samples are at their buckets' starts"
+            )
         if len(samples.table) > self.limits.max_series:
             raise QueryLimitError(
                 f"the selector picks {len(samples.table)} series, "
                 f"more than max_series={self.limits.max_series}"
             )
-        if samples.values.size > self.limits.max_points:
+        steps = len(self._times)
+        if max(samples.values.size, len(samples.table) * steps) > self.limits.max_points:
             raise QueryLimitError(
-                f"the selector reads {samples.values.size} points, "
+                f"the selector reads {samples.values.size} points for {steps} evaluation times, "
                 f"more than max_points={self.limits.max_points}"
             )
         return samples
@@ -147,20 +155,25 @@ class Engine:
         """The selector's values at ``times`` and the time of each value's sample (ms)."""
         at = self._moved(times, selector.at, selector.offset_ms)
         samples = self._fetch(selector, int(at.min()) - LOOKBACK_MS, int(at.max()))
-        values, sample_times = samples.values, samples.times
+        values, axis = samples.values, samples.times
         step = int(times[1] - times[0]) if len(times) > 1 else self.step_ms
-        if not len(values) or not len(sample_times):
+        if not len(values) or not len(axis):
             empty = np.zeros((len(values), len(times)))
             empty[:] = np.nan
             return Matrix.from_table(samples.table, times, empty, step), empty.copy()
+        own = samples.sample_times()
         present = ~np.isnan(values)
-        latest = np.maximum.accumulate(np.where(present, np.arange(len(sample_times))[None, :], -1), axis=1)
-        column = np.searchsorted(sample_times, at, side="right") - 1
+        latest = np.maximum.accumulate(np.where(present, np.arange(len(axis))[None, :], -1), axis=1)
+        column = np.searchsorted(axis, at, side="right") - 1
         picked = latest[:, np.maximum(column, 0)]
         picked[:, column < 0] = -1
-        when = sample_times[np.maximum(picked, 0)]
-        ok = (picked >= 0) & (when >= at[None, :] - LOOKBACK_MS)
         rows = np.arange(len(values))[:, None]
+        # a sample of the bucket that holds the time may lie after it: take the one before
+        after = (picked >= 0) & (own[rows, np.maximum(picked, 0)] > at[None, :])
+        earlier = np.where(picked > 0, latest[rows, np.maximum(picked - 1, 0)], -1)
+        picked = np.where(after, earlier, picked)
+        when = own[rows, np.maximum(picked, 0)]
+        ok = (picked >= 0) & (when >= at[None, :] - LOOKBACK_MS)
         out = np.where(ok, values[rows, np.maximum(picked, 0)], np.nan)
         return Matrix.from_table(samples.table, times, out, step), np.where(ok, when, np.nan)
 
@@ -189,7 +202,7 @@ class Engine:
             return self._timestamp(expr, times)
         if name in ("absent", "absent_over_time"):
             return self._absent(expr, times)
-        if name in RANGE_FUNCTIONS:
+        if name in RANGE_NAMES:
             matrix_index = 1 if name == "quantile_over_time" else 0
             scalars = [self._eval(arg, times) for i, arg in enumerate(expr.args) if i != matrix_index]
             params = np.array([s.values for s in scalars if isinstance(s, Scalar)]).reshape(
@@ -198,9 +211,7 @@ class Engine:
             window = self._eval(expr.args[matrix_index], times)
             assert isinstance(window, RangeValue)  # the parser checked the types
             samples = window.samples
-            values = evaluate_range(
-                name, samples.values, samples.times, window.ends, window.range_ms, params, self.check
-            )
+            values = evaluate_range(name, samples, window.ends, window.range_ms, params, self.check)
             table = samples.table if name == "last_over_time" else samples.table.with_name("")
             step = int(times[1] - times[0]) if len(times) > 1 else self.step_ms
             return Matrix.from_table(table, times, values, step)
@@ -227,8 +238,7 @@ class Engine:
             samples = value.samples
             counts = evaluate_range(
                 "count_over_time",
-                samples.values,
-                samples.times,
+                samples,
                 value.ends,
                 value.range_ms,
                 np.zeros((0, len(times))),

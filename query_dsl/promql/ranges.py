@@ -3,10 +3,11 @@ evaluation time ``t``, the samples of each series in ``[t - range, t]`` (both en
 as Prometheus 2 reads a range) give one value, or none.
 
 Each function takes the window's values ``[series, samples]`` (NaN where a series has no
-sample), the samples' times (ms), the window's ends and the range, and answers a value per
-series (NaN: no output). Prometheus's rules: ``rate``/``increase``/``delta`` extrapolate
-towards the window's ends (not further than half an average interval past the first and
-last samples, and never below zero for counters), counter resets add the value before the
+sample), the samples' times (ms, ``[series, samples]``), the window's end and the range,
+and answers a value per series (NaN: no output). Prometheus's rules:
+``rate``/``increase``/``delta`` extrapolate towards the window's ends (not further than
+half an average interval past the first and last samples, and never below zero for
+counters), counter resets add the value before the
 drop, ``irate``/``idelta`` use the last two samples.
 """
 
@@ -17,9 +18,10 @@ from collections.abc import Callable
 
 import numpy as np
 
+from query_dsl.promql.selection import Samples
 from query_dsl.promql.stats import quantile_of
 
-__all__ = ["RANGE_FUNCTIONS", "RangeFunction", "evaluate_range"]
+__all__ = ["RANGE_FUNCTIONS", "RANGE_NAMES", "RangeFunction", "evaluate_range"]
 
 RangeFunction = Callable[[np.ndarray, np.ndarray, int, int, tuple[float, ...]], np.ndarray]
 
@@ -46,71 +48,13 @@ def _previous(values: np.ndarray) -> np.ndarray:
     return out
 
 
-def _extrapolated(is_counter: bool, is_rate: bool) -> RangeFunction:
-    def run(
-        values: np.ndarray, times: np.ndarray, end_ms: int, range_ms: int, _: tuple[float, ...]
-    ) -> np.ndarray:
-        present = ~np.isnan(values)
-        count, first, last = _positions(present)
-        rows = np.arange(len(values))
-        first_v, last_v = values[rows, first], values[rows, last]
-        first_t, last_t = times[first].astype(np.float64), times[last].astype(np.float64)
-        result = last_v - first_v
-        if is_counter:
-            previous = _previous(values)
-            drops = present & (values < previous)
-            result = result + np.where(drops, previous, 0.0).sum(axis=1)
-        with np.errstate(all="ignore"):
-            to_start = (first_t - (end_ms - range_ms)) / 1000
-            to_end = (end_ms - last_t) / 1000
-            sampled = (last_t - first_t) / 1000
-            average = sampled / (count - 1)
-            if is_counter:
-                to_zero = sampled * (first_v / result)
-                shorter = (result > 0) & (first_v >= 0) & (to_zero < to_start)
-                to_start = np.where(shorter, to_zero, to_start)
-            threshold = average * 1.1
-            interval = sampled + np.where(to_start < threshold, to_start, average / 2)
-            interval += np.where(to_end < threshold, to_end, average / 2)
-            factor = interval / sampled
-            if is_rate:
-                factor /= range_ms / 1000
-            out = result * factor
-        return np.where(count >= 2, out, np.nan)
-
-    return run
-
-
-def _instant(is_rate: bool) -> RangeFunction:
-    def run(
-        values: np.ndarray, times: np.ndarray, end_ms: int, range_ms: int, _: tuple[float, ...]
-    ) -> np.ndarray:
-        present = ~np.isnan(values)
-        count, _first, last = _positions(present)
-        rows = np.arange(len(values))
-        index = np.where(present, np.arange(values.shape[1])[None, :], -1)
-        index[rows, last] = -1
-        before = index.max(axis=1)
-        last_v, prev_v = values[rows, last], values[rows, np.maximum(before, 0)]
-        with np.errstate(all="ignore"):
-            if not is_rate:
-                out = last_v - prev_v
-            else:
-                increase = np.where(last_v < prev_v, last_v, last_v - prev_v)
-                seconds = (times[last] - times[np.maximum(before, 0)]) / 1000
-                out = np.where(seconds > 0, increase / seconds, np.nan)
-        return np.where(count >= 2, out, np.nan)
-
-    return run
-
-
-def _deriv(
-    values: np.ndarray, times: np.ndarray, end_ms: int, range_ms: int, _: tuple[float, ...]
-) -> np.ndarray:
+def _regression(values: np.ndarray, times: np.ndarray, origin: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Least-squares slope (per second) and value at ``origin`` (ms, per series) of each
+    series' samples; a constant series has slope 0 (NaN if it is infinite)."""
     present = ~np.isnan(values)
     count, first, _last = _positions(present)
-    x = (times[None, :] - times[first][:, None]) / 1000
-    x = np.where(present, x, 0.0)
+    rows = np.arange(len(values))
+    x = np.where(present, (times - origin[:, None]) / 1000, 0.0)
     y = np.where(present, values, 0.0)
     with np.errstate(all="ignore"):
         n = count.astype(np.float64)
@@ -118,11 +62,28 @@ def _deriv(
         cov = (x * y).sum(axis=1) - sum_x * sum_y / n
         var = (x * x).sum(axis=1) - sum_x * sum_x / n
         slope = cov / var
-        rows = np.arange(len(values))
+        intercept = sum_y / n - slope * sum_x / n
         first_v = values[rows, first]
         constant = (np.where(present, values, first_v[:, None]) == first_v[:, None]).all(axis=1)
         slope = np.where(constant, np.where(np.isinf(first_v), np.nan, 0.0), slope)
-    return np.where(count >= 2, slope, np.nan)
+        intercept = np.where(constant, np.where(np.isinf(first_v), np.nan, first_v), intercept)
+    enough = count >= 2
+    return np.where(enough, slope, np.nan), np.where(enough, intercept, np.nan)
+
+
+def _deriv(
+    values: np.ndarray, times: np.ndarray, end_ms: int, range_ms: int, _: tuple[float, ...]
+) -> np.ndarray:
+    first = np.argmax(~np.isnan(values), axis=1)
+    return _regression(values, times, times[np.arange(len(values)), first])[0]
+
+
+def _predict_linear(
+    values: np.ndarray, times: np.ndarray, end_ms: int, range_ms: int, params: tuple[float, ...]
+) -> np.ndarray:
+    slope, intercept = _regression(values, times, np.full(len(values), end_ms))
+    predicted: np.ndarray = slope * params[0] + intercept
+    return predicted
 
 
 def _changes(
@@ -175,12 +136,8 @@ def _quantile(
 
 
 RANGE_FUNCTIONS: dict[str, RangeFunction] = {
-    "rate": _extrapolated(is_counter=True, is_rate=True),
-    "increase": _extrapolated(is_counter=True, is_rate=False),
-    "delta": _extrapolated(is_counter=False, is_rate=False),
-    "irate": _instant(is_rate=True),
-    "idelta": _instant(is_rate=False),
     "deriv": _deriv,
+    "predict_linear": _predict_linear,
     "changes": _changes,
     "resets": _resets,
     "avg_over_time": _nan_aggregate(np.nanmean),
@@ -196,10 +153,90 @@ RANGE_FUNCTIONS: dict[str, RangeFunction] = {
 }
 
 
+def _bounds(samples: Samples, ends: np.ndarray, range_ms: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """For every series and window ``[end - range_ms, end]``: the column of its first and
+    of its last sample in the window (``[series, ends]``), and whether it has one at all."""
+    values, axis = samples.values, samples.times
+    width = values.shape[1]
+    present = ~np.isnan(values)
+    columns = np.arange(width)[None, :]
+    latest = np.maximum.accumulate(np.where(present, columns, -1), axis=1)
+    following = np.minimum.accumulate(np.where(present, columns, width)[:, ::-1], axis=1)[:, ::-1]
+    following = np.concatenate([following, np.full((len(values), 1), width)], axis=1)  # past the end: none
+    exact = samples.exact is not None
+    slack = samples.step_ms if exact else 0  # with own times a sample lies up to a step after its bucket
+    low = np.searchsorted(axis, ends - range_ms - slack, side="right" if exact else "left")
+    high = np.searchsorted(axis, ends, side="right")
+    rows = np.arange(len(values))[:, None]
+    first = following[:, np.minimum(low, width)]
+    last = np.where(high[None, :] > 0, latest[:, np.maximum(high - 1, 0)], -1)
+    if exact:
+        own = samples.sample_times()
+        early = (first < width) & (own[rows, np.minimum(first, width - 1)] < (ends - range_ms)[None, :])
+        first = np.where(early, following[rows, np.minimum(first + 1, width)], first)
+        late = (last >= 0) & (own[rows, np.maximum(last, 0)] > ends[None, :])
+        before = np.where(last > 0, latest[rows, np.maximum(last - 1, 0)], -1)
+        last = np.where(late, before, last)
+    valid = (first < width) & (last >= 0) & (first <= last)
+    return np.minimum(first, width - 1), np.maximum(last, 0), valid
+
+
+def _rates(name: str, samples: Samples, ends: np.ndarray, range_ms: int) -> np.ndarray:
+    """``rate``, ``increase``, ``delta``, ``irate``, ``idelta`` for every window at once
+    (``[series, ends]``), from the first and last sample of each window and prefix sums of
+    the counter resets: no loop over the evaluation times."""
+    values = samples.values
+    own = samples.sample_times()
+    first, last, valid = _bounds(samples, ends, range_ms)
+    rows = np.arange(len(values))[:, None]
+    present = ~np.isnan(values)
+    count = np.cumsum(present, axis=1)
+    samples_in = count[rows, last] - count[rows, first] + 1
+    last_v, last_t = values[rows, last], own[rows, last].astype(np.float64)
+    with np.errstate(all="ignore"):
+        if name in ("irate", "idelta"):
+            columns = np.arange(values.shape[1])[None, :]
+            latest = np.maximum.accumulate(np.where(present, columns, -1), axis=1)
+            before = np.where(last > 0, latest[rows, np.maximum(last - 1, 0)], -1)
+            enough = valid & (before >= first)
+            prev_v = values[rows, np.maximum(before, 0)]
+            if name == "idelta":
+                return np.where(enough, last_v - prev_v, np.nan)
+            increase = np.where(last_v < prev_v, last_v, last_v - prev_v)
+            seconds = (last_t - own[rows, np.maximum(before, 0)]) / 1000
+            return np.where(enough & (seconds > 0), increase / seconds, np.nan)
+        first_v, first_t = values[rows, first], own[rows, first].astype(np.float64)
+        result = last_v - first_v
+        is_counter = name != "delta"
+        if is_counter:
+            previous = _previous(values)
+            drops = np.cumsum(np.where(present & (values < previous), previous, 0.0), axis=1)
+            result = result + drops[rows, last] - drops[rows, first]
+        end = ends[None, :].astype(np.float64)
+        to_start = (first_t - (end - range_ms)) / 1000
+        to_end = (end - last_t) / 1000
+        sampled = (last_t - first_t) / 1000
+        average = sampled / (samples_in - 1)
+        if is_counter:
+            to_zero = sampled * (first_v / result)
+            shorter = (result > 0) & (first_v >= 0) & (to_zero < to_start)
+            to_start = np.where(shorter, to_zero, to_start)
+        threshold = average * 1.1
+        interval = sampled + np.where(to_start < threshold, to_start, average / 2)
+        interval += np.where(to_end < threshold, to_end, average / 2)
+        factor = interval / sampled
+        if name == "rate":
+            factor /= range_ms / 1000
+        return np.where(valid & (samples_in >= 2), result * factor, np.nan)
+
+
+_VECTORIZED = frozenset({"rate", "increase", "delta", "irate", "idelta"})
+RANGE_NAMES = frozenset(RANGE_FUNCTIONS) | _VECTORIZED  # every function of a range vector
+
+
 def evaluate_range(
     name: str,
-    values: np.ndarray,
-    times: np.ndarray,
+    samples: Samples,
     ends: np.ndarray,
     range_ms: int,
     params: np.ndarray,
@@ -207,10 +244,18 @@ def evaluate_range(
 ) -> np.ndarray:
     """``name`` over each window ``[end - range_ms, end]`` of ``ends``: ``[series, ends]``.
     ``params`` holds the function's scalar arguments per evaluation time ``[params, ends]``."""
+    if name in _VECTORIZED:
+        check()
+        return _rates(name, samples, ends, range_ms)
     function = RANGE_FUNCTIONS[name]
+    values, axis = samples.values, samples.times
+    times = samples.sample_times()
     out = np.full((values.shape[0], len(ends)), np.nan)
-    low = np.searchsorted(times, ends - range_ms, side="left")
-    high = np.searchsorted(times, ends, side="right")
+    exact = samples.exact is not None
+    # with own times, a sample lies up to a step after its bucket's start
+    slack = samples.step_ms if exact else 0
+    low = np.searchsorted(axis, ends - range_ms - slack, side="right" if exact else "left")
+    high = np.searchsorted(axis, ends, side="right")
     cache: dict[tuple[int, int, tuple[float, ...]], np.ndarray] = {}
     for column, (lo, hi, end) in enumerate(zip(low.tolist(), high.tolist(), ends.tolist(), strict=True)):
         if hi <= lo or not values.shape[0]:
@@ -218,12 +263,15 @@ def evaluate_range(
         if not column % 64:
             check()
         args = tuple(float(p) for p in params[:, column])
-        window_end = int(end)
         key = (lo, hi, args)
-        if name not in ("rate", "increase", "delta") and key in cache:  # the same samples: the same answer
-            out[:, column] = cache[key]
+        if not exact and key in cache:
+            out[:, column] = cache[key]  # the same samples: the same answer
             continue
-        answer = function(values[:, lo:hi], times[lo:hi], window_end, range_ms, args)
+        window, window_times = values[:, lo:hi], times[:, lo:hi]
+        if exact:
+            inside = (window_times >= end - range_ms) & (window_times <= end)
+            window = np.where(inside, window, np.nan)
+        answer = function(window, window_times, int(end), range_ms, args)
         cache[key] = answer
         out[:, column] = answer
     return out

@@ -44,6 +44,7 @@ class PromQLResult:
     value: Matrix | Scalar | String
     times: np.ndarray
     warnings: list[str] = field(default_factory=list)
+    point_times: np.ndarray | None = None  # a range vector's own sample times, [series, points]
     order: str = "labels"  # labels, query (as sort() left it), descending or ascending (by value)
 
     def series(self) -> list[tuple[dict[str, str], list[tuple[int, float]]]]:
@@ -53,9 +54,11 @@ class PromQLResult:
             return []
         m = self.value
         out = []
-        stamps = m.timestamps.tolist()
-        for name, labels, row in zip(m.names, m.labels, m.values.tolist(), strict=True):
-            points = [(t, v) for t, v in zip(stamps, row, strict=True) if v == v]
+        shared = m.timestamps.tolist()
+        own = None if self.point_times is None else self.point_times.tolist()
+        for index, (name, labels, row) in enumerate(zip(m.names, m.labels, m.values.tolist(), strict=True)):
+            stamps = shared if own is None else own[index]
+            points = [(int(t), v) for t, v in zip(stamps, row, strict=True) if v == v]
             if points:
                 full = {"__name__": name, **labels} if name else dict(labels)
                 out.append((full, points))

@@ -6,8 +6,11 @@ empty string), and every matcher is then applied exactly, with PromQL's rule tha
 missing label is the empty string, on the label columns of the answer.
 
 Samples: a VHMS fetch answers buckets of its finest ring that covers the range; each bucket
-with a value is one sample at the bucket's start (the deployment sets that ring's step to
-the scrape or poll interval: docs/promql.md says where this differs from Prometheus).
+with a value is one sample (the deployment sets that ring's step to the scrape or poll
+interval). A source that can answer each sample's own time (``fetch_samples``: an
+in-process store) gives it; otherwise (through the shards' Thrift fetch, or from a coarser
+ring) a sample is at its bucket's start: docs/promql.md says where this differs from
+Prometheus.
 """
 
 from __future__ import annotations
@@ -100,23 +103,41 @@ def _keep(result: FetchResult, matchers: tuple[LabelMatcher, ...]) -> np.ndarray
 class Samples:
     """Series (``table``) and their samples: a shared time axis (``times``, epoch ms,
     ascending) and ``values`` ``[series, times]``, NaN where a series has no sample.
-    ``step_ms`` is the spacing of the time axis (a ring's step, or a subquery's)."""
+    ``step_ms`` is the spacing of the time axis (a ring's step, or a subquery's);
+    ``exact``, when known, each sample's own time ``[series, times]`` within its bucket
+    ``[time, time + step_ms)``."""
 
     table: SeriesTable
     times: np.ndarray
     values: np.ndarray
     step_ms: int
+    exact: np.ndarray | None = None
+
+    def sample_times(self) -> np.ndarray:
+        """Each sample's time, ``[series, times]``: its own, else its bucket's start."""
+        if self.exact is not None:
+            return self.exact
+        return np.broadcast_to(self.times[None, :], self.values.shape)
 
 
 def fetch_samples(source: DataSource, selector: VectorSelector, low_ms: int, high_ms: int) -> Samples:
     """The samples of the series ``selector`` picks, with times in ``[low_ms, high_ms]``."""
     low_ms = max(low_ms, 0)
     high_ms = max(high_ms, low_ms)
-    result = source.fetch(vhms_selector(selector), low_ms, high_ms + 1)
+    exact_fetch = getattr(source, "fetch_samples", None)
+    text = vhms_selector(selector)
+    if exact_fetch is not None:
+        result: FetchResult = exact_fetch(text, low_ms, high_ms + 1)
+    else:
+        result = source.fetch(text, low_ms, high_ms + 1)
     keep = _keep(result, selector.matchers)
     table = SeriesTable.from_fetch(result)
     values = np.asarray(result.values, dtype=np.float64)
+    exact = result.sample_times
     if not keep.all():
         rows = np.flatnonzero(keep)
         table, values = table.take(rows), values[rows]
-    return Samples(table, np.asarray(result.timestamps, dtype=np.int64), values, result.step_ms)
+        exact = None if exact is None else exact[rows]
+    if exact is not None:  # samples outside [low, high] by their own time are not read
+        values = np.where((exact >= low_ms) & (exact <= high_ms), values, np.nan)
+    return Samples(table, np.asarray(result.timestamps, dtype=np.int64), values, result.step_ms, exact)

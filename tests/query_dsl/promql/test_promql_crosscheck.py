@@ -42,6 +42,8 @@ EXPRESSIONS = [
     f"delta({T}[5m])",
     f"idelta({T}[5m])",
     f"deriv({T}[10m])",
+    f"predict_linear({T}[10m], 600)",
+    f"predict_linear({C}[5m], -60)",
     f"changes({T}[5m])",
     "changes(up[10m])",
     f"resets({C}[30m])",
@@ -252,3 +254,13 @@ def test_same_refusals(expression: str, bases: tuple[str, str], promql_dataset: 
 
 def test_covers_enough() -> None:
     assert len(EXPRESSIONS) + len(ERRORS) >= 80
+
+
+def test_nan_is_no_value(bases: tuple[str, str], promql_dataset: Any) -> None:
+    """The documented difference (docs/promql.md, "NaN"): a computed NaN is a value to
+    Prometheus and no value to Artimon, whose matrices mark "no sample" with NaN."""
+    theirs, ours = bases
+    instant = {"query": f"({T} - {T}) / 0", "time": promql_dataset.end_s - 300}
+    answer = _get(theirs, "query", instant)["result"]
+    assert len(answer) == 4 and {item["value"][1] for item in answer} == {"NaN"}
+    assert _get(ours, "query", instant)["result"] == []

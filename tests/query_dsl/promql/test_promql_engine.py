@@ -1,0 +1,66 @@
+"""PromQL over an in-process store: Artimon's dotted names as Prometheus 3's quoted names,
+STRING series, the warning of a coarser ring, the public contract's errors."""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import pytest
+
+from query_dsl import QueryError, QueryLimitError, StoreSource
+from query_dsl.promql import PromQLSyntaxError, instant_query, parse, range_query
+from vhms import Store
+
+
+@pytest.fixture
+def now_s() -> int:
+    return int(time.time()) // 60 * 60
+
+
+def _store(now_s: int, resolutions: str = "15s:100") -> Store:
+    store = Store(resolutions)
+    times = (now_s - 15 * np.arange(20)[::-1]) * 1000
+    for method, scale in (("GET", 1.0), ("PUT", 2.0)):
+        key = f"http.requests{{dc=jb,method={method}}}"
+        store.ingest([key] * 20, scale * np.arange(20.0), times)
+    store.ingest_strings(["build.version{dc=jb}"], ["1.2.3"], np.array([now_s * 1000]))
+    return store
+
+
+def test_dotted_names_are_quoted_names(now_s: int) -> None:
+    source = StoreSource(_store(now_s))
+    answer = instant_query(source, 'rate({"http.requests", method="GET"}[1m])', now_s).to_prometheus_json()
+    assert answer["resultType"] == "vector"
+    assert [item["metric"] for item in answer["result"]] == [{"dc": "jb", "method": "GET"}]
+    assert float(answer["result"][0]["value"][1]) == pytest.approx(1 / 15)
+    same = instant_query(source, '{__name__="http.requests"}', now_s).to_prometheus_json()["result"]
+    assert sorted(item["metric"]["__name__"] for item in same) == ["http.requests", "http.requests"]
+    assert instant_query(source, 'sum by ("method") ({"http.requests"})', now_s).result_type == "vector"
+
+
+def test_string_series_have_no_samples(now_s: int) -> None:
+    source = StoreSource(_store(now_s))
+    assert instant_query(source, '{"build.version"}', now_s).to_prometheus_json()["result"] == []
+    assert instant_query(source, 'absent({"build.version"})', now_s).to_prometheus_json()["result"] != []
+
+
+def test_a_coarser_ring_says_so(now_s: int) -> None:
+    source = StoreSource(_store(now_s, "15s:4,1m:60"))
+    result = range_query(source, '{"http.requests"}', now_s - 240, now_s, 60)
+    assert result.warnings and "60 s ring" in result.warnings[0]
+    assert instant_query(source, 'last_over_time({"http.requests"}[30s])', now_s).warnings == []
+
+
+def test_the_contract_errors(now_s: int) -> None:
+    source = StoreSource(_store(now_s))
+    with pytest.raises(PromQLSyntaxError) as caught:
+        parse("sum(")
+    assert isinstance(caught.value, QueryError) and isinstance(caught.value, ValueError)
+    with pytest.raises(QueryLimitError, match="11,000"):
+        range_query(source, "1", 0, 11_000, 1)
+    assert range_query(source, "1", 0, 10_999, 1).to_prometheus_json()["resultType"] == "matrix"
+    assert instant_query(source, '"text"', now_s).to_prometheus_json() == {
+        "resultType": "string",
+        "result": [now_s, "text"],
+    }
