@@ -22,6 +22,7 @@ from collector_agent.exceptions import (
     MalformedEventError,
     RequestRefusedError,
     TransactionStateError,
+    WriteRequestError,
 )
 from collector_agent.lifecycle import Component, LifecycleState
 from collector_agent.monitoring import MonitorServer, SelfReporter
@@ -63,6 +64,7 @@ __all__ = [
     "Transaction",
     "TransactionState",
     "TransactionStateError",
+    "WriteRequestError",
     "load_properties",
     "parse_agent",
     "register",

@@ -9,8 +9,10 @@
     ├── TransactionStateError   (also RuntimeError)  a transaction used out of order
     ├── EventDeliveryException                       a sink could not deliver a batch
     ├── MalformedEventError     (also ValueError)    events the next hop refuses as malformed
-    └── RequestRefusedError     (also ValueError)    a Thrift request that breaks Flume's IDL or a
-                                                     limit, refused before it is decoded
+    ├── RequestRefusedError     (also ValueError)    a Thrift request that breaks Flume's IDL or a
+    │                                                limit, refused before it is decoded
+    └── WriteRequestError       (also ValueError)    a Prometheus remote-write body that is not
+                                                     snappy, not a WriteRequest, or over a limit
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ __all__ = [
     "MalformedEventError",
     "RequestRefusedError",
     "TransactionStateError",
+    "WriteRequestError",
 ]
 
 
@@ -65,3 +68,8 @@ class MalformedEventError(AgentError, ValueError):
 class RequestRefusedError(AgentError, ValueError):
     """A Thrift source request that breaks Flume's IDL (a required field missing) or a limit
     (events per batch, decoded bytes), refused before it is decoded; the message says which."""
+
+
+class WriteRequestError(AgentError, ValueError):
+    """A Prometheus remote-write body refused as a whole: not snappy, not a ``WriteRequest``,
+    or over a limit (decoded bytes, samples); the message says which."""

@@ -40,6 +40,7 @@ REGISTRY: dict[str, dict[str, str]] = {
         "thrift": "collector_agent.sources.thrift:ThriftSource",
         "artimon_file": "collector_agent.sources.artimon_file:ArtimonFileSource",
         "artimon": "collector_agent.sources.artimon:ArtimonSource",
+        "prometheus_remote_write": "collector_agent.sources.prometheus_remote_write:RemoteWriteSource",
     },
     "channel": {
         "memory": "collector_agent.channels.memory:MemoryChannel",

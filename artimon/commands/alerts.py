@@ -2,23 +2,45 @@
 Queries go through the query API (--api, else $ARTIMON_API) or, with --zk, straight to the
 VHMS shards. Prints a line per alert state change and per failed rule. --once evaluates
 once, waits for the notifications and exits (status 1 if a rule or a notification failed);
---check only checks the file. Alert state is kept in --state across restarts. See
-docs/alerts.md."""
+--check only checks the file (--check FILE... checks each, as ``promtool check rules``
+does). Alert state is kept in --state across restarts.
+
+A Prometheus rule file (``groups:`` of ``alert:``/``record:`` rules in PromQL) runs its
+queries in this process over the shards with --zk, its recording rules writing their series
+back through the same VHMS client; or, without recording rules, through the API's
+``/prometheus`` with --api. --alertmanager URL sends every rule's alerts to
+that Alertmanager (its v2 API), resent each minute while they fire. See docs/alerts.md."""
 
 from __future__ import annotations
 
 import argparse
 import os
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 from artimon.commands._signals import stop_event
 from query_dsl import Client, QueryError, ShardedSource
-from query_dsl.alerts import AlertEngine, Evaluation, EvaluatorSource, QuerySource, iso_time, load_rules
+from query_dsl.alerts import (
+    AlertConfig,
+    AlertEngine,
+    AlertmanagerNotifier,
+    Evaluation,
+    EvaluatorSource,
+    Fields,
+    PromQLHttpSource,
+    PromQLSource,
+    QuerySource,
+    Receiver,
+    Recorder,
+    RetryPolicy,
+    iso_time,
+    load_rules,
+)
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("-f", "--file", type=Path, required=True, help="the rules file (YAML)")
+    parser.add_argument("-f", "--file", type=Path, help="the rules file (YAML: ours or Prometheus's)")
     parser.add_argument(
         "--api", default=os.environ.get("ARTIMON_API"), help="query API URL (default $ARTIMON_API)"
     )
@@ -31,7 +53,20 @@ def configure(parser: argparse.ArgumentParser) -> None:
         help="where alerts are kept across restarts (default artimon-data/alerts-state.json)",
     )
     parser.add_argument("--once", action="store_true", help="evaluate once, notify, and exit")
-    parser.add_argument("--check", action="store_true", help="check the rules file and exit")
+    parser.add_argument(
+        "--check",
+        nargs="*",
+        type=Path,
+        metavar="FILE",
+        help="check the rules file (or each FILE, as promtool check rules does) and exit",
+    )
+    parser.add_argument(
+        "--alertmanager",
+        action="append",
+        default=[],
+        metavar="URL",
+        help="also send every rule's alerts to this Alertmanager (repeatable)",
+    )
     parser.add_argument(
         "--notify-timeout",
         type=float,
@@ -54,18 +89,67 @@ def report(evaluation: Evaluation) -> None:
         print(f"{at} ERROR    {rule}: {error}", flush=True)
 
 
+def check(files: list[Path]) -> int:
+    """promtool's ``check rules``: a verdict per file; 2 if any was refused."""
+    refused = 0
+    for path in files:
+        print(f"Checking {path}")
+        try:
+            config = load_rules(path)
+        except QueryError as exc:
+            refused += 1
+            print(f"  FAILED:\n{exc}\n")
+            continue
+        print(f"  SUCCESS: {len(config.rules) + len(config.recording)} rules found\n")
+    return 2 if refused else 0
+
+
+def _with_alertmanagers(config: AlertConfig, urls: list[str]) -> AlertConfig:
+    """Every rule also notifies each Alertmanager of ``urls``, resent each minute (as
+    Prometheus resends) unless the file says otherwise."""
+    if not urls:
+        return config
+    receivers = dict(config.receivers)
+    names = []
+    for index, url in enumerate(urls):
+        name = f"alertmanager-{index + 1}"
+        fields = Fields({"url": url}, "--alertmanager", name)
+        receivers[name] = Receiver(name, AlertmanagerNotifier.from_options(name, fields), RetryPolicy())
+        names.append(name)
+    rules = [
+        replace(rule, notify=(*rule.notify, *names), repeat_interval_ms=rule.repeat_interval_ms or 60_000)
+        for rule in config.rules
+    ]
+    return replace(config, rules=rules, receivers=receivers)
+
+
 def run(args: argparse.Namespace) -> int:
+    if args.check:
+        return check(args.check)
+    if args.file is None:
+        print("artimon alerts: give -f FILE (or --check FILE...)", file=sys.stderr)
+        return 2
     try:
-        config = load_rules(args.file)
+        config = _with_alertmanagers(load_rules(args.file), args.alertmanager)
     except QueryError as exc:
         print(f"artimon alerts: {exc}", file=sys.stderr)
         return 2
-    if args.check:
+    if args.check is not None:
         print(f"{args.file}: {len(config.rules)} rule(s), {len(config.receivers)} notifier(s): OK")
         return 0
     sharded = None
     source: QuerySource
-    if args.zk:
+    recorder = None
+    if config.language == "promql" and args.zk:
+        sharded = ShardedSource(args.zk)
+        source = PromQLSource(sharded)
+        recorder = Recorder(config.recording, sharded, sharded)
+    elif config.language == "promql" and config.recording:
+        print("artimon alerts: recording rules write into VHMS: give --zk", file=sys.stderr)
+        return 2
+    elif config.language == "promql" and args.api:
+        source = PromQLHttpSource(f"{args.api.rstrip('/')}/prometheus", token=args.token)
+    elif args.zk:
         sharded = ShardedSource(args.zk)
         source = EvaluatorSource(sharded)
     elif args.api:
@@ -73,11 +157,13 @@ def run(args: argparse.Namespace) -> int:
     else:
         print("artimon alerts: give --api (or $ARTIMON_API) or --zk", file=sys.stderr)
         return 2
-    engine = AlertEngine(config, source, state_file=args.state)
+    engine = AlertEngine(config, source, state_file=args.state, recorder=recorder)
     failed = False
     try:
         print(
-            f"alerts: {len(config.rules)} rule(s) from {args.file}, every {config.interval_ms / 1000:g} s, "
+            f"alerts: {len(config.rules)} rule(s)"
+            + (f", {len(config.recording)} recording rule(s)" if config.recording else "")
+            + f" from {args.file}, every {config.interval_ms / 1000:g} s, "
             f"state in {args.state}",
             flush=True,
         )
@@ -89,7 +175,7 @@ def run(args: argparse.Namespace) -> int:
             engine.run(stop_event(), report)
     finally:
         engine.close(args.notify_timeout)
-        if isinstance(source, Client):
+        if isinstance(source, Client | PromQLHttpSource):
             source.close()
         if sharded is not None:
             sharded.close()

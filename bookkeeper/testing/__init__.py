@@ -1,11 +1,12 @@
 """Harnesses as code: a real ZooKeeper server, test applications in their own processes, the
 demo applications of ``artimon up --demo``, what a process listens on (``listening``) and
 process trees (``descendants``, ``running``), a real Prometheus server (``PrometheusServer``,
-``create_blocks``), and Apache's server jars resolved once with Maven
-(``resolve_jars``). Tests, benchmarks and users share them."""
+``create_blocks``) and Alertmanager (``AlertmanagerServer``), and Apache's server jars resolved
+once with Maven (``resolve_jars``). Tests, benchmarks and users share them."""
 
 from __future__ import annotations
 
+from bookkeeper.testing.alertmanager import AlertmanagerServer
 from bookkeeper.testing.apps import AppProcess, expire_session, formula_value, populate, start_app
 from bookkeeper.testing.demo import DemoApps
 from bookkeeper.testing.jars import JarResolutionError, jar_cache, resolve_jars
@@ -15,6 +16,7 @@ from bookkeeper.testing.sockets import Listener, listening
 from bookkeeper.testing.zkserver import ZooKeeperServer, four_letter_word, free_port, pyspark_jars
 
 __all__ = [
+    "AlertmanagerServer",
     "AppProcess",
     "DemoApps",
     "JarResolutionError",

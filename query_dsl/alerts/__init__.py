@@ -1,4 +1,5 @@
-"""Alerting on query results: rules (a query, a condition, a ``for`` duration, labels,
+"""Alerting on query results (and Prometheus rule files: PromQL alerts, recording rules
+written back into VHMS): rules (a query, a condition, a ``for`` duration, labels,
 annotation templates, notifiers) evaluated every interval, an alert per series with states
 pending, firing and resolved, kept across restarts, notified by mail, webhook or command.
 
@@ -19,14 +20,24 @@ from query_dsl.alerts.engine import AlertEngine, Evaluation, RuleHealth
 from query_dsl.alerts.fields import Fields
 from query_dsl.alerts.model import Alert, AlertState, Notification, Transition, iso_time
 from query_dsl.alerts.notifiers import (
+    AlertmanagerNotifier,
     CommandNotifier,
     EmailNotifier,
     Notifier,
     WebhookNotifier,
     register_notifier,
 )
-from query_dsl.alerts.rules import AlertConfig, Condition, Rule, load_rules, parse_rules, rules_from_dict
-from query_dsl.alerts.source import EvaluatorSource, QuerySource
+from query_dsl.alerts.recording import Recorder, SampleWriter
+from query_dsl.alerts.rules import (
+    AlertConfig,
+    Condition,
+    RecordingRule,
+    Rule,
+    load_rules,
+    parse_rules,
+    rules_from_dict,
+)
+from query_dsl.alerts.source import EvaluatorSource, PromQLHttpSource, PromQLSource, QuerySource
 from query_dsl.alerts.state import StateFile
 from query_dsl.exceptions import AlertRuleError, NotifyError
 
@@ -36,6 +47,7 @@ __all__ = [
     "AlertEngine",
     "AlertRuleError",
     "AlertState",
+    "AlertmanagerNotifier",
     "CommandNotifier",
     "Condition",
     "DeliveryStats",
@@ -47,11 +59,16 @@ __all__ = [
     "Notification",
     "Notifier",
     "NotifyError",
+    "PromQLHttpSource",
+    "PromQLSource",
     "QuerySource",
     "Receiver",
+    "Recorder",
+    "RecordingRule",
     "RetryPolicy",
     "Rule",
     "RuleHealth",
+    "SampleWriter",
     "StateFile",
     "Transition",
     "WebhookNotifier",

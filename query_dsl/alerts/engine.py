@@ -17,6 +17,7 @@ from bookkeeper.wire import format_series
 from query_dsl.aggregates import aggregate
 from query_dsl.alerts.dispatch import Dispatcher
 from query_dsl.alerts.model import Alert, AlertState, Notification, Transition, iso_time
+from query_dsl.alerts.recording import Recorder
 from query_dsl.alerts.rules import AlertConfig, Rule
 from query_dsl.alerts.source import QuerySource
 from query_dsl.alerts.state import StateFile
@@ -65,9 +66,10 @@ class AlertEngine:
     and its last non-NaN value meets the rule's condition (any value, without one)::
 
         INACTIVE ──true──▶ PENDING ──true for ≥ `for`──▶ FIRING ──false or gone──▶ RESOLVED ──▶ INACTIVE
-            ▲                 │                           │ ▲
-            └──false or gone──┘ (silently)                └─┘ still true: notified again
-                                                              every repeat_interval
+            ▲                 │                           │ ▲      (after `keep_firing_for`
+            └──false or gone──┘ (silently)                └─┘       since it went, if set)
+                                                  still true (or kept): notified
+                                                  again every repeat_interval
 
     - With ``for: 0`` an alert goes from INACTIVE to FIRING in one evaluation.
     - Notifications: on entering FIRING, every ``repeat_interval`` while FIRING, and on
@@ -82,6 +84,9 @@ class AlertEngine:
 
     The engine owns a :class:`Dispatcher` over the config's receivers unless given one;
     :meth:`close` stops it after up to ``timeout`` seconds of delivering what is queued.
+    With a ``recorder`` (a Prometheus rule file's recording rules) every evaluation runs
+    it first, so the alerts of the same instant see what it wrote, as Prometheus orders a
+    group's rules; its failures join the evaluation's ``errors`` under the record's name.
     """
 
     def __init__(
@@ -92,9 +97,11 @@ class AlertEngine:
         state_file: str | Path | None = None,
         dispatcher: Dispatcher | None = None,
         max_alerts_per_rule: int = 10_000,
+        recorder: Recorder | None = None,
     ) -> None:
         self.config = config if isinstance(config, AlertConfig) else AlertConfig(list(config))
         self.source = source
+        self.recorder = recorder
         self.max_alerts_per_rule = max_alerts_per_rule
         self.rules = {rule.name: rule for rule in self.config.rules}
         for rule in self.config.rules:
@@ -158,6 +165,8 @@ class AlertEngine:
         now = int(time.time() * 1000) if now_ms is None else now_ms
         evaluation = Evaluation(now)
         with self._evaluating:
+            if self.recorder is not None:
+                evaluation.errors.update(self.recorder.evaluate(now))
             for rule in self.config.rules:
                 self._evaluate_rule(rule, now, evaluation)
             if self._state is not None and (evaluation.transitions or evaluation.notifications):
@@ -225,8 +234,9 @@ class AlertEngine:
             previous = AlertState.INACTIVE if alert is None else alert.state
             if alert is None:
                 alert = alerts[series] = Alert(rule.name, series, {}, AlertState.PENDING, value, now)
-            alert.labels = {**labels, **rule.labels, "alertname": rule.name}
+            alert.labels = {**labels, **rule.labels, "alertname": rule.alert_name}
             alert.value = value
+            alert.keep_firing_since_ms = None
             if alert.state is AlertState.PENDING and now - alert.active_since_ms >= rule.for_ms:
                 alert.state, alert.fired_ms = AlertState.FIRING, now
             if alert.state is not previous:
@@ -235,7 +245,15 @@ class AlertEngine:
             if alert.state is AlertState.FIRING and due:
                 firing.append(alert)
         for series in [s for s in alerts if s not in current]:
-            alert = alerts.pop(series)
+            alert = alerts[series]
+            if alert.state is AlertState.FIRING and rule.keep_firing_for_ms:
+                if alert.keep_firing_since_ms is None:
+                    alert.keep_firing_since_ms = now
+                if now - alert.keep_firing_since_ms < rule.keep_firing_for_ms:
+                    if alert.last_notified_ms is None or now - alert.last_notified_ms >= repeat_ms:
+                        firing.append(alert)
+                    continue
+            del alerts[series]
             previous = alert.state
             if previous is AlertState.PENDING:
                 alert.state = AlertState.INACTIVE

@@ -38,7 +38,8 @@ def iso_time(ms: int) -> str:
 class Alert:
     """One series of one rule's result. ``series`` is the series' key (``name{k=v}``, or
     ``{k=v}`` for a computed series); ``labels`` its labels with the rule's labels over them
-    and ``alertname``; ``value`` its last value. Times are epoch ms."""
+    and ``alertname``; ``value`` its last value. Times are epoch ms; ``keep_firing_since_ms``
+    is when a firing alert's series went away while its rule's ``keep_firing_for`` holds it."""
 
     rule: str
     series: str
@@ -50,6 +51,7 @@ class Alert:
     resolved_ms: int | None = None
     last_notified_ms: int | None = None
     annotations: dict[str, str] = field(default_factory=dict)
+    keep_firing_since_ms: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready (what webhooks and commands receive, and the state file keeps)."""
@@ -65,6 +67,7 @@ class Alert:
             "fired_ms": self.fired_ms,
             "resolved_ms": self.resolved_ms,
             "last_notified_ms": self.last_notified_ms,
+            "keep_firing_since_ms": self.keep_firing_since_ms,
         }
 
 

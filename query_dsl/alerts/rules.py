@@ -17,6 +17,10 @@
         annotations: {summary: "{{ labels.host }} {{ labels.volume }} is {{ value * 100 }}% full"}
         notify: [ops-mail, hook]
 
+A Prometheus rule file (``groups:`` of ``alert:`` and ``record:`` rules, PromQL
+expressions) is read too: :mod:`query_dsl.alerts.prom_rules` turns it into the same
+:class:`AlertConfig`, with ``language`` ``"promql"`` and its recording rules.
+
 Every rejection is an :class:`~query_dsl.AlertRuleError` naming the file, the rule or
 notifier, and the key. docs/alerts.md has the full reference.
 """
@@ -49,6 +53,7 @@ __all__ = [
     "MAX_RULES_FILE_BYTES",
     "AlertConfig",
     "Condition",
+    "RecordingRule",
     "Rule",
     "load_rules",
     "parse_rules",
@@ -101,7 +106,11 @@ class Rule:
     """One alerting rule. ``expr`` is a query; each series of its result whose last value
     meets ``condition`` (any value at all when ``None``) is an alert, firing once it has
     held for ``for_ms``. ``annotations`` are templates (:mod:`query_dsl.alerts.templates`);
-    ``notify`` names notifiers; ``repeat_interval_ms`` overrides the file's."""
+    ``notify`` names notifiers; ``repeat_interval_ms`` overrides the file's. A firing alert
+    whose series is gone keeps firing for ``keep_firing_for_ms`` (Prometheus's
+    ``keep_firing_for``). ``alertname`` is the alerts' ``alertname`` label, the rule's
+    ``name`` unless set (a Prometheus file may give several rules one alert name; ``name``
+    stays unique)."""
 
     name: str
     expr: str
@@ -112,17 +121,38 @@ class Rule:
     notify: tuple[str, ...] = ()
     repeat_interval_ms: int | None = None
     group: str = ""
+    keep_firing_for_ms: int = 0
+    alertname: str = ""
+
+    @property
+    def alert_name(self) -> str:
+        return self.alertname or self.name
+
+
+@dataclass(frozen=True)
+class RecordingRule:
+    """A Prometheus recording rule: ``expr`` (PromQL) evaluated each interval, every series
+    of its result written back into VHMS as ``record`` with its labels and ``labels``."""
+
+    record: str
+    expr: str
+    labels: Mapping[str, str] = field(default_factory=dict)
+    group: str = ""
 
 
 @dataclass
 class AlertConfig:
-    """The rules, the notifiers they may name (as receivers) and the timings."""
+    """The rules, the notifiers they may name (as receivers) and the timings; ``language``
+    is the query language of every ``expr`` (``dsl``, or ``promql`` for a Prometheus rule
+    file, which may also hold ``recording`` rules)."""
 
     rules: list[Rule]
     receivers: dict[str, Receiver] = field(default_factory=dict)
     interval_ms: int = 60_000
     repeat_interval_ms: int = 4 * 3_600_000
     source: str = "<rules>"
+    language: str = "dsl"
+    recording: list[RecordingRule] = field(default_factory=list)
 
 
 def load_rules(path: str | Path, *, environ: Mapping[str, str] | None = None) -> AlertConfig:
@@ -162,7 +192,11 @@ def parse_rules(
 def rules_from_dict(
     data: object, source: str = "<dict>", *, environ: Mapping[str, str] | None = None
 ) -> AlertConfig:
-    """Check rules given as Python data shaped like the YAML file."""
+    """Check rules given as Python data shaped like the YAML file (ours, or Prometheus's)."""
+    from query_dsl.alerts import prom_rules  # it builds on this module's Rule and AlertConfig
+
+    if prom_rules.is_prometheus_rules(data):
+        return prom_rules.rules_from_prometheus(data, source)
     top = Fields(data, source, None, environ=os.environ if environ is None else environ)
     interval = top.duration_ms("interval", 60_000, low_ms=1000)
     repeat = top.duration_ms("repeat_interval", 4 * 3_600_000, low_ms=1000)

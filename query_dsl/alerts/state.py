@@ -107,6 +107,7 @@ def _alert(record: Any) -> Alert:
         fired_ms=_optional_ms(record.get("fired_ms")),
         last_notified_ms=_optional_ms(record.get("last_notified_ms")),
         annotations=annotations,
+        keep_firing_since_ms=_optional_ms(record.get("keep_firing_since_ms")),
     )
 
 

@@ -2,7 +2,9 @@
 
 A template sees ``labels`` (the alert's labels), ``value`` (the series' last value),
 ``series`` (its key), ``rule`` (the rule's name), ``state`` and ``active_since`` (ISO 8601,
-UTC): ``"{{ labels.host }} is at {{ value | round(1) }}%"``. The sandbox keeps a template
+UTC): ``"{{ labels.host }} is at {{ value | round(1) }}%"``; Prometheus's template functions
+(``humanize(value)``, ``printf("%.2f", value)``... :mod:`query_dsl.alerts.go_templates`, which
+also turns a Prometheus rule file's Go templates into these) are there too. The sandbox keeps a template
 from reaching Python's internals or changing its inputs; rules files are still trusted
 configuration (a template can loop for a long time). Syntax errors are found when the rules
 file is read; a failure while rendering gives the error's text instead, so a notification
@@ -19,12 +21,15 @@ from typing import Any
 from jinja2 import StrictUndefined, Template, TemplateError
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
+from query_dsl.alerts.go_templates import FUNCTIONS
+
 __all__ = ["MAX_RENDERED_LENGTH", "check_template", "render"]
 
 log = logging.getLogger(__name__)
 
 MAX_RENDERED_LENGTH = 16_384
 _ENVIRONMENT = ImmutableSandboxedEnvironment(undefined=StrictUndefined, autoescape=False)
+_ENVIRONMENT.globals.update(FUNCTIONS)
 
 
 @lru_cache(maxsize=4096)

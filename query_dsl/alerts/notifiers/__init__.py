@@ -1,11 +1,12 @@
 """Notifier types by alias, as the agent resolves its components: a ``type`` is an alias of
-``NOTIFIERS`` (``email``, ``webhook``, ``command``), else a ``module:Class`` path whose
+``NOTIFIERS`` (``email``, ``webhook``, ``command``, ``alertmanager``), else a ``module:Class`` path whose
 class has ``from_options(name, fields)`` (see :mod:`query_dsl.alerts.notifiers.base`)."""
 
 from __future__ import annotations
 
 import importlib
 
+from query_dsl.alerts.notifiers.alertmanager import AlertmanagerNotifier
 from query_dsl.alerts.notifiers.base import Notifier, NotifierType
 from query_dsl.alerts.notifiers.command import CommandNotifier
 from query_dsl.alerts.notifiers.email import EmailNotifier
@@ -13,6 +14,7 @@ from query_dsl.alerts.notifiers.webhook import WebhookNotifier
 
 __all__ = [
     "NOTIFIERS",
+    "AlertmanagerNotifier",
     "CommandNotifier",
     "EmailNotifier",
     "Notifier",
@@ -26,6 +28,7 @@ NOTIFIERS: dict[str, str] = {
     "email": "query_dsl.alerts.notifiers.email:EmailNotifier",
     "webhook": "query_dsl.alerts.notifiers.webhook:WebhookNotifier",
     "command": "query_dsl.alerts.notifiers.command:CommandNotifier",
+    "alertmanager": "query_dsl.alerts.notifiers.alertmanager:AlertmanagerNotifier",
 }
 
 

@@ -46,10 +46,14 @@ class WebhookNotifier:
         )
 
     def send(self, notification: Notification) -> None:
+        self.post(notification.to_dict())
+
+    def post(self, body: object) -> None:
+        """POST ``body`` as JSON to ``url``; ``NotifyError`` unless the answer is a 2xx."""
         if self._http is None:
             self._http = httpx.Client(timeout=self.timeout, headers=self.headers)
         try:
-            with self._http.stream("POST", self.url, json=notification.to_dict()) as response:
+            with self._http.stream("POST", self.url, json=body) as response:
                 if response.is_success:
                     return
                 head = b""

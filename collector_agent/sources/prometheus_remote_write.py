@@ -1,0 +1,207 @@
+"""``prometheus_remote_write``: a Prometheus remote-write 1.0 receiver, ``POST /api/v1/write``.
+
+A Prometheus server (or any remote-write client: Grafana Agent, vmagent, OpenTelemetry's
+exporter) configured with ``remote_write: [{url: http://<bind>:<port>/api/v1/write}]``
+sends snappy-compressed protobuf ``WriteRequest`` bodies; each request becomes one event
+whose body is an Avro sample batch (``bookkeeper/wire/sample_batch.avsc``) and whose
+headers are ``artimon.context`` (the ``context`` key) and ``artimon.source`` (this
+source's name). There is no ``artimon.round`` header: every sample keeps its own time
+down to the millisecond. Names and labels map as :mod:`collector_agent.remote_write` says.
+
+Answers, so that Prometheus retries what it should and only that (it retries 5xx and 408,
+drops the request on any other 4xx):
+
+- 204: the batch is committed in every required channel;
+- 400: the body is not snappy, not a ``WriteRequest``, or over ``maxSamples`` or
+  ``maxDecodedBytes``; or some series were refused one by one (the others were committed
+  first, and the text names the first refusals);
+- 408: the body did not arrive within ``readTimeout``;
+- 413: the body is over ``maxBodySize``;
+- 415: a ``Content-Encoding`` other than snappy, or a remote-write 2.0 ``Content-Type``;
+- 503: a required channel refused the batch (full);
+- 500: anything else went wrong on our side.
+
+Keys: ``bind`` (required, as for the ``thrift`` source), ``port`` (required, 0 =
+ephemeral), ``path`` (default ``/api/v1/write``), ``context`` (default ``prometheus``),
+``maxBodySize`` (compressed bytes, default 16 MiB), ``maxDecodedBytes`` (default 64 MiB),
+``maxSamples`` (per request, default 1,000,000), ``readTimeout`` (s, default 30),
+``maxConnections`` (concurrent requests, default 64; more get uvicorn's 503).
+
+Counted besides the source counters (``AppendBatchReceivedCount`` per request,
+``EventReceivedCount``/``EventAcceptedCount`` per sample): ``RequestRefusedCount`` (400,
+413, 415), ``SeriesRefusedCount`` and ``SamplesRefusedCount`` (series refused one by one),
+``ReadTimeoutCount``, ``MetadataIgnoredCount``, ``ExemplarsIgnoredCount``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+from starlette.applications import Starlette
+from starlette.concurrency import run_in_threadpool
+from starlette.requests import ClientDisconnect, Request
+from starlette.responses import PlainTextResponse, Response
+from starlette.routing import Route
+
+from bookkeeper.wire import BackgroundServer, encode_sample_batch
+from collector_agent.context import Context
+from collector_agent.event import Event
+from collector_agent.exceptions import ChannelException, WriteRequestError
+from collector_agent.remote_write import DecodedWrite, WriteLimits, decode_write_request
+from collector_agent.sources.base import EventDrivenSource
+
+__all__ = ["RemoteWriteSource"]
+
+log = logging.getLogger(__name__)
+
+_REFUSAL_SHOWN = 5  # refused series named in a 400's text; the rest are counted
+
+
+class _BodyTooLarge(Exception):
+    pass
+
+
+class RemoteWriteSource(EventDrivenSource):
+    counter_names = (
+        *EventDrivenSource.counter_names,
+        "RequestRefusedCount",
+        "SeriesRefusedCount",
+        "SamplesRefusedCount",
+        "ReadTimeoutCount",
+        "MetadataIgnoredCount",
+        "ExemplarsIgnoredCount",
+    )
+
+    def __init__(self, name: str) -> None:
+        super().__init__(name)
+        self._server: BackgroundServer | None = None
+        self.port = 0
+
+    def configure(self, context: Context) -> None:
+        super().configure(context)
+        self.bind = context.get_str("bind")
+        self.requested_port = context.get_int("port", minimum=0, maximum=65535)
+        self.path = context.get_str("path", "/api/v1/write")
+        if not self.path.startswith("/"):
+            raise context.error("path", f"{self.path!r} does not start with /")
+        self.batch_context = context.get_str("context", "prometheus")
+        self.max_body = context.get_int("maxBodySize", 16 * 1024 * 1024, minimum=1024)
+        self.limits = WriteLimits(
+            max_decoded_bytes=context.get_int("maxDecodedBytes", 64 * 1024 * 1024, minimum=1024),
+            max_samples=context.get_int("maxSamples", 1_000_000, minimum=1),
+        )
+        self.read_timeout = context.get_float("readTimeout", 30.0, minimum=0.1)
+        self.max_connections = context.get_int("maxConnections", 64, minimum=1)
+
+    @property
+    def url(self) -> str:
+        """Where a client sends its requests (``remote_write.url``)."""
+        return f"http://{self.bind}:{self.port}{self.path}"
+
+    def start(self) -> None:
+        app = Starlette(routes=[Route(self.path, self._receive, methods=["POST"])])
+        self._server = BackgroundServer(
+            app,
+            self.bind,
+            self.requested_port,
+            name=f"remote-write[{self.name}]",
+            limit_concurrency=self.max_connections,
+        )
+        self._server.start()
+        self.port = self._server.port
+        super().start()
+
+    def stop(self) -> None:
+        if self._server is not None:
+            self._server.stop()
+            self._server = None
+        super().stop()
+
+    def metrics(self) -> dict[str, float]:
+        values = self.counters.snapshot()
+        values["OpenConnectionCount"] = 0
+        return values
+
+    def _refuse(self, status: int, why: str) -> Response:
+        self.counters.add("RequestRefusedCount")
+        log.debug("remote-write source %s: %d: %s", self.name, status, why)
+        return PlainTextResponse(why + "\n", status_code=status)
+
+    async def _read_body(self, request: Request) -> bytes:
+        chunks: list[bytes] = []
+        size = 0
+        async for chunk in request.stream():
+            size += len(chunk)
+            if size > self.max_body:
+                raise _BodyTooLarge
+            chunks.append(chunk)
+        return b"".join(chunks)
+
+    async def _receive(self, request: Request) -> Response:
+        self.counters.add("AppendBatchReceivedCount")
+        encoding = request.headers.get("content-encoding", "snappy").strip().lower()
+        if encoding != "snappy":
+            return self._refuse(415, f"Content-Encoding {encoding!r}: only snappy is accepted")
+        content_type = request.headers.get("content-type", "application/x-protobuf")
+        if "proto=io.prometheus.write.v2" in content_type.replace(" ", ""):
+            return self._refuse(415, f"Content-Type {content_type!r}: only remote write 1.0 is accepted")
+        declared = request.headers.get("content-length", "")
+        if declared.isdigit() and int(declared) > self.max_body:
+            return self._refuse(
+                413, f"the body declares {int(declared):,} bytes, more than maxBodySize={self.max_body:,}"
+            )
+        try:
+            body = await asyncio.wait_for(self._read_body(request), self.read_timeout)
+        except _BodyTooLarge:
+            return self._refuse(413, f"the body passed maxBodySize={self.max_body:,} bytes")
+        except TimeoutError:
+            self.counters.add("ReadTimeoutCount")
+            return PlainTextResponse(
+                f"the body did not arrive within {self.read_timeout} s\n", status_code=408
+            )
+        except ClientDisconnect:
+            return Response(status_code=400)
+        try:
+            decoded = decode_write_request(body, self.batch_context, self.limits)
+        except WriteRequestError as exc:
+            self.counters.add("EventReadFail")
+            return self._refuse(400, str(exc))
+        return await run_in_threadpool(self._commit, decoded)
+
+    def _commit(self, decoded: DecodedWrite) -> Response:
+        """Put the batch into the channels (blocking: a channel may wait for room), then answer."""
+        counters = self.counters
+        batch = decoded.batch
+        counters.add("EventReceivedCount", len(batch))
+        counters.add("MetadataIgnoredCount", decoded.metadata)
+        counters.add("ExemplarsIgnoredCount", decoded.exemplars)
+        if len(batch):
+            event = Event(
+                {"artimon.context": self.batch_context, "artimon.source": self.name},
+                encode_sample_batch(batch),
+            )
+            try:
+                self.channel_processor.process_batch([event])
+            except ChannelException as exc:
+                counters.add("ChannelWriteFail")
+                return PlainTextResponse(
+                    f"the channel refused the samples, retry later: {exc}\n", status_code=503
+                )
+            except Exception:
+                counters.add("GenericProcessingFail")
+                log.exception("remote-write source %s: processing failed", self.name)
+                return PlainTextResponse("processing failed, retry later\n", status_code=500)
+            counters.add("EventAcceptedCount", len(batch))
+        counters.add("AppendBatchAcceptedCount")
+        if decoded.refused:
+            counters.add("SeriesRefusedCount", len(decoded.refused))
+            counters.add("SamplesRefusedCount", decoded.refused_samples)
+            shown = "; ".join(decoded.refused[:_REFUSAL_SHOWN])
+            more = len(decoded.refused) - _REFUSAL_SHOWN
+            return PlainTextResponse(
+                f"{len(decoded.refused)} series refused ({decoded.refused_samples} samples), the other "
+                f"{len(batch)} samples stored: {shown}" + (f"; and {more} more" if more > 0 else "") + "\n",
+                status_code=400,
+            )
+        return Response(status_code=204)
