@@ -21,6 +21,7 @@ from collector_agent.exceptions import (
     EventDeliveryException,
     MalformedEventError,
     RequestRefusedError,
+    ScrapeError,
     TransactionStateError,
 )
 from collector_agent.lifecycle import Component, LifecycleState
@@ -56,6 +57,7 @@ __all__ = [
     "PollableSource",
     "PutGroup",
     "RequestRefusedError",
+    "ScrapeError",
     "SelfReporter",
     "Sink",
     "Source",

@@ -9,8 +9,10 @@
     ├── TransactionStateError   (also RuntimeError)  a transaction used out of order
     ├── EventDeliveryException                       a sink could not deliver a batch
     ├── MalformedEventError     (also ValueError)    events the next hop refuses as malformed
-    └── RequestRefusedError     (also ValueError)    a Thrift request that breaks Flume's IDL or a
-                                                     limit, refused before it is decoded
+    ├── RequestRefusedError     (also ValueError)    a Thrift request that breaks Flume's IDL or a
+    │                                                limit, refused before it is decoded
+    └── ScrapeError             (also ValueError)    a scrape target's answer refused whole (too
+                                                     big, too slow, not UTF-8, not the format)
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ __all__ = [
     "EventDeliveryException",
     "MalformedEventError",
     "RequestRefusedError",
+    "ScrapeError",
     "TransactionStateError",
 ]
 
@@ -65,3 +68,8 @@ class MalformedEventError(AgentError, ValueError):
 class RequestRefusedError(AgentError, ValueError):
     """A Thrift source request that breaks Flume's IDL (a required field missing) or a limit
     (events per batch, decoded bytes), refused before it is decoded; the message says which."""
+
+
+class ScrapeError(AgentError, ValueError):
+    """A scrape target's answer that is refused whole: the message says why (its size, its
+    time, a byte that is not UTF-8, a line the format refuses, a series exposed twice)."""

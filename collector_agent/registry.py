@@ -40,6 +40,7 @@ REGISTRY: dict[str, dict[str, str]] = {
         "thrift": "collector_agent.sources.thrift:ThriftSource",
         "artimon_file": "collector_agent.sources.artimon_file:ArtimonFileSource",
         "artimon": "collector_agent.sources.artimon:ArtimonSource",
+        "prometheus": "collector_agent.sources.prometheus:PrometheusSource",
     },
     "channel": {
         "memory": "collector_agent.channels.memory:MemoryChannel",
