@@ -64,9 +64,10 @@ from bookkeeper.wire import encode_sample_batch, format_labels, validate_labels
 from bookkeeper.zk import Member, Membership, make_client, resolve_zk, resolve_zk_auth
 from collector_agent.context import Context
 from collector_agent.event import Event
-from collector_agent.exceptions import ChannelException, ScrapeError
+from collector_agent.exceptions import ScrapeError
 from collector_agent.sources.base import EventDrivenSource
 from collector_agent.sources.exposition import OPENMETRICS, ExpositionParser
+from collector_agent.sources.rounds import emit_until, next_round_after
 
 __all__ = ["PrometheusSource", "ScrapeState", "Target"]
 
@@ -173,6 +174,7 @@ class PrometheusSource(EventDrivenSource):
         self._targets: dict[str, Target] = dict(self._static)
         self.target_failures: Counter[str] = Counter()
         self.target_errors: dict[str, str] = {}
+        self._refusals: dict[str, str] = {}  # per target, the last reason a sample was refused
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self.round_state = ScrapeState.WAITING
@@ -198,7 +200,8 @@ class PrometheusSource(EventDrivenSource):
                 "X-Prometheus-Scrape-Timeout-Seconds": f"{self.scrape_timeout:g}",
                 "User-Agent": "artimon-collector-agent",
             },
-            follow_redirects=False,
+            follow_redirects=True,  # as Prometheus does (Spark's servlet redirects to a trailing slash)
+            max_redirects=3,
         )
         self._pool = concurrent.futures.ThreadPoolExecutor(
             self.threads, thread_name_prefix=f"scrape-{self.name}"
@@ -272,20 +275,7 @@ class PrometheusSource(EventDrivenSource):
             self.round_state = ScrapeState.SCRAPING
             self.counters.add("RoundCount")
             self.scrape_round(round_ms, round_ms + int(interval_ms * 0.95))
-            now = int(time.time() * 1000)
-            next_round = round_ms + interval_ms
-            if now >= next_round:
-                missed = (now - next_round) // interval_ms + 1
-                self.counters.add("RoundOverrunCount")
-                self.counters.add("RoundSkippedCount", missed)
-                log.warning(
-                    "source %s: round %d took longer than the %.0f s interval; %d round(s) skipped",
-                    self.name,
-                    round_ms,
-                    self.interval,
-                    missed,
-                )
-                next_round += missed * interval_ms
+            next_round = next_round_after(self, round_ms, interval_ms)
 
     def scrape_round(self, round_ms: int, deadline_ms: int) -> None:
         """Scrape every target for ``round_ms`` and hand their events to the channel."""
@@ -299,7 +289,7 @@ class PrometheusSource(EventDrivenSource):
             ):
                 pending.append(future.result())
                 if len(pending) >= self.batch_size:
-                    self._emit(pending, deadline_ms)
+                    emit_until(self, pending, deadline_ms, self._stop)
                     pending = []
         except concurrent.futures.TimeoutError:
             late = [target.url for future, target in futures.items() if not future.done()]
@@ -312,30 +302,7 @@ class PrometheusSource(EventDrivenSource):
                 " ".join(late[:5]),
             )
         if pending:
-            self._emit(pending, deadline_ms)
-
-    def _emit(self, events: list[Event], deadline_ms: int) -> None:
-        self.counters.add("EventReceivedCount", len(events))
-        while True:
-            try:
-                self.channel_processor.process_batch(events)
-            except ChannelException as exc:
-                self.counters.add("ChannelWriteFail")
-                if time.time() * 1000 > deadline_ms or self._stop.is_set():
-                    self.counters.add("EventDroppedCount", len(events))
-                    log.error(
-                        "source %s: dropped %d events of round %s: the channel refused them until "
-                        "the round's deadline: %s",
-                        self.name,
-                        len(events),
-                        events[0].headers.get("artimon.round"),
-                        exc,
-                    )
-                    return
-                self._stop.wait(0.1)
-                continue
-            self.counters.add("EventAcceptedCount", len(events))
-            return
+            emit_until(self, pending, deadline_ms, self._stop)
 
     # -- one target --------------------------------------------------------------------------
 
@@ -387,13 +354,16 @@ class PrometheusSource(EventDrivenSource):
                 log.info("source %s: %s answers again", self.name, target.url)
         if scrape is not None and scrape.refused:
             self.counters.add("SampleRefusedCount", scrape.refused)
+        refusal = scrape.refusal if scrape is not None else ""
+        if refusal and self._refusals.get(target.url) != refusal:  # once per new reason
             log.warning(
                 "source %s: %d samples of %s refused, first: %s",
                 self.name,
-                scrape.refused,
+                scrape.refused if scrape else 0,
                 target.url,
-                scrape.refusal,
+                refusal,
             )
+        self._refusals[target.url] = refusal
         report = _report(target, round_ms, scrape is not None, duration, scrape.exposed if scrape else 0)
         batch = report if scrape is None else _concat(scrape.batch, report)
         headers = {
