@@ -30,7 +30,7 @@ characters or with a control character, over 32 labels, a name outside ours).
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -50,9 +50,8 @@ OPENMETRICS = "application/openmetrics-text"
 # A sample line: the series text (a name, then labels up to the line's last closing brace),
 # a value, maybe a timestamp. Label values may hold spaces and braces; the greedy brace group
 # ends at the last '}' that a value (and timestamp) alone follow.
-_SAMPLE_LINE = re.compile(r"^([a-zA-Z_:][a-zA-Z0-9_:]*(?:\{[^\n]*\})?) ([^ \n]+)(?: ([^ \n]+))?$", re.M)
-_COMMENT_LINE = re.compile(r"^[ \t]*#[^\n]*", re.M)
-_BLANK_LINE = re.compile(r"^[ \t]*$", re.M)
+_SAMPLE_LINE = re.compile(r"([a-zA-Z_:][a-zA-Z0-9_:]*(?:\{.*\})?) ([^ ]+)(?: ([^ ]+))?")
+_COMMENT_OR_BLANK = re.compile(r"[ \t]*(?:#.*)?")
 _CREATED_TYPES = frozenset({"counter", "histogram", "gaugehistogram", "summary"})
 # What prometheus_client's parsers raise on some malformed bodies besides ValueError.
 _PARSER_ERRORS = (ValueError, IndexError, KeyError, TypeError, AttributeError)
@@ -75,15 +74,18 @@ class Scrape:
 class _Shape:
     """An accepted body's shape and the rows it maps to."""
 
-    series: list[str]
-    comments: list[str]
-    keep: np.ndarray  # line index of each kept row
+    keep: np.ndarray  # sample index of each kept row
     names: list[str]
     label_sets: list[str]
     name_ids: np.ndarray
     label_set_ids: np.ndarray
     refused: int
     refusal: str
+    lens: list[int] = field(default_factory=list)  # per line, how much a later body must repeat
+    heads: list[str] = field(default_factory=list)  # per line, what it must repeat
+    tails: list[tuple[int, int]] = field(
+        default_factory=list
+    )  # per sample line: (line, where its value starts)
 
 
 class ExpositionParser:
@@ -106,42 +108,68 @@ class ExpositionParser:
             raise ScrapeError(
                 f"the body is not UTF-8: byte {exc.start} ({body[exc.start : exc.start + 8]!r})"
             ) from None
+        lines = text.split("\n")
         if len(text) > self.max_line:
-            longest = max(map(len, text.split("\n")))
+            longest = max(map(len, lines))
             if longest > self.max_line:
                 raise ScrapeError(f"a line of {longest} characters is longer than the limit {self.max_line}")
         openmetrics = content_type.strip().lower().startswith(OPENMETRICS)
-        lines = _SAMPLE_LINE.findall(text)
-        comments = _COMMENT_LINE.findall(text)
-        whole = (
-            len(lines) + len(comments) + len(_BLANK_LINE.findall(text)) == text.count("\n") + 1
-            and not (openmetrics and " # {" in text)  # an exemplar: the regex cannot split it
-        )
+        # an exemplar (after " # ") or a carriage return: lines the shape cannot split
+        plain = "\r" not in text and not (openmetrics and " # " in text)
         shape = self._shape
-        series = [line[0] for line in lines]
-        if whole and shape is not None and series == shape.series and comments == shape.comments:
-            values = _numbers([line[1] for line in lines])
-            _check_timestamps(lines)
-            return self._scrape(shape, values[shape.keep], len(lines), context, timestamp_ms)
+        if plain and shape is not None:
+            values = self._known_shape(shape, lines)
+            if values is not None:
+                return self._scrape(shape, values[shape.keep], len(shape.tails), context, timestamp_ms)
         families = self._parse_of_record(text, openmetrics)
         self.full_parses += 1
         dropped = {
             f"{family.name}_created" for family in families if openmetrics and family.type in _CREATED_TYPES
         }
         exposed = sum(len(family.samples) for family in families)
-        if whole and len(lines) == exposed:
-            values = _numbers([line[1] for line in lines])
-            _check_timestamps(lines)
-            entries = [self._entry_of_text(text_) for text_ in series]
-            shape = self._shape_of(entries, series, comments, dropped)
+        matches = [_SAMPLE_LINE.fullmatch(line) for line in lines]
+        found = [match for match in matches if match is not None]
+        others = [line for line, match in zip(lines, matches, strict=True) if match is None]
+        if plain and len(found) == exposed and all(_COMMENT_OR_BLANK.fullmatch(line) for line in others):
+            values = _numbers([match[2] for match in found])
+            _numbers([match[3] for match in found if match[3]])  # timestamps: read, not kept
+            samples = [sample for family in families for sample in family.samples]
+            if all(
+                sample.name == match[1].partition("{")[0]
+                for sample, match in zip(samples, found, strict=True)
+            ):  # the parser's samples in line order (the format keeps a family's lines together)
+                entries = [self._entry(sample.name, sample.labels) for sample in samples]
+            else:
+                entries = [self._entry_of_text(match[1]) for match in found]
+            shape = self._shape_of(entries, dropped)
+            # what a later body must repeat: each sample line's series text and the space
+            # after it, each other line whole (one character more: a longer line differs)
+            shape.lens = [
+                len(m[1]) + 1 if m else len(line) + 1 for line, m in zip(lines, matches, strict=True)
+            ]
+            shape.heads = [line[:n] for line, n in zip(lines, shape.lens, strict=True)]
+            shape.tails = [(row, n) for row, (m, n) in enumerate(zip(matches, shape.lens, strict=True)) if m]
             self._shape = shape
             return self._scrape(shape, values[shape.keep], exposed, context, timestamp_ms)
         self._shape = None  # a body the regex cannot follow: the parser's samples, uncached
         samples = [sample for family in families for sample in family.samples]
         entries = [self._entry(sample.name, sample.labels) for sample in samples]
-        shape = self._shape_of(entries, [], [], dropped)
+        shape = self._shape_of(entries, dropped)
         values = np.array([float(sample.value) for sample in samples], dtype=np.float64)
         return self._scrape(shape, values[shape.keep], exposed, context, timestamp_ms)
+
+    @staticmethod
+    def _known_shape(shape: _Shape, lines: list[str]) -> np.ndarray | None:
+        """The values of a body of the shape last accepted, or None: another shape (a sample
+        line with a timestamp too: the parser of record reads those)."""
+        if len(lines) != len(shape.lens):
+            return None
+        if [line[:n] for line, n in zip(lines, shape.lens, strict=True)] != shape.heads:
+            return None
+        values = "\n".join([lines[row][n:] for row, n in shape.tails])
+        if " " in values or "\t" in values:
+            return None
+        return _numbers(values.split("\n") if shape.tails else [])
 
     # -- the parser of record ----------------------------------------------------------------
 
@@ -165,7 +193,7 @@ class ExpositionParser:
         except _PARSER_ERRORS as exc:
             raise ScrapeError(f"not a sample: {series_text[:200]!r}: {str(exc)[:200]}") from None
         entry = self._entry(sample.name, sample.labels)
-        if len(self._entries) > 4 * (len(self._shape.series) if self._shape else 0) + 100_000:
+        if len(self._entries) > 4 * (len(self._shape.tails) if self._shape else 0) + 100_000:
             self._entries.clear()  # series that come and go: bounded, rebuilt from what is served
         self._entries[series_text] = entry
         return entry
@@ -192,7 +220,7 @@ class ExpositionParser:
             return str(exc)
 
     @staticmethod
-    def _shape_of(entries: list[_Entry], series: list[str], comments: list[str], dropped: set[str]) -> _Shape:
+    def _shape_of(entries: list[_Entry], dropped: set[str]) -> _Shape:
         names: dict[str, int] = {}
         label_sets: dict[str, int] = {}
         keep: list[int] = []
@@ -216,8 +244,6 @@ class ExpositionParser:
             name_ids.append(ids[0])
             set_ids.append(ids[1])
         return _Shape(
-            series,
-            comments,
             np.array(keep, dtype=np.intp),
             list(names),
             list(label_sets),
@@ -250,12 +276,6 @@ def _numbers(tokens: list[str]) -> np.ndarray:
     try:
         if "_" in "".join(tokens):  # Python's float reads 1_000; Prometheus (Go) does not
             raise ValueError("a digit separator '_'")
-        return np.array(tokens, dtype=str).astype(np.float64)
+        return np.array(list(map(float, tokens)), dtype=np.float64)  # 10x numpy's str to float
     except ValueError as exc:
         raise ScrapeError(f"a sample value is not a number: {str(exc)[:200]}") from None
-
-
-def _check_timestamps(lines: list[tuple[str, str, str]]) -> None:
-    stamps = [line[2] for line in lines if line[2]]
-    if stamps:
-        _numbers(stamps)

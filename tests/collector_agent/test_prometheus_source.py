@@ -5,6 +5,7 @@ thousands of random bodies."""
 from __future__ import annotations
 
 import contextlib
+import gzip
 import json
 import re
 import socket
@@ -74,6 +75,7 @@ BAD_BODIES: dict[str, tuple[str, bytes]] = {
     "/bad-utf8": ("text/plain", b'a{x="\xff\xfe"} 1\n'),
     "/duplicate": ("text/plain", b'a{x="1"} 1\nb 2\na{x="1"} 3\n'),
     "/status": ("text/plain", b"no"),
+    "/gzip-bomb": ("text/plain", gzip.compress(b"a 1\n" * (5 * 1024 * 1024))),  # 20 MB once decoded
 }
 
 PATHS = ("/good", "/hang", "/refused-sample", *BAD_BODIES)
@@ -109,6 +111,8 @@ class Targets:
             def _answer(self, status: int, kind: str, body: bytes) -> None:
                 self.send_response(status)
                 self.send_header("Content-Type", kind)
+                if self.path == "/gzip-bomb":
+                    self.send_header("Content-Encoding", "gzip")
                 self.send_header("Content-Length", str(len(body)))
                 self.end_headers()
                 with contextlib.suppress(OSError):  # the scraper gave up on it (the size limit)
@@ -237,6 +241,7 @@ def test_node_exporter_and_bad_targets_into_vhms(
         assert "not UTF-8" in errors[targets.url("/bad-utf8")]
         assert "two samples of the series a{" in errors[targets.url("/duplicate")]
         assert "HTTP status 500" in errors[targets.url("/status")]
+        assert "over the limit of 4194304 bytes" in errors[targets.url("/gzip-bomb")]  # decoded bytes
         assert all(source.target_failures[targets.url(p)] >= 1 for p in bad[:-1])  # type: ignore[attr-defined]
         assert source.metrics()["SampleRefusedCount"] >= 1
 
