@@ -28,6 +28,7 @@ import signal
 import socket
 import subprocess
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from types import TracebackType
 
@@ -83,8 +84,10 @@ class ZooKeeperServer:
         tick_time_ms: int = 2000,
         heap: str = "256m",
         java: str | None = None,
+        jvm_options: Sequence[str] = (),
     ) -> None:
         self.data_dir = Path(data_dir)
+        self.jvm_options = list(jvm_options)  # e.g. a -javaagent (Jolokia, for the jmx source's tests)
         self.host = host
         self.port = port or free_port(host)
         self.tick_time_ms = tick_time_ms
@@ -144,6 +147,7 @@ class ZooKeeperServer:
             f"-Xmx{self.heap}",
             "-XX:+UseSerialGC",
             "-Dzookeeper.admin.enableServer=false",
+            *self.jvm_options,
             "-cp",
             f"{pyspark_jars()}/*",
             "org.apache.zookeeper.server.ZooKeeperServerMain",

@@ -171,6 +171,15 @@ class ExpositionParser:
             return None
         return _numbers(values.split("\n") if shape.tails else [])
 
+    def batch_of(
+        self, samples: list[tuple[str, dict[str, str], float]], context: str, timestamp_ms: int
+    ) -> Scrape:
+        """Samples another format gave (``jmx``'s JSON) as a batch, under the same rules
+        (target labels, ``honor_labels``, refusals counted, a series twice refused whole)."""
+        shape = self._shape_of([self._entry(name, labels) for name, labels, _ in samples], set())
+        values = np.array([value for _, _, value in samples], dtype=np.float64)
+        return self._scrape(shape, values[shape.keep], len(samples), context, timestamp_ms)
+
     # -- the parser of record ----------------------------------------------------------------
 
     @staticmethod

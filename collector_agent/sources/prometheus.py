@@ -66,7 +66,7 @@ from collector_agent.context import Context
 from collector_agent.event import Event
 from collector_agent.exceptions import ScrapeError
 from collector_agent.sources.base import EventDrivenSource
-from collector_agent.sources.exposition import OPENMETRICS, ExpositionParser
+from collector_agent.sources.exposition import OPENMETRICS, ExpositionParser, Scrape
 from collector_agent.sources.rounds import emit_until, next_round_after
 
 __all__ = ["PrometheusSource", "ScrapeState", "Target"]
@@ -147,7 +147,7 @@ class PrometheusSource(EventDrivenSource):
     def configure(self, context: Context) -> None:
         super().configure(context)
         self.job = context.get_str("job", self.name)
-        self.metrics_path = context.get_str("metricsPath", "/metrics")
+        self.metrics_path = context.get_str("metricsPath", self.default_path(context))
         self.static_labels = dict(context.subset("labels").values)
         self.interval = context.get_float("interval", 60.0, minimum=0.1)
         self.scrape_timeout = context.get_float("scrapeTimeout", min(10.0, self.interval), minimum=0.01)
@@ -180,6 +180,10 @@ class PrometheusSource(EventDrivenSource):
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self.round_state = ScrapeState.WAITING
+
+    def default_path(self, context: Context) -> str:
+        """The path of a ``host:port`` target when ``metricsPath`` is not given."""
+        return "/metrics"
 
     def _urls(self, specs: list[str]) -> list[str]:
         return [target_url(spec, self.metrics_path) for spec in specs]
@@ -346,13 +350,18 @@ class PrometheusSource(EventDrivenSource):
             if response.connection is not None:  # refused half-read: the connection is closed
                 response.close()
 
+    def _read(self, target: Target, round_ms: int, deadline: float) -> Scrape:
+        """One target's samples (the extension point of sources that read other formats over
+        HTTP, such as ``jmx``); ``ScrapeError`` when its answer is refused whole."""
+        body, content_type = self._fetch(target.url, deadline)
+        return target.parser.parse(body, content_type, target.labels["job"], round_ms)
+
     def _scrape(self, target: Target, round_ms: int) -> Event:
         self.counters.add("ScrapeAttemptCount")
         started = time.monotonic()
         scrape, failure = None, None
         try:
-            body, content_type = self._fetch(target.url, started + self.scrape_timeout)
-            scrape = target.parser.parse(body, content_type, target.labels["job"], round_ms)
+            scrape = self._read(target, round_ms, started + self.scrape_timeout)
         except ScrapeError as exc:
             failure = str(exc)
         duration = time.monotonic() - started

@@ -18,7 +18,6 @@ from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
-import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -29,6 +28,8 @@ from collector_agent import Agent, ScrapeError
 from collector_agent.sources.exposition import ExpositionParser
 from vhms import Store
 from vhms.service import VhmsService
+
+Latest = Callable[[VhmsService, str], dict[str, float]]
 
 AGENT = """
 a.sources = scrape
@@ -177,18 +178,6 @@ def answers(url: str, timeout: float = 30.0) -> str:
             time.sleep(0.1)
 
 
-def latest(shard: VhmsService, selector: str) -> dict[str, float]:
-    """The last value of each selected series in the shard, by key."""
-    now = int(time.time() * 1000)
-    result = shard.store.fetch(selector, now - 600_000, now + 60_000)
-    found = {}
-    for key, row in zip(result.keys, result.values, strict=True):
-        present = row[~np.isnan(row)]
-        if len(present):
-            found[key] = float(present[-1])
-    return found
-
-
 def exposed(text: str, pattern: str) -> float:
     """The value of the one line of ``text`` that ``pattern`` matches (the target's own)."""
     (line,) = [line for line in text.splitlines() if re.match(pattern, line)]
@@ -203,7 +192,7 @@ def run_agent(source: str, shard: VhmsService) -> Agent:
 
 @pytest.mark.slow
 def test_node_exporter_and_bad_targets_into_vhms(
-    targets: Targets, shard: VhmsService, wait: Callable[..., None]
+    targets: Targets, shard: VhmsService, wait: Callable[..., None], latest: Latest
 ) -> None:
     port = free_port()
     exporter = subprocess.Popen(
@@ -306,7 +295,7 @@ sys.stdin.read()
 @pytest.mark.slow
 @pytest.mark.spark
 def test_spark_prometheus_servlet_into_vhms(
-    tmp_path: Path, shard: VhmsService, wait: Callable[..., None]
+    tmp_path: Path, shard: VhmsService, wait: Callable[..., None], latest: Latest
 ) -> None:
     port = free_port()
     app = subprocess.Popen(
@@ -367,7 +356,7 @@ a.sources.executors.channels = ch""",
 
 
 def test_targets_discovered_in_zookeeper(
-    targets: Targets, shard: VhmsService, zk_hosts: str, wait: Callable[..., None]
+    targets: Targets, shard: VhmsService, zk_hosts: str, wait: Callable[..., None], latest: Latest
 ) -> None:
     connect, layout = resolve_zk(zk_hosts)
     zk = KazooClient(hosts=connect)
