@@ -17,7 +17,8 @@ from kazoo.client import KazooClient
 
 from bookkeeper.testing import resolve_jars
 from bookkeeper.testing.zkserver import ZooKeeperServer, free_port
-from collector_agent import Agent
+from collector_agent import Agent, Context, load_properties
+from collector_agent.registry import resolve
 from collector_agent.sources.jmx import mbean_samples, parse_object_name
 from vhms import Store
 from vhms.service import VhmsService
@@ -173,3 +174,27 @@ def test_object_names() -> None:
         {"type": "GarbageCollector", "name": "G1 Young Generation"},
     )
     assert parse_object_name('a:k="x,\\"y",z=1') == ("a", {"k": 'x,"y', "z": "1"})
+
+
+def test_the_scrape_examples_of_the_docs_configure() -> None:
+    """The ``prometheus`` and ``jmx`` examples of docs/agent.md are configurations these
+    sources accept, with every key known."""
+    page = (Path(__file__).resolve().parents[2] / "docs" / "agent.md").read_text()
+    blocks = [
+        b
+        for b in re.findall(r"```properties\n(.*?)```", page, re.S)
+        if "type = jmx" in b or "prometheus" in b
+    ]
+    sources = 0
+    for block in blocks:
+        values = load_properties(block)
+        for name in sorted({key.split(".")[2] for key in values if key.startswith("a1.sources.")}):
+            prefix = f"a1.sources.{name}."
+            context = Context(
+                {k[len(prefix) :]: v for k, v in values.items() if k.startswith(prefix)}, prefix
+            )
+            source = resolve("source", context.get_str("type"), f"{prefix}type")(name)
+            source.configure(context)
+            assert context.unknown_keys() == []
+            sources += 1
+    assert sources == 3
