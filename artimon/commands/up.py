@@ -11,7 +11,9 @@ agent from <data-dir>/agent.properties (written at the first start, re-read on c
 the agent reloads): its artimon source polls every registered bookkeeper (the agent's own
 self-report among them) each --interval, its artimon_file source reads
 <data-dir>/run/*.artimon files, its Flume Thrift source listens for other agents
-(--thrift-port), into two file channels drained by the vhms sink and the raw sink. Then a
+(--thrift-port), its prometheus source scrapes the stack's own ``/metrics`` (VHMS's, the
+agent's) under the job ``artimon`` (the saved dashboard "artimon" shows them), into two
+file channels drained by the vhms sink and the raw sink. Then a
 line per round. Every listener binds --host, 127.0.0.1 by default. Third-party output
 (Spark, its Python workers, warnings) goes to <data-dir>/logs/. Ctrl-C stops everything
 cleanly: the API and the alerts, the agent (its channels closed, its last landing file
@@ -54,7 +56,7 @@ from vhms import DEFAULT_RESOLUTIONS, DataDirInUseError, Store, VhmsClient, Vhms
 AGENT = """# The agent of `artimon up` (Flume's properties format, docs/agent.md), written at its
 # first start. Edit it: the agent re-reads it every few seconds and applies the difference.
 # ${...} are set by `artimon up` at each start (its flags and the ZooKeeper it runs).
-up.sources = poll files flume
+up.sources = poll files flume self
 up.channels = durable landing
 up.sinks = store land
 up.sources.poll.type = artimon
@@ -70,6 +72,12 @@ up.sources.flume.type = thrift
 up.sources.flume.bind = ${ARTIMON_HOST}
 up.sources.flume.port = ${ARTIMON_THRIFT_PORT}
 up.sources.flume.channels = durable landing
+# self: Artimon watching itself, the /metrics of its own components (VHMS, this agent)
+up.sources.self.type = prometheus
+up.sources.self.targets = ${ARTIMON_SELF_TARGETS}
+up.sources.self.job = artimon
+up.sources.self.interval = ${ARTIMON_INTERVAL}
+up.sources.self.channels = durable landing
 up.channels.durable.type = file
 up.channels.durable.dataDirs = ${ARTIMON_DATA_DIR}/channels/durable
 up.channels.durable.minimumRequiredSpace = 104857600
@@ -222,6 +230,8 @@ def _run(args: argparse.Namespace, data: Path) -> int:
         dashboards.mkdir(parents=True, exist_ok=True)
         if args.demo and not (dashboards / "demo.json").exists():
             shutil.copy(EXAMPLES / "demo.json", dashboards / "demo.json")
+        if not (dashboards / "artimon.json").exists():  # the stack's own panels, from its /metrics
+            shutil.copy(EXAMPLES / "artimon.json", dashboards / "artimon.json")
         source = StoreSource(vhms.store)
         api = BackgroundServer(
             create_app(source, dashboards_dir=dashboards), args.host, args.api_port, name="query-api"
@@ -263,7 +273,12 @@ def _run(args: argparse.Namespace, data: Path) -> int:
         (data / "run").mkdir(parents=True, exist_ok=True)
         properties = data / "agent.properties"
         thrift_port = args.thrift_port or free_port()
+        monitor_port = free_port(args.host)
+        scraped = vhms.http.url if vhms.http else None
+        self_targets = [f"{scraped}/metrics"] if scraped else []
+        self_targets.append(f"http://{args.host}:{monitor_port}/metrics?format=prometheus")
         os.environ.update(
+            ARTIMON_SELF_TARGETS=" ".join(self_targets),
             ARTIMON_ZK=zk_hosts,
             ARTIMON_INTERVAL=f"{interval:g}",
             ARTIMON_ROLL_INTERVAL=str(max(5, int(interval * 2))),
@@ -276,7 +291,7 @@ def _run(args: argparse.Namespace, data: Path) -> int:
         agent.start()
         watcher = ConfigWatcher(agent, properties, interval=min(5.0, interval))
         watcher.start()
-        monitor = MonitorServer(agent.metrics, "up", args.host, 0)
+        monitor = MonitorServer(agent.metrics, "up", args.host, monitor_port)
         monitor.start()
         reporter = SelfReporter(agent.metrics, agent.name)
         reporter.start()
