@@ -382,7 +382,7 @@ def test_api_command_serves_saved_dashboards(tmp_path) -> None:
     ) as output:
         assert f"dashboards at http://127.0.0.1:{port}/" in output[0], output
         listed = httpx.get(f"http://127.0.0.1:{port}/api/v1/dashboards", timeout=10).json()
-        assert [d["name"] for d in listed["dashboards"]] == ["demo"]
+        assert [d["name"] for d in listed["dashboards"]] == ["artimon", "demo"]
         assert "uPlot" in httpx.get(f"http://127.0.0.1:{port}/", timeout=10).text
 
 

@@ -4,6 +4,7 @@ shard and of its agent into VHMS, and the saved dashboard "artimon" answers with
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -14,10 +15,13 @@ from pathlib import Path
 import httpx
 import numpy as np
 import pytest
+from playwright.sync_api import expect, sync_playwright
 
 from query_dsl import Client, Matrix
 
 ARTIMON = [sys.executable, "-m", "artimon"]
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"
 
 
 def _api_url(process: subprocess.Popen[str], timeout: float) -> str:
@@ -37,6 +41,26 @@ def _api_url(process: subprocess.Popen[str], timeout: float) -> str:
     if not ready.wait(timeout):
         raise AssertionError(f"artimon up did not start its agent within {timeout} s")
     return found["url"]
+
+
+def screenshot_has_data(page_url: str, panels: int) -> None:
+    """The dashboard in headless Chromium (Debian's, driven by Playwright): every panel
+    drawn with at least one series; a screenshot in test-artifacts/."""
+    if not Path(CHROMIUM).exists():
+        pytest.fail("Debian's chromium is missing: apt-get install -y chromium (.ci/run does it)")
+    ARTIFACTS.mkdir(exist_ok=True)
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox", "--disable-gpu"])
+        try:
+            page = browser.new_page(viewport={"width": 1280, "height": 900})
+            page.goto(page_url)
+            expect(page.locator(".panel")).to_have_count(panels, timeout=30_000)
+            for panel in page.locator(".panel").all():
+                expect(panel).to_have_attribute("data-state", "ok", timeout=30_000)
+                assert int(panel.get_attribute("data-series") or 0) >= 1, panel.inner_text()[:200]
+            page.screenshot(path=ARTIFACTS / "dashboard-artimon.png", full_page=True)
+        finally:
+            browser.close()
 
 
 @pytest.mark.slow
@@ -66,6 +90,7 @@ def test_up_collects_its_own_metrics_and_the_artimon_dashboard_has_data(
             assert dashboard["title"].startswith("Artimon")
             for panel in dashboard["panels"]:  # every panel answers values
                 wait(lambda panel=panel: last_values(panel["query"]), timeout=60, what=panel["title"])
+        screenshot_has_data(f"{url}/?d=artimon", len(dashboard["panels"]))
     finally:
         up.send_signal(signal.SIGINT)
         try:
