@@ -12,7 +12,7 @@ the agent reloads): its artimon source polls every registered bookkeeper (the ag
 self-report among them) each --interval, its artimon_file source reads
 <data-dir>/run/*.artimon files, its Flume Thrift source listens for other agents
 (--thrift-port), its prometheus source scrapes the stack's own ``/metrics`` (VHMS's, the
-agent's) under the job ``artimon`` (the saved dashboard "artimon" shows them), into two
+query API's, the agent's) under the job ``artimon`` (the saved dashboard "artimon" shows them), into two
 file channels drained by the vhms sink and the raw sink. Then a
 line per round. Every listener binds --host, 127.0.0.1 by default. Third-party output
 (Spark, its Python workers, warnings) goes to <data-dir>/logs/. Ctrl-C stops everything
@@ -275,7 +275,7 @@ def _run(args: argparse.Namespace, data: Path) -> int:
         thrift_port = args.thrift_port or free_port()
         monitor_port = free_port(args.host)
         scraped = vhms.http.url if vhms.http else None
-        self_targets = [f"{scraped}/metrics"] if scraped else []
+        self_targets = [f"{api.url}/metrics", *([f"{scraped}/metrics"] if scraped else [])]
         self_targets.append(f"http://{args.host}:{monitor_port}/metrics?format=prometheus")
         os.environ.update(
             ARTIMON_SELF_TARGETS=" ".join(self_targets),

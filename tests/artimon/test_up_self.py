@@ -1,4 +1,4 @@
-"""``artimon up`` watches itself: its prometheus source scrapes the /metrics of its VHMS
+"""``artimon up`` watches itself: its prometheus source scrapes the /metrics of its query API, VHMS
 shard and of its agent into VHMS, and the saved dashboard "artimon" answers with data."""
 
 from __future__ import annotations
@@ -82,9 +82,9 @@ def test_up_collects_its_own_metrics_and_the_artimon_dashboard_has_data(
                 return [float(row[~np.isnan(row)][-1]) for row in answer.values if (~np.isnan(row)).any()]
 
             wait(
-                lambda: last_values('fetch("up{job=artimon}", last=5m)') == [1.0, 1.0],
+                lambda: last_values('fetch("up{job=artimon}", last=5m)') == [1.0, 1.0, 1.0],
                 timeout=60,
-                what="VHMS and the agent scraped, both up",
+                what="the query API, VHMS and the agent scraped, all up",
             )
             dashboard = httpx.get(f"{url}/api/v1/dashboards/artimon", timeout=30).json()
             assert dashboard["title"].startswith("Artimon")
