@@ -56,7 +56,7 @@ from vhms import DEFAULT_RESOLUTIONS, DataDirInUseError, Store, VhmsClient, Vhms
 AGENT = """# The agent of `artimon up` (Flume's properties format, docs/agent.md), written at its
 # first start. Edit it: the agent re-reads it every few seconds and applies the difference.
 # ${...} are set by `artimon up` at each start (its flags and the ZooKeeper it runs).
-up.sources = poll files flume self
+up.sources = poll files flume api vhms agent
 up.channels = durable landing
 up.sinks = store land
 up.sources.poll.type = artimon
@@ -72,12 +72,26 @@ up.sources.flume.type = thrift
 up.sources.flume.bind = ${ARTIMON_HOST}
 up.sources.flume.port = ${ARTIMON_THRIFT_PORT}
 up.sources.flume.channels = durable landing
-# self: Artimon watching itself, the /metrics of its own components (VHMS, this agent)
-up.sources.self.type = prometheus
-up.sources.self.targets = ${ARTIMON_SELF_TARGETS}
-up.sources.self.job = artimon
-up.sources.self.interval = ${ARTIMON_INTERVAL}
-up.sources.self.channels = durable landing
+# api, vhms, agent: Artimon watching itself, the /metrics of its own components (job
+# artimon, instance named: their ports may change from one start to the next)
+up.sources.api.type = prometheus
+up.sources.api.targets = ${ARTIMON_API_METRICS}
+up.sources.api.job = artimon
+up.sources.api.labels.instance = api
+up.sources.api.interval = ${ARTIMON_INTERVAL}
+up.sources.api.channels = durable landing
+up.sources.vhms.type = prometheus
+up.sources.vhms.targets = ${ARTIMON_VHMS_METRICS}
+up.sources.vhms.job = artimon
+up.sources.vhms.labels.instance = vhms
+up.sources.vhms.interval = ${ARTIMON_INTERVAL}
+up.sources.vhms.channels = durable landing
+up.sources.agent.type = prometheus
+up.sources.agent.targets = ${ARTIMON_AGENT_METRICS}
+up.sources.agent.job = artimon
+up.sources.agent.labels.instance = agent
+up.sources.agent.interval = ${ARTIMON_INTERVAL}
+up.sources.agent.channels = durable landing
 up.channels.durable.type = file
 up.channels.durable.dataDirs = ${ARTIMON_DATA_DIR}/channels/durable
 up.channels.durable.minimumRequiredSpace = 104857600
@@ -275,10 +289,10 @@ def _run(args: argparse.Namespace, data: Path) -> int:
         thrift_port = args.thrift_port or free_port()
         monitor_port = free_port(args.host)
         scraped = vhms.http.url if vhms.http else None
-        self_targets = [f"{api.url}/metrics", *([f"{scraped}/metrics"] if scraped else [])]
-        self_targets.append(f"http://{args.host}:{monitor_port}/metrics?format=prometheus")
         os.environ.update(
-            ARTIMON_SELF_TARGETS=" ".join(self_targets),
+            ARTIMON_API_METRICS=f"{api.url}/metrics",
+            ARTIMON_VHMS_METRICS=f"{scraped}/metrics" if scraped else "",
+            ARTIMON_AGENT_METRICS=f"http://{args.host}:{monitor_port}/metrics?format=prometheus",
             ARTIMON_ZK=zk_hosts,
             ARTIMON_INTERVAL=f"{interval:g}",
             ARTIMON_ROLL_INTERVAL=str(max(5, int(interval * 2))),

@@ -25,8 +25,9 @@ Targets: ``targets`` (static, space-separated URLs, or ``host:port`` for
 with ``zk``, the members under ``zkPath`` (default ``<root>/targets``):
 ``<zkPath>/<job>/<member>``, whose payload is JSON ``{"url": ..., "labels": {...}}`` or
 empty (the member's name is then ``host:port``), watched by :class:`bookkeeper.zk.Membership`.
-Each target's labels: ``job``, ``instance`` (the URL's ``host:port``), the ``labels.<key>``
-of the configuration and those of its payload.
+Each target's labels: ``job``, ``instance`` (the URL's ``host:port``, unless a label
+``instance`` of the configuration or the payload names it: a name that outlives a port
+change), the ``labels.<key>`` of the configuration and those of its payload.
 
 The round scheduler's states (``PrometheusSource.round_state``)::
 
@@ -191,7 +192,8 @@ class PrometheusSource(EventDrivenSource):
     def _new_target(self, url: str, job: str, labels: Mapping[str, str]) -> Target:
         parts = urlsplit(url)
         target_labels = validate_labels(
-            {**self.static_labels, **labels, "job": job, "instance": parts.netloc or url}
+            # instance: the address unless a label sets it (as Prometheus keeps a target's own)
+            {"instance": parts.netloc or url, **self.static_labels, **labels, "job": job}
         )
         return Target(url, target_labels, ExpositionParser(target_labels, self.honor_labels, self.max_line))
 
