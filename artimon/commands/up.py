@@ -53,7 +53,14 @@ from query_dsl import EXAMPLES, StoreSource, create_app
 from query_dsl.alerts import AlertEngine, EvaluatorSource, load_rules
 from vhms import DEFAULT_RESOLUTIONS, DataDirInUseError, Store, VhmsClient, VhmsService
 
-AGENT = """# The agent of `artimon up` (Flume's properties format, docs/agent.md), written at its
+SELF_SOURCE = """up.sources.{name}.type = prometheus
+up.sources.{name}.targets = ${{ARTIMON_{upper}_METRICS}}
+up.sources.{name}.job = artimon
+up.sources.{name}.labels.instance = {name}
+up.sources.{name}.interval = ${{ARTIMON_INTERVAL}}
+up.sources.{name}.channels = durable landing
+"""
+_AGENT = """# The agent of `artimon up` (Flume's properties format, docs/agent.md), written at its
 # first start. Edit it: the agent re-reads it every few seconds and applies the difference.
 # ${...} are set by `artimon up` at each start (its flags and the ZooKeeper it runs).
 up.sources = poll files flume api vhms agent
@@ -72,27 +79,7 @@ up.sources.flume.type = thrift
 up.sources.flume.bind = ${ARTIMON_HOST}
 up.sources.flume.port = ${ARTIMON_THRIFT_PORT}
 up.sources.flume.channels = durable landing
-# api, vhms, agent: Artimon watching itself, the /metrics of its own components (job
-# artimon, instance named: their ports may change from one start to the next)
-up.sources.api.type = prometheus
-up.sources.api.targets = ${ARTIMON_API_METRICS}
-up.sources.api.job = artimon
-up.sources.api.labels.instance = api
-up.sources.api.interval = ${ARTIMON_INTERVAL}
-up.sources.api.channels = durable landing
-up.sources.vhms.type = prometheus
-up.sources.vhms.targets = ${ARTIMON_VHMS_METRICS}
-up.sources.vhms.job = artimon
-up.sources.vhms.labels.instance = vhms
-up.sources.vhms.interval = ${ARTIMON_INTERVAL}
-up.sources.vhms.channels = durable landing
-up.sources.agent.type = prometheus
-up.sources.agent.targets = ${ARTIMON_AGENT_METRICS}
-up.sources.agent.job = artimon
-up.sources.agent.labels.instance = agent
-up.sources.agent.interval = ${ARTIMON_INTERVAL}
-up.sources.agent.channels = durable landing
-up.channels.durable.type = file
+{self_sources}up.channels.durable.type = file
 up.channels.durable.dataDirs = ${ARTIMON_DATA_DIR}/channels/durable
 up.channels.durable.minimumRequiredSpace = 104857600
 up.channels.durable.deadLetter.dir = {data}/dead-letter
@@ -111,6 +98,13 @@ up.sinks.land.directory = ${ARTIMON_DATA_DIR}/landing
 up.sinks.land.rollInterval = ${ARTIMON_ROLL_INTERVAL}
 up.sinks.land.deadLetter.dir = ${ARTIMON_DATA_DIR}/dead-letter
 """
+# Artimon watching itself: a prometheus source per component, each named by its instance
+# label (their ports may change from one start to the next; their series must not)
+AGENT = _AGENT.replace(
+    "{self_sources}",
+    "# api, vhms, agent: the stack's own /metrics (job artimon, instance named)\n"
+    + "".join(SELF_SOURCE.format(name=name, upper=name.upper()) for name in ("api", "vhms", "agent")),
+)
 READY_QUERY = 'fetch("http.requests", last=10m) | map(rate, {window}) | reduce(sum, by=[method])'
 
 
