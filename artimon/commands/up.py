@@ -11,9 +11,10 @@ agent from <data-dir>/agent.properties (written at the first start, re-read on c
 the agent reloads): its artimon source polls every registered bookkeeper (the agent's own
 self-report among them) each --interval, its artimon_file source reads
 <data-dir>/run/*.artimon files, its Flume Thrift source listens for other agents
-(--thrift-port), its prometheus source scrapes the stack's own ``/metrics`` (VHMS's, the
-query API's, the agent's) under the job ``artimon`` (the saved dashboard "artimon" shows them), into two
-file channels drained by the vhms sink and the raw sink. Then a
+(--thrift-port), into two
+file channels drained by the vhms sink and the raw sink; and three prometheus sources
+scrape the stack's own ``/metrics`` (the query API's, VHMS's, the agent's) under the job
+``artimon`` into VHMS only (the saved dashboard "artimon" shows them). Then a
 line per round. Every listener binds --host, 127.0.0.1 by default. Third-party output
 (Spark, its Python workers, warnings) goes to <data-dir>/logs/. Ctrl-C stops everything
 cleanly: the API and the alerts, the agent (its channels closed, its last landing file
@@ -58,7 +59,7 @@ up.sources.{name}.targets = ${{ARTIMON_{upper}_METRICS}}
 up.sources.{name}.job = artimon
 up.sources.{name}.labels.instance = {name}
 up.sources.{name}.interval = ${{ARTIMON_INTERVAL}}
-up.sources.{name}.channels = durable landing
+up.sources.{name}.channels = durable
 """
 _AGENT = """# The agent of `artimon up` (Flume's properties format, docs/agent.md), written at its
 # first start. Edit it: the agent re-reads it every few seconds and applies the difference.
@@ -99,10 +100,12 @@ up.sinks.land.rollInterval = ${ARTIMON_ROLL_INTERVAL}
 up.sinks.land.deadLetter.dir = ${ARTIMON_DATA_DIR}/dead-letter
 """
 # Artimon watching itself: a prometheus source per component, each named by its instance
-# label (their ports may change from one start to the next; their series must not)
+# label (their ports may change from one start to the next; their series must not), into
+# VHMS only: the Parquet history keeps the site's metrics, not the collector's chatter, and
+# the landing channel's work per round stays what the applications make it
 AGENT = _AGENT.replace(
     "{self_sources}",
-    "# api, vhms, agent: the stack's own /metrics (job artimon, instance named)\n"
+    "# api, vhms, agent: the stack's own /metrics (job artimon, instance named), into VHMS only\n"
     + "".join(SELF_SOURCE.format(name=name, upper=name.upper()) for name in ("api", "vhms", "agent")),
 )
 READY_QUERY = 'fetch("http.requests", last=10m) | map(rate, {window}) | reduce(sum, by=[method])'
