@@ -26,6 +26,7 @@ from bookkeeper.exceptions import (
     ZkAuthError,
 )
 from bookkeeper.export import FileExporter
+from bookkeeper.histogram import DEFAULT_BUCKETS, Histogram
 from bookkeeper.server import EndpointServer
 from bookkeeper.textformat import format_line, parse_line, parse_lines
 from bookkeeper.variables import BooleanVar, DoubleVar, IntegerVar, StringVar, Variable
@@ -33,6 +34,7 @@ from bookkeeper.vartype import VarType
 from bookkeeper.zk.layout import EndpointInfo, ZkLayout, resolve_zk
 
 __all__ = [
+    "DEFAULT_BUCKETS",
     "Bookkeeper",
     "BookkeeperError",
     "BooleanVar",
@@ -44,6 +46,7 @@ __all__ = [
     "EndpointUnavailableError",
     "FileExporter",
     "FrameTooLargeError",
+    "Histogram",
     "IntegerVar",
     "InvalidLabelError",
     "InvalidNameError",

@@ -2,19 +2,21 @@
 
 from __future__ import annotations
 
+import math
 import os
 import signal
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar, TypeVar
 
 import numpy as np
 
 from bookkeeper.batch import SampleBatch
-from bookkeeper.exceptions import VariableTypeError
+from bookkeeper.exceptions import InvalidLabelError, InvalidValueError, VariableTypeError
 from bookkeeper.framework_labels import framework_labels
+from bookkeeper.histogram import DEFAULT_BUCKETS, Histogram, check_buckets, format_bound
 from bookkeeper.labels import format_labels, validate_labels, validate_name
 from bookkeeper.variables import (
     BooleanVar,
@@ -63,6 +65,7 @@ class Bookkeeper:
         self.framework_labels = framework_labels(context, labels, environ)
         self._lock = threading.Lock()
         self._vars: dict[_Key, Variable] = {}  # type: ignore[type-arg]
+        self._histograms: dict[_Key, Histogram] = {}
         self._servers: list[EndpointServer] = []
         self._exporters: list[FileExporter] = []
 
@@ -125,6 +128,46 @@ class Bookkeeper:
     def string(self, name: str, labels: Mapping[str, str] | None = None, /, **kw: str) -> StringVar:
         """The cached handle of STRING ``name{labels, **kw}``, created empty on first use."""
         return self._handle(StringVar, name, labels, kw)
+
+    def histogram(
+        self,
+        name: str,
+        labels: Mapping[str, str] | None = None,
+        /,
+        buckets: Sequence[float] = DEFAULT_BUCKETS,
+        **kw: str,
+    ) -> Histogram:
+        """The cached histogram ``name{labels, **kw}`` (:mod:`bookkeeper.histogram`): the
+        INTEGER series ``<name>_bucket{le=...}`` (cumulative, one per bound and ``+Inf``), the
+        DOUBLE ``<name>_sum`` and the INTEGER ``<name>_count``. Asking again with other
+        ``buckets`` raises ``InvalidValueError``."""
+        merged = {**(labels or {}), **kw}
+        key = (name, tuple(sorted(merged.items())))
+        found = self._histograms.get(key)
+        bounds = check_buckets(buckets)
+        if found is None:
+            if "le" in merged:
+                raise InvalidLabelError(f"histogram {name}: the label 'le' is the histogram's own")
+            bucket_vars = [
+                self.integer(f"{name}_bucket", merged, le=format_bound(bound))
+                for bound in (*bounds, math.inf)
+            ]
+            histogram = Histogram(
+                name,
+                bounds,
+                self._lock,
+                bucket_vars,
+                self.double(f"{name}_sum", merged),
+                self.integer(f"{name}_count", merged),
+            )
+            with self._lock:
+                found = self._histograms.setdefault(key, histogram)
+        if found.bounds != bounds:
+            raise InvalidValueError(
+                f"histogram {name}{{{format_labels(merged)}}} has the buckets {list(found.bounds)}, "
+                f"not {list(bounds)}"
+            )
+        return found
 
     def _find(self, cls: type[V], name: str, labels: Mapping[str, str]) -> V | None:
         var = self._vars.get((name, tuple(sorted(labels.items()))))
@@ -213,6 +256,8 @@ class Bookkeeper:
     def snapshot(self) -> SampleBatch:
         """Every variable as one columnar batch, a consistent cut taken under the lock."""
         with self._lock:
+            for histogram in self._histograms.values():
+                histogram._publish()
             snapshot_ms = int(time.time() * 1000)
             rows = [(var, var._value, var._ts) for var in self._vars.values()]
         names: dict[str, int] = {}

@@ -21,6 +21,7 @@ from collector_agent.exceptions import (
     EventDeliveryException,
     MalformedEventError,
     RequestRefusedError,
+    ScrapeError,
     TransactionStateError,
     WriteRequestError,
 )
@@ -57,6 +58,7 @@ __all__ = [
     "PollableSource",
     "PutGroup",
     "RequestRefusedError",
+    "ScrapeError",
     "SelfReporter",
     "Sink",
     "Source",

@@ -11,8 +11,10 @@
     ├── MalformedEventError     (also ValueError)    events the next hop refuses as malformed
     ├── RequestRefusedError     (also ValueError)    a Thrift request that breaks Flume's IDL or a
     │                                                limit, refused before it is decoded
-    └── WriteRequestError       (also ValueError)    a Prometheus remote-write body that is not
-                                                     snappy, not a WriteRequest, or over a limit
+    ├── WriteRequestError       (also ValueError)    a Prometheus remote-write body that is not
+    │                                                snappy, not a WriteRequest, or over a limit
+    └── ScrapeError             (also ValueError)    a scrape target's answer refused whole (too
+                                                     big, too slow, not UTF-8, not the format)
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ __all__ = [
     "EventDeliveryException",
     "MalformedEventError",
     "RequestRefusedError",
+    "ScrapeError",
     "TransactionStateError",
     "WriteRequestError",
 ]
@@ -73,3 +76,8 @@ class RequestRefusedError(AgentError, ValueError):
 class WriteRequestError(AgentError, ValueError):
     """A Prometheus remote-write body refused as a whole: not snappy, not a ``WriteRequest``,
     or over a limit (decoded bytes, samples); the message says which."""
+
+
+class ScrapeError(AgentError, ValueError):
+    """A scrape target's answer that is refused whole: the message says why (its size, its
+    time, a byte that is not UTF-8, a line the format refuses, a series exposed twice)."""

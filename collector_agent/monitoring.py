@@ -7,6 +7,7 @@ JSON shape (``GET /metrics``)::
                     "EventPutAttemptCount": 22, ..., "StartTime": 1344882209413, "StopTime": 0},
      "SOURCE.r1": {...}, "SINK.k1": {...}}
 
+``GET /health`` answers ``{"status": "ok", "agent": ...}`` while the agent runs.
 ``GET /metrics?format=prometheus`` gives ``flume_<counter>{type="CHANNEL",component="c1",
 agent="a1"} value`` lines. The self-report keeps ``flume.<counter>{type=..., component=...}``
 variables in the bookkeeper of context ``artimon.agent`` (label ``agent``), so an Artimon
@@ -74,6 +75,10 @@ def create_app(metrics: Callable[[], Metrics], agent: str) -> FastAPI:
         if format == "prometheus":
             return PlainTextResponse(prometheus_text(values, agent), media_type="text/plain; version=0.0.4")
         return JSONResponse(values)
+
+    @app.get("/health")
+    def health() -> dict[str, str]:
+        return {"status": "ok", "agent": agent}
 
     @app.get("/")
     def index() -> PlainTextResponse:

@@ -41,6 +41,8 @@ REGISTRY: dict[str, dict[str, str]] = {
         "artimon_file": "collector_agent.sources.artimon_file:ArtimonFileSource",
         "artimon": "collector_agent.sources.artimon:ArtimonSource",
         "prometheus_remote_write": "collector_agent.sources.prometheus_remote_write:RemoteWriteSource",
+        "prometheus": "collector_agent.sources.prometheus:PrometheusSource",
+        "jmx": "collector_agent.sources.jmx:JmxSource",
     },
     "channel": {
         "memory": "collector_agent.channels.memory:MemoryChannel",

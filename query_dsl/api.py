@@ -2,7 +2,9 @@
 ``/api/v1/labels``, ``/api/v1/label/{name}/values`` (a parameter they do not know is a 400:
 a misspelt filter must not widen an answer); OpenAPI at ``/openapi.json``; the
 dashboard page at ``/`` with its endpoints (:mod:`query_dsl.web`); Prometheus's API and
-PromQL under ``/prometheus`` (:mod:`query_dsl.prom_api`).
+PromQL under ``/prometheus`` (:mod:`query_dsl.prom_api`); ``GET /metrics`` (query
+latencies and the process, Prometheus text: :mod:`query_dsl.self_metrics`) and ``GET /health``,
+open without the token (they hold no series data).
 
 Every answer is JSON (``?format=csv`` for a query gives CSV: a row per series and instant);
 a query's is written by :mod:`query_dsl.answer`, NaN and ±Inf as null.
@@ -37,6 +39,7 @@ from query_dsl.http_errors import error_response as _error
 from query_dsl.matrix import Matrix
 from query_dsl.parser import MAX_QUERY_LENGTH
 from query_dsl.prom_api import prometheus_router
+from query_dsl.self_metrics import ApiMetrics
 from query_dsl.sources import DataSource
 from query_dsl.web import web_router
 from vhms import LimitExceededError, VhmsError
@@ -112,6 +115,7 @@ def create_app(
 ) -> FastAPI:
     """The API over ``source``, with the dashboard page at ``/`` (see :mod:`query_dsl.web`)
     listing the saved dashboards of ``dashboards_dir``."""
+    metrics = ApiMetrics()
     app = FastAPI(
         title="Artimon query API",
         version="1",
@@ -160,9 +164,12 @@ def create_app(
         try:
             result = evaluator.evaluate(body.query)
         except QueryLimitError as exc:
+            metrics.observe(time.perf_counter() - started, ok=False)
             return _error(413, exc)
         except (QueryError, VhmsError, ValueError) as exc:
+            metrics.observe(time.perf_counter() - started, ok=False)
             return _error(400, exc)
+        metrics.observe(time.perf_counter() - started, ok=True)
         took = (time.perf_counter() - started) * 1000
         if format == "csv":
             return PlainTextResponse(to_csv(result), media_type="text/csv")
@@ -171,6 +178,15 @@ def create_app(
         return Response(
             encode_answer(result, took, evaluator.warnings, evaluator.strings), media_type="application/json"
         )
+
+    # operational, no series data: open like VHMS's /health, for the scrapers of the site
+    @app.get("/metrics", include_in_schema=False)
+    def own_metrics() -> PlainTextResponse:
+        return PlainTextResponse(metrics.text(), media_type="text/plain; version=0.0.4")
+
+    @app.get("/health", include_in_schema=False)
+    def health() -> dict[str, str]:
+        return {"status": "ok"}
 
     @app.get("/api/v1/series", dependencies=[Depends(authorize), Depends(_only("match", "match[]"))])
     def series(

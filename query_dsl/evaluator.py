@@ -1,6 +1,6 @@
 """Evaluate a query (text or syntax tree) against a data source.
 
-Functions (see docs/dsl.md): ``fetch``, ``map``, ``bucketize``, ``reduce``, ``apply``,
+Functions (see docs/dsl.md): ``fetch``, ``map``, ``bucketize``, ``reduce``, ``histogram_quantile``, ``apply``,
 ``filter``, ``top``, ``bottom``, ``where_last``; operators ``+ - * / % ^``, comparisons,
 ``and or unless`` with PromQL's matching modifiers. Limits: series and points per query
 and wall time, each a ``QueryLimitError`` naming the limit. The wall time is checked
@@ -26,6 +26,7 @@ from query_dsl.apply import apply_op
 from query_dsl.bucketize import bucketize
 from query_dsl.exceptions import QueryError, QueryLimitError, QueryTypeError
 from query_dsl.filters import filter_selector, top, where_last
+from query_dsl.histogram_quantile import histogram_quantile
 from query_dsl.mappers import MAPPERS, TWO_POINT_MAPPERS, apply_mapper
 from query_dsl.matrix import Matrix
 from query_dsl.parser import BinaryOp, Call, Duration, Negate, Node, Word, parse
@@ -302,6 +303,12 @@ class Evaluator:
         name = _word(args[1], "reduce's aggregate")
         return reduce_matrix(m, name, by, without, params, check=self._check_time)
 
+    def histogram_quantile(self, args: list[Any], kwargs: dict[str, Any]) -> Matrix:
+        _arity("histogram_quantile", args, 2, 2)
+        _known("histogram_quantile", kwargs, set())
+        m = _matrix(args[0], "histogram_quantile")
+        return histogram_quantile(m, _number(args[1], "histogram_quantile"), check=self._check_time)
+
     def apply(self, args: list[Any], kwargs: dict[str, Any]) -> Value:
         _arity("apply", args, 3, 3)
         _known("apply", kwargs, {"on", "ignoring", "group", "bool"})
@@ -368,6 +375,7 @@ FUNCTIONS: dict[str, Callable[[Evaluator, list[Any], dict[str, Any]], Any]] = {
     "map": Evaluator.map,
     "bucketize": Evaluator.bucketize,
     "reduce": Evaluator.reduce,
+    "histogram_quantile": Evaluator.histogram_quantile,
     "apply": Evaluator.apply,
     "filter": Evaluator.filter,
     "top": Evaluator.top,

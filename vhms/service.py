@@ -1,5 +1,5 @@
 """``artimon vhms``: a store behind Thrift (ingest, fetch, series, labels) and HTTP
-(``GET /health``, ``GET /stats``), registered in ZooKeeper as
+(``GET /health``, ``GET /stats``, ``GET /metrics`` in the Prometheus text format), registered in ZooKeeper as
 ``/artimon/vhms/<shard>/<ip>:<port>``, snapshotted every ``snapshot_every`` seconds and on
 stop, restored at start. From construction to ``stop()`` the service holds its snapshot
 directory (``in_use.lock``): a second service on it is refused with ``DataDirInUseError``
@@ -31,6 +31,7 @@ from typing import Any
 
 import numpy as np
 from fastapi import FastAPI
+from fastapi.responses import PlainTextResponse
 
 from bookkeeper import DirectoryInUseError
 from bookkeeper.process import DirectoryLock
@@ -156,12 +157,34 @@ class _Handler:
         return self.store.label_values(label or "")
 
 
+def metrics_text(service: VhmsService) -> str:
+    """The shard's gauges and counters in the Prometheus text format: ``vhms_series``,
+    ``vhms_store_<counter>_total`` (samples stored, refused, too old...), ``vhms_server_<counter>_total``
+    (the Thrift server's connections), ``vhms_snapshots_total``; label ``shard``."""
+    shard = service.shard.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+    lines = ["# TYPE vhms_series gauge", f'vhms_series{{shard="{shard}"}} {service.store.series}']
+    counters = [
+        *((f"vhms_store_{name}_total", value) for name, value in sorted(dict(service.store.stats).items())),
+        *((f"vhms_server_{name}_total", value) for name, value in sorted(dict(service.thrift.stats).items())),
+        ("vhms_snapshots_total", service.snapshots),
+    ]
+    for name, value in counters:
+        lines += [f"# TYPE {name} counter", f'{name}{{shard="{shard}"}} {value}']
+    return "\n".join(lines) + "\n"
+
+
 def _http_app(service: VhmsService) -> FastAPI:
     app = FastAPI(title=f"VHMS shard {service.shard}", docs_url=None, redoc_url=None)
 
     @app.get("/health")
     def health() -> dict[str, object]:
         return {"status": "ok", "shard": service.shard, "series": service.store.series}
+
+    @app.get("/metrics")
+    def metrics() -> PlainTextResponse:
+        """The shard watched as any exporter is (Prometheus text): what ``artimon up``'s
+        ``prometheus`` source collects into VHMS itself."""
+        return PlainTextResponse(metrics_text(service), media_type="text/plain; version=0.0.4")
 
     @app.get("/stats")
     def stats() -> dict[str, object]:

@@ -11,7 +11,10 @@ agent from <data-dir>/agent.properties (written at the first start, re-read on c
 the agent reloads): its artimon source polls every registered bookkeeper (the agent's own
 self-report among them) each --interval, its artimon_file source reads
 <data-dir>/run/*.artimon files, its Flume Thrift source listens for other agents
-(--thrift-port), into two file channels drained by the vhms sink and the raw sink. Then a
+(--thrift-port), into two
+file channels drained by the vhms sink and the raw sink; and three prometheus sources
+scrape the stack's own ``/metrics`` (the query API's, VHMS's, the agent's) under the job
+``artimon`` into VHMS only (the saved dashboard "artimon" shows them). Then a
 line per round. Every listener binds --host, 127.0.0.1 by default. Third-party output
 (Spark, its Python workers, warnings) goes to <data-dir>/logs/. Ctrl-C stops everything
 cleanly: the API and the alerts, the agent (its channels closed, its last landing file
@@ -51,10 +54,17 @@ from query_dsl import EXAMPLES, StoreSource, create_app
 from query_dsl.alerts import AlertEngine, EvaluatorSource, load_rules
 from vhms import DEFAULT_RESOLUTIONS, DataDirInUseError, Store, VhmsClient, VhmsService
 
-AGENT = """# The agent of `artimon up` (Flume's properties format, docs/agent.md), written at its
+SELF_SOURCE = """up.sources.{name}.type = prometheus
+up.sources.{name}.targets = ${{ARTIMON_{upper}_METRICS}}
+up.sources.{name}.job = artimon
+up.sources.{name}.labels.instance = {name}
+up.sources.{name}.interval = ${{ARTIMON_INTERVAL}}
+up.sources.{name}.channels = durable
+"""
+_AGENT = """# The agent of `artimon up` (Flume's properties format, docs/agent.md), written at its
 # first start. Edit it: the agent re-reads it every few seconds and applies the difference.
 # ${...} are set by `artimon up` at each start (its flags and the ZooKeeper it runs).
-up.sources = poll files flume
+up.sources = poll files flume api vhms agent
 up.channels = durable landing
 up.sinks = store land
 up.sources.poll.type = artimon
@@ -70,7 +80,7 @@ up.sources.flume.type = thrift
 up.sources.flume.bind = ${ARTIMON_HOST}
 up.sources.flume.port = ${ARTIMON_THRIFT_PORT}
 up.sources.flume.channels = durable landing
-up.channels.durable.type = file
+{self_sources}up.channels.durable.type = file
 up.channels.durable.dataDirs = ${ARTIMON_DATA_DIR}/channels/durable
 up.channels.durable.minimumRequiredSpace = 104857600
 up.channels.durable.deadLetter.dir = {data}/dead-letter
@@ -89,6 +99,15 @@ up.sinks.land.directory = ${ARTIMON_DATA_DIR}/landing
 up.sinks.land.rollInterval = ${ARTIMON_ROLL_INTERVAL}
 up.sinks.land.deadLetter.dir = ${ARTIMON_DATA_DIR}/dead-letter
 """
+# Artimon watching itself: a prometheus source per component, each named by its instance
+# label (their ports may change from one start to the next; their series must not), into
+# VHMS only: the Parquet history keeps the site's metrics, not the collector's chatter, and
+# the landing channel's work per round stays what the applications make it
+AGENT = _AGENT.replace(
+    "{self_sources}",
+    "# api, vhms, agent: the stack's own /metrics (job artimon, instance named), into VHMS only\n"
+    + "".join(SELF_SOURCE.format(name=name, upper=name.upper()) for name in ("api", "vhms", "agent")),
+)
 READY_QUERY = 'fetch("http.requests", last=10m) | map(rate, {window}) | reduce(sum, by=[method])'
 
 
@@ -222,6 +241,8 @@ def _run(args: argparse.Namespace, data: Path) -> int:
         dashboards.mkdir(parents=True, exist_ok=True)
         if args.demo and not (dashboards / "demo.json").exists():
             shutil.copy(EXAMPLES / "demo.json", dashboards / "demo.json")
+        if not (dashboards / "artimon.json").exists():  # the stack's own panels, from its /metrics
+            shutil.copy(EXAMPLES / "artimon.json", dashboards / "artimon.json")
         source = StoreSource(vhms.store)
         api = BackgroundServer(
             create_app(source, dashboards_dir=dashboards), args.host, args.api_port, name="query-api"
@@ -263,7 +284,12 @@ def _run(args: argparse.Namespace, data: Path) -> int:
         (data / "run").mkdir(parents=True, exist_ok=True)
         properties = data / "agent.properties"
         thrift_port = args.thrift_port or free_port()
+        monitor_port = free_port(args.host)
+        scraped = vhms.http.url if vhms.http else None
         os.environ.update(
+            ARTIMON_API_METRICS=f"{api.url}/metrics",
+            ARTIMON_VHMS_METRICS=f"{scraped}/metrics" if scraped else "",
+            ARTIMON_AGENT_METRICS=f"http://{args.host}:{monitor_port}/metrics?format=prometheus",
             ARTIMON_ZK=zk_hosts,
             ARTIMON_INTERVAL=f"{interval:g}",
             ARTIMON_ROLL_INTERVAL=str(max(5, int(interval * 2))),
@@ -276,7 +302,7 @@ def _run(args: argparse.Namespace, data: Path) -> int:
         agent.start()
         watcher = ConfigWatcher(agent, properties, interval=min(5.0, interval))
         watcher.start()
-        monitor = MonitorServer(agent.metrics, "up", args.host, 0)
+        monitor = MonitorServer(agent.metrics, "up", args.host, monitor_port)
         monitor.start()
         reporter = SelfReporter(agent.metrics, agent.name)
         reporter.start()

@@ -27,6 +27,7 @@ import shutil
 import socket
 import subprocess
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 from bookkeeper.process.children import spawn
@@ -81,7 +82,9 @@ class ZooKeeperServer(ServerProcess):
         tick_time_ms: int = 2000,
         heap: str = "256m",
         java: str | None = None,
+        jvm_options: Sequence[str] = (),
     ) -> None:
+        self.jvm_options = list(jvm_options)  # e.g. a -javaagent (Jolokia, for the jmx source's tests)
         self.host = host
         self.port = port or free_port(host)
         self.tick_time_ms = tick_time_ms
@@ -124,6 +127,7 @@ class ZooKeeperServer(ServerProcess):
             f"-Xmx{self.heap}",
             "-XX:+UseSerialGC",
             "-Dzookeeper.admin.enableServer=false",
+            *self.jvm_options,
             "-cp",
             f"{pyspark_jars()}/*",
             "org.apache.zookeeper.server.ZooKeeperServerMain",

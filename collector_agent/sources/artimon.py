@@ -91,9 +91,9 @@ from bookkeeper.zk import (
 )
 from collector_agent.context import Context
 from collector_agent.event import Event
-from collector_agent.exceptions import ChannelException
 from collector_agent.group import owner
 from collector_agent.sources.base import EventDrivenSource
+from collector_agent.sources.rounds import emit_until, next_round_after
 from collector_agent.tls import client_ssl_context
 
 __all__ = ["ArtimonSource", "RoundState"]
@@ -290,20 +290,7 @@ class ArtimonSource(EventDrivenSource):
             if self.catchup and not self._stop.is_set():
                 self._stop.wait(max(0.0, (round_ms + interval_ms * self.catchup) / 1000 - time.time()))
                 self._catch_up(round_ms)
-            now = int(time.time() * 1000)
-            next_round = round_ms + interval_ms
-            if now >= next_round:
-                missed = (now - next_round) // interval_ms + 1
-                self.counters.add("RoundOverrunCount")
-                self.counters.add("RoundSkippedCount", missed)
-                log.warning(
-                    "source %s: round %d took longer than the %.0f s interval; %d round(s) skipped",
-                    self.name,
-                    round_ms,
-                    self.interval,
-                    missed,
-                )
-                next_round += missed * interval_ms
+            next_round = next_round_after(self, round_ms, interval_ms)
 
     def _startup_round(self, interval_ms: int) -> None:
         """Poll the round under way if it began less than ``catchup`` of the interval ago."""
@@ -365,7 +352,7 @@ class ArtimonSource(EventDrivenSource):
                 if event is not None:
                     pending.append(event)
                 if len(pending) >= self.batch_size:
-                    self._emit(pending, deadline_ms)
+                    emit_until(self, pending, deadline_ms, self._stop)
                     pending = []
         except concurrent.futures.TimeoutError:
             late = [key for future, key in futures.items() if not future.done()]
@@ -377,30 +364,7 @@ class ArtimonSource(EventDrivenSource):
                 round_ms,
             )
         if pending:
-            self._emit(pending, deadline_ms)
-
-    def _emit(self, events: list[Event], deadline_ms: int) -> None:
-        self.counters.add("EventReceivedCount", len(events))
-        while True:
-            try:
-                self.channel_processor.process_batch(events)
-            except ChannelException as exc:
-                self.counters.add("ChannelWriteFail")
-                if time.time() * 1000 > deadline_ms or self._stop.is_set():
-                    self.counters.add("EventDroppedCount", len(events))
-                    log.error(
-                        "source %s: dropped %d events of round %s: the channel refused them until "
-                        "the round's deadline: %s",
-                        self.name,
-                        len(events),
-                        events[0].headers.get("artimon.round"),
-                        exc,
-                    )
-                    return
-                self._stop.wait(0.1)
-                continue
-            self.counters.add("EventAcceptedCount", len(events))
-            return
+            emit_until(self, pending, deadline_ms, self._stop)
 
     def _checkout(self, key: str, info: EndpointInfo) -> EndpointClient:
         """The endpoint's kept-alive client, taken out of its slot, or a fresh one."""

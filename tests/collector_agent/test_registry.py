@@ -174,7 +174,7 @@ def test_the_remote_refusal_names_the_alias_rule(
         assert (
             "a1.sources.r1.type: source type 'os:abort' is not a registered alias, and this "
             "configuration (from ZooKeeper) may name aliases only "
-            "(known: artimon, artimon_file, prometheus_remote_write, seq, thrift)"
+            "(known: artimon, artimon_file, jmx, prometheus, prometheus_remote_write, seq, thrift)"
         ) in caplog.text
         assert "--allow-remote-classes" in caplog.text
     finally:

@@ -226,9 +226,9 @@ def test_the_token_guards_data_not_the_page(dashboards: Path) -> None:
         srv.stop()
 
 
-def test_the_shipped_example_is_valid() -> None:
+def test_the_shipped_examples_are_valid() -> None:
     summaries = DashboardDirectory(EXAMPLES).summaries()
-    assert [(s.name, s.error) for s in summaries] == [("demo", None)]
+    assert [(s.name, s.error) for s in summaries] == [("artimon", None), ("demo", None)]
 
 
 def test_directory_rules(tmp_path: Path) -> None:

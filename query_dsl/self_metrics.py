@@ -1,0 +1,53 @@
+"""The query API's own ``/metrics``: how long queries take, and the process it runs in.
+
+A latency histogram kept in a bookkeeper of its own (``bk.histogram``:
+``artimon_query_seconds_bucket{le=...,outcome=ok|error}``, ``_sum``, ``_count``), written
+in the Prometheus text format with prometheus_client's process metrics
+(``process_resident_memory_bytes``, ``process_cpu_seconds_total``...), so that a
+``prometheus`` source (``artimon up``'s) collects both into VHMS, and ``histogram_quantile``
+reads the latencies back.
+"""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, ProcessCollector, generate_latest
+
+from bookkeeper import Bookkeeper, Histogram
+
+__all__ = ["ApiMetrics"]
+
+# 1 ms to 30 s: a query answers in milliseconds, its deadline is seconds
+QUERY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
+
+
+def _quote(value: str) -> str:
+    return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+
+
+class ApiMetrics:
+    """Latencies observed by the API's routes, and their exposition."""
+
+    def __init__(self) -> None:
+        self.bookkeeper = Bookkeeper("artimon.api", labels={}, environ={})
+        self._process = CollectorRegistry()
+        ProcessCollector(registry=self._process)
+        self._latency: dict[str, Histogram] = {
+            outcome: self.bookkeeper.histogram(
+                "artimon_query_seconds", buckets=QUERY_BUCKETS, outcome=outcome
+            )
+            for outcome in ("ok", "error")
+        }
+
+    def observe(self, seconds: float, ok: bool) -> None:
+        self._latency["ok" if ok else "error"].observe(seconds)
+
+    def text(self) -> str:
+        """The Prometheus text exposition: the histograms, then the process."""
+        lines = ["# TYPE artimon_query_seconds histogram"]
+        for sample in self.bookkeeper.snapshot().samples():
+            own = sorted(
+                (k, v) for k, v in sample.labels.items() if k in ("le", "outcome")
+            )  # no framework labels
+            labels = ",".join(f'{key}="{_quote(value)}"' for key, value in own)
+            lines.append(f"{sample.name}{{{labels}}} {float(sample.value)!r}")
+        return "\n".join(lines) + "\n" + generate_latest(self._process).decode()
