@@ -113,6 +113,14 @@ class HdfsServer:
         return f"hdfs://{self.host}:{self.nn_port}"
 
     @property
+    def namenode_pid(self) -> int | None:
+        return self.namenode.pid if self.namenode else None
+
+    @property
+    def datanode_pid(self) -> int | None:
+        return self.datanode.pid if self.datanode else None
+
+    @property
     def webhdfs(self) -> str:
         """The NameNode's HTTP root (WebHDFS under ``/webhdfs/v1``, JMX under ``/jmx``)."""
         return f"http://{self.host}:{self.http_port}"
