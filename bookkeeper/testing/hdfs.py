@@ -35,6 +35,7 @@ import shutil
 import signal
 import subprocess
 import time
+import urllib.error
 import urllib.request
 from pathlib import Path
 from types import TracebackType
@@ -253,6 +254,19 @@ class HdfsServer:
         except (OSError, ValueError):
             return {}
         return dict(beans[0]) if beans else {}
+
+    def ls(self, path: str) -> list[str]:
+        """The names in directory ``path`` through WebHDFS (``[]`` while it does not exist):
+        a listing that does not depend on a Hadoop client in this process."""
+        url = f"{self.webhdfs}/webhdfs/v1{path}?op=LISTSTATUS"
+        try:
+            with urllib.request.urlopen(url, timeout=10.0) as answer:
+                listed = json.loads(answer.read(1 << 24))["FileStatuses"]["FileStatus"]
+        except urllib.error.HTTPError as exc:
+            if exc.code == 404:
+                return []
+            raise
+        return sorted(str(entry["pathSuffix"]) for entry in listed)
 
     def ready(self) -> bool:
         """The NameNode answers, is out of safe mode (so knows where every block is) and
