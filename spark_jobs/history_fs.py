@@ -12,7 +12,9 @@ A failure of a Spark action is sorted by the Java exception it carries:
   replica, a write pipeline with no DataNode left). :func:`run_with_retries` logs one clear
   line per attempt and runs the action again after a backoff that doubles up to
   ``max_backoff_s``: a streaming query resumes from its checkpoint, which makes the retried
-  batch exactly-once, and the landing files stay until a batch committed them.
+  batch exactly-once, and the landing files stay until a batch committed them. An attempt
+  that ``progressed`` (a streaming query that completed a trigger before it failed) starts
+  the count and the backoff afresh: a job that runs for days meets many separate outages.
 - anything else is raised as it is.
 
 States of :func:`run_with_retries`: RUNNING --transient failure--> BACKING_OFF --sleep-->
@@ -46,6 +48,10 @@ _UNAVAILABLE = (
     "RetriableException",
     "java.net.ConnectException",
     "Connection refused",
+    "Connection reset by peer",
+    "End of File Exception between",  # the NameNode gone in the middle of a call
+    "java.net.SocketTimeoutException",
+    "StandbyException",
     "BlockMissingException",
     "Could not obtain block",
     "could only be written to 0 of the",
@@ -85,6 +91,7 @@ def run_with_retries(
     first_backoff_s: float = 1.0,
     max_backoff_s: float = 60.0,
     sleep: Callable[[float], None] = time.sleep,
+    progressed: Callable[[], bool] = lambda: False,
 ) -> T:
     """``action()``, run again while the history's file system is unavailable (see the
     module doc); :class:`HistoryPathError` naming ``paths`` when it refuses for good."""
@@ -101,6 +108,8 @@ def run_with_retries(
                     f"{what}: {reason} on the history path {' or '.join(paths)}: "
                     f"{_first_line(exc, list(_REFUSED))} (the landing files stay)"
                 ) from exc
+            if progressed():
+                attempt, backoff = 1, first_backoff_s
             if not is_transient(exc) or attempt > max_retries:
                 raise
             cause = (

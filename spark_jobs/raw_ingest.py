@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 from typing import Any
 
 from pyspark.sql import functions as F
@@ -73,6 +74,13 @@ def configure(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def local_uri(path: str) -> str:
+    """A path without a scheme as a ``file://`` URI: the raw sink lands on the agent's own
+    disk, where ``HADOOP_CONF_DIR``'s ``fs.defaultFS`` would send a bare path to HDFS. A
+    landing directory elsewhere says so with its scheme (``hdfs://...``)."""
+    return path if "://" in path else Path(path).resolve().as_uri()
+
+
 def start(spark: Any, args: argparse.Namespace) -> Any:
     """Start the streaming query; returns it (``awaitTermination`` to wait)."""
     reader = (
@@ -87,8 +95,8 @@ def start(spark: Any, args: argparse.Namespace) -> Any:
         if args.processed == "archive":
             if not args.archive_dir:
                 raise ValueError("--processed archive needs --archive-dir")
-            reader = reader.option("sourceArchiveDir", args.archive_dir)
-    records = reader.load(args.landing)
+            reader = reader.option("sourceArchiveDir", local_uri(args.archive_dir))
+    records = reader.load(local_uri(args.landing))
     grouped = records.select(
         F.to_json(F.map_from_entries(F.array_sort(F.map_entries("common_labels")))).alias("group"),
         F.timestamp_millis(F.coalesce("round_ms", "snapshot_ms")).alias("event"),
@@ -114,10 +122,17 @@ def start(spark: Any, args: argparse.Namespace) -> Any:
 
 def _run(spark: Any, args: argparse.Namespace, timeout: float | None = None) -> None:
     """The query until it ends, started again from its checkpoint while HDFS is unavailable."""
+    queries: list[Any] = []
+
+    def attempt() -> None:
+        queries.append(start(spark, args))
+        queries[-1].awaitTermination(timeout)
+
     run_with_retries(
-        lambda: start(spark, args).awaitTermination(timeout),
+        attempt,
         [args.output, args.checkpoint],
         max_retries=args.max_retries,
+        progressed=lambda: bool(queries) and queries[-1].lastProgress is not None,
     )
 
 

@@ -32,8 +32,9 @@ class HistoryJob:
         root: str | None = None,
     ) -> None:
         self.landing = data / "landing"
-        self.output = f"{root}/parquet" if root else f"file://{data / 'history' / 'parquet'}"
-        self.checkpoint = f"{root}/checkpoint" if root else str(data / "history" / "checkpoint")
+        # URIs, never bare paths: a HADOOP_CONF_DIR in the environment would send those to its HDFS
+        self.output = f"{root}/parquet" if root else (data / "history" / "parquet").as_uri()
+        self.checkpoint = f"{root}/checkpoint" if root else (data / "history" / "checkpoint").as_uri()
         self.interval = interval
         self.log_file = data / "logs" / "spark.log"
         self.on_ready = on_ready

@@ -15,7 +15,10 @@ NameNode's JMX servlet over HTTP.
 
 ``uri`` is ``hdfs://127.0.0.1:<port>``; ``conf_dir`` is a ``HADOOP_CONF_DIR`` that points a
 Hadoop client (Spark's included) at this file system. :meth:`admin` runs ``hdfs dfsadmin``
-(safe mode, quotas) and :meth:`dfs` ``hdfs dfs`` (chmod, mkdir) with the same jars.
+(safe mode, quotas) and :meth:`dfs` ``hdfs dfs`` (chmod, mkdir) with the same jars; with
+``superuser`` the daemons and these tools run as that user (``HADOOP_USER_NAME``), so that
+the user of this process is an ordinary one whom permissions apply to (``/`` is then
+``1777``).
 
 The JVMs die with the process that launched them (:func:`bookkeeper.process.spawn`), and
 ``data_dir`` is held (:class:`~bookkeeper.process.DirectoryLock`) from ``start()`` until
@@ -92,8 +95,12 @@ class HdfsServer:
         *,
         heap: str = "256m",
         java: str | None = None,
+        superuser: str | None = None,
     ) -> None:
         self.data_dir = Path(data_dir).resolve()
+        # HDFS's superuser is whoever runs the NameNode, and bypasses every permission: a
+        # test of a refused permission runs the daemons (and admin/dfs) as another user
+        self.superuser = superuser
         self.host = "127.0.0.1"
         self.nn_port = nn_port or free_port(self.host)
         self.http_port = http_port or free_port(self.host)
@@ -178,9 +185,17 @@ class HdfsServer:
             *args,
         ]
 
+    def _env(self) -> dict[str, str] | None:
+        return {**os.environ, "HADOOP_USER_NAME": self.superuser} if self.superuser else None
+
     def _run_tool(self, main: str, *args: str, timeout: float = 120.0) -> str:
         done = subprocess.run(
-            self._java(main, *args), capture_output=True, text=True, timeout=timeout, check=False
+            self._java(main, *args),
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=False,
+            env=self._env(),
         )
         if done.returncode != 0:
             raise RuntimeError(f"{main} {' '.join(args)} failed ({done.returncode}):\n{done.stderr[-2000:]}")
@@ -207,6 +222,8 @@ class HdfsServer:
             self.start_namenode(timeout=0)
             self.start_datanode(timeout=0)
             self.wait_ready(timeout)
+            if self.superuser:  # everyone may create their own directories, as under /tmp
+                self.dfs("-chmod", "1777", "/")
         except BaseException:
             self.stop()
             raise
@@ -219,6 +236,7 @@ class HdfsServer:
         with open(log_path, "ab") as log_file:
             process = spawn(
                 self._java(main),
+                env=self._env(),
                 stdout=log_file,
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,
