@@ -132,6 +132,7 @@ def _run(spark: Any, args: argparse.Namespace, timeout: float | None = None) -> 
         attempt,
         [args.output, args.checkpoint],
         max_retries=args.max_retries,
+        max_backoff_s=args.max_backoff,
         progressed=lambda: bool(queries) and queries[-1].lastProgress is not None,
     )
 

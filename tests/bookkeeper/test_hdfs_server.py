@@ -38,7 +38,9 @@ def webhdfs(server: HdfsServer, path: str, op: str, method: str = "GET", data: b
         return bytes(answer.read())
 
 
-def test_a_file_survives_a_kill_of_each_daemon_and_a_full_restart(hdfs_alone: HdfsServer) -> None:
+def test_a_file_survives_a_kill_of_each_daemon_and_a_full_restart_and_safe_mode_is_not_ready(
+    hdfs_alone: HdfsServer,
+) -> None:
     server = hdfs_alone
     assert server.uri == f"hdfs://127.0.0.1:{server.nn_port}"
     assert f"<value>{server.uri}</value>" in (server.conf_dir / "core-site.xml").read_text()
@@ -53,16 +55,10 @@ def test_a_file_survives_a_kill_of_each_daemon_and_a_full_restart(hdfs_alone: Hd
     server.stop()
     server.start()  # the same data, formatted once
     assert webhdfs(server, "/artimon/a.txt", "OPEN") == b"one sample"
-    listed = json.loads(webhdfs(server, "/artimon", "LISTSTATUS"))["FileStatuses"]["FileStatus"]
-    assert [entry["pathSuffix"] for entry in listed] == ["a.txt"]
-
-
-def test_safe_mode_is_not_ready_and_a_second_server_on_the_directory_is_refused(
-    hdfs_alone: HdfsServer,
-) -> None:
-    hdfs_alone.admin("-safemode", "enter")
-    assert not hdfs_alone.ready()
-    hdfs_alone.admin("-safemode", "leave")
-    assert hdfs_alone.ready()
+    assert server.ls("/artimon") == ["a.txt"] and server.ls("/nothing-here") == []
+    server.admin("-safemode", "enter")
+    assert not server.ready()
+    server.admin("-safemode", "leave")
+    assert server.ready()
     with pytest.raises(DirectoryInUseError, match="hdfs"):
-        HdfsServer(hdfs_alone.data_dir).start()
+        HdfsServer(server.data_dir).start()

@@ -7,17 +7,20 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
-from hdfs_history import History, new_history
+from hdfs_history import History, new_history, use_client_conf
 
 from bookkeeper.testing import HdfsServer
 
 
 @pytest.fixture(scope="session")
-def hdfs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[HdfsServer]:
-    """One HDFS for the session (about 3 s to start once the jars are cached)."""
+def hdfs(tmp_path_factory: pytest.TempPathFactory, spark: Any) -> Iterator[HdfsServer]:
+    """One HDFS for the session (about 3 s to start once the jars are cached), the shared
+    Spark session configured as its client."""
     server = HdfsServer(tmp_path_factory.mktemp("hdfs")).start()
+    use_client_conf(spark, server)
     try:
         yield server
     finally:

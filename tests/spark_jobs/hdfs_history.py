@@ -45,6 +45,14 @@ class History:
         return local
 
 
+def use_client_conf(spark: Any, server: HdfsServer) -> None:
+    """Give the shared session's Hadoop client this HDFS's client settings (the session
+    started before the server, so without its ``HADOOP_CONF_DIR``)."""
+    conf = spark.sparkContext._jsc.hadoopConfiguration()
+    for key, value in server.client_conf.items():
+        conf.set(key, value)
+
+
 def new_history(request: pytest.FixtureRequest, local: Path) -> History:
     """A fresh root: on the session's HDFS, or under ``local`` with ``ARTIMON_TEST_HISTORY=file``."""
     if os.environ.get("ARTIMON_TEST_HISTORY", "hdfs") == "file":
