@@ -72,6 +72,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
         default=20,
         help="restarts while HDFS is unavailable (safe mode, a daemon down)",
     )
+    parser.add_argument("--max-backoff", type=float, default=60.0, help="seconds between restarts at most")
 
 
 def local_uri(path: str) -> str:
