@@ -48,7 +48,8 @@ _UNAVAILABLE = (
     "RetriableException",
     "java.net.ConnectException",
     "Connection refused",
-    "Connection reset by peer",
+    "Connection reset",
+    "java.net.SocketException",
     "End of File Exception between",  # the NameNode gone in the middle of a call
     "java.net.SocketTimeoutException",
     "StandbyException",

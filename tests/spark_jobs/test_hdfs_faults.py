@@ -93,6 +93,8 @@ def test_datanode_killed_mid_stream_and_namenode_between_batches_lose_and_double
     finally:
         os.killpg(job.pid, signal.SIGKILL)
         job.wait()
+        server.start_namenode()  # whatever failed: the module's next tests need both daemons
+        server.start_datanode()
     frame = spark.read.parquet(f"{server.uri}/faults/parquet").toPandas()
     assert len(frame) == len(expected)
     assert sorted(observed(frame), key=repr) == sorted(expected, key=repr)

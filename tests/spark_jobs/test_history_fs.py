@@ -45,6 +45,9 @@ def test_failures_are_sorted_by_their_java_cause() -> None:
     )
     assert is_transient(SAFE_MODE) and not is_transient(DENIED)
     assert is_transient(RuntimeError("java.net.ConnectException: Connection refused"))
+    assert is_transient(  # the NameNode killed during a call
+        RuntimeError("Call From vm to localhost:8020 failed on socket exception: java.net.SocketException")
+    )
     assert not is_transient(ValueError("a landing record whose vectors disagree"))
 
 
