@@ -14,6 +14,12 @@ overwritten) is read up to the damage; Spark logs a warning naming it and the st
 with the other files. Processed landing files are kept, deleted or archived
 (``--processed``) by Spark's file source cleanup.
 
+On ``hdfs://`` the job outlives its file system's bad moments (``history_fs.py``): while the
+NameNode is in safe mode or a daemon is down it logs a line per attempt and starts the query
+again from its checkpoint after a growing backoff (``--max-retries``); a permission denied
+or a quota exceeded on the history path ends it with :class:`~spark_jobs.HistoryPathError`
+naming the path, and the landing files stay for the next run.
+
 A micro-batch writes its own files, in which a series' samples of the batch lie side by
 side: the longer the batch, the fewer bytes a sample takes (docs/spark.md), hence an
 ``--interval`` of minutes; the history lags VHMS by as much.
@@ -22,13 +28,17 @@ side: the longer the batch, the fewer bytes a sample takes (docs/spark.md), henc
 from __future__ import annotations
 
 import argparse
+import sys
+from pathlib import Path
 from typing import Any
 
 from pyspark.sql import functions as F
 from pyspark.sql.streaming.state import GroupStateTimeout
 
 from spark_jobs.dedupe import dedupe_records
+from spark_jobs.exceptions import HistoryPathError
 from spark_jobs.explode import explode_batches
+from spark_jobs.history_fs import run_with_retries
 from spark_jobs.schema import DEDUPE_STATE, DEDUPED, GROUPED, KEPT, LANDING, SAMPLES
 
 __all__ = ["PARQUET_OPTIONS", "configure", "ingest_once", "run_query", "start"]
@@ -56,6 +66,20 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--max-files", type=int, default=30, help="landing files per micro-batch at most")
     parser.add_argument("--processed", choices=["keep", "delete", "archive"], default="keep")
     parser.add_argument("--archive-dir", default=None, help="with --processed archive")
+    parser.add_argument(
+        "--max-retries",
+        type=int,
+        default=20,
+        help="restarts while HDFS is unavailable (safe mode, a daemon down)",
+    )
+    parser.add_argument("--max-backoff", type=float, default=60.0, help="seconds between restarts at most")
+
+
+def local_uri(path: str) -> str:
+    """A path without a scheme as a ``file://`` URI: the raw sink lands on the agent's own
+    disk, where ``HADOOP_CONF_DIR``'s ``fs.defaultFS`` would send a bare path to HDFS. A
+    landing directory elsewhere says so with its scheme (``hdfs://...``)."""
+    return path if "://" in path else Path(path).resolve().as_uri()
 
 
 def start(spark: Any, args: argparse.Namespace) -> Any:
@@ -72,8 +96,8 @@ def start(spark: Any, args: argparse.Namespace) -> Any:
         if args.processed == "archive":
             if not args.archive_dir:
                 raise ValueError("--processed archive needs --archive-dir")
-            reader = reader.option("sourceArchiveDir", args.archive_dir)
-    records = reader.load(args.landing)
+            reader = reader.option("sourceArchiveDir", local_uri(args.archive_dir))
+    records = reader.load(local_uri(args.landing))
     grouped = records.select(
         F.to_json(F.map_from_entries(F.array_sort(F.map_entries("common_labels")))).alias("group"),
         F.timestamp_millis(F.coalesce("round_ms", "snapshot_ms")).alias("event"),
@@ -97,9 +121,29 @@ def start(spark: Any, args: argparse.Namespace) -> Any:
     return writer.start(args.output)
 
 
+def _run(spark: Any, args: argparse.Namespace, timeout: float | None = None) -> None:
+    """The query until it ends, started again from its checkpoint while HDFS is unavailable."""
+    queries: list[Any] = []
+
+    def attempt() -> None:
+        queries.append(start(spark, args))
+        queries[-1].awaitTermination(timeout)
+
+    run_with_retries(
+        attempt,
+        [args.output, args.checkpoint],
+        max_retries=args.max_retries,
+        max_backoff_s=args.max_backoff,
+        progressed=lambda: bool(queries) and queries[-1].lastProgress is not None,
+    )
+
+
 def run_query(spark: Any, args: argparse.Namespace) -> int:
-    query = start(spark, args)
-    query.awaitTermination()
+    try:
+        _run(spark, args)
+    except HistoryPathError as exc:
+        print(exc, file=sys.stderr, flush=True)
+        return 1
     return 0
 
 
@@ -111,4 +155,4 @@ def ingest_once(spark: Any, landing: str, output: str, checkpoint: str, **option
     args = parser.parse_args(["--landing", landing, "--output", output, "--checkpoint", checkpoint, "--once"])
     for key, value in options.items():
         setattr(args, key, value)
-    start(spark, args).awaitTermination()
+    _run(spark, args)

@@ -2,7 +2,8 @@
 come up and nothing else waits for it), stopped after the agent so that what it landed last
 is in the Parquet history before the process exits. ``before_ingest`` runs first on the
 same session (``up``'s rebuild of an empty VHMS from the history); its failure is logged and
-the job starts all the same.
+the job starts all the same. The history lives under ``<data>/history`` (``file://``), or
+under ``root`` when given (``hdfs://127.0.0.1:<port>/artimon/history`` with ``up --hdfs``).
 
 States: NEW --start()--> STARTING --(session and query up)--> RUNNING --stop()--> STOPPED;
 a failure while starting is kept and reported by ``stop``, the rest of the stack runs on.
@@ -28,11 +29,12 @@ class HistoryJob:
         interval: str,
         on_ready: Callable[[str], None],
         before_ingest: Callable[[Any], None] | None = None,
+        root: str | None = None,
     ) -> None:
         self.landing = data / "landing"
-        self.history = data / "history" / "parquet"
-        self.output = f"file://{self.history}"
-        self.checkpoint = str(data / "history" / "checkpoint")
+        # URIs, never bare paths: a HADOOP_CONF_DIR in the environment would send those to its HDFS
+        self.output = f"{root}/parquet" if root else (data / "history" / "parquet").as_uri()
+        self.checkpoint = f"{root}/checkpoint" if root else (data / "history" / "checkpoint").as_uri()
         self.interval = interval
         self.log_file = data / "logs" / "spark.log"
         self.on_ready = on_ready

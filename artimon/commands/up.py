@@ -21,6 +21,12 @@ cleanly: the API and the alerts, the agent (its channels closed, its last landin
 rolled), Spark (after bringing the history up to
 date), VHMS (a last snapshot written), then ZooKeeper.
 
+With --hdfs the history goes to a real single-node HDFS started beside ZooKeeper
+(``artimon hdfs``'s, data in <data-dir>/hdfs, Hadoop's jars resolved with Maven on the first
+run): Parquet and checkpoint under ``hdfs://127.0.0.1:<port>/artimon/history``; Spark's
+Hadoop client reads that HDFS's configuration (``HADOOP_CONF_DIR``). Without it the history
+stays in <data-dir>/history (``file://``), which needs no download.
+
 --data-dir serves one ``artimon up`` at a time (``in_use.lock``): a second one on it exits
 with status 1, naming the PID of the first. Nothing it starts outlives it, even after a
 ``kill -9``: ZooKeeper's JVM dies with it (``bookkeeper.process.spawn``), and Spark's JVM
@@ -47,7 +53,7 @@ from artimon.commands.alerts import report as report_alerts
 from artimon.commands.vhms import add_wal_arguments, wal_options
 from bookkeeper import DirectoryInUseError
 from bookkeeper.process import DirectoryLock
-from bookkeeper.testing import DemoApps, ZooKeeperServer, free_port
+from bookkeeper.testing import DemoApps, HdfsServer, ZooKeeperServer, free_port
 from bookkeeper.wire import BackgroundServer
 from collector_agent import Agent, ConfigWatcher, MonitorServer, SelfReporter
 from query_dsl import EXAMPLES, StoreSource, create_app
@@ -137,21 +143,30 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "--host", default="127.0.0.1", help="bind address of every listener (0.0.0.0 for every interface)"
     )
     parser.add_argument("--no-spark", action="store_true", help="no Spark raw_ingest (no Parquet history)")
+    parser.add_argument(
+        "--hdfs", action="store_true", help="keep the history on an embedded HDFS (hdfs://), not in file://"
+    )
+    parser.add_argument(
+        "--hdfs-port", type=int, default=0, help="the NameNode's port with --hdfs (0: any free)"
+    )
     add_wal_arguments(parser)
 
 
-def _backfill(vhms: VhmsService, history: Path) -> Callable[[Any], None]:
-    """Rebuild an empty VHMS from the Parquet history: its retention window (the coarsest
-    ring's), through its Thrift service (so its write-ahead log keeps what it gets)."""
+def _backfill(vhms: VhmsService, history: str) -> Callable[[Any], None]:
+    """Rebuild an empty VHMS from the Parquet history (a ``file://`` or ``hdfs://`` URI):
+    its retention window (the coarsest ring's), through its Thrift service (so its
+    write-ahead log keeps what it gets); nothing when there is no history yet."""
     retention_ms = max(r.step_ms * r.slots for r in vhms.store.resolutions)
 
     def run(spark: Any) -> None:
-        from spark_jobs import backfill_vhms  # pyspark's import is slow: only when asked
+        from spark_jobs import backfill_vhms, history_exists  # pyspark's import is slow
 
+        if not history_exists(spark, history):
+            return
         end = int(time.time() * 1000) + 60_000
         started = time.monotonic()
         with VhmsClient(vhms.host, vhms.port, timeout=120) as client:
-            sent = backfill_vhms.backfill(spark, f"file://{history}", end - retention_ms, end, client)
+            sent = backfill_vhms.backfill(spark, history, end - retention_ms, end, client)
         print(
             f"[ready] backfill   {sent} samples of the last {retention_ms // 3_600_000} h from {history} "
             f"into vhms in {time.monotonic() - started:.1f} s, {vhms.store.series} series now",
@@ -199,7 +214,7 @@ def _run(args: argparse.Namespace, data: Path) -> int:
     os.environ["ARTIMON_DATA_DIR"] = str(data)  # for notifier commands of the alerting rules
     _third_party_to(data / "logs")
     stop = stop_event()
-    zk_server = None
+    zk_server = hdfs = None
     vhms = agent = monitor = demo = api = watcher = reporter = engine = None
     alerts_thread: threading.Thread | None = None
     history: HistoryJob | None = None
@@ -214,6 +229,15 @@ def _run(args: argparse.Namespace, data: Path) -> int:
             )
             print(f"[ready] zookeeper  {zk_server.hosts} (pid {zk_server.pid}): {found}", flush=True)
         zk_hosts = zk_server.hosts if zk_server else os.environ["ARTIMON_ZK"]
+        if args.hdfs and not args.no_spark:
+            hdfs = HdfsServer(data / "hdfs", args.hdfs_port)
+            hdfs.start()
+            os.environ["HADOOP_CONF_DIR"] = str(hdfs.conf_dir)  # read by Spark's JVM when it starts
+            print(
+                f"[ready] hdfs       {hdfs.uri} (NameNode pid {hdfs.namenode_pid}, DataNode pid "
+                f"{hdfs.datanode_pid}, WebHDFS {hdfs.webhdfs}) in {hdfs.started_in_s:.1f} s",
+                flush=True,
+            )
         vhms = VhmsService(
             Store(resolutions_for(interval)),
             shard="default",
@@ -272,14 +296,14 @@ def _run(args: argparse.Namespace, data: Path) -> int:
                 flush=True,
             )
         if not args.no_spark:
-            parquet = data / "history" / "parquet"
-            empty = vhms.store.series == 0 and parquet.is_dir() and any(parquet.rglob("*.parquet"))
             history = HistoryJob(
                 data,
                 interval="10 seconds" if args.demo else "5 minutes",
                 on_ready=lambda where: print(f"[ready] spark      raw_ingest {where}", flush=True),
-                before_ingest=_backfill(vhms, parquet) if empty else None,
+                root=f"{hdfs.uri}/artimon/history" if hdfs else None,
             )
+            if vhms.store.series == 0:
+                history.before_ingest = _backfill(vhms, history.output)
             history.start()
         (data / "run").mkdir(parents=True, exist_ok=True)
         properties = data / "agent.properties"
@@ -349,7 +373,7 @@ def _run(args: argparse.Namespace, data: Path) -> int:
             reporter.bookkeeper.close()
         if history is not None:
             print(history.stop(), flush=True)
-        for service in (vhms, zk_server):
+        for service in (vhms, hdfs, zk_server):
             if service is not None:
                 service.stop()
         print("stopped.", flush=True)

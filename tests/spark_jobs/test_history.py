@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import pytest
+from hdfs_history import new_history
 
 from bookkeeper import Bookkeeper
 from bookkeeper.wire.avro import decode_sample_batch, encode_sample_batch
@@ -23,8 +24,11 @@ MINUTES = 12
 
 
 @pytest.fixture(scope="module")
-def history(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> tuple[str, Store]:
-    """The same rounds landed and turned into Parquet, and ingested into a VHMS store."""
+def history(
+    spark: Any, tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest
+) -> tuple[str, Store]:
+    """The same rounds landed and turned into Parquet (on the session's HDFS), and ingested
+    into a VHMS store."""
     work = tmp_path_factory.mktemp("history")
     landing = work / "landing"
     landing.mkdir()
@@ -49,8 +53,9 @@ def history(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> tuple[str, 
             store.ingest_batch(decode_sample_batch(body), timestamp_ms=round_ms)
         writer.write_block(records)
     writer.close()
-    raw_ingest.ingest_once(spark, str(landing), f"file://{work}/parquet", str(work / "checkpoint"))
-    return f"file://{work}/parquet", store
+    root = new_history(request, work)
+    raw_ingest.ingest_once(spark, str(landing), root.uri("parquet"), root.uri("checkpoint"))
+    return root.uri("parquet"), store
 
 
 QUERIES = [

@@ -8,6 +8,7 @@ from typing import Any
 import pandas as pd
 import pyarrow.parquet as pq
 import pytest
+from hdfs_history import History
 
 from bookkeeper import Bookkeeper
 from bookkeeper.batch import Sample, SampleBatch
@@ -42,9 +43,10 @@ def land(path: Path, rounds: range, contexts: int = 3) -> list[tuple[str, int, o
     return expected
 
 
-def run_once(spark: Any, landing: Path, out: Path) -> pd.DataFrame:
-    raw_ingest.ingest_once(spark, str(landing), f"file://{out}/parquet", str(out / "checkpoint"))
-    return pd.read_parquet(out / "parquet")
+def run_once(spark: Any, landing: Path, root: History, name: str = "out") -> pd.DataFrame:
+    """``raw_ingest --once`` into ``<root>/<name>``; the Parquet it holds then."""
+    raw_ingest.ingest_once(spark, str(landing), root.uri(f"{name}/parquet"), root.uri(f"{name}/checkpoint"))
+    return root.read(spark, f"{name}/parquet")
 
 
 def observed(frame: pd.DataFrame) -> list[tuple[str, int, object]]:
@@ -59,44 +61,44 @@ def observed(frame: pd.DataFrame) -> list[tuple[str, int, object]]:
     return rows
 
 
-def test_landing_to_parquet_equals_the_input(spark: Any, tmp_path: Path) -> None:
+def test_landing_to_parquet_equals_the_input(spark: Any, tmp_path: Path, history_root: History) -> None:
     landing = tmp_path / "landing"
     landing.mkdir()
     expected = land(landing / "a.avro", range(0, 3)) + land(landing / "b.avro", range(3, 5))
     (landing / "c.avro.tmp").write_bytes(b"being written: never read")
-    frame = run_once(spark, landing, tmp_path / "out")
+    frame = run_once(spark, landing, history_root)
     assert sorted(observed(frame), key=repr) == sorted(expected, key=repr)
-    partitions = sorted(
-        p.relative_to(tmp_path / "out" / "parquet").as_posix()
-        for p in (tmp_path / "out" / "parquet").glob("date=*/hour=*")
-    )
+    dates = [d for d in history_root.children(spark, "out/parquet") if d.startswith("date=")]
+    partitions = [f"{d}/{h}" for d in dates for h in history_root.children(spark, f"out/parquet/{d}")]
     assert partitions == ["date=2023-11-14/hour=22"]
     assert set(frame.columns) >= {"series", "type", "value", "string_value", "ts", "sample_ts_ms", "context"}
 
 
-def test_a_replayed_landing_file_adds_no_duplicate(spark: Any, tmp_path: Path) -> None:
+def test_a_replayed_landing_file_adds_no_duplicate(spark: Any, tmp_path: Path, history_root: History) -> None:
     landing = tmp_path / "landing"
     landing.mkdir()
     expected = land(landing / "a.avro", range(0, 2))
     shutil.copy(landing / "a.avro", landing / "a-replayed-by-the-agent.avro")
-    frame = run_once(spark, landing, tmp_path / "out")
+    frame = run_once(spark, landing, history_root)
     assert len(frame) == len(expected)
     assert sorted(observed(frame), key=repr) == sorted(expected, key=repr)
 
 
-def test_a_restart_continues_from_the_checkpoint_exactly_once(spark: Any, tmp_path: Path) -> None:
+def test_a_restart_continues_from_the_checkpoint_exactly_once(
+    spark: Any, tmp_path: Path, history_root: History
+) -> None:
     landing = tmp_path / "landing"
     landing.mkdir()
     first = land(landing / "a.avro", range(0, 2))
-    assert len(run_once(spark, landing, tmp_path / "out")) == len(first)
+    assert len(run_once(spark, landing, history_root)) == len(first)
     second = land(landing / "b.avro", range(2, 4))
     shutil.copy(landing / "a.avro", landing / "a-again.avro")  # and a replay of the first
-    frame = run_once(spark, landing, tmp_path / "out")  # the same checkpoint: a restart
+    frame = run_once(spark, landing, history_root)  # the same checkpoint: a restart
     assert sorted(observed(frame), key=repr) == sorted(first + second, key=repr)
 
 
 def test_a_job_killed_mid_stream_and_restarted_gives_the_uninterrupted_output(
-    spark: Any, tmp_path: Path
+    spark: Any, tmp_path: Path, history_root: History
 ) -> None:
     import os
     import signal
@@ -108,7 +110,6 @@ def test_a_job_killed_mid_stream_and_restarted_gives_the_uninterrupted_output(
     expected = []
     for n in range(6):
         expected += land(landing / f"f{n}.avro", range(n * 2, n * 2 + 2))
-    out = tmp_path / "killed"
     command = [
         sys.executable,
         "-m",
@@ -120,9 +121,9 @@ def test_a_job_killed_mid_stream_and_restarted_gives_the_uninterrupted_output(
         "--landing",
         str(landing),
         "--output",
-        f"file://{out}/parquet",
+        history_root.uri("killed/parquet"),
         "--checkpoint",
-        str(out / "checkpoint"),
+        history_root.uri("killed/checkpoint"),
         "--max-files",
         "1",
         "--interval",
@@ -132,9 +133,8 @@ def test_a_job_killed_mid_stream_and_restarted_gives_the_uninterrupted_output(
         command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True
     )
     try:
-        commits = out / "checkpoint" / "commits"
         deadline = time.monotonic() + 180
-        while not (commits.exists() and len([p for p in commits.iterdir() if p.name.isdigit()]) >= 2):
+        while len([n for n in history_root.children(spark, "killed/checkpoint/commits") if n.isdigit()]) < 2:
             assert job.poll() is None, "the streaming job ended by itself"
             assert time.monotonic() < deadline, "no micro-batch committed"
             time.sleep(0.2)
@@ -143,14 +143,14 @@ def test_a_job_killed_mid_stream_and_restarted_gives_the_uninterrupted_output(
         if job.poll() is None:
             os.killpg(job.pid, signal.SIGKILL)
         job.wait()
-    restarted = run_once(spark, landing, out)
-    uninterrupted = run_once(spark, landing, tmp_path / "clean")
+    restarted = run_once(spark, landing, history_root, "killed")
+    uninterrupted = run_once(spark, landing, history_root, "clean")
     assert sorted(observed(restarted), key=repr) == sorted(observed(uninterrupted), key=repr)
     assert sorted(observed(restarted), key=repr) == sorted(expected, key=repr)
 
 
 def test_a_truncated_landing_file_keeps_its_whole_blocks_and_the_stream_goes_on(
-    spark: Any, tmp_path: Path
+    spark: Any, tmp_path: Path, history_root: History
 ) -> None:
     landing = tmp_path / "landing"
     landing.mkdir()
@@ -158,7 +158,7 @@ def test_a_truncated_landing_file_keeps_its_whole_blocks_and_the_stream_goes_on(
     damaged = land(landing / "t.avro", range(2, 5))  # three blocks, one per round
     data = (landing / "t.avro").read_bytes()
     (landing / "t.avro").write_bytes(data[:-40])  # into the last block
-    frame = run_once(spark, landing, tmp_path / "out")
+    frame = run_once(spark, landing, history_root)
     kept = [row for row in damaged if row[1] < ROUND + 4 * 60_000]
     assert sorted(observed(frame), key=repr) == sorted(whole + kept, key=repr)
 
@@ -176,21 +176,21 @@ def counters(context: str, values: dict[str, tuple[int, int]]) -> SampleBatch:
 
 
 def test_a_repoll_of_a_round_keeps_the_first_values_and_adds_the_new_variables(
-    spark: Any, tmp_path: Path
+    spark: Any, tmp_path: Path, history_root: History
 ) -> None:
     landing = tmp_path / "landing"
     landing.mkdir()
     land_batches(
         landing / "a.avro", [(counters("web", {"hits": (1, ROUND - 5), "errors": (2, ROUND - 5)}), ROUND)]
     )
-    run_once(spark, landing, tmp_path / "out")
+    run_once(spark, landing, history_root)
     # the agent restarted within the round and polled the app again: new values, a new variable
     repoll = counters("web", {"hits": (10, ROUND + 7), "errors": (20, ROUND + 7), "slow": (30, ROUND + 7)})
     land_batches(
         landing / "b.avro",
         [(repoll, ROUND), (counters("web", {"hits": (11, ROUND + 60_000)}), ROUND + 60_000)],
     )
-    frame = run_once(spark, landing, tmp_path / "out")
+    frame = run_once(spark, landing, history_root)
     assert sorted(observed(frame)) == [
         ("errors{context=web,host=h1}", ROUND, 2),
         ("hits{context=web,host=h1}", ROUND, 1),
@@ -199,14 +199,16 @@ def test_a_repoll_of_a_round_keeps_the_first_values_and_adds_the_new_variables(
     ]
 
 
-def test_samples_without_a_round_are_deduplicated_by_their_own_times(spark: Any, tmp_path: Path) -> None:
+def test_samples_without_a_round_are_deduplicated_by_their_own_times(
+    spark: Any, tmp_path: Path, history_root: History
+) -> None:
     landing = tmp_path / "landing"
     landing.mkdir()
     first = counters("batch-job", {"done": (5, ROUND + 1_000), "queued": (7, ROUND + 2_000)})
     # the next poll: "done" was not updated since (same value, same time); "queued" was
     second = counters("batch-job", {"done": (5, ROUND + 1_000), "queued": (8, ROUND + 61_000)})
     land_batches(landing / "a.avro", [(first, None), (second, None), (second, None)])
-    frame = run_once(spark, landing, tmp_path / "out")
+    frame = run_once(spark, landing, history_root)
     assert sorted(observed(frame)) == [
         ("done{context=batch-job,host=h1}", ROUND + 1_000, 5),
         ("queued{context=batch-job,host=h1}", ROUND + 2_000, 7),
@@ -214,17 +216,19 @@ def test_samples_without_a_round_are_deduplicated_by_their_own_times(spark: Any,
     ]
 
 
-def test_records_the_watermark_has_passed_are_dropped_as_late(spark: Any, tmp_path: Path) -> None:
+def test_records_the_watermark_has_passed_are_dropped_as_late(
+    spark: Any, tmp_path: Path, history_root: History
+) -> None:
     landing = tmp_path / "landing"
     landing.mkdir()
     day = 24 * 3_600_000
     land_batches(landing / "a.avro", [(counters("web", {"hits": (1, ROUND + day)}), ROUND + day)])
-    run_once(spark, landing, tmp_path / "out")  # the watermark moves to a day later less 15 minutes
+    run_once(spark, landing, history_root)  # the watermark moves to a day later less 15 minutes
     land_batches(landing / "b.avro", [(counters("web", {"hits": (2, ROUND)}), ROUND)])
     land_batches(
         landing / "c.avro", [(counters("api", {"hits": (3, ROUND + day - 60_000)}), ROUND + day - 60_000)]
     )
-    frame = run_once(spark, landing, tmp_path / "out")
+    frame = run_once(spark, landing, history_root)
     assert sorted(observed(frame)) == [
         ("hits{context=api,host=h1}", ROUND + day - 60_000, 3),
         ("hits{context=web,host=h1}", ROUND + day, 1),
@@ -232,13 +236,14 @@ def test_records_the_watermark_has_passed_are_dropped_as_late(spark: Any, tmp_pa
 
 
 def test_the_parquet_files_are_sorted_by_series_and_time_with_delta_encoded_keys(
-    spark: Any, tmp_path: Path
+    spark: Any, tmp_path: Path, history_root: History
 ) -> None:
     landing = tmp_path / "landing"
     landing.mkdir()
     land(landing / "a.avro", range(0, 3), contexts=5)
-    run_once(spark, landing, tmp_path / "out")
-    files = sorted((tmp_path / "out" / "parquet").rglob("*.parquet"))
+    run_once(spark, landing, history_root)
+    local = history_root.copy_to_local(spark, "out/parquet", tmp_path / "copy")
+    files = sorted(local.rglob("*.parquet"))
     assert files
     for file in files:
         rows = pq.read_table(file, columns=["series", "ts"]).to_pylist()

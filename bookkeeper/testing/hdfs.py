@@ -1,0 +1,391 @@
+"""A real single-node HDFS from Apache Hadoop's own jars, for ``artimon hdfs``, ``artimon up
+--hdfs``, benchmarks and tests.
+
+``HdfsServer(data_dir).start()`` resolves ``hadoop-hdfs`` and ``hadoop-common`` at the
+Hadoop version of the client jars inside the pyspark wheel (:data:`HADOOP_VERSION`) with
+Maven, once, into the jar cache (:func:`bookkeeper.testing.resolve_jars`); writes
+``<data_dir>/conf/core-site.xml`` and ``hdfs-site.xml`` (everything bound to 127.0.0.1,
+WebHDFS on, replication 1, one-second heartbeats, no safe-mode extension, so that restarts
+take seconds); formats the NameNode once (``<data_dir>/name`` holds ``current/VERSION``
+afterwards); and runs the NameNode and the DataNode as two JVMs, so that a test can
+``kill -9`` either alone (:meth:`kill_namenode`, :meth:`kill_datanode`) and start it again
+on the same ports and data (:meth:`start_namenode`, :meth:`start_datanode`). Ready means
+what a writer needs: the NameNode out of safe mode with a live DataNode, read from the
+NameNode's JMX servlet over HTTP.
+
+``uri`` is ``hdfs://127.0.0.1:<port>``; ``conf_dir`` is a ``HADOOP_CONF_DIR`` that points a
+Hadoop client (Spark's included) at this file system. :meth:`admin` runs ``hdfs dfsadmin``
+(safe mode, quotas) and :meth:`dfs` ``hdfs dfs`` (chmod, mkdir) with the same jars; with
+``superuser`` the daemons and these tools run as that user (``HADOOP_USER_NAME``), so that
+the user of this process is an ordinary one whom permissions apply to (``/`` is then
+``1777``).
+
+The JVMs die with the process that launched them (:func:`bookkeeper.process.spawn`), and
+``data_dir`` is held (:class:`~bookkeeper.process.DirectoryLock`) from ``start()`` until
+both have exited.
+
+Lifecycle, per daemon and for the pair: NEW --start()--> RUNNING --stop()/kill_*()-->
+STOPPED --start()/start_*()--> RUNNING.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import shutil
+import signal
+import subprocess
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+from xml.sax.saxutils import escape
+
+from bookkeeper.process.children import spawn
+from bookkeeper.process.dirlock import DirectoryLock
+from bookkeeper.testing.jars import resolve_jars
+from bookkeeper.testing.zkserver import free_port
+
+__all__ = ["HADOOP_VERSION", "HdfsServer", "hadoop_classpath"]
+
+log = logging.getLogger(__name__)
+
+HADOOP_VERSION = "3.5.0"  # pyspark/jars/hadoop-client-api-3.5.0.jar
+# hadoop-hdfs declares its client half "provided": named here, or the NameNode does not load
+_ARTIFACTS = [
+    f"org.apache.hadoop:{artifact}:{HADOOP_VERSION}"
+    for artifact in ("hadoop-hdfs", "hadoop-hdfs-client", "hadoop-common")
+]
+_NAMENODE = "org.apache.hadoop.hdfs.server.namenode.NameNode"
+_DATANODE = "org.apache.hadoop.hdfs.server.datanode.DataNode"
+_LOG4J = """log4j.rootLogger=INFO,console
+log4j.appender.console=org.apache.log4j.ConsoleAppender
+log4j.appender.console.layout=org.apache.log4j.PatternLayout
+log4j.appender.console.layout.ConversionPattern=%d{ISO8601} %p %c{2}: %m%n
+log4j.logger.org.apache.hadoop.util.NativeCodeLoader=ERROR
+"""
+
+
+def hadoop_classpath() -> str:
+    """The Hadoop server jars (resolved on first use, with a progress line on stderr)."""
+    jars = resolve_jars(f"hadoop-{HADOOP_VERSION}", _ARTIFACTS)
+    return os.pathsep.join(str(jar) for jar in jars)
+
+
+def _site(properties: dict[str, str]) -> str:
+    body = "".join(
+        f"  <property><name>{escape(k)}</name><value>{escape(v)}</value></property>\n"
+        for k, v in properties.items()
+    )
+    return f'<?xml version="1.0"?>\n<configuration>\n{body}</configuration>\n'
+
+
+class HdfsServer:
+    """One NameNode and one DataNode on 127.0.0.1 (see the module doc)."""
+
+    def __init__(
+        self,
+        data_dir: str | os.PathLike[str],
+        nn_port: int = 0,
+        http_port: int = 0,
+        *,
+        heap: str = "256m",
+        java: str | None = None,
+        superuser: str | None = None,
+    ) -> None:
+        self.data_dir = Path(data_dir).resolve()
+        # HDFS's superuser is whoever runs the NameNode, and bypasses every permission: a
+        # test of a refused permission runs the daemons (and admin/dfs) as another user
+        self.superuser = superuser
+        self.host = "127.0.0.1"
+        self.nn_port = nn_port or free_port(self.host)
+        self.http_port = http_port or free_port(self.host)
+        # the DataNode's ports are fixed once, so a restarted DataNode is the same node
+        self.dn_ports = {name: free_port(self.host) for name in ("address", "http.address", "ipc.address")}
+        self.heap = heap
+        self.java = java or shutil.which("java") or "java"
+        self.conf_dir = self.data_dir / "conf"
+        self._webroot = self.data_dir / "web"
+        self.namenode: subprocess.Popen[bytes] | None = None
+        self.datanode: subprocess.Popen[bytes] | None = None
+        self.started_in_s: float | None = None
+        self._lock = DirectoryLock(self.data_dir, f"hdfs launcher for port {self.nn_port}")
+
+    @property
+    def uri(self) -> str:
+        """``hdfs://127.0.0.1:<port>``: ``fs.defaultFS`` of this file system."""
+        return f"hdfs://{self.host}:{self.nn_port}"
+
+    @property
+    def namenode_pid(self) -> int | None:
+        return self.namenode.pid if self.namenode else None
+
+    @property
+    def datanode_pid(self) -> int | None:
+        return self.datanode.pid if self.datanode else None
+
+    @property
+    def webhdfs(self) -> str:
+        """The NameNode's HTTP root (WebHDFS under ``/webhdfs/v1``, JMX under ``/jmx``)."""
+        return f"http://{self.host}:{self.http_port}"
+
+    @property
+    def client_conf(self) -> dict[str, str]:
+        """The settings a Hadoop client of this file system should use (they are in
+        ``conf_dir`` too): for a client configured elsewhere, such as a running Spark
+        session (``hadoopConfiguration().set``)."""
+        return {
+            # a client of a stopped NameNode gives up in seconds, not the default quarter hour
+            "ipc.client.connect.max.retries": "3",
+            "ipc.client.connect.retry.interval": "500",
+            "dfs.replication": "1",
+            # one DataNode: no other to replace a failed one in a write pipeline
+            "dfs.client.block.write.replace-datanode-on-failure.enable": "false",
+            # closing a file polls the NameNode until the DataNode reported the block, first
+            # after 400 ms by default: 360 ms a small file here, 70 ms at 10 (Spark's
+            # checkpoint and state store write a dozen small files a micro-batch)
+            "dfs.client.block.write.locateFollowingBlock.initial.delay.ms": "10",
+        }
+
+    def _write_config(self) -> None:
+        self.conf_dir.mkdir(parents=True, exist_ok=True)
+        core = {
+            "fs.defaultFS": self.uri,
+            "hadoop.tmp.dir": str(self.data_dir / "tmp"),
+            **self.client_conf,
+        }
+        hdfs = {
+            "dfs.namenode.name.dir": f"file://{self.data_dir / 'name'}",
+            "dfs.datanode.data.dir": f"file://{self.data_dir / 'data'}",
+            "dfs.namenode.rpc-address": f"{self.host}:{self.nn_port}",
+            "dfs.namenode.http-address": f"{self.host}:{self.http_port}",
+            "dfs.namenode.secondary.http-address": f"{self.host}:0",
+            **{f"dfs.datanode.{name}": f"{self.host}:{port}" for name, port in self.dn_ports.items()},
+            "dfs.datanode.hostname": self.host,
+            "dfs.webhdfs.enabled": "true",
+            "dfs.heartbeat.interval": "1",
+            "dfs.namenode.heartbeat.recheck-interval": "5000",
+            # out of safe mode once every block is placed: the default 0.999 rounds down to
+            # none below a thousand blocks, and readers then find blocks without a replica
+            "dfs.namenode.safemode.threshold-pct": "1.0",
+            "dfs.namenode.safemode.min.datanodes": "1",
+            "dfs.namenode.safemode.extension": "0",
+            "dfs.blockreport.initialDelay": "0",
+            "dfs.namenode.fs-limits.min-block-size": "0",
+        }
+        (self.conf_dir / "core-site.xml").write_text(_site(core))
+        (self.conf_dir / "hdfs-site.xml").write_text(_site(hdfs))
+        (self.conf_dir / "log4j.properties").write_text(_LOG4J)
+        # the daemons look their web UIs up on the classpath; Maven's jars carry none (a
+        # Hadoop tarball does): empty ones serve JMX and WebHDFS, which are servlets of code
+        for webapp in ("hdfs", "datanode", "secondary"):
+            (self._webroot / "webapps" / webapp / "WEB-INF").mkdir(parents=True, exist_ok=True)
+
+    def _java(self, main: str, *args: str) -> list[str]:
+        return [
+            self.java,
+            f"-Xmx{self.heap}",
+            "-XX:+UseSerialGC",
+            "-XX:TieredStopAtLevel=1",  # a daemon of a test: quick start over peak speed
+            f"-Dlog4j.configuration=file:{self.conf_dir / 'log4j.properties'}",
+            "-cp",
+            os.pathsep.join([str(self.conf_dir), str(self._webroot), hadoop_classpath()]),
+            main,
+            *args,
+        ]
+
+    def _env(self) -> dict[str, str] | None:
+        return {**os.environ, "HADOOP_USER_NAME": self.superuser} if self.superuser else None
+
+    def _run_tool(self, main: str, *args: str, timeout: float = 120.0) -> str:
+        done = subprocess.run(
+            self._java(main, *args),
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=False,
+            env=self._env(),
+        )
+        if done.returncode != 0:
+            raise RuntimeError(f"{main} {' '.join(args)} failed ({done.returncode}):\n{done.stderr[-2000:]}")
+        return done.stdout
+
+    def admin(self, *args: str) -> str:
+        """``hdfs dfsadmin <args>`` against this file system (for example ``-safemode enter``,
+        ``-setSpaceQuota 1k /path``); its output, ``RuntimeError`` if it fails."""
+        return self._run_tool("org.apache.hadoop.hdfs.tools.DFSAdmin", *args)
+
+    def dfs(self, *args: str) -> str:
+        """``hdfs dfs <args>`` against this file system (``-mkdir -p``, ``-chmod``...)."""
+        return self._run_tool("org.apache.hadoop.fs.FsShell", *args)
+
+    def start(self, timeout: float = 120.0) -> HdfsServer:
+        """Format once, start both daemons and wait until ready; ``RuntimeError`` with the
+        logs if not, :class:`~bookkeeper.DirectoryInUseError` if ``data_dir`` is held."""
+        started = time.monotonic()
+        self._lock.acquire()
+        try:
+            self._write_config()
+            if not (self.data_dir / "name" / "current" / "VERSION").exists():
+                self._run_tool(_NAMENODE, "-format", "-nonInteractive", "-force")
+            self.start_namenode(timeout=0)
+            self.start_datanode(timeout=0)
+            self.wait_ready(timeout)
+            if self.superuser:  # everyone may create their own directories, as under /tmp
+                self.dfs("-chmod", "1777", "/")
+        except BaseException:
+            self.stop()
+            raise
+        self.started_in_s = time.monotonic() - started
+        log.info("HDFS ready at %s in %.1f s", self.uri, self.started_in_s)
+        return self
+
+    def _spawn(self, name: str, main: str) -> subprocess.Popen[bytes]:
+        log_path = self.data_dir / f"{name}.log"
+        with open(log_path, "ab") as log_file:
+            process = spawn(
+                self._java(main),
+                env=self._env(),
+                stdout=log_file,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
+                pass_fds=[self._lock.fd],  # the JVM holds the data directory too
+            )
+        self._lock.share_with(process.pid, f"hdfs {name} on port {self.nn_port}")
+        (self.data_dir / f"{name}.pid").write_text(f"{process.pid}\n")
+        return process
+
+    def start_namenode(self, timeout: float = 120.0) -> None:
+        """Start the NameNode (again, after a kill or a stop) and wait until ready."""
+        if self.namenode is None or self.namenode.poll() is not None:
+            self.namenode = self._spawn("namenode", _NAMENODE)
+        if timeout:
+            self.wait_ready(timeout)
+
+    def start_datanode(self, timeout: float = 120.0) -> None:
+        """Start the DataNode (again, after a kill or a stop) and wait until ready."""
+        if self.datanode is None or self.datanode.poll() is not None:
+            self.datanode = self._spawn("datanode", _DATANODE)
+        if timeout:
+            self.wait_ready(timeout)
+
+    def jmx(self, bean: str, *, service: str = "NameNode") -> dict[str, Any]:
+        """One bean of the NameNode's (or with ``service="DataNode"``, the DataNode's) JMX
+        servlet; ``{}`` while it does not answer."""
+        port = self.http_port if service == "NameNode" else self.dn_ports["http.address"]
+        url = f"http://{self.host}:{port}/jmx?qry=Hadoop:service={service},name={bean}"
+        try:
+            with urllib.request.urlopen(url, timeout=2.0) as answer:
+                beans = json.loads(answer.read(1 << 20)).get("beans", [])
+        except (OSError, ValueError):
+            return {}
+        return dict(beans[0]) if beans else {}
+
+    def ls(self, path: str) -> list[str]:
+        """The names in directory ``path`` through WebHDFS (``[]`` while it does not exist):
+        a listing that does not depend on a Hadoop client in this process."""
+        url = f"{self.webhdfs}/webhdfs/v1{path}?op=LISTSTATUS"
+        try:
+            with urllib.request.urlopen(url, timeout=10.0) as answer:
+                listed = json.loads(answer.read(1 << 24))["FileStatuses"]["FileStatus"]
+        except urllib.error.HTTPError as exc:
+            if exc.code == 404:
+                return []
+            raise
+        return sorted(str(entry["pathSuffix"]) for entry in listed)
+
+    def ready(self) -> bool:
+        """The NameNode answers, is out of safe mode (so knows where every block is) and
+        counts a live DataNode, and the DataNode (a restarted one too: the NameNode takes
+        seconds to see a dead one go) serves a block pool of it."""
+        state = self.jmx("FSNamesystemState")
+        if (
+            not state
+            or state.get("NumLiveDataNodes", 0) < 1
+            or self.jmx("NameNodeInfo").get("Safemode") != ""
+        ):
+            return False
+        actors = self.jmx("DataNodeInfo", service="DataNode").get("BPServiceActorInfo") or "[]"
+        try:
+            return any(actor.get("ActorState") == "RUNNING" for actor in json.loads(actors))
+        except ValueError:
+            return False
+
+    def wait_ready(self, timeout: float = 120.0) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            for name, process in (("namenode", self.namenode), ("datanode", self.datanode)):
+                if process is not None and process.poll() is not None:
+                    raise RuntimeError(
+                        f"the HDFS {name} exited with {process.returncode}; "
+                        f"last lines of its log:\n{self.log_tail(name)}"
+                    )
+            if self.ready():
+                return
+            time.sleep(0.2)  # polling starting JVMs: no event to wait on
+        raise RuntimeError(
+            f"HDFS at {self.uri} not ready within {timeout} s; namenode log:\n{self.log_tail('namenode')}"
+            f"\ndatanode log:\n{self.log_tail('datanode')}"
+        )
+
+    def log_tail(self, name: str, lines: int = 20) -> str:
+        try:
+            return "\n".join(
+                (self.data_dir / f"{name}.log").read_text(errors="replace").splitlines()[-lines:]
+            )
+        except OSError:
+            return "(no log)"
+
+    def kill_datanode(self) -> None:
+        """SIGKILL the DataNode (a crash, not a shutdown)."""
+        process, self.datanode = self.datanode, None
+        if process is not None:
+            self._terminate(process, "datanode", grace=0.0)
+
+    def kill_namenode(self) -> None:
+        """SIGKILL the NameNode (a crash, not a shutdown)."""
+        process, self.namenode = self.namenode, None
+        if process is not None:
+            self._terminate(process, "namenode", grace=0.0)
+
+    def _terminate(self, process: subprocess.Popen[bytes], name: str, grace: float) -> None:
+        if process.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(process.pid, signal.SIGTERM if grace else signal.SIGKILL)
+            try:
+                process.wait(timeout=grace or None)
+            except subprocess.TimeoutExpired:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(process.pid, signal.SIGKILL)
+                process.wait()
+        with contextlib.suppress(OSError):
+            (self.data_dir / f"{name}.pid").unlink()
+
+    def stop(self, grace: float = 10.0) -> None:
+        """Stop both daemons by their PIDs (SIGTERM, then SIGKILL after ``grace`` seconds),
+        the DataNode first; then let the data directory go."""
+        datanode, namenode = self.datanode, self.namenode
+        self.datanode = self.namenode = None
+        try:
+            if datanode is not None:
+                self._terminate(datanode, "datanode", grace)
+            if namenode is not None:
+                self._terminate(namenode, "namenode", grace)
+        finally:
+            self._lock.release()
+
+    def __enter__(self) -> HdfsServer:
+        return self.start()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()

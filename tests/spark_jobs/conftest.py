@@ -1,0 +1,32 @@
+"""The Spark jobs' tests write their history where production does: on a real HDFS (one
+NameNode and one DataNode per test session, from Hadoop's own jars), each test under a root
+of its own (``hdfs_history.py``). ``ARTIMON_TEST_HISTORY=file`` puts it under the test's
+``tmp_path`` instead."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hdfs_history import History, new_history, use_client_conf
+
+from bookkeeper.testing import HdfsServer
+
+
+@pytest.fixture(scope="session")
+def hdfs(tmp_path_factory: pytest.TempPathFactory, spark: Any) -> Iterator[HdfsServer]:
+    """One HDFS for the session (about 3 s to start once the jars are cached), the shared
+    Spark session configured as its client."""
+    server = HdfsServer(tmp_path_factory.mktemp("hdfs")).start()
+    use_client_conf(spark, server)
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def history_root(request: pytest.FixtureRequest, tmp_path: Path) -> History:
+    return new_history(request, tmp_path)
