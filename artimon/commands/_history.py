@@ -2,7 +2,9 @@
 come up and nothing else waits for it), stopped after the agent so that what it landed last
 is in the Parquet history before the process exits. ``before_ingest`` runs first on the
 same session (``up``'s rebuild of an empty VHMS from the history); its failure is logged and
-the job starts all the same.
+the job starts all the same. With a ``cluster`` (``artimon up --cluster``) the thread
+starts its standalone master and worker first and the jobs run on them; ``stop`` stops
+them last.
 
 States: NEW --start()--> STARTING --(session and query up)--> RUNNING --stop()--> STOPPED;
 a failure while starting is kept and reported by ``stop``, the rest of the stack runs on.
@@ -17,6 +19,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from bookkeeper.testing import SparkCluster
+
 log = logging.getLogger(__name__)
 
 
@@ -28,6 +32,7 @@ class HistoryJob:
         interval: str,
         on_ready: Callable[[str], None],
         before_ingest: Callable[[Any], None] | None = None,
+        cluster: SparkCluster | None = None,
     ) -> None:
         self.landing = data / "landing"
         self.history = data / "history" / "parquet"
@@ -37,6 +42,7 @@ class HistoryJob:
         self.log_file = data / "logs" / "spark.log"
         self.on_ready = on_ready
         self.before_ingest = before_ingest
+        self.cluster = cluster
         self.error: BaseException | None = None
         self._spark: Any = None
         self._query: Any = None
@@ -54,7 +60,10 @@ class HistoryJob:
                 spark_session,
             )
 
-            self._spark = spark_session("local[2]", "artimon-up-raw_ingest", log_file=self.log_file)
+            master = "local[2]"
+            if self.cluster is not None:
+                master = self.cluster.start().master_url
+            self._spark = spark_session(master, "artimon-up-raw_ingest", log_file=self.log_file)
             if self.before_ingest is not None:
                 try:
                     self.before_ingest(self._spark)
@@ -75,7 +84,8 @@ class HistoryJob:
             self.error = exc
             log.exception("spark raw_ingest did not start")
             return
-        self.on_ready(f"{self.landing} -> {self.output} every {self.interval} (its log: {self.log_file})")
+        on = f" on {self.cluster.master_url} (web UI {self.cluster.web_url})" if self.cluster else ""
+        self.on_ready(f"{self.landing} -> {self.output} every {self.interval}{on} (its log: {self.log_file})")
 
     def stop(self, timeout: float = 180.0) -> str:
         """Wait for the start (up to ``timeout``), process what has landed, stop; a line to print."""
@@ -94,3 +104,5 @@ class HistoryJob:
         finally:
             if self._spark is not None:
                 self._spark.stop()
+            if self.cluster is not None:
+                self.cluster.stop()

@@ -1,6 +1,7 @@
 """Harnesses as code: a real ZooKeeper server, test applications in their own processes, the
 demo applications of ``artimon up --demo``, what a process listens on (``listening``) and
-process trees (``descendants``, ``running``), and Apache's server jars resolved once with Maven
+process trees (``descendants``, ``running``), a Spark standalone master and worker
+(``SparkCluster``), and Apache's server jars resolved once with Maven
 (``resolve_jars``). Tests, benchmarks and users share them."""
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from bookkeeper.testing.demo import DemoApps
 from bookkeeper.testing.jars import JarResolutionError, jar_cache, resolve_jars
 from bookkeeper.testing.processes import descendants, running
 from bookkeeper.testing.sockets import Listener, listening
+from bookkeeper.testing.spark_cluster import SparkCluster
 from bookkeeper.testing.zkserver import ZooKeeperServer, four_letter_word, free_port, pyspark_jars
 
 __all__ = [
@@ -17,6 +19,7 @@ __all__ = [
     "DemoApps",
     "JarResolutionError",
     "Listener",
+    "SparkCluster",
     "ZooKeeperServer",
     "descendants",
     "expire_session",

@@ -24,14 +24,13 @@ import importlib.util
 import logging
 import os
 import shutil
-import signal
 import socket
 import subprocess
 import time
 from pathlib import Path
 from types import TracebackType
 
-from bookkeeper.process.children import spawn
+from bookkeeper.process.children import spawn, terminate
 from bookkeeper.process.dirlock import DirectoryLock
 from bookkeeper.wire.net import advertised_address
 
@@ -194,14 +193,7 @@ class ZooKeeperServer:
             self._lock.release()
 
     def _terminate(self, process: subprocess.Popen[bytes], grace: float) -> None:
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(process.pid, signal.SIGTERM)
-        try:
-            process.wait(timeout=grace)
-        except subprocess.TimeoutExpired:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(process.pid, signal.SIGKILL)
-            process.wait()
+        terminate(process, grace)
         with contextlib.suppress(OSError):
             (self.data_dir / "zookeeper.pid").unlink()
 
