@@ -60,6 +60,13 @@ QUERIES = [
     'fetch("load") | reduce(mean, by=[host])',
     'fetch("hits{page=cart}") - ignoring(page) fetch("hits{page=home}")',
     'fetch("hits") | map(delta, 4m) | reduce(max) | bucketize(4m, max)',
+    'fetch("hits") | reduce(percentile, 90, without=[host])',
+    'fetch("~.*") | reduce(count, by=[host])',
+    'fetch("hits") | map(fill_previous) | filter("hits{host~h[12]}") | reduce(median, by=[host])',
+    'fetch("load") | where_last(">", 0.3) | reduce(stddev)',
+    'fetch("hits") | bucketize(3m, last) | reduce(first, by=[page])',
+    'fetch("hits") | reduce(last, by=[page]) - fetch("hits") | reduce(mean, by=[page])',
+    'fetch("~.*")',
 ]
 
 

@@ -1,0 +1,354 @@
+"""``analyze`` on the executors: the part of a query that works series by series, and the
+reduce over it, run where the samples are; only their answer comes to the driver.
+
+A *chain* is a ``fetch`` followed by per-series steps (``map``, ``bucketize``, ``filter``,
+``where_last``), their arguments constants, possibly ended by a ``reduce``. What the
+language does to a series in such a chain depends on that series alone, so:
+
+1. the samples of the fetch's range are read where they lie and those of the selected
+   series kept (``mapInArrow``: the selector decided once per series and task);
+2. they are grouped by a hash of their series into groups of about
+   :data:`CELLS_PER_GROUP` bucket cells, each series whole in one group
+   (``applyInPandas``), where the query language's own evaluator runs the chain's
+   per-series part over the group's samples (:class:`~spark_jobs.history.FrameSource`):
+   the code the query API runs, vectorized over the group's series;
+3. each group answers a row per series (key, name, labels, equivalence class) and a row
+   per value that is not NaN (:data:`GROUP_ROWS`);
+4. a reduce aggregates per class and instant in Spark SQL, partially before the shuffle;
+   each aggregate of the language has an exact Spark counterpart (:data:`AGGREGATES`:
+   ``percentile`` is exact and interpolates as numpy does; ``first`` and ``last`` take
+   the member with the smallest and greatest key, the order of the members in a fetch);
+   the labels and name a class's members share are counted in Spark too.
+
+The driver then receives a row per class and instant (a reduce) or the chain's series (no
+reduce): the answer. The rest of a query (operators between chains, ``top``, a reduce of a
+reduce...) runs on the driver over those answers, through the evaluator's ``delegate``
+hook (:class:`Distributor`). The time axis and the fetch's range come from evaluating the
+chain over no series on the driver, which also checks the query's arguments before Spark
+starts.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
+from pyspark import StorageLevel
+from pyspark.sql import functions as F
+
+from query_dsl import Call, Duration, Evaluator, Limits, Matrix, Node, QueryTypeError, Word
+from spark_jobs.history import FrameSource, ParquetSource, aligned, matching_series
+from vhms import FetchResult
+
+__all__ = ["AGGREGATES", "CELLS_PER_GROUP", "GROUP_ROWS", "Chain", "Distributor", "chain_of"]
+
+PER_SERIES = frozenset({"map", "bucketize", "filter", "where_last"})
+# bucket cells (series x buckets of the fetch) of one group: 16 MiB of float64, which the
+# evaluator's steps copy a few times
+CELLS_PER_GROUP = 1 << 21
+_VERDICTS_MAX = 1 << 20  # selector verdicts a task remembers (its series), then forgets
+SAMPLE_ROWS = "series string, ts_ms long, type tinyint, value double"
+# head rows (one per series: name, labels as JSON, class) and cell rows (one per value)
+GROUP_ROWS = "head boolean, series string, name string, labels string, cls string, ts_ms long, value double"
+
+# the language's aggregates (query_dsl's AGGREGATES) in Spark SQL, over the values that
+# are not NaN of a class at an instant; count is 0 where none is, the others NaN
+AGGREGATES: dict[str, Callable[[tuple[float, ...]], Any]] = {
+    "sum": lambda _: F.sum("value"),
+    "mean": lambda _: F.avg("value"),
+    "min": lambda _: F.min("value"),
+    "max": lambda _: F.max("value"),
+    "count": lambda _: F.count("value"),
+    "median": lambda _: F.percentile("value", F.lit(0.5)),
+    "percentile": lambda params: F.percentile("value", F.lit(params[0] / 100)),
+    "stddev": lambda _: F.stddev_pop("value"),
+    "first": lambda _: F.min_by("value", "series"),
+    "last": lambda _: F.max_by("value", "series"),
+}
+
+
+def _constant(node: Node) -> bool:
+    if isinstance(node, list):
+        return all(_constant(item) for item in node)
+    return isinstance(node, float | str | Duration | Word)
+
+
+def _constant_arguments(call: Call) -> bool:
+    return all(_constant(arg) for arg in call.args[1:]) and all(_constant(v) for _, v in call.kwargs)
+
+
+def _per_series(node: Node) -> bool:
+    if not isinstance(node, Call):
+        return False
+    if node.name == "fetch":
+        return all(_constant(arg) for arg in node.args) and _constant_arguments(node)
+    return (
+        node.name in PER_SERIES
+        and bool(node.args)
+        and _per_series(node.args[0])
+        and _constant_arguments(node)
+    )
+
+
+@dataclass(frozen=True)
+class Chain:
+    """A fetch and its per-series steps (``series``), and the reduce over them if any."""
+
+    series: Call
+    reduce: Call | None = None
+
+
+def chain_of(node: Node) -> Chain | None:
+    """The chain ``node`` is, or None if it is not one (see the module doc)."""
+    if isinstance(node, Call) and node.name == "reduce" and node.args and _per_series(node.args[0]):
+        return Chain(node.args[0], node) if _constant_arguments(node) else None
+    return Chain(node) if _per_series(node) else None
+
+
+def _text(node: Node) -> str:
+    return node.name if isinstance(node, Word) else str(node)
+
+
+@dataclass(frozen=True)
+class _Reduce:
+    """A reduce's arguments (already checked by the evaluator on the driver)."""
+
+    aggregate: str
+    params: tuple[float, ...]
+    by: tuple[str, ...] | None
+    without: tuple[str, ...] | None
+
+    @classmethod
+    def of(cls, call: Call) -> _Reduce:
+        kwargs = dict(call.kwargs)
+        by, without = kwargs.get("by"), kwargs.get("without")
+        return cls(
+            _text(call.args[1]),
+            tuple(float(p.ms) if isinstance(p, Duration) else float(p) for p in call.args[2:]),
+            None if by is None else tuple(_text(label) for label in by),
+            None if without is None else tuple(_text(label) for label in without),
+        )
+
+    def class_of(self, labels: dict[str, str]) -> str:
+        """The class key of a series: equal exactly when ``reduce_matrix`` puts two series in
+        one class (a missing label is a value of its own)."""
+        if self.by is not None:
+            return json.dumps([labels.get(label) for label in self.by])
+        if self.without is not None:
+            return json.dumps(sorted((k, v) for k, v in labels.items() if k not in self.without))
+        return ""
+
+
+@dataclass(frozen=True)
+class _GroupTask:
+    """What each group runs on an executor (pickled there with the query's chain)."""
+
+    series: Call
+    reduce: _Reduce | None
+    now_ms: int
+    start_ms: int
+    end_ms: int
+    step_s: int
+    limits: Limits
+
+    def function(self) -> Callable[[pd.DataFrame], pd.DataFrame]:
+        """:meth:`run` as a plain function (Spark counts a method's ``self`` as the group key)."""
+
+        def run(samples: pd.DataFrame) -> pd.DataFrame:
+            return self.run(samples)
+
+        return run
+
+    def run(self, samples: pd.DataFrame) -> pd.DataFrame:
+        evaluator = Evaluator(
+            FrameSource(samples, self.step_s),
+            now_ms=self.now_ms,
+            start_ms=self.start_ms,
+            end_ms=self.end_ms,
+            limits=self.limits,
+        )
+        matrix = evaluator.evaluate(self.series)
+        if not isinstance(matrix, Matrix):  # a chain of per-series steps keeps series
+            raise QueryTypeError(f"{self.series.name}(...) gives {matrix!r}, not series")
+        keys = np.array(matrix.series_keys(), dtype=object)
+        labels = matrix.labels
+        classes = np.array([self.reduce.class_of(x) if self.reduce else "" for x in labels], dtype=object)
+        heads = pd.DataFrame(
+            {
+                "head": True,
+                "series": keys,
+                "name": matrix.names,
+                "labels": [json.dumps(x, sort_keys=True) for x in labels],
+                "cls": classes,
+                "ts_ms": 0,
+                "value": np.nan,
+            }
+        )
+        rows, columns = np.nonzero(~np.isnan(matrix.values))
+        cells = pd.DataFrame(
+            {
+                "head": False,
+                "series": keys[rows],
+                "name": None,
+                "labels": None,
+                "cls": classes[rows],
+                "ts_ms": matrix.timestamps[columns],
+                "value": matrix.values[rows, columns],
+            }
+        )
+        return pd.concat([heads, cells], ignore_index=True)
+
+
+def _selected(selector: str) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
+    """The rows of the series ``selector`` selects, decided once per series and task."""
+
+    def keep(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        verdicts: dict[str, bool] = {}
+        for batch in batches:
+            series = batch.column("series")
+            distinct = pc.unique(series).to_pylist()
+            if len(verdicts) > _VERDICTS_MAX:
+                verdicts.clear()
+            unseen = [key for key in distinct if key not in verdicts]
+            chosen = set(matching_series(unseen, selector))
+            verdicts.update((key, key in chosen) for key in unseen)
+            wanted = pa.array([key for key in distinct if verdicts[key]], pa.string())
+            yield batch.filter(pc.is_in(series, value_set=wanted))
+
+    return keep
+
+
+class _Probe:
+    """A source of no series: what the chain's fetch asks for (selector, range, step)."""
+
+    def __init__(self, step_s: int) -> None:
+        self.step_s = step_s
+        self.asked: tuple[str, int, int, int] | None = None
+
+    def fetch(self, selector: str, start_ms: int, end_ms: int, resolution: str | int = "auto") -> FetchResult:
+        step = (self.step_s if resolution == "auto" else int(resolution)) * 1000
+        self.asked = (selector, start_ms, end_ms, step)
+        return aligned(pd.DataFrame({"series": [], "ts_ms": [], "value": []}), [], start_ms, end_ms, step)
+
+    def series(self, selector: str) -> list[str]:
+        return []
+
+    def label_names(self) -> list[str]:
+        return []
+
+    def label_values(self, label: str) -> list[str]:
+        return []
+
+    def strings(self, selector: str) -> dict[str, tuple[int, str]]:
+        return {}
+
+
+class Distributor:
+    """The evaluator's ``delegate`` for ``analyze``: answers each chain of a query on the
+    executors (see the module doc), other nodes are left to the evaluator."""
+
+    def __init__(
+        self, source: ParquetSource, *, now_ms: int, start_ms: int, end_ms: int, limits: Limits
+    ) -> None:
+        self.source = source
+        self.now_ms = now_ms
+        self.start_ms = start_ms
+        self.end_ms = end_ms
+        self.limits = limits
+
+    def __call__(self, node: Node) -> Matrix | None:
+        chain = chain_of(node)
+        return None if chain is None else self.run(chain)
+
+    def run(self, chain: Chain) -> Matrix:
+        probe = _Probe(self.source.step_s)
+        axis = Evaluator(
+            probe, now_ms=self.now_ms, start_ms=self.start_ms, end_ms=self.end_ms, limits=self.limits
+        ).evaluate(chain.reduce or chain.series)
+        if not isinstance(axis, Matrix) or probe.asked is None:
+            raise QueryTypeError(f"{chain.series.name}(...) gives {axis!r}, not series")
+        selector, start_ms, end_ms, step_ms = probe.asked
+        samples = self.source.samples(start_ms, end_ms)
+        width = max(1, (end_ms - 1) // step_ms + start_ms // -step_ms + 1)  # the fetch's buckets
+        estimate = int(samples.agg(F.approx_count_distinct("series")).first()[0])
+        spark = self.source.spark
+        groups = max(
+            spark.sparkContext.defaultParallelism, min(estimate, -(-estimate * width // CELLS_PER_GROUP))
+        )
+        task = _GroupTask(
+            chain.series,
+            None if chain.reduce is None else _Reduce.of(chain.reduce),
+            self.now_ms,
+            self.start_ms,
+            self.end_ms,
+            self.source.step_s,
+            self.limits,
+        )
+        answered = (
+            samples.select("series", F.unix_millis("ts").alias("ts_ms"), "type", "value")
+            .mapInArrow(_selected(selector), SAMPLE_ROWS)
+            .withColumn("group", F.pmod(F.xxhash64("series"), F.lit(groups)))
+            .groupBy("group")
+            .applyInPandas(task.function(), GROUP_ROWS)
+            .persist(StorageLevel.MEMORY_AND_DISK)  # read twice or thrice below: evaluated once
+        )
+        try:
+            if task.reduce is None:
+                return _series(answered, axis)
+            return _reduced(answered, task.reduce, axis)
+        finally:
+            answered.unpersist()
+
+
+def _series(answered: Any, axis: Matrix) -> Matrix:
+    """The chain's series (no reduce), by key, as one fetch orders them."""
+    heads = answered.where("head").select("series", "name", "labels").orderBy("series").toPandas()
+    cells = answered.where(~F.col("head")).select("series", "ts_ms", "value").toPandas()
+    values = np.full((len(heads), len(axis.timestamps)), np.nan)
+    if len(cells):
+        rows = pd.Index(heads["series"]).get_indexer(cells["series"])
+        values[rows, np.searchsorted(axis.timestamps, cells["ts_ms"])] = cells["value"].to_numpy(dtype=float)
+    labels = [json.loads(text) for text in heads["labels"]]
+    return Matrix(heads["name"].tolist(), labels, axis.timestamps, values, axis.step_ms)
+
+
+def _reduced(answered: Any, reduce: _Reduce, axis: Matrix) -> Matrix:
+    """One series per class, in the order of their first members, as ``reduce_matrix``."""
+    heads = answered.where("head")
+    classes = heads.groupBy("cls").agg(
+        F.min("series").alias("first"),
+        F.count(F.lit(1)).alias("members"),
+        F.min("name").alias("low"),
+        F.max("name").alias("high"),
+    )
+    shared = (
+        heads.select("cls", F.explode(F.from_json("labels", "map<string,string>")).alias("label", "value"))
+        .groupBy("cls", "label", "value")
+        .count()
+        .join(classes.select("cls", "members"), "cls")
+        .where(F.col("count") == F.col("members"))
+        .groupBy("cls")
+        .agg(F.to_json(F.map_from_entries(F.collect_list(F.struct("label", "value")))).alias("shared"))
+    )
+    info = classes.join(shared, "cls", "left").orderBy("first").toPandas()
+    points = (
+        answered.where(~F.col("head"))
+        .groupBy("cls", "ts_ms")
+        .agg(AGGREGATES[reduce.aggregate](reduce.params).alias("value"))
+        .toPandas()
+    )
+    values = np.full((len(info), len(axis.timestamps)), 0.0 if reduce.aggregate == "count" else np.nan)
+    if len(points):
+        rows = pd.Index(info["cls"]).get_indexer(points["cls"])
+        values[rows, np.searchsorted(axis.timestamps, points["ts_ms"])] = points["value"].to_numpy(
+            dtype=float
+        )
+    names = [low if low == high else "" for low, high in zip(info["low"], info["high"], strict=True)]
+    labels = [json.loads(text) if isinstance(text, str) else {} for text in info["shared"]]
+    return Matrix(names, labels, axis.timestamps, values, axis.step_ms)
