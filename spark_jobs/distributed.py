@@ -12,13 +12,17 @@ language does to a series in such a chain depends on that series alone, so:
    (``applyInPandas``), where the query language's own evaluator runs the chain's
    per-series part over the group's samples (:class:`~spark_jobs.history.FrameSource`):
    the code the query API runs, vectorized over the group's series;
-3. each group answers a row per series (key, name, labels, equivalence class) and a row
-   per value that is not NaN (:data:`GROUP_ROWS`);
-4. a reduce aggregates per class and instant in Spark SQL, partially before the shuffle;
+3. each group answers a row per series (its key: the per-series steps keep a series' name
+   and labels, so the key of the fetch) and a row per value that is not NaN
+   (:data:`GROUP_ROWS`);
+4. a reduce puts each series in its equivalence class in Spark SQL, from the ``k=v``
+   pairs of its canonical key (a class is the pairs of the ``by`` labels, or all but the
+   ``without`` ones: a missing label is a value of its own), and aggregates per class and
+   instant, partially before the shuffle;
    each aggregate of the language has an exact Spark counterpart (:data:`AGGREGATES`:
    ``percentile`` is exact and interpolates as numpy does; ``first`` and ``last`` take
    the member with the smallest and greatest key, the order of the members in a fetch);
-   the labels and name a class's members share are counted in Spark too.
+   the pairs and name a class's members share are counted in Spark too.
 
 The driver then receives a row per class and instant (a reduce) or the chain's series (no
 reduce): the answer. The rest of a query (operators between chains, ``top``, a reduce of a
@@ -30,7 +34,6 @@ starts.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -42,6 +45,7 @@ import pyarrow.compute as pc
 from pyspark import StorageLevel
 from pyspark.sql import functions as F
 
+from bookkeeper.wire import parse_series_shared
 from query_dsl import Call, Duration, Evaluator, Limits, Matrix, Node, QueryTypeError, Word
 from spark_jobs.history import FrameSource, ParquetSource, aligned, matching_series
 from vhms import FetchResult
@@ -54,8 +58,11 @@ PER_SERIES = frozenset({"map", "bucketize", "filter", "where_last"})
 CELLS_PER_GROUP = 1 << 21
 _VERDICTS_MAX = 1 << 20  # selector verdicts a task remembers (its series), then forgets
 SAMPLE_ROWS = "series string, ts_ms long, type tinyint, value double"
-# head rows (one per series: name, labels as JSON, class) and cell rows (one per value)
-GROUP_ROWS = "head boolean, series string, name string, labels string, cls string, ts_ms long, value double"
+# a head row per series and a row per value that is not NaN
+GROUP_ROWS = "head boolean, series string, ts_ms long, value double"
+# a canonical key: name{k=v,...}, values escaped (no brace, comma or equals sign in them)
+_NAME = r"^(.*)\{[^{}]*\}$"
+_PAIRS = r"\{([^{}]*)\}$"
 
 # the language's aggregates (query_dsl's AGGREGATES) in Spark SQL, over the values that
 # are not NaN of a class at an instant; count is 0 where none is, the others NaN
@@ -135,14 +142,23 @@ class _Reduce:
             None if without is None else tuple(_text(label) for label in without),
         )
 
-    def class_of(self, labels: dict[str, str]) -> str:
-        """The class key of a series: equal exactly when ``reduce_matrix`` puts two series in
+    def classes(self) -> Any:
+        """The class of each series (a Spark column over ``series``): the ``k=v`` pairs of its
+        key that ``reduce_matrix`` classes on, so equal exactly when it puts two series in
         one class (a missing label is a value of its own)."""
-        if self.by is not None:
-            return json.dumps([labels.get(label) for label in self.by])
-        if self.without is not None:
-            return json.dumps(sorted((k, v) for k, v in labels.items() if k not in self.without))
-        return ""
+        if self.by is None and self.without is None:
+            return F.lit("")
+        labels = F.array(*(F.lit(label) for label in (self.by or self.without or ())))
+        inside = self.by is not None
+        kept = F.filter(
+            _pairs(), lambda pair: F.array_contains(labels, F.substring_index(pair, "=", 1)) == inside
+        )
+        return F.array_join(kept, ",")
+
+
+def _pairs() -> Any:
+    """The ``k=v`` pairs of a series key, in the key's (sorted) order."""
+    return F.filter(F.split(F.regexp_extract("series", _PAIRS, 1), ","), lambda pair: pair != "")
 
 
 @dataclass(frozen=True)
@@ -166,8 +182,9 @@ class _GroupTask:
         return run
 
     def run(self, samples: pd.DataFrame) -> pd.DataFrame:
+        source = FrameSource(samples, self.step_s)
         evaluator = Evaluator(
-            FrameSource(samples, self.step_s),
+            source,
             now_ms=self.now_ms,
             start_ms=self.start_ms,
             end_ms=self.end_ms,
@@ -176,28 +193,15 @@ class _GroupTask:
         matrix = evaluator.evaluate(self.series)
         if not isinstance(matrix, Matrix):  # a chain of per-series steps keeps series
             raise QueryTypeError(f"{self.series.name}(...) gives {matrix!r}, not series")
-        keys = np.array(matrix.series_keys(), dtype=object)
-        labels = matrix.labels
-        classes = np.array([self.reduce.class_of(x) if self.reduce else "" for x in labels], dtype=object)
-        heads = pd.DataFrame(
-            {
-                "head": True,
-                "series": keys,
-                "name": matrix.names,
-                "labels": [json.dumps(x, sort_keys=True) for x in labels],
-                "cls": classes,
-                "ts_ms": 0,
-                "value": np.nan,
-            }
-        )
+        fetched = source.fetched
+        # the steps keep or drop series, in order, never change them: all kept, the same keys
+        keys = np.array(fetched if len(matrix) == len(fetched) else matrix.series_keys(), dtype=object)
         rows, columns = np.nonzero(~np.isnan(matrix.values))
+        heads = pd.DataFrame({"head": True, "series": keys, "ts_ms": 0, "value": np.nan})
         cells = pd.DataFrame(
             {
                 "head": False,
                 "series": keys[rows],
-                "name": None,
-                "labels": None,
-                "cls": classes[rows],
                 "ts_ms": matrix.timestamps[columns],
                 "value": matrix.values[rows, columns],
             }
@@ -308,37 +312,40 @@ class Distributor:
 
 def _series(answered: Any, axis: Matrix) -> Matrix:
     """The chain's series (no reduce), by key, as one fetch orders them."""
-    heads = answered.where("head").select("series", "name", "labels").orderBy("series").toPandas()
+    heads = answered.where("head").select("series").orderBy("series").toPandas()
     cells = answered.where(~F.col("head")).select("series", "ts_ms", "value").toPandas()
     values = np.full((len(heads), len(axis.timestamps)), np.nan)
     if len(cells):
         rows = pd.Index(heads["series"]).get_indexer(cells["series"])
         values[rows, np.searchsorted(axis.timestamps, cells["ts_ms"])] = cells["value"].to_numpy(dtype=float)
-    labels = [json.loads(text) for text in heads["labels"]]
-    return Matrix(heads["name"].tolist(), labels, axis.timestamps, values, axis.step_ms)
+    parsed = [parse_series_shared(key) for key in heads["series"]]
+    return Matrix(
+        [name for name, _ in parsed], [labels for _, labels in parsed], axis.timestamps, values, axis.step_ms
+    )
 
 
 def _reduced(answered: Any, reduce: _Reduce, axis: Matrix) -> Matrix:
     """One series per class, in the order of their first members, as ``reduce_matrix``."""
-    heads = answered.where("head")
+    heads = answered.where("head").select("series", reduce.classes().alias("cls"))
     classes = heads.groupBy("cls").agg(
         F.min("series").alias("first"),
         F.count(F.lit(1)).alias("members"),
-        F.min("name").alias("low"),
-        F.max("name").alias("high"),
+        F.min(F.regexp_extract("series", _NAME, 1)).alias("low"),
+        F.max(F.regexp_extract("series", _NAME, 1)).alias("high"),
     )
     shared = (
-        heads.select("cls", F.explode(F.from_json("labels", "map<string,string>")).alias("label", "value"))
-        .groupBy("cls", "label", "value")
+        heads.select("cls", F.explode(_pairs()).alias("pair"))
+        .groupBy("cls", "pair")
         .count()
         .join(classes.select("cls", "members"), "cls")
         .where(F.col("count") == F.col("members"))
         .groupBy("cls")
-        .agg(F.to_json(F.map_from_entries(F.collect_list(F.struct("label", "value")))).alias("shared"))
+        .agg(F.array_join(F.array_sort(F.collect_list("pair")), ",").alias("shared"))
     )
     info = classes.join(shared, "cls", "left").orderBy("first").toPandas()
     points = (
         answered.where(~F.col("head"))
+        .select("series", reduce.classes().alias("cls"), "ts_ms", "value")
         .groupBy("cls", "ts_ms")
         .agg(AGGREGATES[reduce.aggregate](reduce.params).alias("value"))
         .toPandas()
@@ -350,5 +357,8 @@ def _reduced(answered: Any, reduce: _Reduce, axis: Matrix) -> Matrix:
             dtype=float
         )
     names = [low if low == high else "" for low, high in zip(info["low"], info["high"], strict=True)]
-    labels = [json.loads(text) if isinstance(text, str) else {} for text in info["shared"]]
+    labels = [
+        dict(parse_series_shared(f"_{{{pairs}}}")[1]) if isinstance(pairs, str) else {}
+        for pairs in info["shared"]
+    ]
     return Matrix(names, labels, axis.timestamps, values, axis.step_ms)

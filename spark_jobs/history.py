@@ -72,12 +72,14 @@ class FrameSource(_LabelsFromKeys):
     def __init__(self, samples: pd.DataFrame, step_s: int = 60) -> None:
         self.samples = samples
         self.step_s = step_s
+        self.fetched: list[str] = []  # the keys the last fetch answered, in its order
 
     def fetch(self, selector: str, start_ms: int, end_ms: int, resolution: str | int = "auto") -> FetchResult:
         step = (self.step_s if resolution == "auto" else int(resolution)) * 1000
         inside = self.samples[(self.samples["ts_ms"] >= start_ms) & (self.samples["ts_ms"] < end_ms)]
         keys = matching_series(sorted(inside["series"].unique().tolist()), selector)
         numbers = inside[inside["type"] != 3]
+        self.fetched = keys
         return aligned(numbers[numbers["series"].isin(keys)], keys, start_ms, end_ms, step)
 
     def series(self, selector: str) -> list[str]:
