@@ -13,14 +13,13 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import pyarrow as pa
-import pyarrow.parquet as pq
 import pytest
 
 from bookkeeper.batch import SampleBatch
 from bookkeeper.testing import SparkCluster
 from bookkeeper.wire.avro import encode_sample_batch
 from bookkeeper.wire.landing import LandingWriter, encode_trailer
+from spark_jobs.testing import write_counters
 
 pytestmark = pytest.mark.slow
 
@@ -56,33 +55,10 @@ CAPPED = textwrap.dedent(
 )
 
 
-def _write_history(root: Path) -> None:
-    """SERIES counters over MINUTES rounds in raw_ingest's layout: series ``i`` in dc ``i % DCS``
-    is ``i + minute * (i % 7)``."""
-    index = np.arange(SERIES)
-    keys = np.array([f"app.requests{{dc=dc{i % DCS},host=h{i}}}" for i in range(SERIES)], dtype=object)
-    for minute in range(MINUTES):
-        ts_ms = START_MS + minute * 60_000
-        table = pa.table(
-            {
-                "series": keys,
-                "type": pa.array(np.zeros(SERIES, dtype=np.int8)),
-                "value": (index + minute * (index % 7)).astype(np.float64),
-                "string_value": pa.nulls(SERIES, pa.string()),
-                "ts": pa.array(np.full(SERIES, ts_ms * 1000, dtype=np.int64), pa.timestamp("us", tz="UTC")),
-                "sample_ts_ms": np.full(SERIES, ts_ms, dtype=np.int64),
-                "context": np.full(SERIES, "app", dtype=object),
-            }
-        )
-        hour = (root / "date=2023-11-14" / f"hour={ts_ms // 3_600_000 % 24}").resolve()
-        hour.mkdir(parents=True, exist_ok=True)
-        pq.write_table(table, hour / f"part-{minute}.zstd.parquet", compression="zstd")
-
-
 def test_analyze_of_100k_series_answers_where_collecting_them_fails(
     spark_cluster: SparkCluster, tmp_path: Path
 ) -> None:
-    _write_history(tmp_path / "history")
+    write_counters(tmp_path / "history", SERIES, MINUTES, START_MS, DCS)
     query = 'fetch("app.requests") | map(delta, 2m) | reduce(sum, by=[dc])'
     end_ms = START_MS + MINUTES * 60_000
     command = [sys.executable, "-c", CAPPED, spark_cluster.master_url, f"file://{tmp_path / 'history'}"]
