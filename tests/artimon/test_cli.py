@@ -19,6 +19,7 @@ import pytest
 
 from artimon.cli import COMMANDS
 from bookkeeper import Bookkeeper
+from bookkeeper.process import DirectoryLock
 
 ARTIMON = [sys.executable, "-m", "artimon"]
 FREE_PORTS = ["--api-port", "0", "--zk-port", "0", "--thrift-port", "0"]  # artimon up beside other tests
@@ -126,10 +127,11 @@ def test_up_rebuilds_an_empty_vhms_from_the_parquet_history(tmp_path) -> None:
     assert "backfill" not in first.stdout  # nothing to rebuild from yet
     history = pd.read_parquet(tmp_path / "history" / "parquet")
     shutil.rmtree(tmp_path / "vhms")  # the store's disk lost
-    # no demo apps now: whatever VHMS holds comes from the history
+    # no demo apps now: whatever VHMS holds comes from the history, rebuilt by Spark on a
+    # standalone master and worker of the stack's own
     with open(tmp_path / "up.log", "w") as log:  # Spark's chatter: a pipe nobody reads would fill
         process = subprocess.Popen(
-            [*ARTIMON, "up", "--interval", "1", "--data-dir", str(tmp_path), *FREE_PORTS],
+            [*ARTIMON, "up", "--cluster", "--interval", "1", "--data-dir", str(tmp_path), *FREE_PORTS],
             stdout=subprocess.PIPE,
             stderr=log,
             text=True,
@@ -157,6 +159,7 @@ def test_up_rebuilds_an_empty_vhms_from_the_parquet_history(tmp_path) -> None:
         series = history["series"].nunique()
         assert backfill.split()[2] == str(len(history))  # every sample: all within the window
         assert f", {series} series now" in backfill, (backfill, series)
+        assert " on spark://127.0.0.1:" in next_line("[ready] spark")
         held = int(next_line("round ").split(" series in VHMS")[0].rsplit(" ", 1)[1])
         assert held >= series
     finally:
@@ -170,6 +173,8 @@ def test_up_rebuilds_an_empty_vhms_from_the_parquet_history(tmp_path) -> None:
             assert process.stdout is not None
             process.stdout.close()
     assert process.returncode == 0, (tmp_path / "up.log").read_text()[-3000:]
+    with DirectoryLock(tmp_path / "spark", "the test"):  # its master and worker have exited
+        pass
 
 
 @pytest.mark.slow
