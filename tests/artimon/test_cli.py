@@ -75,6 +75,12 @@ def test_help_lists_every_command() -> None:
         assert name in result.stdout
 
 
+def test_spark_refuses_a_setting_that_is_not_key_value() -> None:
+    result = _run("spark", "--master", "spark://127.0.0.1:7077", "--conf", "spark.executor.memory", "analyze")
+    assert result.returncode == 2
+    assert "--conf: 'spark.executor.memory' is not KEY=VALUE" in result.stderr
+
+
 @pytest.mark.slow
 def test_up_demo_runs_the_pipeline_into_vhms(tmp_path) -> None:
     env = {k: v for k, v in os.environ.items() if k != "ARTIMON_ZK"}
