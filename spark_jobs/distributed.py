@@ -9,7 +9,7 @@ language does to a series in such a chain depends on that series alone, so:
    series kept (``mapInArrow``: the selector decided once per series and task);
 2. they are grouped by a hash of their series into groups of about
    :data:`CELLS_PER_GROUP` bucket cells, each series whole in one group
-   (``applyInPandas``), where the query language's own evaluator runs the chain's
+   (``applyInArrow``), where the query language's own evaluator runs the chain's
    per-series part over the group's samples (:class:`~spark_jobs.history.FrameSource`):
    the code the query API runs, vectorized over the group's series;
 3. each group answers a row per series (its key: the per-series steps keep a series' name
@@ -47,7 +47,7 @@ from pyspark.sql import functions as F
 
 from bookkeeper.wire import parse_series_shared
 from query_dsl import Call, Duration, Evaluator, Limits, Matrix, Node, QueryTypeError, Word
-from spark_jobs.history import FrameSource, ParquetSource, aligned, matching_series
+from spark_jobs.history import FrameSource, ParquetSource, last_in_buckets, matching_series
 from vhms import FetchResult
 
 __all__ = ["AGGREGATES", "CELLS_PER_GROUP", "GROUP_ROWS", "Chain", "Distributor", "chain_of"]
@@ -173,15 +173,15 @@ class _GroupTask:
     step_s: int
     limits: Limits
 
-    def function(self) -> Callable[[pd.DataFrame], pd.DataFrame]:
+    def function(self) -> Callable[[pa.Table], pa.Table]:
         """:meth:`run` as a plain function (Spark counts a method's ``self`` as the group key)."""
 
-        def run(samples: pd.DataFrame) -> pd.DataFrame:
+        def run(samples: pa.Table) -> pa.Table:
             return self.run(samples)
 
         return run
 
-    def run(self, samples: pd.DataFrame) -> pd.DataFrame:
+    def run(self, samples: pa.Table) -> pa.Table:
         source = FrameSource(samples, self.step_s)
         evaluator = Evaluator(
             source,
@@ -195,18 +195,25 @@ class _GroupTask:
             raise QueryTypeError(f"{self.series.name}(...) gives {matrix!r}, not series")
         fetched = source.fetched
         # the steps keep or drop series, in order, never change them: all kept, the same keys
-        keys = np.array(fetched if len(matrix) == len(fetched) else matrix.series_keys(), dtype=object)
+        keys = pa.array(fetched if len(matrix) == len(fetched) else matrix.series_keys(), pa.string())
         rows, columns = np.nonzero(~np.isnan(matrix.values))
-        heads = pd.DataFrame({"head": True, "series": keys, "ts_ms": 0, "value": np.nan})
-        cells = pd.DataFrame(
+        heads = pa.table(
             {
-                "head": False,
-                "series": keys[rows],
+                "head": np.ones(len(keys), dtype=bool),
+                "series": keys,
+                "ts_ms": np.zeros(len(keys), dtype=np.int64),
+                "value": np.full(len(keys), np.nan),
+            }
+        )
+        cells = pa.table(
+            {
+                "head": np.zeros(len(rows), dtype=bool),
+                "series": pc.take(keys, pa.array(rows)),
                 "ts_ms": matrix.timestamps[columns],
                 "value": matrix.values[rows, columns],
             }
         )
-        return pd.concat([heads, cells], ignore_index=True)
+        return pa.concat_tables([heads, cells])
 
 
 def _selected(selector: str) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
@@ -238,7 +245,9 @@ class _Probe:
     def fetch(self, selector: str, start_ms: int, end_ms: int, resolution: str | int = "auto") -> FetchResult:
         step = (self.step_s if resolution == "auto" else int(resolution)) * 1000
         self.asked = (selector, start_ms, end_ms, step)
-        return aligned(pd.DataFrame({"series": [], "ts_ms": [], "value": []}), [], start_ms, end_ms, step)
+        none = np.zeros(0, dtype=np.int64)
+        timestamps, values = last_in_buckets(none, none, none.astype(float), 0, start_ms, end_ms, step)
+        return FetchResult.from_keys([], timestamps, values, step)
 
     def series(self, selector: str) -> list[str]:
         return []
@@ -299,7 +308,7 @@ class Distributor:
             .mapInArrow(_selected(selector), SAMPLE_ROWS)
             .withColumn("group", F.pmod(F.xxhash64("series"), F.lit(groups)))
             .groupBy("group")
-            .applyInPandas(task.function(), GROUP_ROWS)
+            .applyInArrow(task.function(), GROUP_ROWS)
             .persist(StorageLevel.MEMORY_AND_DISK)  # read twice or thrice below: evaluated once
         )
         try:

@@ -11,12 +11,14 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
 from pyspark.sql import functions as F
 
 from bookkeeper.wire import parse_series_shared
 from vhms import FetchResult, Matcher, parse_selector
 
-__all__ = ["FrameSource", "ParquetSource", "aligned", "matching_series"]
+__all__ = ["FrameSource", "ParquetSource", "aligned", "last_in_buckets", "matching_series"]
 
 
 def matching_series(keys: list[str], selector: str) -> list[str]:
@@ -31,22 +33,45 @@ def matching_series(keys: list[str], selector: str) -> list[str]:
     return chosen
 
 
+def last_in_buckets(
+    rows: np.ndarray,
+    ts_ms: np.ndarray,
+    values: np.ndarray,
+    series: int,
+    start_ms: int,
+    end_ms: int,
+    step_ms: int,
+) -> tuple[np.ndarray, np.ndarray]:
+    """The buckets of ``step_ms`` within ``[start_ms, end_ms)`` (their start times) and a
+    ``[series, buckets]`` array holding in each the value of the last sample (by time, NaN
+    values skipped) of its series in it; samples by row (-1: none of the series), time, value."""
+    first, last = -(-start_ms // step_ms), (end_ms - 1) // step_ms
+    buckets = np.arange(first, last + 1, dtype=np.int64)
+    out = np.full((series, len(buckets)), np.nan)
+    columns = ts_ms // step_ms - first
+    kept = (rows >= 0) & (columns >= 0) & (columns < len(buckets)) & ~np.isnan(values)
+    cells = rows[kept] * len(buckets) + columns[kept]
+    order = np.lexsort((ts_ms[kept], cells))  # by cell, then time (stable: ties keep their order)
+    cells, latest = cells[order], values[kept][order]
+    is_last = np.append(cells[1:] != cells[:-1], True) if len(cells) else np.zeros(0, dtype=bool)
+    out.reshape(-1)[cells[is_last]] = latest[is_last]
+    return buckets * step_ms, out
+
+
 def aligned(rows: pd.DataFrame, keys: list[str], start_ms: int, end_ms: int, step_ms: int) -> FetchResult:
     """``keys`` (in that order) on the buckets of ``step_ms`` within ``[start_ms, end_ms)``,
     each holding the value of the last of ``rows`` (``series``, ``ts_ms``, ``value``: numbers
     only) in it; NaN where none."""
-    first, last = -(-start_ms // step_ms), (end_ms - 1) // step_ms
-    buckets = np.arange(first, last + 1, dtype=np.int64)
-    values = np.full((len(keys), len(buckets)), np.nan)
-    if keys and len(buckets) and len(rows):
-        rows = rows.assign(bucket=rows["ts_ms"] // step_ms)
-        latest = rows.sort_values("ts_ms", kind="stable").groupby(["series", "bucket"], sort=False).last()
-        row_of = {key: i for i, key in enumerate(keys)}
-        series_rows = np.array([row_of[s] for s in latest.index.get_level_values(0)])
-        columns = latest.index.get_level_values(1).to_numpy() - first
-        inside = (columns >= 0) & (columns < len(buckets))
-        values[series_rows[inside], columns[inside]] = latest["value"].to_numpy(dtype=float)[inside]
-    return FetchResult.from_keys(keys, buckets * step_ms, values, step_ms)
+    timestamps, values = last_in_buckets(
+        pd.Index(keys, dtype=object).get_indexer(rows["series"]),
+        rows["ts_ms"].to_numpy(dtype=np.int64),
+        rows["value"].to_numpy(dtype=float),
+        len(keys),
+        start_ms,
+        end_ms,
+        step_ms,
+    )
+    return FetchResult.from_keys(keys, timestamps, values, step_ms)
 
 
 class _LabelsFromKeys:
@@ -65,25 +90,43 @@ class _LabelsFromKeys:
 
 
 class FrameSource(_LabelsFromKeys):
-    """The samples of some series as a pandas frame (``series``, ``ts_ms``, ``type``,
+    """The samples of some series as an Arrow table (``series``, ``ts_ms``, ``type``,
     ``value``: STRING samples count as a series without numbers), answering fetches over
-    them alone: each series is wholly in the frame or not at all."""
+    them alone: each series is wholly in the table or not at all. Keys are hashed once per
+    fetch in Arrow (``dictionary_encode``), never as Python strings per sample."""
 
-    def __init__(self, samples: pd.DataFrame, step_s: int = 60) -> None:
+    def __init__(self, samples: pa.Table, step_s: int = 60) -> None:
         self.samples = samples
         self.step_s = step_s
         self.fetched: list[str] = []  # the keys the last fetch answered, in its order
 
     def fetch(self, selector: str, start_ms: int, end_ms: int, resolution: str | int = "auto") -> FetchResult:
         step = (self.step_s if resolution == "auto" else int(resolution)) * 1000
-        inside = self.samples[(self.samples["ts_ms"] >= start_ms) & (self.samples["ts_ms"] < end_ms)]
-        keys = matching_series(sorted(inside["series"].unique().tolist()), selector)
-        numbers = inside[inside["type"] != 3]
+        ts_ms = self.samples.column("ts_ms").to_numpy()
+        inside = self.samples.filter(pa.array((ts_ms >= start_ms) & (ts_ms < end_ms)))
+        encoded = pc.dictionary_encode(inside.column("series")).combine_chunks()
+        names = encoded.dictionary.to_pylist()
+        keys = matching_series(sorted(names), selector)
+        row_of_name = (
+            pd.Index(keys, dtype=object).get_indexer(names) if names else np.zeros(0, dtype=np.int64)
+        )
+        rows = row_of_name[encoded.indices.to_numpy(zero_copy_only=False)]
+        numbers = pc.not_equal(inside.column("type"), 3).to_numpy(zero_copy_only=False)
+        values = pc.fill_null(inside.column("value"), np.nan).to_numpy()
+        timestamps, out = last_in_buckets(
+            np.where(numbers, rows, -1),
+            inside.column("ts_ms").to_numpy(),
+            values,
+            len(keys),
+            start_ms,
+            end_ms,
+            step,
+        )
         self.fetched = keys
-        return aligned(numbers[numbers["series"].isin(keys)], keys, start_ms, end_ms, step)
+        return FetchResult.from_keys(keys, timestamps, out, step)
 
     def series(self, selector: str) -> list[str]:
-        return matching_series(sorted(self.samples["series"].unique().tolist()), selector)
+        return matching_series(sorted(pc.unique(self.samples.column("series")).to_pylist()), selector)
 
     def strings(self, selector: str) -> dict[str, tuple[int, str]]:
         """Nothing: the texts of STRING series are not part of a query's value."""
