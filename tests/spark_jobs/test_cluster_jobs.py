@@ -4,6 +4,7 @@ the local one): ``analyze`` over 100K series with a driver too small to collect 
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import subprocess
 import sys
@@ -29,10 +30,12 @@ DCS = 4
 START_MS = 1_700_000_040_000 // 60_000 * 60_000
 
 # Run in a process of its own with a capped driver: the old path (the selected series
-# collected to the driver through ParquetSource) must fail, analyze must answer.
+# collected to the driver through ParquetSource) must fail, analyze must answer; the
+# driver of a spark:// master on loopback listens on loopback only.
 CAPPED = textwrap.dedent(
     """
-    import json, sys
+    import ipaddress, json, os, sys
+    from bookkeeper.testing import listening
     from query_dsl import Evaluator, Limits
     from spark_jobs import analyze, spark_session
     from spark_jobs.history import ParquetSource
@@ -48,7 +51,8 @@ CAPPED = textwrap.dedent(
     except Exception as exc:
         collected = str(exc)
     result = analyze.analyze(spark, path, query, start, end)
-    print(json.dumps({"collected": collected, "keys": result.series_keys(),
+    driver = [x.host for x in listening(os.getpid())]  # the driver's JVM is a child of this process
+    print(json.dumps({"collected": collected, "keys": result.series_keys(), "driver": driver,
                       "timestamps": result.timestamps.tolist(), "values": result.values.tolist()}))
     spark.stop()
     """
@@ -67,6 +71,7 @@ def test_analyze_of_100k_series_answers_where_collecting_them_fails(
     assert done.returncode == 0, done.stderr[-3000:]
     answer = json.loads(done.stdout.strip().splitlines()[-1])
     assert "spark.driver.maxResultSize" in answer["collected"], answer["collected"][:500]
+    assert answer["driver"] and all(ipaddress.ip_address(host).is_loopback for host in answer["driver"])
     assert answer["keys"] == [f"app.requests{{dc=dc{d}}}" for d in range(DCS)]
     assert answer["timestamps"] == [START_MS + m * 60_000 for m in range(MINUTES)]
     index = np.arange(SERIES)
