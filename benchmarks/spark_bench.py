@@ -15,7 +15,14 @@ The time counts the job from its start in a fresh session (Python workers, cache
 cold), not the JVM's start; ``--quick`` (one round) is mostly that start. The machine's load
 average before and after is in the row: other work on the two cores slows the job.
 
-Run: python benchmarks/spark_bench.py [--quick] [--only file|hdfs]
+``--only analyze`` (or the default, both): ``analyze`` of a query with a map and a reduce
+over a synthetic hour of 10K and then 100K counters (``spark_jobs.testing``), in one warm
+session (a small run first starts its Python workers), on ``local[2]`` or with ``--cluster``
+on a standalone master and worker of its own: seconds, series per second and how the time
+per series grows from 10K to 100K (target: no worse than linearly, a ratio <= 1.2 allowing
+for noise). Written to results/spark_analyze_bench.json.
+
+Run: python benchmarks/spark_bench.py [--quick] [--only ingest|analyze] [--fs file|hdfs] [--cluster]
 """
 
 from __future__ import annotations
@@ -33,14 +40,18 @@ import numpy as np
 from _report import report
 
 from bookkeeper.batch import SampleBatch
-from bookkeeper.testing import HdfsServer
+from bookkeeper.testing import HdfsServer, SparkCluster
 from bookkeeper.wire.avro import encode_sample_batch
 from bookkeeper.wire.landing import LandingWriter, encode_trailer
-from spark_jobs import raw_ingest
+from spark_jobs import analyze, raw_ingest
 from spark_jobs.session import spark_session
+from spark_jobs.testing import write_counters
 
 VARIABLES = 1500
 ROUND = 1_700_000_000_000
+ANALYZE_QUERY = 'fetch("app.requests") | map(rate, 5m) | reduce(sum, by=[dc])'
+ANALYZE_SERIES = (10_000, 100_000)
+ANALYZE_MINUTES = 60
 
 
 def progress(message: str) -> None:
@@ -139,23 +150,18 @@ def ingest(
     }
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--quick", action="store_true", help="1.5M samples")
-    parser.add_argument("--samples", type=int, default=None)
-    parser.add_argument("--only", choices=["file", "hdfs"], default=None, help="one file system only")
-    args = parser.parse_args()
+def bench_ingest(samples_wanted: int, only_fs: str | None) -> None:
     work = Path(tempfile.mkdtemp(prefix="spark-bench-"))
     hdfs: HdfsServer | None = None
     try:
         landing = work / "landing"
         landing.mkdir()
-        samples = land(landing, args.samples or (1_500_000 if args.quick else 15_000_000))
+        samples = land(landing, samples_wanted)
         landing_bytes = sum(p.stat().st_size for p in landing.glob("*.avro"))
         rows = []
-        if args.only != "hdfs":
+        if only_fs != "hdfs":
             rows.append(ingest(f"file://{work}/history", landing, samples, landing_bytes, None))
-        if args.only != "file":
+        if only_fs != "file":
             hdfs = HdfsServer(work / "hdfs").start()
             progress(f"HDFS ready at {hdfs.uri} in {hdfs.started_in_s:.1f} s")
             rows.append(ingest(f"{hdfs.uri}/artimon/history", landing, samples, landing_bytes, hdfs.conf_dir))
@@ -167,6 +173,63 @@ def main() -> None:
         if hdfs is not None:
             hdfs.stop()
         shutil.rmtree(work, ignore_errors=True)
+
+
+def bench_analyze(on_cluster: bool) -> None:
+    """analyze at each of ANALYZE_SERIES in one warm session, side by side."""
+    work = Path(tempfile.mkdtemp(prefix="spark-analyze-bench-"))
+    cluster = SparkCluster(work / "cluster") if on_cluster else None
+    try:
+        master = cluster.start().master_url if cluster else "local[2]"
+        spark = spark_session(master, "artimon-analyze-bench", conf={"spark.executor.memory": "1g"})
+        end_ms = ROUND + ANALYZE_MINUTES * 60_000
+        write_counters(work / "warm", 1000, 10, ROUND)
+        analyze.analyze(spark, f"file://{work / 'warm'}", ANALYZE_QUERY, ROUND, ROUND + 600_000)
+        rows = []
+        for series in ANALYZE_SERIES:
+            history = work / f"history-{series}"
+            write_counters(history, series, ANALYZE_MINUTES, ROUND)
+            progress(f"analyze over {series:,} series")
+            load_before = os.getloadavg()[0]
+            started = time.perf_counter()
+            result = analyze.analyze(spark, f"file://{history}", ANALYZE_QUERY, ROUND, end_ms)
+            seconds = time.perf_counter() - started
+            assert not isinstance(result, float) and len(result) == 4  # one series per dc
+            rows.append(
+                {
+                    "case": f"analyze, {master}, {series:,} series x {ANALYZE_MINUTES} minutes",
+                    "seconds": seconds,
+                    "series/s": series / seconds,
+                    "samples/s": series * ANALYZE_MINUTES / seconds,
+                    "load_before": load_before,
+                    "load_after": os.getloadavg()[0],
+                }
+            )
+        spark.stop()
+        per_series = [row["seconds"] / series for row, series in zip(rows, ANALYZE_SERIES, strict=True)]
+        for row, cost in zip(rows, per_series, strict=True):
+            row["time/series vs 10K"] = cost / per_series[0]
+        rows[-1]["target"] = "<= 1.2 (linear)"
+        rows[-1]["met"] = per_series[-1] / per_series[0] <= 1.2
+        report("spark_analyze_bench", rows, list(rows[-1]))
+    finally:
+        if cluster is not None:
+            cluster.stop()
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--quick", action="store_true", help="1.5M samples")
+    parser.add_argument("--samples", type=int, default=None)
+    parser.add_argument("--only", choices=["ingest", "analyze"], default=None)
+    parser.add_argument("--fs", choices=["file", "hdfs"], default=None, help="ingest into one only")
+    parser.add_argument("--cluster", action="store_true", help="analyze on a standalone master and worker")
+    args = parser.parse_args()
+    if args.only != "analyze":
+        bench_ingest(args.samples or (1_500_000 if args.quick else 15_000_000), args.fs)
+    if args.only != "ingest":
+        bench_analyze(args.cluster)
 
 
 if __name__ == "__main__":

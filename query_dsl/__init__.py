@@ -26,23 +26,26 @@ from query_dsl.exceptions import (
 from query_dsl.filters import filter_selector, top, where_last
 from query_dsl.mappers import apply_mapper
 from query_dsl.matrix import Matrix
-from query_dsl.parser import parse
+from query_dsl.parser import Call, Duration, Node, Word, parse
 from query_dsl.reduce import reduce_matrix
 from query_dsl.sources import DataSource, ShardedSource, StoreSource
 
 __all__ = [
     "EXAMPLES",
     "AlertRuleError",
+    "Call",
     "Client",
     "Dashboard",
     "DashboardDirectory",
     "DashboardError",
     "DashboardNotFoundError",
     "DataSource",
+    "Duration",
     "Evaluator",
     "Limits",
     "MatchingError",
     "Matrix",
+    "Node",
     "NotifyError",
     "QueryError",
     "QueryLimitError",
@@ -50,6 +53,7 @@ __all__ = [
     "QueryTypeError",
     "ShardedSource",
     "StoreSource",
+    "Word",
     "apply_mapper",
     "apply_op",
     "bucketize",

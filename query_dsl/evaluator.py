@@ -111,7 +111,10 @@ def _count(value: Any, what: str) -> int:
 
 class Evaluator:
     """Evaluates queries over ``source``; ``start_ms``/``end_ms`` are the default range of a
-    ``fetch`` that names none (else the last hour up to ``now_ms``)."""
+    ``fetch`` that names none (else the last hour up to ``now_ms``). ``delegate``, when
+    given, is offered each node of the tree before the evaluator walks it and may answer it
+    itself (its value), or return None to let the evaluator do it: how ``spark_jobs``'
+    ``analyze`` runs a fetch, its per-series steps and their reduce on Spark's executors."""
 
     def __init__(
         self,
@@ -121,8 +124,10 @@ class Evaluator:
         start_ms: int | None = None,
         end_ms: int | None = None,
         limits: Limits | None = None,
+        delegate: Callable[[Node], Value | None] | None = None,
     ) -> None:
         self.source = source
+        self.delegate = delegate
         self.now_ms = now_ms if now_ms is not None else int(time.time() * 1000)
         self.end_ms = end_ms if end_ms is not None else self.now_ms
         self.start_ms = start_ms if start_ms is not None else self.end_ms - 3_600_000
@@ -173,6 +178,8 @@ class Evaluator:
 
     def _eval(self, node: Node) -> Any:
         self._check_time()
+        if self.delegate is not None and (answer := self.delegate(node)) is not None:
+            return answer
         if isinstance(node, float | str | Duration | Word):
             return node
         if isinstance(node, list):

@@ -1,16 +1,21 @@
 """``analyze``: a query of the language over the Parquet history, written to Parquet or CSV
 (where Artimon's users ran Pig scripts). The same frameworks as the query API: select by
-name and labels over a time range, map (delta, rate...), reduce by labels, apply."""
+name and labels over a time range, map (delta, rate...), reduce by labels, apply. Each
+fetch, its per-series steps and their reduce run on the executors and only their answer
+comes to the driver (``distributed.py``), so a query reads months of every series with a
+driver of the usual size."""
 
 from __future__ import annotations
 
 import argparse
+import time
 from datetime import datetime
 from typing import Any
 
 import pandas as pd
 
 from query_dsl import Evaluator, Limits, Matrix
+from spark_jobs.distributed import Distributor
 from spark_jobs.history import ParquetSource
 
 __all__ = ["analyze", "configure", "run_query"]
@@ -33,11 +38,16 @@ def configure(parser: argparse.ArgumentParser) -> None:
 def analyze(
     spark: Any, path: str, query: str, start_ms: int, end_ms: int, step_s: int = 60
 ) -> Matrix | float:
+    source = ParquetSource(spark, path, step_s)
+    now_ms = int(time.time() * 1000)
+    limits = Limits(max_series=10_000_000, max_points=2_000_000_000, timeout_s=3600)
     evaluator = Evaluator(
-        ParquetSource(spark, path, step_s),
+        source,
+        now_ms=now_ms,
         start_ms=start_ms,
         end_ms=end_ms,
-        limits=Limits(max_series=10_000_000, max_points=2_000_000_000, timeout_s=3600),
+        limits=limits,
+        delegate=Distributor(source, now_ms=now_ms, start_ms=start_ms, end_ms=end_ms, limits=limits),
     )
     return evaluator.evaluate(query)
 

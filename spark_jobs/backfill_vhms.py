@@ -47,7 +47,7 @@ def backfill(
 
     rows = (
         ParquetSource(spark, path)
-        ._samples(start_ms, end_ms)
+        .samples(start_ms, end_ms)
         .select("series", "type", "value", "string_value", F.unix_millis("ts").alias("ts_ms"))
         .toLocalIterator()
     )

@@ -10,6 +10,7 @@ Spark draws no progress bars."""
 
 from __future__ import annotations
 
+import ipaddress
 import os
 import subprocess
 import sys
@@ -17,6 +18,17 @@ from pathlib import Path
 from typing import Any
 
 __all__ = ["spark_session"]
+
+
+def _on_loopback(master: str) -> bool:
+    """Whether every executor of ``master`` runs on this machine."""
+    if master.startswith("local"):
+        return True
+    host = master.removeprefix("spark://").rpartition(":")[0]
+    try:
+        return host == "localhost" or ipaddress.ip_address(host).is_loopback
+    except ValueError:  # a host name or several masters: not known to be loopback
+        return False
 
 
 def _settings(master: str, app: str, conf: dict[str, str] | None) -> dict[str, str]:
@@ -37,7 +49,12 @@ def _settings(master: str, app: str, conf: dict[str, str] | None) -> dict[str, s
         "spark.driver.memory": os.environ.get("ARTIMON_SPARK_DRIVER_MEMORY", "4g"),
         **(
             {"spark.driver.bindAddress": "127.0.0.1", "spark.driver.host": "127.0.0.1"}
-            if master.startswith("local")
+            if _on_loopback(master)
+            else {}
+        ),
+        **(
+            {"spark.executorEnv.PYTHONPATH": os.environ["PYTHONPATH"]}
+            if "PYTHONPATH" in os.environ and not master.startswith("local")
             else {}
         ),
         **(conf or {}),

@@ -4,6 +4,8 @@ is in the Parquet history before the process exits. ``before_ingest`` runs first
 same session (``up``'s rebuild of an empty VHMS from the history); its failure is logged and
 the job starts all the same. The history lives under ``<data>/history`` (``file://``), or
 under ``root`` when given (``hdfs://127.0.0.1:<port>/artimon/history`` with ``up --hdfs``).
+With a ``cluster`` (``artimon up --cluster``) the thread starts its standalone master and
+worker first and the jobs run on them; ``stop`` stops them last.
 
 States: NEW --start()--> STARTING --(session and query up)--> RUNNING --stop()--> STOPPED;
 a failure while starting is kept and reported by ``stop``, the rest of the stack runs on.
@@ -18,6 +20,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from bookkeeper.testing import SparkCluster
+
 log = logging.getLogger(__name__)
 
 
@@ -30,6 +34,7 @@ class HistoryJob:
         on_ready: Callable[[str], None],
         before_ingest: Callable[[Any], None] | None = None,
         root: str | None = None,
+        cluster: SparkCluster | None = None,
     ) -> None:
         self.landing = data / "landing"
         # URIs, never bare paths: a HADOOP_CONF_DIR in the environment would send those to its HDFS
@@ -39,6 +44,7 @@ class HistoryJob:
         self.log_file = data / "logs" / "spark.log"
         self.on_ready = on_ready
         self.before_ingest = before_ingest
+        self.cluster = cluster
         self.error: BaseException | None = None
         self._spark: Any = None
         self._query: Any = None
@@ -56,7 +62,10 @@ class HistoryJob:
                 spark_session,
             )
 
-            self._spark = spark_session("local[2]", "artimon-up-raw_ingest", log_file=self.log_file)
+            master = "local[2]"
+            if self.cluster is not None:
+                master = self.cluster.start().master_url
+            self._spark = spark_session(master, "artimon-up-raw_ingest", log_file=self.log_file)
             if self.before_ingest is not None:
                 try:
                     self.before_ingest(self._spark)
@@ -77,7 +86,8 @@ class HistoryJob:
             self.error = exc
             log.exception("spark raw_ingest did not start")
             return
-        self.on_ready(f"{self.landing} -> {self.output} every {self.interval} (its log: {self.log_file})")
+        on = f" on {self.cluster.master_url} (web UI {self.cluster.web_url})" if self.cluster else ""
+        self.on_ready(f"{self.landing} -> {self.output} every {self.interval}{on} (its log: {self.log_file})")
 
     def stop(self, timeout: float = 180.0) -> str:
         """Wait for the start (up to ``timeout``), process what has landed, stop; a line to print."""
@@ -96,3 +106,5 @@ class HistoryJob:
         finally:
             if self._spark is not None:
                 self._spark.stop()
+            if self.cluster is not None:
+                self.cluster.stop()

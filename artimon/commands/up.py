@@ -5,7 +5,8 @@ Started in dependency order, each printing a ``[ready]`` line: ZooKeeper on 127.
 it; with --demo its finest ring is the poll interval), the demo applications (--demo),
 the HTTP query API with the dashboard page (saved dashboards in <data-dir>/dashboards),
 the alerting rules of <data-dir>/alerts.yaml (the demo's with --demo), Spark's raw_ingest
-turning the landing files into Parquet history (and, when VHMS starts empty while that
+(in ``local[2]``, or with --cluster on a standalone master and worker of its own) turning
+the landing files into Parquet history (and, when VHMS starts empty while that
 history exists, sending the store's retention window of it back into VHMS first), and one
 agent from <data-dir>/agent.properties (written at the first start, re-read on change: edit it and
 the agent reloads): its artimon source polls every registered bookkeeper (the agent's own
@@ -30,7 +31,8 @@ stays in <data-dir>/history (``file://``), which needs no download.
 --data-dir serves one ``artimon up`` at a time (``in_use.lock``): a second one on it exits
 with status 1, naming the PID of the first. Nothing it starts outlives it, even after a
 ``kill -9``: ZooKeeper's JVM dies with it (``bookkeeper.process.spawn``), and Spark's JVM
-exits when its standard input, a pipe from this process, closes (pyspark's launcher).
+exits when its standard input, a pipe from this process, closes (pyspark's launcher); with
+--cluster the master and worker die with it too, and their executors with the worker.
 """
 
 from __future__ import annotations
@@ -53,7 +55,7 @@ from artimon.commands.alerts import report as report_alerts
 from artimon.commands.vhms import add_wal_arguments, wal_options
 from bookkeeper import DirectoryInUseError
 from bookkeeper.process import DirectoryLock
-from bookkeeper.testing import DemoApps, HdfsServer, ZooKeeperServer, free_port
+from bookkeeper.testing import DemoApps, HdfsServer, SparkCluster, ZooKeeperServer, free_port
 from bookkeeper.wire import BackgroundServer
 from collector_agent import Agent, ConfigWatcher, MonitorServer, SelfReporter
 from query_dsl import EXAMPLES, StoreSource, create_app
@@ -148,6 +150,11 @@ def configure(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--hdfs-port", type=int, default=0, help="the NameNode's port with --hdfs (0: any free)"
+    )
+    parser.add_argument(
+        "--cluster",
+        action="store_true",
+        help="run Spark's jobs on a standalone master and worker of their own (under <data-dir>/spark)",
     )
     add_wal_arguments(parser)
 
@@ -301,6 +308,7 @@ def _run(args: argparse.Namespace, data: Path) -> int:
                 interval="10 seconds" if args.demo else "5 minutes",
                 on_ready=lambda where: print(f"[ready] spark      raw_ingest {where}", flush=True),
                 root=f"{hdfs.uri}/artimon/history" if hdfs else None,
+                cluster=SparkCluster(data / "spark") if args.cluster else None,
             )
             if vhms.store.series == 0:
                 history.before_ingest = _backfill(vhms, history.output)

@@ -6,7 +6,7 @@ names the holder's PID), and syncing a file or a directory to disk (:func:`fsync
 from __future__ import annotations
 
 from bookkeeper.exceptions import DirectoryInUseError
-from bookkeeper.process.children import die_with_parent_command, spawn
+from bookkeeper.process.children import die_with_parent_command, spawn, terminate
 from bookkeeper.process.dirlock import LOCK_FILE, DirectoryLock
 from bookkeeper.process.files import fsync_path
 
@@ -17,4 +17,5 @@ __all__ = [
     "die_with_parent_command",
     "fsync_path",
     "spawn",
+    "terminate",
 ]

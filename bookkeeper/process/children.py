@@ -16,10 +16,12 @@ Elsewhere than Linux, ``spawn`` is plain ``Popen``.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import queue
 import shutil
+import signal
 import subprocess
 import sys
 import threading
@@ -28,7 +30,7 @@ from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
 
-__all__ = ["die_with_parent_command", "spawn"]
+__all__ = ["die_with_parent_command", "spawn", "terminate"]
 
 _WRAPPER = Path(__file__).with_name("_die_with_parent.py")
 
@@ -85,3 +87,15 @@ def spawn(command: Sequence[str], **popen_kwargs: Any) -> subprocess.Popen[Any]:
     wrapped = die_with_parent_command(command, popen_kwargs.get("env"))
     process: subprocess.Popen[Any] = _on_spawner(lambda: subprocess.Popen(wrapped, **popen_kwargs))
     return process
+
+
+def terminate(process: subprocess.Popen[Any], grace: float) -> None:
+    """End ``process`` by its PID: SIGTERM, then SIGKILL after ``grace`` seconds; reaped."""
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(process.pid, signal.SIGTERM)
+    try:
+        process.wait(timeout=grace)
+    except subprocess.TimeoutExpired:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(process.pid, signal.SIGKILL)
+        process.wait()

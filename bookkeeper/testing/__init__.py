@@ -1,9 +1,10 @@
 """Harnesses as code: a real ZooKeeper server, test applications in their own processes, the
 demo applications of ``artimon up --demo``, what a process listens on (``listening``) and
 process trees (``descendants``, ``running``), a real Prometheus server (``PrometheusServer``,
-``create_blocks``) and Alertmanager (``AlertmanagerServer``), Apache's server jars resolved
-once with Maven (``resolve_jars``) and a real single-node HDFS from them (``HdfsServer``).
-Tests, benchmarks and users share them."""
+``create_blocks``) and Alertmanager (``AlertmanagerServer``), a Spark standalone master and
+worker (``SparkCluster``), Apache's server jars resolved once with Maven (``resolve_jars``)
+and a real single-node HDFS from them (``HdfsServer``). Tests, benchmarks and users share
+them."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from bookkeeper.testing.jars import JarResolutionError, jar_cache, resolve_jars
 from bookkeeper.testing.processes import descendants, running
 from bookkeeper.testing.promserver import PrometheusServer, create_blocks
 from bookkeeper.testing.sockets import Listener, listening
+from bookkeeper.testing.spark_cluster import SparkCluster
 from bookkeeper.testing.zkserver import ZooKeeperServer, four_letter_word, free_port, pyspark_jars
 
 __all__ = [
@@ -26,6 +28,7 @@ __all__ = [
     "JarResolutionError",
     "Listener",
     "PrometheusServer",
+    "SparkCluster",
     "ZooKeeperServer",
     "create_blocks",
     "descendants",

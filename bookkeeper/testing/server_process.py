@@ -8,14 +8,13 @@ Lifecycle: NEW --start()--> RUNNING --stop()--> STOPPED --start()--> RUNNING
 
 from __future__ import annotations
 
-import contextlib
 import os
-import signal
 import subprocess
 from pathlib import Path
 from types import TracebackType
 from typing import Self
 
+from bookkeeper.process.children import terminate
 from bookkeeper.process.dirlock import DirectoryLock
 
 __all__ = ["ServerProcess"]
@@ -70,14 +69,7 @@ class ServerProcess:
             self._lock.release()
 
     def _terminate(self, process: subprocess.Popen[bytes], grace: float) -> None:
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(process.pid, signal.SIGTERM)
-        try:
-            process.wait(timeout=grace)
-        except subprocess.TimeoutExpired:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(process.pid, signal.SIGKILL)
-            process.wait()
+        terminate(process, grace)
         self._stopped()
 
     def __enter__(self) -> Self:

@@ -19,6 +19,7 @@ import pytest
 
 from artimon.cli import COMMANDS
 from bookkeeper import Bookkeeper
+from bookkeeper.process import DirectoryLock
 
 ARTIMON = [sys.executable, "-m", "artimon"]
 FREE_PORTS = ["--api-port", "0", "--zk-port", "0", "--thrift-port", "0"]  # artimon up beside other tests
@@ -74,6 +75,12 @@ def test_help_lists_every_command() -> None:
         assert name in result.stdout
 
 
+def test_spark_refuses_a_setting_that_is_not_key_value() -> None:
+    result = _run("spark", "--master", "spark://127.0.0.1:7077", "--conf", "spark.executor.memory", "analyze")
+    assert result.returncode == 2
+    assert "--conf: 'spark.executor.memory' is not KEY=VALUE" in result.stderr
+
+
 @pytest.mark.slow
 def test_up_demo_runs_the_pipeline_into_vhms(tmp_path) -> None:
     env = {k: v for k, v in os.environ.items() if k != "ARTIMON_ZK"}
@@ -126,10 +133,11 @@ def test_up_rebuilds_an_empty_vhms_from_the_parquet_history(tmp_path) -> None:
     assert "backfill" not in first.stdout  # nothing to rebuild from yet
     history = pd.read_parquet(tmp_path / "history" / "parquet")
     shutil.rmtree(tmp_path / "vhms")  # the store's disk lost
-    # no demo apps now: whatever VHMS holds comes from the history
+    # no demo apps now: whatever VHMS holds comes from the history, rebuilt by Spark on a
+    # standalone master and worker of the stack's own
     with open(tmp_path / "up.log", "w") as log:  # Spark's chatter: a pipe nobody reads would fill
         process = subprocess.Popen(
-            [*ARTIMON, "up", "--interval", "1", "--data-dir", str(tmp_path), *FREE_PORTS],
+            [*ARTIMON, "up", "--cluster", "--interval", "1", "--data-dir", str(tmp_path), *FREE_PORTS],
             stdout=subprocess.PIPE,
             stderr=log,
             text=True,
@@ -158,6 +166,7 @@ def test_up_rebuilds_an_empty_vhms_from_the_parquet_history(tmp_path) -> None:
         assert backfill.split()[2] == str(len(history))  # every sample: all within the window
         now = int(backfill.rsplit(", ", 1)[1].split()[0])
         assert now >= series, (backfill, series)  # and the stack's own /metrics, scraped meanwhile
+        assert " on spark://127.0.0.1:" in next_line("[ready] spark")
         held = int(next_line("round ").split(" series in VHMS")[0].rsplit(" ", 1)[1])
         assert held >= series
     finally:
@@ -171,6 +180,8 @@ def test_up_rebuilds_an_empty_vhms_from_the_parquet_history(tmp_path) -> None:
             assert process.stdout is not None
             process.stdout.close()
     assert process.returncode == 0, (tmp_path / "up.log").read_text()[-3000:]
+    with DirectoryLock(tmp_path / "spark", "the test"):  # its master and worker have exited
+        pass
 
 
 @pytest.mark.slow

@@ -1,7 +1,10 @@
 """The Spark jobs' tests write their history where production does: on a real HDFS (one
 NameNode and one DataNode per test session, from Hadoop's own jars), each test under a root
 of its own (``hdfs_history.py``). ``ARTIMON_TEST_HISTORY=file`` puts it under the test's
-``tmp_path`` instead."""
+``tmp_path`` instead. One Spark standalone master and worker per test session (about 6 s to
+start) is shared by the cluster tests: jobs run on it from their own processes (``artimon
+spark --master``), since this process's SparkSession is the local one of the ``spark``
+fixture."""
 
 from __future__ import annotations
 
@@ -12,7 +15,7 @@ from typing import Any
 import pytest
 from hdfs_history import History, new_history, use_client_conf
 
-from bookkeeper.testing import HdfsServer
+from bookkeeper.testing import HdfsServer, SparkCluster
 
 
 @pytest.fixture(scope="session")
@@ -30,3 +33,13 @@ def hdfs(tmp_path_factory: pytest.TempPathFactory, spark: Any) -> Iterator[HdfsS
 @pytest.fixture
 def history_root(request: pytest.FixtureRequest, tmp_path: Path) -> History:
     return new_history(request, tmp_path)
+
+
+@pytest.fixture(scope="session")
+def spark_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkCluster]:
+    cluster = SparkCluster(tmp_path_factory.mktemp("spark-cluster"), worker_cores=2, worker_memory="2g")
+    cluster.start()
+    try:
+        yield cluster
+    finally:
+        cluster.stop()

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import argparse
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -12,6 +14,7 @@ import pytest
 from hdfs_history import new_history
 
 from bookkeeper import Bookkeeper
+from bookkeeper.testing import SparkCluster
 from bookkeeper.wire.avro import decode_sample_batch, encode_sample_batch
 from bookkeeper.wire.landing import LandingWriter, encode_trailer
 from query_dsl import Evaluator, Matrix, StoreSource
@@ -65,6 +68,13 @@ QUERIES = [
     'fetch("load") | reduce(mean, by=[host])',
     'fetch("hits{page=cart}") - ignoring(page) fetch("hits{page=home}")',
     'fetch("hits") | map(delta, 4m) | reduce(max) | bucketize(4m, max)',
+    'fetch("hits") | reduce(percentile, 90, without=[host])',
+    'fetch("~.*") | reduce(count, by=[host])',
+    'fetch("hits") | map(fill_previous) | filter("hits{host~h[12]}") | reduce(median, by=[host])',
+    'fetch("load") | where_last(">", 0.3) | reduce(stddev)',
+    'fetch("hits") | bucketize(3m, last) | reduce(first, by=[page])',
+    'fetch("hits") | reduce(last, by=[page]) - fetch("hits") | reduce(mean, by=[page])',
+    'fetch("~.*")',
 ]
 
 
@@ -131,3 +141,36 @@ def test_a_backfill_puts_each_series_on_the_shard_the_ring_names_and_answers_as_
     finally:
         for service in shards.values():
             service.stop()
+
+
+def test_analyze_on_a_cluster_agrees_with_the_query_language(
+    spark_cluster: SparkCluster, history: tuple[str, Store], tmp_path: Path
+) -> None:
+    """``artimon spark --master spark://...`` analyze: executors in their own JVM and Python
+    workers, the answer written by the command."""
+    path, store = history
+    query = 'fetch("hits") | map(rate, 3m) | reduce(sum, by=[page])'
+    start, end = ROUND, ROUND + MINUTES * 60_000
+    command = [sys.executable, "-m", "artimon", "spark", "--master", spark_cluster.master_url]
+    command += ["--conf", "spark.executor.memory=512m", "analyze", "--input", path, "--query", query]
+    command += [
+        "--start",
+        str(start),
+        "--end",
+        str(end),
+        "--output",
+        str(tmp_path / "out"),
+        "--format",
+        "csv",
+    ]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=240)
+    assert done.returncode == 0, done.stderr[-3000:]
+    frame = pd.concat(pd.read_csv(csv) for csv in (tmp_path / "out").glob("part-*.csv"))
+    on_cluster = frame.pivot(index="series", columns="ts_ms", values="value").sort_index()
+    over_vhms = Evaluator(StoreSource(store), start_ms=start, end_ms=end).evaluate(query)
+    assert isinstance(over_vhms, Matrix)
+    order = np.argsort(over_vhms.series_keys())
+    assert on_cluster.index.tolist() == sorted(over_vhms.series_keys())
+    assert on_cluster.columns.tolist() == over_vhms.timestamps.tolist()
+    np.testing.assert_allclose(on_cluster.to_numpy(), over_vhms.values[order], equal_nan=True)
+    assert np.isfinite(over_vhms.values).any()
