@@ -35,6 +35,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "spark": ("artimon.commands.spark", "run a Spark job: raw_ingest, analyze, backfill_vhms"),
     "vhms": ("artimon.commands.vhms", "run a VHMS shard (the multi-resolution store)"),
     "zk": ("artimon.commands.zk", "run a ZooKeeper server from the jars in the pyspark wheel"),
+    "kafka": ("artimon.commands.kafka", "run an Apache Kafka cluster (KRaft) from Apache's jars"),
     "endpoints": ("artimon.commands.endpoints", "list the bookkeeper endpoints in ZooKeeper"),
     "read": ("artimon.commands.read", "read one bookkeeper endpoint and print its variables"),
 }
