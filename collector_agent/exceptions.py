@@ -9,8 +9,10 @@
     ├── TransactionStateError   (also RuntimeError)  a transaction used out of order
     ├── EventDeliveryException                       a sink could not deliver a batch
     ├── MalformedEventError     (also ValueError)    events the next hop refuses as malformed
-    └── RequestRefusedError     (also ValueError)    a Thrift request that breaks Flume's IDL or a
-                                                     limit, refused before it is decoded
+    ├── RequestRefusedError     (also ValueError)    a Thrift request that breaks Flume's IDL or a
+    │                                                limit, refused before it is decoded
+    └── ForeignRecordError      (also ValueError)    a Kafka record that is not one of our events
+                                                     (set aside as a dead letter)
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ __all__ = [
     "ChannelFullException",
     "ConfigurationError",
     "EventDeliveryException",
+    "ForeignRecordError",
     "MalformedEventError",
     "RequestRefusedError",
     "TransactionStateError",
@@ -65,3 +68,8 @@ class MalformedEventError(AgentError, ValueError):
 class RequestRefusedError(AgentError, ValueError):
     """A Thrift source request that breaks Flume's IDL (a required field missing) or a limit
     (events per batch, decoded bytes), refused before it is decoded; the message says which."""
+
+
+class ForeignRecordError(AgentError, ValueError):
+    """A Kafka record that cannot be an event (random bytes where an ``AvroFlumeEvent`` was
+    expected, a header that is not UTF-8); the message says why."""

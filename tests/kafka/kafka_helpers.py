@@ -1,0 +1,107 @@
+"""Helpers of the Kafka tests: sample-batch events with known (series, time) pairs, draining
+a channel, counting what arrived, reading a topic whole."""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from collections.abc import Callable, Iterable
+
+from confluent_kafka import Consumer, Producer, TopicPartition
+
+from bookkeeper import Bookkeeper
+from bookkeeper.wire import decode_sample_batch, encode_sample_batch
+from collector_agent import BasicChannel, Context, Event, MemoryChannel, Status
+
+
+def sample_events(endpoints: int, rounds: int, variables: int = 3) -> list[Event]:
+    """A round of ``variables`` integers per endpoint, ``rounds`` times, as the Artimon
+    source makes them (body: a sample batch; headers: endpoint, round, agent)."""
+    events = []
+    for round_index in range(rounds):
+        round_ms = 1_700_000_000_000 + round_index * 60_000
+        for endpoint in range(endpoints):
+            bk = Bookkeeper(f"app{endpoint}", environ={})
+            for variable in range(variables):
+                bk.integer("hits", var=str(variable)).set(round_index)
+            batch = bk.snapshot()
+            batch.timestamps[:] = round_ms
+            headers = {
+                "artimon.endpoint": f"10.0.0.{endpoint}:1:u{endpoint}",
+                "artimon.round": str(round_ms),
+                "artimon.agent": "a1",
+            }
+            events.append(Event(headers, encode_sample_batch(batch)))
+    return events
+
+
+def samples(events: Iterable[Event]) -> Counter[tuple[str, int]]:
+    """Every (series, time) the events carry, with how often it came."""
+    seen: Counter[tuple[str, int]] = Counter()
+    for event in events:
+        batch = decode_sample_batch(event.body)
+        keys = batch.series_keys()
+        seen.update(zip(keys, (int(t) for t in batch.timestamps), strict=True))
+    return seen
+
+
+def memory_channel(capacity: int = 100_000, **keys: str) -> MemoryChannel:
+    channel = MemoryChannel("mem")
+    keys.setdefault("transactionCapacity", str(min(1000, capacity)))
+    channel.configure(Context({"capacity": str(capacity), **keys}))
+    channel.start()
+    return channel
+
+
+def put(channel: BasicChannel, events: list[Event], batch: int = 100) -> None:
+    for start in range(0, len(events), batch):
+        with channel.transaction() as tx:
+            tx.put_batch(events[start : start + batch])
+
+
+def drain(channel: BasicChannel) -> list[Event]:
+    out: list[Event] = []
+    while True:
+        with channel.transaction() as tx:
+            taken = tx.take_batch(1000)
+        if not taken:
+            return out
+        out.extend(taken)
+
+
+def run_until(process: Callable[[], Status], done: Callable[[], bool], timeout: float, what: str) -> None:
+    """Call ``process`` until ``done``; fail after ``timeout`` s naming ``what``."""
+    deadline = time.monotonic() + timeout
+    while not done():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+        process()
+
+
+def produce(bootstrap: str, topic: str, values: list[bytes], key: bytes | None = None) -> None:
+    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True})
+    for value in values:
+        producer.produce(topic, value, key)
+    assert producer.flush(30) == 0
+
+
+def read_topic(bootstrap: str, topic: str, partitions: int = 4) -> list[tuple[int, int, bytes | None, bytes]]:
+    """Every record of ``topic``: (partition, offset, key, value)."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "reader", "enable.auto.commit": False})
+    try:
+        assigned = [TopicPartition(topic, p, 0) for p in range(partitions)]
+        consumer.assign(assigned)
+        ends = {
+            p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1]
+            for p in range(partitions)
+        }
+        out: list[tuple[int, int, bytes | None, bytes]] = []
+        deadline = time.monotonic() + 60
+        while len(out) < sum(ends.values()):
+            assert time.monotonic() < deadline, f"read {len(out)} of {sum(ends.values())} records"
+            for message in consumer.consume(1000, timeout=1):
+                if message.error() is None:
+                    out.append((message.partition(), message.offset(), message.key(), message.value()))
+        return out
+    finally:
+        consumer.close()
