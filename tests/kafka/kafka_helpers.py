@@ -97,11 +97,40 @@ def read_topic(bootstrap: str, topic: str, partitions: int = 4) -> list[tuple[in
         }
         out: list[tuple[int, int, bytes | None, bytes]] = []
         deadline = time.monotonic() + 60
-        while len(out) < sum(ends.values()):
-            assert time.monotonic() < deadline, f"read {len(out)} of {sum(ends.values())} records"
-            for message in consumer.consume(1000, timeout=1):
+        total = sum(ends.values())
+        while len(out) < total:
+            assert time.monotonic() < deadline, f"read {len(out)} of {total} records"
+            for message in consumer.consume(total - len(out), timeout=1):
                 if message.error() is None:
                     out.append((message.partition(), message.offset(), message.key(), message.value()))
         return out
+    finally:
+        consumer.close()
+
+
+def produce_events(bootstrap: str, topic: str, events: list[Event]) -> None:
+    """``events`` as a plain record each (body as value, headers as record headers), keyed by
+    endpoint, written by a producer that is not ours (librdkafka's own API)."""
+    from collector_agent.kafka_records import record_from_event
+
+    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True})
+    for event in events:
+        value, headers = record_from_event(event, flume_format=False)
+        producer.produce(topic, value, event.headers["artimon.endpoint"], headers=headers)
+    assert producer.flush(30) == 0
+
+
+def topic_samples(bootstrap: str, topic: str) -> Counter[tuple[str, int]]:
+    """Every (series, time) in the plain records of ``topic``, with how often it came."""
+    return samples(Event({}, value) for _p, _o, _k, value in read_topic(bootstrap, topic))
+
+
+def topic_size(bootstrap: str, topic: str, partitions: int = 4) -> int:
+    """Records in ``topic`` (the sum of its partitions' end offsets)."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "sizer"})
+    try:
+        return sum(
+            consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1] for p in range(partitions)
+        )
     finally:
         consumer.close()
