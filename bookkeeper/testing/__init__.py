@@ -8,7 +8,7 @@ from __future__ import annotations
 from bookkeeper.testing.apps import AppProcess, expire_session, formula_value, populate, start_app
 from bookkeeper.testing.demo import DemoApps
 from bookkeeper.testing.jars import JarResolutionError, jar_cache, resolve_jars
-from bookkeeper.testing.kafka import KafkaCluster, kafka_jars
+from bookkeeper.testing.kafka import KafkaCluster, kafka_jars, kafka_tool_command
 from bookkeeper.testing.processes import descendants, running
 from bookkeeper.testing.sockets import Listener, listening
 from bookkeeper.testing.zkserver import ZooKeeperServer, four_letter_word, free_port, pyspark_jars
@@ -27,6 +27,7 @@ __all__ = [
     "free_port",
     "jar_cache",
     "kafka_jars",
+    "kafka_tool_command",
     "listening",
     "populate",
     "pyspark_jars",

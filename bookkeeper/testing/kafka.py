@@ -42,12 +42,13 @@ from bookkeeper.process.dirlock import DirectoryLock
 from bookkeeper.testing.jars import resolve_jars
 from bookkeeper.testing.zkserver import free_port
 
-__all__ = ["KAFKA_ARTIFACTS", "KAFKA_JAR_SET", "KafkaCluster", "kafka_jars"]
+__all__ = ["KAFKA_ARTIFACTS", "KAFKA_JAR_SET", "KafkaCluster", "kafka_jars", "kafka_tool_command"]
 
 log = logging.getLogger(__name__)
 
-KAFKA_JAR_SET = "kafka-4.1.1"
-KAFKA_ARTIFACTS = ("org.apache.kafka:kafka_2.13:4.1.1",)
+KAFKA_VERSION = "4.1.1"
+KAFKA_JAR_SET = f"kafka-{KAFKA_VERSION}"
+KAFKA_ARTIFACTS = (f"org.apache.kafka:kafka_2.13:{KAFKA_VERSION}",)
 
 _LOG4J = """\
 status = error
@@ -65,6 +66,25 @@ logger.started.level = INFO
 def kafka_jars() -> list[Path]:
     """The broker's jar set (resolved with Maven on first use)."""
     return resolve_jars(KAFKA_JAR_SET, list(KAFKA_ARTIFACTS))
+
+
+def kafka_tool_command(main: str, *args: str, java: str | None = None) -> list[str]:
+    """``java -cp <jars> main args``: one of Kafka's own command-line tools
+    (``org.apache.kafka.tools.ConsoleProducer``, ``...tools.consumer.ConsoleConsumer``...),
+    whose jars (``kafka-tools``, a set of their own) are resolved on first use."""
+    jars = resolve_jars(
+        f"kafka-tools-{KAFKA_VERSION}", [*KAFKA_ARTIFACTS, f"org.apache.kafka:kafka-tools:{KAFKA_VERSION}"]
+    )
+    classpath = ":".join(str(jar) for jar in jars)
+    return [
+        java or shutil.which("java") or "java",
+        "-Xmx256m",
+        "-XX:TieredStopAtLevel=1",
+        "-cp",
+        classpath,
+        main,
+        *args,
+    ]
 
 
 def _cluster_id() -> str:
