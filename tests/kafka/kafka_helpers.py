@@ -6,12 +6,17 @@ from __future__ import annotations
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable
+from pathlib import Path
 
 from confluent_kafka import Consumer, Producer, TopicPartition
 
 from bookkeeper import Bookkeeper
+from bookkeeper.testing import KafkaCluster
 from bookkeeper.wire import decode_sample_batch, encode_sample_batch
-from collector_agent import BasicChannel, Context, Event, MemoryChannel, Status
+from collector_agent import BasicChannel, ChannelProcessor, Context, Event, MemoryChannel, Status
+from collector_agent.selectors.replicating import ReplicatingChannelSelector
+from collector_agent.sinks.kafka import KafkaSink
+from collector_agent.sources.kafka import KafkaSource
 
 
 def sample_events(endpoints: int, rounds: int, variables: int = 3) -> list[Event]:
@@ -134,3 +139,46 @@ def topic_size(bootstrap: str, topic: str, partitions: int = 4) -> int:
         )
     finally:
         consumer.close()
+
+
+def kafka_sink(kafka: KafkaCluster, topic: str, channel: BasicChannel, **keys: str) -> KafkaSink:
+    sink = KafkaSink("k1")
+    sink.configure(
+        Context({"kafka.bootstrap.servers": kafka.bootstrap_servers, "kafka.topic": topic, **keys})
+    )
+    sink.channel = channel
+    sink.start()
+    return sink
+
+
+def publish(kafka: KafkaCluster, topic: str, events: list[Event], **keys: str) -> KafkaSink:
+    """``events`` through a Kafka sink onto ``topic``; the stopped sink."""
+    inbound = memory_channel()
+    put(inbound, events)
+    sink = kafka_sink(kafka, topic, inbound, **keys)
+    run_until(sink.process, lambda: inbound.size == 0, 60, "the sink to drain its channel")
+    sink.stop()
+    return sink
+
+
+def kafka_source(
+    kafka: KafkaCluster, topic: str, channel: BasicChannel, tmp_path: Path, name: str = "r1", **keys: str
+) -> KafkaSource:
+    source = KafkaSource(name)
+    source.configure(
+        Context(
+            {
+                "kafka.bootstrap.servers": kafka.bootstrap_servers,
+                "kafka.topics": topic,
+                "kafka.consumer.group.id": f"g-{topic}",
+                "batchDurationMillis": "300",
+                "deadLetter.dir": str(tmp_path / "dead"),
+                **keys,
+            }
+        )
+    )
+    selector = ReplicatingChannelSelector()
+    selector.configure(Context(), {"mem": channel})
+    source.channel_processor = ChannelProcessor(selector)
+    source.start()
+    return source

@@ -8,59 +8,27 @@ import os
 from pathlib import Path
 
 import pytest
-from kafka_helpers import drain, memory_channel, produce, put, read_topic, run_until, sample_events, samples
+from kafka_helpers import (
+    drain,
+    kafka_sink,
+    kafka_source,
+    memory_channel,
+    produce,
+    publish,
+    put,
+    read_topic,
+    run_until,
+    sample_events,
+    samples,
+)
 
 from bookkeeper.testing import KafkaCluster
-from collector_agent import ChannelProcessor, ConfigurationError, Context, Event, Status
+from collector_agent import ConfigurationError, Context, Event, Status
 from collector_agent.channels.kafka import KafkaChannel
 from collector_agent.kafka_records import record_from_event
 from collector_agent.registry import resolve
-from collector_agent.selectors.replicating import ReplicatingChannelSelector
 from collector_agent.sinks.kafka import KafkaSink
 from collector_agent.sources.kafka import KafkaSource
-
-
-def kafka_sink(kafka: KafkaCluster, topic: str, channel, **keys: str) -> KafkaSink:
-    sink = KafkaSink("k1")
-    sink.configure(
-        Context({"kafka.bootstrap.servers": kafka.bootstrap_servers, "kafka.topic": topic, **keys})
-    )
-    sink.channel = channel
-    sink.start()
-    return sink
-
-
-def publish(kafka: KafkaCluster, topic: str, events: list[Event], **keys: str) -> KafkaSink:
-    """``events`` through a Kafka sink onto ``topic``; the stopped sink."""
-    inbound = memory_channel()
-    put(inbound, events)
-    sink = kafka_sink(kafka, topic, inbound, **keys)
-    run_until(sink.process, lambda: inbound.size == 0, 60, "the sink to drain its channel")
-    sink.stop()
-    return sink
-
-
-def kafka_source(
-    kafka: KafkaCluster, topic: str, channel, tmp_path: Path, name: str = "r1", **keys: str
-) -> KafkaSource:
-    source = KafkaSource(name)
-    source.configure(
-        Context(
-            {
-                "kafka.bootstrap.servers": kafka.bootstrap_servers,
-                "kafka.topics": topic,
-                "kafka.consumer.group.id": f"g-{topic}",
-                "batchDurationMillis": "300",
-                "deadLetter.dir": str(tmp_path / "dead"),
-                **keys,
-            }
-        )
-    )
-    selector = ReplicatingChannelSelector()
-    selector.configure(Context(), {"mem": channel})
-    source.channel_processor = ChannelProcessor(selector)
-    source.start()
-    return source
 
 
 def test_sink_to_source_carries_every_sample_keyed_by_endpoint(

@@ -7,13 +7,10 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
-from kafka_helpers import drain, memory_channel, put, run_until
+from kafka_helpers import drain, kafka_source, memory_channel, publish, run_until
 
 from bookkeeper.testing import KafkaCluster, kafka_tool_command
-from collector_agent import ChannelProcessor, Context, Event
-from collector_agent.selectors.replicating import ReplicatingChannelSelector
-from collector_agent.sinks.kafka import KafkaSink
-from collector_agent.sources.kafka import KafkaSource
+from collector_agent import Event
 
 
 def test_kafka_console_producer_to_our_source(kafka: KafkaCluster, topic: str, tmp_path: Path) -> None:
@@ -33,22 +30,7 @@ def test_kafka_console_producer_to_our_source(kafka: KafkaCluster, topic: str, t
     assert done.returncode == 0, done.stderr[-2000:]
 
     channel = memory_channel()
-    source = KafkaSource("r1")
-    source.configure(
-        Context(
-            {
-                "kafka.bootstrap.servers": kafka.bootstrap_servers,
-                "kafka.topics": topic,
-                "kafka.consumer.group.id": "interop",
-                "batchDurationMillis": "300",
-                "deadLetter.dir": str(tmp_path / "dead"),
-            }
-        )
-    )
-    selector = ReplicatingChannelSelector()
-    selector.configure(Context(), {"mem": channel})
-    source.channel_processor = ChannelProcessor(selector)
-    source.start()
+    source = kafka_source(kafka, topic, channel, tmp_path)
     got: list[Event] = []
     try:
         run_until(
@@ -68,14 +50,7 @@ def test_our_sink_to_kafka_console_consumer(kafka: KafkaCluster, topic: str) -> 
         Event({"artimon.endpoint": f"10.0.0.{n}:9000:u{n}", "kind": "interop"}, f"event {n}".encode())
         for n in range(3)
     ]
-    channel = memory_channel()
-    put(channel, events)
-    sink = KafkaSink("k1")
-    sink.configure(Context({"kafka.bootstrap.servers": kafka.bootstrap_servers, "kafka.topic": topic}))
-    sink.channel = channel
-    sink.start()
-    run_until(sink.process, lambda: channel.size == 0, 60, "the sink")
-    sink.stop()
+    publish(kafka, topic, events)
     command = kafka_tool_command(
         "org.apache.kafka.tools.consumer.ConsoleConsumer",
         "--bootstrap-server",
