@@ -338,10 +338,17 @@ class KafkaCluster:
         return "\n".join(text.splitlines()[-lines:])
 
     def create_topic(
-        self, name: str, partitions: int | None = None, config: Mapping[str, str] | None = None
+        self,
+        name: str,
+        partitions: int | None = None,
+        config: Mapping[str, str] | None = None,
+        *,
+        exist_ok: bool = False,
     ) -> None:
         """Create topic ``name`` (``partitions`` default the cluster's, replication by its size)
-        and wait until every broker knows it."""
+        and wait until every broker knows it; with ``exist_ok``, a topic already there is left
+        as it is."""
+        from confluent_kafka import KafkaError, KafkaException
         from confluent_kafka.admin import AdminClient
         from confluent_kafka.cimpl import NewTopic
 
@@ -352,7 +359,12 @@ class KafkaCluster:
             replication_factor=min(3, self.brokers),
             config=dict(config or {}),
         )
-        admin.create_topics([topic], operation_timeout=30)[name].result(timeout=60)
+        try:
+            admin.create_topics([topic], operation_timeout=30)[name].result(timeout=60)
+        except KafkaException as exc:
+            if not (exist_ok and exc.args[0].code() == KafkaError.TOPIC_ALREADY_EXISTS):
+                raise
+            return
         deadline = time.monotonic() + 30
         while True:
             topics = admin.list_topics(timeout=5).topics
