@@ -221,7 +221,10 @@ def round_events(endpoints: int, variables: int) -> list[Event]:
     template.timestamps[:] = round_ms
     events = []
     for endpoint in range(endpoints):
-        batch = dataclasses.replace(template, context=f"app{endpoint}")
+        context = f"app{endpoint}"  # a label of every series: each endpoint has its own series
+        batch = dataclasses.replace(
+            template, context=context, common_labels={**template.common_labels, "context": context}
+        )
         headers = {
             "artimon.endpoint": f"10.1.{endpoint // 250}.{endpoint % 250}:9000:u{endpoint}",
             "artimon.round": str(round_ms),

@@ -205,8 +205,10 @@ class KafkaSource(PollableSource):
             if foreign:
                 write_dead_letters(self.dead_letter_dir, self.name, foreign, role="source")
         except (ChannelException, OSError) as exc:
-            self.counters.add("ChannelWriteFail")
-            log.warning(
+            self.counters.add(
+                "ChannelWriteFail"
+            )  # counted, not logged each time: a full channel is backpressure
+            log.debug(
                 "kafka source %s: %d events not accepted, read again later: %s", self.name, received, exc
             )
             if rewind:
