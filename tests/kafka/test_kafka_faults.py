@@ -116,7 +116,7 @@ r.sinks.out.maxBackoffSleep = 200
 
 
 @pytest.mark.slow
-def test_an_agent_between_two_topics_killed_mid_batch_loses_nothing(
+def test_an_agent_between_two_topics_killed_mid_flow_loses_nothing(
     kafka: KafkaCluster, tmp_path: Path, wait: Wait
 ) -> None:
     upstream, downstream = f"up-{uuid.uuid4().hex[:8]}", f"down-{uuid.uuid4().hex[:8]}"
