@@ -397,6 +397,8 @@ class KafkaCluster:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(process.pid, signal.SIGKILL)
             process.wait()
+        with contextlib.suppress(OSError):
+            (self._node_dir(index) / "kafka.pid").unlink()
 
     def stop(self, grace: float = 30.0) -> None:
         """Stop every node (SIGTERM to all at once, so none waits on a quorum already gone),

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import signal
 import subprocess
 import sys
@@ -79,5 +78,4 @@ def test_kafka_command_serves_until_ctrl_c(tmp_path) -> None:
     assert process.returncode == 0, out
     assert "Kafka stopped." in out
     assert not cluster.answers(0, timeout=0.5)
-    pidfile = tmp_path / "node-1" / "kafka.pid"
-    assert not pidfile.exists() or not os.path.exists(f"/proc/{pidfile.read_text().strip()}")
+    assert not (tmp_path / "node-1" / "kafka.pid").exists()  # removed once the broker exited

@@ -31,5 +31,4 @@ def test_up_with_kafka_stores_and_lands_every_round(tmp_path: Path) -> None:
         with open(path, "rb") as data:
             landed += sum(1 for _ in fastavro.reader(data))
     assert landed > 0
-    pid = (tmp_path / "kafka" / "node-1" / "kafka.pid").read_text().strip()
-    assert not Path(f"/proc/{pid}").exists()  # the broker stopped with it
+    assert not (tmp_path / "kafka" / "node-1" / "kafka.pid").exists()  # removed once the broker exited
