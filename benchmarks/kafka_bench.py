@@ -18,6 +18,11 @@ polling agent's channel on this 2-core machine (moonshot 5 s).
   process; seconds until VHMS stored all 1.5M samples; twice, a minute of data apart: the
   first round creates the series, the second is what every later round costs.
 
+- flume wall: ten rounds of a tenth of the endpoints, one every 2 s, while the store side
+  (``vhms`` sink paced by ``maxEventsPerSecond``) takes a tenth of the inflow, then at full
+  speed: Kafka's lag at its peak, the polling side's largest backlog, late rounds (a commit
+  slower than a tenth of the period), and the time the backlog took to drain.
+
 Run: python benchmarks/kafka_bench.py [--quick] [--events N] [--dir DIR]
 """
 
@@ -38,6 +43,7 @@ from pathlib import Path
 from typing import Any
 
 from _report import report
+from confluent_kafka import Consumer, TopicPartition
 
 from bookkeeper import Bookkeeper
 from bookkeeper.testing import KafkaCluster
@@ -66,7 +72,14 @@ def progress(message: str) -> None:
 def memory_channel(capacity: int) -> MemoryChannel:
     channel = MemoryChannel("mem")
     channel.configure(
-        Context({"capacity": str(capacity), "transactionCapacity": str(BATCH), "byteCapacity": "0"})
+        Context(
+            {
+                "capacity": str(capacity),
+                "transactionCapacity": str(min(capacity, BATCH)),
+                "byteCapacity": "0",
+                "keep-alive": "0",
+            }
+        )
     )
     channel.start()
     return channel
@@ -101,7 +114,12 @@ def pump(process: Callable[[], Status], stop: threading.Event) -> threading.Thre
 
 
 def kafka_pipeline(
-    cluster: KafkaCluster, topic: str, inbound: BasicChannel, outbound: BasicChannel, data: Path
+    cluster: KafkaCluster,
+    topic: str,
+    inbound: BasicChannel,
+    outbound: BasicChannel,
+    data: Path,
+    source_batch: int = BATCH,
 ) -> tuple[KafkaSink, KafkaSource]:
     common = {"kafka.bootstrap.servers": cluster.bootstrap_servers}
     sink = KafkaSink("publish")
@@ -114,7 +132,7 @@ def kafka_pipeline(
                 **common,
                 "kafka.topics": topic,
                 "kafka.consumer.group.id": f"bench-{topic}",
-                "batchSize": str(BATCH),
+                "batchSize": str(source_batch),
                 "batchDurationMillis": "100",
                 "deadLetter.dir": str(data / "dead"),
             }
@@ -292,6 +310,84 @@ def rounds(cluster: KafkaCluster, data: Path, endpoints: int, variables: int) ->
     return rows
 
 
+def group_lag(cluster: KafkaCluster, topic: str, group: str, partitions: int = 4) -> int:
+    """Records of ``topic`` that ``group`` has not committed yet."""
+    consumer = Consumer({"bootstrap.servers": cluster.bootstrap_servers, "group.id": group})
+    try:
+        wanted = [TopicPartition(topic, p) for p in range(partitions)]
+        committed = consumer.committed(wanted, timeout=10)
+        ends = [consumer.get_watermark_offsets(p, timeout=10)[1] for p in wanted]
+        return sum(end - max(0, c.offset) for end, c in zip(ends, committed, strict=True))
+    finally:
+        consumer.close()
+
+
+def flume_wall(
+    cluster: KafkaCluster, data: Path, endpoints: int, variables: int, period: float
+) -> dict[str, Any]:
+    """Ten rounds, one every ``period`` s, while the store side takes a tenth of the inflow;
+    then the store side at full speed: the lag's peak in Kafka, the polling side's largest
+    backlog, the late rounds, the drain time."""
+    progress(f"flume wall: {endpoints} endpoints x {variables} variables every {period:g} s, store at 1/10")
+    topic = f"wall-{uuid.uuid4().hex[:8]}"
+    cluster.create_topic(topic, 4)
+    service = VhmsService(Store(), shard="default")
+    service.start(register=False)
+    # the store agent holds one round at most: the rest of the backlog waits in Kafka
+    polled, to_store = memory_channel(max(endpoints, BATCH)), memory_channel(endpoints)
+    sink, source = kafka_pipeline(cluster, topic, polled, to_store, data, source_batch=max(1, endpoints // 2))
+    store_sink = VhmsSink("store")
+    store_sink.configure(
+        Context(
+            {
+                "servers": f"default@127.0.0.1:{service.port}",
+                "batchSize": "10",
+                "maxEventsPerSecond": str(endpoints / period / 10),
+                "deadLetter.dir": str(data / "dead"),
+            }
+        )
+    )
+    store_sink.channel = to_store
+    for component in (source, sink, store_sink):
+        component.start()
+    stop = threading.Event()
+    threads = [pump(c.process, stop) for c in (sink, source, store_sink)]
+    first_ms = (int(time.time() * 1000) // 60_000 - 10) * 60_000
+    backlog, late = 0, 0
+    for index in range(10):
+        due = time.monotonic() + period
+        events = round_events(endpoints, variables, first_ms + index * 60_000)
+        backlog = max(backlog, polled.size)
+        started = time.monotonic()
+        with polled.transaction() as tx:
+            tx.put_batch(events)
+        late += time.monotonic() - started > period / 10
+        time.sleep(max(0.0, due - time.monotonic()))  # the next round's start, on the clock
+    peak = group_lag(cluster, topic, f"bench-{topic}")
+    drain_started = time.perf_counter()
+    store_sink.max_rate = 0.0
+    total = endpoints * variables * 10
+    while store_sink.counters.get("SamplesStoredCount") < total:
+        time.sleep(0.05)  # a benchmark's poll of a counter
+    drain = time.perf_counter() - drain_started
+    stop.set()
+    for thread in threads:
+        thread.join()
+    for component in (sink, source, store_sink):
+        component.stop()
+    service.stop()
+    return {
+        "case": (
+            f"flume wall, 10 rounds of {endpoints} x {variables}: Kafka lag peak {peak} events, "
+            f"polling backlog at most {backlog}, {late} late rounds"
+        ),
+        "events": endpoints * 10,
+        "samples": total,
+        "seconds": round(drain, 2),
+        "target": "drain time; no late round, no backlog",
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="small sizes, for a smoke run")
@@ -310,6 +406,7 @@ def main() -> None:
             rows = channels(cluster, data, count)
             rows.append(sink_to_source(cluster, data, count))
             rows.extend(rounds(cluster, data, endpoints, variables))
+            rows.append(flume_wall(cluster, data, endpoints // 10, variables, 1.0 if args.quick else 2.0))
         finally:
             cluster.stop()
         rss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
