@@ -208,10 +208,19 @@ class KafkaChannel(BasicChannel):
         with self._lock:
             consumer = self._consumers.get(thread)
             if consumer is None:
+                self._close_orphans()
                 consumer = new_consumer(self.consumer_settings, f"channel {self.name}")
                 consumer.subscribe([self.topic])
                 self._consumers[thread] = consumer
             return consumer
+
+    def _close_orphans(self) -> None:
+        """Close the consumers of threads that ended (a sink runner replaced by a reload):
+        left open, one would keep its partitions, unread, until the group expels it."""
+        alive = {thread.ident for thread in threading.enumerate()}
+        for thread in [t for t in self._consumers if t not in alive]:
+            self._consumers.pop(thread).close()
+            self._lags.pop(thread, None)
 
     def _note_lag(self, consumer: Consumer) -> None:
         lag = 0

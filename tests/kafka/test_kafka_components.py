@@ -245,3 +245,28 @@ def test_settings_that_weaken_delivery_or_librdkafka_refuses_are_configuration_e
     assert resolve("source", "org.apache.flume.source.kafka.KafkaSource", "k") is KafkaSource
     assert resolve("channel", "org.apache.flume.channel.kafka.KafkaChannel", "k") is KafkaChannel
     assert resolve("channel", "kafka", "k") is KafkaChannel
+
+
+def test_a_taker_thread_that_ended_leaves_the_group_when_another_takes(
+    kafka: KafkaCluster, topic: str, tmp_path: Path
+) -> None:
+    import threading
+
+    kc = KafkaChannel("kc")
+    kc.configure(Context({"kafka.bootstrap.servers": kafka.bootstrap_servers, "kafka.topic": topic}))
+    kc.start()
+    put(kc, sample_events(endpoints=2, rounds=1))
+    taken: list[Event] = []
+
+    def take_both() -> None:  # a sink runner that a reload replaced
+        run_until(lambda: taken.extend(drain(kc)) or Status.READY, lambda: len(taken) >= 2, 30, "both events")
+
+    first = threading.Thread(target=take_both)
+    first.start()
+    first.join()
+    assert len(taken) == 2
+    assert len(kc._consumers) == 1
+    got = drain(kc)  # this thread's consumer: the ended thread's one is closed, not left holding partitions
+    assert len(kc._consumers) == 1 and threading.get_ident() in kc._consumers
+    kc.stop()
+    assert got == []  # the first taker had committed everything
