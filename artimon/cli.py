@@ -36,6 +36,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "vhms": ("artimon.commands.vhms", "run a VHMS shard (the multi-resolution store)"),
     "zk": ("artimon.commands.zk", "run a ZooKeeper server from the jars in the pyspark wheel"),
     "hdfs": ("artimon.commands.hdfs", "run a single-node HDFS (NameNode + DataNode) from Hadoop's jars"),
+    "kafka": ("artimon.commands.kafka", "run an Apache Kafka cluster (KRaft) from Apache's jars"),
     "endpoints": ("artimon.commands.endpoints", "list the bookkeeper endpoints in ZooKeeper"),
     "read": ("artimon.commands.read", "read one bookkeeper endpoint and print its variables"),
 }

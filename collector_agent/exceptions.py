@@ -13,8 +13,10 @@
     │                                                limit, refused before it is decoded
     ├── WriteRequestError       (also ValueError)    a Prometheus remote-write body that is not
     │                                                snappy, not a WriteRequest, or over a limit
-    └── ScrapeError             (also ValueError)    a scrape target's answer refused whole (too
-                                                     big, too slow, not UTF-8, not the format)
+    ├── ScrapeError             (also ValueError)    a scrape target's answer refused whole (too
+    │                                                big, too slow, not UTF-8, not the format)
+    └── ForeignRecordError      (also ValueError)    a Kafka record that is not one of our events
+                                                     (set aside as a dead letter)
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ __all__ = [
     "ChannelFullException",
     "ConfigurationError",
     "EventDeliveryException",
+    "ForeignRecordError",
     "MalformedEventError",
     "RequestRefusedError",
     "ScrapeError",
@@ -81,3 +84,8 @@ class WriteRequestError(AgentError, ValueError):
 class ScrapeError(AgentError, ValueError):
     """A scrape target's answer that is refused whole: the message says why (its size, its
     time, a byte that is not UTF-8, a line the format refuses, a series exposed twice)."""
+
+
+class ForeignRecordError(AgentError, ValueError):
+    """A Kafka record that cannot be an event (random bytes where an ``AvroFlumeEvent`` was
+    expected, a header that is not UTF-8); the message says why."""

@@ -43,10 +43,14 @@ REGISTRY: dict[str, dict[str, str]] = {
         "prometheus_remote_write": "collector_agent.sources.prometheus_remote_write:RemoteWriteSource",
         "prometheus": "collector_agent.sources.prometheus:PrometheusSource",
         "jmx": "collector_agent.sources.jmx:JmxSource",
+        "kafka": "collector_agent.sources.kafka:KafkaSource",
+        "org.apache.flume.source.kafka.KafkaSource": "collector_agent.sources.kafka:KafkaSource",
     },
     "channel": {
         "memory": "collector_agent.channels.memory:MemoryChannel",
         "file": "collector_agent.channels.file:FileChannel",
+        "kafka": "collector_agent.channels.kafka:KafkaChannel",
+        "org.apache.flume.channel.kafka.KafkaChannel": "collector_agent.channels.kafka:KafkaChannel",
     },
     "sink": {
         "logger": "collector_agent.sinks.logger:LoggerSink",
@@ -54,6 +58,8 @@ REGISTRY: dict[str, dict[str, str]] = {
         "thrift": "collector_agent.sinks.thrift:ThriftSink",
         "vhms": "collector_agent.sinks.vhms:VhmsSink",
         "raw": "collector_agent.sinks.raw:RawSink",
+        "kafka": "collector_agent.sinks.kafka:KafkaSink",
+        "org.apache.flume.sink.kafka.KafkaSink": "collector_agent.sinks.kafka:KafkaSink",
     },
     "processor": {
         "default": "collector_agent.sink_processors.default:DefaultSinkProcessor",

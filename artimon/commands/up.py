@@ -15,8 +15,13 @@ self-report among them) each --interval, its artimon_file source reads
 (--thrift-port), into two
 file channels drained by the vhms sink and the raw sink; and three prometheus sources
 scrape the stack's own ``/metrics`` (the query API's, VHMS's, the agent's) under the job
-``artimon`` into VHMS only (the saved dashboard "artimon" shows them). Then a
-line per round. Every listener binds --host, 127.0.0.1 by default. Third-party output
+``artimon`` into VHMS only (the saved dashboard "artimon" shows them).
+With --kafka, a Kafka broker (KRaft, Apache's jars; $ARTIMON_KAFKA names another) sits
+between two agents of <data-dir>/agents-kafka.properties: ``up`` polls into a file channel
+drained by a Kafka sink onto the topic artimon-samples, and ``store`` reads the topic as
+two consumer groups, into VHMS and into the landing files (and scrapes the stack's own
+``/metrics`` into VHMS). Then a line per round. Every
+listener binds --host, 127.0.0.1 by default. Third-party output
 (Spark, its Python workers, warnings) goes to <data-dir>/logs/. Ctrl-C stops everything
 cleanly: the API and the alerts, the agent (its channels closed, its last landing file
 rolled), Spark (after bringing the history up to
@@ -55,19 +60,20 @@ from artimon.commands.alerts import report as report_alerts
 from artimon.commands.vhms import add_wal_arguments, wal_options
 from bookkeeper import DirectoryInUseError
 from bookkeeper.process import DirectoryLock
-from bookkeeper.testing import DemoApps, HdfsServer, SparkCluster, ZooKeeperServer, free_port
+from bookkeeper.testing import DemoApps, HdfsServer, KafkaCluster, SparkCluster, ZooKeeperServer, free_port
 from bookkeeper.wire import BackgroundServer
 from collector_agent import Agent, ConfigWatcher, MonitorServer, SelfReporter
 from query_dsl import EXAMPLES, StoreSource, create_app
 from query_dsl.alerts import AlertEngine, EvaluatorSource, load_rules
 from vhms import DEFAULT_RESOLUTIONS, DataDirInUseError, Store, VhmsClient, VhmsService
 
-SELF_SOURCE = """up.sources.{name}.type = prometheus
-up.sources.{name}.targets = ${{ARTIMON_{upper}_METRICS}}
-up.sources.{name}.job = artimon
-up.sources.{name}.labels.instance = {name}
-up.sources.{name}.interval = ${{ARTIMON_INTERVAL}}
-up.sources.{name}.channels = durable
+KAFKA_TOPIC = "artimon-samples"
+SELF_SOURCE = """{agent}.sources.{name}.type = prometheus
+{agent}.sources.{name}.targets = ${{ARTIMON_{upper}_METRICS}}
+{agent}.sources.{name}.job = artimon
+{agent}.sources.{name}.labels.instance = {name}
+{agent}.sources.{name}.interval = ${{ARTIMON_INTERVAL}}
+{agent}.sources.{name}.channels = {channel}
 """
 _AGENT = """# The agent of `artimon up` (Flume's properties format, docs/agent.md), written at its
 # first start. Edit it: the agent re-reads it every few seconds and applies the difference.
@@ -91,11 +97,11 @@ up.sources.flume.channels = durable landing
 {self_sources}up.channels.durable.type = file
 up.channels.durable.dataDirs = ${ARTIMON_DATA_DIR}/channels/durable
 up.channels.durable.minimumRequiredSpace = 104857600
-up.channels.durable.deadLetter.dir = {data}/dead-letter
+up.channels.durable.deadLetter.dir = ${ARTIMON_DATA_DIR}/dead-letter
 up.channels.landing.type = file
 up.channels.landing.dataDirs = ${ARTIMON_DATA_DIR}/channels/landing
 up.channels.landing.minimumRequiredSpace = 104857600
-up.channels.landing.deadLetter.dir = {data}/dead-letter
+up.channels.landing.deadLetter.dir = ${ARTIMON_DATA_DIR}/dead-letter
 up.sinks.store.type = vhms
 up.sinks.store.channel = durable
 up.sinks.store.zk = ${ARTIMON_ZK}
@@ -111,11 +117,89 @@ up.sinks.land.deadLetter.dir = ${ARTIMON_DATA_DIR}/dead-letter
 # label (their ports may change from one start to the next; their series must not), into
 # VHMS only: the Parquet history keeps the site's metrics, not the collector's chatter, and
 # the landing channel's work per round stays what the applications make it
-AGENT = _AGENT.replace(
-    "{self_sources}",
-    "# api, vhms, agent: the stack's own /metrics (job artimon, instance named), into VHMS only\n"
-    + "".join(SELF_SOURCE.format(name=name, upper=name.upper()) for name in ("api", "vhms", "agent")),
-)
+
+
+def _self_sources(agent: str, channel: str) -> str:
+    sources = "".join(
+        SELF_SOURCE.format(agent=agent, name=name, upper=name.upper(), channel=channel)
+        for name in ("api", "vhms", "agent")
+    )
+    return f"# api, vhms, agent: the stack's own /metrics (job artimon, instance named): VHMS only\n{sources}"
+
+
+AGENT = _AGENT.replace("{self_sources}", _self_sources("up", "durable"))
+_KAFKA_AGENTS = """# The agents of `artimon up --kafka` (Flume's properties format, docs/agent.md), written
+# at its first start; edit it and they reload. ${...} are set by `artimon up` at each start.
+# `up` polls into a durable channel and publishes onto the topic; `store` reads the topic
+# twice, as two consumer groups: one into VHMS, one into the landing files for Spark.
+# On several machines, run `up` on each polling host and `store` beside the stores
+# (docs/operations.md); Kafka is the buffer between them.
+up.sources = poll files flume
+up.channels = durable
+up.sinks = publish
+up.sources.poll.type = artimon
+up.sources.poll.zk = ${ARTIMON_ZK}
+up.sources.poll.interval = ${ARTIMON_INTERVAL}
+up.sources.poll.agentId = embedded
+up.sources.poll.channels = durable
+up.sources.files.type = artimon_file
+up.sources.files.directory = ${ARTIMON_DATA_DIR}/run
+up.sources.files.interval = ${ARTIMON_INTERVAL}
+up.sources.files.channels = durable
+up.sources.flume.type = thrift
+up.sources.flume.bind = ${ARTIMON_HOST}
+up.sources.flume.port = ${ARTIMON_THRIFT_PORT}
+up.sources.flume.channels = durable
+up.channels.durable.type = file
+up.channels.durable.dataDirs = ${ARTIMON_DATA_DIR}/channels/durable
+up.channels.durable.minimumRequiredSpace = 104857600
+up.channels.durable.deadLetter.dir = ${ARTIMON_DATA_DIR}/dead-letter
+up.sinks.publish.type = kafka
+up.sinks.publish.channel = durable
+up.sinks.publish.kafka.bootstrap.servers = ${ARTIMON_KAFKA}
+up.sinks.publish.kafka.topic = artimon-samples
+up.sinks.publish.batchSize = 1000
+up.sinks.publish.maxBackoffSleep = 1000
+up.sinks.publish.deadLetter.dir = ${ARTIMON_DATA_DIR}/dead-letter
+
+store.sources = samples landing api vhms agent
+store.channels = tostore toland
+store.sinks = store land
+store.sources.samples.type = kafka
+store.sources.samples.channels = tostore
+store.sources.samples.kafka.bootstrap.servers = ${ARTIMON_KAFKA}
+store.sources.samples.kafka.topics = artimon-samples
+store.sources.samples.kafka.consumer.group.id = artimon-vhms
+store.sources.samples.batchDurationMillis = 200
+store.sources.samples.deadLetter.dir = ${ARTIMON_DATA_DIR}/dead-letter
+store.sources.landing.type = kafka
+store.sources.landing.channels = toland
+store.sources.landing.kafka.bootstrap.servers = ${ARTIMON_KAFKA}
+store.sources.landing.kafka.topics = artimon-samples
+store.sources.landing.kafka.consumer.group.id = artimon-raw
+store.sources.landing.batchDurationMillis = 200
+store.sources.landing.deadLetter.dir = ${ARTIMON_DATA_DIR}/dead-letter
+{self_sources}store.channels.tostore.type = file
+store.channels.tostore.dataDirs = ${ARTIMON_DATA_DIR}/channels/tostore
+store.channels.tostore.minimumRequiredSpace = 104857600
+store.channels.tostore.deadLetter.dir = ${ARTIMON_DATA_DIR}/dead-letter
+store.channels.toland.type = file
+store.channels.toland.dataDirs = ${ARTIMON_DATA_DIR}/channels/toland
+store.channels.toland.minimumRequiredSpace = 104857600
+store.channels.toland.deadLetter.dir = ${ARTIMON_DATA_DIR}/dead-letter
+store.sinks.store.type = vhms
+store.sinks.store.channel = tostore
+store.sinks.store.zk = ${ARTIMON_ZK}
+store.sinks.store.batchSize = 1000
+store.sinks.store.maxBackoffSleep = 1000
+store.sinks.store.deadLetter.dir = ${ARTIMON_DATA_DIR}/dead-letter
+store.sinks.land.type = raw
+store.sinks.land.channel = toland
+store.sinks.land.directory = ${ARTIMON_DATA_DIR}/landing
+store.sinks.land.rollInterval = ${ARTIMON_ROLL_INTERVAL}
+store.sinks.land.deadLetter.dir = ${ARTIMON_DATA_DIR}/dead-letter
+"""
+KAFKA_AGENTS = _KAFKA_AGENTS.replace("{self_sources}", _self_sources("store", "tostore"))
 READY_QUERY = 'fetch("http.requests", last=10m) | map(rate, {window}) | reduce(sum, by=[method])'
 
 
@@ -155,6 +239,12 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "--cluster",
         action="store_true",
         help="run Spark's jobs on a standalone master and worker of their own (under <data-dir>/spark)",
+    )
+    parser.add_argument(
+        "--kafka",
+        action="store_true",
+        help="Kafka between the polling agent and the store agent (a local broker unless $ARTIMON_KAFKA "
+        "names bootstrap servers); agents in <data-dir>/agents-kafka.properties",
     )
     add_wal_arguments(parser)
 
@@ -206,6 +296,31 @@ def _third_party_to(logs: Path) -> None:
         logger.propagate = False
 
 
+def _start_kafka(directory: Path) -> tuple[KafkaCluster | None, str]:
+    """The broker of ``--kafka``: ``$ARTIMON_KAFKA``'s, or one node started here (its ports
+    kept in ``cluster.json``) with the topic of samples. ``(the cluster started here or
+    None, bootstrap servers)``."""
+    external = os.environ.get("ARTIMON_KAFKA")
+    if external:
+        print(f"[ready] kafka      {external} ($ARTIMON_KAFKA): topic {KAFKA_TOPIC}", flush=True)
+        return None, external
+    cluster = KafkaCluster(directory).start()
+    cluster.create_topic(KAFKA_TOPIC, exist_ok=True)
+    print(
+        f"[ready] kafka      {cluster.bootstrap_servers} (pid {cluster.pid(0)}, KRaft, started in "
+        f"{cluster.start_seconds:.1f} s): topic {KAFKA_TOPIC}",
+        flush=True,
+    )
+    return cluster, cluster.bootstrap_servers
+
+
+def _metrics_of(agent: Agent, store_agent: Agent | None) -> Callable[[], dict[str, dict[str, float]]]:
+    """Both agents' counters as one agent's (their component names differ)."""
+    if store_agent is None:
+        return agent.metrics
+    return lambda: {**agent.metrics(), **store_agent.metrics()}
+
+
 def run(args: argparse.Namespace) -> int:
     data = args.data_dir.resolve()
     try:
@@ -221,8 +336,9 @@ def _run(args: argparse.Namespace, data: Path) -> int:
     os.environ["ARTIMON_DATA_DIR"] = str(data)  # for notifier commands of the alerting rules
     _third_party_to(data / "logs")
     stop = stop_event()
-    zk_server = hdfs = None
+    zk_server = hdfs = kafka = None
     vhms = agent = monitor = demo = api = watcher = reporter = engine = None
+    store_agent = store_watcher = None
     alerts_thread: threading.Thread | None = None
     history: HistoryJob | None = None
     try:
@@ -264,6 +380,9 @@ def _run(args: argparse.Namespace, data: Path) -> int:
             f"finest buckets {vhms.store.resolutions[0].step_s} s",
             flush=True,
         )
+        if args.kafka:
+            kafka, bootstrap = _start_kafka(data / "kafka")
+            os.environ["ARTIMON_KAFKA"] = bootstrap
         if args.demo:
             demo = DemoApps(zk_hosts, host=args.host)
             demo.start()
@@ -328,15 +447,23 @@ def _run(args: argparse.Namespace, data: Path) -> int:
             ARTIMON_THRIFT_PORT=str(thrift_port),
             ARTIMON_HOST=args.host,
         )
+        if args.kafka:
+            properties = data / "agents-kafka.properties"
         if not properties.exists():
-            properties.write_text(AGENT)
+            properties.write_text(KAFKA_AGENTS if args.kafka else AGENT)
+        if args.kafka:  # the store side first: it is ready when the first round is published
+            store_agent = Agent.from_properties(properties.read_text(), "store")
+            store_agent.start()
+            store_watcher = ConfigWatcher(store_agent, properties, interval=min(5.0, interval))
+            store_watcher.start()
         agent = Agent.from_properties(properties.read_text(), "up")
         agent.start()
         watcher = ConfigWatcher(agent, properties, interval=min(5.0, interval))
         watcher.start()
-        monitor = MonitorServer(agent.metrics, "up", args.host, monitor_port)
+        metrics = _metrics_of(agent, store_agent)
+        monitor = MonitorServer(metrics, "up", args.host, monitor_port)
         monitor.start()
-        reporter = SelfReporter(agent.metrics, agent.name)
+        reporter = SelfReporter(metrics, agent.name)
         reporter.start()
         reporter.bookkeeper.serve(zk_hosts=zk_hosts)  # polled like any app: the agent watches itself
         print(
@@ -347,13 +474,13 @@ def _run(args: argparse.Namespace, data: Path) -> int:
             flush=True,
         )
         rounds = 0
-        before = agent.metrics()
+        before = metrics()
         interval_ms = int(interval * 1000)
         while True:
             next_report = (int(time.time() * 1000) // interval_ms + 1) * interval_ms + interval_ms * 0.8
             if stop.wait(max(0.0, next_report / 1000 - time.time())):
                 break
-            now = agent.metrics()
+            now = metrics()
             polled_source, sink = now["SOURCE.poll"], now["SINK.store"]
             polled = polled_source["PollSuccessCount"] - before["SOURCE.poll"]["PollSuccessCount"]
             failed = polled_source["PollFailCount"] - before["SOURCE.poll"]["PollFailCount"]
@@ -374,14 +501,14 @@ def _run(args: argparse.Namespace, data: Path) -> int:
             alerts_thread.join(timeout=30)
         if engine is not None:
             engine.close(10.0)
-        for component in (api, monitor, watcher, agent, reporter, demo):
+        for component in (api, monitor, watcher, agent, store_watcher, store_agent, reporter, demo):
             if component is not None:
                 component.stop()
         if reporter is not None:
             reporter.bookkeeper.close()
         if history is not None:
             print(history.stop(), flush=True)
-        for service in (vhms, hdfs, zk_server):
+        for service in (vhms, kafka, hdfs, zk_server):
             if service is not None:
                 service.stop()
         print("stopped.", flush=True)

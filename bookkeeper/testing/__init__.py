@@ -13,6 +13,7 @@ from bookkeeper.testing.apps import AppProcess, expire_session, formula_value, p
 from bookkeeper.testing.demo import DemoApps
 from bookkeeper.testing.hdfs import HADOOP_VERSION, HdfsServer, hadoop_classpath
 from bookkeeper.testing.jars import JarResolutionError, jar_cache, resolve_jars
+from bookkeeper.testing.kafka import KafkaCluster, kafka_jars, kafka_tool_command
 from bookkeeper.testing.processes import descendants, running
 from bookkeeper.testing.promserver import PrometheusServer, create_blocks
 from bookkeeper.testing.sockets import Listener, listening
@@ -26,6 +27,7 @@ __all__ = [
     "DemoApps",
     "HdfsServer",
     "JarResolutionError",
+    "KafkaCluster",
     "Listener",
     "PrometheusServer",
     "SparkCluster",
@@ -38,6 +40,8 @@ __all__ = [
     "free_port",
     "hadoop_classpath",
     "jar_cache",
+    "kafka_jars",
+    "kafka_tool_command",
     "listening",
     "populate",
     "pyspark_jars",

@@ -15,11 +15,9 @@ drained after an outage does not flood the destination: the events wait in the c
 
 from __future__ import annotations
 
-import base64
 import hashlib
 import json
 import logging
-import os
 import threading
 import time
 from collections import OrderedDict
@@ -28,6 +26,7 @@ from typing import ClassVar
 
 from collector_agent.channels.base import BasicChannel
 from collector_agent.context import Context
+from collector_agent.dead_letters import write_dead_letters
 from collector_agent.event import Event
 from collector_agent.exceptions import ChannelException, EventDeliveryException, MalformedEventError
 from collector_agent.lifecycle import Component
@@ -172,23 +171,7 @@ class BatchSink(Sink):
         return keep, poison
 
     def _write_dead_letters(self, events: list[Event]) -> None:
-        self.dead_letter_dir.mkdir(parents=True, exist_ok=True)
-        path = self.dead_letter_dir / f"{self.name}.jsonl"
-        with open(path, "a", encoding="utf-8") as out:
-            for event in events:
-                out.write(
-                    json.dumps(
-                        {
-                            "time_ms": int(time.time() * 1000),
-                            "sink": self.name,
-                            "headers": event.headers,
-                            "body_base64": base64.b64encode(event.body).decode(),
-                        }
-                    )
-                    + "\n"
-                )
-            out.flush()
-            os.fsync(out.fileno())
+        path = write_dead_letters(self.dead_letter_dir, self.name, events)
         self.counters.add("DeadLetterCount", len(events))
         log.error(
             "sink %s: %d events refused %d times went to %s",

@@ -1,0 +1,426 @@
+"""A real Apache Kafka cluster in KRaft mode (no ZooKeeper) from Apache's own jars, for
+``artimon kafka``, ``artimon up --kafka``, tests and benchmarks.
+
+``KafkaCluster(data_dir, brokers=1).start()`` resolves ``org.apache.kafka:kafka_2.13`` once
+into the jar cache (:func:`resolve_jars`), gives every node a combined ``broker,controller``
+role (one node: a quorum of one; three nodes: a quorum of three voters, so one node down
+keeps a majority), formats each node's storage once (``kafka.tools.StorageTool format``,
+one cluster id kept in ``cluster.json`` with the ports), runs ``java -cp <jars> kafka.Kafka
+node.properties`` per node and waits until every broker answers a metadata request with
+itself registered. Replication defaults follow the size: with three brokers, internal
+topics and new topics get replication 3 and ``min.insync.replicas`` 2.
+
+``stop()`` ends every node by its PID (SIGTERM, then SIGKILL after a grace period);
+``kill(i)`` is ``kill -9`` of one node; ``start_node(i)`` restarts it on the same data and
+ports; a stopped cluster starts again on its data (``cluster.json`` keeps the ports, so a
+second ``KafkaCluster`` on the same directory finds the same cluster). Every JVM dies with
+the process that launched it (:func:`bookkeeper.process.spawn`) and holds its node's
+directory (:class:`~bookkeeper.process.DirectoryLock`), so two clusters never share a log.
+
+Lifecycle of a node: UNFORMATTED --format--> STOPPED --start--> RUNNING --stop/kill--> STOPPED
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import json
+import logging
+import os
+import shutil
+import signal
+import subprocess
+import time
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from types import TracebackType
+
+from bookkeeper.process.children import spawn
+from bookkeeper.process.dirlock import DirectoryLock
+from bookkeeper.testing.jars import resolve_jars
+from bookkeeper.testing.zkserver import free_port
+
+__all__ = ["KAFKA_ARTIFACTS", "KAFKA_JAR_SET", "KafkaCluster", "kafka_jars", "kafka_tool_command"]
+
+log = logging.getLogger(__name__)
+
+KAFKA_VERSION = "4.1.1"
+KAFKA_JAR_SET = f"kafka-{KAFKA_VERSION}"
+KAFKA_ARTIFACTS = (f"org.apache.kafka:kafka_2.13:{KAFKA_VERSION}",)
+
+_LOG4J = """\
+status = error
+appender.console.type = Console
+appender.console.name = STDOUT
+appender.console.layout.type = PatternLayout
+appender.console.layout.pattern = [%d] %p %m (%c)%n
+rootLogger.level = WARN
+rootLogger.appenderRef.stdout.ref = STDOUT
+logger.started.name = kafka.server.KafkaRaftServer
+logger.started.level = INFO
+"""
+
+
+def kafka_jars() -> list[Path]:
+    """The broker's jar set (resolved with Maven on first use)."""
+    return resolve_jars(KAFKA_JAR_SET, list(KAFKA_ARTIFACTS))
+
+
+def kafka_tool_command(main: str, *args: str, java: str | None = None) -> list[str]:
+    """``java -cp <jars> main args``: one of Kafka's own command-line tools
+    (``org.apache.kafka.tools.ConsoleProducer``, ``...tools.consumer.ConsoleConsumer``...),
+    whose jars (``kafka-tools``, a set of their own) are resolved on first use."""
+    jars = resolve_jars(
+        f"kafka-tools-{KAFKA_VERSION}", [*KAFKA_ARTIFACTS, f"org.apache.kafka:kafka-tools:{KAFKA_VERSION}"]
+    )
+    classpath = ":".join(str(jar) for jar in jars)
+    return [
+        java or shutil.which("java") or "java",
+        "-Xmx256m",
+        "-XX:TieredStopAtLevel=1",
+        "-cp",
+        classpath,
+        main,
+        *args,
+    ]
+
+
+def _cluster_id() -> str:
+    """A Kafka ``Uuid`` in its text form: 16 random bytes, URL-safe base64, no padding (one
+    starting with '-' would read as an option on the command line)."""
+    while True:
+        text = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        if not text.startswith("-"):
+            return text
+
+
+@dataclass(frozen=True)
+class _Layout:
+    """What ``cluster.json`` keeps: the cluster id and the ports of each node."""
+
+    cluster_id: str
+    ports: tuple[int, ...]
+    controller_ports: tuple[int, ...]
+
+
+class KafkaCluster:
+    """``brokers`` Kafka nodes on ``host`` (see the module doc)."""
+
+    def __init__(
+        self,
+        data_dir: str | os.PathLike[str],
+        brokers: int = 1,
+        port: int = 0,
+        *,
+        host: str = "127.0.0.1",
+        heap: str = "320m",
+        partitions: int = 4,
+        overrides: Mapping[str, str] | None = None,
+        java: str | None = None,
+    ) -> None:
+        if brokers < 1:
+            raise ValueError(f"brokers {brokers} must be at least 1")
+        self.data_dir = Path(data_dir)
+        self.brokers = brokers
+        self.host = host
+        self.heap = heap
+        self.partitions = partitions
+        self.overrides = dict(overrides or {})
+        self.java = java or shutil.which("java") or "java"
+        self.layout = self._load_layout(port)
+        self.processes: list[subprocess.Popen[bytes] | None] = [None] * brokers
+        self._locks = [
+            DirectoryLock(self._node_dir(i), f"kafka launcher for node {i + 1}") for i in range(brokers)
+        ]
+        self.start_seconds = 0.0  # how long the last start() took, formatting included
+
+    # -- layout -----------------------------------------------------------------------------
+
+    def _load_layout(self, port: int) -> _Layout:
+        saved = self.data_dir / "cluster.json"
+        if saved.exists():
+            data = json.loads(saved.read_text())
+            layout = _Layout(data["cluster_id"], tuple(data["ports"]), tuple(data["controller_ports"]))
+            if len(layout.ports) != self.brokers:
+                raise ValueError(
+                    f"{saved} holds a cluster of {len(layout.ports)} brokers, not {self.brokers}"
+                )
+            if port and layout.ports[0] != port:
+                raise ValueError(f"{saved} holds a cluster on port {layout.ports[0]}, not {port}")
+            return layout
+        ports = tuple(port + i if port else free_port(self.host) for i in range(self.brokers))
+        layout = _Layout(_cluster_id(), ports, tuple(free_port(self.host) for _ in range(self.brokers)))
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        saved.write_text(
+            json.dumps(
+                {
+                    "cluster_id": layout.cluster_id,
+                    "ports": list(layout.ports),
+                    "controller_ports": list(layout.controller_ports),
+                }
+            )
+        )
+        return layout
+
+    def _node_dir(self, index: int) -> Path:
+        return self.data_dir / f"node-{index + 1}"
+
+    @property
+    def bootstrap_servers(self) -> str:
+        """``host:port,...`` of every broker: what ``kafka.bootstrap.servers`` holds."""
+        return ",".join(f"{self.host}:{port}" for port in self.layout.ports)
+
+    def address(self, index: int) -> str:
+        return f"{self.host}:{self.layout.ports[index]}"
+
+    def pid(self, index: int) -> int | None:
+        process = self.processes[index]
+        return process.pid if process is not None and process.poll() is None else None
+
+    def _properties(self, index: int) -> Path:
+        replication = min(3, self.brokers)
+        min_isr = 2 if self.brokers >= 3 else 1
+        voters = ",".join(
+            f"{i + 1}@{self.host}:{cport}" for i, cport in enumerate(self.layout.controller_ports)
+        )
+        port, cport = self.layout.ports[index], self.layout.controller_ports[index]
+        settings = {
+            "process.roles": "broker,controller",
+            "node.id": str(index + 1),
+            "controller.quorum.voters": voters,
+            "listeners": f"PLAINTEXT://{self.host}:{port},CONTROLLER://{self.host}:{cport}",
+            "advertised.listeners": f"PLAINTEXT://{self.host}:{port}",
+            "controller.listener.names": "CONTROLLER",
+            "inter.broker.listener.name": "PLAINTEXT",
+            "listener.security.protocol.map": "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT",
+            "log.dirs": str((self._node_dir(index) / "logs").resolve()),
+            "num.partitions": str(self.partitions),
+            "default.replication.factor": str(replication),
+            "min.insync.replicas": str(min_isr),
+            "offsets.topic.replication.factor": str(replication),
+            "offsets.topic.num.partitions": "4",  # 50 by default: seconds of start on 2 cores
+            "transaction.state.log.replication.factor": str(replication),
+            "transaction.state.log.min.isr": str(min_isr),
+            "transaction.state.log.num.partitions": "4",
+            "share.coordinator.state.topic.replication.factor": str(replication),
+            "share.coordinator.state.topic.min.isr": str(min_isr),
+            "group.initial.rebalance.delay.ms": "0",
+            # a node back from kill -9 registers again only once its old session ended (9 s
+            # by default); a down node's partitions also move sooner
+            "broker.session.timeout.ms": "3000",
+            "broker.heartbeat.interval.ms": "500",
+            "unclean.leader.election.enable": "false",
+            "num.network.threads": "2",
+            "num.io.threads": "4",
+            "background.threads": "4",
+            "log.cleaner.threads": "1",
+            **self.overrides,
+        }
+        path = self._node_dir(index) / "node.properties"
+        path.write_text("".join(f"{key}={value}\n" for key, value in settings.items()))
+        return path
+
+    # -- lifecycle --------------------------------------------------------------------------
+
+    def _java(self, main: str, *args: str) -> list[str]:
+        classpath = ":".join(str(jar) for jar in kafka_jars())
+        return [
+            self.java,
+            f"-Xmx{self.heap}",
+            "-XX:+UseSerialGC",
+            "-XX:TieredStopAtLevel=1",  # C1 only: a broker here starts in half the time
+            f"-Dlog4j2.configurationFile={(self.data_dir / 'log4j2.properties').resolve()}",
+            "-cp",
+            classpath,
+            main,
+            *args,
+        ]
+
+    def _format(self, index: int, properties: Path) -> None:
+        if (self._node_dir(index) / "logs" / "meta.properties").exists():
+            return
+        command = self._java(
+            "kafka.tools.StorageTool",
+            "format",
+            "-t",
+            self.layout.cluster_id,
+            "-c",
+            str(properties),
+            "--ignore-formatted",
+        )
+        done = subprocess.run(command, capture_output=True, text=True, timeout=120, check=False)
+        if done.returncode != 0:
+            raise RuntimeError(
+                f"formatting Kafka node {index + 1} failed ({done.returncode}): "
+                f"{(done.stdout + done.stderr).strip()[-2000:]}"
+            )
+
+    def start(self, timeout: float = 120.0) -> KafkaCluster:
+        """Start every node that is not running and wait until all answer; ``RuntimeError``
+        with the node's log if one does not, :class:`~bookkeeper.DirectoryInUseError` if
+        another process holds a node's directory."""
+        started = time.monotonic()
+        try:
+            for index in range(self.brokers):
+                self._spawn(index)
+            self.wait_ready(range(self.brokers), timeout)
+        except BaseException:
+            self.stop()
+            raise
+        self.start_seconds = time.monotonic() - started
+        log.info("Kafka ready on %s in %.1f s", self.bootstrap_servers, self.start_seconds)
+        return self
+
+    def start_node(self, index: int, timeout: float = 120.0) -> None:
+        """Start one node again on its data (after ``kill`` or ``stop_node``) and wait for it."""
+        self._spawn(index)
+        self.wait_ready([index], timeout)
+
+    def _spawn(self, index: int) -> None:
+        if self.pid(index) is not None:
+            return
+        lock = self._locks[index]
+        if not lock.held:
+            lock.acquire()
+        (self.data_dir / "log4j2.properties").write_text(_LOG4J)
+        properties = self._properties(index)
+        self._format(index, properties)
+        log_path = self._node_dir(index) / "kafka.log"
+        with open(log_path, "ab") as log_file:
+            process = spawn(
+                self._java("kafka.Kafka", str(properties)),
+                stdout=log_file,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
+                pass_fds=[lock.fd],  # the JVM holds the node's directory too
+            )
+        self.processes[index] = process
+        lock.share_with(process.pid, f"kafka node {index + 1} on port {self.layout.ports[index]}")
+        (self._node_dir(index) / "kafka.pid").write_text(f"{process.pid}\n")
+
+    def answers(self, index: int, timeout: float = 2.0) -> bool:
+        """Whether node ``index`` answers a metadata request listing itself as a broker."""
+        from confluent_kafka.admin import AdminClient  # librdkafka loads only when a cluster is used
+
+        admin = AdminClient({"bootstrap.servers": self.address(index), "log_level": 0})
+        try:
+            metadata = admin.list_topics(timeout=timeout)
+        except Exception:  # KafkaException while the broker starts: not ready yet
+            return False
+        return index + 1 in metadata.brokers
+
+    def wait_ready(self, indexes: range | list[int], timeout: float = 120.0) -> None:
+        deadline = time.monotonic() + timeout
+        for index in indexes:
+            while not self.answers(index, timeout=1.0):
+                process = self.processes[index]
+                if process is None or process.poll() is not None:
+                    code = None if process is None else process.returncode
+                    raise RuntimeError(
+                        f"Kafka node {index + 1} exited with {code}; last lines of its log:\n"
+                        f"{self._log_tail(index)}"
+                    )
+                if time.monotonic() > deadline:
+                    raise RuntimeError(
+                        f"Kafka node {index + 1} did not answer on {self.address(index)} within "
+                        f"{timeout} s; last lines of its log:\n{self._log_tail(index)}"
+                    )
+                time.sleep(0.2)  # polling a starting JVM: no event to wait on
+
+    def _log_tail(self, index: int, lines: int = 20) -> str:
+        try:
+            text = (self._node_dir(index) / "kafka.log").read_text(errors="replace")
+        except OSError:
+            return "(no log)"
+        return "\n".join(text.splitlines()[-lines:])
+
+    def create_topic(
+        self,
+        name: str,
+        partitions: int | None = None,
+        config: Mapping[str, str] | None = None,
+        *,
+        exist_ok: bool = False,
+    ) -> None:
+        """Create topic ``name`` (``partitions`` default the cluster's, replication by its size)
+        and wait until every broker knows it; with ``exist_ok``, a topic already there is left
+        as it is."""
+        from confluent_kafka import KafkaError, KafkaException
+        from confluent_kafka.admin import AdminClient
+        from confluent_kafka.cimpl import NewTopic
+
+        admin = AdminClient({"bootstrap.servers": self.bootstrap_servers, "log_level": 0})
+        topic = NewTopic(
+            name,
+            num_partitions=partitions or self.partitions,
+            replication_factor=min(3, self.brokers),
+            config=dict(config or {}),
+        )
+        try:
+            admin.create_topics([topic], operation_timeout=30)[name].result(timeout=60)
+        except KafkaException as exc:
+            if not (exist_ok and exc.args[0].code() == KafkaError.TOPIC_ALREADY_EXISTS):
+                raise
+            return
+        deadline = time.monotonic() + 30
+        while True:
+            topics = admin.list_topics(timeout=5).topics
+            known = topics.get(name)
+            if known is not None and known.error is None and len(known.partitions) == topic.num_partitions:
+                return
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"topic {name!r} did not appear within 30 s")
+            time.sleep(0.1)
+
+    def kill(self, index: int) -> int:
+        """``kill -9`` node ``index``; its PID. The node's directory stays held by the launcher."""
+        process = self.processes[index]
+        if process is None or process.poll() is not None:
+            raise RuntimeError(f"Kafka node {index + 1} is not running")
+        os.kill(process.pid, signal.SIGKILL)
+        process.wait()
+        return process.pid
+
+    def stop_node(self, index: int, grace: float = 30.0) -> None:
+        """Stop one node by its PID: SIGTERM (a controlled shutdown), SIGKILL after ``grace``."""
+        process, self.processes[index] = self.processes[index], None
+        if process is None or process.poll() is not None:
+            return
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(process.pid, signal.SIGTERM)
+        try:
+            process.wait(timeout=grace)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(process.pid, signal.SIGKILL)
+            process.wait()
+        with contextlib.suppress(OSError):
+            (self._node_dir(index) / "kafka.pid").unlink()
+
+    def stop(self, grace: float = 30.0) -> None:
+        """Stop every node (SIGTERM to all at once, so none waits on a quorum already gone),
+        then let the data directories go."""
+        try:
+            for process in self.processes:
+                if process is not None and process.poll() is None:
+                    with contextlib.suppress(ProcessLookupError):
+                        os.kill(process.pid, signal.SIGTERM)
+            for index in range(self.brokers):
+                self.stop_node(index, grace)
+        finally:
+            for lock in self._locks:
+                lock.release()
+
+    def __enter__(self) -> KafkaCluster:
+        return self.start()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
