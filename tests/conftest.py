@@ -1,20 +1,20 @@
 """Shared fixtures: one real ZooKeeper server per test session (or ``$ARTIMON_ZK``), one
 local SparkSession per test session (started by the first test that asks: a JVM takes about
 10 s), waiting on a condition with a deadline, and a corpus of regexes that make
-backtracking engines explode (the store's and the query API's hardening tests)."""
+backtracking engines explode (the store's and the query API's hardening tests). What tests
+import by name lives in ``support.py``."""
 
 from __future__ import annotations
 
 import os
-import time
 import uuid
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
 from hypothesis import strategies as st
+from support import TlsFiles, wait_until
 
 from bookkeeper.testing.zkserver import ZooKeeperServer
 
@@ -39,15 +39,6 @@ def zk_hosts(zk_server: ZooKeeperServer | None) -> str:
     """A connect string with a root of its own, so tests never see each other's znodes."""
     connect = zk_server.hosts if zk_server else os.environ["ARTIMON_ZK"].partition("/")[0]
     return f"{connect}/artimon-test-{uuid.uuid4().hex[:8]}"
-
-
-def wait_until(condition: Callable[[], object], timeout: float = 20.0, what: str = "condition") -> None:
-    """Poll ``condition`` until it is true; fail after ``timeout`` seconds naming ``what``."""
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
-        time.sleep(0.02)
 
 
 @pytest.fixture
@@ -131,17 +122,6 @@ def redos_regexes() -> st.SearchStrategy[str]:
     return regexes()
 
 
-@dataclass(frozen=True)
-class TlsFiles:
-    """PEM files from a throwaway CA (trustme): a server certificate for 127.0.0.1 and
-    localhost, a client certificate, and a second CA that signed neither."""
-
-    ca: Path
-    server: Path  # certificate chain and private key in one file
-    client: Path
-    other_ca: Path
-
-
 @pytest.fixture(scope="session")
 def tls_files(tmp_path_factory: pytest.TempPathFactory) -> TlsFiles:
     import trustme  # the test extra
@@ -156,24 +136,3 @@ def tls_files(tmp_path_factory: pytest.TempPathFactory) -> TlsFiles:
     ca.issue_cert("127.0.0.1", "localhost").private_key_and_cert_chain_pem.write_to_path(str(files.server))
     ca.issue_cert("agent@example.net").private_key_and_cert_chain_pem.write_to_path(str(files.client))
     return files
-
-
-def vm_rss_kb(pid: int) -> int:
-    """The resident set of process ``pid`` (``VmRSS`` of ``/proc/<pid>/status``), in KiB."""
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1])
-    raise AssertionError(f"no VmRSS for process {pid}")
-
-
-def cpu_seconds(pid: int) -> float:
-    """User plus system CPU time process ``pid`` has used (``/proc/<pid>/stat``)."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
-def thread_count(pid: int) -> int:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("Threads:"):
-            return int(line.split()[1])
-    raise AssertionError(f"no Threads for process {pid}")

@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
-from conftest import TlsFiles
+from support import TlsFiles
 
 from bookkeeper import (
     Bookkeeper,

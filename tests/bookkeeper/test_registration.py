@@ -4,8 +4,8 @@ import time
 from collections.abc import Iterator
 
 import pytest
-from conftest import wait_until
 from kazoo.client import KazooClient
+from support import wait_until
 
 from bookkeeper import Bookkeeper, EndpointInfo, read_endpoint, resolve_zk
 from bookkeeper.testing import AppProcess, expire_session, start_app

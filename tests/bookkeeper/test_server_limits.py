@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
-from conftest import thread_count, vm_rss_kb
+from support import thread_count, vm_rss_kb
 
 from bookkeeper import Bookkeeper, EndpointClient, EndpointUnavailableError, read_endpoint
 from bookkeeper.testing import start_app

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import pytest
-from conftest import TlsFiles
+from support import TlsFiles
 
 from bookkeeper import Bookkeeper
 from bookkeeper.wire import server_context

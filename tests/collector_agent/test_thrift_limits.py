@@ -15,9 +15,9 @@ from typing import Any
 
 import httpx
 import pytest
-from conftest import cpu_seconds, vm_rss_kb, wait_until
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
+from support import cpu_seconds, vm_rss_kb, wait_until
 from thriftpy2.protocol import TCompactProtocolFactory, TCyBinaryProtocolFactory
 
 from bookkeeper import MalformedFrameError

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import httpx
 import numpy as np
-from conftest import TlsFiles
+from support import TlsFiles
 
 from bookkeeper.testing import ZooKeeperServer
 from bookkeeper.wire import BackgroundServer, client_context, server_context

@@ -1,0 +1,53 @@
+"""What tests import by name (``from support import ...``): waiting with a deadline, the TLS
+files of the ``tls_files`` fixture, and a process's memory, CPU time and threads from
+``/proc``. A module of its own, not ``conftest``: a directory's own conftest would shadow
+the top one's name."""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+
+def wait_until(condition: Callable[[], object], timeout: float = 20.0, what: str = "condition") -> None:
+    """Poll ``condition`` until it is true; fail after ``timeout`` seconds naming ``what``."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+        time.sleep(0.02)
+
+
+@dataclass(frozen=True)
+class TlsFiles:
+    """PEM files from a throwaway CA (trustme): a server certificate for 127.0.0.1 and
+    localhost, a client certificate, and a second CA that signed neither."""
+
+    ca: Path
+    server: Path  # certificate chain and private key in one file
+    client: Path
+    other_ca: Path
+
+
+def vm_rss_kb(pid: int) -> int:
+    """The resident set of process ``pid`` (``VmRSS`` of ``/proc/<pid>/status``), in KiB."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1])
+    raise AssertionError(f"no VmRSS for process {pid}")
+
+
+def cpu_seconds(pid: int) -> float:
+    """User plus system CPU time process ``pid`` has used (``/proc/<pid>/stat``)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def thread_count(pid: int) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("Threads:"):
+            return int(line.split()[1])
+    raise AssertionError(f"no Threads for process {pid}")
