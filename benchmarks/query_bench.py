@@ -41,6 +41,10 @@ Fair by construction:
 Targets (issues 8 and 21): the raw fetch at least as fast as the faster peer, every
 aggregation and range query at least 5x faster.
 
+PromQL (issue 17): each case is also sent with the peers' PromQL text, unchanged, to
+Artimon's ``/prometheus`` API (the ``promql`` column: the same engine and store, compiled
+from PromQL), timed the same way and checked against the peers' answers too; same targets.
+
 Run: python benchmarks/query_bench.py [--quick] [--sizes 10000,100000] [--repeat 5]
 [--peers prometheus,victoriametrics] [--minutes 180] [--vm-cache]. A million series load in
 time on this machine against VictoriaMetrics alone with 75 minutes of history
@@ -309,7 +313,7 @@ def run_size(count: int, repeat: int, peers: list[str], vm_cache: bool, minutes:
     artimon.start()
     series = data.prometheus_series()
     processes: dict[str, subprocess.Popen[bytes]] = {}
-    sides = {"artimon": f"http://127.0.0.1:{api_port}"}
+    sides = {"artimon": f"http://127.0.0.1:{api_port}", "promql": f"http://127.0.0.1:{api_port}/prometheus"}
     try:
         for peer in peers:
             if peer == "prometheus":
@@ -418,10 +422,14 @@ def ours_points(answer: dict[str, Any], keys: list[str]) -> dict[tuple[Any, ...]
     return points
 
 
-def peer_points(body: dict[str, Any]) -> tuple[list[str], dict[tuple[Any, ...], float]]:
-    """A Prometheus API answer (vector or matrix) as its label keys and the same mapping."""
+def peer_points(
+    body: dict[str, Any], keys: list[str] | None = None
+) -> tuple[list[str], dict[tuple[Any, ...], float]]:
+    """A Prometheus API answer (vector or matrix) as its label keys (or ``keys``) and the
+    same mapping."""
     result = body["data"]["result"]
-    keys = sorted({k for series in result for k in series["metric"] if k != "__name__"})
+    if keys is None:
+        keys = sorted({k for series in result for k in series["metric"] if k != "__name__"})
     points = {}
     for series in result:
         labels = tuple(series["metric"].get(k) for k in keys)
@@ -430,11 +438,12 @@ def peer_points(body: dict[str, Any]) -> tuple[list[str], dict[tuple[Any, ...], 
     return keys, points
 
 
-def difference(ours: dict[str, Any], peer: dict[str, Any]) -> float:
-    """The largest relative difference between Artimon's values and a peer's, over every
-    point of the peer's answer (infinite when Artimon's answer lacks one)."""
+def difference(ours: dict[str, Any], peer: dict[str, Any], promql: bool = False) -> float:
+    """The largest relative difference between Artimon's values (an answer of its query
+    API, or with ``promql`` of its ``/prometheus`` API) and a peer's, over every point of the
+    peer's answer (infinite when Artimon's answer lacks one)."""
     keys, theirs = peer_points(peer)
-    mine = ours_points(ours, keys)
+    mine = peer_points(ours, keys)[1] if promql else ours_points(ours, keys)
     worst = 0.0
     for point, value in theirs.items():
         got = mine.get(point, math.nan)
@@ -445,7 +454,7 @@ def difference(ours: dict[str, Any], peer: dict[str, Any]) -> float:
 
 
 def run_queries(sides: dict[str, str], pids: dict[str, int], data: Data, repeat: int) -> list[dict[str, Any]]:
-    peers = [side for side in sides if side != "artimon"]
+    peers = [side for side in sides if side not in ("artimon", "promql")]
     rows = []
     with httpx.Client(timeout=1800) as client:
         for case in cases(data):
@@ -453,6 +462,9 @@ def run_queries(sides: dict[str, str], pids: dict[str, int], data: Data, repeat:
             calls: dict[str, Callable[[], httpx.Response]] = {
                 "artimon": lambda c=case: client.post(
                     f"{sides['artimon']}/api/v1/query", json={"query": c.ours}
+                ),
+                "promql": lambda c=case: client.get(
+                    f"{sides['promql']}/api/v1/{c.endpoint}", params=c.params
                 ),
             }
             for peer in peers:
@@ -468,13 +480,16 @@ def run_queries(sides: dict[str, str], pids: dict[str, int], data: Data, repeat:
                 for side in order[turn:] + order[:turn]:
                     ms, decode_ms, answers[side] = timed(calls[side])
                     best[side], decode[side] = min(best[side], ms), min(decode[side], decode_ms)
-            speedup = min(best[peer] for peer in peers) / best["artimon"]
+            fastest_peer = min(best[peer] for peer in peers)
+            speedup, promql_speedup = fastest_peer / best["artimon"], fastest_peer / best["promql"]
             worst = max(difference(answers["artimon"], answers[peer]) for peer in peers)
+            promql_worst = max(difference(answers["promql"], answers[peer], promql=True) for peer in peers)
             series_out = len(answers["artimon"].get("series") or [])
             timings = ", ".join(f"{side} {best[side]:.1f} ms" for side in order)
             progress(
-                f"{data.count:,} | {case.name}: {timings} ({speedup:.1f}x; {series_out} series; "
-                f"values differ by at most {worst:.1g}; settled in {settle:.0f} s)"
+                f"{data.count:,} | {case.name}: {timings} ({speedup:.1f}x, PromQL {promql_speedup:.1f}x; "
+                f"{series_out} series; values differ by at most {worst:.1g}, PromQL's {promql_worst:.1g}; "
+                f"settled in {settle:.0f} s)"
             )
             rows.append(
                 {
@@ -485,6 +500,9 @@ def run_queries(sides: dict[str, str], pids: dict[str, int], data: Data, repeat:
                     "target": f">= {case.target:g}x",
                     "met": speedup >= case.target,
                     "values_rel_diff": worst,
+                    "promql_speedup": promql_speedup,
+                    "promql_met": promql_speedup >= case.target,
+                    "promql_values_rel_diff": promql_worst,
                     "series_out": series_out,
                     **{f"{side}_decode_ms": decode[side] for side in order},
                     "settled_s": settle,
@@ -541,6 +559,10 @@ def main() -> None:
             "target",
             "met",
             "values_rel_diff",
+            "promql_ms",
+            "promql_speedup",
+            "promql_met",
+            "promql_values_rel_diff",
         ],
     )
 

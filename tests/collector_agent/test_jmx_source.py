@@ -177,15 +177,15 @@ def test_object_names() -> None:
 
 
 def test_the_scrape_examples_of_the_docs_configure() -> None:
-    """The ``prometheus`` and ``jmx`` examples of docs/agent.md are configurations these
-    sources accept, with every key known."""
+    """The ``prometheus``, ``jmx`` and ``prometheus_remote_write`` examples of docs/agent.md
+    are configurations these sources accept, with every key known."""
     page = (Path(__file__).resolve().parents[2] / "docs" / "agent.md").read_text()
     blocks = [
         b
         for b in re.findall(r"```properties\n(.*?)```", page, re.S)
         if "type = jmx" in b or "prometheus" in b
     ]
-    sources = 0
+    types = []
     for block in blocks:
         values = load_properties(block)
         for name in sorted({key.split(".")[2] for key in values if key.startswith("a1.sources.")}):
@@ -196,5 +196,5 @@ def test_the_scrape_examples_of_the_docs_configure() -> None:
             source = resolve("source", context.get_str("type"), f"{prefix}type")(name)
             source.configure(context)
             assert context.unknown_keys() == []
-            sources += 1
-    assert sources == 3
+            types.append(context.get_str("type"))
+    assert sorted(types) == ["jmx", "jmx", "prometheus", "prometheus_remote_write"]
