@@ -3,7 +3,7 @@ Prometheus and VictoriaMetrics (Debian's ``prometheus`` and ``victoria-metrics``
 same data, on this machine, in one run, at several series counts so that the growth of
 each query's cost shows. Prints a table, writes results/query_bench.json.
 
-Data, per size N: N counters ``req`` (labels dc, rack, host, i) and N/10 gauges ``temp``
+Data, per size N: N counters ``req_total`` (labels dc, rack, host, i) and N/10 gauges ``temp``
 (integer degrees, the same labels) x 3 hours of minutes (``--minutes``). Prometheus gets
 them as TSDB blocks (``promtool tsdb create-blocks-from openmetrics``), VictoriaMetrics through
 ``/api/v1/import/prometheus``, VHMS through its ingest, with a finest ring of 3 hours of
@@ -120,11 +120,12 @@ class Data:
         ]
 
     def prometheus_series(self) -> list[str]:
-        """Prometheus's text form: ``req`` is a counter, so ``req_total`` there."""
+        """Prometheus's text form of the same series (the counters are named ``req_total`` on
+        every side, so that the PromQL text runs unchanged on Artimon's ``/prometheus`` too)."""
         out = []
         for name, labels in zip(self.names, self.labels, strict=True):
             pairs = ",".join(f'{k}="{v}"' for k, v in labels.items())
-            out.append(f"{'req_total' if name == 'req' else name}{{{pairs}}}")
+            out.append(f"{name}{{{pairs}}}")
         return out
 
 
@@ -135,7 +136,7 @@ def make_data(count: int, minutes: int = MINUTES) -> Data:
     counters = np.cumsum(rng.integers(0, 20, size=(count, minutes)), axis=1).astype(np.float64)
     gauges = rng.integers(15, 35, size=(count // 10, minutes)).astype(np.float64)
     labels = [labels_of(i) for i in range(count)] + [labels_of(i * 10) for i in range(count // 10)]
-    names = ["req"] * count + ["temp"] * (count // 10)
+    names = ["req_total"] * count + ["temp"] * (count // 10)
     return Data(count, start, end, labels, names, np.vstack([counters, gauges]))
 
 
@@ -351,9 +352,10 @@ def cases(data: Data) -> list[Case]:
     history = f"{minutes // 60} h" if minutes % 60 == 0 else f"{minutes} min"
     hour = {"start": at - 3600, "end": at, "step": 60}
     increase_by_rack = "map(increase, 11m) | reduce(sum, by=[rack])"
-    now = f'fetch("req", start={end}, end={end + 1})'
+    now = f'fetch("req_total", start={end}, end={end + 1})'
     share_ours = " / on(dc) group_left ".join(
-        f'(fetch("req", start={end - 65 * MINUTE}, end={end + 1}) | map(rate, 6m) | reduce(sum, by=[{by}]))'
+        f'(fetch("req_total", start={end - 65 * MINUTE}, end={end + 1}) '
+        f"| map(rate, 6m) | reduce(sum, by=[{by}]))"
         for by in ("dc, rack", "dc")
     )
     share_promql = (
@@ -363,21 +365,21 @@ def cases(data: Data) -> list[Case]:
         Case(
             "raw fetch, one rack, 10 min",
             1,
-            f'fetch("req{{rack=r1}}", start={end - 9 * MINUTE}, end={end + 1})',
+            f'fetch("req_total{{rack=r1}}", start={end - 9 * MINUTE}, end={end + 1})',
             "query_range",
             {"query": 'req_total{rack="r1"}', "start": at - 540, "end": at, "step": 60},
         ),
         Case(
             "sum by rack of a 10-min increase",
             5,
-            f'fetch("req", start={end - 10 * MINUTE}, end={end + 1}) | {increase_by_rack}',
+            f'fetch("req_total", start={end - 10 * MINUTE}, end={end + 1}) | {increase_by_rack}',
             "query",
             {"query": "sum by (rack) (increase(req_total[10m]))", "time": at},
         ),
         Case(
             "range: sum by rack of increase[10m], 1 h",
             5,
-            f'fetch("req", start={end - 70 * MINUTE}, end={end + 1}) | {increase_by_rack}',
+            f'fetch("req_total", start={end - 70 * MINUTE}, end={end + 1}) | {increase_by_rack}',
             "query_range",
             {"query": "sum by (rack) (increase(req_total[10m]))", **hour},
         ),

@@ -21,7 +21,7 @@ import csv
 import io
 import secrets
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Annotated
 
@@ -39,7 +39,7 @@ from query_dsl.http_errors import error_response as _error
 from query_dsl.matrix import Matrix
 from query_dsl.parser import MAX_QUERY_LENGTH
 from query_dsl.prom_api import prometheus_router
-from query_dsl.self_metrics import ApiMetrics
+from query_dsl.self_metrics import ApiMetrics, Collector
 from query_dsl.sources import DataSource
 from query_dsl.web import web_router
 from vhms import LimitExceededError, VhmsError
@@ -112,10 +112,13 @@ def create_app(
     token: str | None = None,
     limits: Limits | None = None,
     dashboards_dir: Path | None = None,
+    extra_metrics: Sequence[Collector] = (),
 ) -> FastAPI:
     """The API over ``source``, with the dashboard page at ``/`` (see :mod:`query_dsl.web`)
-    listing the saved dashboards of ``dashboards_dir``."""
-    metrics = ApiMetrics()
+    listing the saved dashboards of ``dashboards_dir``. ``extra_metrics`` (prometheus_client
+    collectors) add to ``GET /metrics`` what else runs in this process: ``artimon up``'s
+    alerts, its Spark history job, its ZooKeeper."""
+    metrics = ApiMetrics(extra_metrics)
     app = FastAPI(
         title="Artimon query API",
         version="1",

@@ -10,14 +10,27 @@ reads the latencies back.
 
 from __future__ import annotations
 
+import logging
+from collections.abc import Iterable, Sequence
+from typing import Protocol
+
 from prometheus_client import CollectorRegistry, ProcessCollector, generate_latest
+from prometheus_client.metrics_core import Metric
 
 from bookkeeper import Bookkeeper, Histogram
 
-__all__ = ["ApiMetrics"]
+__all__ = ["ApiMetrics", "Collector"]
+
+log = logging.getLogger(__name__)
 
 # 1 ms to 30 s: a query answers in milliseconds, its deadline is seconds
 QUERY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
+
+
+class Collector(Protocol):
+    """What prometheus_client's ``generate_latest`` reads: metric families."""
+
+    def collect(self) -> Iterable[Metric]: ...
 
 
 def _quote(value: str) -> str:
@@ -27,7 +40,8 @@ def _quote(value: str) -> str:
 class ApiMetrics:
     """Latencies observed by the API's routes, and their exposition."""
 
-    def __init__(self) -> None:
+    def __init__(self, extra: Sequence[Collector] = ()) -> None:
+        self.extra = list(extra)  # what else runs in the process
         self.bookkeeper = Bookkeeper("artimon.api", labels={}, environ={})
         self._process = CollectorRegistry()
         ProcessCollector(registry=self._process)
@@ -42,7 +56,8 @@ class ApiMetrics:
         self._latency["ok" if ok else "error"].observe(seconds)
 
     def text(self) -> str:
-        """The Prometheus text exposition: the histograms, then the process."""
+        """The Prometheus text exposition: the histograms, the process, then the extra
+        collectors' (one that fails is left out, logged: the rest still answers)."""
         lines = ["# TYPE artimon_query_seconds histogram"]
         for sample in self.bookkeeper.snapshot().samples():
             own = sorted(
@@ -50,4 +65,10 @@ class ApiMetrics:
             )  # no framework labels
             labels = ",".join(f'{key}="{_quote(value)}"' for key, value in own)
             lines.append(f"{sample.name}{{{labels}}} {float(sample.value)!r}")
-        return "\n".join(lines) + "\n" + generate_latest(self._process).decode()
+        text = "\n".join(lines) + "\n" + generate_latest(self._process).decode()
+        for more in self.extra:
+            try:
+                text += generate_latest(more).decode()
+            except Exception:  # one collector's failure must not hide the others
+                log.exception("a /metrics collector failed")
+        return text

@@ -56,6 +56,7 @@ from typing import Any
 
 from artimon.commands._history import HistoryJob
 from artimon.commands._signals import stop_event
+from artimon.commands._up_metrics import LandingBacklog, ZooKeeperMetrics
 from artimon.commands.alerts import report as report_alerts
 from artimon.commands.vhms import add_wal_arguments, wal_options
 from bookkeeper import DirectoryInUseError
@@ -64,7 +65,7 @@ from bookkeeper.testing import DemoApps, HdfsServer, KafkaCluster, SparkCluster,
 from bookkeeper.wire import BackgroundServer
 from collector_agent import Agent, ConfigWatcher, MonitorServer, SelfReporter
 from query_dsl import EXAMPLES, StoreSource, create_app
-from query_dsl.alerts import AlertEngine, EvaluatorSource, load_rules
+from query_dsl.alerts import AlertEngine, AlertEngineMetrics, EvaluatorSource, load_rules
 from vhms import DEFAULT_RESOLUTIONS, DataDirInUseError, Store, VhmsClient, VhmsService
 
 KAFKA_TOPIC = "artimon-samples"
@@ -394,8 +395,15 @@ def _run(args: argparse.Namespace, data: Path) -> int:
         if not (dashboards / "artimon.json").exists():  # the stack's own panels, from its /metrics
             shutil.copy(EXAMPLES / "artimon.json", dashboards / "artimon.json")
         source = StoreSource(vhms.store)
+        alert_metrics = AlertEngineMetrics(None)  # its engine, if any, comes below
+        zk_host, _, zk_port = zk_hosts.split(",")[0].partition("/")[0].rpartition(":")
+        own: list[AlertEngineMetrics | LandingBacklog | ZooKeeperMetrics] = [alert_metrics]
+        own += [LandingBacklog(data / "landing"), ZooKeeperMetrics(zk_host, int(zk_port))]
         api = BackgroundServer(
-            create_app(source, dashboards_dir=dashboards), args.host, args.api_port, name="query-api"
+            create_app(source, dashboards_dir=dashboards, extra_metrics=own),
+            args.host,
+            args.api_port,
+            name="query-api",
         )
         api.start()
         window = "1m" if vhms.store.resolutions[0].step_s <= 30 else "5m"  # two buckets at least
@@ -412,6 +420,7 @@ def _run(args: argparse.Namespace, data: Path) -> int:
         if rules.exists():
             config = load_rules(rules)
             engine = AlertEngine(config, EvaluatorSource(source), state_file=data / "alerts-state.json")
+            alert_metrics.engine = engine
             alerts_thread = threading.Thread(
                 target=engine.run, args=(stop, report_alerts), name="alerts", daemon=True
             )

@@ -2,7 +2,7 @@
 ``artimon zk`` and tests.
 
 ``ZooKeeperServer(data_dir).start()`` writes a ``zoo.cfg`` (bound to ``host``, 127.0.0.1
-unless told otherwise, its own data dir, admin server off, ``4lw.commands.whitelist=ruok,srvr``), runs
+unless told otherwise, its own data dir, admin server off, ``4lw.commands.whitelist=ruok,srvr,mntr``), runs
 ``java -cp <pyspark>/jars/* org.apache.zookeeper.server.ZooKeeperServerMain zoo.cfg`` and
 waits until the server answers ``imok`` to ``ruok``. ``stop()`` ends it by its PID
 (SIGTERM, then SIGKILL after a grace period). A stopped server can be started again on the
@@ -57,14 +57,18 @@ def pyspark_jars() -> Path:
     return jars
 
 
-def four_letter_word(host: str, port: int, word: str = "ruok", timeout: float = 2.0) -> str:
-    """Send a four-letter command and return the answer ('' if the server is not up)."""
+def four_letter_word(
+    host: str, port: int, word: str = "ruok", timeout: float = 2.0, max_bytes: int = 1 << 20
+) -> str:
+    """Send a four-letter command and return the answer ('' if the server is not up), at
+    most ``max_bytes`` of it."""
     try:
         with socket.create_connection((host, port), timeout=timeout) as sock:
             sock.sendall(word.encode())
-            chunks = []
-            while chunk := sock.recv(4096):
+            chunks, received = [], 0
+            while received < max_bytes and (chunk := sock.recv(min(65536, max_bytes - received))):
                 chunks.append(chunk)
+                received += len(chunk)
             return b"".join(chunks).decode(errors="replace")
     except OSError:
         return ""
@@ -109,7 +113,7 @@ class ZooKeeperServer(ServerProcess):
                     f"clientPort={self.port}",
                     f"clientPortAddress={self.host}",
                     "admin.enableServer=false",
-                    "4lw.commands.whitelist=ruok,srvr",
+                    "4lw.commands.whitelist=ruok,srvr,mntr",
                     "maxClientCnxns=0",
                     "autopurge.snapRetainCount=3",
                     "autopurge.purgeInterval=1",

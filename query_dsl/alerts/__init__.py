@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from query_dsl.alerts.dispatch import DeliveryStats, Dispatcher, Receiver, RetryPolicy
 from query_dsl.alerts.engine import AlertEngine, Evaluation, RuleHealth
+from query_dsl.alerts.engine_metrics import AlertEngineMetrics
 from query_dsl.alerts.fields import Fields
 from query_dsl.alerts.model import Alert, AlertState, Notification, Transition, iso_time
 from query_dsl.alerts.notifiers import (
@@ -45,6 +46,7 @@ __all__ = [
     "Alert",
     "AlertConfig",
     "AlertEngine",
+    "AlertEngineMetrics",
     "AlertRuleError",
     "AlertState",
     "AlertmanagerNotifier",

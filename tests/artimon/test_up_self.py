@@ -86,6 +86,17 @@ def test_up_collects_its_own_metrics_and_the_artimon_dashboard_has_data(
                 timeout=60,
                 what="the query API, VHMS and the agent scraped, all up",
             )
+            wait(  # raw_ingest is off (--no-spark): the landing files wait, and the lag shows it
+                lambda: (
+                    last_values('fetch("artimon_raw_ingest_landing_files", last=5m)')[-1:] >= [1.0]
+                    and last_values('fetch("artimon_raw_ingest_lag_seconds", last=5m)')[-1:] > [0.0]
+                ),
+                timeout=60,
+                what="the landing files waiting for Spark, and their age",
+            )
+            zk = last_values('fetch("~zookeeper_(up|znode_count)", last=5m)')
+            assert len(zk) == 2 and 1.0 in zk and max(zk) >= 5, zk  # up, and /zookeeper, /artimon...
+            assert last_values('fetch("artimon_alert_rules", last=5m)') == [0.0]  # no rules file
             dashboard = httpx.get(f"{url}/api/v1/dashboards/artimon", timeout=30).json()
             assert dashboard["title"].startswith("Artimon")
             for panel in dashboard["panels"]:  # every panel answers values

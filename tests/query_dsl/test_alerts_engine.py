@@ -316,3 +316,36 @@ def test_run_evaluates_every_interval_until_stopped(
         runner.join(30)
     assert not runner.is_alive()
     assert all(not r.errors for r in reports) and reports[0].at_ms <= reports[-1].at_ms
+
+
+def test_the_engine_metrics_count_evaluations_alerts_and_deliveries(
+    store: Store, engine_factory: Callable[..., AlertEngine]
+) -> None:
+    from prometheus_client import generate_latest
+    from prometheus_client.parser import text_string_to_metric_families
+
+    from query_dsl.alerts import AlertEngineMetrics
+
+    def samples(collector: AlertEngineMetrics) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+        text = generate_latest(collector).decode()  # type: ignore[arg-type]
+        return {
+            (s.name, tuple(sorted(s.labels.items()))): s.value
+            for family in text_string_to_metric_families(text)
+            for s in family.samples
+        }
+
+    assert samples(AlertEngineMetrics(None)) == {("artimon_alert_rules", ()): 0.0}
+    put(store, 0, a=95, b=10)
+    recorder = Recorder()
+    engine = engine_factory(config(recorder, **{"for": "0s"}))
+    engine.evaluate(at(0))
+    engine.evaluate(at(1))
+    assert engine.dispatcher.flush(10)
+    got = samples(AlertEngineMetrics(engine))
+    rule, notifier = (("rule", "HighCpu"),), (("notifier", "rec"),)
+    assert got[("artimon_alert_rules", ())] == 1
+    assert got[("artimon_alert_rule_evaluations_total", rule)] == 2
+    assert got[("artimon_alert_rule_evaluation_failures_total", rule)] == 0
+    assert got[("artimon_alerts_active", rule)] == 1  # host a fires, b does not
+    assert got[("artimon_alert_notifications_delivered_total", notifier)] == len(recorder.received) >= 1
+    assert got[("artimon_alert_notifications_dropped_total", notifier)] == 0
