@@ -36,15 +36,30 @@ def _positions(present: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]
     return count, first, last
 
 
+def _down(ufunc: np.ufunc, array: np.ndarray, reverse: bool = False) -> np.ndarray:
+    """``ufunc.accumulate(array, axis=0)`` of a time-major array (from the last row up with
+    ``reverse``), in place, a row at a time: contiguous rows, where numpy's accumulate down
+    the first axis strides across them (ten times slower for a block of series)."""
+    order = range(len(array) - 2, -1, -1) if reverse else range(1, len(array))
+    step = 1 if reverse else -1
+    for row in order:
+        ufunc(array[row + step], array[row], out=array[row])
+    return array
+
+
 def _previous(values: np.ndarray) -> np.ndarray:
     """For each column, the value of the series' previous sample (NaN: none)."""
+    return _previous_in_time(values.T).T
+
+
+def _previous_in_time(values: np.ndarray) -> np.ndarray:
+    """``_previous`` of time-major ``values`` ``[times, series]``: for each row, each
+    series' value at its sample before (NaN: none)."""
     present = ~np.isnan(values)
-    index = np.where(present, np.arange(values.shape[1])[None, :], -1)
-    last_seen = np.maximum.accumulate(index, axis=1)
+    last_seen = _down(np.maximum, np.where(present, np.arange(len(values))[:, None], -1))
     before = np.full_like(last_seen, -1)
-    before[:, 1:] = last_seen[:, :-1]
-    rows = np.arange(values.shape[0])[:, None]
-    out = values[rows, np.maximum(before, 0)]
+    before[1:] = last_seen[:-1]
+    out = np.take_along_axis(values, np.maximum(before, 0), axis=0)
     out[before < 0] = np.nan
     return out
 
@@ -182,29 +197,42 @@ RANGE_FUNCTIONS: dict[str, RangeFunction] = {
 }
 
 
+def _cells(rows: np.ndarray, series: int) -> np.ndarray:
+    """Flat indices of ``[rows[e, s], s]`` in a C-contiguous ``[times, series]`` array."""
+    return rows * series + np.arange(series)
+
+
+def _take(array: np.ndarray, cells: np.ndarray) -> np.ndarray:
+    """``array``'s cells at ``_cells`` indices (a 1-D take: the cheapest gather numpy has)."""
+    return array.reshape(-1).take(cells)
+
+
 def _bounds(samples: Samples, ends: np.ndarray, range_ms: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """For every series and window ``[end - range_ms, end]``: the column of its first and
-    of its last sample in the window (``[series, ends]``), and whether it has one at all."""
-    values, axis = samples.values, samples.times
-    width = values.shape[1]
+    """For every window ``[end - range_ms, end]`` and series: the row of its first and of
+    its last sample in the window (``[ends, series]``, rows of the time-major samples), and
+    whether it has one at all. Time-major throughout: a window's cells of every series lie
+    in a few contiguous rows, where the series-major gathers walked memory a row of
+    series apart."""
+    values, axis = np.ascontiguousarray(samples.values.T), samples.times
+    width, series = values.shape
     present = ~np.isnan(values)
-    columns = np.arange(width)[None, :]
-    latest = np.maximum.accumulate(np.where(present, columns, -1), axis=1)
-    following = np.minimum.accumulate(np.where(present, columns, width)[:, ::-1], axis=1)[:, ::-1]
-    following = np.concatenate([following, np.full((len(values), 1), width)], axis=1)  # past the end: none
+    rows = np.arange(width)[:, None]
+    latest = _down(np.maximum, np.where(present, rows, -1))
+    following = _down(np.minimum, np.where(present, rows, width), reverse=True)
+    following = np.concatenate([following, np.full((1, series), width)], axis=0)  # past the end
     exact = samples.exact is not None
     slack = samples.step_ms if exact else 0  # with own times a sample lies up to a step after its bucket
     low = np.searchsorted(axis, ends - range_ms - slack, side="right" if exact else "left")
     high = np.searchsorted(axis, ends, side="right")
-    rows = np.arange(len(values))[:, None]
-    first = following[:, np.minimum(low, width)]
-    last = np.where(high[None, :] > 0, latest[:, np.maximum(high - 1, 0)], -1)
+    first = following[np.minimum(low, width)]
+    last = np.where(high[:, None] > 0, latest[np.maximum(high - 1, 0)], -1)
     if exact:
-        own = samples.sample_times()
-        early = (first < width) & (own[rows, np.minimum(first, width - 1)] < (ends - range_ms)[None, :])
-        first = np.where(early, following[rows, np.minimum(first + 1, width)], first)
-        late = (last >= 0) & (own[rows, np.maximum(last, 0)] > ends[None, :])
-        before = np.where(last > 0, latest[rows, np.maximum(last - 1, 0)], -1)
+        own = np.ascontiguousarray(samples.sample_times().T)
+        at_first = _take(own, _cells(np.minimum(first, width - 1), series))
+        early = (first < width) & (at_first < (ends - range_ms)[:, None])
+        first = np.where(early, _take(following, _cells(np.minimum(first + 1, width), series)), first)
+        late = (last >= 0) & (_take(own, _cells(np.maximum(last, 0), series)) > ends[:, None])
+        before = np.where(last > 0, _take(latest, _cells(np.maximum(last - 1, 0), series)), -1)
         last = np.where(late, before, last)
     valid = (first < width) & (last >= 0) & (first <= last)
     return np.minimum(first, width - 1), np.maximum(last, 0), valid
@@ -213,35 +241,38 @@ def _bounds(samples: Samples, ends: np.ndarray, range_ms: int) -> tuple[np.ndarr
 def _rates(name: str, samples: Samples, ends: np.ndarray, range_ms: int) -> np.ndarray:
     """``rate``, ``increase``, ``delta``, ``irate``, ``idelta`` for every window at once
     (``[series, ends]``), from the first and last sample of each window and prefix sums of
-    the counter resets: no loop over the evaluation times."""
-    values = samples.values
-    own = samples.sample_times()
-    first, last, valid = _bounds(samples, ends, range_ms)
-    rows = np.arange(len(values))[:, None]
+    the counter resets: no loop over the evaluation times. Computed time-major (see
+    ``_bounds``); the answer is a transposed view."""
+    values = np.ascontiguousarray(samples.values.T)
+    own = np.ascontiguousarray(samples.sample_times().T)
+    series = values.shape[1]
+    first_rows, last_rows, valid = _bounds(samples, ends, range_ms)
+    first, last = _cells(first_rows, series), _cells(last_rows, series)
     present = ~np.isnan(values)
-    count = np.cumsum(present, axis=1)
-    samples_in = count[rows, last] - count[rows, first] + 1
-    last_v, last_t = values[rows, last], own[rows, last].astype(np.float64)
+    count = _down(np.add, present.astype(np.int64))
+    samples_in = _take(count, last) - _take(count, first) + 1
+    last_v, last_t = _take(values, last), _take(own, last).astype(np.float64)
     with np.errstate(all="ignore"):
         if name in ("irate", "idelta"):
-            columns = np.arange(values.shape[1])[None, :]
-            latest = np.maximum.accumulate(np.where(present, columns, -1), axis=1)
-            before = np.where(last > 0, latest[rows, np.maximum(last - 1, 0)], -1)
-            enough = valid & (before >= first)
-            prev_v = values[rows, np.maximum(before, 0)]
+            rows = np.arange(len(values))[:, None]
+            latest = _down(np.maximum, np.where(present, rows, -1))
+            before = np.where(last_rows > 0, _take(latest, _cells(np.maximum(last_rows - 1, 0), series)), -1)
+            enough = valid & (before >= first_rows)
+            previous_cells = _cells(np.maximum(before, 0), series)
+            prev_v = _take(values, previous_cells)
             if name == "idelta":
-                return np.where(enough, last_v - prev_v, np.nan)
+                return np.where(enough, last_v - prev_v, np.nan).T
             increase = np.where(last_v < prev_v, last_v, last_v - prev_v)
-            seconds = (last_t - own[rows, np.maximum(before, 0)]) / 1000
-            return np.where(enough & (seconds > 0), increase / seconds, np.nan)
-        first_v, first_t = values[rows, first], own[rows, first].astype(np.float64)
+            seconds = (last_t - _take(own, previous_cells)) / 1000
+            return np.where(enough & (seconds > 0), increase / seconds, np.nan).T
+        first_v, first_t = _take(values, first), _take(own, first).astype(np.float64)
         result = last_v - first_v
         is_counter = name != "delta"
         if is_counter:
-            previous = _previous(values)
-            drops = np.cumsum(np.where(present & (values < previous), previous, 0.0), axis=1)
-            result = result + drops[rows, last] - drops[rows, first]
-        end = ends[None, :].astype(np.float64)
+            previous = _previous_in_time(values)
+            drops = _down(np.add, np.where(present & (values < previous), previous, 0.0))
+            result = result + _take(drops, last) - _take(drops, first)
+        end = ends[:, None].astype(np.float64)
         to_start = (first_t - (end - range_ms)) / 1000
         to_end = (end - last_t) / 1000
         sampled = (last_t - first_t) / 1000
@@ -256,10 +287,11 @@ def _rates(name: str, samples: Samples, ends: np.ndarray, range_ms: int) -> np.n
         factor = interval / sampled
         if name == "rate":
             factor /= range_ms / 1000
-        return np.where(valid & (samples_in >= 2), result * factor, np.nan)
+        return np.where(valid & (samples_in >= 2), result * factor, np.nan).T
 
 
 _VECTORIZED = frozenset({"rate", "increase", "delta", "irate", "idelta"})
+_BLOCK = 4096  # series at a time: a window's temporaries of a block fit a core's cache
 RANGE_NAMES = frozenset(RANGE_FUNCTIONS) | _VECTORIZED  # every function of a range vector
 
 
@@ -274,8 +306,14 @@ def evaluate_range(
     """``name`` over each window ``[end - range_ms, end]`` of ``ends``: ``[series, ends]``.
     ``params`` holds the function's scalar arguments per evaluation time ``[params, ends]``."""
     if name in _VECTORIZED:
-        check()
-        return _rates(name, samples, ends, range_ms)
+        out = np.empty((len(samples.values), len(ends)))
+        for start in range(0, len(samples.values), _BLOCK):  # temporaries that stay in cache
+            check()
+            block = slice(start, start + _BLOCK)
+            exact = None if samples.exact is None else samples.exact[block]
+            part = Samples(samples.table, samples.times, samples.values[block], samples.step_ms, exact)
+            out[block] = _rates(name, part, ends, range_ms)
+        return out
     function = RANGE_FUNCTIONS[name]
     values, axis = samples.values, samples.times
     times = samples.sample_times()
