@@ -310,8 +310,8 @@ def evaluate_range(
         for start in range(0, len(samples.values), _BLOCK):  # temporaries that stay in cache
             check()
             block = slice(start, start + _BLOCK)
-            exact = None if samples.exact is None else samples.exact[block]
-            part = Samples(samples.table, samples.times, samples.values[block], samples.step_ms, exact)
+            own = None if samples.exact is None else samples.exact[block]
+            part = Samples(samples.table, samples.times, samples.values[block], samples.step_ms, own)
             out[block] = _rates(name, part, ends, range_ms)
         return out
     function = RANGE_FUNCTIONS[name]
