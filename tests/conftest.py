@@ -1,8 +1,8 @@
 """Shared fixtures: one real ZooKeeper server per test session (or ``$ARTIMON_ZK``), one
-local SparkSession per test session (started by the first test that asks: a JVM takes about
-10 s), waiting on a condition with a deadline, and a corpus of regexes that make
-backtracking engines explode (the store's and the query API's hardening tests). What tests
-import by name lives in ``support.py``."""
+SparkSession per test session on a standalone master and worker (started by the first test
+that asks: its JVMs take about 15 s), waiting on a condition with a deadline, and a corpus
+of regexes that make backtracking engines explode (the store's and the query API's
+hardening tests). What tests import by name lives in ``support.py``."""
 
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ import pytest
 from hypothesis import strategies as st
 from support import TlsFiles, wait_until
 
+from bookkeeper.testing import SparkCluster
 from bookkeeper.testing.zkserver import ZooKeeperServer
 
 
@@ -47,12 +48,27 @@ def wait() -> Callable[..., None]:
 
 
 @pytest.fixture(scope="session")
-def spark() -> Iterator[Any]:
+def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """The session's SparkSession, started by the first test that asks: its jobs run on a
+    standalone master and worker of their own from the pyspark wheel, as a cluster runs
+    them (executors in their own JVM, their own Python workers); ``ARTIMON_TEST_SPARK=local``
+    runs them on ``local[2]`` instead."""
     from spark_jobs.session import spark_session  # pyspark's import is slow: only when asked
 
-    session = spark_session("local[2]", "artimon-tests")
-    yield session
-    session.stop()
+    if os.environ.get("ARTIMON_TEST_SPARK", "cluster") == "local":
+        session = spark_session("local[2]", "artimon-tests")
+        yield session
+        session.stop()
+        return
+    cluster = SparkCluster(tmp_path_factory.mktemp("spark"), worker_cores=2, worker_memory="3g").start()
+    try:
+        session = spark_session(cluster.master_url, "artimon-tests", conf={"spark.executor.memory": "2g"})
+        try:
+            yield session
+        finally:
+            session.stop()
+    finally:
+        cluster.stop()
 
 
 # Known catastrophic patterns for backtracking engines: nested and overlapping quantifiers,
