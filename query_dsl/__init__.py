@@ -28,6 +28,7 @@ from query_dsl.mappers import apply_mapper
 from query_dsl.matrix import Matrix
 from query_dsl.parser import Call, Duration, Node, Word, parse
 from query_dsl.reduce import reduce_matrix
+from query_dsl.self_metrics import Collector, metrics_app
 from query_dsl.sources import DataSource, ShardedSource, StoreSource
 
 __all__ = [
@@ -35,6 +36,7 @@ __all__ = [
     "AlertRuleError",
     "Call",
     "Client",
+    "Collector",
     "Dashboard",
     "DashboardDirectory",
     "DashboardError",
@@ -59,6 +61,7 @@ __all__ = [
     "bucketize",
     "create_app",
     "filter_selector",
+    "metrics_app",
     "parse",
     "reduce_matrix",
     "strings_answer",

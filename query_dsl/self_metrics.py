@@ -14,12 +14,14 @@ import logging
 from collections.abc import Iterable, Sequence
 from typing import Protocol
 
+from fastapi import FastAPI
+from fastapi.responses import PlainTextResponse
 from prometheus_client import CollectorRegistry, ProcessCollector, generate_latest
 from prometheus_client.metrics_core import Metric
 
 from bookkeeper import Bookkeeper, Histogram
 
-__all__ = ["ApiMetrics", "Collector"]
+__all__ = ["ApiMetrics", "Collector", "metrics_app"]
 
 log = logging.getLogger(__name__)
 
@@ -65,10 +67,35 @@ class ApiMetrics:
             )  # no framework labels
             labels = ",".join(f'{key}="{_quote(value)}"' for key, value in own)
             lines.append(f"{sample.name}{{{labels}}} {float(sample.value)!r}")
-        text = "\n".join(lines) + "\n" + generate_latest(self._process).decode()
-        for more in self.extra:
-            try:
-                text += generate_latest(more).decode()
-            except Exception:  # one collector's failure must not hide the others
-                log.exception("a /metrics collector failed")
-        return text
+        return "\n".join(lines) + "\n" + exposition([self._process, *self.extra])
+
+
+def exposition(collectors: Sequence[Collector]) -> str:
+    """The Prometheus text of ``collectors``; one that fails is left out and logged, so that
+    the others still answer."""
+    text = ""
+    for collector in collectors:
+        try:
+            text += generate_latest(collector).decode()
+        except Exception:  # one collector's failure must not hide the others
+            log.exception("a /metrics collector failed")
+    return text
+
+
+def metrics_app(component: str, collectors: Sequence[Collector]) -> FastAPI:
+    """The ``/metrics`` (the process's figures, then ``collectors``') and ``/health`` of a
+    long-running command without an HTTP API of its own (``artimon alerts``, ``artimon
+    spark``), for a ``prometheus`` source to scrape."""
+    process = CollectorRegistry()
+    ProcessCollector(registry=process)
+    app = FastAPI(title=f"Artimon {component}: metrics", openapi_url=None, docs_url=None, redoc_url=None)
+
+    @app.get("/metrics")
+    def metrics() -> PlainTextResponse:
+        return PlainTextResponse(exposition([process, *collectors]), media_type="text/plain; version=0.0.4")
+
+    @app.get("/health")
+    def health() -> dict[str, str]:
+        return {"status": "ok", "component": component}
+
+    return app

@@ -19,11 +19,13 @@ import sys
 from dataclasses import replace
 from pathlib import Path
 
+from artimon.commands._metrics import add_metrics_arguments, serve_metrics
 from artimon.commands._signals import stop_event
 from query_dsl import Client, QueryError, ShardedSource
 from query_dsl.alerts import (
     AlertConfig,
     AlertEngine,
+    AlertEngineMetrics,
     AlertmanagerNotifier,
     Evaluation,
     EvaluatorSource,
@@ -67,6 +69,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
         metavar="URL",
         help="also send every rule's alerts to this Alertmanager (repeatable)",
     )
+    add_metrics_arguments(parser)
     parser.add_argument(
         "--notify-timeout",
         type=float,
@@ -159,6 +162,7 @@ def run(args: argparse.Namespace) -> int:
         return 2
     engine = AlertEngine(config, source, state_file=args.state, recorder=recorder)
     failed = False
+    metrics = serve_metrics(args, "alerts", [AlertEngineMetrics(engine)])
     try:
         print(
             f"alerts: {len(config.rules)} rule(s)"
@@ -174,6 +178,8 @@ def run(args: argparse.Namespace) -> int:
         else:
             engine.run(stop_event(), report)
     finally:
+        if metrics is not None:
+            metrics.stop()
         engine.close(args.notify_timeout)
         if isinstance(source, Client | PromQLHttpSource):
             source.close()

@@ -55,8 +55,8 @@ from pathlib import Path
 from typing import Any
 
 from artimon.commands._history import HistoryJob
+from artimon.commands._metrics import LandingBacklog, ZooKeeperMetrics
 from artimon.commands._signals import stop_event
-from artimon.commands._up_metrics import LandingBacklog, ZooKeeperMetrics
 from artimon.commands.alerts import report as report_alerts
 from artimon.commands.vhms import add_wal_arguments, wal_options
 from bookkeeper import DirectoryInUseError

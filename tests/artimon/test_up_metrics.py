@@ -16,7 +16,7 @@ import pytest
 from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from artimon.commands._up_metrics import LandingBacklog, ZooKeeperMetrics
+from artimon.commands._metrics import LandingBacklog, ZooKeeperMetrics
 from bookkeeper.testing import ZooKeeperServer, free_port
 
 

@@ -14,8 +14,10 @@ import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+import httpx
 import numpy as np
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 from bookkeeper.testing.zkserver import free_port
 from bookkeeper.wire.httpserver import BackgroundServer
@@ -100,14 +102,26 @@ def test_runs_every_interval_until_sigterm(api: str, tmp_path: Path, wait: Calla
     rules.write_text("interval: 1s\n" + rules.read_text())
     state = str(tmp_path / "s")
     command = [sys.executable, "-m", "artimon", "alerts", "-f", str(rules), "--api", api, "--state", state]
+    command += ["--metrics-port", "0"]
     lines: list[str] = []
     with subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) as process:
         reader = threading.Thread(target=lambda: lines.extend(process.stdout or []), daemon=True)
         reader.start()
         try:
-            wait(lambda: len(lines) >= 3 or process.poll() is not None, timeout=60, what="two alerts firing")
-            assert lines[0].startswith("alerts: 1 rule(s) from ") and "every 1 s" in lines[0], lines
-            assert all(" FIRING " in line for line in lines[1:3]), lines
+            wait(lambda: len(lines) >= 4 or process.poll() is not None, timeout=60, what="two alerts firing")
+            assert lines[0].startswith("metrics on http://127.0.0.1:"), lines
+            assert lines[1].startswith("alerts: 1 rule(s) from ") and "every 1 s" in lines[1], lines
+            assert all(" FIRING " in line for line in lines[2:4]), lines
+            metrics_url = lines[0].split()[2]
+            assert httpx.get(metrics_url.replace("/metrics", "/health"), timeout=10).json()["status"] == "ok"
+            exposed = {
+                (sample.name, tuple(sorted(sample.labels.items()))): sample.value
+                for family in text_string_to_metric_families(httpx.get(metrics_url, timeout=10).text)
+                for sample in family.samples
+            }
+            assert exposed[("artimon_alerts_active", (("rule", "HotRack"),))] == 2
+            assert exposed[("artimon_alert_rule_evaluations_total", (("rule", "HotRack"),))] >= 1
+            assert exposed[("process_resident_memory_bytes", ())] > 0
         finally:
             process.send_signal(signal.SIGTERM)
             process.wait(timeout=60)

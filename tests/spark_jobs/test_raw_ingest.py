@@ -5,13 +5,16 @@ import time
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pandas as pd
 import pyarrow.parquet as pq
 import pytest
 from hdfs_history import History
+from prometheus_client.parser import text_string_to_metric_families
 
 from bookkeeper import Bookkeeper
 from bookkeeper.batch import Sample, SampleBatch
+from bookkeeper.testing import free_port
 from bookkeeper.vartype import VarType
 from bookkeeper.wire.avro import encode_sample_batch
 from bookkeeper.wire.landing import LandingWriter, encode_trailer
@@ -110,6 +113,7 @@ def test_a_job_killed_mid_stream_and_restarted_gives_the_uninterrupted_output(
     expected = []
     for n in range(6):
         expected += land(landing / f"f{n}.avro", range(n * 2, n * 2 + 2))
+    metrics_port = free_port()
     command = [
         sys.executable,
         "-m",
@@ -117,6 +121,8 @@ def test_a_job_killed_mid_stream_and_restarted_gives_the_uninterrupted_output(
         "spark",
         "--master",
         "local[2]",
+        "--metrics-port",
+        str(metrics_port),
         "raw_ingest",
         "--landing",
         str(landing),
@@ -138,6 +144,12 @@ def test_a_job_killed_mid_stream_and_restarted_gives_the_uninterrupted_output(
             assert job.poll() is None, "the streaming job ended by itself"
             assert time.monotonic() < deadline, "no micro-batch committed"
             time.sleep(0.2)
+        exposed = httpx.get(f"http://127.0.0.1:{metrics_port}/metrics", timeout=10).text  # while it runs
+        families = {f.name: f.samples[0].value for f in text_string_to_metric_families(exposed) if f.samples}
+        assert (
+            0 <= families["artimon_raw_ingest_landing_files"] <= 6
+            and families["process_resident_memory_bytes"] > 0
+        )
         os.killpg(job.pid, signal.SIGKILL)  # mid-stream: more files wait, a batch may be half written
     finally:
         if job.poll() is None:

@@ -1,22 +1,51 @@
-"""What ``artimon up`` adds to its query API's ``/metrics`` besides the API's own, so that
-its ``prometheus`` source collects them into VHMS with the rest: how far Spark's
-``raw_ingest`` lags behind the landing directory, and ZooKeeper's own figures (its
-``mntr`` command). Both are prometheus_client collectors, read at each scrape; the alert
-engine's are :class:`query_dsl.alerts.engine_metrics.AlertEngineMetrics`."""
+"""The metrics of the commands that have no HTTP API of their own, and what ``artimon up``
+adds to its query API's ``/metrics``, so that a ``prometheus`` source collects them into
+VHMS with the rest: how far Spark's ``raw_ingest`` lags behind the landing directory, and
+ZooKeeper's own figures (its ``mntr`` command). Both are prometheus_client collectors, read
+at each scrape; the alert engine's are :class:`query_dsl.alerts.AlertEngineMetrics`.
+``--metrics-port`` of ``artimon alerts`` and ``artimon spark`` serves them (with the
+process's) on ``/metrics``, beside ``/health``."""
 
 from __future__ import annotations
 
+import argparse
 import re
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.metrics_core import Metric
 
 from bookkeeper.testing import four_letter_word
+from bookkeeper.wire import BackgroundServer
+from query_dsl import Collector, metrics_app
 
-__all__ = ["LandingBacklog", "ZooKeeperMetrics"]
+__all__ = ["LandingBacklog", "ZooKeeperMetrics", "add_metrics_arguments", "serve_metrics"]
+
+
+def add_metrics_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--metrics-port",
+        type=int,
+        default=None,
+        help="serve /metrics (Prometheus text) and /health on this port (0: any free; default: none)",
+    )
+    parser.add_argument("--metrics-host", default="127.0.0.1", help="bind address of --metrics-port")
+
+
+def serve_metrics(
+    args: argparse.Namespace, component: str, collectors: Sequence[Collector]
+) -> BackgroundServer | None:
+    """``--metrics-port``'s server, started (and its URL printed), or ``None`` without it."""
+    if args.metrics_port is None:
+        return None
+    server = BackgroundServer(
+        metrics_app(component, collectors), args.metrics_host, args.metrics_port, name=f"{component}-metrics"
+    )
+    server.start()
+    print(f"metrics on {server.url}/metrics", flush=True)
+    return server
 
 
 class LandingBacklog:
