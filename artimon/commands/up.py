@@ -322,6 +322,38 @@ def _metrics_of(agent: Agent, store_agent: Agent | None) -> Callable[[], dict[st
     return lambda: {**agent.metrics(), **store_agent.metrics()}
 
 
+def _drain_kafka(agent: Agent, store_agent: Agent, timeout: float = 30.0) -> str:
+    """Once the polling agent has stopped (what it committed is on the topic), wait until
+    each Kafka source of the store agent has taken as many events as were published and
+    its channels are empty, so that a stop leaves the last rounds in VHMS and the landing
+    files rather than in Kafka (which keeps them for the next start if ``timeout`` passes
+    first); a line to print."""
+    published = sum(
+        c.get("EventDrainSuccessCount", 0) for k, c in agent.metrics().items() if k.startswith("SINK.")
+    )
+    started = time.monotonic()
+
+    def drained() -> bool:
+        now = store_agent.metrics()
+        taken = [
+            c["EventAcceptedCount"]
+            for k, c in now.items()
+            if k.startswith("SOURCE.") and "KafkaEmptyCount" in c
+        ]
+        waiting = sum(c.get("ChannelSize", 0) for k, c in now.items() if k.startswith("CHANNEL."))
+        return all(count >= published for count in taken) and waiting == 0
+
+    while not drained():
+        if time.monotonic() - started > timeout:
+            return (
+                f"kafka: the store agent had not taken all {int(published)} published events in "
+                f"{timeout:g} s: the rest waits in Kafka for the next start"
+            )
+        time.sleep(0.1)  # counters to poll: no event to wait on
+    took = time.monotonic() - started
+    return f"kafka: the store agent took all {int(published)} published events ({took:.1f} s)"
+
+
 def run(args: argparse.Namespace) -> int:
     data = args.data_dir.resolve()
     try:
@@ -510,7 +542,12 @@ def _run(args: argparse.Namespace, data: Path) -> int:
             alerts_thread.join(timeout=30)
         if engine is not None:
             engine.close(10.0)
-        for component in (api, monitor, watcher, agent, store_watcher, store_agent, reporter, demo):
+        for component in (monitor, watcher, agent):
+            if component is not None:
+                component.stop()
+        if agent is not None and store_agent is not None:
+            print(_drain_kafka(agent, store_agent), flush=True)
+        for component in (api, store_watcher, store_agent, reporter, demo):
             if component is not None:
                 component.stop()
         if reporter is not None:

@@ -24,11 +24,13 @@ def test_up_with_kafka_stores_and_lands_every_round(tmp_path: Path) -> None:
     stored = [int(n) for n in re.findall(r"(\d+) samples stored", out)]
     assert len(stored) == 3 and sum(stored) > 0, out
     assert "stopped." in out
+    # the stop waits for the store agent to take what was published: nothing left in Kafka
+    (published,) = re.findall(r"kafka: the store agent took all (\d+) published events", out)
     config = (tmp_path / "agents-kafka.properties").read_text()
     assert "up.sinks.publish.type = kafka" in config and "store.sources.landing.type = kafka" in config
     landed = 0
     for path in (tmp_path / "landing").glob("land-*.avro"):  # the second consumer group's files
         with open(path, "rb") as data:
             landed += sum(1 for _ in fastavro.reader(data))
-    assert landed > 0
+    assert landed == int(published) > 0  # every published event landed
     assert not (tmp_path / "kafka" / "node-1" / "kafka.pid").exists()  # removed once the broker exited
