@@ -547,9 +547,9 @@ def _run(args: argparse.Namespace, data: Path) -> int:
                 component.stop()
         if agent is not None and store_agent is not None:
             print(_drain_kafka(agent, store_agent), flush=True)
-        for component in (api, store_watcher, store_agent, reporter, demo):
-            if component is not None:
-                component.stop()
+        for rest in (api, store_watcher, store_agent, reporter, demo):
+            if rest is not None:
+                rest.stop()
         if reporter is not None:
             reporter.bookkeeper.close()
         if history is not None:

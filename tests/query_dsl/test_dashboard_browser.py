@@ -38,7 +38,6 @@ ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"
 TIMEOUT_MS = 30_000  # a loaded 2-core machine: generous, and only spent when something is wrong
 expect.set_options(timeout=TIMEOUT_MS)
 MINUTE = 60_000
-NOW = int(time.time() * 1000) // MINUTE * MINUTE
 WEB = {
     "title": "Web tier",
     "refresh": 30,
@@ -68,7 +67,8 @@ def browser() -> Iterator[Browser]:
 def serve(tmp_path: Path, token: str | None = None) -> BackgroundServer:
     shutil.copy(EXAMPLES / "demo.json", tmp_path / "demo.json")
     (tmp_path / "web.json").write_text(json.dumps(WEB))
-    server = BackgroundServer(create_app(StoreSource(demo_store(NOW)), token=token, dashboards_dir=tmp_path))
+    now = int(time.time() * 1000) // MINUTE * MINUTE  # the page's ranges end at the browser's now
+    server = BackgroundServer(create_app(StoreSource(demo_store(now)), token=token, dashboards_dir=tmp_path))
     server.start()
     return server
 
