@@ -1,7 +1,7 @@
 """What tests import by name (``from support import ...``): waiting with a deadline, the TLS
-files of the ``tls_files`` fixture, and a process's memory, CPU time and threads from
-``/proc``. A module of its own, not ``conftest``: a directory's own conftest would shadow
-the top one's name."""
+files of the ``tls_files`` fixture, a process's memory, CPU time and threads from
+``/proc``, and the last values of series in a VHMS shard. A module of its own, not
+``conftest``: a directory's own conftest would shadow the top one's name."""
 
 from __future__ import annotations
 
@@ -10,6 +10,12 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+if TYPE_CHECKING:
+    from vhms.service import VhmsService
 
 
 def wait_until(condition: Callable[[], object], timeout: float = 20.0, what: str = "condition") -> None:
@@ -51,3 +57,15 @@ def thread_count(pid: int) -> int:
         if line.startswith("Threads:"):
             return int(line.split()[1])
     raise AssertionError(f"no Threads for process {pid}")
+
+
+def latest_values(shard: VhmsService, selector: str) -> dict[str, float]:
+    """The last value of each selected series in the shard (the last ten minutes), by key."""
+    now = int(time.time() * 1000)
+    result = shard.store.fetch(selector, now - 600_000, now + 60_000)
+    found = {}
+    for key, row in zip(result.keys, result.values, strict=True):
+        present = row[~np.isnan(row)]
+        if len(present):
+            found[key] = float(present[-1])
+    return found

@@ -4,10 +4,9 @@ own answer."""
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 
-import numpy as np
+from support import latest_values
 
 from bookkeeper.testing import HdfsServer
 from collector_agent import Agent
@@ -42,13 +41,7 @@ def test_the_namenode_servlet_into_vhms(hdfs: HdfsServer, wait: Callable[..., No
     try:
 
         def latest(name: str) -> dict[str, float]:
-            now = int(time.time() * 1000)
-            result = shard.store.fetch(name, now - 600_000, now + 60_000)
-            return {
-                key: float(row[~np.isnan(row)][-1])
-                for key, row in zip(result.keys, result.values, strict=True)
-                if (~np.isnan(row)).any()
-            }
+            return latest_values(shard, name)
 
         wait(lambda: latest("hdfs.Hadoop.FilesTotal"), timeout=30, what="the NameNode's files in VHMS")
         own = hdfs.jmx("FSNamesystem")
