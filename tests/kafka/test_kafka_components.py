@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from pathlib import Path
 
 import pytest
@@ -87,7 +88,9 @@ def test_foreign_records_are_dead_letters_and_the_partition_keeps_flowing(
     assert source.counters.get("ForeignRecordCount") == 3
     letters = [json.loads(line) for line in (tmp_path / "dead" / "r1.jsonl").read_text().splitlines()]
     assert len(letters) == 3
-    assert all("is not an AvroFlumeEvent" in letter["headers"]["reason"] for letter in letters)
+    # random bytes may even decode as an AvroFlumeEvent, with bytes left over: "not one"
+    reasons = [letter["headers"]["reason"] for letter in letters]
+    assert all(re.search(r"is not (an|one) AvroFlumeEvent", reason) for reason in reasons), reasons
 
 
 def test_a_full_channel_rewinds_the_source_and_loses_nothing(
