@@ -15,12 +15,9 @@ from __future__ import annotations
 
 import os
 import shutil
-import subprocess
-import time
 import urllib.error
 import urllib.request
 
-from bookkeeper.process.children import spawn
 from bookkeeper.testing.server_process import ServerProcess
 from bookkeeper.testing.zkserver import free_port
 
@@ -62,29 +59,11 @@ class AlertmanagerServer(ServerProcess):
             f"--web.listen-address=127.0.0.1:{self.port}",
             "--cluster.listen-address=",
         ]
-        with open(log_path, "ab") as log_file:
-            self.process = spawn(
-                command,
-                stdout=log_file,
-                stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL,
-                start_new_session=True,
-                pass_fds=[self._lock.fd],
-            )
-        self._lock.share_with(self.process.pid, f"alertmanager on port {self.port}")
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                raise RuntimeError(
-                    f"alertmanager exited with {self.process.returncode}:\n{self._log_tail(log_path)}"
-                )
-            try:
-                with urllib.request.urlopen(f"{self.url}/-/ready", timeout=1.0) as answer:
-                    if answer.status == 200:
-                        return
-            except (urllib.error.URLError, OSError):
-                pass
-            time.sleep(0.1)  # polling a starting server: no event to wait on
-        raise RuntimeError(
-            f"alertmanager was not ready on {self.url} within {timeout} s:\n{self._log_tail(log_path)}"
-        )
+        self._launch(command, log_path, f"alertmanager on {self.url}", self._ready, timeout)
+
+    def _ready(self) -> bool:
+        try:
+            with urllib.request.urlopen(f"{self.url}/-/ready", timeout=1.0) as answer:
+                return bool(answer.status == 200)
+        except (urllib.error.URLError, OSError):
+            return False

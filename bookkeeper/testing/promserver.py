@@ -17,12 +17,10 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
-import time
 import urllib.error
 import urllib.request
 from pathlib import Path
 
-from bookkeeper.process.children import spawn
 from bookkeeper.testing.server_process import ServerProcess
 from bookkeeper.testing.zkserver import free_port
 
@@ -87,28 +85,7 @@ class PrometheusServer(ServerProcess):
             "--storage.tsdb.retention.time=3650d",
             *self.extra_args,
         ]
-        with open(log_path, "ab") as log_file:
-            self.process = spawn(
-                command,
-                stdout=log_file,
-                stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL,
-                start_new_session=True,
-                pass_fds=[self._lock.fd],
-            )
-        self._lock.share_with(self.process.pid, f"prometheus on port {self.port}")
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                raise RuntimeError(
-                    f"prometheus exited with {self.process.returncode}:\n{self._log_tail(log_path)}"
-                )
-            if self._ready():
-                return
-            time.sleep(0.1)  # polling a starting server: no event to wait on
-        raise RuntimeError(
-            f"prometheus was not ready on {self.url} within {timeout} s:\n{self._log_tail(log_path)}"
-        )
+        self._launch(command, log_path, f"prometheus on {self.url}", self._ready, timeout)
 
     def _ready(self) -> bool:
         try:

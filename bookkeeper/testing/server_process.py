@@ -1,7 +1,8 @@
 """What every server harness shares: a process started on a data directory it holds
 (:class:`bookkeeper.process.DirectoryLock`) from ``start()`` until it has exited, stopped
 by its PID (SIGTERM, then SIGKILL after a grace period), the tail of its log for errors,
-and a context manager. Subclasses write ``_start(timeout)``: spawn, then wait until ready.
+and a context manager. Subclasses write ``_start(timeout)``: their command, then
+``_launch`` (spawn it holding the directory, wait until it is ready).
 
 Lifecycle: NEW --start()--> RUNNING --stop()--> STOPPED --start()--> RUNNING
 """
@@ -10,11 +11,13 @@ from __future__ import annotations
 
 import os
 import subprocess
+import time
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import Self
 
-from bookkeeper.process.children import terminate
+from bookkeeper.process.children import spawn, terminate
 from bookkeeper.process.dirlock import DirectoryLock
 
 __all__ = ["ServerProcess"]
@@ -47,6 +50,36 @@ class ServerProcess:
 
     def _start(self, timeout: float) -> None:
         raise NotImplementedError
+
+    def _launch(
+        self, command: Sequence[str], log_path: Path, name: str, ready: Callable[[], bool], timeout: float
+    ) -> None:
+        """Spawn ``command`` (its output appended to ``log_path``; it dies with this process
+        and holds the data directory too), then poll ``ready`` until true; ``RuntimeError``
+        with the log's tail if it exits or is not ready within ``timeout`` seconds."""
+        with open(log_path, "ab") as log_file:
+            self.process = spawn(
+                list(command),
+                stdout=log_file,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
+                pass_fds=[self._lock.fd],
+            )
+        self._lock.share_with(self.process.pid, name)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise RuntimeError(
+                    f"{name} exited with {self.process.returncode}; "
+                    f"last lines of {log_path}:\n{self._log_tail(log_path)}"
+                )
+            if ready():
+                return
+            time.sleep(0.1)  # polling a starting server: no event to wait on
+        raise RuntimeError(
+            f"{name} was not ready within {timeout} s; last lines of {log_path}:\n{self._log_tail(log_path)}"
+        )
 
     def _stopped(self) -> None:
         """Called once the process has exited (files to tidy)."""

@@ -25,12 +25,9 @@ import logging
 import os
 import shutil
 import socket
-import subprocess
-import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from bookkeeper.process.children import spawn
 from bookkeeper.testing.server_process import ServerProcess
 from bookkeeper.wire.net import advertised_address
 
@@ -137,32 +134,16 @@ class ZooKeeperServer(ServerProcess):
             "org.apache.zookeeper.server.ZooKeeperServerMain",
             str(config),
         ]
-        with open(log_path, "ab") as log_file:
-            self.process = spawn(
-                command,
-                stdout=log_file,
-                stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL,
-                start_new_session=True,
-                pass_fds=[self._lock.fd],  # the JVM holds the data directory too
-            )
-        self._lock.share_with(self.process.pid, f"zookeeper server on port {self.port}")
-        (self.data_dir / "zookeeper.pid").write_text(f"{self.process.pid}\n")
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                raise RuntimeError(
-                    f"ZooKeeper exited with {self.process.returncode}; "
-                    f"last lines of {log_path}:\n{self._log_tail(log_path)}"
-                )
-            if four_letter_word(advertised_address(self.host), self.port, "ruok", timeout=1.0) == "imok":
-                log.info("ZooKeeper ready on %s (pid %s)", self.hosts, self.process.pid)
-                return
-            time.sleep(0.1)  # polling a starting JVM: no event to wait on
-        raise RuntimeError(
-            f"ZooKeeper did not answer on {self.hosts} within {timeout} s; "
-            f"last lines of {log_path}:\n{self._log_tail(log_path)}"
+        self._launch(
+            command,
+            log_path,
+            f"zookeeper server on port {self.port}",
+            lambda: four_letter_word(advertised_address(self.host), self.port, "ruok", timeout=1.0) == "imok",
+            timeout,
         )
+        assert self.process is not None
+        (self.data_dir / "zookeeper.pid").write_text(f"{self.process.pid}\n")
+        log.info("ZooKeeper ready on %s (pid %s)", self.hosts, self.process.pid)
 
     def _stopped(self) -> None:
         with contextlib.suppress(OSError):
