@@ -15,10 +15,8 @@ from __future__ import annotations
 
 import os
 import shutil
-import urllib.error
-import urllib.request
 
-from bookkeeper.testing.server_process import ServerProcess
+from bookkeeper.testing.server_process import ServerProcess, answers_ok
 from bookkeeper.testing.zkserver import free_port
 
 __all__ = ["AlertmanagerServer"]
@@ -59,11 +57,10 @@ class AlertmanagerServer(ServerProcess):
             f"--web.listen-address=127.0.0.1:{self.port}",
             "--cluster.listen-address=",
         ]
-        self._launch(command, log_path, f"alertmanager on {self.url}", self._ready, timeout)
-
-    def _ready(self) -> bool:
-        try:
-            with urllib.request.urlopen(f"{self.url}/-/ready", timeout=1.0) as answer:
-                return bool(answer.status == 200)
-        except (urllib.error.URLError, OSError):
-            return False
+        self._launch(
+            command,
+            log_path,
+            f"alertmanager on {self.url}",
+            lambda: answers_ok(f"{self.url}/-/ready"),
+            timeout,
+        )

@@ -17,11 +17,9 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
-import urllib.error
-import urllib.request
 from pathlib import Path
 
-from bookkeeper.testing.server_process import ServerProcess
+from bookkeeper.testing.server_process import ServerProcess, answers_ok
 from bookkeeper.testing.zkserver import free_port
 
 __all__ = ["PrometheusServer", "create_blocks"]
@@ -85,11 +83,6 @@ class PrometheusServer(ServerProcess):
             "--storage.tsdb.retention.time=3650d",
             *self.extra_args,
         ]
-        self._launch(command, log_path, f"prometheus on {self.url}", self._ready, timeout)
-
-    def _ready(self) -> bool:
-        try:
-            with urllib.request.urlopen(f"{self.url}/-/ready", timeout=1.0) as answer:
-                return bool(answer.status == 200)
-        except (urllib.error.URLError, OSError):
-            return False
+        self._launch(
+            command, log_path, f"prometheus on {self.url}", lambda: answers_ok(f"{self.url}/-/ready"), timeout
+        )

@@ -12,6 +12,8 @@ from __future__ import annotations
 import os
 import subprocess
 import time
+import urllib.error
+import urllib.request
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from types import TracebackType
@@ -20,7 +22,16 @@ from typing import Self
 from bookkeeper.process.children import spawn, terminate
 from bookkeeper.process.dirlock import DirectoryLock
 
-__all__ = ["ServerProcess"]
+__all__ = ["ServerProcess", "answers_ok"]
+
+
+def answers_ok(url: str) -> bool:
+    """Whether ``url`` answers 200 within a second (a readiness probe such as ``/-/ready``)."""
+    try:
+        with urllib.request.urlopen(url, timeout=1.0) as answer:
+            return bool(answer.status == 200)
+    except (urllib.error.URLError, OSError):
+        return False
 
 
 class ServerProcess:
