@@ -35,7 +35,6 @@ import json
 import logging
 import os
 import shutil
-import signal
 import subprocess
 import time
 import urllib.error
@@ -45,7 +44,7 @@ from types import TracebackType
 from typing import Any
 from xml.sax.saxutils import escape
 
-from bookkeeper.process.children import spawn
+from bookkeeper.process.children import spawn, terminate
 from bookkeeper.process.dirlock import DirectoryLock
 from bookkeeper.testing.jars import resolve_jars
 from bookkeeper.testing.zkserver import free_port
@@ -354,14 +353,14 @@ class HdfsServer:
             self._terminate(process, "namenode", grace=0.0)
 
     def _terminate(self, process: subprocess.Popen[bytes], name: str, grace: float) -> None:
+        """Stop a daemon by its PID (``bookkeeper.process.terminate``), or with no ``grace``
+        SIGKILL it at once (a crash)."""
         if process.poll() is None:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(process.pid, signal.SIGTERM if grace else signal.SIGKILL)
-            try:
-                process.wait(timeout=grace or None)
-            except subprocess.TimeoutExpired:
+            if grace:
+                terminate(process, grace)
+            else:
                 with contextlib.suppress(ProcessLookupError):
-                    os.kill(process.pid, signal.SIGKILL)
+                    process.kill()
                 process.wait()
         with contextlib.suppress(OSError):
             (self.data_dir / f"{name}.pid").unlink()
