@@ -69,8 +69,8 @@ def touch_every_bucket(store: Store) -> None:
     for ring in store.rings:
         for index, written in enumerate(ring.written):
             ring.values[index][~written] = 0
-            if ring.offsets is not None:
-                ring.offsets[index][~written] = 0
+            if ring.times is not None:
+                ring.times[index][~written] = 0
 
 
 def bench_store(count: int, rows: list[dict[str, object]]) -> None:
@@ -115,7 +115,10 @@ def bench_store(count: int, rows: list[dict[str, object]]) -> None:
     per_series_now = (rss_bytes() - before) / count
     touch_every_bucket(store)
     per_series = (rss_bytes() - before) / count
-    arrays = sum(r.slots * 8 + (r.slots if i == 0 else 0) for i, r in enumerate(store.resolutions))
+    arrays = (
+        sum(ring.slots * 8 for ring in store.rings)
+        + store.rings[0].slots * np.dtype(store.rings[0].time_dtype).itemsize
+    )
     progress(
         f"{count:,} series: {per_series_now:,.0f} B per series after the rounds, {per_series:,.0f} B full"
     )

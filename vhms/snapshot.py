@@ -4,7 +4,9 @@ A snapshot is two files in its directory, written as ``.tmp`` and renamed, data 
 
 - ``vhms-snapshot-<created ms>.npz``: numpy arrays (no pickles): per ring its head and its buckets for
   the stored series (``ring<i>.values`` ``[slots, series]`` float64, the finest ring's
-  ``ring0.offsets`` uint8), the series keys and string values as one UTF-8 blob plus
+  sample times ``ring0.times``, milliseconds from each bucket's start; a snapshot of before
+  them has ``ring0.offsets`` instead, in 1/254ths of the step, read as the earliest
+  millisecond each stands for), the series keys and string values as one UTF-8 blob plus
   offsets, the string values' series ids and times;
 - ``vhms-snapshot.json``: the manifest: format version, creation time, resolutions, series
   count, the name of its ``.npz`` and that file's SHA-256, and (from a service with a
@@ -28,7 +30,7 @@ import logging
 import os
 import time
 import zipfile
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 import numpy as np
@@ -86,8 +88,8 @@ def save_snapshot(
         for i, ring in enumerate(store.rings):
             arrays[f"ring{i}.head"] = np.array([ring.head], dtype=np.int64)
             arrays[f"ring{i}.values"] = decode_values(_columns(ring.values, ring.slots, count, np.uint64))
-            if ring.offsets is not None:
-                arrays[f"ring{i}.offsets"] = _columns(ring.offsets, ring.slots, count, np.uint8)
+            if ring.times is not None:
+                arrays[f"ring{i}.times"] = _columns(ring.times, ring.slots, count, ring.time_dtype)
         arrays["keys.blob"], arrays["keys.offsets"] = _pack_strings(store.index.keys)
         string_ids = sorted(store.strings)
         arrays["strings.ids"] = np.array(string_ids, dtype=np.int64)
@@ -205,8 +207,13 @@ def load_snapshot(store: Store, directory: str | os.PathLike[str]) -> bool:
                     ring.grow(count)
                     _fill(ring.values, encode_values(arrays[f"ring{i}.values"]), ring.slots, count)
                     ring.mark_written()
-                    if ring.offsets is not None:
-                        _fill(ring.offsets, arrays[f"ring{i}.offsets"], ring.slots, count)
+                    if ring.times is not None:
+                        _fill(
+                            ring.times,
+                            _sample_times(arrays, i, ring.step_ms, ring.time_dtype),
+                            ring.slots,
+                            count,
+                        )
                 texts = _unpack_strings(arrays["strings.blob"], arrays["strings.offsets"])
                 for series_id, ts, text in zip(
                     arrays["strings.ids"].tolist(), arrays["strings.ts"].tolist(), texts, strict=True
@@ -215,6 +222,16 @@ def load_snapshot(store: Store, directory: str | os.PathLike[str]) -> bool:
     except (OSError, ValueError, KeyError, zipfile.BadZipFile) as exc:
         raise SnapshotError(f"{data} cannot be read: {exc}") from None
     return True
+
+
+def _sample_times(arrays: Mapping[str, np.ndarray], ring: int, step_ms: int, dtype: type) -> np.ndarray:
+    """A finest ring's sample times (ms from the bucket's start) as a snapshot holds them, or
+    (a snapshot of before them) from its one-byte offsets, each the earliest millisecond
+    its 1/254th of the step stands for."""
+    if f"ring{ring}.times" in arrays:
+        return np.asarray(arrays[f"ring{ring}.times"]).astype(dtype, copy=False)
+    byte = np.asarray(arrays[f"ring{ring}.offsets"]).astype(np.int64)
+    return (-(-np.maximum(byte - 1, 0) * step_ms // 254)).astype(dtype)
 
 
 def _fill(chunks: list[np.ndarray], columns: np.ndarray, slots: int, count: int) -> None:

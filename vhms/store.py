@@ -9,11 +9,10 @@ those of NaN (``encode_values``), so an empty bucket is zero bits: chunks live i
 memory of their own, whose pages the kernel hands out when first written, and a ring only
 clears the rows written since their last clear (``written``). New series thus cost the
 pages their first samples touch, not their whole retention at once. The finest ring also
-keeps, per cell, the time of its sample within the bucket (one byte), which is how a
-replay or an out-of-order sample leaves the newest sample in place, and that time to the
-millisecond (a uint32 offset from the bucket's start, kept in memory only: what PromQL's
-lookback, ``rate`` extrapolation and ``timestamp()`` need; after a snapshot restore it is
-rebuilt from the byte, to 1/254 of the step). Coarser rings aggregate the finest ring's
+keeps, per cell, the time of its sample to the millisecond, as an offset from the bucket's
+start (a uint16 when the step is at most 65.536 s, else a uint32): what leaves the newest
+sample in place when a replay or an out-of-order sample comes, and what PromQL's lookback,
+``rate`` extrapolation and ``timestamp()`` read. Coarser rings aggregate the finest ring's
 buckets (:mod:`vhms.resolutions`).
 
 Thread safety: one lock (``_lock``, reentrant) around ingest and the reading of buckets;
@@ -165,6 +164,11 @@ def _zeroed(slots: int, room: int, dtype: type) -> np.ndarray:
     return np.frombuffer(mmap.mmap(-1, size), dtype=dtype).reshape(slots, room)
 
 
+def time_dtype(step_ms: int) -> type:
+    """The dtype of the finest ring's sample times (ms from the bucket's start) at a step."""
+    return np.uint16 if step_ms <= 1 << 16 else np.uint32
+
+
 def _chunks_of(chunk_of: np.ndarray) -> list[int]:
     """The distinct chunks of ``chunk_of`` (a batch's ids shifted), ascending."""
     return np.flatnonzero(np.bincount(chunk_of.reshape(-1))).tolist()
@@ -178,8 +182,8 @@ class _Ring:
         self.aggregate = resolution.aggregate
         self.head = -1  # newest bucket number; -1: nothing yet
         self.values: list[np.ndarray] = []  # uint64: encode_values() of the buckets
-        self.offsets: list[np.ndarray] | None = [] if finest else None
         self.times: list[np.ndarray] | None = [] if finest else None  # ms since the bucket's start
+        self.time_dtype = time_dtype(self.step_ms)
         self.written: list[np.ndarray] = []  # per chunk, per slot: written since it was cleared
         self.room = 0  # columns allocated: series ids below it have theirs
 
@@ -207,15 +211,13 @@ class _Ring:
                 self.values[index] = values
             else:
                 self.values.append(values)
-            for kept, dtype in ((self.offsets, np.uint8), (self.times, np.uint32)):
-                if kept is None:
-                    continue
-                grown = _zeroed(self.slots, room, dtype)
+            if self.times is not None:
+                grown = _zeroed(self.slots, room, self.time_dtype)
                 if have:
-                    grown[rows, :have] = kept[index][rows]
-                    kept[index] = grown
+                    grown[rows, :have] = self.times[index][rows]
+                    self.times[index] = grown
                 else:
-                    kept.append(grown)
+                    self.times.append(grown)
         self.room = (len(self.values) - 1) * CHUNK + self.values[-1].shape[1] if self.values else 0
 
     def covers(self, bucket: np.ndarray) -> np.ndarray:
@@ -233,9 +235,8 @@ class _Ring:
             if not len(rows):
                 continue
             self.values[index][rows, :] = 0
-            for kept in (self.offsets, self.times):
-                if kept is not None:
-                    kept[index][rows, :] = 0
+            if self.times is not None:
+                self.times[index][rows, :] = 0
             written[rows] = False
         self.head = newest
 
@@ -410,19 +411,19 @@ class Store:
             return ok
         ids_ok, bucket_ok = ids[ok], bucket[ok]
         slot = bucket_ok % ring.slots
-        offset = ((timestamps[ok] - bucket_ok * step) * 254 // step + 1).astype(np.uint8)
         chunk_of = ids_ok >> _SHIFT
-        assert ring.offsets is not None and ring.times is not None  # the finest ring keeps both
+        assert ring.times is not None  # the finest ring keeps its samples' times
         stored = encode_values(values[ok])
-        within = (timestamps[ok] - bucket_ok * step).astype(np.uint32)
+        # an empty cell's time is 0, the earliest a sample can have: any sample takes it, and
+        # of two samples of a bucket the later stays (the one that came last, at a tie)
+        within = (timestamps[ok] - bucket_ok * step).astype(ring.time_dtype)
         for chunk in _chunks_of(chunk_of):
             where = chunk_of == chunk
             local = ids_ok[where] & _MASK
             slots = slot[where]
-            offsets = ring.offsets[chunk]
-            newer = offset[where] >= offsets[slots, local]
-            offsets[slots[newer], local[newer]] = offset[where][newer]
-            ring.times[chunk][slots[newer], local[newer]] = within[where][newer]
+            times = ring.times[chunk]
+            newer = within[where] >= times[slots, local]
+            times[slots[newer], local[newer]] = within[where][newer]
             ring.values[chunk][slots[newer], local[newer]] = stored[where][newer]
             ring.written[chunk][slots[newer]] = True
         return ok
@@ -571,18 +572,11 @@ class Store:
 
     @staticmethod
     def _sample_times(ring: _Ring, ids: np.ndarray, buckets: np.ndarray) -> np.ndarray:
-        """``[series, buckets]`` epoch-ms times of the finest ring's samples: the exact offset
-        kept at ingest, else (restored from a snapshot) the one-byte offset's lower bound."""
-        assert ring.offsets is not None and ring.times is not None  # the finest ring keeps both
-        step = ring.step_ms
+        """``[series, buckets]`` epoch-ms times of the finest ring's samples (a bucket's start
+        where it holds none)."""
+        assert ring.times is not None  # the finest ring keeps its samples' times
         exact = Store._gather(ring, ids, buckets, ring.times).astype(np.int64)
-        exact += (buckets * step)[None, :]
-        if len(ids):
-            byte = Store._gather(ring, ids, buckets, ring.offsets)
-            lost = (exact == buckets * step) & (byte > 1)  # restored from a snapshot: the byte's bound
-            if lost.any():
-                rows, columns = np.nonzero(lost)
-                exact[rows, columns] += -(-(byte[rows, columns].astype(np.int64) - 1) * step // 254)
+        exact += (buckets * ring.step_ms)[None, :]
         return exact
 
     @staticmethod

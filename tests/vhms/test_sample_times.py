@@ -1,8 +1,11 @@
 """The finest ring keeps each sample's own time to the millisecond, for PromQL: a fetch with
-``sample_times`` answers it; after a snapshot restore, the one-byte offset's lower bound."""
+``sample_times`` answers it, and a snapshot keeps it; a snapshot of before the millisecond
+times (a one-byte offset in 1/254ths of the step) restores each offset's lower bound."""
 
 from __future__ import annotations
 
+import hashlib
+import json
 import time
 from pathlib import Path
 
@@ -30,7 +33,31 @@ def test_sample_times_survive_to_the_millisecond(tmp_path: Path) -> None:
     save_snapshot(store, tmp_path / "snap")
     restored = Store("15s:100,1m:60")
     assert load_snapshot(restored, tmp_path / "snap")
+    exact = restored.fetch("x", base, base + 60_000, sample_times=True).sample_times
+    assert exact is not None and exact[0].tolist() == times.tolist()
+
+
+def test_a_snapshot_with_one_byte_offsets_restores_their_lower_bound(tmp_path: Path) -> None:
+    base = int(time.time()) // 15 * 15 * 1000 - 600_000
+    store = Store("15s:100,1m:60")
+    times = np.array([base, base + 15_000 + 1, base + 30_000 + 14_999, base + 45_000 + 7_777])
+    store.ingest(["x{a=b}"] * 4, np.arange(4.0), times)
+    save_snapshot(store, tmp_path)
+    (data,) = tmp_path.glob("vhms-snapshot-*.npz")
+    with np.load(data) as saved:
+        arrays = dict(saved)
+    millis = arrays.pop("ring0.times").astype(np.int64)
+    written = ~np.isnan(arrays["ring0.values"])
+    arrays["ring0.offsets"] = np.where(written, millis * 254 // 15_000 + 1, 0).astype(np.uint8)
+    with open(data, "wb") as out:
+        np.savez(out, **arrays)
+    manifest_path = tmp_path / "vhms-snapshot.json"
+    manifest = json.loads(manifest_path.read_text())
+    manifest["sha256"] = hashlib.sha256(data.read_bytes()).hexdigest()
+    manifest_path.write_text(json.dumps(manifest))
+    restored = Store("15s:100,1m:60")
+    assert load_snapshot(restored, tmp_path)
     approximate = restored.fetch("x", base, base + 60_000, sample_times=True).sample_times
     assert approximate is not None
-    assert (np.abs(approximate[0] - times) <= 15_000 / 254 + 1).all()
-    assert approximate[0, 0] == times[0]
+    assert (approximate[0] <= times).all() and (times - approximate[0] < 15_000 / 254 + 1).all()
+    assert approximate[0, 0] == times[0] and approximate[0].tolist() != times.tolist()

@@ -53,7 +53,7 @@ def test_a_snapshot_copies_the_series_stored_not_the_room_of_the_chunks(tmp_path
         _, peak = tracemalloc.get_traced_memory()
     finally:
         tracemalloc.stop()
-    chunk_bytes = 600 * CHUNK * 9  # float64 values and uint8 offsets
+    chunk_bytes = 600 * CHUNK * 10  # float64 values and uint16 sample times
     assert peak < chunk_bytes / 20, f"{peak / 2**20:.1f} MiB for 100 series"
     restored = Store("1s:600")
     assert load_snapshot(restored, tmp_path)
