@@ -1,0 +1,86 @@
+"""A batch of keys seen before is found whole (``SeriesIndex._memo``): the same ids as a
+lookup key by key, whatever changed between rounds (a key replaced, the order, repeats), and
+never the ids of another batch whose text merely hashes alike."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from bookkeeper import InvalidNameError
+from vhms.index import _MEMO_MIN, SeriesIndex
+
+POOL = [f"cpu.load{{host=h{i},rack=r{i % 7}}}" for i in range(400)]
+
+
+def _expected(reference: dict[str, int], keys: list[str]) -> list[int]:
+    """Ids as a dict would give them: a new key the next id, in order of first appearance."""
+    return [reference.setdefault(key, len(reference)) for key in keys]
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(
+        st.lists(st.integers(0, len(POOL) - 1), min_size=_MEMO_MIN, max_size=3 * _MEMO_MIN),
+        min_size=1,
+        max_size=6,
+    ),
+    st.integers(1, 3),
+)
+def test_rounds_of_batches_get_the_ids_a_dict_would(batches: list[list[int]], rounds: int) -> None:
+    index = SeriesIndex()
+    reference: dict[str, int] = {}
+    for _ in range(rounds):
+        for batch in batches:
+            keys = [POOL[i] for i in batch]
+            assert index.lookup(keys).tolist() == _expected(reference, keys)
+    assert len(index) == len(reference)
+
+
+def test_a_remembered_batch_is_checked_against_the_stored_keys() -> None:
+    index = SeriesIndex()
+    keys = POOL[:100]
+    ids = index.lookup(keys)
+    assert len(index._memo) == 1
+    # another batch of as many keys whose text hashed alike: the memo must not answer it
+    other = POOL[100:200]
+    wrong = index.lookup(other)
+    index._memo[(len(other), hash("\n".join(other)))] = ids.astype(np.int32)
+    assert index.lookup(other).tolist() == wrong.tolist()
+    assert index.lookup(keys).tolist() == ids.tolist()
+
+
+def test_a_batch_with_one_key_changed_creates_it_and_keeps_the_rest() -> None:
+    index = SeriesIndex()
+    keys = POOL[:100]
+    first = index.lookup(keys).tolist()
+    changed = [*keys[:50], "cpu.load{host=new,rack=r0}", *keys[51:]]
+    assert index.lookup(changed).tolist() == [*first[:50], 100, *first[51:]]
+    assert index.lookup(list(reversed(changed))).tolist() == [*first[:50], 100, *first[51:]][::-1]
+
+
+def test_the_memo_is_bounded() -> None:
+    index = SeriesIndex()
+    index.lookup(POOL)
+    for start in range(0, 300):  # 300 distinct batches of 100 keys: 30,000 ids remembered at most
+        index.lookup(POOL[start : start + 100])
+    assert index._memo_ids == sum(len(ids) for ids in index._memo.values())
+    assert index._memo_ids <= max(2 * len(index), 1 << 20)
+
+
+def test_a_batch_with_refused_keys_is_not_remembered() -> None:
+    index = SeriesIndex(max_series=50)
+    ids = index.lookup(POOL[:100])
+    assert (ids[50:] == -1).all() and not index._memo
+    assert index.lookup(POOL[:100]).tolist() == ids.tolist()
+    assert index.refused == 100
+
+
+@pytest.mark.parametrize("size", [1, _MEMO_MIN])
+def test_a_key_with_a_newline_is_refused(size: int) -> None:
+    index = SeriesIndex()
+    with pytest.raises(InvalidNameError, match="newline"):
+        index.lookup([*POOL[: size - 1], "cpu.load{host=a\nb}"])
+    assert len(index) == 0
