@@ -12,6 +12,10 @@ tokens by numpy and pyarrow, only the distinct tokens (a name, a ``k=v`` pair) a
 Python, once, and the postings and codes of the new series are appended a whole run of ids at
 a time; a key that is not plainly canonical is parsed on its own (the same rules).
 
+Keys are found by their hashes in a numpy hash table (``vhms/key_table.py``), a batch at a
+time, and the hits confirmed by comparing the batch's text with the stored keys' (joined:
+one comparison); the keys themselves are kept once, in ``keys`` (by id).
+
 A batch seen before is found whole (``_memo``): agents send the same keys in the same order
 every round, so the ids of a batch are remembered by its keys' text joined by newlines (its
 hash and length), and a round's batch with the same text takes them after one comparison
@@ -32,7 +36,6 @@ import itertools
 import threading
 from array import array
 from collections.abc import Callable
-from itertools import repeat
 from urllib.parse import unquote
 
 import numpy as np
@@ -40,6 +43,7 @@ import numpy as np
 from bookkeeper import InvalidNameError
 from bookkeeper.wire import parse_series, validate_name
 from vhms.exceptions import SeriesLimitError
+from vhms.key_table import KeyTable, table_hashes
 from vhms.key_tokens import KeyTokens, split_keys
 from vhms.selector import Matcher, Selector
 
@@ -54,7 +58,8 @@ class SeriesIndex:
     def __init__(self, max_series: int = 2_000_000) -> None:
         self.max_series = max_series
         self.keys: list[str] = []
-        self._ids: dict[str, int] = {}
+        self._table = KeyTable()  # key hash -> id (vhms/key_table.py)
+        self._collided: dict[str, int] = {}  # keys whose hash another key holds in the table
         self._postings: dict[str, dict[str, array[int]]] = {}  # label -> value -> ids
         self._cache: dict[tuple[str, str], tuple[int, np.ndarray]] = {}
         self._values: dict[str, list[str]] = {}  # label -> its values, by code
@@ -120,10 +125,11 @@ class SeriesIndex:
                 self._memo_ids -= len(self._memo.pop(next(iter(self._memo))))
 
     def _lookup(self, keys: list[str]) -> np.ndarray:
-        """Ids of ``keys`` one dict lookup each (new series created as :meth:`lookup` says)."""
-        get = self._ids.get
-        known = len(self.keys)
-        ids = np.fromiter(map(get, keys, repeat(-1)), dtype=np.int64, count=len(keys))
+        """Ids of ``keys`` by their hashes (new series created as :meth:`lookup` says)."""
+        hashes = self._hashes(keys)
+        with self._lock:
+            known = len(self.keys)
+            ids = self._find(keys, hashes)
         missing = np.flatnonzero(ids < 0)
         if len(missing):
             new = [keys[position] for position in missing.tolist()]
@@ -132,8 +138,43 @@ class SeriesIndex:
                 if self._add_all(new, first > known):  # every key new and distinct, created in order
                     ids[missing] = np.arange(first, first + len(new))
                 else:
-                    ids[missing] = np.fromiter(map(get, new, repeat(-1)), dtype=np.int64, count=len(new))
+                    ids[missing] = self._find(new, hashes[missing])
         return ids
+
+    @staticmethod
+    def _hashes(keys: list[str]) -> np.ndarray:
+        """The table's hashes of ``keys`` (a method: tests narrow it to make collisions)."""
+        return table_hashes(keys)
+
+    def _find(self, keys: list[str], hashes: np.ndarray) -> np.ndarray:
+        """Ids of the stored ``keys`` (-1 for the others), their texts checked against the
+        stored keys (with the lock held)."""
+        ids = self._table.find(hashes)
+        hit = np.flatnonzero(ids >= 0)
+        if not len(hit):
+            return ids
+        candidates = ids[hit]
+        hit_keys = keys if len(hit) == len(keys) else [keys[position] for position in hit.tolist()]
+        if "\n".join(hit_keys) != self._joined(candidates):  # a hash shared by two keys: rare
+            stored = self.keys
+            for position, key, series_id in zip(hit.tolist(), hit_keys, candidates.tolist(), strict=True):
+                if stored[series_id] != key:
+                    ids[position] = self._collided.get(key, -1)
+        return ids
+
+    def _insert(self, keys: list[str], ids: np.ndarray) -> None:
+        """Enter new series in the table; a key whose hash another key holds (in the table,
+        or before it in this batch) is kept aside instead."""
+        hashes = self._hashes(keys)
+        clash = self._table.find(hashes) >= 0
+        _, first = np.unique(hashes, return_index=True)
+        if len(first) < len(keys):
+            clash[np.setdiff1d(np.arange(len(keys)), first)] = True
+        if clash.any():
+            for position in np.flatnonzero(clash).tolist():
+                self._collided[keys[position]] = int(ids[position])
+            hashes, ids = hashes[~clash], ids[~clash]
+        self._table.insert(hashes, ids)
 
     def _add_all(self, new: list[str], recheck: bool) -> bool:
         """Create the series of ``new`` (keys, repeats allowed, none known when looked up;
@@ -145,7 +186,8 @@ class SeriesIndex:
             if "\n" in key:  # no canonical key has one; the memo relies on it (module doc)
                 raise InvalidNameError(f"series {key!r} has a newline")
         if recheck:
-            fresh = [key for key in fresh if key not in self._ids]
+            known = self._find(fresh, self._hashes(fresh)).tolist()
+            fresh = [key for key, series_id in zip(fresh, known, strict=True) if series_id < 0]
         room = max(self.max_series - len(self.keys), 0)
         if len(fresh) > room:
             refused = set(fresh[room:])
@@ -272,11 +314,11 @@ class SeriesIndex:
                 posting = values[value] = array("i")
             posting.frombytes(posted[start:stop].tobytes())
         self.keys.extend(keys)
-        self._ids.update(zip(keys, range(base, base + len(keys)), strict=True))
+        self._insert(keys, ids)
 
     def _add(self, key: str) -> int:
-        existing = self._ids.get(key)
-        if existing is not None:
+        existing = int(self._find([key], self._hashes([key]))[0])
+        if existing >= 0:
             return existing
         if len(self.keys) >= self.max_series:
             self.refused += 1
@@ -284,7 +326,7 @@ class SeriesIndex:
         name, labels = parse_series(key)
         series_id = len(self.keys)
         self.keys.append(key)
-        self._ids[key] = series_id
+        self._insert([key], np.array([series_id], dtype=np.int64))
         self._post(NAME, name, series_id)
         for label, value in labels.items():
             self._post(label, value, series_id)

@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 
 from bookkeeper import InvalidNameError
 from vhms.index import _MEMO_MIN, SeriesIndex
+from vhms.key_table import KeyTable, table_hashes
 
 POOL = [f"cpu.load{{host=h{i},rack=r{i % 7}}}" for i in range(400)]
 
@@ -84,3 +85,43 @@ def test_a_key_with_a_newline_is_refused(size: int) -> None:
     with pytest.raises(InvalidNameError, match="newline"):
         index.lookup([*POOL[: size - 1], "cpu.load{host=a\nb}"])
     assert len(index) == 0
+
+
+class _FewHashes(SeriesIndex):
+    """An index whose keys share 5 hashes: every lookup meets keys of the same hash."""
+
+    @staticmethod
+    def _hashes(keys: list[str]) -> np.ndarray:
+        return np.asarray(table_hashes(keys) % 5 + 1, dtype=np.int64)
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.lists(st.integers(0, len(POOL) - 1), min_size=1, max_size=150), min_size=1, max_size=5))
+def test_keys_whose_hashes_collide_keep_their_own_ids(batches: list[list[int]]) -> None:
+    index = _FewHashes()
+    reference: dict[str, int] = {}
+    for _ in range(2):
+        for batch in batches:
+            keys = [POOL[i] for i in batch]
+            assert index.lookup(keys).tolist() == _expected(reference, keys)
+    assert len(index) == len(reference) and list(index.keys) == list(reference)
+
+
+def _crowded(value: int) -> int:
+    """Hashes that share their low bits in groups of 375: long runs of probing."""
+    return value << 20 | value % 8
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.sets(st.integers(1, 3000), max_size=400), min_size=1, max_size=6))
+def test_the_hash_table_finds_what_was_inserted_and_nothing_else(rounds: list[set[int]]) -> None:
+    table = KeyTable()
+    reference: dict[int, int] = {}
+    probe = np.array([_crowded(value) for value in range(1, 3001)], dtype=np.int64)
+    for values in rounds:
+        new = np.array(sorted({_crowded(value) for value in values} - set(reference)), dtype=np.int64)
+        ids = np.arange(len(reference), len(reference) + len(new), dtype=np.int64)
+        table.insert(new, ids)
+        reference.update(zip(new.tolist(), ids.tolist(), strict=True))
+        assert table.find(probe).tolist() == [reference.get(h, -1) for h in probe.tolist()]
+    assert table.count == len(reference) and 2 * table.count <= len(table.hashes)
