@@ -135,7 +135,7 @@ class SeriesIndex:
             new = [keys[position] for position in missing.tolist()]
             with self._lock:
                 first = len(self.keys)
-                if self._add_all(new, first > known):  # every key new and distinct, created in order
+                if self._add_all(new, first > known, hashes[missing]):  # all new, distinct, in order
                     ids[missing] = np.arange(first, first + len(new))
                 else:
                     ids[missing] = self._find(new, hashes[missing])
@@ -162,13 +162,15 @@ class SeriesIndex:
                     ids[position] = self._collided.get(key, -1)
         return ids
 
-    def _insert(self, keys: list[str], ids: np.ndarray) -> None:
-        """Enter new series in the table; a key whose hash another key holds (in the table,
-        or before it in this batch) is kept aside instead."""
-        hashes = self._hashes(keys)
+    def _insert(self, keys: list[str], ids: np.ndarray, hashes: np.ndarray | None = None) -> None:
+        """Enter new series in the table (``hashes``: theirs, if known); a key whose hash
+        another key holds (in the table, or before it in this batch) is kept aside instead."""
+        if hashes is None:
+            hashes = self._hashes(keys)
         clash = self._table.find(hashes) >= 0
-        _, first = np.unique(hashes, return_index=True)
-        if len(first) < len(keys):
+        ordered = np.sort(hashes)
+        if (ordered[1:] == ordered[:-1]).any():
+            _, first = np.unique(hashes, return_index=True)
             clash[np.setdiff1d(np.arange(len(keys)), first)] = True
         if clash.any():
             for position in np.flatnonzero(clash).tolist():
@@ -176,15 +178,15 @@ class SeriesIndex:
             hashes, ids = hashes[~clash], ids[~clash]
         self._table.insert(hashes, ids)
 
-    def _add_all(self, new: list[str], recheck: bool) -> bool:
+    def _add_all(self, new: list[str], recheck: bool, hashes: np.ndarray) -> bool:
         """Create the series of ``new`` (keys, repeats allowed, none known when looked up;
-        ``recheck``: series were created since) that do not exist yet, in order of first
-        appearance, up to ``max_series`` (the refused ones counted per occurrence). True
-        when each key of ``new`` got the next id in turn."""
+        ``recheck``: series were created since; ``hashes``: theirs) that do not exist yet,
+        in order of first appearance, up to ``max_series`` (the refused ones counted per
+        occurrence). True when each key of ``new`` got the next id in turn."""
         fresh = list(dict.fromkeys(new))
-        for key in fresh:
-            if "\n" in key:  # no canonical key has one; the memo relies on it (module doc)
-                raise InvalidNameError(f"series {key!r} has a newline")
+        if "\n" in "".join(fresh):  # no canonical key has one; the memo relies on it (module doc)
+            bad = next(key for key in fresh if "\n" in key)
+            raise InvalidNameError(f"series {bad!r} has a newline")
         if recheck:
             known = self._find(fresh, self._hashes(fresh)).tolist()
             fresh = [key for key, series_id in zip(fresh, known, strict=True) if series_id < 0]
@@ -199,19 +201,19 @@ class SeriesIndex:
         shapes, refs = self._resolve(tokens)
         fast = tokens.regular.copy()
         fast[np.flatnonzero(fast)[shapes < 0]] = False
-        is_fast = fast.tolist()
-        for key, ok in zip(fresh, is_fast, strict=True):
-            if not ok:
-                self._add(key)  # the slow way, which raises for a key that does not parse
+        for position in np.flatnonzero(~fast).tolist():
+            self._add(fresh[position])  # the slow way, which raises for a key that does not parse
         keep = shapes >= 0
         in_turn = bool(keep.all() and fast.all()) and len(fresh) == len(new)
         if keep.any():
             positions = _token_positions(tokens.first[keep], tokens.count[keep])
             self._add_columns(
-                fresh if in_turn else [key for key, ok in zip(fresh, is_fast, strict=True) if ok],
+                fresh if in_turn else [key for key, ok in zip(fresh, fast.tolist(), strict=True) if ok],
                 shapes[keep],
                 tokens.count[keep],
                 refs[positions],
+                tokens.token_ids[positions],
+                hashes if in_turn else None,
             )
         return in_turn
 
@@ -281,9 +283,18 @@ class SeriesIndex:
             self._shape_rows.append(array("i"))
         return number
 
-    def _add_columns(self, keys: list[str], shapes: np.ndarray, count: np.ndarray, refs: np.ndarray) -> None:
+    def _add_columns(
+        self,
+        keys: list[str],
+        shapes: np.ndarray,
+        count: np.ndarray,
+        refs: np.ndarray,
+        token_ids: np.ndarray,
+        hashes: np.ndarray | None,
+    ) -> None:
         """Append new series by columns (``refs``: their tokens' references, key after key,
-        ``count`` each): ids, codes by shape, postings a run of ids at a time."""
+        ``count`` each, ``token_ids`` those tokens'; ``hashes``: the keys', if known): ids,
+        codes by shape, postings a run of ids at a time."""
         base = len(self.keys)
         ids = np.arange(base, base + len(keys), dtype=np.int64)
         starts = np.cumsum(count) - count
@@ -298,7 +309,7 @@ class SeriesIndex:
             rows.frombytes(np.ascontiguousarray(codes[starts[members, None] + np.arange(width)]).tobytes())
         self._shape_of.frombytes(shapes.astype(np.int32).tobytes())
         self._row_of.frombytes(row_of.tobytes())
-        order = np.argsort(refs, kind="stable")  # stable: the ids of a run ascend
+        order = _grouping_order(refs, token_ids)
         sorted_refs = refs[order]
         posted = np.repeat(ids, count)[order].astype(np.int32)
         edges = [0, *(np.flatnonzero(np.diff(sorted_refs)) + 1).tolist(), len(order)]
@@ -314,7 +325,7 @@ class SeriesIndex:
                 posting = values[value] = array("i")
             posting.frombytes(posted[start:stop].tobytes())
         self.keys.extend(keys)
-        self._insert(keys, ids)
+        self._insert(keys, ids, hashes)
 
     def _add(self, key: str) -> int:
         existing = int(self._find([key], self._hashes([key]))[0])
@@ -446,6 +457,20 @@ _EMPTY = np.zeros(0, dtype=np.int32)
 def _present(ids: np.ndarray, size: int) -> list[int]:
     """The distinct values of ``ids`` (all in ``[0, size)``), ascending."""
     return np.flatnonzero(np.bincount(ids, minlength=size)).tolist()
+
+
+def _grouping_order(refs: np.ndarray, token_ids: np.ndarray) -> np.ndarray:
+    """A stable order of ``refs`` that puts equal ones together (the ids of a posting's run
+    then ascend): by token when no two tokens have one ref (a radix sort of 16-bit token
+    ids, where a batch has fewer than 65,536 distinct tokens), else by ref."""
+    size = int(token_ids.max(initial=0)) + 1
+    if size <= 1 << 16:
+        ref_of = np.zeros(size, dtype=np.int64)
+        ref_of[token_ids] = refs
+        present = np.flatnonzero(np.bincount(token_ids, minlength=size))
+        if len(np.unique(ref_of[present])) == len(present):
+            return np.argsort(token_ids.astype(np.uint16), kind="stable")
+    return np.argsort(refs, kind="stable")
 
 
 def _token_positions(first: np.ndarray, count: np.ndarray) -> np.ndarray:

@@ -16,8 +16,11 @@ from vhms.selector import parse_selector
 _values = st.text(alphabet=st.sampled_from("ab1,={}% éx"), min_size=1, max_size=4)
 _labels = st.dictionaries(st.sampled_from(["dc", "host", "rack", "a.b", "k-1"]), _values, max_size=4)
 _canonical = st.builds(format_series, st.sampled_from(["cpu", "mem.used", "x:y", "_z"]), _labels)
-# keys no canonical form writes, which the slow parse still reads (or refuses)
-_odd = st.sampled_from(["n{}", "n{a=1,a=2}", "n{a={}", "n{k=a=b}", "n{a=%ZZ}", "m{b=2,a=1}", "n{a=}}"])
+# keys no canonical form writes, which the slow parse still reads (or refuses), and a value
+# spelled two ways (k=%61 and k=a: one posting)
+_odd = st.sampled_from(
+    ["n{}", "n{a=1,a=2}", "n{a={}", "n{k=a=b}", "n{a=%ZZ}", "m{b=2,a=1}", "n{a=}}", "n{k=%61}", "p{k=a}"]
+)
 
 
 def _labels_of(index: SeriesIndex, series_id: int) -> dict[str, str]:
