@@ -132,7 +132,7 @@ class SeriesIndex:
             ids = self._find(keys, hashes)
         missing = np.flatnonzero(ids < 0)
         if len(missing):
-            new = [keys[position] for position in missing.tolist()]
+            new = keys if len(missing) == len(keys) else [keys[position] for position in missing.tolist()]
             with self._lock:
                 first = len(self.keys)
                 if self._add_all(new, first > known, hashes[missing]):  # all new, distinct, in order
@@ -162,16 +162,19 @@ class SeriesIndex:
                     ids[position] = self._collided.get(key, -1)
         return ids
 
-    def _insert(self, keys: list[str], ids: np.ndarray, hashes: np.ndarray | None = None) -> None:
-        """Enter new series in the table (``hashes``: theirs, if known); a key whose hash
-        another key holds (in the table, or before it in this batch) is kept aside instead."""
+    def _insert(
+        self, keys: list[str], ids: np.ndarray, hashes: np.ndarray | None = None, distinct: bool = False
+    ) -> None:
+        """Enter new series in the table (``hashes``: theirs, if known, and ``distinct`` if
+        no two of their hashes are equal); a key whose hash another key holds (in the table, or before it in
+        this batch) is kept aside instead."""
         if hashes is None:
             hashes = self._hashes(keys)
         clash = self._table.find(hashes) >= 0
-        ordered = np.sort(hashes)
-        if (ordered[1:] == ordered[:-1]).any():
+        if not distinct:
             _, first = np.unique(hashes, return_index=True)
-            clash[np.setdiff1d(np.arange(len(keys)), first)] = True
+            if len(first) < len(keys):
+                clash[np.setdiff1d(np.arange(len(keys)), first)] = True
         if clash.any():
             for position in np.flatnonzero(clash).tolist():
                 self._collided[keys[position]] = int(ids[position])
@@ -183,7 +186,9 @@ class SeriesIndex:
         ``recheck``: series were created since; ``hashes``: theirs) that do not exist yet,
         in order of first appearance, up to ``max_series`` (the refused ones counted per
         occurrence). True when each key of ``new`` got the next id in turn."""
-        fresh = list(dict.fromkeys(new))
+        ordered = np.sort(hashes)
+        distinct = not (ordered[1:] == ordered[:-1]).any()  # no two hashes equal, nor keys
+        fresh = list(new) if distinct else list(dict.fromkeys(new))
         if "\n" in "".join(fresh):  # no canonical key has one; the memo relies on it (module doc)
             bad = next(key for key in fresh if "\n" in key)
             raise InvalidNameError(f"series {bad!r} has a newline")
@@ -214,6 +219,7 @@ class SeriesIndex:
                 refs[positions],
                 tokens.token_ids[positions],
                 hashes if in_turn else None,
+                distinct,
             )
         return in_turn
 
@@ -291,10 +297,12 @@ class SeriesIndex:
         refs: np.ndarray,
         token_ids: np.ndarray,
         hashes: np.ndarray | None,
+        distinct: bool,
     ) -> None:
         """Append new series by columns (``refs``: their tokens' references, key after key,
-        ``count`` each, ``token_ids`` those tokens'; ``hashes``: the keys', if known): ids,
-        codes by shape, postings a run of ids at a time."""
+        ``count`` each, ``token_ids`` those tokens'; ``hashes``: the keys', if known, and
+        ``distinct`` if no two of the keys' hashes are equal): ids, codes by shape, postings a run of ids at a
+        time."""
         base = len(self.keys)
         ids = np.arange(base, base + len(keys), dtype=np.int64)
         starts = np.cumsum(count) - count
@@ -325,7 +333,7 @@ class SeriesIndex:
                 posting = values[value] = array("i")
             posting.frombytes(posted[start:stop].tobytes())
         self.keys.extend(keys)
-        self._insert(keys, ids, hashes)
+        self._insert(keys, ids, hashes, distinct)
 
     def _add(self, key: str) -> int:
         existing = int(self._find([key], self._hashes([key]))[0])
