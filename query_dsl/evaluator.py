@@ -15,7 +15,8 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -27,13 +28,14 @@ from query_dsl.bucketize import bucketize
 from query_dsl.exceptions import QueryError, QueryLimitError, QueryTypeError
 from query_dsl.filters import filter_selector, top, where_last
 from query_dsl.histogram_quantile import histogram_quantile
-from query_dsl.mappers import MAPPERS, TWO_POINT_MAPPERS, apply_mapper
+from query_dsl.mappers import MAPPERS, TWO_POINT_MAPPERS, apply_mapper, window_buckets
 from query_dsl.matrix import Matrix
 from query_dsl.parser import BinaryOp, Call, Duration, Negate, Node, Word, parse
-from query_dsl.reduce import reduce_matrix
+from query_dsl.reduce import FUSED_AGGREGATES, reduce_matrix, reduce_windows
 from query_dsl.series_table import SeriesTable
 from query_dsl.shared_calls import SharedCalls
 from query_dsl.sources import DataSource
+from query_dsl.windows import PREFIX_WINDOWS
 from vhms import LimitExceededError, VhmsError
 
 __all__ = ["FUNCTIONS", "MAX_TIME_MS", "Evaluator", "Limits", "Value"]
@@ -216,14 +218,14 @@ class Evaluator:
                 done, answer = self._shared.get(key)
                 if done:
                     return answer
-            args = [self._eval(arg) for arg in node.args]
-            kwargs = {name: self._eval(value) for name, value in node.kwargs}
-            try:
-                answer = function(self, args, kwargs)
-            except QueryTypeError as exc:
-                raise QueryTypeError(
-                    f"{node.name}(...) at line {node.line}, column {node.column}: {exc}"
-                ) from None
+            fused = self._fused(node) if function is _BUILT_IN["reduce"] else None
+            if fused is not None:
+                answer = fused
+            else:
+                args = [self._eval(arg) for arg in node.args]
+                kwargs = {name: self._eval(value) for name, value in node.kwargs}
+                with _at(node):
+                    answer = function(self, args, kwargs)
             if key is not None:
                 self._shared.put(key, answer)
             return answer
@@ -264,13 +266,20 @@ class Evaluator:
             )
         if not len(result):
             self.warn(f"fetch({selector!r}) matches no series")
-        elif np.isnan(result.values).all(axis=1).any():  # STRING series have text, not numbers
+        elif _some_row_empty(result.values):  # STRING series have text, not numbers
             self.strings.update(self.source.strings(selector))
         return Matrix.from_table(
             SeriesTable.from_fetch(result), result.timestamps, result.values, result.step_ms
         )
 
     def map(self, args: list[Any], kwargs: dict[str, Any]) -> Matrix:
+        m, mapper, window, params = self._map_args(args, kwargs)
+        return apply_mapper(m, mapper, window, params, check=self._check_time)
+
+    def _map_args(
+        self, args: list[Any], kwargs: dict[str, Any]
+    ) -> tuple[Matrix, str, int | None, tuple[float, ...]]:
+        """``map``'s matrix, mapper, window (ms) and parameters, checked."""
         _arity("map", args, 2, 5)
         _known("map", kwargs, set())
         m = _matrix(args[0], "map")
@@ -288,8 +297,7 @@ class Evaluator:
                     f"holds one value, and {mapper} needs two; use a window of at least "
                     f"{_duration_text(2 * m.step_ms)} (the range asked for picked {step} buckets)"
                 )
-        params = tuple(_number(p, f"map({mapper})") for p in rest)
-        return apply_mapper(m, mapper, window, params, check=self._check_time)
+        return m, mapper, window, tuple(_number(p, f"map({mapper})") for p in rest)
 
     def bucketize(self, args: list[Any], kwargs: dict[str, Any]) -> Matrix:
         _arity("bucketize", args, 3, 4)
@@ -301,14 +309,42 @@ class Evaluator:
         return bucketize(m, args[1].ms, _word(args[2], "bucketize's aggregate"), params, self._check_time)
 
     def reduce(self, args: list[Any], kwargs: dict[str, Any]) -> Matrix:
-        _arity("reduce", args, 2, 3)
-        _known("reduce", kwargs, {"by", "without"})
-        m = _matrix(args[0], "reduce")
-        by = _words(kwargs["by"], "by") if "by" in kwargs else None
-        without = _words(kwargs["without"], "without") if "without" in kwargs else None
-        params = tuple(_number(p, "reduce") for p in args[2:])
-        name = _word(args[1], "reduce's aggregate")
+        m, name, by, without, params = _reduce_args(args, kwargs)
         return reduce_matrix(m, name, by, without, params, check=self._check_time)
+
+    def _fused(self, node: Call) -> Matrix | None:
+        """``reduce(map(x, f, w), a, ...)`` in one pass (``query_dsl.reduce.reduce_windows``)
+        when ``f`` is a prefix-sum window, ``a`` an aggregate it can reduce by blocks, and the
+        map's answer is not wanted elsewhere (written again in the query, or a delegate's to
+        take); else None, and the two calls run one after the other."""
+        inner = node.args[0] if node.args else None
+        if (
+            self.delegate is not None
+            or not isinstance(inner, Call)
+            or inner.name != "map"
+            or FUNCTIONS.get("map") is not _BUILT_IN["map"]
+            or len(inner.args) != 3
+            or not (isinstance(inner.args[1], Word) and inner.args[1].name in PREFIX_WINDOWS)
+            or self._shared.key(inner) is not None
+            or len(node.args) != 2
+            or not (isinstance(node.args[1], Word) and node.args[1].name in FUSED_AGGREGATES)
+        ):
+            return None
+        self._check_time()
+        with _at(inner):
+            m, mapper, window_ms, _ = self._map_args(
+                [self._eval(arg) for arg in inner.args],
+                {name: self._eval(value) for name, value in inner.kwargs},
+            )
+        if not len(m):
+            return None
+        with _at(node):
+            _, name, by, without, _ = _reduce_args(
+                [m, *(self._eval(arg) for arg in node.args[1:])],
+                {key: self._eval(value) for key, value in node.kwargs},
+            )
+            window = min(window_buckets(window_ms, m.step_ms, mapper), len(m.timestamps))
+            return reduce_windows(m, mapper, window, name, by, without, check=self._check_time)
 
     def histogram_quantile(self, args: list[Any], kwargs: dict[str, Any]) -> Matrix:
         _arity("histogram_quantile", args, 2, 2)
@@ -353,6 +389,37 @@ class Evaluator:
             _word(args[1], "where_last's operator"),
             _number(args[2], "where_last's threshold"),
         )
+
+
+def _some_row_empty(values: np.ndarray) -> bool:
+    """Whether a row of ``values`` is all NaN (only the rows whose last value is NaN are
+    read whole: a fetch's last column is contiguous, and few series lack it)."""
+    if not values.size:
+        return False
+    candidates = np.flatnonzero(np.isnan(values[:, -1]))
+    return bool(len(candidates)) and bool(np.isnan(values[candidates]).all(axis=1).any())
+
+
+@contextmanager
+def _at(node: Call) -> Iterator[None]:
+    """A type error raised inside names the call and where it is written."""
+    try:
+        yield
+    except QueryTypeError as exc:
+        raise QueryTypeError(f"{node.name}(...) at line {node.line}, column {node.column}: {exc}") from None
+
+
+def _reduce_args(
+    args: list[Any], kwargs: dict[str, Any]
+) -> tuple[Matrix, str, list[str] | None, list[str] | None, tuple[float, ...]]:
+    """``reduce``'s matrix, aggregate, ``by``, ``without`` and parameters, checked."""
+    _arity("reduce", args, 2, 3)
+    _known("reduce", kwargs, {"by", "without"})
+    m = _matrix(args[0], "reduce")
+    by = _words(kwargs["by"], "by") if "by" in kwargs else None
+    without = _words(kwargs["without"], "without") if "without" in kwargs else None
+    params = tuple(_number(p, "reduce") for p in args[2:])
+    return m, _word(args[1], "reduce's aggregate"), by, without, params
 
 
 def _duration_text(ms: int) -> str:

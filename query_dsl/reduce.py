@@ -10,6 +10,13 @@ Classes are computed on the label codes of the matrix's series table; ``sum``, `
 ``count``, ``min`` and ``max`` reduce runs of consecutive members at once (no copy of the
 matrix when members are already adjacent, as a store's index order often makes them); the
 others aggregate one class at a time, checking the query's deadline as they go.
+
+``reduce(map(x, f, w), a)`` with a prefix-sum window ``f`` (``query_dsl/windows.py``) and one
+of those five aggregates runs fused (:func:`reduce_windows`): the window is computed for a
+block of series into one reused buffer and reduced into per-class sums (or minima, maxima)
+before the next block, so no series x instants matrix is made beyond the fetch's (at a
+million series x 71 instants that matrix is 568 MB, and faulting its fresh pages in cost
+more than the arithmetic).
 """
 
 from __future__ import annotations
@@ -22,8 +29,11 @@ from query_dsl.aggregates import aggregate, check_aggregate
 from query_dsl.exceptions import QueryTypeError
 from query_dsl.matrix import Matrix
 from query_dsl.series_table import class_order
+from query_dsl.windows import PREFIX_WINDOWS
 
-__all__ = ["reduce_matrix"]
+__all__ = ["FUSED_AGGREGATES", "reduce_matrix", "reduce_windows"]
+
+_BLOCK_CELLS = 1 << 20  # cells of one block of a fused window and reduce: 8 MB of float64
 
 
 def _classes(m: Matrix, by: list[str] | None, without: list[str] | None) -> tuple[np.ndarray, int]:
@@ -78,6 +88,7 @@ def _fast(name: str, values: np.ndarray, classes: np.ndarray, count: int) -> np.
 
 
 _FAST = ("sum", "mean", "count", "min", "max")
+FUSED_AGGREGATES = frozenset(_FAST)
 _CHECK_EVERY = 64  # classes aggregated one by one between two checks of the deadline
 
 
@@ -110,4 +121,77 @@ def reduce_matrix(
                 check()
             rows.append(aggregate(name, m.values[order[bounds[i] : bounds[i + 1]]], 0, params))
         values = np.vstack(rows)
+    return Matrix.from_table(table, m.timestamps, values, m.step_ms)
+
+
+def _class_runs(ufunc: np.ufunc, values: np.ndarray, classes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``ufunc`` over the rows of each class present in ``classes``: those classes, and a row
+    each (runs of consecutive rows of one class first, then each class's runs)."""
+    starts = np.flatnonzero(np.concatenate([[True], classes[1:] != classes[:-1]]))
+    partial = ufunc.reduceat(values, starts, axis=0)
+    run_class = classes[starts]
+    order = np.argsort(run_class, kind="stable")
+    ordered = run_class[order]
+    first = np.flatnonzero(np.concatenate([[True], ordered[1:] != ordered[:-1]]))
+    if len(first) == len(starts):
+        return ordered, partial[order]
+    return ordered[first], ufunc.reduceat(partial[order], first, axis=0)
+
+
+def reduce_windows(
+    m: Matrix,
+    mapper: str,
+    window: int,
+    name: str,
+    by: list[str] | None = None,
+    without: list[str] | None = None,
+    check: Callable[[], None] | None = None,
+) -> Matrix:
+    """``reduce(map(m, mapper, window), name, by=..., without=...)`` fused (module doc):
+    ``mapper`` one of :data:`query_dsl.windows.PREFIX_WINDOWS`, ``window`` in buckets (at
+    most the instant count), ``name`` one of :data:`FUSED_AGGREGATES`; ``check`` is called
+    between blocks. The answer is :func:`reduce_matrix`'s, but for the order in which the
+    members of a class spanning blocks are added (the last bits of a sum)."""
+    if by is not None and without is not None:
+        raise QueryTypeError("reduce takes by= or without=, not both")
+    classes, count = _classes(m, by, without)
+    order, starts = class_order(classes, count)
+    table = m.table.shared(order, starts)
+    width = len(m.timestamps)
+    extreme = np.fmin if name == "min" else np.fmax if name == "max" else None
+    total = np.full((count, width), np.nan) if extreme is not None else np.zeros((count, width))
+    seen = np.zeros((count, width))
+    time_major = m.values.T
+    per_block = max(1, _BLOCK_CELLS // max(width, 1))
+    buffer = np.empty((width, min(per_block, len(m))))
+    function = PREFIX_WINDOWS[mapper]
+    with np.errstate(all="ignore"):
+        for start in range(0, len(m), per_block):
+            if check is not None and start:
+                check()
+            stop = min(start + per_block, len(m))
+            out = buffer[:, : stop - start]
+            function(time_major[:, start:stop], window, m.step_ms, out)
+            block = out.T  # [series, instants], a view
+            members = classes[start:stop]
+            if extreme is not None:
+                present, part = _class_runs(extreme, block, members)
+                total[present] = extreme(total[present], part)
+                continue
+            present, part = _class_runs(np.add, block, members)
+            sizes = np.bincount(members, minlength=count)[present].astype(np.float64)
+            counted = np.repeat(sizes[:, None], width, axis=1)
+            gappy = np.flatnonzero(np.isnan(part).any(axis=0))
+            if len(gappy):
+                cells = block[:, gappy]
+                missing = np.isnan(cells)
+                counted[:, gappy] = _class_runs(np.add, (~missing).astype(np.float64), members)[1]
+                part[:, gappy] = _class_runs(np.add, np.where(missing, 0.0, cells), members)[1]
+            total[present] += part
+            seen[present] += counted
+    if extreme is not None or name == "count":
+        values = total if extreme is not None else seen
+    else:
+        with np.errstate(all="ignore"):
+            values = np.where(seen > 0, total / seen if name == "mean" else total, np.nan)
     return Matrix.from_table(table, m.timestamps, values, m.step_ms)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import time
 
 import numpy as np
 import pytest
@@ -16,6 +17,10 @@ from hypothesis import strategies as st
 
 from query_dsl import Matrix, apply_mapper, reduce_matrix
 from query_dsl import mappers as mappers_module
+from query_dsl import reduce as reduce_module
+from query_dsl.evaluator import Evaluator
+from query_dsl.sources import StoreSource
+from vhms import Store
 
 STEP = 60_000
 WINDOW_MAPPERS = ["delta", "increase", "rate", "mean", "sum", "count"]
@@ -125,3 +130,37 @@ def test_a_range_query_matches_a_loop(values: np.ndarray, aggregate: str, mapper
             else:
                 expected = math.fsum(cells) / (len(cells) if aggregate == "mean" else 1)
             np.testing.assert_allclose(row[t], expected, rtol=1e-9, atol=1e-9, equal_nan=True)
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    gappy_counters(),
+    st.sampled_from(WINDOW_MAPPERS),
+    st.sampled_from(["sum", "mean", "count", "min", "max"]),
+    st.integers(1, 30),
+    st.sampled_from([["c"], ["r"], None]),
+    st.integers(1, 40),
+)
+def test_a_fused_window_and_reduce_matches_the_two_steps(
+    values: np.ndarray, mapper: str, aggregate: str, window: int, by: list[str] | None, block_cells: int
+) -> None:
+    """``reduce(map(x, f, w), a)`` evaluated fused, by blocks of a few series (a class's
+    members spanning blocks), answers what the map and then the reduce answer, over what a
+    store fetches."""
+    series, instants = values.shape
+    base = (int(time.time() * 1000) // STEP - instants - 2) * STEP
+    store = Store("1m:120")
+    keys = [f"m{{c={r % 2},r={r}}}" for r in range(series)]
+    for t in range(instants):
+        store.ingest(keys, values[:, t], np.full(series, base + t * STEP))
+    evaluator = Evaluator(StoreSource(store), start_ms=base, end_ms=base + instants * STEP)
+    grouping = f", by=[{by[0]}]" if by else ""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(reduce_module, "_BLOCK_CELLS", block_cells)
+        fused = evaluator.evaluate(f'fetch("m") | map({mapper}, {window}m) | reduce({aggregate}{grouping})')
+    fetched = evaluator.evaluate('fetch("m")')
+    assert isinstance(fetched, Matrix) and isinstance(fused, Matrix)
+    mapped = apply_mapper(fetched, mapper, min(window, instants) * STEP)
+    expected = reduce_matrix(mapped, aggregate, by=by)
+    assert fused.labels == expected.labels
+    np.testing.assert_allclose(fused.values, expected.values, rtol=1e-12, atol=1e-12, equal_nan=True)
