@@ -88,7 +88,7 @@ from typing import Any
 from bookkeeper import DirectoryInUseError
 from bookkeeper.process import DirectoryLock
 from collector_agent.channels.base import BasicChannel, PutGroup, Transaction
-from collector_agent.channels.file_checkpoint import TRIGGER_BYTES, Checkpointer
+from collector_agent.channels.file_checkpoint import LIMIT_BYTES, TRIGGER_BYTES, Checkpointer
 from collector_agent.channels.file_format import CHECKSUMMED, Damaged, Stored, pack_events, unpack_events
 from collector_agent.channels.file_groups import GROUPS_SCHEMA, resolve_in_doubt
 from collector_agent.channels.file_salvage import finish_interrupted, is_damage, salvage
@@ -348,7 +348,8 @@ class FileChannel(BasicChannel):
             conn.execute(f"PRAGMA page_size={_PAGE_SIZE}")  # takes effect when the file is created
             conn.execute("PRAGMA journal_mode=WAL")
             conn.execute("PRAGMA wal_autocheckpoint=0")  # the checkpointer's thread does it
-            conn.execute(f"PRAGMA journal_size_limit={TRIGGER_BYTES}")  # the log's file, once reset
+            # the log's file, once restarted, keeps its blocks for the next commits to overwrite
+            conn.execute(f"PRAGMA journal_size_limit={LIMIT_BYTES + TRIGGER_BYTES}")
             # Debian builds SQLite to zero every freed page, which journals each one first: a
             # take's delete would write its events twice more, and need as much free disk
             conn.execute("PRAGMA secure_delete=FAST")
