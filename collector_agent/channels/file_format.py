@@ -68,27 +68,47 @@ Stored = tuple[bytes, bytes] | Damaged
 
 
 def pack_events(events: Sequence[Event]) -> bytes:
-    """The format-2 blob of ``events`` (headers JSON encoded once per distinct header set)."""
+    """The format-2 blob of ``events``.
+
+    A frame's bytes before its body (the lengths and the headers JSON) and their checksum
+    are worked out once per distinct headers and body length, so each event costs one
+    checksum extension over its body. Events whose headers are equal as dicts share one
+    encoding: their order of keys is the first one's."""
     frames: list[bytes] = []
     ends: list[int] = []
-    encoded: dict[tuple[tuple[str, str], ...], bytes] = {}
-    lengths, u32, value, extend = _LENGTHS.pack, _U32.pack, google_crc32c.value, google_crc32c.extend
-    add, end = frames.append, 0
+    prefixes: dict[tuple[tuple[tuple[str, str], ...], int], tuple[bytes, int, int]] = {}
+    add, add_end, u32, extend = frames.append, ends.append, _U32.pack, google_crc32c.extend
+    last_headers: dict[str, str] | None = None
+    last_length = -1
+    prefix, state, size, end = b"", 0, 0, 0
     for event in events:
-        key = tuple(event.headers.items())
-        headers = encoded.get(key)
-        if headers is None:
-            headers = encoded[key] = json.dumps(event.headers, separators=(",", ":")).encode()
         body = event.body
-        head = lengths(len(headers), len(body))
-        add(head)
-        add(headers)
+        headers = event.headers
+        if len(body) != last_length or headers != last_headers:
+            last_headers, last_length = headers, len(body)
+            prefix, state, size = _prefix(headers, last_length, prefixes)
+        add(prefix)
         add(body)
-        add(u32(extend(extend(value(head), headers), body)))
-        end += _FRAME_OVERHEAD + len(headers) + len(body)
-        ends.append(end)
+        add(u32(extend(state, body)))
+        end += size
+        add_end(end)
     index = struct.pack(f"<{len(ends)}I", *ends)
-    return b"".join((u32(value(index)), index, *frames))
+    return b"".join((u32(google_crc32c.value(index)), index, *frames))
+
+
+def _prefix(
+    headers: dict[str, str],
+    body_length: int,
+    cache: dict[tuple[tuple[tuple[str, str], ...], int], tuple[bytes, int, int]],
+) -> tuple[bytes, int, int]:
+    """A frame's bytes before its body, their checksum, and the frame's size."""
+    key = (tuple(headers.items()), body_length)
+    found = cache.get(key)
+    if found is None:
+        encoded = json.dumps(headers, separators=(",", ":")).encode()
+        prefix = _LENGTHS.pack(len(encoded), body_length) + encoded
+        found = cache[key] = (prefix, google_crc32c.value(prefix), len(prefix) + body_length + _U32.size)
+    return found
 
 
 def unpack_events(data: bytes, count: int, version: int) -> list[Stored]:
