@@ -718,13 +718,12 @@ class FileChannel(BasicChannel):
 
     def _events_of(self, ranges: list[_Range], events: list[Event]) -> list[tuple[int, int, Damaged]]:
         """Append the sound events of ``ranges`` to ``events``; the damaged ones, returned."""
-        loads = json.loads
+        loads, add = json.loads, events.append
         parsed: dict[bytes, dict[str, str]] = {}
         damaged: list[tuple[int, int, Damaged]] = []
         for seq, first, last in ranges:
             stored = self._decoded_batch(seq)
-            for index in range(first, last):
-                item = stored[index]
+            for index, item in enumerate(stored[first:last], first):
                 if isinstance(item, Damaged):
                     damaged.append((seq, index, item))
                     continue
@@ -741,7 +740,7 @@ class FileChannel(BasicChannel):
                         )
                         continue
                     parsed[raw_headers] = headers
-                events.append(Event(dict(headers), body))
+                add(Event(headers.copy(), body))
         return damaged
 
     def _decoded_batch(self, seq: int) -> list[Stored]:
