@@ -88,7 +88,7 @@ from typing import Any
 from bookkeeper import DirectoryInUseError
 from bookkeeper.process import DirectoryLock
 from collector_agent.channels.base import BasicChannel, PutGroup, Transaction
-from collector_agent.channels.file_checkpoint import TRIGGER_BYTES, Checkpointer
+from collector_agent.channels.file_checkpoint import LIMIT_BYTES, TRIGGER_BYTES, Checkpointer
 from collector_agent.channels.file_format import CHECKSUMMED, Damaged, Stored, pack_events, unpack_events
 from collector_agent.channels.file_groups import GROUPS_SCHEMA, resolve_in_doubt
 from collector_agent.channels.file_salvage import finish_interrupted, is_damage, salvage
@@ -348,7 +348,8 @@ class FileChannel(BasicChannel):
             conn.execute(f"PRAGMA page_size={_PAGE_SIZE}")  # takes effect when the file is created
             conn.execute("PRAGMA journal_mode=WAL")
             conn.execute("PRAGMA wal_autocheckpoint=0")  # the checkpointer's thread does it
-            conn.execute(f"PRAGMA journal_size_limit={TRIGGER_BYTES}")  # the log's file, once reset
+            # the log's file, once restarted, keeps its blocks for the next commits to overwrite
+            conn.execute(f"PRAGMA journal_size_limit={LIMIT_BYTES + TRIGGER_BYTES}")
             # Debian builds SQLite to zero every freed page, which journals each one first: a
             # take's delete would write its events twice more, and need as much free disk
             conn.execute("PRAGMA secure_delete=FAST")
@@ -717,13 +718,12 @@ class FileChannel(BasicChannel):
 
     def _events_of(self, ranges: list[_Range], events: list[Event]) -> list[tuple[int, int, Damaged]]:
         """Append the sound events of ``ranges`` to ``events``; the damaged ones, returned."""
-        loads = json.loads
+        loads, add = json.loads, events.append
         parsed: dict[bytes, dict[str, str]] = {}
         damaged: list[tuple[int, int, Damaged]] = []
         for seq, first, last in ranges:
             stored = self._decoded_batch(seq)
-            for index in range(first, last):
-                item = stored[index]
+            for index, item in enumerate(stored[first:last], first):
                 if isinstance(item, Damaged):
                     damaged.append((seq, index, item))
                     continue
@@ -740,7 +740,7 @@ class FileChannel(BasicChannel):
                         )
                         continue
                     parsed[raw_headers] = headers
-                events.append(Event(dict(headers), body))
+                add(Event(headers.copy(), body))
         return damaged
 
     def _decoded_batch(self, seq: int) -> list[Stored]:

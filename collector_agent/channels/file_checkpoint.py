@@ -11,10 +11,14 @@ crosses the threshold. Here it happens beside the committers instead:
   :data:`TRIGGER_BYTES` the thread wakes and runs a ``PASSIVE`` checkpoint: it copies what
   no reader or writer holds and waits for nobody, so commits go on meanwhile (and keep
   appending to the log, which therefore does not start again from its beginning);
-- every :data:`LIMIT_BYTES` the committer runs a ``TRUNCATE`` checkpoint before it returns:
+- every :data:`LIMIT_BYTES` the committer runs a ``RESTART`` checkpoint before it returns:
   it waits for the other connections, copies what the thread has not (little, usually) and
-  empties the log's file, so the log stays bounded however busy the channel or slow the
-  disk;
+  makes the next commit write the log from its start again, so the log stays bounded
+  however busy the channel or slow the disk. The log's file keeps its size (the writer's
+  ``journal_size_limit`` is :data:`LIMIT_BYTES` + :data:`TRIGGER_BYTES`): a commit that
+  overwrites blocks the file already has is one ``fdatasync`` of data, where one that
+  grows the file also waits for the file system's journal (a commit of 110 KB, measured:
+  0.20 ms overwriting, 0.33 ms growing the file, which ``TRUNCATE`` emptied every time);
 - a checkpoint that fails is logged and counted (``CheckpointErrorCount``); the log keeps
   the pages until the next one.
 
@@ -78,14 +82,14 @@ class Checkpointer:
         self._pending += size
         self._since_copy += size
         if self._pending >= LIMIT_BYTES:
-            self.checkpoint("TRUNCATE")
+            self.checkpoint("RESTART")
         elif self._since_copy >= TRIGGER_BYTES:
             self._since_copy = 0
             self._wake.set()
 
     def checkpoint(self, mode: str = "PASSIVE") -> None:
         """Copy the log into the database now: ``PASSIVE`` what no reader or writer holds,
-        ``TRUNCATE`` all of it, waiting for them, and empty the log's file."""
+        ``RESTART`` all of it, waiting for them, and start the log again from its beginning."""
         with self._lock:
             if self._conn is None:
                 return
@@ -96,9 +100,9 @@ class Checkpointer:
                 log.warning("channel %s: checkpoint of %s failed: %s", self.name, self.database, exc)
                 return
             self.checkpoints += 1
-            # a passive one runs beside commits that keep appending, so only a truncation is
+            # a passive one runs beside commits that keep appending, so only a restart is
             # sure to have started the log again
-            if mode == "TRUNCATE" and not busy and copied == frames:
+            if mode == "RESTART" and not busy and copied == frames:
                 self._pending = 0
 
     def _run(self) -> None:

@@ -53,6 +53,9 @@ CHECKSUMMED = 2
 _LENGTHS = struct.Struct("<II")
 _U32 = struct.Struct("<I")
 _FRAME_OVERHEAD = _LENGTHS.size + _U32.size
+# CRC32C of any bytes followed by their own CRC32C (little-endian) is this constant: a frame
+# is as written iff its checksum, stored one included, comes out as it (one call, no unpack)
+_RESIDUE = 0x48674BC7
 
 
 @dataclass(frozen=True)
@@ -68,27 +71,47 @@ Stored = tuple[bytes, bytes] | Damaged
 
 
 def pack_events(events: Sequence[Event]) -> bytes:
-    """The format-2 blob of ``events`` (headers JSON encoded once per distinct header set)."""
+    """The format-2 blob of ``events``.
+
+    A frame's bytes before its body (the lengths and the headers JSON) and their checksum
+    are worked out once per distinct headers and body length, so each event costs one
+    checksum extension over its body. Events whose headers are equal as dicts share one
+    encoding: their order of keys is the first one's."""
     frames: list[bytes] = []
     ends: list[int] = []
-    encoded: dict[tuple[tuple[str, str], ...], bytes] = {}
-    lengths, u32, value, extend = _LENGTHS.pack, _U32.pack, google_crc32c.value, google_crc32c.extend
-    add, end = frames.append, 0
+    prefixes: dict[tuple[tuple[tuple[str, str], ...], int], tuple[bytes, int, int]] = {}
+    add, add_end, u32, extend = frames.append, ends.append, _U32.pack, google_crc32c.extend
+    last_headers: dict[str, str] | None = None
+    last_length = -1
+    prefix, state, size, end = b"", 0, 0, 0
     for event in events:
-        key = tuple(event.headers.items())
-        headers = encoded.get(key)
-        if headers is None:
-            headers = encoded[key] = json.dumps(event.headers, separators=(",", ":")).encode()
         body = event.body
-        head = lengths(len(headers), len(body))
-        add(head)
-        add(headers)
+        headers = event.headers
+        if len(body) != last_length or headers != last_headers:
+            last_headers, last_length = headers, len(body)
+            prefix, state, size = _prefix(headers, last_length, prefixes)
+        add(prefix)
         add(body)
-        add(u32(extend(extend(value(head), headers), body)))
-        end += _FRAME_OVERHEAD + len(headers) + len(body)
-        ends.append(end)
+        add(u32(extend(state, body)))
+        end += size
+        add_end(end)
     index = struct.pack(f"<{len(ends)}I", *ends)
-    return b"".join((u32(value(index)), index, *frames))
+    return b"".join((u32(google_crc32c.value(index)), index, *frames))
+
+
+def _prefix(
+    headers: dict[str, str],
+    body_length: int,
+    cache: dict[tuple[tuple[tuple[str, str], ...], int], tuple[bytes, int, int]],
+) -> tuple[bytes, int, int]:
+    """A frame's bytes before its body, their checksum, and the frame's size."""
+    key = (tuple(headers.items()), body_length)
+    found = cache.get(key)
+    if found is None:
+        encoded = json.dumps(headers, separators=(",", ":")).encode()
+        prefix = _LENGTHS.pack(len(encoded), body_length) + encoded
+        found = cache[key] = (prefix, google_crc32c.value(prefix), len(prefix) + body_length + _U32.size)
+    return found
 
 
 def unpack_events(data: bytes, count: int, version: int) -> list[Stored]:
@@ -108,8 +131,7 @@ def _frame(data: bytes, start: int, end: int) -> Stored:
     header_length, body_length = _LENGTHS.unpack_from(data, start)
     if _FRAME_OVERHEAD + header_length + body_length != end - start:
         return Damaged("frame lengths do not fit", data[start:end])
-    (stored,) = _U32.unpack_from(data, end - 4)
-    if google_crc32c.value(data[start : end - 4]) != stored:
+    if google_crc32c.value(data[start:end]) != _RESIDUE:
         return Damaged("checksum mismatch", data[start:end])
     body_start = start + 8 + header_length
     return data[start + 8 : body_start], data[body_start : end - 4]
@@ -121,14 +143,26 @@ def _unpack_checksummed(data: bytes, count: int) -> list[Stored]:
         return [Damaged("batch shorter than its index", data if i == 0 else b"") for i in range(count)]
     (index_checksum,) = _U32.unpack_from(data, 0)
     ends: tuple[int, ...] = struct.unpack_from(f"<{count}I", data, 4)
-    if google_crc32c.value(data[4:first]) == index_checksum and (not ends or ends[-1] == len(data) - first):
-        out: list[Stored] = []
-        start = first
-        for end in ends:
-            out.append(_frame(data, start, first + end))
-            start = first + end
-        return out
-    return _walk(data, first, count)
+    size = len(data)
+    if google_crc32c.value(data[4:first]) != index_checksum or (ends and ends[-1] != size - first):
+        return _walk(data, first, count)
+    out: list[Stored] = []
+    add, lengths, value = out.append, _LENGTHS.unpack_from, google_crc32c.value
+    start = first
+    for end in ends:
+        end += first
+        # the sound frame, inline (most are); any other is _frame's to name
+        if end - start >= _FRAME_OVERHEAD and end <= size:
+            header_length, body_length = lengths(data, start)
+            fits = _FRAME_OVERHEAD + header_length + body_length == end - start
+            if fits and value(data[start:end]) == _RESIDUE:
+                body_start = start + 8 + header_length
+                add((data[start + 8 : body_start], data[body_start : end - 4]))
+                start = end
+                continue
+        add(_frame(data, start, end))
+        start = end
+    return out
 
 
 def _walk(data: bytes, start: int, count: int) -> list[Stored]:
