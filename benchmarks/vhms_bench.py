@@ -5,6 +5,8 @@ results/vhms_bench.json.
 Targets (issue 5): ingest >= 3M samples/s (columnar batches of 10K); a fetch of 10K series
 x 60 minutes in <= 50 ms; picking ~100K series out of 1.5M by labels in milliseconds.
 Issue 21: the first round of new series (a restart, a burst of new hosts) >= 1M series/s;
+steady rounds >= 5M samples/s on a quiet machine (1-minute load average below 1.5 when the
+size's run begins), >= 3M on a loaded one;
 memory per series all in (RSS: buckets, index, key text) with every bucket of the default
 retention written, <= 2.5 KB at 100K series and <= 2.0 KB at 1.5M.
 Issue 14: a fetch fanned out to 4 shards of 100K series merges >= 5x faster than the loop by
@@ -74,6 +76,8 @@ def touch_every_bucket(store: Store) -> None:
 
 
 def bench_store(count: int, rows: list[dict[str, object]]) -> None:
+    load = os.getloadavg()[0]
+    steady_target = 5e6 if load < 1.5 else 3e6
     gc.collect()
     before = rss_bytes()
     keys = make_keys(count)
@@ -149,8 +153,9 @@ def bench_store(count: int, rows: list[dict[str, object]]) -> None:
             "case": f"ingest, steady rounds, {count:,} series",
             "vhms": count / seconds,
             "unit": "samples/s",
-            "target": ">= 3M",
-            "met": count / seconds >= 3e6,
+            "target": f">= {steady_target / 1e6:.0f}M",
+            "met": count / seconds >= steady_target,
+            "note": f"load average {load:.1f} at the start: {'quiet' if load < 1.5 else 'loaded'}",
         },
         {
             "case": f"memory per series after {ROUNDS + 1} rounds (RSS, index and key text included), "
