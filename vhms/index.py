@@ -51,6 +51,7 @@ __all__ = ["NAME", "SeriesIndex"]
 
 NAME = "__name__"  # the label that holds a series' name in label columns
 _MEMO_MIN = 64  # batches of fewer keys are looked up key by key
+_SLICE = 1 << 14  # a larger batch (a snapshot's every key) goes through in slices of this many
 _MEMO_FLOOR = 1 << 20  # ids the memo may hold, at least (else twice the series)
 
 
@@ -86,6 +87,8 @@ class SeriesIndex:
 
     def lookup(self, keys: list[str]) -> np.ndarray:
         """Ids of ``keys``, creating new series; ``-1`` where ``max_series`` refused one."""
+        if len(keys) > _SLICE:  # temporaries that stay in cache: a million keys at once is half as fast
+            return np.concatenate([self.lookup(keys[i : i + _SLICE]) for i in range(0, len(keys), _SLICE)])
         if len(keys) < _MEMO_MIN:
             return self._lookup(keys)
         joined = "\n".join(keys)

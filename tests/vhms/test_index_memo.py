@@ -10,6 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from bookkeeper import InvalidNameError
+from vhms import index as index_module
 from vhms.index import _MEMO_MIN, SeriesIndex
 from vhms.key_table import KeyTable, table_hashes
 
@@ -125,3 +126,21 @@ def test_the_hash_table_finds_what_was_inserted_and_nothing_else(rounds: list[se
         reference.update(zip(new.tolist(), ids.tolist(), strict=True))
         assert table.find(probe).tolist() == [reference.get(h, -1) for h in probe.tolist()]
     assert table.count == len(reference) and 2 * table.count <= len(table.hashes)
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.lists(st.integers(0, len(POOL) - 1), min_size=1, max_size=300), min_size=1, max_size=4))
+def test_a_batch_larger_than_a_slice_gets_the_ids_a_dict_would(batches: list[list[int]]) -> None:
+    """A batch of more than ``_SLICE`` keys (a snapshot's every key) goes through in slices:
+    the same ids, repeats and new keys across slices included."""
+    index = SeriesIndex(max_series=350)
+    reference: dict[str, int] = {}
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(index_module, "_SLICE", 70)
+        for batch in batches:
+            keys = [POOL[i] for i in batch]
+            expected = [
+                reference.setdefault(key, len(reference)) if key in reference or len(reference) < 350 else -1
+                for key in keys
+            ]
+            assert index.lookup(keys).tolist() == expected
