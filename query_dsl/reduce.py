@@ -21,29 +21,35 @@ more than the arithmetic).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
 
 import numpy as np
 
 from query_dsl.aggregates import aggregate, check_aggregate
 from query_dsl.exceptions import QueryTypeError
 from query_dsl.matrix import Matrix
-from query_dsl.series_table import class_order
+from query_dsl.series_table import SeriesTable, class_order
 from query_dsl.windows import PREFIX_WINDOWS
 
-__all__ = ["FUSED_AGGREGATES", "reduce_matrix", "reduce_windows"]
+__all__ = ["FUSED_AGGREGATES", "reduce_blocks", "reduce_matrix", "reduce_windows"]
 
 _BLOCK_CELLS = 1 << 20  # cells of one block of a fused window and reduce: 8 MB of float64
 
 
 def _classes(m: Matrix, by: list[str] | None, without: list[str] | None) -> tuple[np.ndarray, int]:
+    return _table_classes(m.table, by, without)
+
+
+def _table_classes(
+    table: SeriesTable, by: list[str] | None, without: list[str] | None
+) -> tuple[np.ndarray, int]:
     if by is not None:
         labels = by
     elif without is not None:
-        labels = [label for label in m.table.columns if label not in without]
+        labels = [label for label in table.columns if label not in without]
     else:
-        return np.zeros(len(m), dtype=np.int64), 1 if len(m) else 0
-    classes, first = m.table.groups(labels)
+        return np.zeros(len(table), dtype=np.int64), 1 if len(table) else 0
+    classes, first = table.groups(labels)
     return classes, len(first)
 
 
@@ -138,42 +144,30 @@ def _class_runs(ufunc: np.ufunc, values: np.ndarray, classes: np.ndarray) -> tup
     return ordered[first], ufunc.reduceat(partial[order], first, axis=0)
 
 
-def reduce_windows(
-    m: Matrix,
-    mapper: str,
-    window: int,
+def reduce_blocks(
+    table: SeriesTable,
+    width: int,
+    blocks: Iterable[tuple[int, np.ndarray]],
     name: str,
     by: list[str] | None = None,
     without: list[str] | None = None,
-    check: Callable[[], None] | None = None,
-) -> Matrix:
-    """``reduce(map(m, mapper, window), name, by=..., without=...)`` fused (module doc):
-    ``mapper`` one of :data:`query_dsl.windows.PREFIX_WINDOWS`, ``window`` in buckets (at
-    most the instant count), ``name`` one of :data:`FUSED_AGGREGATES`; ``check`` is called
-    between blocks. The answer is :func:`reduce_matrix`'s, but for the order in which the
-    members of a class spanning blocks are added (the last bits of a sum)."""
+) -> tuple[SeriesTable, np.ndarray]:
+    """The table and ``[classes, width]`` values of reducing by ``name`` (one of
+    :data:`FUSED_AGGREGATES`) the series of ``table`` whose values come in ``blocks``: each
+    ``(first series, [series, width] values)``, in order, covering them all. Each block is
+    reduced into per-class sums (minima, maxima) before the next is asked for, so its
+    producer may reuse one buffer. The answer is :func:`reduce_matrix`'s, but for the order
+    in which the members of a class spanning blocks are added (the last bits of a sum)."""
     if by is not None and without is not None:
         raise QueryTypeError("reduce takes by= or without=, not both")
-    classes, count = _classes(m, by, without)
+    classes, count = _table_classes(table, by, without)
     order, starts = class_order(classes, count)
-    table = m.table.shared(order, starts)
-    width = len(m.timestamps)
     extreme = np.fmin if name == "min" else np.fmax if name == "max" else None
     total = np.full((count, width), np.nan) if extreme is not None else np.zeros((count, width))
     seen = np.zeros((count, width))
-    time_major = m.values.T
-    per_block = max(1, _BLOCK_CELLS // max(width, 1))
-    buffer = np.empty((width, min(per_block, len(m))))
-    function = PREFIX_WINDOWS[mapper]
     with np.errstate(all="ignore"):
-        for start in range(0, len(m), per_block):
-            if check is not None and start:
-                check()
-            stop = min(start + per_block, len(m))
-            out = buffer[:, : stop - start]
-            function(time_major[:, start:stop], window, m.step_ms, out)
-            block = out.T  # [series, instants], a view
-            members = classes[start:stop]
+        for start, block in blocks:
+            members = classes[start : start + len(block)]
             if extreme is not None:
                 present, part = _class_runs(extreme, block, members)
                 total[present] = extreme(total[present], part)
@@ -189,9 +183,41 @@ def reduce_windows(
                 part[:, gappy] = _class_runs(np.add, np.where(missing, 0.0, cells), members)[1]
             total[present] += part
             seen[present] += counted
-    if extreme is not None or name == "count":
-        values = total if extreme is not None else seen
-    else:
-        with np.errstate(all="ignore"):
+        if extreme is not None or name == "count":
+            values = total if extreme is not None else seen
+        else:
             values = np.where(seen > 0, total / seen if name == "mean" else total, np.nan)
+    return table.shared(order, starts), values
+
+
+def reduce_windows(
+    m: Matrix,
+    mapper: str,
+    window: int,
+    name: str,
+    by: list[str] | None = None,
+    without: list[str] | None = None,
+    check: Callable[[], None] | None = None,
+) -> Matrix:
+    """``reduce(map(m, mapper, window), name, by=..., without=...)`` fused (module doc):
+    ``mapper`` one of :data:`query_dsl.windows.PREFIX_WINDOWS`, ``window`` in buckets (at
+    most the instant count), ``name`` one of :data:`FUSED_AGGREGATES`; ``check`` is called
+    between blocks (:func:`reduce_blocks` says how the answer may differ)."""
+    time_major = m.values.T
+    width = len(m.timestamps)
+    per_block = max(1, _BLOCK_CELLS // max(width, 1))
+    function = PREFIX_WINDOWS[mapper]
+
+    def blocks() -> Iterator[tuple[int, np.ndarray]]:
+        buffer = np.empty((width, min(per_block, len(m))))
+        with np.errstate(all="ignore"):
+            for start in range(0, len(m), per_block):
+                if check is not None and start:
+                    check()
+                stop = min(start + per_block, len(m))
+                out = buffer[:, : stop - start]
+                function(time_major[:, start:stop], window, m.step_ms, out)
+                yield start, out.T  # [series, instants], a view
+
+    table, values = reduce_blocks(m.table, width, blocks(), name, by, without)
     return Matrix.from_table(table, m.timestamps, values, m.step_ms)

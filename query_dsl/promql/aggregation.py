@@ -5,9 +5,15 @@ series themselves; ``count_values`` makes a series per distinct value.
 
 A result series carries the ``by`` labels (those a member has), or every label but the
 ``without`` ones and the name.
+
+``sum avg min max count group`` of a range function computed by blocks of series (``rate``,
+``increase``...: ``query_dsl.promql.ranges.rate_blocks``) reduce each block before the next
+is computed (:func:`aggregate_blocks`): no series x evaluation times matrix is made.
 """
 
 from __future__ import annotations
+
+from collections.abc import Iterable
 
 import numpy as np
 
@@ -16,15 +22,16 @@ from query_dsl.matrix import Matrix
 from query_dsl.promql.ast import Aggregation
 from query_dsl.promql.result import format_value
 from query_dsl.promql.stats import quantile_of
-from query_dsl.reduce import reduce_matrix
+from query_dsl.reduce import reduce_blocks, reduce_matrix
 from query_dsl.series_table import SeriesTable, class_order
 
-__all__ = ["aggregate"]
+__all__ = ["FUSED_OPS", "aggregate", "aggregate_blocks"]
 
 _REDUCED = {"sum": "sum", "avg": "mean", "min": "min", "max": "max", "count": "count", "stddev": "stddev"}
+FUSED_OPS = frozenset({"sum", "avg", "min", "max", "count", "group"})
 
 
-def _grouping(m: Matrix, node: Aggregation) -> tuple[list[str] | None, list[str] | None]:
+def _grouping(node: Aggregation) -> tuple[list[str] | None, list[str] | None]:
     if node.without:
         return None, [label for label in node.grouping if label != "__name__"]
     return [label for label in node.grouping if label != "__name__"], None
@@ -48,16 +55,10 @@ def aggregate(node: Aggregation, m: Matrix, param: np.ndarray | str | None) -> M
     """``node.op`` over ``m``; ``param`` the scalar per evaluation time (topk, bottomk,
     quantile) or the label (count_values)."""
     if node.op in _REDUCED or node.op in ("stdvar", "group"):
-        by, without = _grouping(m, node)
+        by, without = _grouping(node)
         name = _REDUCED.get(node.op, "stddev" if node.op == "stdvar" else "count")
         reduced = reduce_matrix(m, name, by=by, without=without)
-        values = reduced.values
-        if node.op == "stdvar":
-            values = values**2
-        elif node.op == "group":
-            values = np.where(values > 0, 1.0, np.nan)
-        elif node.op == "count":
-            values = np.where(values > 0, values, np.nan)
+        values = _finish(node.op, reduced.values)
         return Matrix.from_table(_result_table(reduced.table, node), m.timestamps, values, m.step_ms)
     if node.op == "quantile":
         assert isinstance(param, np.ndarray)  # the parser checked the types
@@ -67,6 +68,32 @@ def aggregate(node: Aggregation, m: Matrix, param: np.ndarray | str | None) -> M
         return _top(node, m, param)
     assert isinstance(param, str)  # count_values: the parser checked the types
     return _count_values(node, m, param)
+
+
+def aggregate_blocks(
+    node: Aggregation,
+    table: SeriesTable,
+    timestamps: np.ndarray,
+    step_ms: int,
+    blocks: Iterable[tuple[int, np.ndarray]],
+) -> Matrix:
+    """``node.op`` (one of :data:`FUSED_OPS`, without a parameter) over the series of
+    ``table`` whose values come in ``blocks`` (:func:`query_dsl.reduce.reduce_blocks`)."""
+    by, without = _grouping(node)
+    name = _REDUCED.get(node.op, "count")
+    reduced, values = reduce_blocks(table, len(timestamps), blocks, name, by, without)
+    return Matrix.from_table(_result_table(reduced, node), timestamps, _finish(node.op, values), step_ms)
+
+
+def _finish(op: str, values: np.ndarray) -> np.ndarray:
+    """What ``stdvar``, ``group`` and ``count`` make of the reduce's answer."""
+    if op == "stdvar":
+        return values**2
+    if op == "group":
+        return np.where(values > 0, 1.0, np.nan)
+    if op == "count":
+        return np.where(values > 0, values, np.nan)
+    return values
 
 
 def _quantile(node: Aggregation, m: Matrix, q: np.ndarray) -> Matrix:

@@ -38,7 +38,7 @@ from query_dsl.promql.ast import (
 )
 from query_dsl.promql.functions import INSTANT_FUNCTIONS
 from query_dsl.promql.labels import ensure_unique
-from query_dsl.promql.ranges import RANGE_NAMES, evaluate_range
+from query_dsl.promql.ranges import RANGE_NAMES, VECTORIZED, evaluate_range, rate_blocks
 from query_dsl.promql.selection import Samples, fetch_samples
 from query_dsl.promql.values import RangeValue, Scalar, String, Value
 from query_dsl.series_table import SeriesTable
@@ -267,6 +267,9 @@ class Engine:
         return Matrix([""], [labels], times, np.where(present, np.nan, 1.0)[None, :], step)
 
     def _aggregate(self, expr: Aggregation, times: np.ndarray) -> Value:
+        fused = self._fused_aggregate(expr, times)
+        if fused is not None:
+            return fused
         param: np.ndarray | str | None = None
         if expr.param is not None:
             evaluated = self._eval(expr.param, times)
@@ -274,6 +277,36 @@ class Engine:
         value = self._eval(expr.expr, times)
         assert isinstance(value, Matrix)  # the parser checked the types
         return aggregation.aggregate(expr, value, param)
+
+    def _fused_aggregate(self, expr: Aggregation, times: np.ndarray) -> Matrix | None:
+        """``sum by (...) (rate(x[5m]))`` and its kin computed a block of series at a time, each
+        block reduced before the next (``aggregation.aggregate_blocks``), when the range
+        function is one of ``ranges.VECTORIZED`` and its series share one name (so that
+        dropping it leaves their label sets distinct, as Prometheus's check of a function's
+        answer requires); else None."""
+        inner = expr.expr
+        while isinstance(inner, Paren):
+            inner = inner.expr
+        if expr.param is not None or expr.op not in aggregation.FUSED_OPS:
+            return None
+        if not (isinstance(inner, Call) and inner.name in VECTORIZED):
+            return None
+        self.check()
+        window = self._eval(inner.args[0], times)
+        assert isinstance(window, RangeValue)  # the parser checked the types
+        samples = window.samples
+        step = int(times[1] - times[0]) if len(times) > 1 else self.step_ms
+        table = samples.table.with_name("")
+        codes = samples.table.names.codes
+        if len(codes) and not (codes == codes[0]).all():  # label sets may clash: the two steps
+            values = evaluate_range(
+                inner.name, samples, window.ends, window.range_ms, np.zeros((0, len(times))), self.check
+            )
+            value = Matrix.from_table(table, times, values, step)
+            ensure_unique(value)
+            return aggregation.aggregate(expr, value, None)
+        blocks = rate_blocks(inner.name, samples, window.ends, window.range_ms, self.check)
+        return aggregation.aggregate_blocks(expr, table, times, step, blocks)
 
     def _binary(self, expr: BinaryOp, times: np.ndarray) -> Value:
         left, right = self._eval(expr.lhs, times), self._eval(expr.rhs, times)

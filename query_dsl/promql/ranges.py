@@ -14,7 +14,7 @@ drop, ``irate``/``idelta`` use the last two samples.
 from __future__ import annotations
 
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 import numpy as np
 
@@ -22,7 +22,7 @@ from query_dsl.exceptions import QueryTypeError
 from query_dsl.promql.selection import Samples
 from query_dsl.promql.stats import quantile_of
 
-__all__ = ["RANGE_FUNCTIONS", "RANGE_NAMES", "RangeFunction", "evaluate_range"]
+__all__ = ["RANGE_FUNCTIONS", "RANGE_NAMES", "VECTORIZED", "RangeFunction", "evaluate_range", "rate_blocks"]
 
 RangeFunction = Callable[[np.ndarray, np.ndarray, int, int, tuple[float, ...]], np.ndarray]
 
@@ -290,9 +290,23 @@ def _rates(name: str, samples: Samples, ends: np.ndarray, range_ms: int) -> np.n
         return np.where(valid & (samples_in >= 2), result * factor, np.nan).T
 
 
-_VECTORIZED = frozenset({"rate", "increase", "delta", "irate", "idelta"})
+VECTORIZED = frozenset({"rate", "increase", "delta", "irate", "idelta"})
 _BLOCK = 4096  # series at a time: a window's temporaries of a block fit a core's cache
-RANGE_NAMES = frozenset(RANGE_FUNCTIONS) | _VECTORIZED  # every function of a range vector
+RANGE_NAMES = frozenset(RANGE_FUNCTIONS) | VECTORIZED  # every function of a range vector
+
+
+def rate_blocks(
+    name: str, samples: Samples, ends: np.ndarray, range_ms: int, check: Callable[[], None]
+) -> Iterator[tuple[int, np.ndarray]]:
+    """``name`` (one of :data:`VECTORIZED`) over each window, a block of series at a time
+    (temporaries that stay in cache): ``(first series, [series, ends])``, ``check`` called
+    before each block."""
+    for start in range(0, len(samples.values), _BLOCK):
+        check()
+        block = slice(start, start + _BLOCK)
+        own = None if samples.exact is None else samples.exact[block]
+        part = Samples(samples.table, samples.times, samples.values[block], samples.step_ms, own)
+        yield start, _rates(name, part, ends, range_ms)
 
 
 def evaluate_range(
@@ -305,14 +319,10 @@ def evaluate_range(
 ) -> np.ndarray:
     """``name`` over each window ``[end - range_ms, end]`` of ``ends``: ``[series, ends]``.
     ``params`` holds the function's scalar arguments per evaluation time ``[params, ends]``."""
-    if name in _VECTORIZED:
+    if name in VECTORIZED:
         out = np.empty((len(samples.values), len(ends)))
-        for start in range(0, len(samples.values), _BLOCK):  # temporaries that stay in cache
-            check()
-            block = slice(start, start + _BLOCK)
-            own = None if samples.exact is None else samples.exact[block]
-            part = Samples(samples.table, samples.times, samples.values[block], samples.step_ms, own)
-            out[block] = _rates(name, part, ends, range_ms)
+        for start, part in rate_blocks(name, samples, ends, range_ms, check):
+            out[start : start + len(part)] = part
         return out
     function = RANGE_FUNCTIONS[name]
     values, axis = samples.values, samples.times

@@ -1,0 +1,85 @@
+"""``sum by (...) (rate(x[w]))`` and its kin are computed a block of series at a time, each
+block reduced before the next (``Engine._fused_aggregate``): the same answer as the range
+function's whole matrix aggregated afterwards, on random counters with gaps, resets and
+scrape offsets, in blocks of a few series (a class's members spanning blocks)."""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from query_dsl.exceptions import MatchingError
+from query_dsl.matrix import Matrix
+from query_dsl.promql import range_query
+from query_dsl.promql import ranges as ranges_module
+from query_dsl.sources import StoreSource
+from vhms import Store
+
+STEP = 15_000
+
+
+@st.composite
+def stores(draw: st.DrawFn) -> tuple[Store, int, int]:
+    """A store of counters (labels c and r), their samples at a per-series offset within
+    each 15 s bucket, some missing, some restarting from a small value; and the span."""
+    series = draw(st.integers(1, 12))
+    buckets = draw(st.integers(2, 40))
+    seed = draw(st.integers(0, 2**32 - 1))
+    rng = np.random.default_rng(seed)
+    base = (int(time.time() * 1000) // STEP - buckets - 4) * STEP
+    store = Store("15s:100,1m:60")
+    keys = [f"req_total{{c=c{r % 3},r=r{r}}}" for r in range(series)]
+    offsets = rng.integers(0, STEP, series)
+    level = rng.random(series) * 100
+    gap = draw(st.sampled_from([0.0, 0.1, 0.3]))
+    for bucket in range(buckets):
+        level += rng.choice([0.0, 1.0, 2.5, 7.0], series)
+        level = np.where(rng.random(series) < 0.05, rng.random(series), level)  # resets
+        present = rng.random(series) >= gap
+        store.ingest(
+            [key for key, kept in zip(keys, present.tolist(), strict=True) if kept],
+            level[present],
+            (base + bucket * STEP + offsets)[present],
+        )
+    return store, base, base + buckets * STEP
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    stores(),
+    st.sampled_from(["rate", "increase", "delta", "irate", "idelta"]),
+    st.sampled_from(["sum", "avg", "min", "max", "count", "group"]),
+    st.sampled_from(["by (c)", "without (r)", "by (r)", ""]),
+    st.sampled_from(["45s", "1m", "2m30s"]),
+    st.integers(1, 5),
+)
+def test_an_aggregate_of_a_range_function_by_blocks_answers_what_the_two_steps_do(
+    data: tuple[Store, int, int], function: str, op: str, grouping: str, window: str, block: int
+) -> None:
+    store, start, end = data
+    source = StoreSource(store)
+    inner = f"{function}(req_total[{window}])"
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(ranges_module, "_BLOCK", block)
+        fused = range_query(source, f"{op} {grouping} ({inner})", start / 1000, end / 1000, 15)
+    # "* 1" leaves every value as it is and the aggregate then reads a whole matrix
+    whole = range_query(source, f"{op} {grouping} ({inner} * 1)", start / 1000, end / 1000, 15)
+    assert isinstance(fused.value, Matrix) and isinstance(whole.value, Matrix)
+    assert fused.value.labels == whole.value.labels
+    np.testing.assert_allclose(fused.value.values, whole.value.values, rtol=1e-12, atol=1e-12, equal_nan=True)
+
+
+def test_series_of_two_names_whose_labels_clash_are_refused_as_prometheus_does() -> None:
+    base = (int(time.time() * 1000) // STEP - 10) * STEP
+    store = Store("15s:100,1m:60")
+    for bucket in range(8):
+        store.ingest(
+            ["a_total{c=x}", "b_total{c=x}"], np.full(2, float(bucket)), np.full(2, base + bucket * STEP)
+        )
+    query = 'sum(rate({__name__=~"a_total|b_total"}[1m]))'
+    with pytest.raises(MatchingError, match="same labelset"):
+        range_query(StoreSource(store), query, base / 1000, (base + 8 * STEP) / 1000, 15)
