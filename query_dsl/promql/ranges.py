@@ -207,50 +207,70 @@ def _take(array: np.ndarray, cells: np.ndarray) -> np.ndarray:
     return array.reshape(-1).take(cells)
 
 
-def _bounds(samples: Samples, ends: np.ndarray, range_ms: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _bounds(
+    samples: Samples, ends: np.ndarray, range_ms: int, dense: bool
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """For every window ``[end - range_ms, end]`` and series: the row of its first and of
     its last sample in the window (``[ends, series]``, rows of the time-major samples), and
     whether it has one at all. Time-major throughout: a window's cells of every series lie
     in a few contiguous rows, where the series-major gathers walked memory a row of
-    series apart."""
+    series apart. ``dense``: every series has a sample in every bucket (no fills needed)."""
     values, axis = np.ascontiguousarray(samples.values.T), samples.times
     width, series = values.shape
-    present = ~np.isnan(values)
-    rows = np.arange(width)[:, None]
-    latest = _down(np.maximum, np.where(present, rows, -1))
-    following = _down(np.minimum, np.where(present, rows, width), reverse=True)
-    following = np.concatenate([following, np.full((1, series), width)], axis=0)  # past the end
     exact = samples.exact is not None
     slack = samples.step_ms if exact else 0  # with own times a sample lies up to a step after its bucket
     low = np.searchsorted(axis, ends - range_ms - slack, side="right" if exact else "left")
     high = np.searchsorted(axis, ends, side="right")
-    first = following[np.minimum(low, width)]
-    last = np.where(high[:, None] > 0, latest[np.maximum(high - 1, 0)], -1)
-    if exact:
-        own = np.ascontiguousarray(samples.sample_times().T)
-        at_first = _take(own, _cells(np.minimum(first, width - 1), series))
-        early = (first < width) & (at_first < (ends - range_ms)[:, None])
-        first = np.where(early, _take(following, _cells(np.minimum(first + 1, width), series)), first)
-        late = (last >= 0) & (_take(own, _cells(np.maximum(last, 0), series)) > ends[:, None])
-        before = np.where(last > 0, _take(latest, _cells(np.maximum(last - 1, 0), series)), -1)
-        last = np.where(late, before, last)
+    if dense:  # a sample in every bucket: each window's rows are the same for every series
+        first = np.repeat(np.minimum(low, width)[:, None], series, axis=1)
+        last = np.repeat((high - 1)[:, None], series, axis=1)
+        if exact:
+            own = np.ascontiguousarray(samples.sample_times().T)
+            early = (first < width) & (own[np.minimum(low, width - 1)] < (ends - range_ms)[:, None])
+            first += early
+            late = (last >= 0) & (own[np.maximum(high - 1, 0)] > ends[:, None])
+            last -= late
+    else:
+        present = ~np.isnan(values)
+        rows = np.arange(width)[:, None]
+        latest = _down(np.maximum, np.where(present, rows, -1))
+        following = _down(np.minimum, np.where(present, rows, width), reverse=True)
+        following = np.concatenate([following, np.full((1, series), width)], axis=0)  # past the end
+        first = following[np.minimum(low, width)]
+        last = np.where(high[:, None] > 0, latest[np.maximum(high - 1, 0)], -1)
+        if exact:
+            own = np.ascontiguousarray(samples.sample_times().T)
+            at_first = _take(own, _cells(np.minimum(first, width - 1), series))
+            early = (first < width) & (at_first < (ends - range_ms)[:, None])
+            first = np.where(early, _take(following, _cells(np.minimum(first + 1, width), series)), first)
+            late = (last >= 0) & (_take(own, _cells(np.maximum(last, 0), series)) > ends[:, None])
+            before = np.where(last > 0, _take(latest, _cells(np.maximum(last - 1, 0), series)), -1)
+            last = np.where(late, before, last)
     valid = (first < width) & (last >= 0) & (first <= last)
     return np.minimum(first, width - 1), np.maximum(last, 0), valid
 
 
-def _rates(name: str, samples: Samples, ends: np.ndarray, range_ms: int) -> np.ndarray:
+def _rates(
+    name: str, samples: Samples, ends: np.ndarray, range_ms: int, dense: bool | None = None
+) -> np.ndarray:
     """``rate``, ``increase``, ``delta``, ``irate``, ``idelta`` for every window at once
     (``[series, ends]``), from the first and last sample of each window and prefix sums of
     the counter resets: no loop over the evaluation times. Computed time-major (see
-    ``_bounds``); the answer is a transposed view."""
+    ``_bounds``); the answer is a transposed view. ``dense`` (found when None): every series
+    has a sample in every bucket, which spares the fills and counts that gaps need."""
     values = np.ascontiguousarray(samples.values.T)
     own = np.ascontiguousarray(samples.sample_times().T)
     series = values.shape[1]
-    first_rows, last_rows, valid = _bounds(samples, ends, range_ms)
-    first, last = _cells(first_rows, series), _cells(last_rows, series)
     present = ~np.isnan(values)
-    count = _down(np.add, present.astype(np.int64))
-    samples_in = _take(count, last) - _take(count, first) + 1
+    if dense is None:
+        dense = bool(present.all())
+    first_rows, last_rows, valid = _bounds(samples, ends, range_ms, dense)
+    first, last = _cells(first_rows, series), _cells(last_rows, series)
+    if dense:
+        samples_in = last_rows - first_rows + 1
+    else:
+        count = _down(np.add, present.astype(np.int64))
+        samples_in = _take(count, last) - _take(count, first) + 1
     last_v, last_t = _take(values, last), _take(own, last).astype(np.float64)
     with np.errstate(all="ignore"):
         if name in ("irate", "idelta"):
@@ -269,7 +289,11 @@ def _rates(name: str, samples: Samples, ends: np.ndarray, range_ms: int) -> np.n
         result = last_v - first_v
         is_counter = name != "delta"
         if is_counter:
-            previous = _previous_in_time(values)
+            previous = (
+                np.concatenate([np.full((1, series), np.nan), values[:-1]])
+                if dense
+                else _previous_in_time(values)
+            )
             drops = _down(np.add, np.where(present & (values < previous), previous, 0.0))
             result = result + _take(drops, last) - _take(drops, first)
         end = ends[:, None].astype(np.float64)

@@ -16,6 +16,8 @@ from query_dsl.exceptions import MatchingError
 from query_dsl.matrix import Matrix
 from query_dsl.promql import range_query
 from query_dsl.promql import ranges as ranges_module
+from query_dsl.promql.selection import Samples
+from query_dsl.series_table import SeriesTable
 from query_dsl.sources import StoreSource
 from vhms import Store
 
@@ -83,3 +85,30 @@ def test_series_of_two_names_whose_labels_clash_are_refused_as_prometheus_does()
     query = 'sum(rate({__name__=~"a_total|b_total"}[1m]))'
     with pytest.raises(MatchingError, match="same labelset"):
         range_query(StoreSource(store), query, base / 1000, (base + 8 * STEP) / 1000, 15)
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    st.integers(1, 8),
+    st.integers(1, 30),
+    st.integers(0, 2**32 - 1),
+    st.sampled_from(["rate", "increase", "delta", "irate", "idelta"]),
+    st.sampled_from([15_000, 45_000, 60_000, 150_000]),
+    st.booleans(),
+)
+def test_the_dense_path_answers_what_the_path_for_gaps_does(
+    series: int, buckets: int, seed: int, function: str, range_ms: int, exact: bool
+) -> None:
+    """Series with a sample in every bucket skip the fills and counts that gaps need
+    (``_rates``'s ``dense``): the same answer as the way for gaps, own sample times or not."""
+    rng = np.random.default_rng(seed)
+    times = np.arange(buckets, dtype=np.int64) * STEP + 1_000_000
+    values = np.cumsum(rng.choice([0.0, 1.0, 2.5, 7.0], (series, buckets)), axis=1)
+    values = np.where(rng.random((series, buckets)) < 0.1, rng.random((series, buckets)), values)  # resets
+    own = times[None, :] + rng.integers(0, STEP, (series, buckets)) if exact else None
+    table = SeriesTable.from_lists(["x"] * series, [{"r": str(r)} for r in range(series)])
+    samples = Samples(table, times, values, STEP, own)
+    ends = np.arange(times[0] - STEP, times[-1] + 3 * STEP, STEP // 3, dtype=np.int64)
+    dense = ranges_module._rates(function, samples, ends, range_ms, dense=True)
+    gaps = ranges_module._rates(function, samples, ends, range_ms, dense=False)
+    np.testing.assert_array_equal(dense, gaps)
