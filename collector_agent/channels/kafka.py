@@ -14,6 +14,18 @@ put failed), its records stay, and the next hop sees them twice at worst (the st
 idempotent). Offsets of partitions that a rebalance moved away meanwhile are not committed:
 their next owner takes those events again.
 
+Offsets are committed asynchronously, up to ``kafka.commitsInFlight`` (8) commits whose
+answer has not come back; the next one then waits (a synchronous commit, answered after
+every earlier one). Before a rebalance gives partitions up, and when the channel stops, what
+the committed takes reached on them is committed synchronously, so their next owner starts
+after it. Delivery stays at least once: an offset is committed only after its take's commit,
+so nothing is lost, and a crash redelivers the takes whose commits were unanswered (the last
+``kafka.commitsInFlight`` of each taking thread at most), where Flume's synchronous commit
+redelivers only the take being committed (and, as here, one whose commit failed). A failed
+commit is counted (``KafkaCommitFailCount``) and its partitions go with the next commit:
+offsets only grow, so a later commit covers an earlier one, and an older offset is never
+sent again. ``kafka.commitsInFlight = 0`` commits each take synchronously, as Flume does.
+
 The channel works with a source (agents put into it) and without one (another producer,
 our Kafka sink or a Flume agent, writes the topic; set ``parseAsFlumeEvent`` to match what
 it writes), and with no sink (an agent that only feeds the topic).
@@ -25,7 +37,8 @@ committed past with it: the partition keeps flowing.
 Keys: ``kafka.bootstrap.servers`` (required), ``kafka.topic`` (``flume-channel``),
 ``kafka.consumer.group.id`` (``flume``), ``parseAsFlumeEvent`` (true: records are
 ``AvroFlumeEvent``; false: the value is the body, headers ride as record headers),
-``kafka.pollTimeout`` (ms, 500), ``transactionCapacity`` (1000), ``keep-alive`` (s a put
+``kafka.pollTimeout`` (ms, 500), ``kafka.commitsInFlight`` (8), ``transactionCapacity``
+(1000), ``keep-alive`` (s a put
 waits on a full producer queue, 3), ``deadLetter.dir`` (``artimon-data/dead-letter``),
 ``kafka.producer.*``, ``kafka.consumer.*`` (:mod:`collector_agent.kafka_client`).
 ``ChannelSize`` is the consumers' lag (records behind the end of their partitions, as last
@@ -62,6 +75,124 @@ log = logging.getLogger(__name__)
 
 _Partition = tuple[str, int]
 
+COMMITS_IN_FLIGHT = 8
+
+
+def _names(partitions: list[TopicPartition]) -> str:
+    return ", ".join(f"{p.topic}[{p.partition}]" for p in partitions) or "nothing"
+
+
+class _Taker:
+    """A taking thread's consumer, the offsets of its open take and those its committed takes
+    reached.
+
+    A commit is sent asynchronously while fewer than ``commits_in_flight`` earlier ones are
+    unacknowledged, else synchronously; the broker answers a member's commits in order, so a
+    synchronous one returns after every earlier one completed. Each commit carries, for the
+    partitions it touches and those whose last commit failed, the highest offset that the
+    committed takes reached: offsets only grow, so a later commit covers a failed earlier one
+    and a failure is never retried with an older offset. Before a rebalance gives partitions
+    up, and at close, what was reached on them is committed synchronously.
+    """
+
+    def __init__(self, channel: KafkaChannel) -> None:
+        self.channel = channel
+        self.first: dict[_Partition, int] = {}  # the open take's first and next offsets
+        self.next: dict[_Partition, int] = {}
+        self.reached: dict[_Partition, int] = {}  # after the events of committed takes
+        self.unsent: set[_Partition] = set()  # partitions whose last commit failed
+        self.unacknowledged = 0  # asynchronous commits whose outcome has not come back
+        self.lag = 0
+        self.consumer = new_consumer(
+            {**channel.consumer_settings, "on_commit": self._on_commit}, f"channel {channel.name}"
+        )
+        self.consumer.subscribe(
+            [channel.topic], on_assign=self._on_assign, on_revoke=self._on_revoke, on_lost=self._on_lost
+        )
+
+    def commit_take(self) -> None:
+        """Commit what the open take reached (its transaction is committed)."""
+        owned = {(p.topic, p.partition) for p in self.consumer.assignment()}
+        for where, offset in self.next.items():
+            if where in owned:
+                self.reached[where] = max(offset, self.reached.get(where, 0))
+        touched = (self.next.keys() | self.unsent) & owned
+        self.first, self.next = {}, {}
+        if not touched:
+            return
+        offsets = [TopicPartition(t, p, self.reached[(t, p)]) for t, p in touched]
+        if self.unacknowledged < self.channel.commits_in_flight:
+            self.unacknowledged += 1
+            self.consumer.commit(offsets=offsets, asynchronous=True)
+            self.unsent -= touched
+        else:
+            self._commit_now(offsets)
+
+    def roll_back_take(self) -> None:
+        """Seek back to the open take's first offsets: the same events are taken again."""
+        for (topic, partition), offset in self.first.items():
+            # a partition no longer ours: its next owner starts at the committed offset
+            with contextlib.suppress(KafkaException):
+                self.consumer.seek(TopicPartition(topic, partition, offset))
+        self.first, self.next = {}, {}
+
+    def close(self) -> None:
+        """Commit what was reached on the partitions still owned, then leave the group."""
+        with contextlib.suppress(KafkaException):
+            owned = {(p.topic, p.partition) for p in self.consumer.assignment()}
+            self._commit_now(
+                [TopicPartition(t, p, o) for (t, p), o in self.reached.items() if (t, p) in owned]
+            )
+        self.consumer.close()  # leaves the group: partitions move at once, from the committed offsets
+
+    def _commit_now(self, offsets: list[TopicPartition]) -> None:
+        if not offsets:
+            return
+        try:
+            self.consumer.commit(offsets=offsets, asynchronous=False)
+        except KafkaException as exc:
+            self._failed(str(exc.args[0]), offsets)
+        else:
+            self.unsent -= {(p.topic, p.partition) for p in offsets}
+
+    def _failed(self, reason: str, offsets: list[TopicPartition]) -> None:
+        """A commit failed: counted, and its partitions go with the next commit (the events
+        were delivered; only their redelivery after a crash is at stake)."""
+        self.channel.counters.add("KafkaCommitFailCount")
+        log.warning("kafka channel %s: offsets not committed yet: %s", self.channel.name, reason)
+        self.unsent |= {(p.topic, p.partition) for p in offsets if (p.topic, p.partition) in self.reached}
+
+    # -- called from inside consume(), commit() and close(), on the taking thread ---------------
+
+    def _on_commit(self, error: KafkaError | None, partitions: list[TopicPartition]) -> None:
+        self.unacknowledged = max(0, self.unacknowledged - 1)
+        failed = partitions if error is not None else [p for p in partitions if p.error is not None]
+        if failed:
+            self._failed(str(error or failed[0].error), failed)
+
+    def _on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        log.info("kafka channel %s: assigned %s", self.channel.name, _names(partitions))
+
+    def _on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        log.info("kafka channel %s: revoked %s", self.channel.name, _names(partitions))
+        revoked = {(p.topic, p.partition) for p in partitions}
+        with contextlib.suppress(KafkaException):
+            self._commit_now(
+                [TopicPartition(t, p, o) for (t, p), o in self.reached.items() if (t, p) in revoked]
+            )
+        self._forget(revoked)
+
+    def _on_lost(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        log.warning("kafka channel %s: lost %s", self.channel.name, _names(partitions))
+        self._forget({(p.topic, p.partition) for p in partitions})
+
+    def _forget(self, partitions: set[_Partition]) -> None:
+        """Partitions given up: neither the open take nor a later commit commits them."""
+        for where in partitions:
+            self.next.pop(where, None)
+            self.reached.pop(where, None)
+        self.unsent -= partitions
+
 
 class _KafkaTransaction(Transaction):
     channel: KafkaChannel
@@ -71,18 +202,18 @@ class _KafkaTransaction(Transaction):
         self._puts: list[Event] = []
         self._produced = False
         self._taken = 0
-        self._first: dict[_Partition, int] = {}
-        self._next: dict[_Partition, int] = {}
+        self._taker: _Taker | None = None
 
     def _do_put(self, events: Sequence[Event]) -> None:
         self._puts.extend(events)
 
     def _do_take(self, limit: int) -> list[Event]:
         channel = self.channel
-        consumer = channel._consumer()
+        taker = self._taker = channel._taker()
+        first, following = taker.first, taker.next
         events: list[Event] = []
         foreign: list[Event] = []
-        for message in consumer.consume(limit, timeout=channel.poll_timeout):
+        for message in taker.consumer.consume(limit, timeout=channel.poll_timeout):
             error = message.error()
             if error is not None:
                 if error.code() != KafkaError._PARTITION_EOF:
@@ -91,8 +222,8 @@ class _KafkaTransaction(Transaction):
             topic, partition, offset = message.topic(), message.partition(), message.offset()
             if topic is None or partition is None or offset is None:
                 continue
-            self._first.setdefault((topic, partition), offset)
-            self._next[(topic, partition)] = offset + 1
+            first.setdefault((topic, partition), offset)
+            following[(topic, partition)] = offset + 1
             try:
                 events.append(event_from_record(message.value(), message.headers(), channel.flume_format))
             except ForeignRecordError as exc:
@@ -105,7 +236,7 @@ class _KafkaTransaction(Transaction):
                 raise ChannelException(f"channel {channel.name}: dead letters not written: {exc}") from exc
             channel.counters.add("ForeignRecordCount", len(foreign))
             channel.counters.add("DeadLetterCount", len(foreign))
-        channel._note_lag(consumer)
+        channel._note_lag(taker)
         self._taken += len(events)
         return events
 
@@ -125,15 +256,8 @@ class _KafkaTransaction(Transaction):
 
     def _do_commit(self) -> None:
         channel = self.channel
-        if self._next:
-            consumer = channel._consumer()
-            owned = {(p.topic, p.partition) for p in consumer.assignment()}
-            offsets = [TopicPartition(t, p, o) for (t, p), o in self._next.items() if (t, p) in owned]
-            if offsets:
-                try:
-                    consumer.commit(offsets=offsets, asynchronous=False)
-                except KafkaException as exc:
-                    raise ChannelException(f"channel {channel.name}: offsets not committed: {exc}") from exc
+        if self._taker is not None:
+            self._taker.commit_take()
         if self._puts:
             channel.counters.add("EventPutSuccessCount", len(self._puts))
         if self._taken:
@@ -148,17 +272,12 @@ class _KafkaTransaction(Transaction):
                 channel.name,
                 len(self._puts),
             )
-        if self._first:
-            consumer = channel._consumer()
-            for (topic, partition), offset in self._first.items():
-                # a partition no longer ours: its next owner starts at the committed offset
-                with contextlib.suppress(KafkaException):
-                    consumer.seek(TopicPartition(topic, partition, offset))
+        if self._taker is not None:
+            self._taker.roll_back_take()
         self._reset()
 
     def _reset(self) -> None:
-        self._puts, self._produced, self._taken = [], False, 0
-        self._first, self._next = {}, {}
+        self._puts, self._produced, self._taken, self._taker = [], False, 0, None
 
 
 class KafkaChannel(BasicChannel):
@@ -169,6 +288,7 @@ class KafkaChannel(BasicChannel):
         "ForeignRecordCount",
         "DeadLetterCount",
         "KafkaProduceFailCount",
+        "KafkaCommitFailCount",
     )
 
     def __init__(self, name: str) -> None:
@@ -176,8 +296,7 @@ class KafkaChannel(BasicChannel):
         self.transaction_capacity = 1000
         self._lock = threading.Lock()
         self._kafka_producer: Producer | None = None
-        self._consumers: dict[int, Consumer] = {}  # by thread: a consumer is not thread-safe
-        self._lags: dict[int, int] = {}
+        self._takers: dict[int, _Taker] = {}  # by thread: a consumer is not thread-safe
 
     def configure(self, context: Context) -> None:
         super().configure(context)
@@ -185,6 +304,7 @@ class KafkaChannel(BasicChannel):
         self.flume_format = context.get_bool("parseAsFlumeEvent", True)
         self.poll_timeout = context.get_int("kafka.pollTimeout", 500, minimum=0) / 1000
         self.transaction_capacity = context.get_int("transactionCapacity", 1000, minimum=1)
+        self.commits_in_flight = context.get_int("kafka.commitsInFlight", COMMITS_IN_FLIGHT, minimum=0)
         keep_alive = context.get_float("keep-alive", 3.0, minimum=0.0)
         self.dead_letter_dir = Path(context.get_str("deadLetter.dir", "artimon-data/dead-letter"))
         self.producer_settings = producer_config(context, f"artimon-channel-{self.name}")
@@ -203,33 +323,30 @@ class KafkaChannel(BasicChannel):
                 self._kafka_producer = new_producer(self.producer_settings, f"channel {self.name}")
             return self._kafka_producer
 
-    def _consumer(self) -> Consumer:
+    def _taker(self) -> _Taker:
         thread = threading.get_ident()
         with self._lock:
-            consumer = self._consumers.get(thread)
-            if consumer is None:
+            taker = self._takers.get(thread)
+            if taker is None:
                 self._close_orphans()
-                consumer = new_consumer(self.consumer_settings, f"channel {self.name}")
-                consumer.subscribe([self.topic])
-                self._consumers[thread] = consumer
-            return consumer
+                taker = self._takers[thread] = _Taker(self)
+            return taker
 
     def _close_orphans(self) -> None:
         """Close the consumers of threads that ended (a sink runner replaced by a reload):
         left open, one would keep its partitions, unread, until the group expels it."""
         alive = {thread.ident for thread in threading.enumerate()}
-        for thread in [t for t in self._consumers if t not in alive]:
-            self._consumers.pop(thread).close()
-            self._lags.pop(thread, None)
+        for thread in [t for t in self._takers if t not in alive]:
+            self._takers.pop(thread).close()
 
-    def _note_lag(self, consumer: Consumer) -> None:
-        lag = 0
+    def _note_lag(self, taker: _Taker) -> None:
+        consumer, lag = taker.consumer, 0
         with contextlib.suppress(KafkaException):
             for position in consumer.position(consumer.assignment()):
                 _low, high = consumer.get_watermark_offsets(position, cached=True)
                 if position.offset >= 0 and high >= 0:
                     lag += max(0, high - position.offset)
-        self._lags[threading.get_ident()] = lag
+        taker.lag = lag
 
     def start(self) -> None:
         self._producer()  # a bad setting fails the start, not the first put
@@ -237,18 +354,17 @@ class KafkaChannel(BasicChannel):
 
     def stop(self) -> None:
         with self._lock:
-            consumers, self._consumers = list(self._consumers.values()), {}
+            takers, self._takers = list(self._takers.values()), {}
             producer, self._kafka_producer = self._kafka_producer, None
-        for consumer in consumers:
-            consumer.close()  # leaves the group: partitions move at once, from the committed offsets
+        for taker in takers:
+            taker.close()
         if producer is not None:
             producer.flush(5)
-        self._lags.clear()
         super().stop()
 
     @property
     def size(self) -> int:
-        return sum(self._lags.values())
+        return sum(taker.lag for taker in list(self._takers.values()))
 
     @property
     def capacity(self) -> int:

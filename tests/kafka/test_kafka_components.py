@@ -268,8 +268,8 @@ def test_a_taker_thread_that_ended_leaves_the_group_when_another_takes(
     first.start()
     first.join()
     assert len(taken) == 2
-    assert len(kc._consumers) == 1
+    assert len(kc._takers) == 1
     got = drain(kc)  # this thread's consumer: the ended thread's one is closed, not left holding partitions
-    assert len(kc._consumers) == 1 and threading.get_ident() in kc._consumers
+    assert len(kc._takers) == 1 and threading.get_ident() in kc._takers
     kc.stop()
     assert got == []  # the first taker had committed everything
