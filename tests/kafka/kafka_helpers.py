@@ -14,6 +14,7 @@ from bookkeeper import Bookkeeper
 from bookkeeper.testing import KafkaCluster
 from bookkeeper.wire import decode_sample_batch, encode_sample_batch
 from collector_agent import BasicChannel, ChannelProcessor, Context, Event, MemoryChannel, Status
+from collector_agent.channels.kafka import KafkaChannel
 from collector_agent.selectors.replicating import ReplicatingChannelSelector
 from collector_agent.sinks.kafka import KafkaSink
 from collector_agent.sources.kafka import KafkaSource
@@ -182,3 +183,21 @@ def kafka_source(
     source.channel_processor = ChannelProcessor(selector)
     source.start()
     return source
+
+
+def kafka_channel(kafka: KafkaCluster, topic: str, tmp_path: Path, **keys: str) -> KafkaChannel:
+    """A started Kafka channel on ``topic`` (group ``g-<topic>``), ``keys`` added to its context."""
+    channel = KafkaChannel("kc")
+    channel.configure(
+        Context(
+            {
+                "kafka.bootstrap.servers": kafka.bootstrap_servers,
+                "kafka.topic": topic,
+                "kafka.consumer.group.id": f"g-{topic}",
+                "deadLetter.dir": str(tmp_path / "dead"),
+                **keys,
+            }
+        )
+    )
+    channel.start()
+    return channel

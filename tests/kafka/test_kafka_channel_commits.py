@@ -13,10 +13,10 @@ from collections.abc import Callable
 from pathlib import Path
 
 from confluent_kafka import Consumer, TopicPartition
-from kafka_helpers import put, sample_events
+from kafka_helpers import kafka_channel, put, sample_events
 
 from bookkeeper.testing import KafkaCluster
-from collector_agent import Context, Event
+from collector_agent import Event
 from collector_agent.channels.kafka import KafkaChannel
 
 Key = tuple[str, str]
@@ -25,23 +25,6 @@ Wait = Callable[..., None]
 
 def key(event: Event) -> Key:
     return event.headers["artimon.endpoint"], event.headers["artimon.round"]
-
-
-def kafka_channel(kafka: KafkaCluster, topic: str, tmp_path: Path, **keys: str) -> KafkaChannel:
-    channel = KafkaChannel("kc")
-    channel.configure(
-        Context(
-            {
-                "kafka.bootstrap.servers": kafka.bootstrap_servers,
-                "kafka.topic": topic,
-                "kafka.consumer.group.id": f"g-{topic}",
-                "deadLetter.dir": str(tmp_path / "dead"),
-                **keys,
-            }
-        )
-    )
-    channel.start()
-    return channel
 
 
 def take_committed(channel: KafkaChannel, batch: int, out: list[Key]) -> int:

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 from kafka_helpers import (
     drain,
+    kafka_channel,
     kafka_sink,
     kafka_source,
     memory_channel,
@@ -159,19 +160,7 @@ def test_kafka_channel_commits_takes_and_rollback_takes_again(
     kafka: KafkaCluster, topic: str, tmp_path: Path
 ) -> None:
     def channel() -> KafkaChannel:
-        kc = KafkaChannel("kc")
-        kc.configure(
-            Context(
-                {
-                    "kafka.bootstrap.servers": kafka.bootstrap_servers,
-                    "kafka.topic": topic,
-                    "kafka.consumer.group.id": f"g-{topic}",
-                    "deadLetter.dir": str(tmp_path / "dead"),
-                }
-            )
-        )
-        kc.start()
-        return kc
+        return kafka_channel(kafka, topic, tmp_path)
 
     events = sample_events(endpoints=5, rounds=4)
     kc = channel()
