@@ -36,13 +36,7 @@ __all__ = ["FUSED_AGGREGATES", "reduce_blocks", "reduce_matrix", "reduce_windows
 _BLOCK_CELLS = 1 << 20  # cells of one block of a fused window and reduce: 8 MB of float64
 
 
-def _classes(m: Matrix, by: list[str] | None, without: list[str] | None) -> tuple[np.ndarray, int]:
-    return _table_classes(m.table, by, without)
-
-
-def _table_classes(
-    table: SeriesTable, by: list[str] | None, without: list[str] | None
-) -> tuple[np.ndarray, int]:
+def _classes(table: SeriesTable, by: list[str] | None, without: list[str] | None) -> tuple[np.ndarray, int]:
     if by is not None:
         labels = by
     elif without is not None:
@@ -111,7 +105,7 @@ def reduce_matrix(
     if by is not None and without is not None:
         raise QueryTypeError("reduce takes by= or without=, not both")
     check_aggregate(name, params)
-    classes, count = _classes(m, by, without)
+    classes, count = _classes(m.table, by, without)
     order, starts = class_order(classes, count)
     table = m.table.shared(order, starts)
     if not count:
@@ -160,7 +154,7 @@ def reduce_blocks(
     in which the members of a class spanning blocks are added (the last bits of a sum)."""
     if by is not None and without is not None:
         raise QueryTypeError("reduce takes by= or without=, not both")
-    classes, count = _table_classes(table, by, without)
+    classes, count = _classes(table, by, without)
     order, starts = class_order(classes, count)
     extreme = np.fmin if name == "min" else np.fmax if name == "max" else None
     total = np.full((count, width), np.nan) if extreme is not None else np.zeros((count, width))
