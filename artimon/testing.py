@@ -14,7 +14,7 @@ the harness of the accounting test, reusable by benchmarks and by hand.
 - the query API (``artimon api``) over the shards found in ZooKeeper.
 
 Every process it starts dies with the process that runs the stack
-(:func:`bookkeeper.process.spawn`), so a test killed half-way leaves nothing running.
+(:func:`bookkeeper.ground.spawn`), so a test killed half-way leaves nothing running.
 
 Faults: :meth:`Stack.kill_agent` (SIGKILL) and :meth:`Stack.start_agent`,
 :meth:`Stack.stop_vhms` (SIGTERM: a last snapshot), :meth:`Stack.kill_vhms` (SIGKILL: what it

@@ -50,9 +50,8 @@ from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Any
 
-from bookkeeper.process import spawn
+from bookkeeper.ground import BackgroundServer, spawn
 from bookkeeper.testing import PrometheusServer, free_port
-from bookkeeper.wire import BackgroundServer
 from collector_agent import Agent
 from query_dsl import Limits, StoreSource, create_app
 from vhms import Store, VhmsService

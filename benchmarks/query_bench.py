@@ -74,7 +74,7 @@ import httpx
 import numpy as np
 from _report import report
 
-from bookkeeper.wire.httpserver import BackgroundServer
+from bookkeeper.ground import BackgroundServer
 from query_dsl.api import create_app
 from query_dsl.evaluator import Limits
 from query_dsl.sources import StoreSource

@@ -40,9 +40,8 @@ import numpy as np
 from _report import report
 
 from bookkeeper.batch import SampleBatch
+from bookkeeper.ground import LandingWriter, encode_sample_batch, encode_trailer
 from bookkeeper.testing import HdfsServer, SparkCluster
-from bookkeeper.wire.avro import encode_sample_batch
-from bookkeeper.wire.landing import LandingWriter, encode_trailer
 from spark_jobs import analyze, raw_ingest
 from spark_jobs.session import spark_session
 from spark_jobs.testing import write_counters

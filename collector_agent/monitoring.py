@@ -25,7 +25,7 @@ from fastapi import FastAPI, Query
 from fastapi.responses import JSONResponse, PlainTextResponse, Response
 
 from bookkeeper import Bookkeeper
-from bookkeeper.wire import BackgroundServer
+from bookkeeper.ground import BackgroundServer
 
 __all__ = ["MonitorServer", "SelfReporter", "prometheus_text"]
 

@@ -1,7 +1,7 @@
 """Harness for tests, benchmarks and demos: an agent in a process of its own, as an
 operator runs it (``artimon agent -f ... -n ...``), so it can be killed with SIGKILL. The
 processes started here die with the process that started them
-(:func:`bookkeeper.process.spawn`)."""
+(:func:`bookkeeper.ground.spawn`)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import sys
 import threading
 from pathlib import Path
 
-from bookkeeper.process import spawn
+from bookkeeper.ground import spawn
 
 __all__ = ["start_agent_process", "start_ready_process"]
 

@@ -11,7 +11,6 @@ deep); a duration is at most :data:`MAX_DURATION_MS` (100 years).
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
@@ -20,6 +19,7 @@ from typing import Any
 from lark import Lark, Token, Transformer, v_args
 from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, UnexpectedToken, VisitError
 
+from bookkeeper.ground import parse_duration as ground_parse_duration
 from query_dsl.exceptions import QuerySyntaxError
 
 __all__ = [
@@ -40,17 +40,16 @@ __all__ = [
 MAX_QUERY_LENGTH = 10_000
 MAX_DEPTH = 100
 MAX_DURATION_MS = 36_525 * 86_400_000  # 100 years of 365.25 days
-_UNITS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000, "w": 604_800_000}
-_DURATION = re.compile(r"([0-9]{1,15})(ms|s|m|h|d|w)\Z")
 
 
 def parse_duration(text: str) -> int:
-    """A duration as the language writes it (``500ms 30s 10m 2h 1d 1w``) in milliseconds;
-    ``QuerySyntaxError`` for anything else, or longer than 100 years."""
-    match = _DURATION.match(text) if isinstance(text, str) else None
-    if match is None:
-        raise QuerySyntaxError(f"{text!r} is not a duration like 500ms, 30s, 10m, 2h, 1d or 1w")
-    ms = int(match[1]) * _UNITS[match[2]]
+    """A duration as the language writes it (``500ms 30s 10m 2h 1d 1w``, Prometheus's syntax:
+    :func:`bookkeeper.ground.parse_duration`) in milliseconds; ``QuerySyntaxError`` for
+    anything else, or longer than 100 years."""
+    try:
+        ms = ground_parse_duration(text)
+    except ValueError:
+        raise QuerySyntaxError(f"{text!r} is not a duration like 500ms, 30s, 10m, 2h, 1d or 1w") from None
     if ms > MAX_DURATION_MS:
         raise QuerySyntaxError(f"duration {text} is longer than 100 years ({MAX_DURATION_MS} ms)")
     return ms

@@ -29,13 +29,13 @@ from fastapi.responses import Response
 from pydantic import BaseModel
 from starlette.concurrency import run_in_threadpool
 
+from bookkeeper.ground import parse_duration
 from query_dsl.evaluator import MAX_TIME_MS, Limits
 from query_dsl.exceptions import PromQLSyntaxError, QueryError, QueryLimitError
 from query_dsl.parser import MAX_QUERY_LENGTH
 from query_dsl.promql import instant_query, parse, range_query
 from query_dsl.promql.ast import VectorSelector
 from query_dsl.promql.format import format_expr
-from query_dsl.promql.parser import parse_duration
 from query_dsl.promql.selection import fetch_samples
 from query_dsl.sources import DataSource
 from vhms import LimitExceededError, VhmsError

@@ -1,4 +1,4 @@
-"""The Spark schemas: landing records in (``bookkeeper/wire/landing_batch.avsc``), records
+"""The Spark schemas: landing records in (``bookkeeper/ground/landing_batch.avsc``), records
 grouped by endpoint through the dedupe (``dedupe.py``) and its state, sample rows out (the
 Parquet layout, docs/spark.md)."""
 

@@ -8,6 +8,7 @@ import pytest
 
 PACKAGES = [
     "bookkeeper",
+    "bookkeeper.ground",
     "collector_agent",
     "vhms",
     "query_dsl",

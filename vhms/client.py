@@ -2,7 +2,7 @@
 sharded client every writer and reader shares (:class:`ShardedClient`).
 
 The sharded client knows the shards and their members (replicas) from ZooKeeper
-(``/artimon/vhms/<shard>/<ip>:<port>``, through :class:`bookkeeper.zk.Membership`) or from a
+(``/artimon/vhms/<shard>/<ip>:<port>``, through :class:`bookkeeper.ground.Membership`) or from a
 static list. It routes each series to the shard that :class:`vhms.placement.HashRing` names
 and writes it to every live member of that shard; it reads each shard from one live
 member, trying the next one when a member fails, and merges the shards' answers by columns.
@@ -34,8 +34,9 @@ from typing import Any, TypeVar
 import numpy as np
 
 from bookkeeper import WireError
+from bookkeeper.ground import Member, Membership
 from bookkeeper.wire import FramedClient, IngestColumns
-from bookkeeper.zk import MAX_PAYLOAD, Member, Membership, ZkAuth, make_client, resolve_zk, resolve_zk_auth
+from bookkeeper.zk import MAX_PAYLOAD, ZkAuth, make_client, resolve_zk, resolve_zk_auth
 from vhms.exceptions import FetchLimitError, SelectorError, UnavailableError, VhmsError, WalError
 from vhms.idl import vhms_thrift
 from vhms.placement import HashRing

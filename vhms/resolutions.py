@@ -1,7 +1,8 @@
 """Resolutions: how long each ring's buckets are, how many it keeps, how it aggregates.
 
 Text form, as in ``artimon vhms --resolutions``: comma-separated ``<step>:<slots>[:<aggregate>]``
-with steps in ``s``, ``m``, ``h`` or ``d``; default ``60s:60,5m:48,15m:96,1h:72`` (an hour
+with steps whole seconds written as durations (``90s``, ``5m``, ``1h30m``:
+:func:`bookkeeper.ground.parse_duration`); default ``60s:60,5m:48,15m:96,1h:72`` (an hour
 of minutes to three days of hours). The finest resolution keeps, per bucket, the sample
 with the greatest timestamp (``last``) and every coarser one aggregates the finest one's
 buckets: that is what makes a replayed sample change nothing. Coarser steps must be
@@ -24,14 +25,14 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from bookkeeper.ground import parse_duration
 from vhms.exceptions import ResolutionError
 
 __all__ = ["AGGREGATES", "DEFAULT_RESOLUTIONS", "Resolution", "parse_resolutions"]
 
 AGGREGATES = ("last", "min", "max", "sum", "count", "mean")
 DEFAULT_RESOLUTIONS = "60s:60,5m:48,15m:96,1h:72"
-_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
-_SPEC_RE = re.compile(r"(\d+)([smhd]):(\d+)(?::([a-z]+))?\Z")
+_SPEC_RE = re.compile(r"([0-9a-z]+):(\d+)(?::([a-z]+))?\Z")
 
 
 @dataclass(frozen=True)
@@ -52,17 +53,27 @@ class Resolution:
         return f"{self.step_s}s:{self.slots}:{self.aggregate}"
 
 
+def _whole_seconds(text: str) -> int | None:
+    """A duration such as ``5m`` in whole seconds, or None."""
+    try:
+        ms = parse_duration(text)
+    except ValueError:
+        return None
+    return None if ms % 1000 else ms // 1000
+
+
 def parse_resolutions(text: str = DEFAULT_RESOLUTIONS) -> list[Resolution]:
     """Parse the text form; ``ResolutionError`` names the part that is wrong."""
     resolutions = []
     for part in (p.strip() for p in text.split(",")):
         match = _SPEC_RE.match(part)
-        if not match:
+        step = _whole_seconds(match[1]) if match else None
+        if match is None or step is None:
             raise ResolutionError(
-                f"resolution {part!r} is not <step><s|m|h|d>:<slots>[:<aggregate>] (e.g. 5m:48:max)"
+                f"resolution {part!r} is not <step>:<slots>[:<aggregate>] with a step in whole seconds"
+                " (e.g. 5m:48:max)"
             )
-        number, unit, slots, aggregate = match.groups()
-        step = int(number) * _UNITS[unit]
+        _, slots, aggregate = match.groups()
         if step <= 0 or int(slots) <= 0:
             raise ResolutionError(f"resolution {part!r}: step and slots must be positive")
         if aggregate and aggregate not in AGGREGATES:

@@ -34,8 +34,8 @@ from fastapi import FastAPI
 from fastapi.responses import PlainTextResponse
 
 from bookkeeper import DirectoryInUseError
-from bookkeeper.process import DirectoryLock
-from bookkeeper.wire import BackgroundServer, FramedThriftServer, ServerLimits, advertised_address
+from bookkeeper.ground import BackgroundServer, DirectoryLock
+from bookkeeper.wire import FramedThriftServer, ServerLimits, advertised_address
 from bookkeeper.zk import Registration, ZkAuth, resolve_zk
 from vhms.exceptions import DataDirInUseError, VhmsError, WalError
 from vhms.idl import vhms_thrift

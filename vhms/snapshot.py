@@ -35,7 +35,7 @@ from pathlib import Path
 
 import numpy as np
 
-from bookkeeper.process import fsync_path
+from bookkeeper.ground import fsync_path
 from vhms.exceptions import SnapshotError
 from vhms.store import CHUNK, Store, decode_values, encode_values
 

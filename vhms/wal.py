@@ -41,7 +41,7 @@ from pathlib import Path
 import google_crc32c
 import numpy as np
 
-from bookkeeper.process import fsync_path
+from bookkeeper.ground import fsync_path
 from vhms.exceptions import WalError, WalPolicyError
 from vhms.store import Store
 

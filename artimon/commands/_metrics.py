@@ -17,8 +17,8 @@ from pathlib import Path
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.metrics_core import Metric
 
+from bookkeeper.ground import BackgroundServer
 from bookkeeper.testing import four_letter_word
-from bookkeeper.wire import BackgroundServer
 from query_dsl import Collector, metrics_app
 
 __all__ = ["LandingBacklog", "ZooKeeperMetrics", "add_metrics_arguments", "serve_metrics"]

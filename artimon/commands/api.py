@@ -12,7 +12,8 @@ from pathlib import Path
 
 from artimon.commands._signals import stop_event
 from bookkeeper import TlsConfigError
-from bookkeeper.wire import BackgroundServer, client_context
+from bookkeeper.ground import BackgroundServer
+from bookkeeper.wire import client_context
 from query_dsl import Limits, ShardedSource, create_app
 
 

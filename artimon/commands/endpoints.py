@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import argparse
 
-from bookkeeper.zk import list_endpoints, make_client, resolve_zk
+from bookkeeper.ground import list_endpoints
+from bookkeeper.zk import make_client, resolve_zk
 
 
 def configure(parser: argparse.ArgumentParser) -> None:

@@ -35,7 +35,7 @@ stays in <data-dir>/history (``file://``), which needs no download.
 
 --data-dir serves one ``artimon up`` at a time (``in_use.lock``): a second one on it exits
 with status 1, naming the PID of the first. Nothing it starts outlives it, even after a
-``kill -9``: ZooKeeper's JVM dies with it (``bookkeeper.process.spawn``), and Spark's JVM
+``kill -9``: ZooKeeper's JVM dies with it (``bookkeeper.ground.spawn``), and Spark's JVM
 exits when its standard input, a pipe from this process, closes (pyspark's launcher); with
 --cluster the master and worker die with it too, and their executors with the worker.
 """
@@ -60,9 +60,8 @@ from artimon.commands._signals import stop_event
 from artimon.commands.alerts import report as report_alerts
 from artimon.commands.vhms import add_wal_arguments, wal_options
 from bookkeeper import DirectoryInUseError
-from bookkeeper.process import DirectoryLock
+from bookkeeper.ground import BackgroundServer, DirectoryLock
 from bookkeeper.testing import DemoApps, HdfsServer, KafkaCluster, SparkCluster, ZooKeeperServer, free_port
-from bookkeeper.wire import BackgroundServer
 from collector_agent import Agent, ConfigWatcher, MonitorServer, SelfReporter
 from query_dsl import EXAMPLES, StoreSource, create_app
 from query_dsl.alerts import AlertEngine, AlertEngineMetrics, EvaluatorSource, load_rules

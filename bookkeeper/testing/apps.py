@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from kazoo.client import KazooClient
 
 from bookkeeper._bookkeeper import Bookkeeper
-from bookkeeper.process.children import spawn
+from bookkeeper.ground import spawn
 from bookkeeper.variables import IntegerVar
 
 __all__ = ["AppProcess", "expire_session", "formula_value", "main", "populate", "start_app"]

@@ -44,8 +44,7 @@ from types import TracebackType
 from typing import Any
 from xml.sax.saxutils import escape
 
-from bookkeeper.process.children import spawn, terminate
-from bookkeeper.process.dirlock import DirectoryLock
+from bookkeeper.ground import DirectoryLock, spawn, terminate
 from bookkeeper.testing.jars import resolve_jars
 from bookkeeper.testing.zkserver import free_port
 

@@ -37,8 +37,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 
-from bookkeeper.process.children import spawn
-from bookkeeper.process.dirlock import DirectoryLock
+from bookkeeper.ground import DirectoryLock, spawn
 from bookkeeper.testing.jars import resolve_jars
 from bookkeeper.testing.zkserver import free_port
 

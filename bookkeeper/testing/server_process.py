@@ -19,8 +19,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Self
 
-from bookkeeper.process.children import spawn, terminate
-from bookkeeper.process.dirlock import DirectoryLock
+from bookkeeper.ground import DirectoryLock, spawn, terminate
 
 __all__ = ["ServerProcess", "answers_ok"]
 

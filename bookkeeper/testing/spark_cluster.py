@@ -35,8 +35,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from bookkeeper.process.children import spawn, terminate
-from bookkeeper.process.dirlock import DirectoryLock
+from bookkeeper.ground import DirectoryLock, spawn, terminate
 from bookkeeper.testing.zkserver import free_port, pyspark_jars
 
 __all__ = ["SparkCluster"]

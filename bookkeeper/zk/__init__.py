@@ -1,12 +1,12 @@
 """ZooKeeper for every Artimon process: the znode layout, ephemeral registration that
-outlives session loss, the membership recipe that watches who is registered, and the
-credentials and ACLs that keep anonymous clients from writing any of it.
+outlives session loss, and the credentials and ACLs that keep anonymous clients from
+writing any of it.
 
 Layout (``layout.py``: the paths, the endpoint and agent payloads and their checks),
-:class:`Registration` (``registration.py``, its state machine in its doc),
-:class:`Membership` (``membership.py``: watched groups of members with their payloads, a
-grace period, re-read after session loss), :func:`list_endpoints` (a one-shot listing for
-tools), ``acl.py`` (:class:`ZkAuth`, :func:`resolve_zk_auth`, :func:`secure_path`).
+:class:`Registration` (``registration.py``, its state machine in its doc), ``acl.py``
+(:class:`ZkAuth`, :func:`resolve_zk_auth`, :func:`secure_path`). The membership recipe that
+watches who is registered, and the one-shot listing of endpoints, are the platform's
+(:mod:`bookkeeper.ground`).
 """
 
 from __future__ import annotations
@@ -19,7 +19,6 @@ from bookkeeper.zk.acl import (
     secure_path,
     world_writable,
 )
-from bookkeeper.zk.discovery import list_endpoints
 from bookkeeper.zk.layout import (
     DEFAULT_ROOT,
     MAX_LABELS,
@@ -29,7 +28,6 @@ from bookkeeper.zk.layout import (
     ZkLayout,
     resolve_zk,
 )
-from bookkeeper.zk.membership import Member, Membership, MembershipState
 from bookkeeper.zk.registration import Registration, RegistrationState, make_client
 
 __all__ = [
@@ -40,14 +38,10 @@ __all__ = [
     "MAX_PAYLOAD",
     "AgentInfo",
     "EndpointInfo",
-    "Member",
-    "Membership",
-    "MembershipState",
     "Registration",
     "RegistrationState",
     "ZkAuth",
     "ZkLayout",
-    "list_endpoints",
     "make_client",
     "resolve_zk",
     "resolve_zk_auth",

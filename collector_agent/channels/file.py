@@ -86,7 +86,7 @@ from pathlib import Path
 from typing import Any
 
 from bookkeeper import DirectoryInUseError
-from bookkeeper.process import DirectoryLock
+from bookkeeper.ground import DirectoryLock
 from collector_agent.channels.base import BasicChannel, PutGroup, Transaction
 from collector_agent.channels.file_checkpoint import LIMIT_BYTES, TRIGGER_BYTES, Checkpointer
 from collector_agent.channels.file_format import CHECKSUMMED, Damaged, Stored, pack_events, unpack_events

@@ -38,7 +38,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from bookkeeper.process import fsync_path
+from bookkeeper.ground import fsync_path
 from collector_agent.channels.file_format import CHECKSUMMED, LEGACY
 
 __all__ = ["PROBE_LIMIT", "SalvageReport", "finish_interrupted", "is_damage", "salvage"]

@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 
 from bookkeeper import MalformedFrameError
-from bookkeeper.wire import LandingWriter, decode_sample_batch, encode_trailer, recover
+from bookkeeper.ground import LandingWriter, decode_sample_batch, encode_trailer, recover
 from collector_agent.context import Context
 from collector_agent.event import Event
 from collector_agent.exceptions import MalformedEventError

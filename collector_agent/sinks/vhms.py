@@ -33,7 +33,8 @@ from __future__ import annotations
 import os
 
 from bookkeeper import MalformedFrameError, WireError, ZkAuthError
-from bookkeeper.wire import IngestColumns, decode_sample_batch
+from bookkeeper.ground import decode_sample_batch
+from bookkeeper.wire import IngestColumns
 from bookkeeper.zk import ZkAuth, resolve_zk_auth
 from collector_agent.context import Context
 from collector_agent.event import Event

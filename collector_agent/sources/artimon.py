@@ -3,7 +3,7 @@
 Rounds start on interval boundaries (``floor(t / interval) * interval``). In each round the
 agent polls the endpoints that belong to it (``collector_agent.group``) concurrently, on a
 bounded pool, each with connect and read timeouts, and emits one event per endpoint: the
-body is its variables as an Avro sample batch (``bookkeeper/wire/sample_batch.avsc``, the app's
+body is its variables as an Avro sample batch (``bookkeeper/ground/sample_batch.avsc``, the app's
 own timestamps inside), the headers name ``artimon.context``, ``artimon.endpoint``
 (``ip:port:uuid``), ``artimon.round`` (the round's start, epoch ms) and ``artimon.agent``.
 
@@ -29,7 +29,7 @@ it is done. A poll abandoned at its round's deadline keeps its client until its 
 empty, opens a fresh connection, so two rounds never read one socket and an answer is
 never read by a round that did not ask for it.
 
-Discovery and group membership come from :class:`bookkeeper.zk.Membership` (endpoints
+Discovery and group membership come from :class:`bookkeeper.ground.Membership` (endpoints
 under ``/contexts``, this agent's group under ``/agents``); what this module adds is the
 round scheduler. Payloads are checked (:meth:`bookkeeper.zk.EndpointInfo.from_znode`, which
 also requires an endpoint's payload to agree with its znode; :class:`bookkeeper.zk.AgentInfo`):
@@ -76,12 +76,10 @@ from collections.abc import Mapping
 from kazoo.client import KazooClient
 
 from bookkeeper import BookkeeperError, EndpointClient, ZkAuthError
-from bookkeeper.wire import encode_sample_batch
+from bookkeeper.ground import Member, Membership, encode_sample_batch
 from bookkeeper.zk import (
     AgentInfo,
     EndpointInfo,
-    Member,
-    Membership,
     Registration,
     ZkAuth,
     ZkLayout,

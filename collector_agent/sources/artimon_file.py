@@ -2,7 +2,7 @@
 every ``interval`` seconds, for processes that export files instead of serving Thrift.
 
 Each file that changed since its last read becomes one event whose body is an Avro sample
-batch (``bookkeeper/wire/sample_batch.avsc``) and whose headers are ``artimon.context`` (the
+batch (``bookkeeper/ground/sample_batch.avsc``) and whose headers are ``artimon.context`` (the
 file's module name), ``artimon.file`` and ``artimon.round`` (the read's time aligned on the
 interval, epoch ms).
 
@@ -22,7 +22,7 @@ import time
 from pathlib import Path
 
 from bookkeeper import SampleBatch, TextFormatError, parse_lines
-from bookkeeper.wire import encode_sample_batch
+from bookkeeper.ground import encode_sample_batch
 from collector_agent.context import Context
 from collector_agent.event import Event
 from collector_agent.exceptions import ChannelException

@@ -3,7 +3,7 @@
 Rounds start on interval boundaries (``floor(t / interval) * interval``), as the artimon
 source's do. In each round every target is scraped concurrently, on a bounded pool, within
 ``scrapeTimeout``; each target gives one event whose body is an Avro sample batch
-(``bookkeeper/wire/sample_batch.avsc``) of its samples, stamped with the round's time, and
+(``bookkeeper/ground/sample_batch.avsc``) of its samples, stamped with the round's time, and
 of the three series Prometheus writes per target: ``up`` (1, or 0 when the scrape failed),
 ``scrape_duration_seconds`` and ``scrape_samples_scraped``, each with the target's labels.
 Headers: ``artimon.context`` (the job), ``artimon.target`` (the URL), ``artimon.round`` (the
@@ -24,7 +24,7 @@ Targets: ``targets`` (static, space-separated URLs, or ``host:port`` for
 ``http://host:port<metricsPath>``) under the job ``job`` (default: the source's name); or,
 with ``zk``, the members under ``zkPath`` (default ``<root>/targets``):
 ``<zkPath>/<job>/<member>``, whose payload is JSON ``{"url": ..., "labels": {...}}`` or
-empty (the member's name is then ``host:port``), watched by :class:`bookkeeper.zk.Membership`.
+empty (the member's name is then ``host:port``), watched by :class:`bookkeeper.ground.Membership`.
 Each target's labels: ``job``, ``instance`` (the URL's ``host:port``, unless a label
 ``instance`` of the configuration or the payload names it: a name that outlives a port
 change), the ``labels.<key>`` of the configuration and those of its payload.
@@ -61,8 +61,9 @@ import numpy as np
 import urllib3
 
 from bookkeeper import SampleBatch, VarType, ZkAuthError
-from bookkeeper.wire import encode_sample_batch, format_labels, validate_labels
-from bookkeeper.zk import Member, Membership, make_client, resolve_zk, resolve_zk_auth
+from bookkeeper.ground import Member, Membership, encode_sample_batch
+from bookkeeper.wire import format_labels, validate_labels
+from bookkeeper.zk import make_client, resolve_zk, resolve_zk_auth
 from collector_agent.context import Context
 from collector_agent.event import Event
 from collector_agent.exceptions import ScrapeError

@@ -3,7 +3,7 @@
 A Prometheus server (or any remote-write client: Grafana Agent, vmagent, OpenTelemetry's
 exporter) configured with ``remote_write: [{url: http://<bind>:<port>/api/v1/write}]``
 sends snappy-compressed protobuf ``WriteRequest`` bodies; each request becomes one event
-whose body is an Avro sample batch (``bookkeeper/wire/sample_batch.avsc``) and whose
+whose body is an Avro sample batch (``bookkeeper/ground/sample_batch.avsc``) and whose
 headers are ``artimon.context`` (the ``context`` key) and ``artimon.source`` (this
 source's name). There is no ``artimon.round`` header: every sample keeps its own time
 down to the millisecond. Names and labels map as :mod:`collector_agent.remote_write` says.
@@ -44,7 +44,7 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.responses import PlainTextResponse, Response
 from starlette.routing import Route
 
-from bookkeeper.wire import BackgroundServer, encode_sample_batch
+from bookkeeper.ground import BackgroundServer, encode_sample_batch
 from collector_agent.context import Context
 from collector_agent.event import Event
 from collector_agent.exceptions import ChannelException, WriteRequestError

@@ -40,6 +40,7 @@ import re
 from collections.abc import Mapping
 
 from bookkeeper import BookkeeperError
+from bookkeeper.ground import parse_duration
 from bookkeeper.wire import validate_labels, validate_name
 from query_dsl.alerts.fields import Fields
 from query_dsl.alerts.go_templates import translate
@@ -47,7 +48,6 @@ from query_dsl.alerts.rules import MAX_RULES, AlertConfig, RecordingRule, Rule
 from query_dsl.alerts.templates import check_template
 from query_dsl.exceptions import AlertRuleError, QuerySyntaxError
 from query_dsl.promql import parse
-from query_dsl.promql.parser import parse_duration
 
 __all__ = ["describe", "is_prometheus_rules", "rules_from_prometheus"]
 

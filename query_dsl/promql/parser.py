@@ -19,6 +19,7 @@ from lark import Lark, Token, Transformer, v_args
 from lark.exceptions import UnexpectedInput, VisitError
 from lark.tree import Meta
 
+from bookkeeper.ground import parse_duration
 from query_dsl.evaluator import MAX_TIME_MS
 from query_dsl.exceptions import PromQLSyntaxError
 from query_dsl.parser import MAX_DURATION_MS, MAX_QUERY_LENGTH
@@ -39,37 +40,14 @@ from query_dsl.promql.ast import (
 )
 from query_dsl.promql.signatures import MATRIX, SCALAR, SIGNATURES, STRING, VARIADIC, VECTOR
 
-__all__ = ["MAX_DEPTH", "MAX_QUERY_LENGTH", "parse", "parse_duration", "value_type"]
+__all__ = ["MAX_DEPTH", "MAX_QUERY_LENGTH", "parse", "value_type"]
 
 MAX_DEPTH = 100
-_UNITS = {
-    "ms": 1,
-    "s": 1000,
-    "m": 60_000,
-    "h": 3_600_000,
-    "d": 86_400_000,
-    "w": 604_800_000,
-    "y": 31_536_000_000,
-}
-_PART = re.compile(r"([0-9]+)(ms|s|m|h|d|w|y)")
 _LABEL = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 _ESCAPES = {"a": "\a", "b": "\b", "f": "\f", "n": "\n", "r": "\r", "t": "\t", "v": "\v", "\\": "\\"}
 _SET_OPS = ("and", "or", "unless")
 _COMPARISONS = ("==", "!=", ">", "<", ">=", "<=")
 _WITH_PARAM = {"topk": SCALAR, "bottomk": SCALAR, "quantile": SCALAR, "count_values": STRING}
-
-
-def parse_duration(text: str) -> int:
-    """``1h30m``, ``500ms``, ``2w`` in milliseconds (``ValueError`` otherwise)."""
-    position, total = 0, 0
-    for match in _PART.finditer(text):
-        if match.start() != position:
-            break
-        total += int(match[1]) * _UNITS[match[2]]
-        position = match.end()
-    if position != len(text) or not text:
-        raise ValueError(f"{text!r} is not a duration like 5m, 1h30m or 500ms")
-    return total
 
 
 def _unquote(text: str) -> str:

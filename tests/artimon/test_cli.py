@@ -19,7 +19,7 @@ import pytest
 
 from artimon.cli import COMMANDS
 from bookkeeper import Bookkeeper
-from bookkeeper.process import DirectoryLock
+from bookkeeper.ground import DirectoryLock
 
 ARTIMON = [sys.executable, "-m", "artimon"]
 FREE_PORTS = ["--api-port", "0", "--zk-port", "0", "--thrift-port", "0"]  # artimon up beside other tests
@@ -289,7 +289,7 @@ def test_agent_command_runs_serves_metrics_and_stops_on_sigterm(tmp_path) -> Non
 def test_query_command_prints_a_table_json_and_csv() -> None:
     import numpy as np
 
-    from bookkeeper.wire.httpserver import BackgroundServer
+    from bookkeeper.ground import BackgroundServer
     from query_dsl.api import create_app
     from query_dsl.sources import StoreSource
     from vhms import Store
@@ -355,7 +355,7 @@ def test_failures_are_one_line_not_a_traceback(tmp_path) -> None:
         assert "Traceback" not in busy.stderr
     import numpy as np
 
-    from bookkeeper.wire import BackgroundServer
+    from bookkeeper.ground import BackgroundServer
     from query_dsl import StoreSource, create_app
     from vhms import Store
 

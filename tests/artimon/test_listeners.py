@@ -17,8 +17,9 @@ from pathlib import Path
 import pytest
 
 from bookkeeper import EndpointInfo, resolve_zk
+from bookkeeper.ground import list_endpoints
 from bookkeeper.testing import Listener, free_port, listening
-from bookkeeper.zk import list_endpoints, make_client
+from bookkeeper.zk import make_client
 
 ARTIMON = [sys.executable, "-m", "artimon"]
 

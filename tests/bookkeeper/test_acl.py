@@ -14,6 +14,7 @@ from kazoo.exceptions import NoAuthError
 from kazoo.security import OPEN_ACL_UNSAFE
 
 from bookkeeper import Bookkeeper, ZkAccessError, ZkAuthError
+from bookkeeper.ground import list_endpoints
 from bookkeeper.testing import ZooKeeperServer, start_app
 from bookkeeper.zk import (
     AUTH_ENV,
@@ -22,7 +23,6 @@ from bookkeeper.zk import (
     RegistrationState,
     ZkAuth,
     ZkLayout,
-    list_endpoints,
     make_client,
     resolve_zk,
     resolve_zk_auth,

@@ -11,8 +11,9 @@ from collections.abc import Callable, Iterator, Mapping
 import pytest
 from kazoo.client import KazooClient
 
+from bookkeeper.ground import Member, Membership, MembershipState
 from bookkeeper.testing import expire_session
-from bookkeeper.zk import Member, Membership, MembershipState, make_client, resolve_zk
+from bookkeeper.zk import make_client, resolve_zk
 
 
 def _decode(group: str, name: str, data: bytes) -> dict[str, object]:

@@ -1,5 +1,5 @@
 """Children die with their parent, and a data directory serves one live process at a time
-(``bookkeeper.process``, through the ZooKeeper launcher that uses both)."""
+(``bookkeeper.ground``, through the ZooKeeper launcher that uses both)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from bookkeeper import DirectoryInUseError
-from bookkeeper.process import DirectoryLock, spawn
+from bookkeeper.ground import DirectoryLock, spawn
 from bookkeeper.testing import ZooKeeperServer, four_letter_word, running
 
 # Starts ZooKeeper from a thread that ends at once (Linux ties the parent-death signal to

@@ -8,7 +8,7 @@ import pytest
 
 from bookkeeper import Bookkeeper, VarType
 from bookkeeper.export import write_snapshot_file
-from bookkeeper.wire.avro import decode_sample_batch
+from bookkeeper.ground import decode_sample_batch
 from collector_agent import Agent
 
 CONFIG = """

@@ -17,7 +17,7 @@ from typing import ClassVar
 
 import pytest
 
-from bookkeeper.process import DirectoryLock
+from bookkeeper.ground import DirectoryLock
 from collector_agent import Agent, BatchSink, ChannelException, Context, Event, FileChannel, register
 
 

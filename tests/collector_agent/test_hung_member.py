@@ -13,8 +13,8 @@ from collections.abc import Callable, Iterator
 import pytest
 
 from bookkeeper import Bookkeeper, EndpointInfo
+from bookkeeper.ground import encode_sample_batch
 from bookkeeper.testing import start_app
-from bookkeeper.wire import encode_sample_batch
 from bookkeeper.zk import AUTH_ENV, AUTH_FILE_ENV, Registration, ZkAuth, resolve_zk
 from collector_agent import Agent, Context, Event
 from collector_agent.sinks.vhms import VhmsSink

@@ -8,8 +8,7 @@ import fastavro
 import pytest
 
 from bookkeeper import Bookkeeper
-from bookkeeper.wire.avro import encode_sample_batch
-from bookkeeper.wire.landing import LandingWriter, encode_trailer
+from bookkeeper.ground import LandingWriter, encode_sample_batch, encode_trailer
 from collector_agent import Context, Event, MemoryChannel, Status
 from collector_agent.sinks.raw import RawSink
 

@@ -11,8 +11,8 @@ from pathlib import Path
 from confluent_kafka import Consumer, Producer, TopicPartition
 
 from bookkeeper import Bookkeeper
+from bookkeeper.ground import decode_sample_batch, encode_sample_batch
 from bookkeeper.testing import KafkaCluster
-from bookkeeper.wire import decode_sample_batch, encode_sample_batch
 from collector_agent import BasicChannel, ChannelProcessor, Context, Event, MemoryChannel, Status
 from collector_agent.channels.kafka import KafkaChannel
 from collector_agent.selectors.replicating import ReplicatingChannelSelector

@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from bookkeeper.wire.httpserver import BackgroundServer
+from bookkeeper.ground import BackgroundServer
 from query_dsl import Client, StoreSource
 from query_dsl.alerts import (
     Alert,

@@ -14,7 +14,7 @@ import pytest
 import schemathesis
 from hypothesis import HealthCheck, given, settings
 
-from bookkeeper.wire.httpserver import BackgroundServer
+from bookkeeper.ground import BackgroundServer
 from query_dsl import Client, Limits, Matrix, QueryError, QueryLimitError, QuerySyntaxError, StoreSource
 from query_dsl.api import create_app
 from vhms import Store

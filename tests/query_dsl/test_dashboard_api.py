@@ -13,7 +13,7 @@ import httpx
 import numpy as np
 import pytest
 
-from bookkeeper.wire.httpserver import BackgroundServer
+from bookkeeper.ground import BackgroundServer
 from query_dsl import Limits, StoreSource
 from query_dsl.api import create_app
 from query_dsl.dashboards import EXAMPLES, MAX_FILE_BYTES, MAX_PANELS, DashboardDirectory

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import Browser, Page, expect, sync_playwright
 
-from bookkeeper.wire.httpserver import BackgroundServer
+from bookkeeper.ground import BackgroundServer
 from query_dsl import StoreSource
 from query_dsl.api import create_app
 from query_dsl.dashboards import EXAMPLES

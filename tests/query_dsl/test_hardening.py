@@ -20,7 +20,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from bookkeeper.wire.httpserver import BackgroundServer
+from bookkeeper.ground import BackgroundServer
 from query_dsl import Limits, StoreSource
 from query_dsl.api import create_app
 from query_dsl.body_limit import MAX_BODY_BYTES

@@ -6,7 +6,7 @@ from __future__ import annotations
 import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
-from bookkeeper.wire import BackgroundServer
+from bookkeeper.ground import BackgroundServer
 from query_dsl import StoreSource, create_app
 from query_dsl.testing import demo_store
 

@@ -13,9 +13,9 @@ import httpx
 import numpy as np
 from support import TlsFiles
 
+from bookkeeper.ground import BackgroundServer, MembershipState
 from bookkeeper.testing import ZooKeeperServer
-from bookkeeper.wire import BackgroundServer, client_context, server_context
-from bookkeeper.zk import MembershipState
+from bookkeeper.wire import client_context, server_context
 from query_dsl import create_app
 from query_dsl.sources import ShardedSource
 from vhms import DEFAULT_SERVER_LIMITS, Store

@@ -17,9 +17,8 @@ import numpy as np
 import pytest
 
 from bookkeeper.batch import SampleBatch
+from bookkeeper.ground import LandingWriter, encode_sample_batch, encode_trailer
 from bookkeeper.testing import SparkCluster
-from bookkeeper.wire.avro import encode_sample_batch
-from bookkeeper.wire.landing import LandingWriter, encode_trailer
 from spark_jobs.testing import write_counters
 
 pytestmark = pytest.mark.slow

@@ -14,8 +14,7 @@ from pyspark.sql.pandas.types import to_arrow_schema
 
 from bookkeeper import Bookkeeper
 from bookkeeper.batch import SampleBatch
-from bookkeeper.wire.avro import encode_sample_batch
-from bookkeeper.wire.landing import LANDING_SCHEMA, encode_trailer
+from bookkeeper.ground import LANDING_SCHEMA, encode_sample_batch, encode_trailer
 from spark_jobs import explode
 from spark_jobs.explode import explode_batches
 from spark_jobs.schema import KEPT, SAMPLES

@@ -14,9 +14,8 @@ import pytest
 from hdfs_history import new_history
 
 from bookkeeper import Bookkeeper
+from bookkeeper.ground import LandingWriter, decode_sample_batch, encode_sample_batch, encode_trailer
 from bookkeeper.testing import SparkCluster
-from bookkeeper.wire.avro import decode_sample_batch, encode_sample_batch
-from bookkeeper.wire.landing import LandingWriter, encode_trailer
 from query_dsl import Evaluator, Matrix, StoreSource
 from spark_jobs import analyze, backfill_vhms, raw_ingest
 from vhms import HashRing, ShardedClient, Store, VhmsService

@@ -14,10 +14,9 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from bookkeeper import Bookkeeper
 from bookkeeper.batch import Sample, SampleBatch
+from bookkeeper.ground import LandingWriter, encode_sample_batch, encode_trailer
 from bookkeeper.testing import free_port
 from bookkeeper.vartype import VarType
-from bookkeeper.wire.avro import encode_sample_batch
-from bookkeeper.wire.landing import LandingWriter, encode_trailer
 from spark_jobs import raw_ingest
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]

@@ -6,7 +6,7 @@ JSON (:meth:`Notification.to_dict`) arrives on stdin; the environment adds
 ``ARTIMON_ALERT_COUNT`` and ``ARTIMON_NOTIFIER``. Exit status 0 is delivered; another
 status, or running past the timeout (the program's whole process group is then killed), is
 a failure whose message ends with the last 500 bytes of its stderr. Its stdout is discarded.
-The program is killed if the process that runs the alerts dies (:func:`bookkeeper.process.spawn`).
+The program is killed if the process that runs the alerts dies (:func:`bookkeeper.ground.spawn`).
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ import subprocess
 import tempfile
 from dataclasses import dataclass
 
-from bookkeeper.process import spawn
+from bookkeeper.ground import spawn
 from query_dsl.alerts.fields import Fields
 from query_dsl.alerts.model import Notification
 from query_dsl.exceptions import NotifyError

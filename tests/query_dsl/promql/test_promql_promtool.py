@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
+from bookkeeper.ground import BackgroundServer
 from bookkeeper.testing import PrometheusServer
-from bookkeeper.wire.httpserver import BackgroundServer
 
 EXPRESSIONS = [
     "cpu_temp_celsius",

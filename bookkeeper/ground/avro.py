@@ -12,8 +12,7 @@ from typing import Any
 import fastavro
 import numpy as np
 
-from bookkeeper.batch import SampleBatch
-from bookkeeper.exceptions import MalformedFrameError
+from bookkeeper import MalformedFrameError, SampleBatch
 
 __all__ = ["SAMPLE_BATCH_SCHEMA", "decode_sample_batch", "encode_sample_batch"]
 

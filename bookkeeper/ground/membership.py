@@ -46,8 +46,8 @@ from urllib.parse import unquote
 from kazoo.client import KazooClient, KazooState
 from kazoo.exceptions import KazooException, NoAuthError, NoNodeError
 
-from bookkeeper.exceptions import ZkAccessError
-from bookkeeper.zk.acl import ZkAuth, secure_path, world_writable
+from bookkeeper import ZkAccessError
+from bookkeeper.zk import ZkAuth, secure_path, world_writable
 
 __all__ = ["Member", "Membership", "MembershipState"]
 

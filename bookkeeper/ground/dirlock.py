@@ -26,7 +26,7 @@ import weakref
 from pathlib import Path
 from types import TracebackType
 
-from bookkeeper.exceptions import DirectoryInUseError
+from bookkeeper import DirectoryInUseError
 
 __all__ = ["LOCK_FILE", "DirectoryLock"]
 

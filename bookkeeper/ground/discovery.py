@@ -8,8 +8,7 @@ import logging
 from kazoo.client import KazooClient
 from kazoo.exceptions import NoNodeError
 
-from bookkeeper.exceptions import MalformedFrameError
-from bookkeeper.zk.layout import EndpointInfo, ZkLayout
+from bookkeeper import EndpointInfo, MalformedFrameError, ZkLayout
 
 __all__ = ["list_endpoints"]
 

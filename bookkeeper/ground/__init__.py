@@ -1,0 +1,51 @@
+"""The platform's ground: what Artimon's own processes share and an application never needs.
+
+- the Avro sample batch (``sample_batch.avsc``, the body of the agent's events:
+  :func:`encode_sample_batch`, :func:`decode_sample_batch`) and the raw landing files
+  (``landing_batch.avsc``: :class:`LandingWriter`, :func:`encode_trailer`, :func:`recover`);
+- :class:`BackgroundServer`, an ASGI app served by uvicorn from a thread;
+- ZooKeeper membership (:class:`Membership`: watched groups of members with their payloads,
+  a grace period, re-read after session loss) and discovery (:func:`list_endpoints`, a
+  one-shot listing for tools);
+- processes: :func:`spawn` (a child that dies with its parent), :func:`terminate`,
+  :class:`DirectoryLock` (one live process per data directory), :func:`fsync_path`;
+- :func:`parse_duration`, Prometheus's duration syntax (``1h30m``, ``500ms``).
+
+The ground may import the app library (``bookkeeper``, ``bookkeeper.wire``,
+``bookkeeper.zk``); the app library never imports the ground, so ``import bookkeeper``
+stays free of fastavro and uvicorn (``tests/test_imports.py``).
+"""
+
+from __future__ import annotations
+
+from bookkeeper.ground.avro import SAMPLE_BATCH_SCHEMA, decode_sample_batch, encode_sample_batch
+from bookkeeper.ground.children import die_with_parent_command, spawn, terminate
+from bookkeeper.ground.dirlock import LOCK_FILE, DirectoryLock
+from bookkeeper.ground.discovery import list_endpoints
+from bookkeeper.ground.durations import parse_duration
+from bookkeeper.ground.files import fsync_path
+from bookkeeper.ground.httpserver import BackgroundServer
+from bookkeeper.ground.landing import LANDING_SCHEMA, LandingWriter, encode_trailer, recover
+from bookkeeper.ground.membership import Member, Membership, MembershipState
+
+__all__ = [
+    "LANDING_SCHEMA",
+    "LOCK_FILE",
+    "SAMPLE_BATCH_SCHEMA",
+    "BackgroundServer",
+    "DirectoryLock",
+    "LandingWriter",
+    "Member",
+    "Membership",
+    "MembershipState",
+    "decode_sample_batch",
+    "die_with_parent_command",
+    "encode_sample_batch",
+    "encode_trailer",
+    "fsync_path",
+    "list_endpoints",
+    "parse_duration",
+    "recover",
+    "spawn",
+    "terminate",
+]
