@@ -19,6 +19,7 @@ import logging
 import os
 import sys
 from pathlib import Path
+from types import ModuleType
 
 from bookkeeper import ZkAuthError
 from bookkeeper.zk import AUTH_ENV, AUTH_FILE_ENV, ZkAuth, resolve_zk_auth
@@ -42,6 +43,15 @@ COMMANDS: dict[str, tuple[str, str]] = {
 }
 
 
+def _command_module(name: str) -> ModuleType:
+    """A command's module; without the platform installed, a plain message, not a traceback."""
+    try:
+        return importlib.import_module(COMMANDS[name][0])
+    except ModuleNotFoundError as exc:  # pyspark, fastapi, ...: the platform extra is not installed
+        needs = f"artimon {name} needs the platform: pip install 'artimon[platform]'"
+        raise SystemExit(f"{needs} ({exc})") from None
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="artimon",
@@ -55,8 +65,8 @@ def build_parser() -> argparse.ArgumentParser:
         help=f"ZooKeeper credentials: a file holding user:password (default ${AUTH_ENV}, ${AUTH_FILE_ENV})",
     )
     subcommands = parser.add_subparsers(dest="command", metavar="<command>", required=True)
-    for name, (module_path, summary) in COMMANDS.items():
-        module = importlib.import_module(module_path)
+    for name, (_, summary) in COMMANDS.items():
+        module = _command_module(name)
         sub = subcommands.add_parser(name, help=summary, description=module.__doc__)
         module.configure(sub)
         sub.set_defaults(run=module.run)
