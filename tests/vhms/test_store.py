@@ -39,8 +39,10 @@ def test_resolutions_parse_and_refuse_clearly() -> None:
         "3600s:72:last",
     ]
     assert parse_resolutions("1h:24:max,10s:6")[1].aggregate == "max"
+    assert parse_resolutions("90s:4,1h30m:2")[1].step_s == 5400  # steps are durations
     for bad, why in [
         ("5x:3", "is not <step>"),
+        ("1500ms:4", "whole seconds"),
         ("60s:60:median", "aggregate 'median'"),
         ("60s:60:max,5m:4", "finest resolution"),
         ("60s:60,90s:10", "not a larger multiple"),
