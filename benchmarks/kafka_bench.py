@@ -45,8 +45,8 @@ from typing import Any
 from _report import report
 from confluent_kafka import Consumer, TopicPartition
 
+from artimon.servers import KafkaCluster
 from bookkeeper import Bookkeeper
-from bookkeeper.testing import KafkaCluster
 from bookkeeper.wire import encode_sample_batch
 from collector_agent import ChannelProcessor, Context, Event, Status
 from collector_agent.channels.base import BasicChannel

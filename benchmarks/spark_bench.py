@@ -39,8 +39,8 @@ from typing import Any
 import numpy as np
 from _report import report
 
+from artimon.servers import HdfsServer, SparkCluster
 from bookkeeper.batch import SampleBatch
-from bookkeeper.testing import HdfsServer, SparkCluster
 from bookkeeper.wire.avro import encode_sample_batch
 from bookkeeper.wire.landing import LandingWriter, encode_trailer
 from spark_jobs import analyze, raw_ingest

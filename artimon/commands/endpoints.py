@@ -7,10 +7,6 @@ import argparse
 from bookkeeper.zk import list_endpoints, make_client, resolve_zk
 
 
-def configure(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--zk", default=None, help="connect string[/root] (default $ARTIMON_ZK)")
-
-
 def run(args: argparse.Namespace) -> int:
     connect, layout = resolve_zk(args.zk)
     client = make_client(connect)

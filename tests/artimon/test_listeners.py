@@ -16,8 +16,9 @@ from pathlib import Path
 
 import pytest
 
+from artimon.servers import free_port
 from bookkeeper import EndpointInfo, resolve_zk
-from bookkeeper.testing import Listener, free_port, listening
+from bookkeeper.testing import Listener, listening
 from bookkeeper.zk import list_endpoints, make_client
 
 ARTIMON = [sys.executable, "-m", "artimon"]

@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from bookkeeper.testing.zkserver import free_port
+from artimon.servers import free_port
 from bookkeeper.wire.httpserver import BackgroundServer
 from query_dsl import StoreSource
 from query_dsl.alerts import AlertEngine, EvaluatorSource, load_rules

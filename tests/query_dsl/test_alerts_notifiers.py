@@ -23,7 +23,7 @@ from aiosmtpd.smtp import AuthResult, Envelope, LoginPassword, Session
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 
-from bookkeeper.testing.zkserver import free_port
+from artimon.servers import free_port
 from bookkeeper.wire.httpserver import BackgroundServer
 from query_dsl.alerts import (
     Alert,

@@ -18,7 +18,7 @@ import httpx
 import numpy as np
 import pytest
 
-from bookkeeper.testing import AlertmanagerServer
+from artimon.servers import AlertmanagerServer
 from bookkeeper.wire import BackgroundServer
 from query_dsl import AlertRuleError, QueryError, StoreSource, create_app
 from query_dsl.alerts import (

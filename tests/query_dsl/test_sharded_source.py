@@ -13,7 +13,7 @@ import httpx
 import numpy as np
 from support import TlsFiles
 
-from bookkeeper.testing import ZooKeeperServer
+from artimon.servers import ZooKeeperServer
 from bookkeeper.wire import BackgroundServer, client_context, server_context
 from bookkeeper.zk import MembershipState
 from query_dsl import create_app

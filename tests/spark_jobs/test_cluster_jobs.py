@@ -16,8 +16,8 @@ from typing import Any
 import numpy as np
 import pytest
 
+from artimon.servers import SparkCluster
 from bookkeeper.batch import SampleBatch
-from bookkeeper.testing import SparkCluster
 from bookkeeper.wire.avro import encode_sample_batch
 from bookkeeper.wire.landing import LandingWriter, encode_trailer
 from spark_jobs.testing import write_counters

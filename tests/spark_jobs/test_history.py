@@ -13,8 +13,8 @@ import pandas as pd
 import pytest
 from hdfs_history import new_history
 
+from artimon.servers import SparkCluster
 from bookkeeper import Bookkeeper
-from bookkeeper.testing import SparkCluster
 from bookkeeper.wire.avro import decode_sample_batch, encode_sample_batch
 from bookkeeper.wire.landing import LandingWriter, encode_trailer
 from query_dsl import Evaluator, Matrix, StoreSource

@@ -12,9 +12,9 @@ import pytest
 from hdfs_history import History
 from prometheus_client.parser import text_string_to_metric_families
 
+from artimon.servers import free_port
 from bookkeeper import Bookkeeper
 from bookkeeper.batch import Sample, SampleBatch
-from bookkeeper.testing import free_port
 from bookkeeper.vartype import VarType
 from bookkeeper.wire.avro import encode_sample_batch
 from bookkeeper.wire.landing import LandingWriter, encode_trailer

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from bookkeeper.testing import PrometheusServer, create_blocks
+from artimon.servers import PrometheusServer, create_blocks
 from bookkeeper.wire.httpserver import BackgroundServer
 from query_dsl import Limits, StoreSource, create_app
 from query_dsl.promql.dataset import Series, generate, load_store, write_openmetrics

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from bookkeeper.testing import PrometheusServer
+from artimon.servers import PrometheusServer
 from bookkeeper.wire.httpserver import BackgroundServer
 
 EXPRESSIONS = [

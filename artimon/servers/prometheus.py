@@ -19,8 +19,7 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from bookkeeper.testing.server_process import ServerProcess, answers_ok
-from bookkeeper.testing.zkserver import free_port
+from artimon.servers.base import ServerProcess, answers_ok, free_port
 
 __all__ = ["PrometheusServer", "create_blocks"]
 
@@ -61,6 +60,8 @@ class PrometheusServer(ServerProcess):
         self.extra_args = extra_args
         self.binary = binary or shutil.which("prometheus") or "prometheus"
         super().__init__(data_dir, f"prometheus launcher for port {self.port}")
+        self.name = f"prometheus on {self.url}"
+        self.log_path = self.data_dir / "prometheus.log"
 
     @property
     def url(self) -> str:
@@ -74,7 +75,6 @@ class PrometheusServer(ServerProcess):
         self.tsdb_dir.mkdir(parents=True, exist_ok=True)
         config = self.data_dir / "prometheus.yml"
         config.write_text(self.config)
-        log_path = self.data_dir / "prometheus.log"
         command = [
             self.binary,
             f"--config.file={config}",
@@ -83,6 +83,4 @@ class PrometheusServer(ServerProcess):
             "--storage.tsdb.retention.time=3650d",
             *self.extra_args,
         ]
-        self._launch(
-            command, log_path, f"prometheus on {self.url}", lambda: answers_ok(f"{self.url}/-/ready"), timeout
-        )
+        self._launch(command, lambda: answers_ok(f"{self.url}/-/ready"), timeout)
