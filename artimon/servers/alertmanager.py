@@ -38,9 +38,12 @@ class AlertmanagerServer(ServerProcess):
         self.port = port or free_port()
         self.config = config
         self.binary = binary or shutil.which("prometheus-alertmanager") or "prometheus-alertmanager"
-        super().__init__(data_dir, f"alertmanager launcher for port {self.port}")
-        self.name = f"alertmanager on {self.url}"
-        self.log_path = self.data_dir / "alertmanager.log"
+        super().__init__(
+            data_dir,
+            f"alertmanager on {self.url}",
+            "alertmanager.log",
+            holder=f"alertmanager launcher for port {self.port}",
+        )
 
     @property
     def url(self) -> str:

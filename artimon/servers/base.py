@@ -4,8 +4,9 @@ until ready (the tail of its log in the error if it exits or is late), stopped b
 (SIGTERM, then SIGKILL after a grace period), killed with SIGKILL to simulate a crash,
 restarted on the same data, and used as a context manager.
 
-A subclass sets ``name``, ``log_path`` (and ``pid_file`` if it keeps one) and writes
-``_start(timeout)``: its files, its command, then :meth:`ServerProcess._launch`. A server
+A subclass names its process and log file (and PID file, if it keeps one) to
+``ServerProcess.__init__`` and writes ``_start(timeout)``: its files, its command, then
+:meth:`ServerProcess._launch`. A server
 of several processes (HDFS's NameNode and DataNode, Kafka's nodes, Spark's master and
 worker) holds one ``ServerProcess`` per process; processes that share one directory share
 its lock (``lock=``), which the server of them all acquires and releases.
@@ -71,20 +72,28 @@ def wait_ready(
 
 
 class ServerProcess:
-    """A server process holding ``data_dir`` (see the module doc); with ``lock``, one
-    process of several sharing that directory's lock."""
-
-    name = "server"
-    log_path = Path("server.log")
-    pid_file: Path | None = None
+    """A server process holding ``data_dir`` (see the module doc): ``name`` in errors and in
+    the lock file, its output appended to ``data_dir/log_file``, its PID in
+    ``data_dir/pid_file`` while it runs; ``holder`` names the launcher in the lock file; with
+    ``lock``, one process of several sharing that directory's lock."""
 
     def __init__(
-        self, data_dir: str | os.PathLike[str], holder: str, *, lock: DirectoryLock | None = None
+        self,
+        data_dir: str | os.PathLike[str],
+        name: str,
+        log_file: str,
+        *,
+        pid_file: str | None = None,
+        holder: str | None = None,
+        lock: DirectoryLock | None = None,
     ) -> None:
         self.data_dir = Path(data_dir)
+        self.name = name
+        self.log_path = self.data_dir / log_file
+        self.pid_file = self.data_dir / pid_file if pid_file else None
         self.process: subprocess.Popen[bytes] | None = None
         self._owns_lock = lock is None
-        self._lock = lock or DirectoryLock(self.data_dir, holder)
+        self._lock = lock or DirectoryLock(self.data_dir, holder or f"launcher of {name}")
 
     @property
     def pid(self) -> int | None:

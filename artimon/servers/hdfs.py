@@ -86,12 +86,10 @@ class _Daemon(ServerProcess):
     """The NameNode or the DataNode: one JVM of an :class:`HdfsServer`, holding its lock."""
 
     def __init__(self, hdfs: HdfsServer, role: str, main: str, lock: DirectoryLock) -> None:
-        super().__init__(hdfs.data_dir, f"hdfs {role}", lock=lock)
+        name = f"the HDFS {role} on port {hdfs.nn_port}"
+        super().__init__(hdfs.data_dir, name, f"{role}.log", pid_file=f"{role}.pid", lock=lock)
         self._hdfs = hdfs
         self._main = main
-        self.name = f"the HDFS {role} on port {hdfs.nn_port}"
-        self.log_path = hdfs.data_dir / f"{role}.log"
-        self.pid_file = hdfs.data_dir / f"{role}.pid"
 
     def _start(self, timeout: float) -> None:
         self._launch(self._hdfs._java(self._main), self._hdfs.ready, timeout, env=self._hdfs._env())

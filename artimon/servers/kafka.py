@@ -108,12 +108,15 @@ class _Node(ServerProcess):
     """One node of a :class:`KafkaCluster` (broker and controller): a JVM on its directory."""
 
     def __init__(self, cluster: KafkaCluster, index: int) -> None:
-        super().__init__(cluster._node_dir(index), f"kafka launcher for node {index + 1}")
+        super().__init__(
+            cluster._node_dir(index),
+            f"Kafka node {index + 1} on {cluster.address(index)}",
+            "kafka.log",
+            pid_file="kafka.pid",
+            holder=f"kafka launcher for node {index + 1}",
+        )
         self._cluster = cluster
         self.index = index
-        self.name = f"Kafka node {index + 1} on {cluster.address(index)}"
-        self.log_path = self.data_dir / "kafka.log"
-        self.pid_file = self.data_dir / "kafka.pid"
 
     def _start(self, timeout: float) -> None:
         cluster = self._cluster

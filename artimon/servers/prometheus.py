@@ -59,9 +59,12 @@ class PrometheusServer(ServerProcess):
         self.config = config
         self.extra_args = extra_args
         self.binary = binary or shutil.which("prometheus") or "prometheus"
-        super().__init__(data_dir, f"prometheus launcher for port {self.port}")
-        self.name = f"prometheus on {self.url}"
-        self.log_path = self.data_dir / "prometheus.log"
+        super().__init__(
+            data_dir,
+            f"prometheus on {self.url}",
+            "prometheus.log",
+            holder=f"prometheus launcher for port {self.port}",
+        )
 
     @property
     def url(self) -> str:

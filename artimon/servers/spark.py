@@ -53,11 +53,11 @@ class _Daemon(ServerProcess):
     def __init__(
         self, cluster: SparkCluster, role: str, arguments: Callable[[], list[str]], lock: DirectoryLock
     ) -> None:
-        super().__init__(cluster.work_dir, f"spark {role}", lock=lock)
+        super().__init__(
+            cluster.work_dir, f"the Spark {role} of {cluster.master_url}", f"{role}.log", lock=lock
+        )
         self._cluster = cluster
         self._arguments = arguments
-        self.name = f"the Spark {role} of {cluster.master_url}"
-        self.log_path = cluster.work_dir / f"{role}.log"
 
     def _start(self, timeout: float) -> None:
         spark_class = pyspark_jars().parent / "bin" / "spark-class"

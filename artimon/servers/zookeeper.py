@@ -83,10 +83,13 @@ class ZooKeeperServer(ServerProcess):
         self.tick_time_ms = tick_time_ms
         self.heap = heap
         self.java = java or shutil.which("java") or "java"
-        super().__init__(data_dir, f"zookeeper launcher for port {self.port}")
-        self.name = f"zookeeper server on port {self.port}"
-        self.log_path = self.data_dir / "zookeeper.log"
-        self.pid_file = self.data_dir / "zookeeper.pid"
+        super().__init__(
+            data_dir,
+            f"zookeeper server on port {self.port}",
+            "zookeeper.log",
+            pid_file="zookeeper.pid",
+            holder=f"zookeeper launcher for port {self.port}",
+        )
 
     @property
     def hosts(self) -> str:
