@@ -19,7 +19,7 @@ import pandas as pd
 import pytest
 
 from artimon.arguments.vhms import add_wal_arguments
-from artimon.cli import COMMANDS
+from artimon.cli import COMMANDS, load_command
 from bookkeeper import Bookkeeper
 from bookkeeper.process import DirectoryLock
 from vhms import FSYNC_POLICIES
@@ -108,6 +108,11 @@ def test_help_imports_no_command_dependency() -> None:
     for argv, modules in loaded.items():
         heavy = sorted({m.partition(".")[0] for m in modules} & set(HEAVY))
         assert not heavy, f"artimon {argv} imported {heavy}"
+
+
+def test_every_command_of_the_table_has_a_run() -> None:
+    for name in COMMANDS:
+        assert callable(load_command(name).run), name
 
 
 def test_a_commands_help_shows_its_arguments_and_its_description() -> None:
