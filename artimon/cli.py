@@ -1,8 +1,13 @@
 """``artimon <command>``: one entry point, a subcommand per component.
 
-Commands register in ``COMMANDS`` (name -> module path of a ``configure(parser)`` and
-``run(args) -> int`` pair), so ``artimon --help`` lists them all and a command's imports
-are paid only when it runs.
+Commands are listed in ``COMMANDS`` (name -> one line of help). Command ``<name>`` is two
+modules: ``artimon/arguments/<name>.py`` declares its arguments (``add_arguments(parser)``,
+standard library only) and ``artimon/commands/<name>.py`` runs it (``run(args) -> int``).
+Parsing fills the chosen command's parser only, and its description is the docstring of
+its ``commands`` module, read without importing it; :func:`load_command` imports the
+command's module, and with it what the command runs (Spark, the store, the HTTP server),
+only once the command line is valid, so ``artimon --help`` and ``artimon <name> --help``
+import none of it.
 
 ``artimon --zk-auth-file FILE <command>`` gives every ZooKeeper client of the command (and
 of the processes it starts) the platform's credentials, read from FILE (``user:password``),
@@ -18,38 +23,39 @@ import importlib
 import logging
 import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
 
-from bookkeeper import ZkAuthError
-from bookkeeper.zk import AUTH_ENV, AUTH_FILE_ENV, ZkAuth, resolve_zk_auth
+from artimon.arguments import LazyParser, module_doc
 
-__all__ = ["COMMANDS", "main"]
+__all__ = ["COMMANDS", "build_parser", "load_command", "main"]
 
-COMMANDS: dict[str, tuple[str, str]] = {
-    "up": ("artimon.commands.up", "run the embedded stack on this machine (--demo adds demo apps)"),
-    "agent": ("artimon.commands.agent", "run a collector agent from a Flume-style properties file"),
-    "api": ("artimon.commands.api", "serve the HTTP query API over the VHMS shards"),
-    "query": ("artimon.commands.query", "run one query and print a table, JSON or CSV"),
-    "alerts": ("artimon.commands.alerts", "evaluate alerting rules every interval and notify"),
-    "dashboards": ("artimon.commands.dashboards", "check saved dashboards (--check DIR)"),
-    "spark": ("artimon.commands.spark", "run a Spark job: raw_ingest, analyze, backfill_vhms"),
-    "vhms": ("artimon.commands.vhms", "run a VHMS shard (the multi-resolution store)"),
-    "zk": ("artimon.commands.zk", "run a ZooKeeper server from the jars in the pyspark wheel"),
-    "hdfs": ("artimon.commands.hdfs", "run a single-node HDFS (NameNode + DataNode) from Hadoop's jars"),
-    "kafka": ("artimon.commands.kafka", "run an Apache Kafka cluster (KRaft) from Apache's jars"),
-    "endpoints": ("artimon.commands.endpoints", "list the bookkeeper endpoints in ZooKeeper"),
-    "read": ("artimon.commands.read", "read one bookkeeper endpoint and print its variables"),
+COMMANDS: dict[str, str] = {
+    "up": "run the embedded stack on this machine (--demo adds demo apps)",
+    "agent": "run a collector agent from a Flume-style properties file",
+    "api": "serve the HTTP query API over the VHMS shards",
+    "query": "run one query and print a table, JSON or CSV",
+    "alerts": "evaluate alerting rules every interval and notify",
+    "dashboards": "check saved dashboards (--check DIR)",
+    "spark": "run a Spark job: raw_ingest, analyze, backfill_vhms",
+    "vhms": "run a VHMS shard (the multi-resolution store)",
+    "zk": "run a ZooKeeper server from the jars in the pyspark wheel",
+    "hdfs": "run a single-node HDFS (NameNode + DataNode) from Hadoop's jars",
+    "kafka": "run an Apache Kafka cluster (KRaft) from Apache's jars",
+    "endpoints": "list the bookkeeper endpoints in ZooKeeper",
+    "read": "read one bookkeeper endpoint and print its variables",
 }
 
 
-def _command_module(name: str) -> ModuleType:
-    """A command's module; without the platform installed, a plain message, not a traceback."""
-    try:
-        return importlib.import_module(COMMANDS[name][0])
-    except ModuleNotFoundError as exc:  # pyspark, fastapi, ...: the platform extra is not installed
-        needs = f"artimon {name} needs the platform: pip install 'artimon[platform]'"
-        raise SystemExit(f"{needs} ({exc})") from None
+def _command_arguments(name: str) -> Callable[[argparse.ArgumentParser], None]:
+    """What fills command ``name``'s parser: its description and its arguments."""
+
+    def fill(parser: argparse.ArgumentParser) -> None:
+        parser.description = module_doc(f"artimon.commands.{name}")
+        importlib.import_module(f"artimon.arguments.{name}").add_arguments(parser)
+
+    return fill
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -62,15 +68,44 @@ def build_parser() -> argparse.ArgumentParser:
         "--zk-auth-file",
         type=Path,
         default=None,
-        help=f"ZooKeeper credentials: a file holding user:password (default ${AUTH_ENV}, ${AUTH_FILE_ENV})",
+        help="ZooKeeper credentials: a file holding user:password "
+        "(default $ARTIMON_ZK_AUTH, $ARTIMON_ZK_AUTH_FILE)",
     )
-    subcommands = parser.add_subparsers(dest="command", metavar="<command>", required=True)
-    for name, (_, summary) in COMMANDS.items():
-        module = _command_module(name)
-        sub = subcommands.add_parser(name, help=summary, description=module.__doc__)
-        module.configure(sub)
-        sub.set_defaults(run=module.run)
+    subcommands = parser.add_subparsers(
+        dest="command", metavar="<command>", required=True, parser_class=LazyParser
+    )
+    for name, summary in COMMANDS.items():
+        subcommands.add_parser(name, help=summary, fill=_command_arguments(name))
     return parser
+
+
+def load_command(name: str) -> ModuleType:
+    """The module that runs command ``name`` (its ``run(args)``): the one place a command's
+    dependencies are imported; without the platform installed, a plain message, not a
+    traceback."""
+    try:
+        return importlib.import_module(f"artimon.commands.{name}")
+    except ModuleNotFoundError as exc:  # pyspark, fastapi, ...: the platform extra is not installed
+        needs = f"artimon {name} needs the platform: pip install 'artimon[platform]'"
+        raise SystemExit(f"{needs} ({exc})") from None
+
+
+def _use_zk_auth(args: argparse.Namespace) -> int | None:
+    """Apply ``--zk-auth-file`` (or check the environment's credentials); 2 if they are
+    not ``user:password``. The ZooKeeper client loads here, past ``--help``."""
+    from bookkeeper import ZkAuthError
+    from bookkeeper.zk import AUTH_ENV, AUTH_FILE_ENV, ZkAuth, resolve_zk_auth
+
+    try:
+        if args.zk_auth_file is not None:
+            ZkAuth.from_file(args.zk_auth_file)
+            os.environ.pop(AUTH_ENV, None)  # the command line wins
+            os.environ[AUTH_FILE_ENV] = str(args.zk_auth_file.resolve())
+        resolve_zk_auth()
+    except ZkAuthError as exc:
+        print(f"artimon: {exc}", file=sys.stderr)
+        return 2
+    return None
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -82,17 +117,11 @@ def main(argv: list[str] | None = None) -> int:
     )
     for chatty in ("kazoo", "httpx"):  # a line per connection or request drowns the command's own
         logging.getLogger(chatty).setLevel(logging.WARNING if not args.verbose else logging.DEBUG)
+    refused = _use_zk_auth(args)
+    if refused is not None:
+        return refused
     try:
-        if args.zk_auth_file is not None:
-            ZkAuth.from_file(args.zk_auth_file)
-            os.environ.pop(AUTH_ENV, None)  # the command line wins
-            os.environ[AUTH_FILE_ENV] = str(args.zk_auth_file.resolve())
-        resolve_zk_auth()
-    except ZkAuthError as exc:
-        print(f"artimon: {exc}", file=sys.stderr)
-        return 2
-    try:
-        return int(args.run(args))
+        return int(load_command(args.command).run(args))
     except KeyboardInterrupt:
         return 130
     except BrokenPipeError:  # output piped to a reader that left (`| head`): not an error

@@ -1,9 +1,12 @@
 """The whole stack as separate processes, as an operator runs it, with faults to inject:
-the harness of the accounting test, reusable by benchmarks and by hand.
+the harness of the accounting test, reusable by benchmarks and by hand. Its parts serve
+alone too: :func:`start_agent_process` runs one agent (``artimon agent -f ... -n ...``) so
+that it can be killed with SIGKILL, :func:`start_ready_process` any command that prints a
+ready line.
 
 :class:`Stack` starts, all under one directory:
 
-- ZooKeeper (:class:`~bookkeeper.testing.zkserver.ZooKeeperServer`, restartable on its port);
+- ZooKeeper (:class:`~artimon.servers.ZooKeeperServer`, restartable on its port);
 - a VHMS shard (``artimon vhms``) whose finest resolution is the polling interval, so each
   round has a bucket of its own, for ``ring_seconds`` (an hour by default);
 - applications (``python -m bookkeeper.testing --aligned``) whose counters follow
@@ -33,18 +36,20 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import httpx
 
-from bookkeeper.testing import AppProcess, ZooKeeperServer, formula_value, free_port, start_app
+from artimon.servers import ZooKeeperServer, free_port
+from bookkeeper.ground import spawn
+from bookkeeper.testing import AppProcess, formula_value, start_app
 from bookkeeper.wire import parse_series
-from collector_agent import start_agent_process, start_ready_process
 from vhms import VhmsClient
 
-__all__ = ["Stack", "StackProcess"]
+__all__ = ["Stack", "StackProcess", "start_agent_process", "start_ready_process"]
 
 AGENT = """
 a.sources = poll flume
@@ -91,6 +96,51 @@ a.sinks.land.deadLetter.dir = {root}/agent/dead-letter
 a.sinks.drop.type = null
 a.sinks.drop.channel = flume
 """
+
+
+def start_agent_process(
+    config: Path,
+    name: str,
+    *,
+    timeout: float = 60.0,
+    monitor_port: int | None = None,
+    reload_interval: float = 0.0,
+) -> subprocess.Popen[str]:
+    """Start ``artimon agent`` on ``config`` (its log appended to ``<config>.log``) and wait
+    for its "running" line; ``RuntimeError`` if it does not come within ``timeout``. The
+    agent serves its metrics on ``monitor_port`` if given, and re-reads ``config`` every
+    ``reload_interval`` seconds if that is not 0."""
+    monitor = ["--no-monitor"] if monitor_port is None else ["--monitor-port", str(monitor_port)]
+    command = [sys.executable, "-m", "artimon", "agent", "-f", str(config), "-n", name, *monitor]
+    command += ["--reload-interval", str(reload_interval)]
+    process, _ = start_ready_process(command, config.with_suffix(".log"), "running", timeout)
+    return process
+
+
+def start_ready_process(
+    command: list[str], log: Path, ready: str, timeout: float = 60.0
+) -> tuple[subprocess.Popen[str], str]:
+    """Start ``command`` in a session of its own (stderr appended to ``log``) and wait for its
+    first line of output, which must contain ``ready``; returns the process and that line.
+    ``RuntimeError`` (the process killed) if it does not come within ``timeout``."""
+    with open(log, "a") as log_file:
+        process = spawn(
+            command,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=log_file,
+            text=True,
+            start_new_session=True,
+        )
+    line: list[str] = []
+    reader = threading.Thread(target=lambda: line.append(process.stdout.readline()), daemon=True)  # type: ignore[union-attr]
+    reader.start()
+    reader.join(timeout)
+    if not line or ready not in line[0]:
+        process.kill()
+        process.wait()
+        raise RuntimeError(f"{' '.join(command[2:5])} did not start: {line}; see {log}")
+    return process, line[0].strip()
 
 
 @dataclass

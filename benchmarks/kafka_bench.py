@@ -45,9 +45,9 @@ from typing import Any
 from _report import report
 from confluent_kafka import Consumer, TopicPartition
 
+from artimon.servers import KafkaCluster
 from bookkeeper import Bookkeeper
 from bookkeeper.ground import encode_sample_batch
-from bookkeeper.testing import KafkaCluster
 from collector_agent import ChannelProcessor, Context, Event, Status
 from collector_agent.channels.base import BasicChannel
 from collector_agent.channels.file import FileChannel

@@ -19,8 +19,8 @@ from pathlib import Path
 
 from _report import report
 
+from artimon.servers import ZooKeeperServer
 from bookkeeper.testing import start_app
-from bookkeeper.testing.zkserver import ZooKeeperServer
 from collector_agent import Agent
 
 CONFIG = """

@@ -50,8 +50,8 @@ from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Any
 
+from artimon.servers import PrometheusServer, free_port
 from bookkeeper.ground import BackgroundServer, spawn
-from bookkeeper.testing import PrometheusServer, free_port
 from collector_agent import Agent
 from query_dsl import Limits, StoreSource, create_app
 from vhms import Store, VhmsService

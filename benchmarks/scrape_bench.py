@@ -31,9 +31,9 @@ from typing import Any
 
 from _report import report
 
+from artimon.servers import ZooKeeperServer
 from bookkeeper import Bookkeeper
 from bookkeeper.testing import start_app
-from bookkeeper.testing.zkserver import ZooKeeperServer
 from collector_agent import Agent
 
 AGENT = """

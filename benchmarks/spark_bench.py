@@ -39,9 +39,9 @@ from typing import Any
 import numpy as np
 from _report import report
 
+from artimon.servers import HdfsServer, SparkCluster
 from bookkeeper.batch import SampleBatch
 from bookkeeper.ground import LandingWriter, encode_sample_batch, encode_trailer
-from bookkeeper.testing import HdfsServer, SparkCluster
 from spark_jobs import analyze, raw_ingest
 from spark_jobs.session import spark_session
 from spark_jobs.testing import write_counters

@@ -33,7 +33,6 @@ from collector_agent.reloader import ConfigWatcher
 from collector_agent.sinks.base import BatchSink, Sink
 from collector_agent.sources.base import EventDrivenSource, PollableSource, Source
 from collector_agent.status import Status
-from collector_agent.testing import start_agent_process, start_ready_process
 
 __all__ = [
     "Agent",
@@ -72,6 +71,4 @@ __all__ = [
     "load_properties",
     "parse_agent",
     "register",
-    "start_agent_process",
-    "start_ready_process",
 ]

@@ -16,8 +16,7 @@ import pytest
 from hypothesis import strategies as st
 from support import TlsFiles, wait_until
 
-from bookkeeper.testing import SparkCluster
-from bookkeeper.testing.zkserver import ZooKeeperServer
+from artimon.servers import SparkCluster, ZooKeeperServer
 
 
 @pytest.fixture(scope="session")

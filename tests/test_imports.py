@@ -80,3 +80,37 @@ def test_cross_package_imports_use_only_curated_surfaces(package: str) -> None:
         exported = set(getattr(imported, "__all__", ()))
         wrong.extend(f"{place}: {name} is not in its __all__" for name in names if name not in exported)
     assert not wrong, "\n".join(wrong)
+
+
+def _is_testing(module: str) -> bool:
+    return "testing" in module.split(".")
+
+
+def _imported(path: Path) -> list[tuple[int, str]]:
+    """(line, module) of every import in ``path``, relative ones resolved; ``from m import n``
+    counts as ``m`` and ``m.n`` (``n`` may be a module)."""
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    package = parts if path.name == "__init__.py" else parts[:-1]
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.ImportFrom):
+            base = package[: len(package) - node.level + 1] if node.level else []
+            module = ".".join([*base, *([node.module] if node.module else [])])
+            found += [(node.lineno, module), *((node.lineno, f"{module}.{a.name}") for a in node.names)]
+        elif isinstance(node, ast.Import):
+            found += [(node.lineno, alias.name) for alias in node.names]
+    return found
+
+
+@pytest.mark.parametrize("package", PACKAGES)
+def test_no_product_module_imports_a_testing_module(package: str) -> None:
+    """Harnesses serve tests; launchers and whatever a command runs are product code
+    (docs/architecture.md), so no module outside a ``testing`` module or package imports
+    one, of its own package or another's."""
+    wrong = []
+    for path in sorted((ROOT / package).rglob("*.py")):
+        where = path.relative_to(ROOT)
+        if _is_testing(".".join(where.with_suffix("").parts)):
+            continue
+        wrong += [f"{where}:{line}: imports {m}" for line, m in _imported(path) if _is_testing(m)]
+    assert not wrong, "\n".join(wrong)

@@ -16,6 +16,7 @@ PACKAGES = [
     "query_dsl.alerts.notifiers",
     "spark_jobs",
     "artimon",
+    "artimon.servers",
 ]
 
 

@@ -20,7 +20,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from bookkeeper.testing import SparkCluster
+from artimon.servers import SparkCluster
 
 log = logging.getLogger(__name__)
 

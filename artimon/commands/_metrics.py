@@ -17,21 +17,11 @@ from pathlib import Path
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.metrics_core import Metric
 
+from artimon.servers import four_letter_word
 from bookkeeper.ground import BackgroundServer
-from bookkeeper.testing import four_letter_word
 from query_dsl import Collector, metrics_app
 
-__all__ = ["LandingBacklog", "ZooKeeperMetrics", "add_metrics_arguments", "serve_metrics"]
-
-
-def add_metrics_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--metrics-port",
-        type=int,
-        default=None,
-        help="serve /metrics (Prometheus text) and /health on this port (0: any free; default: none)",
-    )
-    parser.add_argument("--metrics-host", default="127.0.0.1", help="bind address of --metrics-port")
+__all__ = ["LandingBacklog", "ZooKeeperMetrics", "serve_metrics"]
 
 
 def serve_metrics(

@@ -13,41 +13,9 @@ import argparse
 import logging
 import os
 import sys
-from pathlib import Path
 
 from artimon.commands._signals import stop_event
 from collector_agent import Agent, AgentError, ConfigurationError, ConfigWatcher, MonitorServer, SelfReporter
-
-
-def configure(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("-f", "--conf-file", type=Path, required=True, help="the properties file")
-    parser.add_argument("-n", "--name", required=True, help="the agent's name in the file (a1 in a1.sources)")
-    parser.add_argument("--monitor-host", default="127.0.0.1", help="monitoring bind address")
-    parser.add_argument("--monitor-port", type=int, default=41414, help="monitoring port (0: any free one)")
-    parser.add_argument("--no-monitor", action="store_true", help="no monitoring HTTP server")
-    parser.add_argument(
-        "--reload-interval", type=float, default=30.0, help="seconds between file checks (0: never)"
-    )
-    parser.add_argument("--zk", default=None, help="ZooKeeper for the agent's self-report and central config")
-    parser.add_argument(
-        "--report-host",
-        default="127.0.0.1",
-        help="bind address of the self-report endpoint (with --zk); 0.0.0.0 for every interface, "
-        "which registers the outward address so that agents on other hosts can poll it",
-    )
-    parser.add_argument(
-        "--config-from-zk", action="store_true", help="also watch /artimon/config/agents/<name>"
-    )
-    parser.add_argument(
-        "--check",
-        action="store_true",
-        help="only check the file: print its problems and unknown keys, exit 1 on an error (as promtool)",
-    )
-    parser.add_argument(
-        "--allow-remote-classes",
-        action="store_true",
-        help="let the znode's configuration name module:Class types (default: registered aliases only)",
-    )
 
 
 def run(args: argparse.Namespace) -> int:

@@ -14,12 +14,11 @@ that Alertmanager (its v2 API), resent each minute while they fire. See docs/ale
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from dataclasses import replace
 from pathlib import Path
 
-from artimon.commands._metrics import add_metrics_arguments, serve_metrics
+from artimon.commands._metrics import serve_metrics
 from artimon.commands._signals import stop_event
 from query_dsl import Client, QueryError, ShardedSource
 from query_dsl.alerts import (
@@ -39,43 +38,6 @@ from query_dsl.alerts import (
     iso_time,
     load_rules,
 )
-
-
-def configure(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("-f", "--file", type=Path, help="the rules file (YAML: ours or Prometheus's)")
-    parser.add_argument(
-        "--api", default=os.environ.get("ARTIMON_API"), help="query API URL (default $ARTIMON_API)"
-    )
-    parser.add_argument("--zk", default=None, help="query the shards registered in this ZooKeeper instead")
-    parser.add_argument("--token", default=os.environ.get("ARTIMON_API_TOKEN"), help="bearer token for --api")
-    parser.add_argument(
-        "--state",
-        type=Path,
-        default=Path("artimon-data/alerts-state.json"),
-        help="where alerts are kept across restarts (default artimon-data/alerts-state.json)",
-    )
-    parser.add_argument("--once", action="store_true", help="evaluate once, notify, and exit")
-    parser.add_argument(
-        "--check",
-        nargs="*",
-        type=Path,
-        metavar="FILE",
-        help="check the rules file (or each FILE, as promtool check rules does) and exit",
-    )
-    parser.add_argument(
-        "--alertmanager",
-        action="append",
-        default=[],
-        metavar="URL",
-        help="also send every rule's alerts to this Alertmanager (repeatable)",
-    )
-    add_metrics_arguments(parser)
-    parser.add_argument(
-        "--notify-timeout",
-        type=float,
-        default=60.0,
-        help="seconds to wait for queued notifications when stopping (default 60)",
-    )
 
 
 def report(evaluation: Evaluation) -> None:

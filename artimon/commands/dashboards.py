@@ -6,14 +6,8 @@ from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
 
 from query_dsl import DashboardDirectory
-
-
-def configure(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("directory", type=Path, help="the dashboards directory (artimon api --dashboards)")
-    parser.add_argument("--check", action="store_true", required=True, help="validate every dashboard")
 
 
 def run(args: argparse.Namespace) -> int:

@@ -8,10 +8,6 @@ from bookkeeper.ground import list_endpoints
 from bookkeeper.zk import make_client, resolve_zk
 
 
-def configure(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--zk", default=None, help="connect string[/root] (default $ARTIMON_ZK)")
-
-
 def run(args: argparse.Namespace) -> int:
     connect, layout = resolve_zk(args.zk)
     client = make_client(connect)

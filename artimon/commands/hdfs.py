@@ -7,22 +7,10 @@ from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
 
 from artimon.commands._signals import stop_event
+from artimon.servers import HdfsServer, JarResolutionError
 from bookkeeper import DirectoryInUseError
-from bookkeeper.testing import HdfsServer, JarResolutionError
-
-
-def configure(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--nn-port", type=int, default=8020, help="NameNode RPC port (default 8020)")
-    parser.add_argument("--http-port", type=int, default=9870, help="NameNode HTTP port: WebHDFS, JMX (9870)")
-    parser.add_argument(
-        "--data-dir",
-        type=Path,
-        default=Path("artimon-data/hdfs"),
-        help="where the NameNode and the DataNode keep their data, logs and conf (./artimon-data/hdfs)",
-    )
 
 
 def run(args: argparse.Namespace) -> int:

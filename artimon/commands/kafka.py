@@ -6,28 +6,10 @@ from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
 
 from artimon.commands._signals import stop_event
+from artimon.servers import KafkaCluster
 from bookkeeper import DirectoryInUseError
-from bookkeeper.testing import KafkaCluster
-
-
-def configure(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--port",
-        type=int,
-        default=9092,
-        help="first broker's port; broker n listens on port+n-1 (default 9092; 0 picks free ports)",
-    )
-    parser.add_argument("--brokers", type=int, default=1, help="nodes, each broker and controller (1 or 3)")
-    parser.add_argument(
-        "--data-dir",
-        type=Path,
-        default=Path("artimon-data/kafka"),
-        help="where the nodes keep their logs (default ./artimon-data/kafka)",
-    )
-    parser.add_argument("--heap", default="512m", help="JVM heap of each node (default 512m)")
 
 
 def run(args: argparse.Namespace) -> int:

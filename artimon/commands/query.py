@@ -6,26 +6,12 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import os
 import sys
 import time
 from typing import Any
 
 from bookkeeper.wire import format_labels
 from query_dsl import Client, Evaluator, Matrix, QueryError, ShardedSource, strings_answer, to_csv
-
-
-def configure(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("query", help="the query, e.g. 'fetch(\"http.requests\", last=10m) | map(rate, 5m)'")
-    parser.add_argument(
-        "--url", default=os.environ.get("ARTIMON_API"), help="query API URL (default $ARTIMON_API)"
-    )
-    parser.add_argument("--zk", default=None, help="read the shards registered in this ZooKeeper instead")
-    parser.add_argument("--token", default=os.environ.get("ARTIMON_API_TOKEN"), help="bearer token for --url")
-    parser.add_argument("--format", choices=["table", "json", "csv"], default="table")
-    parser.add_argument(
-        "--last", type=int, default=8, help="instants shown per series in a table (default 8)"
-    )
 
 
 def _table(result: Matrix | float, last: int) -> str:

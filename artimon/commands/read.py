@@ -8,11 +8,6 @@ import sys
 from bookkeeper import BookkeeperError, format_line, read_endpoint
 
 
-def configure(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("address", help="HOST:PORT of the endpoint")
-    parser.add_argument("--timeout", type=float, default=10.0, help="seconds (default 10)")
-
-
 def run(args: argparse.Namespace) -> int:
     host, _, port = args.address.rpartition(":")
     if not host or not port.isdigit():

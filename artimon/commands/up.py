@@ -58,10 +58,11 @@ from artimon.commands._history import HistoryJob
 from artimon.commands._metrics import LandingBacklog, ZooKeeperMetrics
 from artimon.commands._signals import stop_event
 from artimon.commands.alerts import report as report_alerts
-from artimon.commands.vhms import add_wal_arguments, wal_options
+from artimon.commands.vhms import wal_options
+from artimon.demo import DemoApps
+from artimon.servers import HdfsServer, KafkaCluster, SparkCluster, ZooKeeperServer, free_port
 from bookkeeper import DirectoryInUseError
 from bookkeeper.ground import BackgroundServer, DirectoryLock
-from bookkeeper.testing import DemoApps, HdfsServer, KafkaCluster, SparkCluster, ZooKeeperServer, free_port
 from collector_agent import Agent, ConfigWatcher, MonitorServer, SelfReporter
 from query_dsl import EXAMPLES, StoreSource, create_app
 from query_dsl.alerts import AlertEngine, AlertEngineMetrics, EvaluatorSource, load_rules
@@ -201,52 +202,6 @@ store.sinks.land.deadLetter.dir = ${ARTIMON_DATA_DIR}/dead-letter
 """
 KAFKA_AGENTS = _KAFKA_AGENTS.replace("{self_sources}", _self_sources("store", "tostore"))
 READY_QUERY = 'fetch("http.requests", last=10m) | map(rate, {window}) | reduce(sum, by=[method])'
-
-
-def configure(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--demo", action="store_true", help="add demo applications and alerting rules")
-    parser.add_argument(
-        "--data-dir",
-        type=Path,
-        default=Path("artimon-data"),
-        help="where every component keeps its data (default ./artimon-data)",
-    )
-    parser.add_argument(
-        "--interval",
-        type=float,
-        default=None,
-        help="seconds between polling rounds (default 60, 5 with --demo)",
-    )
-    parser.add_argument("--rounds", type=int, default=0, help="stop after N rounds (0: never)")
-    parser.add_argument(
-        "--zk-port", type=int, default=2181, help="ZooKeeper's port (default 2181; 0: any free one)"
-    )
-    parser.add_argument("--api-port", type=int, default=8080, help="query API port (0: any free one)")
-    parser.add_argument(
-        "--thrift-port", type=int, default=4141, help="the agent's Flume Thrift source port (0: any free one)"
-    )
-    parser.add_argument(
-        "--host", default="127.0.0.1", help="bind address of every listener (0.0.0.0 for every interface)"
-    )
-    parser.add_argument("--no-spark", action="store_true", help="no Spark raw_ingest (no Parquet history)")
-    parser.add_argument(
-        "--hdfs", action="store_true", help="keep the history on an embedded HDFS (hdfs://), not in file://"
-    )
-    parser.add_argument(
-        "--hdfs-port", type=int, default=0, help="the NameNode's port with --hdfs (0: any free)"
-    )
-    parser.add_argument(
-        "--cluster",
-        action="store_true",
-        help="run Spark's jobs on a standalone master and worker of their own (under <data-dir>/spark)",
-    )
-    parser.add_argument(
-        "--kafka",
-        action="store_true",
-        help="Kafka between the polling agent and the store agent (a local broker unless $ARTIMON_KAFKA "
-        "names bootstrap servers); agents in <data-dir>/agents-kafka.properties",
-    )
-    add_wal_arguments(parser)
 
 
 def _backfill(vhms: VhmsService, history: str) -> Callable[[Any], None]:

@@ -6,22 +6,10 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from pathlib import Path
 
 from artimon.commands._signals import stop_event
+from artimon.servers import ZooKeeperServer, four_letter_word
 from bookkeeper import DirectoryInUseError
-from bookkeeper.testing import ZooKeeperServer, four_letter_word
-
-
-def configure(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--host", default="127.0.0.1", help="bind address (0.0.0.0 for every interface)")
-    parser.add_argument("--port", type=int, default=2181, help="client port (default 2181)")
-    parser.add_argument(
-        "--data-dir",
-        type=Path,
-        default=Path("artimon-data/zookeeper"),
-        help="where ZooKeeper keeps its data and log (default ./artimon-data/zookeeper)",
-    )
 
 
 def run(args: argparse.Namespace) -> int:

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import queue
@@ -17,9 +18,11 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from artimon.cli import COMMANDS
+from artimon.arguments.vhms import add_wal_arguments
+from artimon.cli import COMMANDS, load_command
 from bookkeeper import Bookkeeper
 from bookkeeper.ground import DirectoryLock
+from vhms import FSYNC_POLICIES
 
 ARTIMON = [sys.executable, "-m", "artimon"]
 FREE_PORTS = ["--api-port", "0", "--zk-port", "0", "--thrift-port", "0"]  # artimon up beside other tests
@@ -73,6 +76,58 @@ def test_help_lists_every_command() -> None:
     assert result.returncode == 0
     for name in COMMANDS:
         assert name in result.stdout
+
+
+# runs artimon's main on each command line of argv (a JSON list of lists), then prints the
+# modules loaded by then, per command line, as JSON
+_MODULES_AFTER = """
+import json, sys
+from artimon.cli import main
+loaded = {}
+for argv in json.loads(sys.argv[1]):
+    try:
+        main(argv)
+    except SystemExit:
+        pass
+    loaded[" ".join(argv)] = sorted(sys.modules)
+print(json.dumps(loaded))
+"""
+HEAVY = ("pyspark", "matplotlib", "fastapi", "pandas", "uvicorn", "confluent_kafka")
+
+
+def test_help_imports_no_command_dependency() -> None:
+    """``artimon --help`` and each ``artimon <command> --help`` read the command table and
+    the command's arguments, never what the command runs (issue 26)."""
+    argvs = [["--help"], *([name, "--help"] for name in COMMANDS)]
+    result = subprocess.run(
+        [sys.executable, "-c", _MODULES_AFTER, json.dumps(argvs)], capture_output=True, text=True, timeout=120
+    )
+    assert result.returncode == 0, result.stderr
+    loaded = json.loads(result.stdout.splitlines()[-1])
+    assert list(loaded) == [" ".join(argv) for argv in argvs]
+    for argv, modules in loaded.items():
+        heavy = sorted({m.partition(".")[0] for m in modules} & set(HEAVY))
+        assert not heavy, f"artimon {argv} imported {heavy}"
+
+
+def test_every_command_of_the_table_has_a_run() -> None:
+    for name in COMMANDS:
+        assert callable(load_command(name).run), name
+
+
+def test_a_commands_help_shows_its_arguments_and_its_description() -> None:
+    result = _run("up", "--help")
+    assert result.returncode == 0, result.stderr
+    assert "--data-dir" in result.stdout and "--wal-fsync" in result.stdout
+    assert "Run the embedded stack on this machine" in result.stdout
+    jobs = _run("spark", "analyze", "--help")  # a job's own arguments: its module's configure
+    assert jobs.returncode == 0 and "--query" in jobs.stdout
+
+
+def test_the_wal_flags_offer_exactly_the_stores_fsync_policies() -> None:
+    parser = argparse.ArgumentParser()
+    add_wal_arguments(parser)
+    assert "{" + ",".join(FSYNC_POLICIES) + "}" in parser.format_usage()
 
 
 def test_spark_refuses_a_setting_that_is_not_key_value() -> None:
@@ -224,7 +279,7 @@ def test_zk_command_checks_an_external_ensemble(zk_hosts: str) -> None:
 def test_zk_command_serves_until_ctrl_c(tmp_path) -> None:
     import signal
 
-    from bookkeeper.testing.zkserver import four_letter_word, free_port
+    from artimon.servers import four_letter_word, free_port
 
     port = free_port()
     env = {k: v for k, v in os.environ.items() if k != "ARTIMON_ZK"}
@@ -265,7 +320,7 @@ def test_agent_command_refuses_a_bad_configuration_with_exit_2(tmp_path) -> None
 def test_agent_command_runs_serves_metrics_and_stops_on_sigterm(tmp_path) -> None:
     import httpx
 
-    from bookkeeper.testing.zkserver import free_port
+    from artimon.servers import free_port
 
     conf = tmp_path / "agent.properties"
     conf.write_text(
@@ -343,7 +398,7 @@ def test_query_table_shows_the_labels_that_vary_however_long_the_names() -> None
 
 
 def test_failures_are_one_line_not_a_traceback(tmp_path) -> None:
-    from bookkeeper.testing import free_port
+    from artimon.servers import free_port
 
     unreachable = _run("query", "--url", f"http://127.0.0.1:{free_port()}", 'fetch("x")')
     assert unreachable.returncode == 1 and "does not answer" in unreachable.stderr
@@ -383,7 +438,7 @@ def test_failures_are_one_line_not_a_traceback(tmp_path) -> None:
 def test_api_command_serves_saved_dashboards(tmp_path) -> None:
     import httpx
 
-    from bookkeeper.testing.zkserver import free_port
+    from artimon.servers import free_port
     from query_dsl.dashboards import EXAMPLES
 
     missing = _run("api", "--dashboards", str(tmp_path / "nope"))
@@ -431,7 +486,7 @@ def test_dashboards_check(tmp_path) -> None:
 def test_vhms_and_api_commands_speak_tls(tmp_path, tls_files) -> None:
     import httpx
 
-    from bookkeeper.testing.zkserver import free_port
+    from artimon.servers import free_port
 
     refused = _run("vhms", "--no-register", "--tls-key", str(tls_files.server))
     assert refused.returncode == 2 and "need --tls-cert" in refused.stderr

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from bookkeeper.testing import free_port
+from artimon.servers import free_port
 
 pytestmark = pytest.mark.slow
 

@@ -16,9 +16,10 @@ from pathlib import Path
 
 import pytest
 
+from artimon.servers import free_port
 from bookkeeper import EndpointInfo, resolve_zk
 from bookkeeper.ground import list_endpoints
-from bookkeeper.testing import Listener, free_port, listening
+from bookkeeper.testing import Listener, listening
 from bookkeeper.zk import make_client
 
 ARTIMON = [sys.executable, "-m", "artimon"]

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from bookkeeper.testing import HdfsServer
+from artimon.servers import HdfsServer
 
 ARTIMON = [sys.executable, "-m", "artimon"]
 STOP_BOUND = 90.0  # seconds from SIGTERM to exit; the trigger is 300 s away

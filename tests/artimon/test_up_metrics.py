@@ -17,7 +17,7 @@ from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 from artimon.commands._metrics import LandingBacklog, ZooKeeperMetrics
-from bookkeeper.testing import ZooKeeperServer, free_port
+from artimon.servers import ZooKeeperServer, free_port
 
 
 def values(collector: LandingBacklog | ZooKeeperMetrics) -> dict[str, float]:

@@ -13,9 +13,10 @@ from kazoo.client import KazooClient
 from kazoo.exceptions import NoAuthError
 from kazoo.security import OPEN_ACL_UNSAFE
 
+from artimon.servers import ZooKeeperServer
 from bookkeeper import Bookkeeper, ZkAccessError, ZkAuthError
 from bookkeeper.ground import list_endpoints
-from bookkeeper.testing import ZooKeeperServer, start_app
+from bookkeeper.testing import start_app
 from bookkeeper.zk import (
     AUTH_ENV,
     AUTH_FILE_ENV,

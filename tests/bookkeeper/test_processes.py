@@ -12,15 +12,16 @@ from pathlib import Path
 
 import pytest
 
+from artimon.servers import ZooKeeperServer, four_letter_word
 from bookkeeper import DirectoryInUseError
 from bookkeeper.ground import DirectoryLock, spawn
-from bookkeeper.testing import ZooKeeperServer, four_letter_word, running
+from bookkeeper.testing import running
 
 # Starts ZooKeeper from a thread that ends at once (Linux ties the parent-death signal to
 # the thread that forked), prints the server's PID and port, then waits to be killed.
 LAUNCHER = """
 import sys, threading, time
-from bookkeeper.testing import ZooKeeperServer
+from artimon.servers import ZooKeeperServer
 server = ZooKeeperServer(sys.argv[1], tick_time_ms=500)
 thread = threading.Thread(target=server.start)
 thread.start()

@@ -7,10 +7,10 @@ import pytest
 from kazoo.client import KazooClient
 from support import wait_until
 
+from artimon.servers import ZooKeeperServer
 from bookkeeper import Bookkeeper, EndpointInfo, read_endpoint, resolve_zk
 from bookkeeper.ground import list_endpoints
 from bookkeeper.testing import AppProcess, expire_session, start_app
-from bookkeeper.testing.zkserver import ZooKeeperServer
 from bookkeeper.zk.registration import RegistrationState
 
 

@@ -10,8 +10,9 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
+from artimon.testing import start_agent_process
 from bookkeeper.testing import running
-from collector_agent import Agent, ChannelException, start_agent_process
+from collector_agent import Agent, ChannelException
 
 CONFIG = """
 a1.sources = r1
@@ -30,7 +31,7 @@ a1.sinks.k1.channel = c1
 PARENT = """
 import sys, time
 from pathlib import Path
-from collector_agent import start_agent_process
+from artimon.testing import start_agent_process
 agent = start_agent_process(Path(sys.argv[1]), "a1")
 print(agent.pid, flush=True)
 time.sleep(600)

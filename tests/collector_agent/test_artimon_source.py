@@ -16,13 +16,13 @@ from typing import Any
 import pytest
 from kazoo.client import KazooClient
 
+from artimon.servers import ZooKeeperServer
+from artimon.testing import start_agent_process
 from bookkeeper import Bookkeeper, EndpointInfo, resolve_zk
 from bookkeeper.testing import AppProcess, start_app
-from bookkeeper.testing.zkserver import ZooKeeperServer
 from bookkeeper.wire import FramedThriftServer, endpoint_thrift
 from collector_agent import Agent, Event
 from collector_agent.group import owner
-from collector_agent.testing import start_agent_process
 
 POLLER = """
 g.sources = poll

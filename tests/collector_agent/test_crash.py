@@ -17,9 +17,9 @@ from flume_gen.ttypes import Status, ThriftFlumeEvent
 from thrift.protocol import TCompactProtocol
 from thrift.transport import TSocket, TTransport
 
-from bookkeeper.testing.zkserver import free_port
+from artimon.servers import free_port
+from artimon.testing import start_agent_process
 from collector_agent import Agent
-from collector_agent.testing import start_agent_process
 
 MIDDLE = """
 m.sources = in

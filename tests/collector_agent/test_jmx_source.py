@@ -15,8 +15,7 @@ from typing import Any
 import pytest
 from kazoo.client import KazooClient
 
-from bookkeeper.testing import resolve_jars
-from bookkeeper.testing.zkserver import ZooKeeperServer, free_port
+from artimon.servers import ZooKeeperServer, free_port, resolve_jars
 from collector_agent import Agent, Context, load_properties
 from collector_agent.registry import resolve
 from collector_agent.sources.jmx import mbean_samples, parse_object_name

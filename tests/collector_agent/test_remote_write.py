@@ -20,7 +20,7 @@ import httpx
 import numpy as np
 import pytest
 
-from bookkeeper.testing import PrometheusServer, free_port
+from artimon.servers import PrometheusServer, free_port
 from collector_agent import Agent
 from collector_agent.remote_write import messages
 from vhms import Store

@@ -20,13 +20,13 @@ from hypothesis import strategies as st
 from support import cpu_seconds, vm_rss_kb, wait_until
 from thriftpy2.protocol import TCompactProtocolFactory, TCyBinaryProtocolFactory
 
+from artimon.servers import free_port
+from artimon.testing import start_agent_process
 from bookkeeper import MalformedFrameError
 from bookkeeper.testing import AppProcess, start_app
-from bookkeeper.testing.zkserver import free_port
 from bookkeeper.wire import FramedClient
 from collector_agent import Agent
 from collector_agent._flume_thrift import flume_thrift
-from collector_agent.testing import start_agent_process
 
 Event = flume_thrift.ThriftFlumeEvent
 OK = flume_thrift.Status.OK

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from bookkeeper.testing import KafkaCluster
+from artimon.servers import KafkaCluster
 
 
 @pytest.fixture(scope="session")

@@ -10,9 +10,9 @@ from pathlib import Path
 
 from confluent_kafka import Consumer, Producer, TopicPartition
 
+from artimon.servers import KafkaCluster
 from bookkeeper import Bookkeeper
 from bookkeeper.ground import decode_sample_batch, encode_sample_batch
-from bookkeeper.testing import KafkaCluster
 from collector_agent import BasicChannel, ChannelProcessor, Context, Event, MemoryChannel, Status
 from collector_agent.channels.kafka import KafkaChannel
 from collector_agent.selectors.replicating import ReplicatingChannelSelector

@@ -15,9 +15,9 @@ import pytest
 from confluent_kafka import Consumer, TopicPartition
 from kafka_helpers import kafka_sink, kafka_source, memory_channel
 
+from artimon.servers import KafkaCluster
 from bookkeeper import Bookkeeper, SampleBatch
 from bookkeeper.ground import encode_sample_batch
-from bookkeeper.testing import KafkaCluster
 from collector_agent import Context, Event, Status
 from collector_agent.sinks.vhms import VhmsSink
 from vhms import Store, VhmsService

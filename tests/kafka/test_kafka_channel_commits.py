@@ -15,7 +15,7 @@ from pathlib import Path
 from confluent_kafka import Consumer, TopicPartition
 from kafka_helpers import kafka_channel, put, sample_events
 
-from bookkeeper.testing import KafkaCluster
+from artimon.servers import KafkaCluster
 from collector_agent import Event
 from collector_agent.channels.kafka import KafkaChannel
 

@@ -9,8 +9,8 @@ import sys
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 
+from artimon.servers import KafkaCluster, free_port
 from bookkeeper import DirectoryInUseError
-from bookkeeper.testing import KafkaCluster, free_port
 
 
 def _produce(bootstrap: str, topic: str, values: list[bytes]) -> None:

@@ -24,7 +24,7 @@ from kafka_helpers import (
     samples,
 )
 
-from bookkeeper.testing import KafkaCluster
+from artimon.servers import KafkaCluster
 from collector_agent import ConfigurationError, Context, Event, Status
 from collector_agent.channels.kafka import KafkaChannel
 from collector_agent.kafka_records import record_from_event

@@ -15,10 +15,10 @@ from pathlib import Path
 import pytest
 from kafka_helpers import produce_events, put, sample_events, samples, topic_samples, topic_size
 
-from bookkeeper.testing import KafkaCluster
+from artimon.servers import KafkaCluster
+from artimon.testing import start_agent_process
 from collector_agent import Context, EventDeliveryException, MemoryChannel, Status
 from collector_agent.sinks.kafka import KafkaSink
-from collector_agent.testing import start_agent_process
 
 Wait = Callable[..., None]
 

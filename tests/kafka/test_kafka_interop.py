@@ -9,7 +9,7 @@ from pathlib import Path
 
 from kafka_helpers import drain, kafka_source, memory_channel, publish, run_until
 
-from bookkeeper.testing import KafkaCluster, kafka_tool_command
+from artimon.servers import KafkaCluster, kafka_tool_command
 from collector_agent import Event
 
 

@@ -19,8 +19,8 @@ import numpy as np
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from artimon.servers import free_port
 from bookkeeper.ground import BackgroundServer
-from bookkeeper.testing.zkserver import free_port
 from query_dsl import StoreSource
 from query_dsl.alerts import AlertEngine, EvaluatorSource, load_rules
 from query_dsl.api import create_app

@@ -23,8 +23,8 @@ from aiosmtpd.smtp import AuthResult, Envelope, LoginPassword, Session
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 
+from artimon.servers import free_port
 from bookkeeper.ground import BackgroundServer
-from bookkeeper.testing.zkserver import free_port
 from query_dsl.alerts import (
     Alert,
     AlertState,

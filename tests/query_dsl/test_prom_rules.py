@@ -18,8 +18,8 @@ import httpx
 import numpy as np
 import pytest
 
+from artimon.servers import AlertmanagerServer
 from bookkeeper.ground import BackgroundServer
-from bookkeeper.testing import AlertmanagerServer
 from query_dsl import AlertRuleError, QueryError, StoreSource, create_app
 from query_dsl.alerts import (
     AlertEngine,

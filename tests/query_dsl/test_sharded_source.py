@@ -13,8 +13,8 @@ import httpx
 import numpy as np
 from support import TlsFiles
 
+from artimon.servers import ZooKeeperServer
 from bookkeeper.ground import BackgroundServer, MembershipState
-from bookkeeper.testing import ZooKeeperServer
 from bookkeeper.wire import client_context, server_context
 from query_dsl import create_app
 from query_dsl.sources import ShardedSource

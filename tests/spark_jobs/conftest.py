@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from hdfs_history import History, new_history, use_client_conf
 
-from bookkeeper.testing import HdfsServer, SparkCluster
+from artimon.servers import HdfsServer, SparkCluster
 
 
 @pytest.fixture(scope="session")

@@ -13,7 +13,7 @@ from typing import Any
 import pandas as pd
 import pytest
 
-from bookkeeper.testing import HdfsServer
+from artimon.servers import HdfsServer
 
 
 @dataclass(frozen=True)

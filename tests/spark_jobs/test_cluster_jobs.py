@@ -16,9 +16,9 @@ from typing import Any
 import numpy as np
 import pytest
 
+from artimon.servers import SparkCluster
 from bookkeeper.batch import SampleBatch
 from bookkeeper.ground import LandingWriter, encode_sample_batch, encode_trailer
-from bookkeeper.testing import SparkCluster
 from spark_jobs.testing import write_counters
 
 pytestmark = pytest.mark.slow

@@ -20,7 +20,7 @@ import pytest
 from hdfs_history import use_client_conf
 from test_raw_ingest import land, observed
 
-from bookkeeper.testing import HdfsServer
+from artimon.servers import HdfsServer
 from spark_jobs import HistoryPathError, raw_ingest
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]

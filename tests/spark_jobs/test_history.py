@@ -13,9 +13,9 @@ import pandas as pd
 import pytest
 from hdfs_history import new_history
 
+from artimon.servers import SparkCluster
 from bookkeeper import Bookkeeper
 from bookkeeper.ground import LandingWriter, decode_sample_batch, encode_sample_batch, encode_trailer
-from bookkeeper.testing import SparkCluster
 from query_dsl import Evaluator, Matrix, StoreSource
 from spark_jobs import analyze, backfill_vhms, raw_ingest
 from vhms import HashRing, ShardedClient, Store, VhmsService

@@ -8,7 +8,7 @@ from collections.abc import Callable
 
 from support import latest_values
 
-from bookkeeper.testing import HdfsServer
+from artimon.servers import HdfsServer
 from collector_agent import Agent
 from vhms import Store, VhmsService
 

@@ -12,10 +12,10 @@ import pytest
 from hdfs_history import History
 from prometheus_client.parser import text_string_to_metric_families
 
+from artimon.servers import free_port
 from bookkeeper import Bookkeeper
 from bookkeeper.batch import Sample, SampleBatch
 from bookkeeper.ground import LandingWriter, encode_sample_batch, encode_trailer
-from bookkeeper.testing import free_port
 from bookkeeper.vartype import VarType
 from spark_jobs import raw_ingest
 

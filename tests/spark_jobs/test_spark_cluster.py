@@ -8,8 +8,9 @@ from collections.abc import Callable
 
 import pytest
 
+from artimon.servers import SparkCluster
 from bookkeeper import DirectoryInUseError
-from bookkeeper.testing import SparkCluster, listening, running
+from bookkeeper.testing import listening, running
 
 pytestmark = pytest.mark.slow
 

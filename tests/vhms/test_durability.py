@@ -18,8 +18,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from artimon.testing import start_ready_process
 from bookkeeper.wire import IngestColumns
-from collector_agent import start_ready_process
 from vhms import Store, VhmsClient, VhmsService
 
 MINUTE = 60_000

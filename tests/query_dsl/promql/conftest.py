@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from artimon.servers import PrometheusServer, create_blocks
 from bookkeeper.ground import BackgroundServer
-from bookkeeper.testing import PrometheusServer, create_blocks
 from query_dsl import Limits, StoreSource, create_app
 from query_dsl.promql.dataset import Series, generate, load_store, write_openmetrics
 from vhms import Store

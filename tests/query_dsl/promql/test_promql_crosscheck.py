@@ -10,8 +10,8 @@ from typing import Any
 import httpx
 import pytest
 
+from artimon.servers import PrometheusServer
 from bookkeeper.ground import BackgroundServer
-from bookkeeper.testing import PrometheusServer
 
 C = "http_requests_total"
 T = "cpu_temp_celsius"

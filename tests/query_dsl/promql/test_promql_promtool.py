@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
+from artimon.servers import PrometheusServer
 from bookkeeper.ground import BackgroundServer
-from bookkeeper.testing import PrometheusServer
 
 EXPRESSIONS = [
     "cpu_temp_celsius",

@@ -5,7 +5,7 @@ directory, for the tests of the ``alertmanager`` notifier and users trying it.
 ``alertmanager.yml``) into ``data_dir``, runs the Alertmanager on it with its
 ``--storage.path`` in ``data_dir/data``, its web listener on 127.0.0.1 (``port``, a free
 one by default) and its cluster listener off, and waits until ``/-/ready`` answers 200.
-Like every :class:`~bookkeeper.testing.server_process.ServerProcess`, it is stopped by its
+Like every :class:`~artimon.servers.ServerProcess`, it is stopped by its
 PID, dies with its launcher and holds its data directory while it runs.
 
 Lifecycle: NEW --start()--> RUNNING --stop()--> STOPPED --start()--> RUNNING
@@ -16,8 +16,7 @@ from __future__ import annotations
 import os
 import shutil
 
-from bookkeeper.testing.server_process import ServerProcess, answers_ok
-from bookkeeper.testing.zkserver import free_port
+from artimon.servers.base import ServerProcess, answers_ok, free_port
 
 __all__ = ["AlertmanagerServer"]
 
@@ -39,7 +38,12 @@ class AlertmanagerServer(ServerProcess):
         self.port = port or free_port()
         self.config = config
         self.binary = binary or shutil.which("prometheus-alertmanager") or "prometheus-alertmanager"
-        super().__init__(data_dir, f"alertmanager launcher for port {self.port}")
+        super().__init__(
+            data_dir,
+            f"alertmanager on {self.url}",
+            "alertmanager.log",
+            holder=f"alertmanager launcher for port {self.port}",
+        )
 
     @property
     def url(self) -> str:
@@ -49,7 +53,6 @@ class AlertmanagerServer(ServerProcess):
         self.data_dir.mkdir(parents=True, exist_ok=True)
         config = self.data_dir / "alertmanager.yml"
         config.write_text(self.config)
-        log_path = self.data_dir / "alertmanager.log"
         command = [
             self.binary,
             f"--config.file={config}",
@@ -57,10 +60,4 @@ class AlertmanagerServer(ServerProcess):
             f"--web.listen-address=127.0.0.1:{self.port}",
             "--cluster.listen-address=",
         ]
-        self._launch(
-            command,
-            log_path,
-            f"alertmanager on {self.url}",
-            lambda: answers_ok(f"{self.url}/-/ready"),
-            timeout,
-        )
+        self._launch(command, lambda: answers_ok(f"{self.url}/-/ready"), timeout)

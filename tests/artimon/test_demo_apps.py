@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from artimon.demo import DemoApps
 from bookkeeper import VarType
-from bookkeeper.testing import DemoApps
 
 
 def test_every_gauge_has_a_value_before_the_apps_serve() -> None:

@@ -12,9 +12,11 @@ shuffle and scratch files and the applications' logs stay under ``work_dir``.
 ``stop()`` ends the worker, then the master, by their PIDs (SIGTERM, then SIGKILL after a
 grace period). ``kill_worker()`` SIGKILLs the worker (its executors exit when they lose it)
 and ``start_worker()`` starts a new one, on a new port, and waits until the master counts
-it; a stopped cluster starts again. The JVMs die with the process that launched them
-(:func:`bookkeeper.process.spawn`, ``spark-class`` ``exec``\\ s the JVM so the PID is its
-own), and ``work_dir`` is held (``in_use.lock``) from ``start()`` until both have exited.
+it; a stopped cluster starts again. The master and the worker are each a
+:class:`~artimon.servers.ServerProcess` sharing the lock of ``work_dir``: their JVMs die
+with the process that launched them (:func:`bookkeeper.ground.spawn`, ``spark-class``
+``exec``\\ s the JVM so the PID is its own), and ``work_dir`` is held (``in_use.lock``) from
+``start()`` until both have exited.
 
 Lifecycle: NEW --start()--> RUNNING --stop()--> STOPPED --start()--> RUNNING; while
 RUNNING: kill_worker() --> WORKERLESS --start_worker()--> RUNNING.
@@ -22,21 +24,19 @@ RUNNING: kill_worker() --> WORKERLESS --start_worker()--> RUNNING.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import logging
 import os
-import signal
-import subprocess
-import time
 import urllib.error
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from bookkeeper.ground import DirectoryLock, spawn, terminate
-from bookkeeper.testing.zkserver import free_port, pyspark_jars
+from artimon.servers.base import ServerProcess, free_port, wait_ready
+from artimon.servers.zookeeper import pyspark_jars
+from bookkeeper.ground import DirectoryLock
 
 __all__ = ["SparkCluster"]
 
@@ -45,6 +45,24 @@ log = logging.getLogger(__name__)
 _MASTER = "org.apache.spark.deploy.master.Master"
 _WORKER = "org.apache.spark.deploy.worker.Worker"
 _STATUS_MAX_BYTES = 1 << 20  # the master's JSON for one worker and a few applications: a few KB
+
+
+class _Daemon(ServerProcess):
+    """The master or the worker of a :class:`SparkCluster`: one JVM, holding its lock."""
+
+    def __init__(
+        self, cluster: SparkCluster, role: str, arguments: Callable[[], list[str]], lock: DirectoryLock
+    ) -> None:
+        super().__init__(
+            cluster.work_dir, f"the Spark {role} of {cluster.master_url}", f"{role}.log", lock=lock
+        )
+        self._cluster = cluster
+        self._arguments = arguments
+
+    def _start(self, timeout: float) -> None:
+        spark_class = pyspark_jars().parent / "bin" / "spark-class"
+        command = [str(spark_class), *self._arguments()]
+        self._launch(command, self._cluster.worker_alive, timeout, env=self._cluster._environment())
 
 
 class SparkCluster:
@@ -69,9 +87,10 @@ class SparkCluster:
         self.worker_memory = worker_memory
         self.daemon_heap = daemon_heap
         self.worker_port = 0
-        self.master: subprocess.Popen[bytes] | None = None
-        self.worker: subprocess.Popen[bytes] | None = None
         self._lock = DirectoryLock(self.work_dir, f"spark cluster launcher for {self.master_url}")
+        master = [_MASTER, "--host", host, "--port", str(self.port), "--webui-port", str(self.web_port)]
+        self._master = _Daemon(self, "master", lambda: master, self._lock)
+        self._worker = _Daemon(self, "worker", self._worker_arguments, self._lock)
 
     @property
     def master_url(self) -> str:
@@ -116,102 +135,60 @@ class SparkCluster:
             "SPARK_LOG_DIR": str(self.work_dir.resolve() / "logs"),
         }
 
-    def _spawn(self, role: str, arguments: list[str]) -> subprocess.Popen[bytes]:
-        spark_class = pyspark_jars().parent / "bin" / "spark-class"
-        with open(self.work_dir / f"{role}.log", "ab") as output:
-            process = spawn(
-                [str(spark_class), *arguments],
-                env=self._environment(),
-                stdout=output,
-                stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL,
-                start_new_session=True,
-                pass_fds=[self._lock.fd],  # the JVMs hold the directory too
-            )
-        self._lock.share_with(process.pid, f"spark {role} of {self.master_url}")
-        return process
+    def _worker_arguments(self) -> list[str]:
+        """A new worker's: on a new port (the master may still count the last one)."""
+        self.worker_port = free_port(self.host)
+        return [
+            _WORKER,
+            *("--host", self.host, "--port", str(self.worker_port)),
+            *("--webui-port", str(free_port(self.host))),
+            *("--cores", str(self.worker_cores), "--memory", self.worker_memory),
+            self.master_url,
+        ]
 
     def start(self, timeout: float = 90.0) -> SparkCluster:
         """Start the master and the worker and wait until the worker is ALIVE; ``RuntimeError``
         with the logs' last lines if not, :class:`~bookkeeper.DirectoryInUseError` if another
         process holds ``work_dir``."""
-        if self.master is not None and self.master.poll() is None:
+        if self._master.running:
             return self
         self._lock.acquire()
         try:
             for directory in ("worker", "local", "logs"):
                 (self.work_dir / directory).mkdir(parents=True, exist_ok=True)
-            self.master = self._spawn(
-                "master",
-                [_MASTER, "--host", self.host, "--port", str(self.port), "--webui-port", str(self.web_port)],
-            )
+            self._master.start(timeout=0)
             self.start_worker(timeout)
         except BaseException:
             self.stop()
             raise
-        log.info("Spark master %s (pid %s), worker pid %s", self.master_url, self.master.pid, self.worker_pid)
+        log.info("Spark master %s (pid %s), worker pid %s", self.master_url, self.master_pid, self.worker_pid)
         return self
 
     def start_worker(self, timeout: float = 90.0) -> None:
         """Start a worker (a new one on a new port) and wait until the master counts it ALIVE."""
-        if self.worker is not None and self.worker.poll() is None:
-            return
-        self.worker_port = free_port(self.host)
-        self.worker = self._spawn(
-            "worker",
-            [
-                _WORKER,
-                *("--host", self.host, "--port", str(self.worker_port)),
-                *("--webui-port", str(free_port(self.host))),
-                *("--cores", str(self.worker_cores), "--memory", self.worker_memory),
-                self.master_url,
-            ],
-        )
-        deadline = time.monotonic() + timeout
-        while not self.worker_alive():
-            for role, process in (("master", self.master), ("worker", self.worker)):
-                if process is None or process.poll() is not None:
-                    raise RuntimeError(f"the Spark {role} exited; last lines of its log:\n{self._tail(role)}")
-            if time.monotonic() > deadline:
-                raise RuntimeError(
-                    f"no ALIVE worker at {self.master_url} within {timeout} s; last lines of the logs:\n"
-                    f"{self._tail('master')}\n{self._tail('worker')}"
-                )
-            time.sleep(0.2)  # polling starting JVMs: no event to wait on
+        self._worker.start(timeout=0)
+        daemons = [self._master, self._worker]
+        wait_ready(daemons, self.worker_alive, timeout, f"a worker of {self.master_url}", poll=0.2)
 
     @property
     def master_pid(self) -> int | None:
-        return self.master.pid if self.master else None
+        return self._master.pid
 
     @property
     def worker_pid(self) -> int | None:
-        return self.worker.pid if self.worker else None
+        return self._worker.pid
 
     def kill_worker(self) -> None:
         """SIGKILL the worker, as a machine lost would; its executors exit when they lose it."""
-        process, self.worker = self.worker, None
-        if process is not None and process.poll() is None:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(process.pid, signal.SIGKILL)
-            process.wait()
-
-    def _tail(self, role: str, lines: int = 15) -> str:
-        try:
-            return "\n".join(
-                (self.work_dir / f"{role}.log").read_text(errors="replace").splitlines()[-lines:]
-            )
-        except OSError:
-            return "(no log)"
+        if self._worker.running:
+            self._worker.kill()
 
     def stop(self, grace: float = 15.0) -> None:
         """The worker (and its executors), then the master: SIGTERM, SIGKILL after ``grace``
         seconds; then let ``work_dir`` go."""
         try:
-            for attribute in ("worker", "master"):
-                process = getattr(self, attribute)
-                setattr(self, attribute, None)
-                if process is not None and process.poll() is None:
-                    terminate(process, grace)
+            self._worker.stop(grace)
+            self._master.stop(grace)
         finally:
             self._lock.release()
 

@@ -3,7 +3,7 @@
 
 ``HdfsServer(data_dir).start()`` resolves ``hadoop-hdfs`` and ``hadoop-common`` at the
 Hadoop version of the client jars inside the pyspark wheel (:data:`HADOOP_VERSION`) with
-Maven, once, into the jar cache (:func:`bookkeeper.testing.resolve_jars`); writes
+Maven, once, into the jar cache (:func:`artimon.servers.resolve_jars`); writes
 ``<data_dir>/conf/core-site.xml`` and ``hdfs-site.xml`` (everything bound to 127.0.0.1,
 WebHDFS on, replication 1, one-second heartbeats, no safe-mode extension, so that restarts
 take seconds); formats the NameNode once (``<data_dir>/name`` holds ``current/VERSION``
@@ -20,8 +20,9 @@ Hadoop client (Spark's included) at this file system. :meth:`admin` runs ``hdfs 
 the user of this process is an ordinary one whom permissions apply to (``/`` is then
 ``1777``).
 
-The JVMs die with the process that launched them (:func:`bookkeeper.process.spawn`), and
-``data_dir`` is held (:class:`~bookkeeper.process.DirectoryLock`) from ``start()`` until
+Each daemon is a :class:`~artimon.servers.ServerProcess` sharing the lock of ``data_dir``:
+the JVMs die with the process that launched them (:func:`bookkeeper.ground.spawn`), and
+``data_dir`` is held (:class:`~bookkeeper.ground.DirectoryLock`) from ``start()`` until
 both have exited.
 
 Lifecycle, per daemon and for the pair: NEW --start()--> RUNNING --stop()/kill_*()-->
@@ -30,7 +31,6 @@ STOPPED --start()/start_*()--> RUNNING.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import logging
 import os
@@ -44,9 +44,9 @@ from types import TracebackType
 from typing import Any
 from xml.sax.saxutils import escape
 
-from bookkeeper.ground import DirectoryLock, spawn, terminate
-from bookkeeper.testing.jars import resolve_jars
-from bookkeeper.testing.zkserver import free_port
+from artimon.servers.base import ServerProcess, free_port, wait_ready
+from artimon.servers.jars import resolve_jars
+from bookkeeper.ground import DirectoryLock
 
 __all__ = ["HADOOP_VERSION", "HdfsServer", "hadoop_classpath"]
 
@@ -82,6 +82,19 @@ def _site(properties: dict[str, str]) -> str:
     return f'<?xml version="1.0"?>\n<configuration>\n{body}</configuration>\n'
 
 
+class _Daemon(ServerProcess):
+    """The NameNode or the DataNode: one JVM of an :class:`HdfsServer`, holding its lock."""
+
+    def __init__(self, hdfs: HdfsServer, role: str, main: str, lock: DirectoryLock) -> None:
+        name = f"the HDFS {role} on port {hdfs.nn_port}"
+        super().__init__(hdfs.data_dir, name, f"{role}.log", pid_file=f"{role}.pid", lock=lock)
+        self._hdfs = hdfs
+        self._main = main
+
+    def _start(self, timeout: float) -> None:
+        self._launch(self._hdfs._java(self._main), self._hdfs.ready, timeout, env=self._hdfs._env())
+
+
 class HdfsServer:
     """One NameNode and one DataNode on 127.0.0.1 (see the module doc)."""
 
@@ -108,10 +121,10 @@ class HdfsServer:
         self.java = java or shutil.which("java") or "java"
         self.conf_dir = self.data_dir / "conf"
         self._webroot = self.data_dir / "web"
-        self.namenode: subprocess.Popen[bytes] | None = None
-        self.datanode: subprocess.Popen[bytes] | None = None
         self.started_in_s: float | None = None
         self._lock = DirectoryLock(self.data_dir, f"hdfs launcher for port {self.nn_port}")
+        self._namenode = _Daemon(self, "namenode", _NAMENODE, self._lock)
+        self._datanode = _Daemon(self, "datanode", _DATANODE, self._lock)
 
     @property
     def uri(self) -> str:
@@ -119,12 +132,22 @@ class HdfsServer:
         return f"hdfs://{self.host}:{self.nn_port}"
 
     @property
+    def namenode(self) -> subprocess.Popen[bytes] | None:
+        """The NameNode's process (``None`` once stopped or killed)."""
+        return self._namenode.process
+
+    @property
+    def datanode(self) -> subprocess.Popen[bytes] | None:
+        """The DataNode's process (``None`` once stopped or killed)."""
+        return self._datanode.process
+
+    @property
     def namenode_pid(self) -> int | None:
-        return self.namenode.pid if self.namenode else None
+        return self._namenode.pid
 
     @property
     def datanode_pid(self) -> int | None:
-        return self.datanode.pid if self.datanode else None
+        return self._datanode.pid
 
     @property
     def webhdfs(self) -> str:
@@ -242,33 +265,15 @@ class HdfsServer:
         log.info("HDFS ready at %s in %.1f s", self.uri, self.started_in_s)
         return self
 
-    def _spawn(self, name: str, main: str) -> subprocess.Popen[bytes]:
-        log_path = self.data_dir / f"{name}.log"
-        with open(log_path, "ab") as log_file:
-            process = spawn(
-                self._java(main),
-                env=self._env(),
-                stdout=log_file,
-                stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL,
-                start_new_session=True,
-                pass_fds=[self._lock.fd],  # the JVM holds the data directory too
-            )
-        self._lock.share_with(process.pid, f"hdfs {name} on port {self.nn_port}")
-        (self.data_dir / f"{name}.pid").write_text(f"{process.pid}\n")
-        return process
-
     def start_namenode(self, timeout: float = 120.0) -> None:
         """Start the NameNode (again, after a kill or a stop) and wait until ready."""
-        if self.namenode is None or self.namenode.poll() is not None:
-            self.namenode = self._spawn("namenode", _NAMENODE)
+        self._namenode.start(timeout=0)
         if timeout:
             self.wait_ready(timeout)
 
     def start_datanode(self, timeout: float = 120.0) -> None:
         """Start the DataNode (again, after a kill or a stop) and wait until ready."""
-        if self.datanode is None or self.datanode.poll() is not None:
-            self.datanode = self._spawn("datanode", _DATANODE)
+        self._datanode.start(timeout=0)
         if timeout:
             self.wait_ready(timeout)
 
@@ -315,65 +320,25 @@ class HdfsServer:
             return False
 
     def wait_ready(self, timeout: float = 120.0) -> None:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            for name, process in (("namenode", self.namenode), ("datanode", self.datanode)):
-                if process is not None and process.poll() is not None:
-                    raise RuntimeError(
-                        f"the HDFS {name} exited with {process.returncode}; "
-                        f"last lines of its log:\n{self.log_tail(name)}"
-                    )
-            if self.ready():
-                return
-            time.sleep(0.2)  # polling starting JVMs: no event to wait on
-        raise RuntimeError(
-            f"HDFS at {self.uri} not ready within {timeout} s; namenode log:\n{self.log_tail('namenode')}"
-            f"\ndatanode log:\n{self.log_tail('datanode')}"
-        )
-
-    def log_tail(self, name: str, lines: int = 20) -> str:
-        try:
-            return "\n".join(
-                (self.data_dir / f"{name}.log").read_text(errors="replace").splitlines()[-lines:]
-            )
-        except OSError:
-            return "(no log)"
+        """Wait until :meth:`ready`; ``RuntimeError`` with the logs if a daemon exits first."""
+        wait_ready([self._namenode, self._datanode], self.ready, timeout, f"HDFS at {self.uri}", poll=0.2)
 
     def kill_datanode(self) -> None:
         """SIGKILL the DataNode (a crash, not a shutdown)."""
-        process, self.datanode = self.datanode, None
-        if process is not None:
-            self._terminate(process, "datanode", grace=0.0)
+        if self._datanode.running:
+            self._datanode.kill()
 
     def kill_namenode(self) -> None:
         """SIGKILL the NameNode (a crash, not a shutdown)."""
-        process, self.namenode = self.namenode, None
-        if process is not None:
-            self._terminate(process, "namenode", grace=0.0)
-
-    def _terminate(self, process: subprocess.Popen[bytes], name: str, grace: float) -> None:
-        """Stop a daemon by its PID (``bookkeeper.process.terminate``), or with no ``grace``
-        SIGKILL it at once (a crash)."""
-        if process.poll() is None:
-            if grace:
-                terminate(process, grace)
-            else:
-                with contextlib.suppress(ProcessLookupError):
-                    process.kill()
-                process.wait()
-        with contextlib.suppress(OSError):
-            (self.data_dir / f"{name}.pid").unlink()
+        if self._namenode.running:
+            self._namenode.kill()
 
     def stop(self, grace: float = 10.0) -> None:
         """Stop both daemons by their PIDs (SIGTERM, then SIGKILL after ``grace`` seconds),
         the DataNode first; then let the data directory go."""
-        datanode, namenode = self.datanode, self.namenode
-        self.datanode = self.namenode = None
         try:
-            if datanode is not None:
-                self._terminate(datanode, "datanode", grace)
-            if namenode is not None:
-                self._terminate(namenode, "namenode", grace)
+            self._datanode.stop(grace)
+            self._namenode.stop(grace)
         finally:
             self._lock.release()
 

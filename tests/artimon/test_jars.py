@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from bookkeeper.testing import JarResolutionError, resolve_jars
+from artimon.servers import JarResolutionError, resolve_jars
 
 
 @pytest.fixture

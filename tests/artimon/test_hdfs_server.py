@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from artimon.servers import HdfsServer
 from bookkeeper import DirectoryInUseError
-from bookkeeper.testing import HdfsServer
 
 pytestmark = pytest.mark.slow
 

@@ -6,8 +6,8 @@ default no scrape job), runs ``prometheus`` bound to 127.0.0.1 on its own TSDB d
 and waits until ``/-/ready`` answers 200. :func:`create_blocks` fills a TSDB directory
 from an OpenMetrics text file with ``promtool tsdb create-blocks-from openmetrics``, before
 the server starts on it. ``stop()`` ends the server by its PID (SIGTERM, then SIGKILL after
-a grace period); the process dies with its launcher (:func:`bookkeeper.process.spawn`) and
-holds its data directory (:class:`bookkeeper.process.DirectoryLock`) while it runs.
+a grace period); the process dies with its launcher (:func:`bookkeeper.ground.spawn`) and
+holds its data directory (:class:`bookkeeper.ground.DirectoryLock`) while it runs.
 
 Lifecycle: NEW --start()--> RUNNING --stop()--> STOPPED --start()--> RUNNING
 """
@@ -19,8 +19,7 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from bookkeeper.testing.server_process import ServerProcess, answers_ok
-from bookkeeper.testing.zkserver import free_port
+from artimon.servers.base import ServerProcess, answers_ok, free_port
 
 __all__ = ["PrometheusServer", "create_blocks"]
 
@@ -60,7 +59,12 @@ class PrometheusServer(ServerProcess):
         self.config = config
         self.extra_args = extra_args
         self.binary = binary or shutil.which("prometheus") or "prometheus"
-        super().__init__(data_dir, f"prometheus launcher for port {self.port}")
+        super().__init__(
+            data_dir,
+            f"prometheus on {self.url}",
+            "prometheus.log",
+            holder=f"prometheus launcher for port {self.port}",
+        )
 
     @property
     def url(self) -> str:
@@ -74,7 +78,6 @@ class PrometheusServer(ServerProcess):
         self.tsdb_dir.mkdir(parents=True, exist_ok=True)
         config = self.data_dir / "prometheus.yml"
         config.write_text(self.config)
-        log_path = self.data_dir / "prometheus.log"
         command = [
             self.binary,
             f"--config.file={config}",
@@ -83,6 +86,4 @@ class PrometheusServer(ServerProcess):
             "--storage.tsdb.retention.time=3650d",
             *self.extra_args,
         ]
-        self._launch(
-            command, log_path, f"prometheus on {self.url}", lambda: answers_ok(f"{self.url}/-/ready"), timeout
-        )
+        self._launch(command, lambda: answers_ok(f"{self.url}/-/ready"), timeout)

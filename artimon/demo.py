@@ -6,7 +6,7 @@ from __future__ import annotations
 import random
 import threading
 
-from bookkeeper._bookkeeper import Bookkeeper
+from bookkeeper import Bookkeeper
 
 __all__ = ["DemoApps"]
 

@@ -8,8 +8,8 @@ waits until the server answers ``imok`` to ``ruok``. ``stop()`` ends it by its P
 (SIGTERM, then SIGKILL after a grace period). A stopped server can be started again on the
 same port and data (to test a ZooKeeper restart).
 
-The JVM dies with the process that launched it (:func:`bookkeeper.process.spawn`), and
-the data directory is held (``in_use.lock``, see :class:`bookkeeper.process.DirectoryLock`)
+The JVM dies with the process that launched it (:func:`bookkeeper.ground.spawn`), and
+the data directory is held (``in_use.lock``, see :class:`bookkeeper.ground.DirectoryLock`)
 by the launcher and the JVM from ``start()`` until the JVM has exited: a second server on
 the same directory is refused with :class:`~bookkeeper.DirectoryInUseError` naming the
 holder's PID instead of writing the same transaction log.
@@ -19,7 +19,6 @@ Lifecycle: NEW --start()--> RUNNING --stop()--> STOPPED --start()--> RUNNING
 
 from __future__ import annotations
 
-import contextlib
 import importlib.util
 import logging
 import os
@@ -28,19 +27,12 @@ import socket
 from collections.abc import Sequence
 from pathlib import Path
 
-from bookkeeper.testing.server_process import ServerProcess
-from bookkeeper.wire.net import advertised_address
+from artimon.servers.base import ServerProcess, free_port
+from bookkeeper.wire import advertised_address
 
-__all__ = ["ZooKeeperServer", "four_letter_word", "free_port", "pyspark_jars"]
+__all__ = ["ZooKeeperServer", "four_letter_word", "pyspark_jars"]
 
 log = logging.getLogger(__name__)
-
-
-def free_port(host: str = "127.0.0.1") -> int:
-    """A TCP port that was free a moment ago."""
-    with socket.socket() as probe:
-        probe.bind((host, 0))
-        return int(probe.getsockname()[1])
 
 
 def pyspark_jars() -> Path:
@@ -91,7 +83,13 @@ class ZooKeeperServer(ServerProcess):
         self.tick_time_ms = tick_time_ms
         self.heap = heap
         self.java = java or shutil.which("java") or "java"
-        super().__init__(data_dir, f"zookeeper launcher for port {self.port}")
+        super().__init__(
+            data_dir,
+            f"zookeeper server on port {self.port}",
+            "zookeeper.log",
+            pid_file="zookeeper.pid",
+            holder=f"zookeeper launcher for port {self.port}",
+        )
 
     @property
     def hosts(self) -> str:
@@ -122,7 +120,6 @@ class ZooKeeperServer(ServerProcess):
 
     def _start(self, timeout: float) -> None:
         config = self._write_config()
-        log_path = self.data_dir / "zookeeper.log"
         command = [
             self.java,
             f"-Xmx{self.heap}",
@@ -136,15 +133,7 @@ class ZooKeeperServer(ServerProcess):
         ]
         self._launch(
             command,
-            log_path,
-            f"zookeeper server on port {self.port}",
             lambda: four_letter_word(advertised_address(self.host), self.port, "ruok", timeout=1.0) == "imok",
             timeout,
         )
-        assert self.process is not None
-        (self.data_dir / "zookeeper.pid").write_text(f"{self.process.pid}\n")
-        log.info("ZooKeeper ready on %s (pid %s)", self.hosts, self.process.pid)
-
-    def _stopped(self) -> None:
-        with contextlib.suppress(OSError):
-            (self.data_dir / "zookeeper.pid").unlink()
+        log.info("ZooKeeper ready on %s (pid %s)", self.hosts, self.pid)

@@ -13,9 +13,10 @@ topics and new topics get replication 3 and ``min.insync.replicas`` 2.
 ``stop()`` ends every node by its PID (SIGTERM, then SIGKILL after a grace period);
 ``kill(i)`` is ``kill -9`` of one node; ``start_node(i)`` restarts it on the same data and
 ports; a stopped cluster starts again on its data (``cluster.json`` keeps the ports, so a
-second ``KafkaCluster`` on the same directory finds the same cluster). Every JVM dies with
-the process that launched it (:func:`bookkeeper.process.spawn`) and holds its node's
-directory (:class:`~bookkeeper.process.DirectoryLock`), so two clusters never share a log.
+second ``KafkaCluster`` on the same directory finds the same cluster). Each node is a
+:class:`~artimon.servers.ServerProcess`: its JVM dies with the process that launched it
+(:func:`bookkeeper.ground.spawn`) and holds the node's directory
+(:class:`~bookkeeper.ground.DirectoryLock`), so two clusters never share a log.
 
 Lifecycle of a node: UNFORMATTED --format--> STOPPED --start--> RUNNING --stop/kill--> STOPPED
 """
@@ -32,14 +33,13 @@ import signal
 import subprocess
 import time
 import uuid
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 
-from bookkeeper.ground import DirectoryLock, spawn
-from bookkeeper.testing.jars import resolve_jars
-from bookkeeper.testing.zkserver import free_port
+from artimon.servers.base import ServerProcess, free_port, wait_ready
+from artimon.servers.jars import resolve_jars
 
 __all__ = ["KAFKA_ARTIFACTS", "KAFKA_JAR_SET", "KafkaCluster", "kafka_jars", "kafka_tool_command"]
 
@@ -104,6 +104,29 @@ class _Layout:
     controller_ports: tuple[int, ...]
 
 
+class _Node(ServerProcess):
+    """One node of a :class:`KafkaCluster` (broker and controller): a JVM on its directory."""
+
+    def __init__(self, cluster: KafkaCluster, index: int) -> None:
+        super().__init__(
+            cluster._node_dir(index),
+            f"Kafka node {index + 1} on {cluster.address(index)}",
+            "kafka.log",
+            pid_file="kafka.pid",
+            holder=f"kafka launcher for node {index + 1}",
+        )
+        self._cluster = cluster
+        self.index = index
+
+    def _start(self, timeout: float) -> None:
+        cluster = self._cluster
+        (cluster.data_dir / "log4j2.properties").write_text(_LOG4J)
+        properties = cluster._properties(self.index)
+        cluster._format(self.index, properties)
+        command = cluster._java("kafka.Kafka", str(properties))
+        self._launch(command, lambda: cluster.answers(self.index, timeout=1.0), timeout)
+
+
 class KafkaCluster:
     """``brokers`` Kafka nodes on ``host`` (see the module doc)."""
 
@@ -129,10 +152,7 @@ class KafkaCluster:
         self.overrides = dict(overrides or {})
         self.java = java or shutil.which("java") or "java"
         self.layout = self._load_layout(port)
-        self.processes: list[subprocess.Popen[bytes] | None] = [None] * brokers
-        self._locks = [
-            DirectoryLock(self._node_dir(i), f"kafka launcher for node {i + 1}") for i in range(brokers)
-        ]
+        self._nodes = [_Node(self, index) for index in range(brokers)]
         self.start_seconds = 0.0  # how long the last start() took, formatting included
 
     # -- layout -----------------------------------------------------------------------------
@@ -175,8 +195,8 @@ class KafkaCluster:
         return f"{self.host}:{self.layout.ports[index]}"
 
     def pid(self, index: int) -> int | None:
-        process = self.processes[index]
-        return process.pid if process is not None and process.poll() is None else None
+        node = self._nodes[index]
+        return node.pid if node.running else None
 
     def _properties(self, index: int) -> Path:
         replication = min(3, self.brokers)
@@ -262,8 +282,8 @@ class KafkaCluster:
         another process holds a node's directory."""
         started = time.monotonic()
         try:
-            for index in range(self.brokers):
-                self._spawn(index)
+            for node in self._nodes:
+                node.start(timeout=0)
             self.wait_ready(range(self.brokers), timeout)
         except BaseException:
             self.stop()
@@ -274,31 +294,8 @@ class KafkaCluster:
 
     def start_node(self, index: int, timeout: float = 120.0) -> None:
         """Start one node again on its data (after ``kill`` or ``stop_node``) and wait for it."""
-        self._spawn(index)
+        self._nodes[index].start(timeout=0)
         self.wait_ready([index], timeout)
-
-    def _spawn(self, index: int) -> None:
-        if self.pid(index) is not None:
-            return
-        lock = self._locks[index]
-        if not lock.held:
-            lock.acquire()
-        (self.data_dir / "log4j2.properties").write_text(_LOG4J)
-        properties = self._properties(index)
-        self._format(index, properties)
-        log_path = self._node_dir(index) / "kafka.log"
-        with open(log_path, "ab") as log_file:
-            process = spawn(
-                self._java("kafka.Kafka", str(properties)),
-                stdout=log_file,
-                stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL,
-                start_new_session=True,
-                pass_fds=[lock.fd],  # the JVM holds the node's directory too
-            )
-        self.processes[index] = process
-        lock.share_with(process.pid, f"kafka node {index + 1} on port {self.layout.ports[index]}")
-        (self._node_dir(index) / "kafka.pid").write_text(f"{process.pid}\n")
 
     def answers(self, index: int, timeout: float = 2.0) -> bool:
         """Whether node ``index`` answers a metadata request listing itself as a broker."""
@@ -311,30 +308,17 @@ class KafkaCluster:
             return False
         return index + 1 in metadata.brokers
 
-    def wait_ready(self, indexes: range | list[int], timeout: float = 120.0) -> None:
-        deadline = time.monotonic() + timeout
-        for index in indexes:
-            while not self.answers(index, timeout=1.0):
-                process = self.processes[index]
-                if process is None or process.poll() is not None:
-                    code = None if process is None else process.returncode
-                    raise RuntimeError(
-                        f"Kafka node {index + 1} exited with {code}; last lines of its log:\n"
-                        f"{self._log_tail(index)}"
-                    )
-                if time.monotonic() > deadline:
-                    raise RuntimeError(
-                        f"Kafka node {index + 1} did not answer on {self.address(index)} within "
-                        f"{timeout} s; last lines of its log:\n{self._log_tail(index)}"
-                    )
-                time.sleep(0.2)  # polling a starting JVM: no event to wait on
-
-    def _log_tail(self, index: int, lines: int = 20) -> str:
-        try:
-            text = (self._node_dir(index) / "kafka.log").read_text(errors="replace")
-        except OSError:
-            return "(no log)"
-        return "\n".join(text.splitlines()[-lines:])
+    def wait_ready(self, indexes: Sequence[int], timeout: float = 120.0) -> None:
+        """Wait until every node of ``indexes`` answers; ``RuntimeError`` with the logs if one
+        exits first or they do not within ``timeout`` seconds."""
+        nodes = [self._nodes[index] for index in indexes]
+        wait_ready(
+            nodes,
+            lambda: all(self.answers(node.index, timeout=1.0) for node in nodes),
+            timeout,
+            ", ".join(node.name for node in nodes),
+            poll=0.2,
+        )
 
     def create_topic(
         self,
@@ -376,42 +360,21 @@ class KafkaCluster:
 
     def kill(self, index: int) -> int:
         """``kill -9`` node ``index``; its PID. The node's directory stays held by the launcher."""
-        process = self.processes[index]
-        if process is None or process.poll() is not None:
-            raise RuntimeError(f"Kafka node {index + 1} is not running")
-        os.kill(process.pid, signal.SIGKILL)
-        process.wait()
-        return process.pid
+        return self._nodes[index].kill()
 
     def stop_node(self, index: int, grace: float = 30.0) -> None:
         """Stop one node by its PID: SIGTERM (a controlled shutdown), SIGKILL after ``grace``."""
-        process, self.processes[index] = self.processes[index], None
-        if process is None or process.poll() is not None:
-            return
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(process.pid, signal.SIGTERM)
-        try:
-            process.wait(timeout=grace)
-        except subprocess.TimeoutExpired:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(process.pid, signal.SIGKILL)
-            process.wait()
-        with contextlib.suppress(OSError):
-            (self._node_dir(index) / "kafka.pid").unlink()
+        self._nodes[index].stop(grace)
 
     def stop(self, grace: float = 30.0) -> None:
-        """Stop every node (SIGTERM to all at once, so none waits on a quorum already gone),
-        then let the data directories go."""
-        try:
-            for process in self.processes:
-                if process is not None and process.poll() is None:
-                    with contextlib.suppress(ProcessLookupError):
-                        os.kill(process.pid, signal.SIGTERM)
-            for index in range(self.brokers):
-                self.stop_node(index, grace)
-        finally:
-            for lock in self._locks:
-                lock.release()
+        """Stop every node and let the data directories go; SIGTERM reaches all at once first,
+        so that no node waits on a quorum already gone."""
+        for node in self._nodes:
+            if node.running and node.pid is not None:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(node.pid, signal.SIGTERM)
+        for node in self._nodes:
+            node.stop(grace)
 
     def __enter__(self) -> KafkaCluster:
         return self.start()

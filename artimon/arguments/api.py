@@ -1,0 +1,40 @@
+"""``artimon api``'s arguments; the command itself: ``artimon/commands/api.py``."""
+
+from __future__ import annotations
+
+import argparse
+import os
+from pathlib import Path
+
+__all__ = ["add_arguments"]
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--host", default="127.0.0.1", help="bind address")
+    parser.add_argument("--port", type=int, default=8080, help="HTTP port (0: any free one)")
+    parser.add_argument("--zk", default=None, help="ZooKeeper connect string[/root] (default $ARTIMON_ZK)")
+    parser.add_argument(
+        "--vhms", action="append", default=[], help="host:port of a shard (instead of ZooKeeper)"
+    )
+    parser.add_argument(
+        "--token",
+        default=os.environ.get("ARTIMON_API_TOKEN"),
+        help="require this bearer token (default $ARTIMON_API_TOKEN; none: open)",
+    )
+    parser.add_argument("--timeout", type=float, default=30.0, help="seconds a query may run")
+    parser.add_argument(
+        "--dashboards",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="directory of saved dashboards (<name>.json each; see docs/dashboards.md)",
+    )
+    tls = parser.add_argument_group("TLS to the VHMS shards")
+    tls.add_argument("--vhms-ca", type=Path, help="PEM CA that signed the shards' certificates: turns TLS on")
+    tls.add_argument("--vhms-cert", type=Path, help="PEM client certificate (with its key unless --vhms-key)")
+    tls.add_argument("--vhms-key", type=Path, help="PEM private key of --vhms-cert")
+    tls.add_argument(
+        "--vhms-no-check-hostname",
+        action="store_true",
+        help="do not require the shards' certificates to name the address they register",
+    )

@@ -1,0 +1,60 @@
+"""``artimon vhms``'s arguments; the command itself: ``artimon/commands/vhms.py``.
+
+Defaults that VHMS defines (its rings, its Thrift server's limits) are ``None`` here and
+filled by the command from ``vhms``: reading them would import the store."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+__all__ = ["add_arguments"]
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--shard", default="default", help="shard name (default: default)")
+    parser.add_argument("--host", default="127.0.0.1", help="bind address (0.0.0.0 for every interface)")
+    parser.add_argument("--port", type=int, default=0, help="Thrift port (0: any free one)")
+    parser.add_argument("--http-port", type=int, default=0, help="HTTP health/stats port (0: any free one)")
+    parser.add_argument("--data-dir", type=Path, default=Path("artimon-data/vhms"), help="snapshot directory")
+    parser.add_argument("--snapshot-every", type=float, default=300.0, help="seconds between snapshots")
+    add_wal_arguments(parser)
+    parser.add_argument(
+        "--resolutions", default=None, help="rings STEP:SLOTS,... (default vhms.DEFAULT_RESOLUTIONS)"
+    )
+    parser.add_argument("--max-series", type=int, default=2_000_000)
+    parser.add_argument("--zk", default=None, help="ZooKeeper connect string[/root] (default $ARTIMON_ZK)")
+    parser.add_argument("--no-register", action="store_true", help="do not register in ZooKeeper")
+    tls = parser.add_argument_group("TLS on the Thrift port")
+    tls.add_argument("--tls-cert", type=Path, help="PEM certificate chain (with its key unless --tls-key)")
+    tls.add_argument("--tls-key", type=Path, help="PEM private key of --tls-cert")
+    tls.add_argument("--tls-client-ca", type=Path, help="PEM CA: require client certificates it signed")
+    limits = parser.add_argument_group("Thrift server limits (defaults: vhms.DEFAULT_SERVER_LIMITS)")
+    for flag, kind, unit in (
+        ("--max-connections", int, ""),
+        ("--max-connections-per-peer", int, ""),
+        ("--max-frame-size", int, "bytes"),
+        ("--first-frame-timeout", float, "seconds"),
+        ("--idle-timeout", float, "seconds"),
+        ("--frame-timeout", float, "seconds"),
+    ):
+        limits.add_argument(flag, type=kind, default=None, metavar=unit.upper() or "N")
+
+
+def add_wal_arguments(parser: argparse.ArgumentParser) -> None:
+    """The write-ahead log's flags (``artimon vhms`` and ``artimon up`` share them)."""
+    parser.add_argument(
+        "--no-wal",
+        action="store_true",
+        help="no write-ahead log: a crash loses what came since the last snapshot",
+    )
+    parser.add_argument(
+        "--wal-fsync",
+        choices=("always", "periodic"),  # vhms.FSYNC_POLICIES (a test keeps them equal)
+        default="always",
+        help="always: an ingest is answered once fsynced (survives a power loss; default); "
+        "periodic: once written, fsynced every --wal-fsync-period (survives a crash of the process)",
+    )
+    parser.add_argument(
+        "--wal-fsync-period", type=float, default=1.0, help="seconds between fsyncs with periodic (1)"
+    )

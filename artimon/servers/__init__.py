@@ -1,0 +1,43 @@
+"""Launchers of real servers, product code of the ``artimon`` command (``artimon zk``,
+``hdfs``, ``kafka``, ``up``) that tests and benchmarks share: ZooKeeper from the pyspark
+wheel (``ZooKeeperServer``), a single-node HDFS (``HdfsServer``), a Kafka cluster in KRaft
+mode (``KafkaCluster``), a Spark standalone master and worker (``SparkCluster``),
+Prometheus (``PrometheusServer``, ``create_blocks``) and Alertmanager
+(``AlertmanagerServer``), with Apache's server jars resolved once with Maven
+(``resolve_jars``). Each process stands on one base, ``ServerProcess``: started on a data
+directory it holds, awaited until ready, stopped by its PID, killed for a simulated crash,
+restarted on the same data. See README.md."""
+
+from __future__ import annotations
+
+from artimon.servers.alertmanager import AlertmanagerServer
+from artimon.servers.base import ServerProcess, answers_ok, free_port, wait_ready
+from artimon.servers.hdfs import HADOOP_VERSION, HdfsServer, hadoop_classpath
+from artimon.servers.jars import JarResolutionError, jar_cache, resolve_jars
+from artimon.servers.kafka import KafkaCluster, kafka_jars, kafka_tool_command
+from artimon.servers.prometheus import PrometheusServer, create_blocks
+from artimon.servers.spark import SparkCluster
+from artimon.servers.zookeeper import ZooKeeperServer, four_letter_word, pyspark_jars
+
+__all__ = [
+    "HADOOP_VERSION",
+    "AlertmanagerServer",
+    "HdfsServer",
+    "JarResolutionError",
+    "KafkaCluster",
+    "PrometheusServer",
+    "ServerProcess",
+    "SparkCluster",
+    "ZooKeeperServer",
+    "answers_ok",
+    "create_blocks",
+    "four_letter_word",
+    "free_port",
+    "hadoop_classpath",
+    "jar_cache",
+    "kafka_jars",
+    "kafka_tool_command",
+    "pyspark_jars",
+    "resolve_jars",
+    "wait_ready",
+]

@@ -1,0 +1,194 @@
+"""What every launcher shares: a server process started on a data directory it holds
+(:class:`bookkeeper.ground.DirectoryLock`) from ``start()`` until it has exited, awaited
+until ready (the tail of its log in the error if it exits or is late), stopped by its PID
+(SIGTERM, then SIGKILL after a grace period), killed with SIGKILL to simulate a crash,
+restarted on the same data, and used as a context manager.
+
+A subclass names its process and log file (and PID file, if it keeps one) to
+``ServerProcess.__init__`` and writes ``_start(timeout)``: its files, its command, then
+:meth:`ServerProcess._launch`. A server
+of several processes (HDFS's NameNode and DataNode, Kafka's nodes, Spark's master and
+worker) holds one ``ServerProcess`` per process; processes that share one directory share
+its lock (``lock=``), which the server of them all acquires and releases.
+:func:`wait_ready` waits on a readiness that needs several of them.
+
+Lifecycle: NEW --start()--> RUNNING --stop()--> STOPPED --start()--> RUNNING;
+RUNNING --kill()--> CRASHED (directory still held) --start()--> RUNNING.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from types import TracebackType
+from typing import Self
+
+from bookkeeper.ground import DirectoryLock, spawn, terminate
+
+__all__ = ["ServerProcess", "answers_ok", "free_port", "wait_ready"]
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    """A TCP port that was free a moment ago."""
+    with socket.socket() as probe:
+        probe.bind((host, 0))
+        return int(probe.getsockname()[1])
+
+
+def answers_ok(url: str) -> bool:
+    """Whether ``url`` answers 200 within a second (a readiness probe such as ``/-/ready``)."""
+    try:
+        with urllib.request.urlopen(url, timeout=1.0) as answer:
+            return bool(answer.status == 200)
+    except (urllib.error.URLError, OSError):
+        return False
+
+
+def wait_ready(
+    servers: Sequence[ServerProcess], ready: Callable[[], bool], timeout: float, what: str, poll: float = 0.1
+) -> None:
+    """Poll ``ready`` until true; ``RuntimeError`` with the log's tail of a server of
+    ``servers`` that exited meanwhile, or with every log's tail after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while True:
+        for server in servers:
+            if server.process is not None and server.process.poll() is not None:
+                raise RuntimeError(
+                    f"{server.name} exited with {server.process.returncode}; "
+                    f"last lines of {server.log_path}:\n{server.log_tail()}"
+                )
+        if ready():
+            return
+        if time.monotonic() > deadline:
+            tails = "\n".join(f"last lines of {s.log_path}:\n{s.log_tail()}" for s in servers)
+            raise RuntimeError(f"{what} was not ready within {timeout} s; {tails}")
+        time.sleep(poll)  # polling a starting server: no event to wait on
+
+
+class ServerProcess:
+    """A server process holding ``data_dir`` (see the module doc): ``name`` in errors and in
+    the lock file, its output appended to ``data_dir/log_file``, its PID in
+    ``data_dir/pid_file`` while it runs; ``holder`` names the launcher in the lock file; with
+    ``lock``, one process of several sharing that directory's lock."""
+
+    def __init__(
+        self,
+        data_dir: str | os.PathLike[str],
+        name: str,
+        log_file: str,
+        *,
+        pid_file: str | None = None,
+        holder: str | None = None,
+        lock: DirectoryLock | None = None,
+    ) -> None:
+        self.data_dir = Path(data_dir)
+        self.name = name
+        self.log_path = self.data_dir / log_file
+        self.pid_file = self.data_dir / pid_file if pid_file else None
+        self.process: subprocess.Popen[bytes] | None = None
+        self._owns_lock = lock is None
+        self._lock = lock or DirectoryLock(self.data_dir, holder or f"launcher of {name}")
+
+    @property
+    def pid(self) -> int | None:
+        return self.process.pid if self.process else None
+
+    @property
+    def running(self) -> bool:
+        return self.process is not None and self.process.poll() is None
+
+    def start(self, timeout: float = 60.0) -> Self:
+        """Start the server and wait until it answers; ``RuntimeError`` with its log if not,
+        :class:`~bookkeeper.DirectoryInUseError` if another process holds ``data_dir``."""
+        if self.running:
+            return self
+        self._lock.acquire()
+        try:
+            self._start(timeout)
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def _start(self, timeout: float) -> None:
+        raise NotImplementedError
+
+    def _launch(
+        self,
+        command: Sequence[str],
+        ready: Callable[[], bool],
+        timeout: float,
+        env: Mapping[str, str] | None = None,
+    ) -> None:
+        """Spawn ``command`` (its output appended to ``log_path``; it dies with this process
+        and holds the data directory too), then wait until ``ready`` (no wait if ``timeout``
+        is 0: the caller waits on something larger)."""
+        with open(self.log_path, "ab") as log_file:
+            self.process = spawn(
+                list(command),
+                env=env,
+                stdout=log_file,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
+                pass_fds=[self._lock.fd],
+            )
+        self._lock.share_with(self.process.pid, self.name)
+        if self.pid_file is not None:
+            self.pid_file.write_text(f"{self.process.pid}\n")
+        if timeout:
+            wait_ready([self], ready, timeout, self.name)
+
+    def _stopped(self) -> None:
+        """Called once the process has exited: its PID file goes."""
+        if self.pid_file is not None:
+            self.pid_file.unlink(missing_ok=True)
+
+    def log_tail(self, lines: int = 20) -> str:
+        try:
+            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+        except OSError:
+            return "(no log)"
+
+    def stop(self, grace: float = 10.0) -> None:
+        """Stop the server by its PID: SIGTERM, then SIGKILL after ``grace`` seconds; then
+        let the data directory go (a shared lock stays with the server of them all)."""
+        process, self.process = self.process, None
+        try:
+            if process is not None:
+                if process.poll() is None:
+                    terminate(process, grace)
+                self._stopped()
+        finally:
+            if self._owns_lock:
+                self._lock.release()
+
+    def kill(self) -> int:
+        """``kill -9`` (a crash, not a shutdown); its PID. The data directory stays held by
+        this launcher, so :meth:`start` runs again on the data as the crash left it."""
+        process, self.process = self.process, None
+        if process is None or process.poll() is not None:
+            raise RuntimeError(f"{self.name} is not running")
+        process.kill()
+        process.wait()
+        self._stopped()
+        return process.pid
+
+    def restart(self, timeout: float = 60.0) -> Self:
+        """Stop, then start again on the same data directory (and ports)."""
+        self.stop()
+        return self.start(timeout)
+
+    def __enter__(self) -> Self:
+        return self.start()
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.stop()
