@@ -33,7 +33,7 @@ from typing import Any
 from _report import report
 
 from collector_agent.channels.base import BasicChannel
-from collector_agent.channels.file import FileChannel
+from collector_agent.channels.file.channel import FileChannel
 from collector_agent.channels.memory import MemoryChannel
 from collector_agent.context import Context
 from collector_agent.event import Event

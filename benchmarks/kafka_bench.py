@@ -50,7 +50,7 @@ from bookkeeper import Bookkeeper
 from bookkeeper.ground import encode_sample_batch
 from collector_agent import ChannelProcessor, Context, Event, Status
 from collector_agent.channels.base import BasicChannel
-from collector_agent.channels.file import FileChannel
+from collector_agent.channels.file.channel import FileChannel
 from collector_agent.channels.kafka import KafkaChannel
 from collector_agent.channels.memory import MemoryChannel
 from collector_agent.selectors.replicating import ReplicatingChannelSelector

@@ -8,7 +8,7 @@ from __future__ import annotations
 from collector_agent.agent import Agent
 from collector_agent.channel_processor import ChannelProcessor
 from collector_agent.channels.base import BasicChannel, PutGroup, Transaction, TransactionState
-from collector_agent.channels.file import FileChannel
+from collector_agent.channels.file.channel import FileChannel
 from collector_agent.channels.memory import MemoryChannel
 from collector_agent.config import AgentSpec, load_properties, parse_agent
 from collector_agent.context import Context

@@ -38,6 +38,8 @@ __all__ = ["AgentSpec", "ComponentSpec", "SinkGroupSpec", "load_properties", "pa
 _ENV_RE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 _KINDS = ("sources", "channels", "sinks", "sinkgroups")
 _RUNNER_KEYS = ("backoffSleepIncrement", "maxBackoffSleep")
+# settings of each (kind, name), as the properties give them
+_Components = dict[tuple[str, str], dict[str, str]]
 
 
 def load_properties(text: str, environ: Mapping[str, str] | None = None) -> dict[str, str]:
@@ -99,12 +101,10 @@ class AgentSpec:
     sinkgroups: dict[str, SinkGroupSpec] = field(default_factory=dict)
 
 
-def _split(
-    values: dict[str, str], agent: str
-) -> tuple[dict[str, list[str]], dict[tuple[str, str], dict[str, str]]]:
+def _split(values: dict[str, str], agent: str) -> tuple[dict[str, list[str]], _Components]:
     prefix = agent + "."
     lists: dict[str, list[str]] = {}
-    components: dict[tuple[str, str], dict[str, str]] = {}
+    components: _Components = {}
     for key, value in values.items():
         if not key.startswith(prefix):
             continue
@@ -136,24 +136,38 @@ def parse_agent(values: Mapping[str, str], agent: str) -> AgentSpec:
                 f"{agent}.{kind}.{name}: {name} is configured but not listed in {agent}.{kind}"
             )
     spec = AgentSpec(agent)
+    _parse_channels(spec, lists, components)
+    _parse_sources(spec, lists, components)
+    _parse_sinks(spec, lists, components)
+    grouped = _parse_sinkgroups(spec, lists, components)
+    _group_the_rest(spec, grouped)
+    return spec
 
-    def component(kind: str, singular: str, name: str) -> tuple[str, dict[str, str], str]:
-        prefix = f"{agent}.{kind}.{name}."
-        settings = dict(components.get((kind, name), {}))
-        if "type" not in settings:
-            raise ConfigurationError(f"{prefix}type: is required ({singular} {name} is listed)")
-        return settings.pop("type"), settings, prefix
 
+def _component(
+    agent: str, components: _Components, kind: str, singular: str, name: str
+) -> tuple[str, dict[str, str], str]:
+    """The type, the other settings and the key prefix of a listed component."""
+    prefix = f"{agent}.{kind}.{name}."
+    settings = dict(components.get((kind, name), {}))
+    if "type" not in settings:
+        raise ConfigurationError(f"{prefix}type: is required ({singular} {name} is listed)")
+    return settings.pop("type"), settings, prefix
+
+
+def _parse_channels(spec: AgentSpec, lists: dict[str, list[str]], components: _Components) -> None:
     for name in lists.get("channels", []):
-        type_name, settings, prefix = component("channels", "channel", name)
+        type_name, settings, prefix = _component(spec.name, components, "channels", "channel", name)
         spec.channels[name] = ComponentSpec(
             "channel", name, type_name, tuple(sorted(settings.items())), prefix
         )
     if not spec.channels:
-        raise ConfigurationError(f"{agent}.channels: an agent needs at least one channel")
+        raise ConfigurationError(f"{spec.name}.channels: an agent needs at least one channel")
 
+
+def _parse_sources(spec: AgentSpec, lists: dict[str, list[str]], components: _Components) -> None:
     for name in lists.get("sources", []):
-        type_name, settings, prefix = component("sources", "source", name)
+        type_name, settings, prefix = _component(spec.name, components, "sources", "source", name)
         bound = settings.pop("channels", "").split()
         if not bound:
             raise ConfigurationError(f"{prefix}channels: is required (the channels source {name} writes to)")
@@ -164,8 +178,10 @@ def parse_agent(values: Mapping[str, str], agent: str) -> AgentSpec:
             "source", name, type_name, tuple(sorted(settings.items())), prefix, tuple(bound)
         )
 
+
+def _parse_sinks(spec: AgentSpec, lists: dict[str, list[str]], components: _Components) -> None:
     for name in lists.get("sinks", []):
-        type_name, settings, prefix = component("sinks", "sink", name)
+        type_name, settings, prefix = _component(spec.name, components, "sinks", "sink", name)
         channel = settings.pop("channel", "").strip()
         if not channel:
             raise ConfigurationError(f"{prefix}channel: is required (the channel sink {name} reads)")
@@ -177,9 +193,14 @@ def parse_agent(values: Mapping[str, str], agent: str) -> AgentSpec:
             "sink", name, type_name, tuple(sorted(settings.items())), prefix, (channel,)
         )
 
+
+def _parse_sinkgroups(
+    spec: AgentSpec, lists: dict[str, list[str]], components: _Components
+) -> dict[str, str]:
+    """The listed sink groups; returns the group of each sink they hold."""
     grouped: dict[str, str] = {}
     for name in lists.get("sinkgroups", []):
-        prefix = f"{agent}.sinkgroups.{name}."
+        prefix = f"{spec.name}.sinkgroups.{name}."
         settings = components.get(("sinkgroups", name), {})
         members = settings.get("sinks", "").split()
         if not members:
@@ -200,15 +221,18 @@ def parse_agent(values: Mapping[str, str], agent: str) -> AgentSpec:
         spec.sinkgroups[name] = SinkGroupSpec(
             name, tuple(members), tuple(sorted(processor.items())), prefix + "processor."
         )
+    return grouped
+
+
+def _group_the_rest(spec: AgentSpec, grouped: dict[str, str]) -> None:
+    """A group of its own for every sink in none, named with a space so it cannot clash with
+    a listed group; the sink's own runner backoff keys become the group's."""
     for sink, sink_spec in spec.sinks.items():
         if sink not in grouped:
-            # A group of its own, named with a space so it cannot clash with a listed group;
-            # the sink's own runner backoff keys become the group's.
             runner_keys = {k: v for k, v in sink_spec.values if k in _RUNNER_KEYS}
             spec.sinkgroups[f"sink {sink}"] = SinkGroupSpec(
                 f"sink {sink}",
                 (sink,),
                 tuple(sorted({"type": "default", **runner_keys}.items())),
-                f"{agent}.sinks.{sink}.",
+                f"{spec.name}.sinks.{sink}.",
             )
-    return spec

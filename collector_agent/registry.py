@@ -48,7 +48,7 @@ REGISTRY: dict[str, dict[str, str]] = {
     },
     "channel": {
         "memory": "collector_agent.channels.memory:MemoryChannel",
-        "file": "collector_agent.channels.file:FileChannel",
+        "file": "collector_agent.channels.file.channel:FileChannel",
         "kafka": "collector_agent.channels.kafka:KafkaChannel",
         "org.apache.flume.channel.kafka.KafkaChannel": "collector_agent.channels.kafka:KafkaChannel",
     },

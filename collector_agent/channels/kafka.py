@@ -8,7 +8,8 @@ events. Each thread that takes (a sink's runner) has its own consumer in the gro
 ``kafka.consumer.group.id``; a take reads up to the transaction's room within
 ``kafka.pollTimeout``, and the take's commit commits the offsets after what it took: an
 event leaves the channel only when its sink delivered it. A rollback of takes seeks back to
-the first offset taken, so the same events are taken again. A put that was produced cannot
+the first offset taken, so the same events are taken again (a take's offsets:
+:mod:`collector_agent.kafka_offsets`). A put that was produced cannot
 be taken back from the topic: rolled back after ``prepare`` (another channel of the same
 put failed), its records stay, and the next hop sees them twice at worst (the stores are
 idempotent). Offsets of partitions that a rebalance moved away meanwhile are not committed:
@@ -67,19 +68,14 @@ from collector_agent.kafka_client import (
     producer_config,
     send_and_wait,
 )
+from collector_agent.kafka_offsets import BatchOffsets, Partition, partition_names
 from collector_agent.kafka_records import event_from_record
 
 __all__ = ["KafkaChannel"]
 
 log = logging.getLogger(__name__)
 
-_Partition = tuple[str, int]
-
 COMMITS_IN_FLIGHT = 8
-
-
-def _names(partitions: list[TopicPartition]) -> str:
-    return ", ".join(f"{p.topic}[{p.partition}]" for p in partitions) or "nothing"
 
 
 class _Taker:
@@ -97,10 +93,9 @@ class _Taker:
 
     def __init__(self, channel: KafkaChannel) -> None:
         self.channel = channel
-        self.first: dict[_Partition, int] = {}  # the open take's first and next offsets
-        self.next: dict[_Partition, int] = {}
-        self.reached: dict[_Partition, int] = {}  # after the events of committed takes
-        self.unsent: set[_Partition] = set()  # partitions whose last commit failed
+        self.take = BatchOffsets(f"kafka channel {channel.name}")  # the open take's offsets
+        self.reached: dict[Partition, int] = {}  # after the events of committed takes
+        self.unsent: set[Partition] = set()  # partitions whose last commit failed
         self.unacknowledged = 0  # asynchronous commits whose outcome has not come back
         self.lag = 0
         self.consumer = new_consumer(
@@ -113,11 +108,11 @@ class _Taker:
     def commit_take(self) -> None:
         """Commit what the open take reached (its transaction is committed)."""
         owned = {(p.topic, p.partition) for p in self.consumer.assignment()}
-        for where, offset in self.next.items():
+        for where, offset in self.take.next.items():
             if where in owned:
                 self.reached[where] = max(offset, self.reached.get(where, 0))
-        touched = (self.next.keys() | self.unsent) & owned
-        self.first, self.next = {}, {}
+        touched = (self.take.next.keys() | self.unsent) & owned
+        self.take.clear()
         if not touched:
             return
         offsets = [TopicPartition(t, p, self.reached[(t, p)]) for t, p in touched]
@@ -130,11 +125,7 @@ class _Taker:
 
     def roll_back_take(self) -> None:
         """Seek back to the open take's first offsets: the same events are taken again."""
-        for (topic, partition), offset in self.first.items():
-            # a partition no longer ours: its next owner starts at the committed offset
-            with contextlib.suppress(KafkaException):
-                self.consumer.seek(TopicPartition(topic, partition, offset))
-        self.first, self.next = {}, {}
+        self.take.rewind(self.consumer)
 
     def close(self) -> None:
         """Commit what was reached on the partitions still owned, then leave the group."""
@@ -171,10 +162,10 @@ class _Taker:
             self._failed(str(error or failed[0].error), failed)
 
     def _on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
-        log.info("kafka channel %s: assigned %s", self.channel.name, _names(partitions))
+        log.info("kafka channel %s: assigned %s", self.channel.name, partition_names(partitions))
 
     def _on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
-        log.info("kafka channel %s: revoked %s", self.channel.name, _names(partitions))
+        log.info("kafka channel %s: revoked %s", self.channel.name, partition_names(partitions))
         revoked = {(p.topic, p.partition) for p in partitions}
         with contextlib.suppress(KafkaException):
             self._commit_now(
@@ -183,13 +174,13 @@ class _Taker:
         self._forget(revoked)
 
     def _on_lost(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
-        log.warning("kafka channel %s: lost %s", self.channel.name, _names(partitions))
+        log.warning("kafka channel %s: lost %s", self.channel.name, partition_names(partitions))
         self._forget({(p.topic, p.partition) for p in partitions})
 
-    def _forget(self, partitions: set[_Partition]) -> None:
+    def _forget(self, partitions: set[Partition]) -> None:
         """Partitions given up: neither the open take nor a later commit commits them."""
+        self.take.forget(partitions)
         for where in partitions:
-            self.next.pop(where, None)
             self.reached.pop(where, None)
         self.unsent -= partitions
 
@@ -210,20 +201,13 @@ class _KafkaTransaction(Transaction):
     def _do_take(self, limit: int) -> list[Event]:
         channel = self.channel
         taker = self._taker = channel._taker()
-        first, following = taker.first, taker.next
         events: list[Event] = []
         foreign: list[Event] = []
         for message in taker.consumer.consume(limit, timeout=channel.poll_timeout):
-            error = message.error()
-            if error is not None:
-                if error.code() != KafkaError._PARTITION_EOF:
-                    log.warning("kafka channel %s: %s", channel.name, error.str())
+            position = taker.take.track(message)
+            if position is None:
                 continue
-            topic, partition, offset = message.topic(), message.partition(), message.offset()
-            if topic is None or partition is None or offset is None:
-                continue
-            first.setdefault((topic, partition), offset)
-            following[(topic, partition)] = offset + 1
+            topic, partition, offset = position
             try:
                 events.append(event_from_record(message.value(), message.headers(), channel.flume_format))
             except ForeignRecordError as exc:

@@ -3,7 +3,8 @@
 Each ``process`` reads up to ``batchSize`` records for at most ``batchDurationMillis``, puts
 the events into the channels in one batch, and only then commits the offsets after them:
 at-least-once, as Flume does. When the channels refuse the batch (full), the consumer seeks
-back to the batch's first offsets and the same records are read again after the backoff.
+back to the batch's first offsets and the same records are read again after the backoff (the
+batch's offsets: :mod:`collector_agent.kafka_offsets`).
 
 Rebalances lose nothing: the records of a batch still being read when partitions are
 revoked are put into the channels and their offsets committed inside the revocation (while
@@ -31,19 +32,19 @@ Each event gets Flume's headers ``topic``, ``partition``, ``offset``, ``timestam
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import re
 import time
 from pathlib import Path
 
-from confluent_kafka import Consumer, KafkaError, KafkaException, Message, TopicPartition
+from confluent_kafka import Consumer, KafkaException, Message, TopicPartition
 
 from collector_agent.context import Context
 from collector_agent.dead_letters import write_dead_letters
 from collector_agent.event import Event
 from collector_agent.exceptions import ChannelException, ForeignRecordError
 from collector_agent.kafka_client import consumer_config, new_consumer
+from collector_agent.kafka_offsets import BatchOffsets, partition_names
 from collector_agent.kafka_records import event_from_record
 from collector_agent.sources.base import PollableSource
 from collector_agent.status import Status
@@ -51,8 +52,6 @@ from collector_agent.status import Status
 __all__ = ["KafkaSource"]
 
 log = logging.getLogger(__name__)
-
-_Partition = tuple[str, int]
 
 
 class KafkaSource(PollableSource):
@@ -72,8 +71,7 @@ class KafkaSource(PollableSource):
         self._consumer: Consumer | None = None
         self._events: list[Event] = []
         self._foreign: list[Event] = []
-        self._first: dict[_Partition, int] = {}  # where each partition's batch began
-        self._next: dict[_Partition, int] = {}  # the offset to commit for each partition
+        self._offsets = BatchOffsets(f"kafka source {name}", lambda: self.counters.add("EventReadFail"))
         self._revoked = False
 
     def configure(self, context: Context) -> None:
@@ -119,10 +117,10 @@ class KafkaSource(PollableSource):
 
     def _on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         self.counters.add("RebalanceCount")
-        log.info("kafka source %s: assigned %s", self.name, _names(partitions))
+        log.info("kafka source %s: assigned %s", self.name, partition_names(partitions))
 
     def _on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
-        log.info("kafka source %s: revoked %s", self.name, _names(partitions))
+        log.info("kafka source %s: revoked %s", self.name, partition_names(partitions))
         self._revoked = True
         if self._events or self._foreign:
             self._deliver(consumer, rewind=False)
@@ -131,7 +129,7 @@ class KafkaSource(PollableSource):
         log.warning(
             "kafka source %s: lost %s; their uncommitted records go to the next owner",
             self.name,
-            _names(partitions),
+            partition_names(partitions),
         )
         self._revoked = True
         self._clear()
@@ -163,18 +161,10 @@ class KafkaSource(PollableSource):
         return Status.READY if self._deliver(consumer, rewind=True) else Status.BACKOFF
 
     def _read(self, message: Message) -> None:
-        error = message.error()
-        if error is not None:
-            if error.code() != KafkaError._PARTITION_EOF:
-                self.counters.add("EventReadFail")
-                log.warning("kafka source %s: %s", self.name, error.str())
+        position = self._offsets.track(message)
+        if position is None:
             return
-        topic, partition, offset = message.topic(), message.partition(), message.offset()
-        if topic is None or partition is None or offset is None:
-            return
-        where = (topic, partition)
-        self._first.setdefault(where, offset)
-        self._next[where] = offset + 1
+        topic, partition, offset = position
         try:
             event = event_from_record(message.value(), message.headers(), self.flume_format)
         except ForeignRecordError as exc:
@@ -212,17 +202,14 @@ class KafkaSource(PollableSource):
                 "kafka source %s: %d events not accepted, read again later: %s", self.name, received, exc
             )
             if rewind:
-                self._seek_back(consumer)
+                self._offsets.rewind(consumer)
             self._clear()
             return False
         self.counters.add("EventAcceptedCount", len(events))
         self.counters.add("DeadLetterCount", len(foreign))
         started = time.monotonic()
-        offsets = [
-            TopicPartition(topic, partition, offset) for (topic, partition), offset in self._next.items()
-        ]
         try:
-            consumer.commit(offsets=offsets, asynchronous=False)
+            consumer.commit(offsets=self._offsets.to_commit(), asynchronous=False)
         except KafkaException as exc:  # the group moved on: the next owner reads these again
             self.counters.add("KafkaCommitFailCount")
             log.warning(
@@ -232,16 +219,6 @@ class KafkaSource(PollableSource):
         self._clear()
         return True
 
-    def _seek_back(self, consumer: Consumer) -> None:
-        for (topic, partition), offset in self._first.items():
-            # a partition no longer ours: its next owner starts at the committed offset
-            with contextlib.suppress(KafkaException):
-                consumer.seek(TopicPartition(topic, partition, offset))
-
     def _clear(self) -> None:
         self._events, self._foreign = [], []
-        self._first, self._next = {}, {}
-
-
-def _names(partitions: list[TopicPartition]) -> str:
-    return ", ".join(f"{p.topic}[{p.partition}]" for p in partitions) or "nothing"
+        self._offsets.clear()

@@ -133,7 +133,7 @@ class HungServer:
 
 def waiting_events(db: Path) -> list[tuple[dict[str, str], bytes]]:
     """(headers, body) of each event waiting in a file channel's database, read as
-    ``collector_agent/channels/file_format.py`` draws format 2 (batches partly taken left out)."""
+    ``collector_agent/channels/file/format.py`` draws format 2 (batches partly taken left out)."""
     with contextlib.closing(sqlite3.connect(f"file:{db}?mode=ro", uri=True)) as conn:
         taken = {seq for (seq,) in conn.execute("SELECT DISTINCT seq FROM consumed")}
         rows = conn.execute("SELECT seq, count, data, format FROM batches ORDER BY seq").fetchall()

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from collector_agent import Context, Event, FileChannel
-from collector_agent.channels import file_checkpoint
-from collector_agent.channels.file_salvage import finish_interrupted
+from collector_agent.channels.file import checkpoint as file_checkpoint
+from collector_agent.channels.file.salvage import finish_interrupted
 
 
 def open_channel(directory: Path) -> FileChannel:

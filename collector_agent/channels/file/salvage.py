@@ -39,40 +39,14 @@ from pathlib import Path
 from typing import Any
 
 from bookkeeper.ground import fsync_path
-from collector_agent.channels.file_format import CHECKSUMMED, LEGACY
+from collector_agent.channels.file.format import CHECKSUMMED, LEGACY
 
-__all__ = ["PROBE_LIMIT", "SalvageReport", "finish_interrupted", "is_damage", "salvage"]
+__all__ = ["PROBE_LIMIT", "SalvageReport", "finish_interrupted", "salvage"]
 
 log = logging.getLogger(__name__)
 
 PROBE_LIMIT = 10_000
 _SIDE_FILES = ("-wal", "-journal")  # what SQLite pairs with a database by its name
-
-# SQLite's primary result codes that say the disk or the process is in trouble, not the file
-_NOT_DAMAGE = {
-    3,  # SQLITE_PERM
-    5,  # SQLITE_BUSY
-    6,  # SQLITE_LOCKED
-    7,  # SQLITE_NOMEM
-    8,  # SQLITE_READONLY
-    9,  # SQLITE_INTERRUPT
-    10,  # SQLITE_IOERR
-    13,  # SQLITE_FULL
-    14,  # SQLITE_CANTOPEN
-    23,  # SQLITE_AUTH
-}
-
-
-def is_damage(exc: BaseException) -> bool:
-    """Whether ``exc`` says the database file is damaged: corrupt pages, not a database, a
-    schema that no longer parses (SQLite's message about it may not even be UTF-8), rather
-    than a busy, full, unreadable or read-only disk."""
-    if isinstance(exc, UnicodeDecodeError):
-        return True
-    if not isinstance(exc, sqlite3.DatabaseError):
-        return False
-    code = getattr(exc, "sqlite_errorcode", None)
-    return code is None or code & 0xFF not in _NOT_DAMAGE
 
 
 @dataclass

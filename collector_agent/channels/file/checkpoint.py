@@ -34,7 +34,7 @@ import threading
 from collections.abc import Callable
 from pathlib import Path
 
-__all__ = ["LIMIT_BYTES", "TRIGGER_BYTES", "Checkpointer"]
+__all__ = ["LIMIT_BYTES", "TRIGGER_BYTES", "Checkpointer", "start_checkpointer"]
 
 log = logging.getLogger(__name__)
 
@@ -111,3 +111,20 @@ class Checkpointer:
             self._wake.clear()
             if self._running:
                 self.checkpoint()
+
+
+def start_checkpointer(
+    database: Path, name: str, writer: sqlite3.Connection, on_failure: Callable[[], None]
+) -> Checkpointer | None:
+    """A started checkpointer for the database ``writer`` commits to; ``None`` if it cannot
+    start (counted as a failure), and then SQLite checkpoints inside the commits."""
+    checkpointer = Checkpointer(database, name, on_failure)
+    try:
+        checkpointer.start()
+    except sqlite3.Error as exc:
+        # without it the log would only grow
+        on_failure()
+        log.warning("channel %s: no checkpointer (%s); SQLite checkpoints in the commits", name, exc)
+        writer.execute("PRAGMA wal_autocheckpoint=1000")
+        return None
+    return checkpointer

@@ -1,0 +1,249 @@
+"""The ``file`` channel's log (Flume's ``Log``): the SQLite database its events are kept in,
+and the group commit that writes it.
+
+Storage is one SQLite database (``<dataDirs>/channel.db``), laid out so that the work per
+event stays small:
+
+- ``batches(seq, count, data, format)``: one row per committed put transaction; ``data``
+  holds its events, each with a CRC32C checksum (the layout is in ``format.py``);
+- ``consumed(seq, first, last)``: events ``[first, last)`` of batch ``seq`` that takes have
+  committed while the rest of the batch is still waiting. A batch whose events are all
+  consumed is deleted with its ranges;
+- ``groups(seq, txn, peers, decided)``: the batches of a put into several durable channels
+  (``groups.py``).
+
+A put's ``prepare`` inserts its batch row; a take's ``commit`` records what it consumed.
+SQLite's write-ahead log (``journal_mode=WAL``, ``synchronous=FULL``) makes each commit
+atomic and durable with one fsync (a rollback journal takes three); the log is copied into
+``channel.db`` beside the committers (``checkpoint.py``), off the commit path.
+
+Group commit: concurrent committers share one SQLite transaction and so one fsync. Each
+hands its statements over as a ticket; whoever holds the writer lock writes every pending
+ticket in one transaction, and each ticket gets its outcome. A ticket of an older epoch (a
+salvage replaced the database since) fails unwritten.
+
+A take's record that a full disk refuses is kept (its events were delivered) and written
+with the next commits (``UnrecordedTakeCount`` events wait for it).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import sqlite3
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from collector_agent.channels.file.checkpoint import (
+    LIMIT_BYTES,
+    TRIGGER_BYTES,
+    Checkpointer,
+    start_checkpointer,
+)
+from collector_agent.channels.file.damage import is_damage
+from collector_agent.channels.file.groups import GROUPS_SCHEMA
+from collector_agent.counters import CounterGroup
+from collector_agent.exceptions import ChannelException, ChannelFullException
+
+__all__ = ["PAGE_SIZE", "SCHEMA", "DamagedDatabase", "Log", "Op"]
+
+log = logging.getLogger(__name__)
+
+SCHEMA = (
+    "CREATE TABLE IF NOT EXISTS batches (seq INTEGER PRIMARY KEY, count INTEGER NOT NULL,"
+    " data BLOB NOT NULL, format INTEGER NOT NULL DEFAULT 1)",
+    "CREATE TABLE IF NOT EXISTS consumed"
+    " (seq INTEGER NOT NULL, first INTEGER NOT NULL, last INTEGER NOT NULL)",
+    "CREATE INDEX IF NOT EXISTS consumed_seq ON consumed (seq)",
+    *GROUPS_SCHEMA,
+)
+# a commit rewrites whole pages into the write-ahead log (the tree's leaf, the header), and
+# writes each page as a frame of its own: 16 KiB pages measured best for batches of 100 KB
+# to 16 MB (4 KiB: frames by the hundred; 64 KiB: 128 KiB rewritten a commit); a database
+# made with 64 KiB pages keeps them
+PAGE_SIZE = 16384
+_SQLITE_FULL = 13
+
+# (sql, rows) pairs a group commit executes in order
+Op = tuple[str, list[tuple[object, ...]]]
+
+
+class DamagedDatabase(ChannelException):
+    """SQLite says the file is damaged: the channel salvages it."""
+
+
+class _Ticket:
+    __slots__ = ("done", "epoch", "error", "ops")
+
+    def __init__(self, ops: list[Op], epoch: int) -> None:
+        self.ops = ops
+        self.epoch = epoch
+        self.done = False
+        self.error: ChannelException | None = None
+
+
+class Log:
+    """The writer and reader connections of one database (``None`` while closed), its
+    group commit, its unrecorded takes and its checkpointer. ``epoch`` tells the current
+    epoch; ``on_full`` is called when SQLite refuses a write for a full disk."""
+
+    def __init__(
+        self, name: str, counters: CounterGroup, epoch: Callable[[], int], on_full: Callable[[], None]
+    ) -> None:
+        self.name = name
+        self.database = Path("channel.db")
+        self.fsync = True
+        self.writer: sqlite3.Connection | None = None
+        self.reader: sqlite3.Connection | None = None
+        self.write_lock = threading.Lock()  # held by a group commit, a salvage, a close
+        self.commits = 0  # fewer than transaction commits when group commit works
+        self._counters = counters
+        self._epoch = epoch
+        self._on_full = on_full
+        self._pending: list[_Ticket] = []
+        self._pending_lock = threading.Lock()
+        self._unrecorded: list[Op] = []  # take records a failed write left to retry
+        self.unrecorded_events = 0  # the events of those records
+        self._unrecorded_lock = threading.Lock()
+        self._unrecorded_tried = 0.0
+        self._checkpointer: Checkpointer | None = None
+
+    def set_fsync(self, fsync: bool) -> None:
+        with self.write_lock:
+            self.fsync = fsync
+            if self.writer is not None:
+                self.writer.execute(f"PRAGMA synchronous={'FULL' if fsync else 'NORMAL'}")
+
+    def connect(self) -> sqlite3.Connection:
+        conn = sqlite3.connect(self.database, isolation_level=None, check_same_thread=False, timeout=30)
+        try:
+            conn.execute(f"PRAGMA page_size={PAGE_SIZE}")  # takes effect when the file is created
+            conn.execute("PRAGMA journal_mode=WAL")
+            conn.execute("PRAGMA wal_autocheckpoint=0")  # the checkpointer's thread does it
+            # the log's file, once restarted, keeps its blocks for the next commits to overwrite
+            conn.execute(f"PRAGMA journal_size_limit={LIMIT_BYTES + TRIGGER_BYTES}")
+            # Debian builds SQLite to zero every freed page, which journals each one first: a
+            # take's delete would write its events twice more, and need as much free disk
+            conn.execute("PRAGMA secure_delete=FAST")
+            conn.execute(f"PRAGMA synchronous={'FULL' if self.fsync else 'NORMAL'}")
+        except sqlite3.Error:
+            conn.close()
+            raise
+        return conn
+
+    def attach(self, writer: sqlite3.Connection, reader: sqlite3.Connection) -> None:
+        """Use these connections (opened and read back) and start the checkpointer."""
+        self.writer, self.reader = writer, reader
+        self._checkpointer = start_checkpointer(
+            self.database, self.name, writer, lambda: self._counters.add("CheckpointErrorCount")
+        )
+
+    def close(self) -> None:
+        """Stop the checkpointer and close the connections (the caller holds the write lock
+        and the reader's lock)."""
+        if self._checkpointer is not None:
+            self._checkpointer.stop()
+            self._checkpointer = None
+        for conn in (self.writer, self.reader):
+            if conn is not None:
+                conn.close()
+        self.writer = self.reader = None
+
+    def checkpoint(self) -> None:
+        if self._checkpointer is not None:
+            self._checkpointer.checkpoint()
+
+    def wrote(self, size: int) -> None:
+        """Tell the checkpointer what a commit added to the log: its data, and the pages of
+        the tree and the header it rewrote (three, about)."""
+        checkpointer = self._checkpointer
+        if checkpointer is not None:
+            checkpointer.wrote(size + 3 * PAGE_SIZE)
+
+    def apply(self, ops: list[Op], epoch: int) -> None:
+        """Execute ``ops`` durably, grouped with whatever else is pending."""
+        ticket = _Ticket(ops, epoch)
+        with self._pending_lock:
+            self._pending.append(ticket)
+        with self.write_lock:
+            if not ticket.done:
+                with self._pending_lock:
+                    batch, self._pending = self._pending, []
+                self._write(batch)
+        if ticket.error is not None:
+            raise ticket.error
+
+    def _write(self, batch: list[_Ticket]) -> None:
+        """Write the tickets of the current epoch in one SQLite transaction (called with the
+        write lock held); each ticket gets its outcome."""
+        epoch = self._epoch()
+        stale = [t for t in batch if t.epoch != epoch]
+        current = [t for t in batch if t.epoch == epoch]
+        for ticket in stale:
+            ticket.error = ChannelException(f"channel {self.name} was salvaged during this transaction")
+            ticket.done = True
+        error = self._execute(current)
+        for ticket in current:
+            ticket.error = error
+            ticket.done = True
+
+    def _execute(self, batch: list[_Ticket]) -> ChannelException | None:
+        conn = self.writer
+        if conn is None:
+            return ChannelException(f"channel {self.name} is stopped")
+        if not batch:
+            return None
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+            for ticket in batch:
+                for sql, rows in ticket.ops:
+                    conn.executemany(sql, rows)
+            conn.execute("COMMIT")
+            self.commits += 1
+        except (sqlite3.Error, UnicodeDecodeError) as exc:
+            with contextlib.suppress(sqlite3.Error, UnicodeDecodeError):
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+            if is_damage(exc):
+                return DamagedDatabase(f"channel {self.name}: write failed: {exc}")
+            if getattr(exc, "sqlite_errorcode", 0) & 0xFF == _SQLITE_FULL:
+                self._on_full()
+                return ChannelFullException(f"channel {self.name}: write failed, the disk is full: {exc}")
+            return ChannelException(f"channel {self.name}: write failed: {exc}")
+        return None
+
+    def record(self, ops: list[Op], events: int, epoch: int) -> DamagedDatabase | None:
+        """Write a take's ``ops`` (with any left over from failed writes); if that fails, keep
+        them for the next try: they describe what already happened. The error if the
+        database is damaged (the caller salvages it)."""
+        with self._unrecorded_lock:
+            ops, self._unrecorded = self._unrecorded + ops, []
+            events, self.unrecorded_events = self.unrecorded_events + events, 0
+            self._unrecorded_tried = time.monotonic()
+        if not ops:
+            return None
+        try:
+            self.apply(ops, epoch)
+        except ChannelException as exc:
+            with self._unrecorded_lock:
+                self._unrecorded = ops + self._unrecorded
+                self.unrecorded_events += events
+                self._counters.set("UnrecordedTakeCount", self.unrecorded_events)
+            self._counters.add("EventTakeErrorCount")
+            log.warning("channel %s: %d taken events not recorded yet: %s", self.name, events, exc)
+            return exc if isinstance(exc, DamagedDatabase) else None
+        self._counters.set("UnrecordedTakeCount", 0)
+        return None
+
+    def retry_due(self, force: bool = False) -> bool:
+        """Whether records a full disk refused wait for a retry (at most once a second
+        unless ``force``)."""
+        return bool(self._unrecorded) and (force or time.monotonic() - self._unrecorded_tried >= 1.0)
+
+    def take_unrecorded(self) -> list[Op]:
+        """The records still to write, handed to a salvage (which writes them itself)."""
+        with self._unrecorded_lock:
+            unrecorded, self._unrecorded, self.unrecorded_events = self._unrecorded, [], 0
+        return unrecorded
