@@ -15,6 +15,7 @@ PACKAGES = [
     "query_dsl.alerts.notifiers",
     "spark_jobs",
     "artimon",
+    "artimon.stack",
 ]
 
 
