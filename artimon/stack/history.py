@@ -1,12 +1,12 @@
 """Spark's ``raw_ingest`` inside ``artimon up`` (:class:`HistoryJob`, run by the component
-:class:`History`): started on a thread (a JVM takes seconds to
-come up and nothing else waits for it), stopped after the agent so that what it landed last
-is in the Parquet history before the process exits. ``before_ingest`` runs first on the
-same session (``up``'s rebuild of an empty VHMS from the history); its failure is logged and
-the job starts all the same. The history lives under ``<data>/history`` (``file://``), or
-under ``root`` when given (``hdfs://127.0.0.1:<port>/artimon/history`` with ``up --hdfs``).
-With a ``cluster`` (``artimon up --cluster``) the thread starts its standalone master and
-worker first and the jobs run on them; ``stop`` stops them last.
+:class:`History`): started on a thread (a JVM takes seconds to come up and nothing else
+waits for it), stopped after the agent so that what it landed last is in the Parquet history
+before the process exits. ``before_ingest`` runs first on the same session (``up``'s rebuild
+of an empty VHMS from the history); its failure is logged and the job starts all the same.
+The history lives under ``<data>/history`` (``file://``), or under ``root`` when given
+(``hdfs://127.0.0.1:<port>/artimon/history`` with ``up --hdfs``). With a ``cluster``
+(``artimon up --cluster``) the thread starts its standalone master and worker first and the
+jobs run on them; ``stop`` stops them last.
 
 States: NEW --start()--> STARTING --(session and query up)--> RUNNING --stop()--> STOPPED;
 a failure while starting is kept and reported by ``stop``, the rest of the stack runs on.
