@@ -91,8 +91,10 @@ class Supervisor:
         had their turn."""
         if self.state in (State.STOPPED, State.FAILED, State.STOPPING):
             return
-        self._stop_started()
-        self.state = State.STOPPED
+        try:
+            self._stop_started()
+        finally:
+            self.state = State.STOPPED
 
     def _stop_started(self) -> None:
         self.state = State.STOPPING
