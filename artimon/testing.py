@@ -4,7 +4,9 @@ alone too: :func:`start_agent_process` runs one agent (``artimon agent -f ... -n
 that it can be killed with SIGKILL, :func:`start_ready_process` any command that prints a
 ready line.
 
-:class:`Stack` starts, all under one directory:
+:class:`Stack` is a list of components run by the :class:`~artimon.stack.Supervisor` of
+``artimon up`` (started in order, stopped in reverse, a failed start stopping what had
+started), all under one directory:
 
 - ZooKeeper (:class:`~artimon.servers.ZooKeeperServer`, restartable on its port);
 - a VHMS shard (``artimon vhms``) whose finest resolution is the polling interval, so each
@@ -31,6 +33,7 @@ Accounting: :meth:`Stack.vhms_values` reads what VHMS holds per (context, i, rou
 
 from __future__ import annotations
 
+import logging
 import math
 import os
 import signal
@@ -38,64 +41,20 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import httpx
 
 from artimon.servers import ZooKeeperServer, free_port
+from artimon.stack import Component, Supervisor, ZooKeeper, agent_properties
 from bookkeeper.ground import spawn
 from bookkeeper.testing import AppProcess, formula_value, start_app
 from bookkeeper.wire import parse_series
 from vhms import VhmsClient
 
 __all__ = ["Stack", "StackProcess", "start_agent_process", "start_ready_process"]
-
-AGENT = """
-a.sources = poll flume
-a.channels = tovhms toraw flume
-a.sinks = store land drop
-a.sources.poll.type = artimon
-a.sources.poll.zk = {zk}
-a.sources.poll.interval = {interval}
-a.sources.poll.agentId = accounting
-a.sources.poll.catchup = 0.8
-a.sources.poll.readTimeout = {read_timeout}
-a.sources.poll.connectTimeout = {read_timeout}
-a.sources.poll.channels = tovhms toraw
-a.sources.flume.type = thrift
-a.sources.flume.bind = 127.0.0.1
-a.sources.flume.port = {flume_port}
-a.sources.flume.channels = flume
-a.channels.tovhms.type = file
-a.channels.tovhms.dataDirs = {root}/agent/tovhms
-a.channels.tovhms.capacity = {capacity}
-a.channels.tovhms.transactionCapacity = 100
-a.channels.tovhms.minimumRequiredSpace = 16777216
-a.channels.tovhms.deadLetter.dir = {root}/agent/dead-letter
-a.channels.toraw.type = file
-a.channels.toraw.dataDirs = {root}/agent/toraw
-a.channels.toraw.capacity = {capacity}
-a.channels.toraw.transactionCapacity = 100
-a.channels.toraw.minimumRequiredSpace = 16777216
-a.channels.toraw.deadLetter.dir = {root}/agent/dead-letter
-a.channels.flume.type = memory
-a.sinks.store.type = vhms
-a.sinks.store.channel = tovhms
-a.sinks.store.zk = {zk}
-a.sinks.store.shardGrace = 300
-a.sinks.store.timeout = 5
-a.sinks.store.batchSize = {batch}
-a.sinks.store.maxBackoffSleep = 500
-a.sinks.store.deadLetter.dir = {root}/agent/dead-letter
-a.sinks.land.type = raw
-a.sinks.land.channel = toraw
-a.sinks.land.directory = {root}/landing
-a.sinks.land.rollInterval = {roll}
-a.sinks.land.deadLetter.dir = {root}/agent/dead-letter
-a.sinks.drop.type = null
-a.sinks.drop.channel = flume
-"""
 
 
 def start_agent_process(
@@ -176,15 +135,77 @@ class StackProcess:
         raise RuntimeError(f"no VmRSS for pid {self.process.pid}")
 
 
+class _Process:
+    """A component that is one process of ours, ready once it printed ``ready``; stopped with
+    SIGTERM (or ``sig``); ``running`` while it runs."""
+
+    def __init__(self, name: str, command: Callable[[], list[str]], log: Path, ready: str) -> None:
+        self.name = name
+        self.command = command
+        self.log = log
+        self.ready = ready
+        self.running: StackProcess | None = None
+
+    def start(self) -> None:
+        process, line = start_ready_process(self.command(), self.log, self.ready)
+        self.running = StackProcess(process, self.log, line)
+
+    def ready_lines(self) -> list[str]:
+        return [self.running.ready_line] if self.running else []
+
+    def stop(self, sig: int = signal.SIGTERM) -> None:
+        if self.running is not None:
+            self.running.stop(sig)
+            self.running = None
+
+
+class _Agent(_Process):
+    """``artimon agent`` on the stack's properties, reloading them every half second."""
+
+    def __init__(self, config: Path, monitor_port: int) -> None:
+        super().__init__("agent", list, config.with_suffix(".log"), "running")
+        self.config = config
+        self.monitor_port = monitor_port
+
+    def start(self) -> None:
+        process = start_agent_process(self.config, "a", monitor_port=self.monitor_port, reload_interval=0.5)
+        self.running = StackProcess(process, self.log, self.ready)
+
+
+class _Apps:
+    """The applications, each ``python -m bookkeeper.testing --aligned``."""
+
+    name = "applications"
+
+    def __init__(self, stack: Stack) -> None:
+        self.stack = stack
+        self.running: list[AppProcess] = []
+
+    def start(self) -> None:
+        stack = self.stack
+        for k in range(stack.apps):
+            self.running.append(
+                start_app(
+                    f"acct{k}",
+                    stack.zk,
+                    variables=stack.variables,
+                    endpoints=stack.endpoints,
+                    aligned=stack.interval,
+                )
+            )
+
+    def ready_lines(self) -> list[str]:
+        return [f"{len(self.running)} applications serving"]
+
+    def stop(self) -> None:
+        for app in self.running:
+            app.kill(signal.SIGTERM)
+
+
 def _running(process: StackProcess | None, what: str) -> StackProcess:
     if process is None:
         raise RuntimeError(f"{what} is not running")
     return process
-
-
-def _start(command: list[str], log: Path, ready: str) -> StackProcess:
-    process, line = start_ready_process(command, log, ready)
-    return StackProcess(process, log, line)
 
 
 @dataclass
@@ -200,10 +221,6 @@ class Stack:
     variables: int = 50
     ring_seconds: int = 3600
     zookeeper: ZooKeeperServer = field(init=False)
-    vhms: StackProcess | None = field(default=None, init=False)
-    agent: StackProcess | None = field(default=None, init=False)
-    api: StackProcess | None = field(default=None, init=False)
-    applications: list[AppProcess] = field(default_factory=list, init=False)
 
     def __post_init__(self) -> None:
         self.root.mkdir(parents=True, exist_ok=True)
@@ -214,51 +231,57 @@ class Stack:
         self.monitor_port = free_port()
         self.agent_config = self.root / "agent" / "agent.properties"
         self.agent_config.write_text(self._agent_properties(None))
+        self._vhms = _Process("vhms", self._vhms_command, self.root / "vhms.log", "serving")
+        self._agent = _Agent(self.agent_config, self.monitor_port)
+        self._apps = _Apps(self)
+        self._api = _Process(
+            "query api",
+            lambda: [sys.executable, "-m", "artimon", "api", "--port", "0", "--zk", self.zk],
+            self.root / "api.log",
+            "query API on",
+        )
+        components: list[Component] = [
+            ZooKeeper(self.zookeeper),
+            self._vhms,
+            self._apps,
+            self._agent,
+            self._api,
+        ]
+        self.supervisor = Supervisor(components, say=logging.getLogger(__name__).info)
 
     # -- lifecycle -------------------------------------------------------------------------
 
     def start(self) -> Stack:
         """Start every component; if one fails, stop those already started and raise."""
-        try:
-            self.zookeeper.start()
-            self.start_vhms()
-            for k in range(self.apps):
-                self.applications.append(
-                    start_app(
-                        f"acct{k}",
-                        self.zk,
-                        variables=self.variables,
-                        endpoints=self.endpoints,
-                        aligned=self.interval,
-                    )
-                )
-            self.start_agent()
-            self.api = _start(
-                [sys.executable, "-m", "artimon", "api", "--port", "0", "--zk", self.zk],
-                self.root / "api.log",
-                "query API on",
-            )
-        except BaseException:
-            self.stop()
-            raise
+        self.supervisor.start()
         return self
 
     def stop(self) -> None:
-        """Stop everything (the agent with SIGTERM: channels closed, landing files rolled)."""
-        for process in (self.api, self.agent):
-            if process is not None:
-                process.stop()
-        for app in self.applications:
-            app.kill(signal.SIGTERM)
-        if self.vhms is not None:
-            self.vhms.stop()
-        self.zookeeper.stop()
+        """Stop everything in reverse order (the agent with SIGTERM: channels closed, landing
+        files rolled)."""
+        self.supervisor.stop()
 
     def __enter__(self) -> Stack:
         return self.start()
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+    @property
+    def vhms(self) -> StackProcess | None:
+        return self._vhms.running
+
+    @property
+    def agent(self) -> StackProcess | None:
+        return self._agent.running
+
+    @property
+    def api(self) -> StackProcess | None:
+        return self._api.running
+
+    @property
+    def applications(self) -> list[AppProcess]:
+        return self._apps.running
 
     @property
     def contexts(self) -> list[str]:
@@ -272,26 +295,57 @@ class Stack:
 
     def _agent_properties(self, pace: float | None) -> str:
         events = self.apps * self.endpoints  # one per context and round
-        text = AGENT.format(
-            zk=self.zk,
-            interval=self.interval,
-            read_timeout=max(1, self.interval // 2),
-            flume_port=self.flume_port,
-            root=self.root,
-            capacity=events * 1000,
-            batch=max(1, events),
-            roll=self.interval,
-        )
+        dead_letter = self.root / "agent" / "dead-letter"
+        timeout = max(1, self.interval // 2)
+
+        def file_channel(name: str) -> dict[str, object]:
+            return {
+                "type": "file",
+                "dataDirs": self.root / "agent" / name,
+                "capacity": events * 1000,
+                "transactionCapacity": 100,
+                "minimumRequiredSpace": 16777216,
+                "deadLetter.dir": dead_letter,
+            }
+
+        store: dict[str, object] = {
+            **{"type": "vhms", "channel": "tovhms", "zk": self.zk, "shardGrace": 300, "timeout": 5},
+            **{"batchSize": max(1, events), "maxBackoffSleep": 500, "deadLetter.dir": dead_letter},
+        }
         if pace is not None:
-            text += f"a.sinks.store.maxEventsPerSecond = {pace}\na.sinks.store.batchSize = 1\n"
-            text = text.replace(f"a.sinks.store.batchSize = {max(1, events)}\n", "", 1)
-        return text
+            store.update(batchSize=1, maxEventsPerSecond=pace)
+        return agent_properties(
+            "a",
+            sources={
+                "poll": {
+                    **{"type": "artimon", "zk": self.zk, "interval": self.interval, "agentId": "accounting"},
+                    **{"catchup": 0.8, "readTimeout": timeout, "connectTimeout": timeout},
+                    "channels": ["tovhms", "toraw"],
+                },
+                "flume": {
+                    "type": "thrift",
+                    "bind": "127.0.0.1",
+                    "port": self.flume_port,
+                    "channels": "flume",
+                },
+            },
+            channels={
+                "tovhms": file_channel("tovhms"),
+                "toraw": file_channel("toraw"),
+                "flume": {"type": "memory"},
+            },
+            sinks={
+                "store": store,
+                "land": {
+                    **{"type": "raw", "channel": "toraw", "directory": self.landing()},
+                    **{"rollInterval": self.interval, "deadLetter.dir": dead_letter},
+                },
+                "drop": {"type": "null", "channel": "flume"},
+            },
+        )
 
     def start_agent(self) -> None:
-        process = start_agent_process(
-            self.agent_config, "a", monitor_port=self.monitor_port, reload_interval=0.5
-        )
-        self.agent = StackProcess(process, self.agent_config.with_suffix(".log"), "running")
+        self._agent.start()
 
     def running_agent(self) -> StackProcess:
         return _running(self.agent, "the agent")
@@ -299,13 +353,13 @@ class Stack:
     def stop_agent(self) -> None:
         """SIGTERM: the agent stops its sources, then drains nothing more and closes its
         channels; the raw sink rolls its landing file."""
-        self.running_agent().stop()
-        self.agent = None
+        _running(self.agent, "the agent")
+        self._agent.stop()
 
     def kill_agent(self) -> None:
         """SIGKILL: no shutdown at all, as a crash or the OOM killer does."""
-        self.running_agent().stop(signal.SIGKILL)
-        self.agent = None
+        _running(self.agent, "the agent")
+        self._agent.stop(signal.SIGKILL)
 
     def agent_metrics(self) -> dict[str, dict[str, float]]:
         response = httpx.get(f"http://127.0.0.1:{self.monitor_port}/metrics", timeout=10)
@@ -318,9 +372,9 @@ class Stack:
         agent reloads the changed sink within a second, its channel kept."""
         self.agent_config.write_text(self._agent_properties(events_per_second))
 
-    def start_vhms(self) -> None:
-        self.vhms = _start(
-            [
+    def _vhms_command(self) -> list[str]:
+        return [
+            *(
                 sys.executable,
                 "-m",
                 "artimon",
@@ -329,22 +383,22 @@ class Stack:
                 self.zk,
                 "--data-dir",
                 str(self.root / "vhms"),
-                "--resolutions",
-                f"{self.interval}s:{self.ring_seconds // self.interval}",
-            ],
-            self.root / "vhms.log",
-            "serving",
-        )
+            ),
+            *("--resolutions", f"{self.interval}s:{self.ring_seconds // self.interval}"),
+        ]
+
+    def start_vhms(self) -> None:
+        self._vhms.start()
 
     def stop_vhms(self) -> None:
         """SIGTERM: VHMS writes a last snapshot and leaves ZooKeeper."""
-        _running(self.vhms, "VHMS").stop()
-        self.vhms = None
+        _running(self.vhms, "VHMS")
+        self._vhms.stop()
 
     def kill_vhms(self) -> None:
         """SIGKILL: no snapshot; its registration stays in ZooKeeper until its session expires."""
-        _running(self.vhms, "VHMS").stop(signal.SIGKILL)
-        self.vhms = None
+        _running(self.vhms, "VHMS")
+        self._vhms.stop(signal.SIGKILL)
 
     def restart_zookeeper(self, down: float = 2.0) -> None:
         """Stop ZooKeeper, keep it down ``down`` seconds (shorter than the sessions), start it

@@ -20,29 +20,30 @@ from pathlib import Path
 from _report import report
 
 from artimon.servers import ZooKeeperServer
+from artimon.stack import agent_properties
 from bookkeeper.testing import start_app
 from collector_agent import Agent
 
-CONFIG = """
-b.sources = poll
-b.channels = fc
-b.sinks = drain
-b.sources.poll.type = artimon
-b.sources.poll.zk = {zk}
-b.sources.poll.interval = {interval}
-b.sources.poll.threads = {threads}
-b.sources.poll.readTimeout = {read_timeout}
-b.sources.poll.catchup = 0
-b.sources.poll.batchSize = 100
-b.sources.poll.channels = fc
-b.channels.fc.type = file
-b.channels.fc.dataDirs = {data}
-b.channels.fc.minimumRequiredSpace = 1048576
-b.channels.fc.transactionCapacity = 1000
-b.sinks.drain.type = null
-b.sinks.drain.channel = fc
-b.sinks.drain.batchSize = 100
-"""
+
+def properties(zk: str, interval: int, threads: int, read_timeout: int, data: Path) -> str:
+    """An artimon source polling every endpoint into a file channel in ``data``, drained into nothing."""
+    poll = {
+        "type": "artimon",
+        "zk": zk,
+        "interval": interval,
+        "threads": threads,
+        "readTimeout": read_timeout,
+        "catchup": 0,
+        "batchSize": 100,
+        "channels": "fc",
+    }
+    channel = {"type": "file", "dataDirs": data, "minimumRequiredSpace": 1048576, "transactionCapacity": 1000}
+    return agent_properties(
+        "b",
+        sources={"poll": poll},
+        channels={"fc": channel},
+        sinks={"drain": {"type": "null", "channel": "fc", "batchSize": 100}},
+    )
 
 
 def progress(message: str) -> None:
@@ -72,9 +73,7 @@ def main() -> None:
             progress(f"{first + count}/{endpoints} endpoints serving ({time.monotonic() - started:.0f} s)")
         interval = 30
         agent = Agent.from_properties(
-            CONFIG.format(
-                zk=zk.hosts, interval=interval, threads=args.threads, read_timeout=20, data=work / "fc"
-            ),
+            properties(zk.hosts, interval, args.threads, 20, work / "fc"),
             "b",
             {},
         )

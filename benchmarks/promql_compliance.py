@@ -51,6 +51,7 @@ from pathlib import Path
 from typing import Any
 
 from artimon.servers import PrometheusServer, free_port
+from artimon.stack import agent_properties
 from bookkeeper.ground import BackgroundServer, spawn
 from collector_agent import Agent
 from query_dsl import Limits, StoreSource, create_app
@@ -62,23 +63,26 @@ COMPLIANCE_MODULE = "github.com/prometheus/compliance/promql"
 GO_BIN = Path.home() / ".cache" / "artimon" / "go" / "bin"
 RESULTS = Path(__file__).with_name("results")
 
-AGENT = """
-c.sources = prom
-c.channels = ch
-c.sinks = vhms
-c.sources.prom.type = prometheus_remote_write
-c.sources.prom.bind = 127.0.0.1
-c.sources.prom.port = 0
-c.sources.prom.channels = ch
-c.channels.ch.type = memory
-c.channels.ch.capacity = 10000
-c.channels.ch.transactionCapacity = 1000
-c.sinks.vhms.type = vhms
-c.sinks.vhms.channel = ch
-c.sinks.vhms.servers = default@127.0.0.1:{vhms_port}
-c.sinks.vhms.time = sample
-c.sinks.vhms.batchSize = 1000
-"""
+
+def agent_config(vhms_port: int) -> str:
+    """A remote-write receiver into the VHMS shard on ``vhms_port``, at the samples' own times."""
+    return agent_properties(
+        "c",
+        sources={
+            "prom": {"type": "prometheus_remote_write", "bind": "127.0.0.1", "port": 0, "channels": "ch"}
+        },
+        channels={"ch": {"type": "memory", "capacity": 10000, "transactionCapacity": 1000}},
+        sinks={
+            "vhms": {
+                "type": "vhms",
+                "channel": "ch",
+                "servers": f"default@127.0.0.1:{vhms_port}",
+                "time": "sample",
+                "batchSize": 1000,
+            }
+        },
+    )
+
 
 PROMETHEUS = """
 global:
@@ -183,7 +187,7 @@ def artimon(scrape_interval: int, slots: int) -> Iterator[tuple[Agent, Backgroun
     store = Store(f"{scrape_interval}s:{slots}")
     vhms = VhmsService(store, http_port=None, snapshot_dir=None, wal=False)
     vhms.start(register=False)
-    agent = Agent.from_properties(AGENT.format(vhms_port=vhms.port), "c", {})
+    agent = Agent.from_properties(agent_config(vhms.port), "c", {})
     agent.start()
     api = BackgroundServer(create_app(StoreSource(store), limits=Limits(timeout_s=60)), name="compliance-api")
     api.start()

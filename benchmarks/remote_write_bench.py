@@ -19,22 +19,16 @@ import cramjam
 import httpx
 from _report import report
 
+from artimon.stack import agent_properties
 from collector_agent import Agent
 from collector_agent.remote_write import decode_write_request, messages
 
-AGENT = """
-b.sources = prom
-b.channels = ch
-b.sinks = drop
-b.sources.prom.type = prometheus_remote_write
-b.sources.prom.bind = 127.0.0.1
-b.sources.prom.port = 0
-b.sources.prom.channels = ch
-b.channels.ch.type = memory
-b.channels.ch.capacity = 10000
-b.sinks.drop.type = null
-b.sinks.drop.channel = ch
-"""
+AGENT = agent_properties(
+    "b",
+    sources={"prom": {"type": "prometheus_remote_write", "bind": "127.0.0.1", "port": 0, "channels": "ch"}},
+    channels={"ch": {"type": "memory", "capacity": 10000}},
+    sinks={"drop": {"type": "null", "channel": "ch"}},
+)
 
 
 def request_body(series: int, at_ms: int) -> bytes:

@@ -32,27 +32,10 @@ from typing import Any
 from _report import report
 
 from artimon.servers import ZooKeeperServer
+from artimon.stack import agent_properties
 from bookkeeper import Bookkeeper
 from bookkeeper.testing import start_app
 from collector_agent import Agent
-
-AGENT = """
-b.sources = src
-b.channels = mem
-b.sinks = drain
-b.sources.src.type = {type}
-b.sources.src.interval = {interval}
-b.sources.src.threads = {threads}
-b.sources.src.batchSize = 100
-b.sources.src.channels = mem
-{keys}
-b.channels.mem.type = memory
-b.channels.mem.capacity = 20000
-b.channels.mem.transactionCapacity = 1000
-b.sinks.drain.type = null
-b.sinks.drain.channel = mem
-b.sinks.drain.batchSize = 100
-"""
 
 
 def progress(message: str) -> None:
@@ -134,9 +117,24 @@ def measure_rounds(agent: Agent, events: int, interval: int, rounds: int, label:
     return rows
 
 
-def run_rounds(args: argparse.Namespace, source_type: str, keys: str, events: int) -> list[dict[str, Any]]:
+def run_rounds(
+    args: argparse.Namespace, source_type: str, keys: dict[str, object], events: int
+) -> list[dict[str, Any]]:
     """An agent with a source of ``source_type``, measured for ``args.rounds`` rounds."""
-    config = AGENT.format(type=source_type, interval=args.interval, threads=args.threads, keys=keys)
+    source = {
+        "type": source_type,
+        "interval": args.interval,
+        "threads": args.threads,
+        "batchSize": 100,
+        "channels": "mem",
+        **keys,
+    }
+    config = agent_properties(
+        "b",
+        sources={"src": source},
+        channels={"mem": {"type": "memory", "capacity": 20000, "transactionCapacity": 1000}},
+        sinks={"drain": {"type": "null", "channel": "mem", "batchSize": 100}},
+    )
     agent = Agent.from_properties(config, "b", {})
     agent.start()
     try:
@@ -166,7 +164,7 @@ def scrape_side(args: argparse.Namespace, work: Path) -> list[dict[str, Any]]:
             ports.extend(server.stdout.readline().split())
         progress(f"{len(ports)} exporters serving")
         targets = " ".join(f"127.0.0.1:{port}" for port in ports)
-        keys = f"b.sources.src.targets = {targets}\nb.sources.src.scrapeTimeout = {args.interval * 0.9}"
+        keys = {"targets": targets, "scrapeTimeout": args.interval * 0.9}
         return run_rounds(args, "prometheus", keys, len(ports))
     finally:
         for server in servers:
@@ -186,7 +184,7 @@ def artimon_side(args: argparse.Namespace, work: Path) -> list[dict[str, Any]]:
                 start_app(f"app{first}", zk.hosts, variables=args.series, endpoints=count, timeout=600)
             )
         progress(f"{args.targets} bookkeeper endpoints serving")
-        keys = f"b.sources.src.zk = {zk.hosts}\nb.sources.src.catchup = 0\nb.sources.src.readTimeout = 20"
+        keys = {"zk": zk.hosts, "catchup": 0, "readTimeout": 20}
         return run_rounds(args, "artimon", keys, args.targets)
     finally:
         for app in apps:

@@ -17,6 +17,7 @@ PACKAGES = [
     "spark_jobs",
     "artimon",
     "artimon.servers",
+    "artimon.stack",
 ]
 
 

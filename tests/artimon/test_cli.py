@@ -20,6 +20,7 @@ import pytest
 
 from artimon.arguments.vhms import add_wal_arguments
 from artimon.cli import COMMANDS, load_command
+from artimon.stack import agent_properties
 from bookkeeper import Bookkeeper
 from bookkeeper.ground import DirectoryLock
 from vhms import FSYNC_POLICIES
@@ -324,9 +325,12 @@ def test_agent_command_runs_serves_metrics_and_stops_on_sigterm(tmp_path) -> Non
 
     conf = tmp_path / "agent.properties"
     conf.write_text(
-        "a1.sources = r1\na1.channels = c1\na1.sinks = k1\n"
-        "a1.sources.r1.type = seq\na1.sources.r1.totalEvents = 50\na1.sources.r1.channels = c1\n"
-        "a1.channels.c1.type = memory\na1.sinks.k1.type = null\na1.sinks.k1.channel = c1\n"
+        agent_properties(
+            "a1",
+            sources={"r1": {"type": "seq", "totalEvents": 50, "channels": "c1"}},
+            channels={"c1": {"type": "memory"}},
+            sinks={"k1": {"type": "null", "channel": "c1"}},
+        )
     )
     port = free_port()
     with _running("agent", "-f", str(conf), "-n", "a1", "--monitor-port", str(port)) as output:

@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from artimon.servers import free_port
+from artimon.stack import agent_properties
 from bookkeeper import EndpointInfo, resolve_zk
 from bookkeeper.ground import list_endpoints
 from bookkeeper.testing import Listener, listening
@@ -24,18 +25,15 @@ from bookkeeper.zk import make_client
 
 ARTIMON = [sys.executable, "-m", "artimon"]
 
-AGENT = """
-a1.sources = r1
-a1.channels = c1
-a1.sinks = k1
-a1.sources.r1.type = thrift
-a1.sources.r1.bind = {bind}
-a1.sources.r1.port = 0
-a1.sources.r1.channels = c1
-a1.channels.c1.type = memory
-a1.sinks.k1.type = null
-a1.sinks.k1.channel = c1
-"""
+
+def properties(bind: str) -> str:
+    """An agent whose Flume Thrift source listens on ``bind``, any port."""
+    return agent_properties(
+        "a1",
+        sources={"r1": {"type": "thrift", "bind": bind, "port": 0, "channels": "c1"}},
+        channels={"c1": {"type": "memory"}},
+        sinks={"k1": {"type": "null", "channel": "c1"}},
+    )
 
 
 class Command:
@@ -122,7 +120,7 @@ def test_agent_with_zk_listens_on_loopback_only_by_default(
     tmp_path: Path, zk_hosts: str, wait: Callable[..., None]
 ) -> None:
     conf = tmp_path / "agent.properties"
-    conf.write_text(AGENT.format(bind="127.0.0.1"))
+    conf.write_text(properties("127.0.0.1"))
     with command("agent", "-f", str(conf), "-n", "a1", "--monitor-port", "0", "--zk", zk_hosts) as agent:
         agent.wait_for("running")
         wait(lambda: self_reports(zk_hosts), 30, "the self-report endpoint registered")
@@ -138,7 +136,7 @@ def test_agent_with_zk_listens_on_loopback_only_by_default(
 @pytest.mark.slow
 def test_agent_flags_choose_each_address(tmp_path: Path, zk_hosts: str, wait: Callable[..., None]) -> None:
     conf = tmp_path / "agent.properties"
-    conf.write_text(AGENT.format(bind="127.0.0.4"))
+    conf.write_text(properties("127.0.0.4"))
     monitor = free_port()
     args = ["--monitor-host", "127.0.0.3", "--monitor-port", str(monitor), "--report-host", "127.0.0.2"]
     with command("agent", "-f", str(conf), "-n", "a1", "--zk", zk_hosts, *args) as agent:
@@ -153,7 +151,7 @@ def test_agent_flags_choose_each_address(tmp_path: Path, zk_hosts: str, wait: Ca
 
 def test_agent_refuses_an_address_it_cannot_bind(tmp_path: Path, zk_hosts: str) -> None:
     conf = tmp_path / "agent.properties"
-    conf.write_text(AGENT.format(bind="127.0.0.1"))
+    conf.write_text(properties("127.0.0.1"))
     result = subprocess.run(
         [*ARTIMON, "agent", "-f", str(conf), "-n", "a1", "--zk", zk_hosts, "--report-host", "192.0.2.1"],
         capture_output=True,

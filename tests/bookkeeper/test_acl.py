@@ -14,6 +14,7 @@ from kazoo.exceptions import NoAuthError
 from kazoo.security import OPEN_ACL_UNSAFE
 
 from artimon.servers import ZooKeeperServer
+from artimon.stack import agent_properties
 from bookkeeper import Bookkeeper, ZkAccessError, ZkAuthError
 from bookkeeper.ground import list_endpoints
 from bookkeeper.testing import start_app
@@ -32,17 +33,15 @@ from bookkeeper.zk import (
 from collector_agent import Agent, ConfigWatcher
 from vhms import ShardedClient, Store, VhmsService
 
-AGENT = """
-a1.sources = r1
-a1.channels = c1
-a1.sinks = k1
-a1.sources.r1.type = seq
-a1.sources.r1.totalEvents = 0
-a1.sources.r1.channels = c1
-a1.channels.c1.type = memory
-a1.sinks.k1.type = {sink}
-a1.sinks.k1.channel = c1
-"""
+
+def properties(sink: str) -> str:
+    """An agent of no events into a sink of type ``sink``."""
+    return agent_properties(
+        "a1",
+        sources={"r1": {"type": "seq", "totalEvents": 0, "channels": "c1"}},
+        channels={"c1": {"type": "memory"}},
+        sinks={"k1": {"type": sink, "channel": "c1"}},
+    )
 
 
 @pytest.fixture(autouse=True)
@@ -113,7 +112,7 @@ def test_with_credentials_an_anonymous_client_cannot_write_anything(
     vhms.start(zk_hosts, zk_auth=auth)
     bk = Bookkeeper("web", labels={})
     server = bk.serve(zk_hosts=zk_hosts, zk_auth=auth)
-    agent = Agent.from_properties(AGENT.format(sink="null"), "a1", {})
+    agent = Agent.from_properties(properties("null"), "a1", {})
     agent.start()
     watcher = ConfigWatcher(agent, None, zk_hosts=zk_hosts, zk_auth=auth)
     watcher.start()
@@ -121,9 +120,7 @@ def test_with_credentials_an_anonymous_client_cannot_write_anything(
         assert vhms.registration is not None and server.registration is not None
         assert vhms.registration.registered.wait(30) and server.registration.registered.wait(30)
         wait(lambda: admin.exists(layout.agent_configs), what="the watcher's /config/agents")
-        admin.create(
-            layout.agent_config("a1"), AGENT.format(sink="logger").encode(), acl=auth.acl(private=True)
-        )
+        admin.create(layout.agent_config("a1"), properties("logger").encode(), acl=auth.acl(private=True))
         wait(lambda: agent.reloads == 1, what="the configuration the identity wrote, applied")
 
         endpoint = server.registration.path
@@ -183,11 +180,11 @@ def test_znodes_made_before_acls_are_tightened_and_their_leftovers_ignored(
     # what an anonymous client could leave behind while ACLs were off: open persistent znodes,
     # a persistent fake replica of s1, an agent configuration anyone can rewrite
     anonymous.create(layout.vhms_member("s1", "6.6.6.6", 666), b'{"shard": "s1"}', makepath=True)
-    anonymous.create(layout.agent_config("a1"), AGENT.format(sink="logger").encode(), makepath=True)
+    anonymous.create(layout.agent_config("a1"), properties("logger").encode(), makepath=True)
     vhms = VhmsService(Store(), shard="s1", http_port=None)
     vhms.start(zk_hosts, zk_auth=auth)
     client = ShardedClient(zk_hosts, zk_auth=auth)
-    agent = Agent.from_properties(AGENT.format(sink="null"), "a1", {})
+    agent = Agent.from_properties(properties("null"), "a1", {})
     agent.start()
     watcher = ConfigWatcher(agent, None, zk_hosts=zk_hosts, zk_auth=auth)
     watcher.start()
@@ -206,7 +203,7 @@ def test_znodes_made_before_acls_are_tightened_and_their_leftovers_ignored(
         assert admin.get_acls(layout.agent_config("a1"))[0] == auth.acl(private=True)
         with pytest.raises(NoAuthError):
             anonymous.set(layout.agent_config("a1"), b"x")
-        admin.set(layout.agent_config("a1"), AGENT.format(sink="logger").encode())
+        admin.set(layout.agent_config("a1"), properties("logger").encode())
         wait(lambda: agent.reloads == 1, what="the identity's next write applied")
     finally:
         watcher.stop()
@@ -275,21 +272,14 @@ def test_with_credentials_the_platform_works_end_to_end(
     vhms = VhmsService(Store(), shard="s1", http_port=None)
     vhms.start(zk_hosts)
     app = start_app("shop", zk_hosts, variables=4)
-    config = f"""
-a.sources = poll
-a.channels = ch
-a.sinks = store
-a.sources.poll.type = artimon
-a.sources.poll.zk = {zk_hosts}
-a.sources.poll.interval = 1
-a.sources.poll.channels = ch
-a.channels.ch.type = memory
-a.sinks.store.type = vhms
-a.sinks.store.channel = ch
-a.sinks.store.zk = {zk_hosts}
-a.sinks.store.timeout = 5
-a.sinks.store.maxBackoffSleep = 100
-"""
+    config = agent_properties(
+        "a",
+        sources={"poll": {"type": "artimon", "zk": zk_hosts, "interval": 1, "channels": "ch"}},
+        channels={"ch": {"type": "memory"}},
+        sinks={
+            "store": {"type": "vhms", "channel": "ch", "zk": zk_hosts, "timeout": 5, "maxBackoffSleep": 100}
+        },
+    )
     agent = Agent.from_properties(config, "a", {})
     agent.start()
     try:

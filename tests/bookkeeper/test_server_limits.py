@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 from support import thread_count, vm_rss_kb
 
+from artimon.stack import agent_properties
 from bookkeeper import Bookkeeper, EndpointClient, EndpointUnavailableError, read_endpoint
 from bookkeeper.testing import start_app
 from bookkeeper.wire import FramedThriftServer, ServerLimits, endpoint_thrift
@@ -234,22 +235,24 @@ def test_an_announced_frame_holds_memory_only_for_the_bytes_that_arrived() -> No
 
 # -- the attack ------------------------------------------------------------------------------
 
-AGENT = """
-a.sources = poll
-a.channels = ch
-a.sinks = drain
-a.sources.poll.type = artimon
-a.sources.poll.zk = {zk}
-a.sources.poll.interval = 1
-a.sources.poll.agentId = under-attack
-a.sources.poll.readTimeout = 0.9
-a.sources.poll.connectTimeout = 0.9
-a.sources.poll.channels = ch
-a.channels.ch.type = memory
-a.channels.ch.capacity = 10000
-a.sinks.drain.type = null
-a.sinks.drain.channel = ch
-"""
+
+def properties(zk: str) -> str:
+    """An agent polling every second into nothing."""
+    poll = {
+        "type": "artimon",
+        "zk": zk,
+        "interval": 1,
+        "agentId": "under-attack",
+        "readTimeout": 0.9,
+        "connectTimeout": 0.9,
+        "channels": "ch",
+    }
+    return agent_properties(
+        "a",
+        sources={"poll": poll},
+        channels={"ch": {"type": "memory", "capacity": 10000}},
+        sinks={"drain": {"type": "null", "channel": "ch"}},
+    )
 
 
 class Attacker:
@@ -319,7 +322,7 @@ def test_idle_half_open_and_trickling_sockets_leave_the_endpoint_serving(
     zk_hosts: str, wait: Callable[..., None]
 ) -> None:
     app = start_app("attacked", zk_hosts, variables=500)
-    agent = Agent.from_properties(AGENT.format(zk=zk_hosts), "a", {})
+    agent = Agent.from_properties(properties(zk_hosts), "a", {})
     agent.start()
     try:
         source = agent.sources["poll"]

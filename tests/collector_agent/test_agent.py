@@ -5,29 +5,38 @@ from pathlib import Path
 
 import httpx
 
+from artimon.stack import agent_properties
 from collector_agent import Agent
 from collector_agent.monitoring import MonitorServer, SelfReporter
 from collector_agent.reloader import ConfigWatcher
 
-PIPELINE = """
-a1.sources = r1
-a1.channels = c1
-a1.sinks = k1
-a1.sources.r1.type = seq
-a1.sources.r1.batchSize = 100
-a1.sources.r1.totalEvents = {total}
-a1.sources.r1.channels = c1
-a1.channels.c1.type = memory
-a1.channels.c1.capacity = 10000
-a1.channels.c1.transactionCapacity = 1000
-a1.sinks.k1.type = null
-a1.sinks.k1.channel = c1
-a1.sinks.k1.batchSize = {sink_batch}
-"""
+
+def pipeline(
+    total: int,
+    sink_batch: int,
+    *,
+    capacity: object = 10000,
+    idle_channel: bool = False,
+    sink_channel: str = "c1",
+) -> str:
+    """``total`` events from a seq source into channel c1, and a null sink reading
+    ``sink_channel``; ``idle_channel`` adds a channel nothing puts into (a sink reading it
+    leaves c1 to fill up)."""
+    channels: dict[str, dict[str, object]] = {
+        "c1": {"type": "memory", "capacity": capacity, "transactionCapacity": 1000}
+    }
+    if idle_channel:
+        channels["idle"] = {"type": "memory"}
+    return agent_properties(
+        "a1",
+        sources={"r1": {"type": "seq", "batchSize": 100, "totalEvents": total, "channels": "c1"}},
+        channels=channels,
+        sinks={"k1": {"type": "null", "channel": sink_channel, "batchSize": sink_batch}},
+    )
 
 
 def test_seq_to_memory_to_null_moves_everything(wait: Callable[..., None]) -> None:
-    agent = Agent.from_properties(PIPELINE.format(total=5000, sink_batch=1000), "a1", {})
+    agent = Agent.from_properties(pipeline(5000, 1000), "a1", {})
     agent.start()
     try:
         wait(lambda: agent.metrics()["SINK.k1"]["EventDrainSuccessCount"] == 5000, what="5000 drained")
@@ -43,19 +52,13 @@ def test_seq_to_memory_to_null_moves_everything(wait: Callable[..., None]) -> No
 
 def test_reload_keeps_a_channels_events_and_restarts_only_what_changed(wait: Callable[..., None]) -> None:
     # k1 first reads an idle channel, so c1 fills up; the reload points k1 at c1
-    stalled = (
-        PIPELINE.format(total=3000, sink_batch=100)
-        .replace("a1.channels = c1", "a1.channels = c1 idle\na1.channels.idle.type = memory")
-        .replace("a1.sinks.k1.channel = c1", "a1.sinks.k1.channel = idle")
-    )
+    stalled = pipeline(3000, 100, idle_channel=True, sink_channel="idle")
     agent = Agent.from_properties(stalled, "a1", {})
     agent.start()
     try:
         wait(lambda: agent.channels["c1"].size == 3000, what="c1 to hold 3000 events")
         channel, source = agent.channels["c1"], agent.sources["r1"]
-        moved = stalled.replace("a1.sinks.k1.channel = idle", "a1.sinks.k1.channel = c1").replace(
-            "a1.channels.c1.capacity = 10000", "a1.channels.c1.capacity = 20000"
-        )
+        moved = pipeline(3000, 100, capacity=20000, idle_channel=True)
         assert agent.reload(moved, {})
         assert agent.channels["c1"] is channel  # same name and type: same object, same events
         assert agent.channels["c1"].capacity == 20000  # new setting applied in place
@@ -70,12 +73,12 @@ def test_reload_keeps_a_channels_events_and_restarts_only_what_changed(wait: Cal
 
 
 def test_a_bad_reload_is_refused_and_the_agent_keeps_running(wait: Callable[..., None]) -> None:
-    config = PIPELINE.format(total=10**9, sink_batch=100)
+    config = pipeline(10**9, 100)
     agent = Agent.from_properties(config, "a1", {})
     agent.start()
     try:
         before = agent.sources["r1"]
-        assert not agent.reload(config.replace("capacity = 10000", "capacity = many"), {})
+        assert not agent.reload(pipeline(10**9, 100, capacity="many"), {})
         assert agent.reload_failures == 1 and agent.sources["r1"] is before
         drained = agent.metrics()["SINK.k1"]["EventDrainSuccessCount"]
         wait(lambda: agent.metrics()["SINK.k1"]["EventDrainSuccessCount"] > drained, what="flow to go on")
@@ -85,7 +88,7 @@ def test_a_bad_reload_is_refused_and_the_agent_keeps_running(wait: Callable[...,
 
 def test_the_file_watcher_reloads_on_a_content_change(tmp_path: Path) -> None:
     path = tmp_path / "agent.properties"
-    config = PIPELINE.format(total=0, sink_batch=100)
+    config = pipeline(0, 100)
     path.write_text(config)
     agent = Agent.from_properties(config, "a1", {})
     agent.start()
@@ -101,7 +104,7 @@ def test_the_file_watcher_reloads_on_a_content_change(tmp_path: Path) -> None:
 
 
 def test_monitoring_serves_flume_json_and_prometheus_over_http(wait: Callable[..., None]) -> None:
-    agent = Agent.from_properties(PIPELINE.format(total=300, sink_batch=100), "a1", {})
+    agent = Agent.from_properties(pipeline(300, 100), "a1", {})
     agent.start()
     monitor = MonitorServer(agent.metrics, "a1", "127.0.0.1", 0)
     monitor.start()
@@ -133,7 +136,7 @@ def test_monitoring_serves_flume_json_and_prometheus_over_http(wait: Callable[..
 
 
 def test_the_agent_reports_its_counters_through_its_own_bookkeeper(wait: Callable[..., None]) -> None:
-    agent = Agent.from_properties(PIPELINE.format(total=200, sink_batch=100), "a1", {})
+    agent = Agent.from_properties(pipeline(200, 100), "a1", {})
     agent.start()
     try:
         wait(lambda: agent.metrics()["SINK.k1"]["EventDrainSuccessCount"] == 200, what="the flow")
@@ -153,7 +156,7 @@ def test_a_change_of_the_config_znode_reloads_the_agent(zk_hosts: str, wait: Cal
 
     from bookkeeper import resolve_zk
 
-    config = PIPELINE.format(total=0, sink_batch=100)
+    config = pipeline(0, 100)
     agent = Agent.from_properties(config, "a1", {})
     agent.start()
     watcher = ConfigWatcher(agent, None, zk_hosts=zk_hosts)

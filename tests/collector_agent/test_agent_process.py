@@ -10,22 +10,21 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
+from artimon.stack import agent_properties
 from artimon.testing import start_agent_process
 from bookkeeper.testing import running
 from collector_agent import Agent, ChannelException
 
-CONFIG = """
-a1.sources = r1
-a1.channels = c1
-a1.sinks = k1
-a1.sources.r1.type = seq
-a1.sources.r1.channels = c1
-a1.channels.c1.type = file
-a1.channels.c1.dataDirs = {root}/c1
-a1.channels.c1.minimumRequiredSpace = 1048576
-a1.sinks.k1.type = null
-a1.sinks.k1.channel = c1
-"""
+
+def properties(root: Path) -> str:
+    """A seq source into a file channel under ``root``, drained into nothing."""
+    return agent_properties(
+        "a1",
+        sources={"r1": {"type": "seq", "channels": "c1"}},
+        channels={"c1": {"type": "file", "dataDirs": root / "c1", "minimumRequiredSpace": 1048576}},
+        sinks={"k1": {"type": "null", "channel": "c1"}},
+    )
+
 
 # starts the agent through the harness, prints its PID, then waits to be killed
 PARENT = """
@@ -40,7 +39,7 @@ time.sleep(600)
 
 def test_an_agent_dies_with_the_process_that_started_it(tmp_path: Path, wait: Callable[..., None]) -> None:
     config = tmp_path / "agent.properties"
-    config.write_text(CONFIG.format(root=tmp_path))
+    config.write_text(properties(tmp_path))
     parent = subprocess.Popen([sys.executable, "-c", PARENT, str(config)], stdout=subprocess.PIPE, text=True)
     try:
         assert parent.stdout is not None
@@ -57,7 +56,7 @@ def test_an_agent_dies_with_the_process_that_started_it(tmp_path: Path, wait: Ca
 
 def test_a_second_agent_on_a_held_channel_directory_names_the_first(tmp_path: Path) -> None:
     config = tmp_path / "agent.properties"
-    config.write_text(CONFIG.format(root=tmp_path))
+    config.write_text(properties(tmp_path))
     first = start_agent_process(config, "a1")
     try:
         second = Agent.from_properties(config.read_text(), "a1", {})

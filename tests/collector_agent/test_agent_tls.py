@@ -5,67 +5,67 @@ configuration gets."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 from support import TlsFiles
 
+from artimon.stack import agent_properties
 from bookkeeper import Bookkeeper
 from bookkeeper.wire import server_context
 from collector_agent import Agent, ConfigurationError
 
-RECEIVER = """
-r.sources = src
-r.channels = ch
-r.sinks = k
-r.sources.src.type = thrift
-r.sources.src.bind = 127.0.0.1
-r.sources.src.port = 0
-r.sources.src.channels = ch
-r.sources.src.ssl = true
-r.sources.src.keystore = {server}
-r.sources.src.truststore = {ca}
-r.channels.ch.type = memory
-r.channels.ch.capacity = 10000
-r.channels.ch.transactionCapacity = 1000
-r.sinks.k.type = null
-r.sinks.k.channel = unused
-r.channels = ch unused
-r.channels.unused.type = memory
-"""
 
-SENDER = """
-s.sources = gen
-s.channels = ch
-s.sinks = out
-s.sources.gen.type = seq
-s.sources.gen.batchSize = 100
-s.sources.gen.totalEvents = 500
-s.sources.gen.channels = ch
-s.channels.ch.type = memory
-s.channels.ch.capacity = 10000
-s.channels.ch.transactionCapacity = 1000
-s.sinks.out.type = thrift
-s.sinks.out.channel = ch
-s.sinks.out.hostname = 127.0.0.1
-s.sinks.out.port = {port}
-s.sinks.out.batchSize = 100
-s.sinks.out.request-timeout = 5000
-s.sinks.out.maxBackoffSleep = 200
-{tls}
-"""
+def receiver_properties(files: TlsFiles) -> str:
+    """A Thrift source that asks its clients for a certificate, into a channel nobody drains."""
+    source = {
+        "type": "thrift",
+        "bind": "127.0.0.1",
+        "port": 0,
+        "channels": "ch",
+        "ssl": "true",
+        "keystore": files.server,
+        "truststore": files.ca,
+    }
+    return agent_properties(
+        "r",
+        sources={"src": source},
+        channels={
+            "ch": {"type": "memory", "capacity": 10000, "transactionCapacity": 1000},
+            "unused": {"type": "memory"},
+        },
+        sinks={"k": {"type": "null", "channel": "unused"}},
+    )
+
+
+def sender_properties(port: int, **tls: object) -> str:
+    """500 events into a Thrift sink to ``port``, with the sink's ``tls`` keys."""
+    sink = {
+        "type": "thrift",
+        "channel": "ch",
+        "hostname": "127.0.0.1",
+        "port": port,
+        "batchSize": 100,
+        "request-timeout": 5000,
+        "maxBackoffSleep": 200,
+        **tls,
+    }
+    return agent_properties(
+        "s",
+        sources={"gen": {"type": "seq", "batchSize": 100, "totalEvents": 500, "channels": "ch"}},
+        channels={"ch": {"type": "memory", "capacity": 10000, "transactionCapacity": 1000}},
+        sinks={"out": sink},
+    )
 
 
 def test_the_thrift_sink_talks_to_the_thrift_source_over_mutual_tls(
     tls_files: TlsFiles, wait: Callable[..., None]
 ) -> None:
-    receiver = Agent.from_properties(RECEIVER.format(server=tls_files.server, ca=tls_files.ca), "r", {})
+    receiver = Agent.from_properties(receiver_properties(tls_files), "r", {})
     receiver.start()
     port = receiver.sources["src"].port  # type: ignore[attr-defined]
-    tls = (
-        f"s.sinks.out.ssl = true\ns.sinks.out.truststore = {tls_files.ca}\n"
-        f"s.sinks.out.keystore = {tls_files.client}\n"
-    )
-    sender = Agent.from_properties(SENDER.format(port=port, tls=tls), "s", {})
+    tls = {"ssl": "true", "truststore": tls_files.ca, "keystore": tls_files.client}
+    sender = Agent.from_properties(sender_properties(port, **tls), "s", {})
     sender.start()
     try:
         wait(lambda: receiver.channels["ch"].size == 500, 30, "500 events over TLS")  # type: ignore[attr-defined]
@@ -79,12 +79,12 @@ def test_the_thrift_sink_talks_to_the_thrift_source_over_mutual_tls(
 def test_a_plain_sink_and_a_sink_without_a_client_certificate_are_refused_and_counted(
     tls_files: TlsFiles, wait: Callable[..., None]
 ) -> None:
-    receiver = Agent.from_properties(RECEIVER.format(server=tls_files.server, ca=tls_files.ca), "r", {})
+    receiver = Agent.from_properties(receiver_properties(tls_files), "r", {})
     receiver.start()
     port = receiver.sources["src"].port  # type: ignore[attr-defined]
     try:
-        for tls in ("", f"s.sinks.out.ssl = true\ns.sinks.out.truststore = {tls_files.ca}\n"):
-            sender = Agent.from_properties(SENDER.format(port=port, tls=tls), "s", {})
+        for tls in ({}, {"ssl": "true", "truststore": tls_files.ca}):
+            sender = Agent.from_properties(sender_properties(port, **tls), "s", {})
             sender.start()
             try:
                 wait(lambda s=sender: s.metrics()["SINK.out"]["EventWriteFail"] >= 2, 30, "failed deliveries")
@@ -97,23 +97,15 @@ def test_a_plain_sink_and_a_sink_without_a_client_certificate_are_refused_and_co
         receiver.stop()
 
 
-POLLER = """
-p.sources = poll
-p.channels = ch
-p.sinks = none
-p.sources.poll.type = artimon
-p.sources.poll.zk = {zk}
-p.sources.poll.interval = 1
-p.sources.poll.channels = ch
-p.sources.poll.ssl = true
-p.sources.poll.truststore = {ca}
-p.channels.ch.type = memory
-p.channels.ch.capacity = 1000
-p.channels.idle.type = memory
-p.channels = ch idle
-p.sinks.none.type = null
-p.sinks.none.channel = idle
-"""
+def poller_properties(zk: str, ca: Path) -> str:
+    """An artimon source polling over TLS every second, into a channel nobody drains."""
+    poll = {"type": "artimon", "zk": zk, "interval": 1, "channels": "ch", "ssl": "true", "truststore": ca}
+    return agent_properties(
+        "p",
+        sources={"poll": poll},
+        channels={"ch": {"type": "memory", "capacity": 1000}, "idle": {"type": "memory"}},
+        sinks={"none": {"type": "null", "channel": "idle"}},
+    )
 
 
 def test_the_artimon_source_polls_a_tls_endpoint(
@@ -122,7 +114,7 @@ def test_the_artimon_source_polls_a_tls_endpoint(
     bk = Bookkeeper("secure", environ={})
     bk.integer("secret").set(7)
     server = bk.serve(zk_hosts=zk_hosts, ssl_context=server_context(tls_files.server))
-    agent = Agent.from_properties(POLLER.format(zk=zk_hosts, ca=tls_files.ca), "p", {})
+    agent = Agent.from_properties(poller_properties(zk_hosts, tls_files.ca), "p", {})
     agent.start()
     try:
         wait(lambda: agent.channels["ch"].size >= 2, 30, "two rounds polled over TLS")  # type: ignore[attr-defined]
@@ -150,7 +142,7 @@ def test_the_artimon_source_polls_a_tls_endpoint(
 def test_tls_keys_are_checked_when_the_configuration_is_read(
     tls_files: TlsFiles, keys: str, message: str
 ) -> None:
-    config = RECEIVER.format(server=tls_files.server, ca=tls_files.ca)
+    config = receiver_properties(tls_files)
     config = "\n".join(line for line in config.splitlines() if ".ssl" not in line and ".keystore" not in line)
     config += "\nr.sources.src." + keys.format(server=tls_files.server) + "\n"
     with pytest.raises(ConfigurationError, match=message):

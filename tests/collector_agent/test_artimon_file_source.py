@@ -6,28 +6,30 @@ from pathlib import Path
 
 import pytest
 
+from artimon.stack import agent_properties
 from bookkeeper import Bookkeeper, VarType
 from bookkeeper.export import write_snapshot_file
 from bookkeeper.ground import decode_sample_batch
 from collector_agent import Agent
 
-CONFIG = """
-a.sources = files
-a.channels = ch
-a.sinks = none
-a.sources.files.type = artimon_file
-a.sources.files.directory = {directory}
-a.sources.files.interval = 0.05
-a.sources.files.batchSize = 2
-a.sources.files.maxFileSize = 4096
-a.sources.files.maxBackoffSleep = 50
-a.sources.files.channels = ch
-a.channels.ch.type = memory
-a.channels = ch idle
-a.channels.idle.type = memory
-a.sinks.none.type = null
-a.sinks.none.channel = idle
-"""
+
+def properties(directory: Path) -> str:
+    """An artimon_file source on ``directory`` into a channel nobody drains."""
+    files = {
+        "type": "artimon_file",
+        "directory": directory,
+        "interval": 0.05,
+        "batchSize": 2,
+        "maxFileSize": 4096,
+        "maxBackoffSleep": 50,
+        "channels": "ch",
+    }
+    return agent_properties(
+        "a",
+        sources={"files": files},
+        channels={"ch": {"type": "memory"}, "idle": {"type": "memory"}},
+        sinks={"none": {"type": "null", "channel": "idle"}},
+    )
 
 
 def app_file(directory: Path, module: str, value: int) -> Path:
@@ -52,7 +54,7 @@ def test_reads_each_file_into_one_event_and_skips_unchanged_files(
     for i, module in enumerate(["alpha", "beta", "gamma"]):
         app_file(drop, module, i)
     (drop / "ignored.txt").write_text("not ours")
-    agent = Agent.from_properties(CONFIG.format(directory=drop), "a", {})
+    agent = Agent.from_properties(properties(drop), "a", {})
     agent.start()
     try:
         wait(lambda: agent.channels["ch"].size == 3, what="three files read")
@@ -81,7 +83,7 @@ def test_refuses_escapes_oversized_and_malformed_files(
     (drop / "huge.artimon").write_text("1 x{} 1\n" * 1000)
     (drop / "broken.artimon").write_text("1 ok{} 1\nthis is not a line\n")
     app_file(drop, "good", 7)
-    agent = Agent.from_properties(CONFIG.format(directory=drop), "a", {})
+    agent = Agent.from_properties(properties(drop), "a", {})
     agent.start()
     try:
         wait(lambda: agent.channels["ch"].size == 1, what="the good file")

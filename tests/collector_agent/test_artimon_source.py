@@ -17,6 +17,7 @@ import pytest
 from kazoo.client import KazooClient
 
 from artimon.servers import ZooKeeperServer
+from artimon.stack import agent_properties
 from artimon.testing import start_agent_process
 from bookkeeper import Bookkeeper, EndpointInfo, resolve_zk
 from bookkeeper.testing import AppProcess, start_app
@@ -24,44 +25,48 @@ from bookkeeper.wire import FramedThriftServer, endpoint_thrift
 from collector_agent import Agent, Event
 from collector_agent.group import owner
 
-POLLER = """
-g.sources = poll
-g.channels = ch
-g.sinks = fwd
-g.sources.poll.type = artimon
-g.sources.poll.zk = {zk}
-g.sources.poll.interval = {interval}
-g.sources.poll.agentId = {agent_id}
-g.sources.poll.sessionTimeout = 1
-g.sources.poll.readTimeout = 2
-g.sources.poll.connectTimeout = 1
-g.sources.poll.catchup = 0.8
-g.sources.poll.channels = ch
-g.channels.ch.type = memory
-g.channels.ch.capacity = 100000
-g.channels.ch.transactionCapacity = 1000
-g.sinks.fwd.type = thrift
-g.sinks.fwd.channel = ch
-g.sinks.fwd.hostname = 127.0.0.1
-g.sinks.fwd.port = {port}
-g.sinks.fwd.maxBackoffSleep = 100
-"""
 
-RECEIVER = """
-r.sources = in
-r.channels = ch idle
-r.sinks = none
-r.sources.in.type = thrift
-r.sources.in.bind = 127.0.0.1
-r.sources.in.port = 0
-r.sources.in.channels = ch
-r.channels.ch.type = memory
-r.channels.ch.capacity = 1000000
-r.channels.ch.transactionCapacity = 1000
-r.channels.idle.type = memory
-r.sinks.none.type = null
-r.sinks.none.channel = idle
-"""
+def poller_properties(zk: str, interval: int, agent_id: str, port: int | None = None, **poll: object) -> str:
+    """An artimon source (with the ``poll`` keys) forwarding to the Thrift receiver on
+    ``port``; without a port, its events stay in channel ``ch`` for the test to take."""
+    source = {
+        "type": "artimon",
+        "zk": zk,
+        "interval": interval,
+        "agentId": agent_id,
+        "sessionTimeout": 1,
+        "readTimeout": 2,
+        "connectTimeout": 1,
+        "catchup": 0.8,
+        **poll,
+        "channels": "ch",
+    }
+    channels: dict[str, dict[str, object]] = {
+        "ch": {"type": "memory", "capacity": 100000, "transactionCapacity": 1000}
+    }
+    if port is None:
+        channels["idle"] = {"type": "memory"}
+        sink: dict[str, object] = {"type": "null", "channel": "idle"}
+    else:
+        sink = {
+            "type": "thrift",
+            "channel": "ch",
+            "hostname": "127.0.0.1",
+            "port": port,
+            "maxBackoffSleep": 100,
+        }
+    return agent_properties("g", sources={"poll": source}, channels=channels, sinks={"fwd": sink})
+
+
+RECEIVER = agent_properties(  # what it receives stays in channel ch, for the test to take
+    "r",
+    sources={"in": {"type": "thrift", "bind": "127.0.0.1", "port": 0, "channels": "ch"}},
+    channels={
+        "ch": {"type": "memory", "capacity": 1000000, "transactionCapacity": 1000},
+        "idle": {"type": "memory"},
+    },
+    sinks={"none": {"type": "null", "channel": "idle"}},
+)
 
 
 class Receiver:
@@ -132,9 +137,7 @@ def test_three_agents_one_killed_every_endpoint_once_per_round(
         ]
         for n in range(3):
             config = tmp_path / f"agent{n}.properties"
-            config.write_text(
-                POLLER.format(zk=zk_hosts, interval=interval, agent_id=f"agent-{n}", port=receiver.port)
-            )
+            config.write_text(poller_properties(zk_hosts, interval, f"agent-{n}", receiver.port))
             pollers.append(start_poller(config))
         interval_ms = interval * 1000
         first = (int(time.time() * 1000) // interval_ms + 2) * interval_ms  # every agent counted by then
@@ -189,7 +192,7 @@ def test_a_lone_agent_killed_and_restarted_within_a_round_leaves_no_gap(
     interval_ms = interval * 1000
     app = start_app("lone", zk_hosts, variables=3, endpoints=5)
     config = tmp_path / "lone.properties"
-    config.write_text(POLLER.format(zk=zk_hosts, interval=interval, agent_id="lone", port=receiver.port))
+    config.write_text(poller_properties(zk_hosts, interval, "lone", receiver.port))
     poller = start_poller(config)
     restarted: subprocess.Popen[str] | None = None
     try:
@@ -234,18 +237,7 @@ def test_a_hanging_endpoint_does_not_hold_the_round(
         layout.endpoint("hang", "127.0.0.1", hang_port, "u1"), info.to_json(), ephemeral=True, makepath=True
     )
     app = start_app("good", zk_hosts, variables=3, endpoints=5)
-    config = POLLER.format(zk=zk_hosts, interval=2, agent_id="solo", port=1).replace(
-        "g.sinks.fwd.type = thrift", "g.sinks.fwd.type = null"
-    )
-    # keep the events: the sink reads another channel
-    agent = Agent.from_properties(
-        config.replace("g.channels = ch", "g.channels = ch idle").replace(
-            "g.sinks.fwd.channel = ch", "g.sinks.fwd.channel = idle"
-        )
-        + "g.channels.idle.type = memory\n",
-        "g",
-        {},
-    )
+    agent = Agent.from_properties(poller_properties(zk_hosts, 2, "solo"), "g", {})
     agent.start()
     arrivals: list[tuple[int, str, float]] = []
     try:
@@ -285,14 +277,7 @@ def test_zookeeper_restart_mid_run_and_everything_carries_on(
     zk_server = ZooKeeperServer(tmp_path / "zk", tick_time_ms=500)
     zk_server.start()
     app = start_app("survivor", zk_server.hosts, variables=3, session_timeout=4, endpoints=2)
-    config = (
-        POLLER.format(zk=zk_server.hosts, interval=1, agent_id="solo", port=1)
-        .replace("g.channels = ch", "g.channels = ch idle")
-        .replace("g.sinks.fwd.channel = ch", "g.sinks.fwd.channel = idle")
-        .replace("g.sources.poll.sessionTimeout = 1", "g.sources.poll.sessionTimeout = 4")
-        + "g.channels.idle.type = memory\n"
-    )
-    agent = Agent.from_properties(config, "g", {})
+    agent = Agent.from_properties(poller_properties(zk_server.hosts, 1, "solo", sessionTimeout=4), "g", {})
     agent.start()
     rounds: set[int] = set()
 
@@ -372,17 +357,7 @@ def test_a_late_poll_keeps_its_connection_and_the_next_rounds_answer_on_time(
     zk.create(
         layout.endpoint("slow", "127.0.0.1", server.port, "u1"), info.to_json(), ephemeral=True, makepath=True
     )
-    config = POLLER.format(zk=zk_hosts, interval=1, agent_id="solo", port=1).replace(
-        "readTimeout = 2", "readTimeout = 5"
-    )
-    agent = Agent.from_properties(
-        config.replace("g.channels = ch", "g.channels = ch idle")
-        .replace("g.sinks.fwd.type = thrift", "g.sinks.fwd.type = null")
-        .replace("g.sinks.fwd.channel = ch", "g.sinks.fwd.channel = idle")
-        + "g.channels.idle.type = memory\n",
-        "g",
-        {},
-    )
+    agent = Agent.from_properties(poller_properties(zk_hosts, 1, "solo", readTimeout=5), "g", {})
     agent.start()
     arrivals: dict[int, float] = {}
     try:

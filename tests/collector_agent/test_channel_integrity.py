@@ -17,6 +17,7 @@ from typing import ClassVar
 
 import pytest
 
+from artimon.stack import agent_properties
 from bookkeeper.ground import DirectoryLock
 from collector_agent import Agent, BatchSink, ChannelException, Context, Event, FileChannel, register
 
@@ -219,40 +220,32 @@ def recording() -> Iterator[dict[str, list[Event]]]:
     RecordingSink.delivered.clear()
 
 
-TWO_CHANNELS = """
-a1.sources = ra rb
-a1.channels = a b
-a1.sinks = ka kb
-a1.sources.ra.type = seq
-a1.sources.ra.channels = a
-a1.sources.ra.batchSize = 10
-a1.sources.ra.totalEvents = 100
-a1.sources.ra.maxBackoffSleep = 200
-a1.sources.rb.type = seq
-a1.sources.rb.channels = b
-a1.sources.rb.batchSize = 50
-a1.sources.rb.maxBackoffSleep = 200
-a1.channels.a.type = file
-a1.channels.a.dataDirs = {root}/a
-a1.channels.a.minimumRequiredSpace = 1048576
-a1.channels.a.deadLetter.dir = {root}/dead
-a1.channels.b.type = file
-a1.channels.b.dataDirs = {root}/b
-a1.channels.b.minimumRequiredSpace = 1048576
-a1.sinks.ka.type = recording
-a1.sinks.ka.channel = a
-a1.sinks.ka.maxBackoffSleep = 200
-a1.sinks.kb.type = recording
-a1.sinks.kb.channel = b
-a1.sinks.kb.maxBackoffSleep = 200
-"""
+def two_channels(root: Path) -> str:
+    """Two seq sources, each into a file channel of its own drained by a recording sink."""
+    seq = {"type": "seq", "maxBackoffSleep": 200}
+    file = {"type": "file", "minimumRequiredSpace": 1048576}
+    return agent_properties(
+        "a1",
+        sources={
+            "ra": {**seq, "channels": "a", "batchSize": 10, "totalEvents": 100},
+            "rb": {**seq, "channels": "b", "batchSize": 50},
+        },
+        channels={
+            "a": {**file, "dataDirs": root / "a", "deadLetter.dir": root / "dead"},
+            "b": {**file, "dataDirs": root / "b"},
+        },
+        sinks={
+            "ka": {"type": "recording", "channel": "a", "maxBackoffSleep": 200},
+            "kb": {"type": "recording", "channel": "b", "maxBackoffSleep": 200},
+        },
+    )
 
 
 def test_a_truncated_database_is_moved_aside_and_salvaged_while_another_channel_flows(
     tmp_path: Path, recording: dict[str, list[Event]], wait: Callable[..., None]
 ) -> None:
     events = truncated_channel(tmp_path / "a", tmp_path / "dead")
-    agent = Agent.from_properties(TWO_CHANNELS.format(root=tmp_path), "a1", {})
+    agent = Agent.from_properties(two_channels(tmp_path), "a1", {})
     agent.start()
     try:
         wait(lambda: len(recording.get("kb", [])) >= 500, timeout=60, what="channel b to flow")
@@ -276,7 +269,7 @@ def test_a_channel_that_cannot_start_leaves_the_agent_running_and_starts_when_it
     tmp_path: Path, recording: dict[str, list[Event]], wait: Callable[..., None]
 ) -> None:
     other = DirectoryLock(tmp_path / "a", "another agent").acquire()
-    agent = Agent.from_properties(TWO_CHANNELS.format(root=tmp_path), "a1", {})
+    agent = Agent.from_properties(two_channels(tmp_path), "a1", {})
     agent.start()
     try:
         wait(lambda: len(recording.get("kb", [])) >= 500, timeout=60, what="channel b to flow")

@@ -18,45 +18,39 @@ from thrift.protocol import TCompactProtocol
 from thrift.transport import TSocket, TTransport
 
 from artimon.servers import free_port
+from artimon.stack import agent_properties
 from artimon.testing import start_agent_process
 from collector_agent import Agent
 
-MIDDLE = """
-m.sources = in
-m.channels = fc
-m.sinks = out
-m.sources.in.type = thrift
-m.sources.in.bind = 127.0.0.1
-m.sources.in.port = {port}
-m.sources.in.channels = fc
-m.channels.fc.type = file
-m.channels.fc.dataDirs = {data}
-m.channels.fc.minimumRequiredSpace = 1048576
-m.channels.fc.transactionCapacity = 1000
-m.sinks.out.type = thrift
-m.sinks.out.channel = fc
-m.sinks.out.hostname = 127.0.0.1
-m.sinks.out.port = {downstream}
-m.sinks.out.batchSize = 50
-m.sinks.out.maxBackoffSleep = 100
-"""
 
-DOWNSTREAM = """
-d.sources = in
-d.channels = ch
-d.sinks = none
-d.sources.in.type = thrift
-d.sources.in.bind = 127.0.0.1
-d.sources.in.port = 0
-d.sources.in.channels = ch
-d.channels.ch.type = memory
-d.channels.ch.capacity = 1000000
-d.channels.ch.transactionCapacity = 1000
-d.channels = ch idle
-d.channels.idle.type = memory
-d.sinks.none.type = null
-d.sinks.none.channel = idle
-"""
+def middle_properties(port: int, data: Path, downstream: int) -> str:
+    """A Thrift source on ``port`` into a file channel in ``data``, forwarded to ``downstream``."""
+    channel = {"type": "file", "dataDirs": data, "minimumRequiredSpace": 1048576, "transactionCapacity": 1000}
+    forward = {
+        "type": "thrift",
+        "channel": "fc",
+        "hostname": "127.0.0.1",
+        "port": downstream,
+        "batchSize": 50,
+        "maxBackoffSleep": 100,
+    }
+    return agent_properties(
+        "m",
+        sources={"in": {"type": "thrift", "bind": "127.0.0.1", "port": port, "channels": "fc"}},
+        channels={"fc": channel},
+        sinks={"out": forward},
+    )
+
+
+DOWNSTREAM = agent_properties(  # what it receives stays in its channel, to be counted
+    "d",
+    sources={"in": {"type": "thrift", "bind": "127.0.0.1", "port": 0, "channels": "ch"}},
+    channels={
+        "ch": {"type": "memory", "capacity": 1000000, "transactionCapacity": 1000},
+        "idle": {"type": "memory"},
+    },
+    sinks={"none": {"type": "null", "channel": "idle"}},
+)
 
 
 def start_middle(config: Path) -> subprocess.Popen[str]:
@@ -103,9 +97,7 @@ def test_sigkill_mid_flow_five_times_loses_no_acknowledged_event(
     downstream.start()
     port = free_port()
     config = tmp_path / "middle.properties"
-    config.write_text(
-        MIDDLE.format(port=port, data=tmp_path / "fc", downstream=downstream.sources["in"].port)
-    )
+    config.write_text(middle_properties(port, tmp_path / "fc", downstream.sources["in"].port))
     sender = Sender(port)
     middle = start_middle(config)
     sender.thread.start()

@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
+from artimon.stack import agent_properties
 from bookkeeper import Bookkeeper, EndpointInfo
 from bookkeeper.ground import encode_sample_batch
 from bookkeeper.testing import start_app
@@ -127,21 +128,22 @@ def test_the_vhms_sink_skips_a_hung_replica_after_its_timeout_and_counts_it(
         vhms.stop()
 
 
-POLLER = """
-g.sources = poll
-g.channels = ch
-g.sinks = drop
-g.sources.poll.type = artimon
-g.sources.poll.zk = {zk}
-g.sources.poll.interval = 2
-g.sources.poll.readTimeout = {read_timeout}
-g.sources.poll.connectTimeout = 1
-g.sources.poll.channels = ch
-g.channels.ch.type = memory
-g.channels.ch.capacity = 10000
-g.sinks.drop.type = null
-g.sinks.drop.channel = ch
-"""
+def poller(zk: str, read_timeout: float) -> str:
+    """An artimon source polling every 2 s into nothing."""
+    poll = {
+        "type": "artimon",
+        "zk": zk,
+        "interval": 2,
+        "readTimeout": read_timeout,
+        "connectTimeout": 1,
+        "channels": "ch",
+    }
+    return agent_properties(
+        "g",
+        sources={"poll": poll},
+        channels={"ch": {"type": "memory", "capacity": 10000}},
+        sinks={"drop": {"type": "null", "channel": "ch"}},
+    )
 
 
 @pytest.mark.slow
@@ -154,7 +156,7 @@ def test_the_artimon_source_skips_a_hung_endpoint_after_its_read_timeout_and_cou
     endpoint.start()
     app = start_app("good", zk_hosts, variables=3)
     read_timeout = 0.5
-    agent = Agent.from_properties(POLLER.format(zk=zk_hosts, read_timeout=read_timeout), "g", {})
+    agent = Agent.from_properties(poller(zk_hosts, read_timeout), "g", {})
     agent.start()
     try:
         assert endpoint.registered.wait(30)

@@ -16,6 +16,7 @@ import pytest
 from kazoo.client import KazooClient
 
 from artimon.servers import ZooKeeperServer, free_port, resolve_jars
+from artimon.stack import agent_properties
 from collector_agent import Agent, Context, load_properties
 from collector_agent.registry import resolve
 from collector_agent.sources.jmx import mbean_samples, parse_object_name
@@ -25,25 +26,29 @@ from vhms.service import VhmsService
 Latest = Callable[[VhmsService, str], dict[str, float]]
 JOLOKIA = "org.jolokia:jolokia-agent-jvm:2.5.1:javaagent"
 
-AGENT = """
-a.sources = jmx
-a.channels = ch
-a.sinks = store
-a.sources.jmx.type = jmx
-a.sources.jmx.targets = 127.0.0.1:{port}
-a.sources.jmx.job = zookeeper
-a.sources.jmx.interval = 1
-a.sources.jmx.scrapeTimeout = 0.9
-a.sources.jmx.mbeans.1 = java.lang:type=Memory
-a.sources.jmx.mbeans.2 = org.apache.ZooKeeperService:*
-a.sources.jmx.mbeans.3 = {connection}
-a.sources.jmx.channels = ch
-a.channels.ch.type = memory
-a.sinks.store.type = vhms
-a.sinks.store.channel = ch
-a.sinks.store.servers = default@127.0.0.1:{vhms_port}
-a.sinks.store.maxBackoffSleep = 100
-"""
+
+def properties(port: int, connection: str, vhms_port: int) -> str:
+    """A jmx source on ZooKeeper's Jolokia agent into a VHMS shard."""
+    jmx = {
+        "type": "jmx",
+        "targets": f"127.0.0.1:{port}",
+        "job": "zookeeper",
+        "interval": 1,
+        "scrapeTimeout": 0.9,
+        "mbeans.1": "java.lang:type=Memory",
+        "mbeans.2": "org.apache.ZooKeeperService:*",
+        "mbeans.3": connection,
+        "channels": "ch",
+    }
+    store = {
+        "type": "vhms",
+        "channel": "ch",
+        "servers": f"default@127.0.0.1:{vhms_port}",
+        "maxBackoffSleep": 100,
+    }
+    return agent_properties(
+        "a", sources={"jmx": jmx}, channels={"ch": {"type": "memory"}}, sinks={"store": store}
+    )
 
 
 @pytest.fixture(scope="module")
@@ -85,9 +90,7 @@ def test_jolokia_on_zookeeper_into_vhms_and_an_mbean_that_vanishes(
     agent = None
     try:
         (connection,) = jolokia(port, "search/org.apache.ZooKeeperService:name1=Connections,*")["value"]
-        agent = Agent.from_properties(
-            AGENT.format(port=port, connection=connection, vhms_port=shard.port), "a", {}
-        )
+        agent = Agent.from_properties(properties(port, connection, shard.port), "a", {})
         agent.start()
         source = agent.sources["jmx"]
         instance = f"instance=127.0.0.1:{port}"

@@ -23,6 +23,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from kazoo.client import KazooClient
 
+from artimon.stack import agent_properties
 from bookkeeper import resolve_zk
 from collector_agent import Agent, ScrapeError
 from collector_agent.sources.exposition import ExpositionParser
@@ -31,24 +32,13 @@ from vhms.service import VhmsService
 
 Latest = Callable[[VhmsService, str], dict[str, float]]
 
-AGENT = """
-a.sources = scrape
-a.channels = ch
-a.sinks = store
-a.sources.scrape.type = prometheus
-a.sources.scrape.interval = 1
-a.sources.scrape.scrapeTimeout = 0.8
-a.sources.scrape.bodySizeLimit = 4194304
-a.sources.scrape.channels = ch
-{source}
-a.channels.ch.type = memory
-a.channels.ch.capacity = 10000
-a.sinks.store.type = vhms
-a.sinks.store.channel = ch
-a.sinks.store.servers = default@127.0.0.1:{vhms_port}
-a.sinks.store.timeout = 5
-a.sinks.store.maxBackoffSleep = 100
-"""
+SCRAPE = {
+    "type": "prometheus",
+    "interval": 1,
+    "scrapeTimeout": 0.8,
+    "bodySizeLimit": 4194304,
+    "channels": "ch",
+}
 
 OPENMETRICS_BODY = """\
 # TYPE requests counter
@@ -184,8 +174,24 @@ def exposed(text: str, pattern: str) -> float:
     return float(line.rsplit(" ", 1)[1])
 
 
-def run_agent(source: str, shard: VhmsService) -> Agent:
-    agent = Agent.from_properties(AGENT.format(source=source, vhms_port=shard.port), "a", {})
+def run_agent(scrape: dict[str, object], shard: VhmsService, **more_sources: dict[str, object]) -> Agent:
+    """An agent of the source ``scrape`` (``SCRAPE`` with these keys) and ``more_sources``
+    into ``shard``."""
+    properties = agent_properties(
+        "a",
+        sources={"scrape": {**SCRAPE, **scrape}, **more_sources},
+        channels={"ch": {"type": "memory", "capacity": 10000}},
+        sinks={
+            "store": {
+                "type": "vhms",
+                "channel": "ch",
+                "servers": f"default@127.0.0.1:{shard.port}",
+                "timeout": 5,
+                "maxBackoffSleep": 100,
+            }
+        },
+    )
+    agent = Agent.from_properties(properties, "a", {})
     agent.start()
     return agent
 
@@ -212,7 +218,7 @@ def test_node_exporter_and_bad_targets_into_vhms(
     try:
         own_text = answers(f"http://127.0.0.1:{port}/metrics")
         urls = [f"127.0.0.1:{port}", targets.url("/good"), *(targets.url(p) for p in bad)]
-        agent = run_agent(f"a.sources.scrape.targets = {' '.join(urls)}\na.sources.scrape.job = node", shard)
+        agent = run_agent({"targets": urls, "job": "node"}, shard)
         source = agent.sources["scrape"]
 
         def ups() -> dict[str, float]:
@@ -313,15 +319,15 @@ def test_spark_prometheus_servlet_into_vhms(
         executors = answers(f"http://127.0.0.1:{port}/metrics/executors/prometheus")
         # one job per servlet: both answer on the driver's host:port (one instance)
         agent = run_agent(
-            f"""a.sources = scrape executors
-a.sources.scrape.targets = http://127.0.0.1:{port}/metrics/prometheus
-a.sources.scrape.job = spark
-a.sources.executors.type = prometheus
-a.sources.executors.interval = 1
-a.sources.executors.targets = http://127.0.0.1:{port}/metrics/executors/prometheus
-a.sources.executors.job = spark-executors
-a.sources.executors.channels = ch""",
+            {"targets": f"http://127.0.0.1:{port}/metrics/prometheus", "job": "spark"},
             shard,
+            executors={
+                "type": "prometheus",
+                "interval": 1,
+                "targets": f"http://127.0.0.1:{port}/metrics/executors/prometheus",
+                "job": "spark-executors",
+                "channels": "ch",
+            },
         )
         wait(lambda: len(latest(shard, "up{job~spark.*}")) == 2, timeout=30, what="both servlets scraped")
         assert set(latest(shard, "up{job~spark.*}").values()) == {
@@ -368,7 +374,7 @@ def test_targets_discovered_in_zookeeper(
             json.dumps({"url": targets.url("/good"), "labels": {"team": "a"}}).encode(),
             makepath=True,
         )
-        agent = run_agent(f"a.sources.scrape.zk = {zk_hosts}", shard)
+        agent = run_agent({"zk": zk_hosts}, shard)
         wait(
             lambda: latest(shard, 'requests_total{job="discovered"}'),
             timeout=20,

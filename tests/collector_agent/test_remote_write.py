@@ -21,35 +21,37 @@ import numpy as np
 import pytest
 
 from artimon.servers import PrometheusServer, free_port
+from artimon.stack import agent_properties
 from collector_agent import Agent
 from collector_agent.remote_write import messages
 from vhms import Store
 from vhms.service import VhmsService
 
-AGENT = """
-a.sources = prom
-a.channels = ch
-a.sinks = out
-a.sources.prom.type = prometheus_remote_write
-a.sources.prom.bind = 127.0.0.1
-a.sources.prom.port = 0
-a.sources.prom.maxBodySize = 262144
-a.sources.prom.maxDecodedBytes = 524288
-a.sources.prom.maxSamples = 5000
-a.sources.prom.readTimeout = 1
-a.sources.prom.channels = ch
-a.channels.ch.type = memory
-a.channels.ch.capacity = {capacity}
-a.channels.ch.transactionCapacity = {capacity}
-a.channels.ch.keep-alive = 0
-a.sinks.out.type = vhms
-a.sinks.out.channel = ch
-a.sinks.out.servers = default@127.0.0.1:{vhms_port}
-a.sinks.out.time = sample
-a.sinks.out.timeout = 5
-a.sinks.out.batchSize = {capacity}
-a.sinks.out.maxBackoffSleep = 100
-"""
+
+def properties(capacity: int, vhms_port: int) -> str:
+    """A remote-write receiver with small limits, into a VHMS shard at the samples' own times."""
+    receiver = {
+        "type": "prometheus_remote_write",
+        "bind": "127.0.0.1",
+        "port": 0,
+        "maxBodySize": 262144,
+        "maxDecodedBytes": 524288,
+        "maxSamples": 5000,
+        "readTimeout": 1,
+        "channels": "ch",
+    }
+    channel = {"type": "memory", "capacity": capacity, "transactionCapacity": capacity, "keep-alive": 0}
+    out = {
+        "type": "vhms",
+        "channel": "ch",
+        "servers": f"default@127.0.0.1:{vhms_port}",
+        "time": "sample",
+        "timeout": 5,
+        "batchSize": capacity,
+        "maxBackoffSleep": 100,
+    }
+    return agent_properties("a", sources={"prom": receiver}, channels={"ch": channel}, sinks={"out": out})
+
 
 PROMETHEUS = """
 global:
@@ -84,7 +86,7 @@ def start_stack(capacity: int = 100) -> Stack:
     store = Store("1s:900,60s:60")
     service = VhmsService(store, http_port=None, snapshot_dir=None, wal=False)
     service.start(register=False)
-    agent = Agent.from_properties(AGENT.format(capacity=capacity, vhms_port=service.port), "a", {})
+    agent = Agent.from_properties(properties(capacity, service.port), "a", {})
     agent.start()
     return Stack(service, agent)
 

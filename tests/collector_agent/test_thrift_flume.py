@@ -13,35 +13,28 @@ from flume_gen.ttypes import Status, ThriftFlumeEvent
 from thrift.protocol import TBinaryProtocol, TCompactProtocol
 from thrift.transport import TSocket, TTransport
 
+from artimon.stack import agent_properties
 from collector_agent import Agent
 
-RECEIVER = """
-r.sources = src
-r.channels = ch
-r.sinks = k
-r.sources.src.type = thrift
-r.sources.src.bind = 127.0.0.1
-r.sources.src.port = 0
-r.sources.src.channels = ch
-r.sources.src.maxFrameSize = 65536
-{protocol}
-r.channels.ch.type = memory
-r.channels.ch.capacity = {capacity}
-r.channels.ch.transactionCapacity = {capacity}
-r.channels.ch.keep-alive = 0
-r.sinks.k.type = null
-r.sinks.k.channel = unused
-r.channels = ch unused
-r.channels.unused.type = memory
-"""
+
+def receiver_properties(capacity: int = 10000, port: int = 0, **source: object) -> str:
+    """A Thrift source (with the ``source`` keys) on ``port`` into a channel nobody drains."""
+    thrift = {"type": "thrift", "bind": "127.0.0.1", "port": port, "channels": "ch", "maxFrameSize": 65536}
+    channel = {"type": "memory", "capacity": capacity, "transactionCapacity": capacity, "keep-alive": 0}
+    return agent_properties(
+        "r",
+        sources={"src": {**thrift, **source}},
+        channels={"ch": channel, "unused": {"type": "memory"}},
+        sinks={"k": {"type": "null", "channel": "unused"}},
+    )
 
 
 @pytest.fixture
 def receiver() -> Iterator[Callable[..., Agent]]:
     started: list[Agent] = []
 
-    def start(capacity: int = 10000, protocol: str = "") -> Agent:
-        agent = Agent.from_properties(RECEIVER.format(capacity=capacity, protocol=protocol), "r", {})
+    def start(capacity: int = 10000, **source: object) -> Agent:
+        agent = Agent.from_properties(receiver_properties(capacity, **source), "r", {})
         agent.start()
         started.append(agent)
         return agent
@@ -83,7 +76,7 @@ def test_an_official_thrift_client_compact_framed_talks_to_our_source(receiver: 
 
 
 def test_binary_protocol_option(receiver: Callable[..., Agent]) -> None:
-    agent = receiver(protocol="r.sources.src.protocol = binary")
+    agent = receiver(protocol="binary")
     client, transport = official_client(agent.sources["src"].port, compact=False)
     try:
         assert client.appendBatch([ThriftFlumeEvent(headers={}, body=b"b")]) == Status.OK
@@ -131,36 +124,40 @@ def test_garbage_loses_its_connection_and_the_source_keeps_serving(
     assert held(agent) == [({}, b"after")]
 
 
-SENDER = """
-s.sources = gen
-s.channels = ch
-s.sinks = out
-s.sources.gen.type = seq
-s.sources.gen.batchSize = 100
-s.sources.gen.totalEvents = 2000
-s.sources.gen.channels = ch
-s.sources.gen.interceptors = tag
-s.sources.gen.interceptors.tag.type = static
-s.sources.gen.interceptors.tag.key = from
-s.sources.gen.interceptors.tag.value = s
-s.channels.ch.type = memory
-s.channels.ch.capacity = 10000
-s.channels.ch.transactionCapacity = 1000
-s.sinks.out.type = thrift
-s.sinks.out.channel = ch
-s.sinks.out.hostname = 127.0.0.1
-s.sinks.out.port = {port}
-s.sinks.out.batchSize = 500
-s.sinks.out.request-timeout = 5000
-s.sinks.out.maxBackoffSleep = 200
-"""
+def sender_properties(port: int, total: int = 2000) -> str:
+    """``total`` events, tagged ``from=s``, into a Thrift sink to ``port``."""
+    seq = {
+        "type": "seq",
+        "batchSize": 100,
+        "totalEvents": total,
+        "channels": "ch",
+        "interceptors": "tag",
+        "interceptors.tag.type": "static",
+        "interceptors.tag.key": "from",
+        "interceptors.tag.value": "s",
+    }
+    thrift = {
+        "type": "thrift",
+        "channel": "ch",
+        "hostname": "127.0.0.1",
+        "port": port,
+        "batchSize": 500,
+        "request-timeout": 5000,
+        "maxBackoffSleep": 200,
+    }
+    return agent_properties(
+        "s",
+        sources={"gen": seq},
+        channels={"ch": {"type": "memory", "capacity": 10000, "transactionCapacity": 1000}},
+        sinks={"out": thrift},
+    )
 
 
 def test_our_thrift_sink_to_our_thrift_source(
     receiver: Callable[..., Agent], wait: Callable[..., None]
 ) -> None:
     downstream = receiver()
-    sender = Agent.from_properties(SENDER.format(port=downstream.sources["src"].port), "s", {})
+    sender = Agent.from_properties(sender_properties(downstream.sources["src"].port), "s", {})
     sender.start()
     try:
         wait(lambda: downstream.channels["ch"].size == 2000, what="2000 events downstream")
@@ -178,15 +175,12 @@ def test_the_sink_keeps_events_while_the_next_hop_is_down_and_delivers_later(
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
-    sender = Agent.from_properties(
-        SENDER.format(port=port).replace("totalEvents = 2000", "totalEvents = 300"), "s", {}
-    )
+    sender = Agent.from_properties(sender_properties(port, total=300), "s", {})
     sender.start()
     try:
         wait(lambda: sender.metrics()["SINK.out"]["ConnectionFailedCount"] >= 2, what="failed connects")
         assert sender.channels["ch"].size == 300
-        config = RECEIVER.format(capacity=10000, protocol="").replace("port = 0", f"port = {port}")
-        downstream = Agent.from_properties(config, "r", {})
+        downstream = Agent.from_properties(receiver_properties(port=port), "r", {})
         downstream.start()
         try:
             wait(lambda: downstream.channels["ch"].size == 300, timeout=30, what="delivery after the outage")

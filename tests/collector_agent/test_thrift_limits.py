@@ -21,6 +21,7 @@ from support import cpu_seconds, vm_rss_kb, wait_until
 from thriftpy2.protocol import TCompactProtocolFactory, TCyBinaryProtocolFactory
 
 from artimon.servers import free_port
+from artimon.stack import agent_properties
 from artimon.testing import start_agent_process
 from bookkeeper import MalformedFrameError
 from bookkeeper.testing import AppProcess, start_app
@@ -31,31 +32,24 @@ from collector_agent._flume_thrift import flume_thrift
 Event = flume_thrift.ThriftFlumeEvent
 OK = flume_thrift.Status.OK
 
-RECEIVER = """
-r.sources = src
-r.channels = ch
-r.sinks = k
-r.sources.src.type = thrift
-r.sources.src.bind = 127.0.0.1
-r.sources.src.port = 0
-r.sources.src.channels = ch
-{extra}
-r.channels.ch.type = memory
-r.channels.ch.capacity = 100000
-r.channels.ch.transactionCapacity = 100000
-r.sinks.k.type = null
-r.sinks.k.channel = unused
-r.channels = ch unused
-r.channels.unused.type = memory
-"""
-
 
 @pytest.fixture
 def receiver() -> Iterator[Callable[..., Agent]]:
     started: list[Agent] = []
 
-    def start(extra: str = "") -> Agent:
-        agent = Agent.from_properties(RECEIVER.format(extra=extra), "r", {})
+    def start(**keys: object) -> Agent:
+        """A Thrift source with these ``keys``, into a channel nobody drains."""
+        source = {"type": "thrift", "bind": "127.0.0.1", "port": 0, "channels": "ch", **keys}
+        properties = agent_properties(
+            "r",
+            sources={"src": source},
+            channels={
+                "ch": {"type": "memory", "capacity": 100000, "transactionCapacity": 100000},
+                "unused": {"type": "memory"},
+            },
+            sinks={"k": {"type": "null", "channel": "unused"}},
+        )
+        agent = Agent.from_properties(properties, "r", {})
         agent.start()
         started.append(agent)
         return agent
@@ -90,7 +84,7 @@ def held(agent: Agent) -> int:
 def test_events_without_their_required_fields_are_refused(
     receiver: Callable[..., Agent], binary: bool, events: list[Any] | None, reason: str
 ) -> None:
-    agent = receiver("r.sources.src.protocol = binary" if binary else "")
+    agent = receiver(protocol="binary") if binary else receiver()
     with client(agent, binary) as c:
         with pytest.raises(MalformedFrameError, match=reason):
             c.call("appendBatch", events)
@@ -111,7 +105,7 @@ def test_append_without_its_event_is_refused(receiver: Callable[..., Agent]) -> 
 
 
 def test_the_batch_and_decoded_bytes_limits_are_configurable(receiver: Callable[..., Agent]) -> None:
-    agent = receiver("r.sources.src.maxBatchEvents = 10\nr.sources.src.maxDecodedBytes = 20000")
+    agent = receiver(maxBatchEvents=10, maxDecodedBytes=20000)
     with client(agent) as c:
         assert c.call("appendBatch", [Event(headers={}, body=b"e")] * 10) == OK
         with pytest.raises(MalformedFrameError, match="11 events exceeds the maximum of 10"):
@@ -228,35 +222,27 @@ def test_four_million_empty_events_are_refused_from_their_declared_count(
 
 # -- the generated attack, on an agent in a process of its own -------------------------------
 
-ATTACKED = """
-a.sources = compact binary poll
-a.channels = ch polled
-a.sinks = drain drain2
-a.sources.compact.type = thrift
-a.sources.compact.bind = 127.0.0.1
-a.sources.compact.port = {compact_port}
-a.sources.compact.channels = ch
-a.sources.binary.type = thrift
-a.sources.binary.bind = 127.0.0.1
-a.sources.binary.port = {binary_port}
-a.sources.binary.protocol = binary
-a.sources.binary.channels = ch
-a.sources.poll.type = artimon
-a.sources.poll.zk = {zk}
-a.sources.poll.interval = 1
-a.sources.poll.agentId = attacked
-a.sources.poll.readTimeout = 0.9
-a.sources.poll.channels = polled
-a.channels.ch.type = memory
-a.channels.ch.capacity = 100000
-a.channels.ch.transactionCapacity = 100000
-a.channels.polled.type = memory
-a.sinks.drain.type = null
-a.sinks.drain.channel = ch
-a.sinks.drain.batchSize = 1000
-a.sinks.drain2.type = null
-a.sinks.drain2.channel = polled
-"""
+
+def attacked_properties(zk: str, compact_port: int, binary_port: int) -> str:
+    """Thrift sources of both protocols and an artimon source, each into a drained channel."""
+    thrift = {"type": "thrift", "bind": "127.0.0.1", "channels": "ch"}
+    poll = {"type": "artimon", "zk": zk, "interval": 1, "agentId": "attacked", "readTimeout": 0.9}
+    return agent_properties(
+        "a",
+        sources={
+            "compact": {**thrift, "port": compact_port},
+            "binary": {**thrift, "port": binary_port, "protocol": "binary"},
+            "poll": {**poll, "channels": "polled"},
+        },
+        channels={
+            "ch": {"type": "memory", "capacity": 100000, "transactionCapacity": 100000},
+            "polled": {"type": "memory"},
+        },
+        sinks={
+            "drain": {"type": "null", "channel": "ch", "batchSize": 1000},
+            "drain2": {"type": "null", "channel": "polled"},
+        },
+    )
 
 
 class Attacked:
@@ -273,9 +259,7 @@ def attacked(tmp_path: Path, zk_hosts: str) -> Iterator[Attacked]:
     ports = {"compact": free_port(), "binary": free_port()}
     monitor = free_port()
     config = tmp_path / "agent.properties"
-    config.write_text(
-        ATTACKED.format(zk=zk_hosts, compact_port=ports["compact"], binary_port=ports["binary"])
-    )
+    config.write_text(attacked_properties(zk_hosts, ports["compact"], ports["binary"]))
     process = start_agent_process(config, "a", monitor_port=monitor)
     try:
         target = Attacked(process, app, ports, monitor)
@@ -376,7 +360,7 @@ def test_values_nested_deeper_than_the_limit_are_refused(
     receiver: Callable[..., Agent], compact: bool
 ) -> None:
     """An unknown field of lists in lists, 100,000 deep: refused, not a recursion error."""
-    agent = receiver("" if compact else "r.sources.src.protocol = binary")
+    agent = receiver() if compact else receiver(protocol="binary")
     p: Any = Compact if compact else Binary
     nested = p.list(p.LIST, 1) * 100_000
     payload = p.message("append") + p.field(7, p.LIST) + nested

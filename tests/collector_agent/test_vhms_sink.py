@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from artimon.stack import agent_properties
 from bookkeeper import Bookkeeper
 from bookkeeper.export import write_snapshot_file
 from collector_agent import Agent
@@ -18,24 +19,25 @@ from query_dsl import ShardedSource
 from vhms import Store
 from vhms.service import VhmsService
 
-CONFIG = """
-a.sources = files
-a.channels = ch
-a.sinks = out
-a.sources.files.type = artimon_file
-a.sources.files.directory = {directory}
-a.sources.files.interval = 0.1
-a.sources.files.maxBackoffSleep = 50
-a.sources.files.channels = ch
-a.channels.ch.type = memory
-a.channels.ch.capacity = 1000
-a.sinks.out.type = vhms
-a.sinks.out.channel = ch
-a.sinks.out.zk = {zk}
-a.sinks.out.time = sample
-a.sinks.out.timeout = 5
-a.sinks.out.maxBackoffSleep = 100
-"""
+
+def properties(directory: Path, zk: str) -> str:
+    """An artimon_file source on ``directory`` into the vhms sink, at the samples' own times."""
+    files = {
+        "type": "artimon_file",
+        "directory": directory,
+        "interval": 0.1,
+        "maxBackoffSleep": 50,
+        "channels": "ch",
+    }
+    out = {"type": "vhms", "channel": "ch", "zk": zk, "time": "sample", "timeout": 5, "maxBackoffSleep": 100}
+    return agent_properties(
+        "a",
+        sources={"files": files},
+        channels={"ch": {"type": "memory", "capacity": 1000}},
+        sinks={"out": out},
+    )
+
+
 APPS = 4
 VARIABLES = 50
 
@@ -76,7 +78,7 @@ def test_two_shards_share_the_series_and_a_restarted_shard_loses_nothing(
     drop = tmp_path / "run"
     drop.mkdir()
     minute = (int(time.time() * 1000) // 60_000 - 5) * 60_000
-    agent = Agent.from_properties(CONFIG.format(directory=drop, zk=zk_hosts), "a", {})
+    agent = Agent.from_properties(properties(drop, zk_hosts), "a", {})
     agent.start()
     sink = agent.sinks["out"]
     shards = [shard_a, shard_b]
@@ -139,7 +141,7 @@ def test_a_replica_killed_during_rounds_and_queries_leaves_no_gap_and_no_error(
     drop = tmp_path / "run"
     drop.mkdir()
     first = (int(time.time() * 1000) // 60_000 - 8) * 60_000
-    agent = Agent.from_properties(CONFIG.format(directory=drop, zk=zk_hosts), "a", {})
+    agent = Agent.from_properties(properties(drop, zk_hosts), "a", {})
     agent.start()
     sink = agent.sinks["out"]
     reader = ShardedSource(zk_hosts, timeout=5.0)

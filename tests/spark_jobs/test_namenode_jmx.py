@@ -9,34 +9,39 @@ from collections.abc import Callable
 from support import latest_values
 
 from artimon.servers import HdfsServer
+from artimon.stack import agent_properties
 from collector_agent import Agent
 from vhms import Store, VhmsService
 
-AGENT = """
-a.sources = nn
-a.channels = ch
-a.sinks = store
-a.sources.nn.type = jmx
-a.sources.nn.protocol = hadoop
-a.sources.nn.targets = {url}/jmx
-a.sources.nn.job = namenode
-a.sources.nn.interval = 1
-a.sources.nn.mbeans.fs = Hadoop:service=NameNode,name=FSNamesystem
-a.sources.nn.attributes = (Capacity|Blocks|Files).*
-a.sources.nn.namePrefix = hdfs.
-a.sources.nn.channels = ch
-a.channels.ch.type = memory
-a.sinks.store.type = vhms
-a.sinks.store.channel = ch
-a.sinks.store.servers = default@127.0.0.1:{vhms_port}
-a.sinks.store.maxBackoffSleep = 100
-"""
+
+def properties(url: str, vhms_port: int) -> str:
+    """A jmx source reading the NameNode's /jmx (Hadoop's JSON) into a VHMS shard."""
+    namenode = {
+        "type": "jmx",
+        "protocol": "hadoop",
+        "targets": f"{url}/jmx",
+        "job": "namenode",
+        "interval": 1,
+        "mbeans.fs": "Hadoop:service=NameNode,name=FSNamesystem",
+        "attributes": "(Capacity|Blocks|Files).*",
+        "namePrefix": "hdfs.",
+        "channels": "ch",
+    }
+    store = {
+        "type": "vhms",
+        "channel": "ch",
+        "servers": f"default@127.0.0.1:{vhms_port}",
+        "maxBackoffSleep": 100,
+    }
+    return agent_properties(
+        "a", sources={"nn": namenode}, channels={"ch": {"type": "memory"}}, sinks={"store": store}
+    )
 
 
 def test_the_namenode_servlet_into_vhms(hdfs: HdfsServer, wait: Callable[..., None]) -> None:
     shard = VhmsService(Store(), http_port=None, wal=False)
     shard.start(register=False)
-    agent = Agent.from_properties(AGENT.format(url=hdfs.webhdfs, vhms_port=shard.port), "a", {})
+    agent = Agent.from_properties(properties(hdfs.webhdfs, shard.port), "a", {})
     agent.start()
     try:
 

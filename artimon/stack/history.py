@@ -1,11 +1,12 @@
-"""Spark's ``raw_ingest`` inside ``artimon up``: started on a thread (a JVM takes seconds to
-come up and nothing else waits for it), stopped after the agent so that what it landed last
-is in the Parquet history before the process exits. ``before_ingest`` runs first on the
-same session (``up``'s rebuild of an empty VHMS from the history); its failure is logged and
-the job starts all the same. The history lives under ``<data>/history`` (``file://``), or
-under ``root`` when given (``hdfs://127.0.0.1:<port>/artimon/history`` with ``up --hdfs``).
-With a ``cluster`` (``artimon up --cluster``) the thread starts its standalone master and
-worker first and the jobs run on them; ``stop`` stops them last.
+"""Spark's ``raw_ingest`` inside ``artimon up`` (:class:`HistoryJob`, run by the component
+:class:`History`): started on a thread (a JVM takes seconds to come up and nothing else
+waits for it), stopped after the agent so that what it landed last is in the Parquet history
+before the process exits. ``before_ingest`` runs first on the same session (``up``'s rebuild
+of an empty VHMS from the history); its failure is logged and the job starts all the same.
+The history lives under ``<data>/history`` (``file://``), or under ``root`` when given
+(``hdfs://127.0.0.1:<port>/artimon/history`` with ``up --hdfs``). With a ``cluster``
+(``artimon up --cluster``) the thread starts its standalone master and worker first and the
+jobs run on them; ``stop`` stops them last.
 
 States: NEW --start()--> STARTING --(session and query up)--> RUNNING --stop()--> STOPPED;
 a failure while starting is kept and reported by ``stop``, the rest of the stack runs on.
@@ -16,11 +17,15 @@ from __future__ import annotations
 import argparse
 import logging
 import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from artimon.servers import SparkCluster
+from artimon.stack.servers import Hdfs
+from artimon.stack.vhms import Vhms
+from vhms import VhmsClient, VhmsService
 
 log = logging.getLogger(__name__)
 
@@ -108,3 +113,66 @@ class HistoryJob:
                 self._spark.stop()
             if self.cluster is not None:
                 self.cluster.stop()
+
+
+def _backfill(vhms: VhmsService, history: str, say: Callable[[str], None]) -> Callable[[Any], None]:
+    """Rebuild an empty VHMS from the Parquet history (a ``file://`` or ``hdfs://`` URI):
+    its retention window (the coarsest ring's), through its Thrift service (so its
+    write-ahead log keeps what it gets); nothing when there is no history yet."""
+    retention_ms = max(r.step_ms * r.slots for r in vhms.store.resolutions)
+
+    def run(spark: Any) -> None:
+        from spark_jobs import backfill_vhms, history_exists  # pyspark's import is slow
+
+        if not history_exists(spark, history):
+            return
+        end = int(time.time() * 1000) + 60_000
+        started = time.monotonic()
+        with VhmsClient(vhms.host, vhms.port, timeout=120) as client:
+            sent = backfill_vhms.backfill(spark, history, end - retention_ms, end, client)
+        say(
+            f"[ready] backfill   {sent} samples of the last {retention_ms // 3_600_000} h from {history} "
+            f"into vhms in {time.monotonic() - started:.1f} s, {vhms.store.series} series now"
+        )
+
+    return run
+
+
+class History:
+    """Spark's raw_ingest as a component: its ``[ready] spark`` line (and the backfill's, when
+    VHMS starts empty while a history exists) comes later, through ``say``, from the job's
+    thread; its stop brings the history up to date and says so."""
+
+    name = "spark"
+
+    def __init__(
+        self,
+        data: Path,
+        vhms: Vhms,
+        *,
+        demo: bool,
+        hdfs: Hdfs | None,
+        cluster: bool,
+        say: Callable[[str], None],
+    ) -> None:
+        self.vhms = vhms
+        self.job = HistoryJob(
+            data,
+            interval="10 seconds" if demo else "5 minutes",
+            on_ready=lambda where: say(f"[ready] spark      raw_ingest {where}"),
+            root=f"{hdfs.uri}/artimon/history" if hdfs else None,
+            cluster=SparkCluster(data / "spark") if cluster else None,
+        )
+        self.say = say
+
+    def start(self) -> None:
+        service = self.vhms.service
+        if service.store.series == 0:
+            self.job.before_ingest = _backfill(service, self.job.output, self.say)
+        self.job.start()
+
+    def ready_lines(self) -> list[str]:
+        return []  # said by the job's thread, once Spark's JVM is up
+
+    def stop(self) -> str:
+        return self.job.stop()

@@ -1,0 +1,53 @@
+"""The embedded stack as a declared list of components under one supervisor (``artimon up``,
+and the test stack of ``artimon.testing``), and the one builder of agent properties.
+
+| concept | file |
+|---|---|
+| the supervisor, its states, the component protocol | ``supervisor.py`` |
+| an agent's properties text from named parts | ``properties.py`` |
+| the properties of ``up``'s agent(s) | ``agents.py`` |
+| ZooKeeper, HDFS, Kafka as components | ``servers.py`` |
+| VHMS in process, its rings | ``vhms.py`` |
+| the demo applications | ``apps.py`` |
+| the query API and dashboards | ``api.py`` |
+| the alerting rules | ``alerts.py`` |
+| Spark's raw_ingest and the backfill of an empty VHMS | ``history.py`` |
+| the agent(s), their monitoring and self-report | ``agent.py`` |
+| the line per round | ``rounds.py`` |
+"""
+
+from __future__ import annotations
+
+from artimon.stack.agent import Agents
+from artimon.stack.agents import KAFKA_TOPIC, kafka_agents, up_agent
+from artimon.stack.alerts import Alerts
+from artimon.stack.api import READY_QUERY, QueryApi
+from artimon.stack.apps import Demo
+from artimon.stack.history import History
+from artimon.stack.properties import agent_properties
+from artimon.stack.rounds import report_rounds
+from artimon.stack.servers import Hdfs, Kafka, ZooKeeper
+from artimon.stack.supervisor import Component, State, Supervisor
+from artimon.stack.vhms import Vhms, resolutions_for
+
+__all__ = [
+    "KAFKA_TOPIC",
+    "READY_QUERY",
+    "Agents",
+    "Alerts",
+    "Component",
+    "Demo",
+    "Hdfs",
+    "History",
+    "Kafka",
+    "QueryApi",
+    "State",
+    "Supervisor",
+    "Vhms",
+    "ZooKeeper",
+    "agent_properties",
+    "kafka_agents",
+    "report_rounds",
+    "resolutions_for",
+    "up_agent",
+]

@@ -1,0 +1,59 @@
+"""The alerting rules of ``<data-dir>/alerts.yaml`` (the demo's with ``--demo``, copied at
+the first start), evaluated on a thread over the in-process store, as a component; without a
+rules file it runs nothing and prints nothing. Its state is kept in ``alerts-state.json``;
+notifications that write files write them beside it."""
+
+from __future__ import annotations
+
+import shutil
+import threading
+from pathlib import Path
+
+from artimon.commands.alerts import report
+from artimon.stack.api import QueryApi
+from artimon.stack.vhms import Vhms
+from query_dsl import EXAMPLES, StoreSource
+from query_dsl.alerts import AlertEngine, EvaluatorSource, load_rules
+
+
+class Alerts:
+    name = "alerts"
+
+    def __init__(self, vhms: Vhms, api: QueryApi, data: Path, *, demo: bool) -> None:
+        self.vhms = vhms
+        self.api = api
+        self.data = data
+        self.rules = data / "alerts.yaml"
+        self.demo = demo
+        self.engine: AlertEngine | None = None
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._ready = ""
+
+    def start(self) -> None:
+        if self.demo and not self.rules.exists():
+            shutil.copy(EXAMPLES.parent / "alerts" / "demo.yaml", self.rules)
+        if not self.rules.exists():
+            return
+        config = load_rules(self.rules)
+        source = StoreSource(self.vhms.service.store)
+        self.engine = AlertEngine(config, EvaluatorSource(source), state_file=self.data / "alerts-state.json")
+        self.api.alert_metrics.engine = self.engine
+        self._thread = threading.Thread(
+            target=self.engine.run, args=(self._stop, report), name="alerts", daemon=True
+        )
+        self._thread.start()
+        self._ready = (
+            f"[ready] alerts     {len(config.rules)} rules from {self.rules}, "
+            f"every {config.interval_ms / 1000:g} s, notifications in {self.data / 'alerts.log'}"
+        )
+
+    def ready_lines(self) -> list[str]:
+        return [self._ready] if self._ready else []
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=30)
+        if self.engine is not None:
+            self.engine.close(10.0)

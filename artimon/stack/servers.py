@@ -1,0 +1,105 @@
+"""The servers of a stack as components (:mod:`artimon.stack.supervisor`): ZooKeeper, HDFS
+and Kafka, each around its launcher, each ready when its server answers."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from artimon.servers import HdfsServer, KafkaCluster, ZooKeeperServer
+from artimon.stack.agents import KAFKA_TOPIC
+
+
+class ZooKeeper:
+    """The ensemble every part finds the others in: a server started here, or the one
+    ``external`` names (``$ARTIMON_ZK``; then nothing starts and nothing is printed)."""
+
+    name = "zookeeper"
+
+    def __init__(self, server: ZooKeeperServer | None, external: str | None = None) -> None:
+        if (server is None) == (external is None):
+            raise ValueError("ZooKeeper: give a server to start or an external ensemble, not both")
+        self.server = server
+        self.external = external
+
+    @property
+    def hosts(self) -> str:
+        return self.server.hosts if self.server is not None else str(self.external)
+
+    def start(self) -> None:
+        if self.server is not None:
+            self.server.start()
+
+    def ready_lines(self) -> list[str]:
+        if self.server is None:
+            return []
+        found = (
+            "where every Artimon process looks by default"
+            if self.server.port == 2181
+            else f"other processes find it with ARTIMON_ZK={self.server.hosts}"
+        )
+        return [f"[ready] zookeeper  {self.server.hosts} (pid {self.server.pid}): {found}"]
+
+    def stop(self) -> None:
+        if self.server is not None:
+            self.server.stop()
+
+
+class Hdfs:
+    """A single-node HDFS for the Parquet history; Spark's JVM, started later, reads its
+    client configuration through ``HADOOP_CONF_DIR``."""
+
+    name = "hdfs"
+
+    def __init__(self, directory: Path, port: int) -> None:
+        self.server = HdfsServer(directory, port)
+
+    @property
+    def uri(self) -> str:
+        return self.server.uri
+
+    def start(self) -> None:
+        self.server.start()
+        os.environ["HADOOP_CONF_DIR"] = str(self.server.conf_dir)
+
+    def ready_lines(self) -> list[str]:
+        hdfs = self.server
+        return [
+            f"[ready] hdfs       {hdfs.uri} (NameNode pid {hdfs.namenode_pid}, DataNode pid "
+            f"{hdfs.datanode_pid}, WebHDFS {hdfs.webhdfs}) in {hdfs.started_in_s:.1f} s"
+        ]
+
+    def stop(self) -> None:
+        self.server.stop()
+
+
+class Kafka:
+    """The broker between the polling and the storing agent: ``$ARTIMON_KAFKA``'s, or one
+    node started here (its ports kept in ``cluster.json``) with the topic of samples. Sets
+    ``$ARTIMON_KAFKA`` for the agents' properties."""
+
+    name = "kafka"
+
+    def __init__(self, directory: Path) -> None:
+        self.directory = directory
+        self.external = os.environ.get("ARTIMON_KAFKA")
+        self.cluster: KafkaCluster | None = None
+
+    def start(self) -> None:
+        if self.external:
+            return
+        self.cluster = KafkaCluster(self.directory).start()
+        self.cluster.create_topic(KAFKA_TOPIC, exist_ok=True)
+        os.environ["ARTIMON_KAFKA"] = self.cluster.bootstrap_servers
+
+    def ready_lines(self) -> list[str]:
+        if self.cluster is None:
+            return [f"[ready] kafka      {self.external} ($ARTIMON_KAFKA): topic {KAFKA_TOPIC}"]
+        return [
+            f"[ready] kafka      {self.cluster.bootstrap_servers} (pid {self.cluster.pid(0)}, KRaft, "
+            f"started in {self.cluster.start_seconds:.1f} s): topic {KAFKA_TOPIC}"
+        ]
+
+    def stop(self) -> None:
+        if self.cluster is not None:
+            self.cluster.stop()
