@@ -10,10 +10,12 @@ driving the channel's parts (the state diagram is in ``channel.py``).
   group's put (``groups.py``); ``decide`` writes it down as kept.
 - ``commit``: the takes consumed (out of the queue now, recorded in the log now or, if the
   disk refuses, with a later commit) and the room they held released; the put's batch queued.
-- ``rollback``: a prepared batch deleted, the room released, taken ranges back at the head.
+- ``rollback``: a prepared batch deleted (with a later commit if the disk refuses), the room
+  released, taken ranges back at the head.
 
-Every hook first checks that the channel is open and still in the transaction's epoch; a
-damaged database met on the way is salvaged (``recovery.py``) and the hook fails.
+Every hook but ``rollback`` first checks that the channel is open and still in the
+transaction's epoch (a rollback in an older epoch has nothing left to undo); a damaged
+database met on the way is salvaged (``recovery.py``) and the hook fails.
 """
 
 from __future__ import annotations
