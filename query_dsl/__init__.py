@@ -29,7 +29,7 @@ from query_dsl.matrix import Matrix
 from query_dsl.parser import Call, Duration, Node, Word, parse
 from query_dsl.reduce import reduce_matrix
 from query_dsl.self_metrics import Collector, metrics_app
-from query_dsl.sources import DataSource, ShardedSource, StoreSource
+from query_dsl.sources import DataSource, ShardedSource
 
 __all__ = [
     "EXAMPLES",
@@ -54,7 +54,6 @@ __all__ = [
     "QuerySyntaxError",
     "QueryTypeError",
     "ShardedSource",
-    "StoreSource",
     "Word",
     "apply_mapper",
     "apply_op",

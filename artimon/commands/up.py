@@ -64,9 +64,9 @@ from bookkeeper.process import DirectoryLock
 from bookkeeper.testing import DemoApps, HdfsServer, KafkaCluster, SparkCluster, ZooKeeperServer, free_port
 from bookkeeper.wire import BackgroundServer
 from collector_agent import Agent, ConfigWatcher, MonitorServer, SelfReporter
-from query_dsl import EXAMPLES, StoreSource, create_app
+from query_dsl import EXAMPLES, create_app
 from query_dsl.alerts import AlertEngine, AlertEngineMetrics, EvaluatorSource, load_rules
-from vhms import DEFAULT_RESOLUTIONS, DataDirInUseError, Store, VhmsClient, VhmsService
+from vhms import DEFAULT_RESOLUTIONS, DataDirInUseError, LocalClient, Store, VhmsClient, VhmsService
 
 KAFKA_TOPIC = "artimon-samples"
 SELF_SOURCE = """{agent}.sources.{name}.type = prometheus
@@ -426,7 +426,7 @@ def _run(args: argparse.Namespace, data: Path) -> int:
             shutil.copy(EXAMPLES / "demo.json", dashboards / "demo.json")
         if not (dashboards / "artimon.json").exists():  # the stack's own panels, from its /metrics
             shutil.copy(EXAMPLES / "artimon.json", dashboards / "artimon.json")
-        source = StoreSource(vhms.store)
+        source = LocalClient(vhms.store)
         alert_metrics = AlertEngineMetrics(None)  # its engine, if any, comes below
         zk_host, _, zk_port = zk_hosts.split(",")[0].partition("/")[0].rpartition(":")
         own: list[AlertEngineMetrics | LandingBacklog | ZooKeeperMetrics] = [alert_metrics]
