@@ -75,8 +75,8 @@ import numpy as np
 from _report import report
 
 from bookkeeper.wire.httpserver import BackgroundServer
-from query_dsl.api import create_app
 from query_dsl.evaluator import Limits
+from query_dsl.http.api import create_app
 from vhms import LocalClient, Store
 
 MINUTE = 60_000

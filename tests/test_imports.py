@@ -91,7 +91,11 @@ def test_query_dsl_reads_vhms_through_its_client_surface_only() -> None:
         )
     for path in sorted((ROOT / "query_dsl").rglob("*.py")):
         for node in ast.walk(ast.parse(path.read_text(), str(path))):
-            if isinstance(node, ast.Attribute) and node.attr in VHMS_SERVER_NAMES:
-                if isinstance(node.value, ast.Name) and node.value.id == "vhms":
-                    wrong.append(f"{path.relative_to(ROOT)}:{node.lineno}: uses vhms.{node.attr}")
+            if (
+                isinstance(node, ast.Attribute)
+                and node.attr in VHMS_SERVER_NAMES
+                and isinstance(node.value, ast.Name)
+                and node.value.id == "vhms"
+            ):
+                wrong.append(f"{path.relative_to(ROOT)}:{node.lineno}: uses vhms.{node.attr}")
     assert not wrong, "\n".join(wrong)

@@ -65,7 +65,7 @@ from bookkeeper.testing import DemoApps, HdfsServer, KafkaCluster, SparkCluster,
 from bookkeeper.wire import BackgroundServer
 from collector_agent import Agent, ConfigWatcher, MonitorServer, SelfReporter
 from query_dsl import EXAMPLES, create_app
-from query_dsl.alerts import AlertEngine, AlertEngineMetrics, EvaluatorSource, load_rules
+from query_dsl.alerts import DEMO_RULES, AlertEngine, AlertEngineMetrics, EvaluatorSource, load_rules
 from vhms import DEFAULT_RESOLUTIONS, DataDirInUseError, LocalClient, Store, VhmsClient, VhmsService
 
 KAFKA_TOPIC = "artimon-samples"
@@ -448,7 +448,7 @@ def _run(args: argparse.Namespace, data: Path) -> int:
         print(f"[ready] dashboard  {page} (saved dashboards in {dashboards})", flush=True)
         rules = data / "alerts.yaml"
         if args.demo and not rules.exists():
-            shutil.copy(EXAMPLES.parent / "alerts" / "demo.yaml", rules)
+            shutil.copy(DEMO_RULES, rules)
         if rules.exists():
             config = load_rules(rules)
             engine = AlertEngine(config, EvaluatorSource(source), state_file=data / "alerts-state.json")

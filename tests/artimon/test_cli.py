@@ -290,7 +290,7 @@ def test_query_command_prints_a_table_json_and_csv() -> None:
     import numpy as np
 
     from bookkeeper.wire.httpserver import BackgroundServer
-    from query_dsl.api import create_app
+    from query_dsl.http.api import create_app
     from vhms import LocalClient, Store
 
     store = Store()

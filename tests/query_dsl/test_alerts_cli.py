@@ -22,7 +22,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from bookkeeper.testing.zkserver import free_port
 from bookkeeper.wire.httpserver import BackgroundServer
 from query_dsl.alerts import AlertEngine, EvaluatorSource, load_rules
-from query_dsl.api import create_app
+from query_dsl.http.api import create_app
 from vhms import LocalClient, Store
 
 MINUTE = 60_000

@@ -28,7 +28,7 @@ from query_dsl.alerts import (
     Rule,
     rules_from_dict,
 )
-from query_dsl.api import create_app
+from query_dsl.http.api import create_app
 from vhms import LocalClient, Store
 
 MINUTE = 60_000

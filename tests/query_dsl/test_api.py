@@ -16,7 +16,7 @@ from hypothesis import HealthCheck, given, settings
 
 from bookkeeper.wire.httpserver import BackgroundServer
 from query_dsl import Client, Limits, Matrix, QueryError, QueryLimitError, QuerySyntaxError
-from query_dsl.api import create_app
+from query_dsl.http.api import create_app
 from vhms import LocalClient, Store
 
 MINUTE = 60_000

@@ -15,11 +15,11 @@ import pytest
 
 from bookkeeper.wire.httpserver import BackgroundServer
 from query_dsl import Limits
-from query_dsl.api import create_app
 from query_dsl.dashboards import EXAMPLES, MAX_FILE_BYTES, MAX_PANELS, DashboardDirectory
+from query_dsl.dashboards.render import draw
 from query_dsl.exceptions import DashboardError, DashboardNotFoundError
+from query_dsl.http.api import create_app
 from query_dsl.matrix import Matrix
-from query_dsl.render import draw
 from query_dsl.testing import demo_store
 from vhms import LocalClient
 

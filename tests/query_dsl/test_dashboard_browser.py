@@ -19,8 +19,8 @@ import pytest
 from playwright.sync_api import Browser, Page, expect, sync_playwright
 
 from bookkeeper.wire.httpserver import BackgroundServer
-from query_dsl.api import create_app
 from query_dsl.dashboards import EXAMPLES
+from query_dsl.http.api import create_app
 from query_dsl.testing import demo_store
 from vhms import LocalClient
 

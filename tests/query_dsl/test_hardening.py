@@ -22,8 +22,8 @@ from hypothesis import strategies as st
 
 from bookkeeper.wire.httpserver import BackgroundServer
 from query_dsl import Limits
-from query_dsl.api import create_app
-from query_dsl.body_limit import MAX_BODY_BYTES
+from query_dsl.http.api import create_app
+from query_dsl.http.body_limit import MAX_BODY_BYTES
 from query_dsl.sources import ShardedSource
 from vhms import LocalClient, Store
 from vhms.service import VhmsService

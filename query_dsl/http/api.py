@@ -1,16 +1,16 @@
 """The HTTP query API (FastAPI): ``POST /api/v1/query``, ``GET /api/v1/series``,
 ``/api/v1/labels``, ``/api/v1/label/{name}/values`` (a parameter they do not know is a 400:
 a misspelt filter must not widen an answer); OpenAPI at ``/openapi.json``; the
-dashboard page at ``/`` with its endpoints (:mod:`query_dsl.web`); Prometheus's API and
-PromQL under ``/prometheus`` (:mod:`query_dsl.prom_api`); ``GET /metrics`` (query
-latencies and the process, Prometheus text: :mod:`query_dsl.self_metrics`) and ``GET /health``,
+dashboard page at ``/`` with its endpoints (:mod:`query_dsl.http.web`); Prometheus's API and
+PromQL under ``/prometheus`` (:mod:`query_dsl.http.prom_api`); ``GET /metrics`` (query
+latencies and the process, Prometheus text: :mod:`query_dsl.http.self_metrics`) and ``GET /health``,
 open without the token (they hold no series data).
 
 Every answer is JSON (``?format=csv`` for a query gives CSV: a row per series and instant);
-a query's is written by :mod:`query_dsl.answer`, NaN and ±Inf as null.
+a query's is written by :mod:`query_dsl.http.answer`, NaN and ±Inf as null.
 Errors are ``{"error": {"kind", "message", "line", "column"}}`` with 400 (the query is
 wrong), 404 (no such dashboard), 422 (the request is malformed), 413 (a limit was hit, or a
-request body over ``MAX_BODY_BYTES``: :mod:`query_dsl.body_limit`, before it is read) or 401
+request body over ``MAX_BODY_BYTES``: :mod:`query_dsl.http.body_limit`, before it is read) or 401
 (a bearer token is configured and missing or wrong). Queries are at most 10,000 characters; a query runs at
 most ``limits.timeout_s``.
 """
@@ -31,17 +31,17 @@ from fastapi.responses import JSONResponse, PlainTextResponse, Response
 from pydantic import BaseModel, Field
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from query_dsl.answer import encode_answer, strings_answer
-from query_dsl.body_limit import BodyLimitMiddleware
 from query_dsl.evaluator import Evaluator, Limits
 from query_dsl.exceptions import QueryError, QueryLimitError
-from query_dsl.http_errors import error_response as _error
+from query_dsl.http.answer import encode_answer, strings_answer
+from query_dsl.http.body_limit import BodyLimitMiddleware
+from query_dsl.http.errors import error_response as _error
+from query_dsl.http.prom_api import prometheus_router
+from query_dsl.http.self_metrics import ApiMetrics, Collector
+from query_dsl.http.web import web_router
 from query_dsl.matrix import Matrix
 from query_dsl.parser import MAX_QUERY_LENGTH
-from query_dsl.prom_api import prometheus_router
-from query_dsl.self_metrics import ApiMetrics, Collector
 from query_dsl.sources import DataSource
-from query_dsl.web import web_router
 from vhms import LimitExceededError, VhmsError
 
 __all__ = ["QueryRequest", "create_app", "to_csv"]
@@ -114,7 +114,7 @@ def create_app(
     dashboards_dir: Path | None = None,
     extra_metrics: Sequence[Collector] = (),
 ) -> FastAPI:
-    """The API over ``source``, with the dashboard page at ``/`` (see :mod:`query_dsl.web`)
+    """The API over ``source``, with the dashboard page at ``/`` (see :mod:`query_dsl.http.web`)
     listing the saved dashboards of ``dashboards_dir``. ``extra_metrics`` (prometheus_client
     collectors) add to ``GET /metrics`` what else runs in this process: ``artimon up``'s
     alerts, its Spark history job, its ZooKeeper."""
@@ -228,7 +228,7 @@ def create_app(
     def label_values(name: str) -> dict[str, list[str]]:
         return {"values": source.label_values(name)}
 
-    # Prometheus's API under /prometheus (query_dsl.prom_api): Grafana's data source, promtool
+    # Prometheus's API under /prometheus (query_dsl.http.prom_api): Grafana's data source, promtool
     app.include_router(prometheus_router(source, limits=limits), dependencies=[Depends(authorize)])
     app.include_router(web_router(source, authorize=authorize, limits=limits, dashboards_dir=dashboards_dir))
     app.add_middleware(BodyLimitMiddleware)  # every route, the dashboard's too

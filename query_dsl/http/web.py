@@ -1,4 +1,4 @@
-"""The dashboard's HTTP side, mounted by :func:`query_dsl.api.create_app`: the page at ``/``
+"""The dashboard's HTTP side, mounted by :func:`query_dsl.http.api.create_app`: the page at ``/``
 and its files under ``/static/`` (public: they hold no data), and, behind the API's bearer
 token, ``GET /api/v1/dashboards`` (the saved ones, bad files with their error),
 ``GET /api/v1/dashboards/{name}`` (one, 404 or 400) and ``GET /api/v1/render?q=`` (a PNG).
@@ -19,11 +19,11 @@ from fastapi import APIRouter, Depends, HTTPException, Query
 from fastapi.responses import Response
 
 from query_dsl.dashboards import Dashboard, DashboardDirectory, DashboardSummary
+from query_dsl.dashboards.render import render_png
 from query_dsl.evaluator import Evaluator, Limits
 from query_dsl.exceptions import DashboardError, DashboardNotFoundError, QueryError, QueryLimitError
-from query_dsl.http_errors import error_response
+from query_dsl.http.errors import error_response
 from query_dsl.parser import MAX_QUERY_LENGTH
-from query_dsl.render import render_png
 from query_dsl.sources import DataSource
 from vhms import VhmsError
 
@@ -72,7 +72,7 @@ def web_router(
     """The routes above; ``authorize`` is the API's token check, ``dashboards_dir`` where
     saved dashboards live (``None``: none are listed)."""
     router = APIRouter()
-    assets = _assets(files("query_dsl").joinpath("static"))
+    assets = _assets(files("query_dsl.http").joinpath("static"))
     directory = DashboardDirectory(dashboards_dir) if dashboards_dir is not None else None
 
     @router.get("/", include_in_schema=False)
