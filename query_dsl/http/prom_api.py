@@ -14,13 +14,10 @@ Bodies are bounded by the query API's own middleware, queries by its length limi
 
 from __future__ import annotations
 
-import math
 import re
 import time
 from collections.abc import Callable
-from datetime import datetime
 from typing import Any, Literal
-from urllib.parse import parse_qsl
 
 import numpy as np
 import orjson
@@ -29,32 +26,33 @@ from fastapi.responses import Response
 from pydantic import BaseModel
 from starlette.concurrency import run_in_threadpool
 
-from query_dsl.evaluator import MAX_TIME_MS, Limits
-from query_dsl.exceptions import PromQLSyntaxError, QueryError, QueryLimitError
+from query_dsl.evaluator import Limits
+from query_dsl.exceptions import QueryError
+from query_dsl.http.context import ApiContext, api_context
+from query_dsl.http.prom_params import (
+    QUERY_PARAMS,
+    RANGE_PARAMS,
+    SERIES_PARAMS,
+    ApiError,
+    classify,
+    duration_param,
+    first,
+    limits_param,
+    query_text,
+    read_params,
+    time_param,
+)
 from query_dsl.parser import MAX_QUERY_LENGTH
 from query_dsl.promql import instant_query, parse, range_query
 from query_dsl.promql.ast import VectorSelector
 from query_dsl.promql.format import format_expr
-from query_dsl.promql.parser import parse_duration
 from query_dsl.promql.selection import fetch_samples
-from query_dsl.sources import DataSource
-from vhms import LimitExceededError, VhmsError
+from vhms import VhmsError
 
 __all__ = ["BASE_PATH", "prometheus_router"]
 
 BASE_PATH = "/prometheus"
 VERSION = "2.42.0"  # the Prometheus whose API and semantics these answers follow
-_MAX_TIME = MAX_TIME_MS / 1000  # the engine's bound: about the year 287,000, exact in float64 ms
-_FLOAT = re.compile(r"[-+]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][-+]?[0-9]+)?\Z")
-
-
-class ApiError(ValueError):
-    """A request Prometheus's API would refuse: ``kind`` is its errorType, ``status`` the code."""
-
-    def __init__(self, kind: str, message: str, status: int) -> None:
-        super().__init__(message)
-        self.kind = kind
-        self.status = status
 
 
 def _answer(data: Any, warnings: list[str] | None = None) -> Response:
@@ -67,137 +65,6 @@ def _answer(data: Any, warnings: list[str] | None = None) -> Response:
 def _error(error: ApiError) -> Response:
     body = {"status": "error", "errorType": error.kind, "error": str(error)[:2000]}
     return Response(orjson.dumps(body), status_code=error.status, media_type="application/json")
-
-
-def _time(value: str | None, default: float, name: str) -> float:
-    """Epoch seconds or RFC 3339, as Prometheus reads a time parameter."""
-    if value is None or value == "":
-        return default
-    if _FLOAT.match(value):
-        seconds = float(value)
-        if -_MAX_TIME <= seconds <= _MAX_TIME:
-            return seconds
-    else:
-        try:
-            return _bounded(datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp())
-        except (ValueError, OverflowError, OSError):
-            pass
-    raise ApiError(
-        "bad_data", f'invalid parameter "{name}": cannot parse "{value[:100]}" to a valid timestamp', 400
-    )
-
-
-def _bounded(seconds: float) -> float:
-    if not -_MAX_TIME <= seconds <= _MAX_TIME:
-        raise ValueError(f"{seconds} is beyond the engine's times")
-    return seconds
-
-
-def _duration(value: str, name: str) -> float:
-    """Seconds, or a duration like ``5m``, as Prometheus reads ``step`` and ``timeout``."""
-    if _FLOAT.match(value):
-        seconds = float(value)
-        if math.isfinite(seconds) and abs(seconds) < 2**62 / 1e9:
-            return seconds
-    else:
-        try:
-            return parse_duration(value) / 1000
-        except ValueError:
-            pass
-    raise ApiError(
-        "bad_data", f'invalid parameter "{name}": cannot parse "{value[:100]}" to a valid duration', 400
-    )
-
-
-async def _params(request: Request) -> list[tuple[str, str]]:
-    """The query string's parameters, then a POSTed form's."""
-    pairs = list(request.query_params.multi_items())
-    if request.method == "POST":
-        content_type = request.headers.get("content-type", "")
-        if content_type.startswith("application/x-www-form-urlencoded"):
-            body = await request.body()
-            try:
-                pairs += parse_qsl(body.decode("utf-8"), keep_blank_values=True, strict_parsing=False)
-            except (UnicodeDecodeError, ValueError):
-                raise ApiError("bad_data", "the form body is not URL-encoded UTF-8", 400) from None
-    return pairs
-
-
-def _one(pairs: list[tuple[str, str]], name: str) -> str | None:
-    for key, value in pairs:
-        if key == name:
-            return value
-    return None
-
-
-def _query_text(pairs: list[tuple[str, str]]) -> str:
-    text = _one(pairs, "query")
-    if text is None or not text.strip():
-        raise ApiError("bad_data", 'invalid parameter "query": no query given', 400)
-    if len(text) > MAX_QUERY_LENGTH:
-        raise ApiError("bad_data", f'invalid parameter "query": at most {MAX_QUERY_LENGTH} characters', 400)
-    return text
-
-
-def _limits(base: Limits, pairs: list[tuple[str, str]]) -> Limits:
-    timeout = _one(pairs, "timeout")
-    if timeout is None:
-        return base
-    seconds = _duration(timeout, "timeout")
-    if seconds <= 0:
-        raise ApiError("bad_data", 'invalid parameter "timeout": must be positive', 400)
-    return Limits(base.max_series, base.max_points, min(seconds, base.timeout_s))
-
-
-def _classify(exc: Exception) -> ApiError:
-    if isinstance(exc, ApiError):
-        return exc
-    if isinstance(exc, PromQLSyntaxError):
-        return ApiError("bad_data", str(exc), 400)
-    if isinstance(exc, QueryLimitError):
-        message = str(exc)
-        if "timed out" in message:
-            return ApiError("timeout", message, 503)
-        if "11,000 points" in message:
-            return ApiError("bad_data", message, 400)
-        return ApiError("execution", message, 422)
-    if isinstance(exc, LimitExceededError):
-        return ApiError("execution", str(exc), 422)
-    return ApiError("execution", str(exc), 422)
-
-
-_QUERY_PARAMS = [
-    {
-        "name": "query",
-        "in": "query",
-        "required": True,
-        "schema": {"type": "string", "maxLength": MAX_QUERY_LENGTH},
-    },
-    {"name": "time", "in": "query", "required": False, "schema": {"type": "string"}},
-    {"name": "timeout", "in": "query", "required": False, "schema": {"type": "string"}},
-]
-_RANGE_PARAMS = [
-    {
-        "name": "query",
-        "in": "query",
-        "required": True,
-        "schema": {"type": "string", "maxLength": MAX_QUERY_LENGTH},
-    },
-    {"name": "start", "in": "query", "required": True, "schema": {"type": "string"}},
-    {"name": "end", "in": "query", "required": True, "schema": {"type": "string"}},
-    {"name": "step", "in": "query", "required": True, "schema": {"type": "string"}},
-    {"name": "timeout", "in": "query", "required": False, "schema": {"type": "string"}},
-]
-_SERIES_PARAMS = [
-    {
-        "name": "match[]",
-        "in": "query",
-        "required": True,
-        "schema": {"type": "array", "items": {"type": "string", "maxLength": MAX_QUERY_LENGTH}},
-    },
-    {"name": "start", "in": "query", "required": False, "schema": {"type": "string"}},
-    {"name": "end", "in": "query", "required": False, "schema": {"type": "string"}},
-]
 
 
 class PrometheusError(BaseModel):
@@ -224,158 +91,171 @@ _ANSWERS: dict[int | str, dict[str, Any]] = {
 }
 
 
-def prometheus_router(source: DataSource, *, limits: Limits | None = None) -> APIRouter:
-    """The routes of Prometheus's API over ``source``, to mount under :data:`BASE_PATH`."""
-    base_limits = limits or Limits()
-    router = APIRouter(prefix=BASE_PATH, tags=["prometheus"])
+Handler = Callable[[ApiContext, list[tuple[str, str]]], tuple[Any, list[str]]]
+prometheus_router = APIRouter(prefix=BASE_PATH, tags=["prometheus"])
 
-    def route(
-        path: str, parameters: list[dict[str, Any]], handler: Callable[[list[tuple[str, str]]], Any]
-    ) -> None:
-        async def endpoint(request: Request) -> Response:
-            try:
-                pairs = await _params(request)
-                # evaluated and written off the event loop: a wide answer takes a while
-                return await run_in_threadpool(lambda: _answer(*handler(pairs)))
-            except (ApiError, QueryError, VhmsError, ValueError) as exc:
-                return _error(_classify(exc))
 
-        endpoint.__name__ = "prometheus_" + re.sub(r"\W", "_", path.strip("/"))
-        for method in ("GET", "POST"):
-            router.add_api_route(
-                path,
-                endpoint,
-                methods=[method],
-                openapi_extra={"parameters": parameters},
-                responses=_ANSWERS,
-                name=f"{endpoint.__name__}_{method.lower()}",
-            )
+async def _serve(request: Request, handler: Handler) -> Response:
+    """``handler``'s answer to the request's parameters, or Prometheus's error."""
+    try:
+        pairs = await read_params(request)
+        api = await api_context(request)
+        # evaluated and written off the event loop: a wide answer takes a while
+        return await run_in_threadpool(lambda: _answer(*handler(api, pairs)))
+    except (ApiError, QueryError, VhmsError, ValueError) as exc:
+        return _error(classify(exc))
 
-    def query(pairs: list[tuple[str, str]]) -> tuple[Any, list[str]]:
-        text = _query_text(pairs)
-        at = _time(_one(pairs, "time"), time.time(), "time")
-        result = instant_query(source, text, at, limits=_limits(base_limits, pairs))
-        return result.to_prometheus_json(), result.warnings
 
-    def query_range(pairs: list[tuple[str, str]]) -> tuple[Any, list[str]]:
-        text = _query_text(pairs)
-        for required in ("start", "end", "step"):
-            if _one(pairs, required) is None:
-                raise ApiError("bad_data", f'invalid parameter "{required}": missing', 400)
-        start = _time(_one(pairs, "start"), 0, "start")
-        end = _time(_one(pairs, "end"), 0, "end")
-        step = _duration(_one(pairs, "step") or "", "step")
-        if end < start:
+def _route(path: str, parameters: list[dict[str, Any]], handler: Handler) -> None:
+    """``handler`` at ``path``, for GET and POST (a form body), documented with ``parameters``."""
+
+    async def endpoint(request: Request) -> Response:
+        return await _serve(request, handler)
+
+    endpoint.__name__ = "prometheus_" + re.sub(r"\W", "_", path.strip("/"))
+    for method in ("GET", "POST"):
+        prometheus_router.add_api_route(
+            path,
+            endpoint,
+            methods=[method],
+            openapi_extra={"parameters": parameters},
+            responses=_ANSWERS,
+            name=f"{endpoint.__name__}_{method.lower()}",
+        )
+
+
+def _base_limits(api: ApiContext) -> Limits:
+    return api.limits or Limits()
+
+
+def _ordered(start: float, end: float) -> None:
+    if end < start:
+        raise ApiError(
+            "bad_data", 'invalid parameter "end": end timestamp must not be before start time', 400
+        )
+
+
+def _query(api: ApiContext, pairs: list[tuple[str, str]]) -> tuple[Any, list[str]]:
+    text = query_text(pairs)
+    at = time_param(first(pairs, "time"), time.time(), "time")
+    result = instant_query(api.source, text, at, limits=limits_param(_base_limits(api), pairs))
+    return result.to_prometheus_json(), result.warnings
+
+
+def _query_range(api: ApiContext, pairs: list[tuple[str, str]]) -> tuple[Any, list[str]]:
+    text = query_text(pairs)
+    for required in ("start", "end", "step"):
+        if first(pairs, required) is None:
+            raise ApiError("bad_data", f'invalid parameter "{required}": missing', 400)
+    start = time_param(first(pairs, "start"), 0, "start")
+    end = time_param(first(pairs, "end"), 0, "end")
+    step = duration_param(first(pairs, "step") or "", "step")
+    _ordered(start, end)
+    if step <= 0:
+        raise ApiError(
+            "bad_data",
+            'invalid parameter "step": zero or negative query resolution step widths are not accepted. '
+            "Try a positive integer",
+            400,
+        )
+    if (end - start) / step > 11_000:
+        raise ApiError(
+            "bad_data",
+            "exceeded maximum resolution of 11,000 points per timeseries. Try decreasing the query "
+            "resolution (?step=XX)",
+            400,
+        )
+    result = range_query(api.source, text, start, end, step, limits=limits_param(_base_limits(api), pairs))
+    return result.to_prometheus_json(), result.warnings
+
+
+def _selectors(pairs: list[tuple[str, str]], required: bool) -> list[VectorSelector]:
+    texts = [value for key, value in pairs if key == "match[]"]
+    if required and not texts:
+        raise ApiError("bad_data", "no match[] parameter provided", 400)
+    found = []
+    for text in texts:
+        if len(text) > MAX_QUERY_LENGTH:
             raise ApiError(
-                "bad_data", 'invalid parameter "end": end timestamp must not be before start time', 400
+                "bad_data", f'invalid parameter "match[]": at most {MAX_QUERY_LENGTH} characters', 400
             )
-        if step <= 0:
+        expr = parse(text)
+        if not isinstance(expr, VectorSelector):
             raise ApiError(
-                "bad_data",
-                'invalid parameter "step": zero or negative query resolution step widths are not accepted. '
-                "Try a positive integer",
-                400,
+                "bad_data", f'invalid parameter "match[]": {text[:100]!r} is not a series selector', 400
             )
-        if (end - start) / step > 11_000:
-            raise ApiError(
-                "bad_data",
-                "exceeded maximum resolution of 11,000 points per timeseries. Try decreasing the query "
-                "resolution (?step=XX)",
-                400,
-            )
-        result = range_query(source, text, start, end, step, limits=_limits(base_limits, pairs))
-        return result.to_prometheus_json(), result.warnings
+        found.append(expr)
+    return found
 
-    def selectors(pairs: list[tuple[str, str]], required: bool) -> list[Any]:
-        texts = [value for key, value in pairs if key == "match[]"]
-        if required and not texts:
-            raise ApiError("bad_data", "no match[] parameter provided", 400)
-        found = []
-        for text in texts:
-            if len(text) > MAX_QUERY_LENGTH:
-                raise ApiError(
-                    "bad_data", f'invalid parameter "match[]": at most {MAX_QUERY_LENGTH} characters', 400
-                )
-            expr = parse(text)
-            if not isinstance(expr, VectorSelector):
-                raise ApiError(
-                    "bad_data", f'invalid parameter "match[]": {text[:100]!r} is not a series selector', 400
-                )
-            found.append(expr)
-        return found
 
-    def series_of(pairs: list[tuple[str, str]], required: bool) -> list[dict[str, str]]:
-        now = time.time()
-        start = _time(_one(pairs, "start"), now - 3600, "start")
-        end = _time(_one(pairs, "end"), now, "end")
-        if end < start:
-            raise ApiError(
-                "bad_data", 'invalid parameter "end": end timestamp must not be before start time', 400
-            )
-        out: dict[tuple[tuple[str, str], ...], dict[str, str]] = {}
-        for selector in selectors(pairs, required):
-            samples = fetch_samples(source, selector, int(start * 1000), int(end * 1000))
-            present = ~np.isnan(samples.values).all(axis=1)
-            table = samples.table
-            for row, (name, labels) in enumerate(zip(table.name_list(), table.label_dicts(), strict=True)):
-                if present[row]:
-                    full = {"__name__": name, **labels}
-                    out[tuple(sorted(full.items()))] = full
-        return [out[key] for key in sorted(out)]
+def _series_of(api: ApiContext, pairs: list[tuple[str, str]], required: bool) -> list[dict[str, str]]:
+    now = time.time()
+    start = time_param(first(pairs, "start"), now - 3600, "start")
+    end = time_param(first(pairs, "end"), now, "end")
+    _ordered(start, end)
+    out: dict[tuple[tuple[str, str], ...], dict[str, str]] = {}
+    for selector in _selectors(pairs, required):
+        samples = fetch_samples(api.source, selector, int(start * 1000), int(end * 1000))
+        present = ~np.isnan(samples.values).all(axis=1)
+        table = samples.table
+        for row, (name, labels) in enumerate(zip(table.name_list(), table.label_dicts(), strict=True)):
+            if present[row]:
+                full = {"__name__": name, **labels}
+                out[tuple(sorted(full.items()))] = full
+    return [out[key] for key in sorted(out)]
 
-    def series(pairs: list[tuple[str, str]]) -> tuple[Any, list[str]]:
-        return series_of(pairs, required=True), []
 
-    def labels(pairs: list[tuple[str, str]]) -> tuple[Any, list[str]]:
-        if any(key == "match[]" for key, _ in pairs):
-            names = {label for found in series_of(pairs, required=False) for label in found}
-            return sorted(names), []
-        return sorted({"__name__", *source.label_names()}), []
+def _series(api: ApiContext, pairs: list[tuple[str, str]]) -> tuple[Any, list[str]]:
+    return _series_of(api, pairs, required=True), []
 
-    def label_values(name: str, pairs: list[tuple[str, str]]) -> tuple[Any, list[str]]:
-        if any(key == "match[]" for key, _ in pairs):
-            values = {found[name] for found in series_of(pairs, required=False) if name in found}
-            return sorted(values), []
-        label = name
-        return sorted(source.label_values(label)), []
 
-    def metadata(pairs: list[tuple[str, str]]) -> tuple[Any, list[str]]:
-        return {}, []
+def _labels(api: ApiContext, pairs: list[tuple[str, str]]) -> tuple[Any, list[str]]:
+    if any(key == "match[]" for key, _ in pairs):
+        names = {label for found in _series_of(api, pairs, required=False) for label in found}
+        return sorted(names), []
+    return sorted({"__name__", *api.source.label_names()}), []
 
-    def buildinfo(pairs: list[tuple[str, str]]) -> tuple[Any, list[str]]:
-        return {
-            "version": VERSION,
-            "revision": "artimon",
-            "branch": "artimon",
-            "buildUser": "artimon",
-            "buildDate": "",
-            "goVersion": "n/a (Artimon, Python)",
-        }, []
 
-    def format_query(pairs: list[tuple[str, str]]) -> tuple[Any, list[str]]:
-        return format_expr(parse(_query_text(pairs))), []
+def _label_values(api: ApiContext, name: str, pairs: list[tuple[str, str]]) -> tuple[Any, list[str]]:
+    if any(key == "match[]" for key, _ in pairs):
+        values = {found[name] for found in _series_of(api, pairs, required=False) if name in found}
+        return sorted(values), []
+    return sorted(api.source.label_values(name)), []
 
-    route("/api/v1/query", _QUERY_PARAMS, query)
-    route("/api/v1/query_range", _RANGE_PARAMS, query_range)
-    route("/api/v1/series", _SERIES_PARAMS, series)
-    route("/api/v1/labels", _SERIES_PARAMS[1:], labels)
-    route("/api/v1/metadata", [], metadata)
-    route("/api/v1/status/buildinfo", [], buildinfo)
-    route("/api/v1/format_query", _QUERY_PARAMS[:1], format_query)
 
-    async def values_endpoint(name: str, request: Request) -> Response:
-        try:
-            pairs = await _params(request)
-            return await run_in_threadpool(lambda: _answer(*label_values(name, pairs)))
-        except (ApiError, QueryError, VhmsError, ValueError) as exc:
-            return _error(_classify(exc))
+def _metadata(api: ApiContext, pairs: list[tuple[str, str]]) -> tuple[Any, list[str]]:
+    return {}, []
 
-    router.add_api_route(
-        "/api/v1/label/{name}/values",
-        values_endpoint,
-        methods=["GET"],
-        openapi_extra={"parameters": _SERIES_PARAMS[1:]},
-        responses=_ANSWERS,
-        name="prometheus_label_values",
-    )
-    return router
+
+def _buildinfo(api: ApiContext, pairs: list[tuple[str, str]]) -> tuple[Any, list[str]]:
+    return {
+        "version": VERSION,
+        "revision": "artimon",
+        "branch": "artimon",
+        "buildUser": "artimon",
+        "buildDate": "",
+        "goVersion": "n/a (Artimon, Python)",
+    }, []
+
+
+def _format_query(api: ApiContext, pairs: list[tuple[str, str]]) -> tuple[Any, list[str]]:
+    return format_expr(parse(query_text(pairs))), []
+
+
+_route("/api/v1/query", QUERY_PARAMS, _query)
+_route("/api/v1/query_range", RANGE_PARAMS, _query_range)
+_route("/api/v1/series", SERIES_PARAMS, _series)
+_route("/api/v1/labels", SERIES_PARAMS[1:], _labels)
+_route("/api/v1/metadata", [], _metadata)
+_route("/api/v1/status/buildinfo", [], _buildinfo)
+_route("/api/v1/format_query", QUERY_PARAMS[:1], _format_query)
+
+
+@prometheus_router.get(
+    "/api/v1/label/{name}/values",
+    openapi_extra={"parameters": SERIES_PARAMS[1:]},
+    responses=_ANSWERS,
+    name="prometheus_label_values",
+)
+async def values_endpoint(name: str, request: Request) -> Response:
+    return await _serve(request, lambda api, pairs: _label_values(api, name, pairs))

@@ -10,21 +10,19 @@ Content-Security-Policy says so.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from functools import cache
 from importlib.resources import files
 from importlib.resources.abc import Traversable
-from pathlib import Path
 
 from fastapi import APIRouter, Depends, HTTPException, Query
 from fastapi.responses import Response
 
-from query_dsl.dashboards import Dashboard, DashboardDirectory, DashboardSummary
-from query_dsl.dashboards.render import render_png
-from query_dsl.evaluator import Evaluator, Limits
+from query_dsl.dashboards import Dashboard, DashboardSummary, render_png
+from query_dsl.evaluator import Evaluator
 from query_dsl.exceptions import DashboardError, DashboardNotFoundError, QueryError, QueryLimitError
+from query_dsl.http.context import Api, authorize
 from query_dsl.http.errors import error_response
 from query_dsl.parser import MAX_QUERY_LENGTH
-from query_dsl.sources import DataSource
 from vhms import VhmsError
 
 __all__ = ["web_router"]
@@ -62,75 +60,75 @@ def _asset_response(content: bytes, name: str) -> Response:
     return Response(content, media_type=media_type, headers=_HEADERS)
 
 
-def web_router(
-    source: DataSource,
-    *,
-    authorize: Callable[..., None],
-    limits: Limits | None = None,
-    dashboards_dir: Path | None = None,
-) -> APIRouter:
-    """The routes above; ``authorize`` is the API's token check, ``dashboards_dir`` where
-    saved dashboards live (``None``: none are listed)."""
-    router = APIRouter()
-    assets = _assets(files("query_dsl.http").joinpath("static"))
-    directory = DashboardDirectory(dashboards_dir) if dashboards_dir is not None else None
+@cache
+def _static() -> dict[str, bytes]:
+    """The page's files, read on the first request that asks for one."""
+    return _assets(files("query_dsl.http").joinpath("static"))
 
-    @router.get("/", include_in_schema=False)
-    def page() -> Response:
-        return _asset_response(assets["index.html"], "index.html")
 
-    @router.get("/static/{path:path}", include_in_schema=False)
-    def static(path: str) -> Response:
-        if path not in assets:
-            raise HTTPException(status_code=404, detail=f"no static file {path[:100]!r}")
-        return _asset_response(assets[path], path)
+web_router = APIRouter()
 
-    @router.get(
-        "/api/v1/dashboards",
-        dependencies=[Depends(authorize)],
-        response_model=dict[str, list[DashboardSummary]],
-    )
-    def dashboards() -> dict[str, list[DashboardSummary]]:
-        return {"dashboards": directory.summaries() if directory is not None else []}
 
-    @router.get(
-        "/api/v1/dashboards/{name}",
-        dependencies=[Depends(authorize)],
-        response_model=Dashboard,
-        responses={404: {"description": "no dashboard of that name"}},
-    )
-    def dashboard(name: str) -> Response | Dashboard:
-        if directory is None:
-            unset = DashboardNotFoundError("no dashboards directory is configured (artimon api --dashboards)")
-            return error_response(404, unset)
-        try:
-            return directory.load(name)
-        except DashboardNotFoundError as exc:
-            return error_response(404, exc)
-        except DashboardError as exc:
-            return error_response(400, exc)
+@web_router.get("/", include_in_schema=False)
+def page() -> Response:
+    return _asset_response(_static()["index.html"], "index.html")
 
-    @router.get(
-        "/api/v1/render",
-        dependencies=[Depends(authorize)],
-        response_class=Response,
-        responses={200: {"content": {"image/png": {}}, "description": "the chart"}},
-    )
-    def render(
-        q: str = Query(..., min_length=1, max_length=MAX_QUERY_LENGTH, description="a query in the DSL"),
-        start: int | None = Query(None, ge=0, le=2**53, description="default range start, epoch ms"),
-        end: int | None = Query(None, ge=0, le=2**53, description="default range end, epoch ms (now)"),
-        width: int = Query(800, ge=200, le=2000, description="pixels"),
-        height: int = Query(400, ge=150, le=1500, description="pixels"),
-        title: str | None = Query(None, max_length=200, description="default: the query"),
-    ) -> Response:
-        try:
-            result = Evaluator(source, start_ms=start, end_ms=end, limits=limits).evaluate(q)
-            png = render_png(result, title=q if title is None else title, width=width, height=height)
-        except QueryLimitError as exc:
-            return error_response(413, exc)
-        except (QueryError, VhmsError, ValueError) as exc:
-            return error_response(400, exc)
-        return Response(png, media_type="image/png", headers={"Cache-Control": "no-store"})
 
-    return router
+@web_router.get("/static/{path:path}", include_in_schema=False)
+def static(path: str) -> Response:
+    assets = _static()
+    if path not in assets:
+        raise HTTPException(status_code=404, detail=f"no static file {path[:100]!r}")
+    return _asset_response(assets[path], path)
+
+
+@web_router.get(
+    "/api/v1/dashboards",
+    dependencies=[Depends(authorize)],
+    response_model=dict[str, list[DashboardSummary]],
+)
+def dashboards(api: Api) -> dict[str, list[DashboardSummary]]:
+    return {"dashboards": api.dashboards.summaries() if api.dashboards is not None else []}
+
+
+@web_router.get(
+    "/api/v1/dashboards/{name}",
+    dependencies=[Depends(authorize)],
+    response_model=Dashboard,
+    responses={404: {"description": "no dashboard of that name"}},
+)
+def dashboard(name: str, api: Api) -> Response | Dashboard:
+    if api.dashboards is None:
+        unset = DashboardNotFoundError("no dashboards directory is configured (artimon api --dashboards)")
+        return error_response(404, unset)
+    try:
+        return api.dashboards.load(name)
+    except DashboardNotFoundError as exc:
+        return error_response(404, exc)
+    except DashboardError as exc:
+        return error_response(400, exc)
+
+
+@web_router.get(
+    "/api/v1/render",
+    dependencies=[Depends(authorize)],
+    response_class=Response,
+    responses={200: {"content": {"image/png": {}}, "description": "the chart"}},
+)
+def render(
+    api: Api,
+    q: str = Query(..., min_length=1, max_length=MAX_QUERY_LENGTH, description="a query in the DSL"),
+    start: int | None = Query(None, ge=0, le=2**53, description="default range start, epoch ms"),
+    end: int | None = Query(None, ge=0, le=2**53, description="default range end, epoch ms (now)"),
+    width: int = Query(800, ge=200, le=2000, description="pixels"),
+    height: int = Query(400, ge=150, le=1500, description="pixels"),
+    title: str | None = Query(None, max_length=200, description="default: the query"),
+) -> Response:
+    try:
+        result = Evaluator(api.source, start_ms=start, end_ms=end, limits=api.limits).evaluate(q)
+        png = render_png(result, title=q if title is None else title, width=width, height=height)
+    except QueryLimitError as exc:
+        return error_response(413, exc)
+    except (QueryError, VhmsError, ValueError) as exc:
+        return error_response(400, exc)
+    return Response(png, media_type="image/png", headers={"Cache-Control": "no-store"})
