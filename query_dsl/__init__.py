@@ -1,5 +1,9 @@
 """The Artimon query language: map/reduce over label equivalence classes.
 
+The languages live at the top (the DSL) and in ``promql/``; the query API over HTTP in
+``http/``, dashboards in ``dashboards/``, alerting in ``alerts/``, each with its own
+``__all__``. This surface gathers what most callers need. VHMS is read through its client
+surface only (:class:`vhms.LocalClient` in process, :class:`ShardedSource` over the shards).
 See README.md beside this file and docs/dsl.md.
 """
 
@@ -21,10 +25,7 @@ from query_dsl.exceptions import (
     QueryTypeError,
 )
 from query_dsl.filters import filter_selector, top, where_last
-from query_dsl.http.answer import strings_answer
-from query_dsl.http.api import create_app, to_csv
-from query_dsl.http.client import Client
-from query_dsl.http.self_metrics import Collector, metrics_app
+from query_dsl.http import Client, Collector, create_app, metrics_app, strings_answer, to_csv
 from query_dsl.mappers import apply_mapper
 from query_dsl.matrix import Matrix
 from query_dsl.parser import Call, Duration, Node, Word, parse
