@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 import re
 from datetime import datetime
+from typing import Any
 from urllib.parse import parse_qsl
 
 from fastapi import Request
@@ -143,35 +144,22 @@ def classify(exc: Exception) -> ApiError:
     return ApiError("execution", str(exc), 422)
 
 
-QUERY_PARAMS = [
-    {
-        "name": "query",
-        "in": "query",
-        "required": True,
-        "schema": {"type": "string", "maxLength": MAX_QUERY_LENGTH},
-    },
-    {"name": "time", "in": "query", "required": False, "schema": {"type": "string"}},
-    {"name": "timeout", "in": "query", "required": False, "schema": {"type": "string"}},
-]
+def _param(name: str, required: bool, schema: dict[str, Any] | None = None) -> dict[str, Any]:
+    """One query parameter as OpenAPI documents it (a string unless ``schema`` says otherwise)."""
+    return {"name": name, "in": "query", "required": required, "schema": schema or {"type": "string"}}
+
+
+def _query() -> dict[str, Any]:
+    return _param("query", True, {"type": "string", "maxLength": MAX_QUERY_LENGTH})
+
+
+QUERY_PARAMS = [_query(), _param("time", False), _param("timeout", False)]
 RANGE_PARAMS = [
-    {
-        "name": "query",
-        "in": "query",
-        "required": True,
-        "schema": {"type": "string", "maxLength": MAX_QUERY_LENGTH},
-    },
-    {"name": "start", "in": "query", "required": True, "schema": {"type": "string"}},
-    {"name": "end", "in": "query", "required": True, "schema": {"type": "string"}},
-    {"name": "step", "in": "query", "required": True, "schema": {"type": "string"}},
-    {"name": "timeout", "in": "query", "required": False, "schema": {"type": "string"}},
+    _query(),
+    _param("start", True),
+    _param("end", True),
+    _param("step", True),
+    _param("timeout", False),
 ]
-SERIES_PARAMS = [
-    {
-        "name": "match[]",
-        "in": "query",
-        "required": True,
-        "schema": {"type": "array", "items": {"type": "string", "maxLength": MAX_QUERY_LENGTH}},
-    },
-    {"name": "start", "in": "query", "required": False, "schema": {"type": "string"}},
-    {"name": "end", "in": "query", "required": False, "schema": {"type": "string"}},
-]
+_MATCH = {"type": "array", "items": {"type": "string", "maxLength": MAX_QUERY_LENGTH}}
+SERIES_PARAMS = [_param("match[]", True, _MATCH), _param("start", False), _param("end", False)]
