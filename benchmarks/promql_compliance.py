@@ -54,8 +54,8 @@ from artimon.servers import PrometheusServer, free_port
 from artimon.stack import agent_properties
 from bookkeeper.ground import BackgroundServer, spawn
 from collector_agent import Agent
-from query_dsl import Limits, StoreSource, create_app
-from vhms import Store, VhmsService
+from query_dsl import Limits, create_app
+from vhms import LocalClient, Store, VhmsService
 
 TESTER = "github.com/prometheus/compliance/promql/cmd/promql-compliance-tester"
 DEMO = "github.com/juliusv/prometheus_demo_service"
@@ -189,7 +189,7 @@ def artimon(scrape_interval: int, slots: int) -> Iterator[tuple[Agent, Backgroun
     vhms.start(register=False)
     agent = Agent.from_properties(agent_config(vhms.port), "c", {})
     agent.start()
-    api = BackgroundServer(create_app(StoreSource(store), limits=Limits(timeout_s=60)), name="compliance-api")
+    api = BackgroundServer(create_app(LocalClient(store), limits=Limits(timeout_s=60)), name="compliance-api")
     api.start()
     try:
         yield agent, api

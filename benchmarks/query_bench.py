@@ -75,10 +75,9 @@ import numpy as np
 from _report import report
 
 from bookkeeper.ground import BackgroundServer
-from query_dsl.api import create_app
 from query_dsl.evaluator import Limits
-from query_dsl.sources import StoreSource
-from vhms import Store
+from query_dsl.http.api import create_app
+from vhms import LocalClient, Store
 
 MINUTE = 60_000
 MINUTES = 180  # of history: the gauge mean reads all of it, the range queries 70 minutes
@@ -204,7 +203,7 @@ def serve_artimon(data: Data, port: int) -> None:
     for minute in range(minutes):
         store.ingest(keys, data.values[:, minute], np.full(rows, data.start + minute * MINUTE))
     api = BackgroundServer(
-        create_app(StoreSource(store), limits=Limits(max_points=10**10, max_series=10**8, timeout_s=600)),
+        create_app(LocalClient(store), limits=Limits(max_points=10**10, max_series=10**8, timeout_s=600)),
         "127.0.0.1",
         port,
         name="bench-api",

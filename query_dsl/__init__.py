@@ -1,15 +1,16 @@
 """The Artimon query language: map/reduce over label equivalence classes.
 
+The languages live at the top (the DSL) and in ``promql/``; the query API over HTTP in
+``http/``, dashboards in ``dashboards/``, alerting in ``alerts/``, each with its own
+``__all__``. This surface gathers what most callers need. VHMS is read through its client
+surface only (:class:`vhms.LocalClient` in process, :class:`ShardedSource` over the shards).
 See README.md beside this file and docs/dsl.md.
 """
 
 from __future__ import annotations
 
-from query_dsl.answer import strings_answer
-from query_dsl.api import create_app, to_csv
 from query_dsl.apply import apply_op
 from query_dsl.bucketize import bucketize
-from query_dsl.client import Client
 from query_dsl.dashboards import EXAMPLES, Dashboard, DashboardDirectory
 from query_dsl.evaluator import Evaluator, Limits
 from query_dsl.exceptions import (
@@ -24,12 +25,12 @@ from query_dsl.exceptions import (
     QueryTypeError,
 )
 from query_dsl.filters import filter_selector, top, where_last
+from query_dsl.http import Client, Collector, create_app, metrics_app, strings_answer, to_csv
 from query_dsl.mappers import apply_mapper
 from query_dsl.matrix import Matrix
 from query_dsl.parser import Call, Duration, Node, Word, parse
 from query_dsl.reduce import reduce_matrix
-from query_dsl.self_metrics import Collector, metrics_app
-from query_dsl.sources import DataSource, ShardedSource, StoreSource
+from query_dsl.sources import DataSource, ShardedSource
 
 __all__ = [
     "EXAMPLES",
@@ -54,7 +55,6 @@ __all__ = [
     "QuerySyntaxError",
     "QueryTypeError",
     "ShardedSource",
-    "StoreSource",
     "Word",
     "apply_mapper",
     "apply_op",

@@ -1,15 +1,18 @@
-"""Where ``fetch`` reads: an in-process store (the embedded stack, tests) or every VHMS shard
-through VHMS's sharded client (registered in ZooKeeper, or listed), which fans the fetch
-out and merges the shards' answers before map and reduce."""
+"""Where ``fetch`` reads: any :class:`DataSource`. VHMS is read through its client surface
+only, one code path in process and over Thrift: :class:`vhms.LocalClient` over a store of
+this process (the embedded stack, tests), or every VHMS shard through :class:`ShardedSource`
+(VHMS's sharded client, shards registered in ZooKeeper or listed), which fans the fetch out
+and merges the shards' answers before map and reduce. Other sources (Spark's Parquet
+history, an Arrow table) answer the same calls."""
 
 from __future__ import annotations
 
 import ssl
 from typing import Protocol
 
-from vhms import Address, FetchResult, ShardedClient, Store
+from vhms import Address, FetchResult, ShardedClient
 
-__all__ = ["DataSource", "ShardedSource", "StoreSource"]
+__all__ = ["DataSource", "ShardedSource"]
 
 
 class DataSource(Protocol):
@@ -20,33 +23,6 @@ class DataSource(Protocol):
     def label_names(self) -> list[str]: ...
     def label_values(self, label: str) -> list[str]: ...
     def strings(self, selector: str) -> dict[str, tuple[int, str]]: ...
-
-
-class StoreSource:
-    """Reads a store in this process."""
-
-    def __init__(self, store: Store) -> None:
-        self.store = store
-
-    def fetch(self, selector: str, start_ms: int, end_ms: int, resolution: str | int = "auto") -> FetchResult:
-        return self.store.fetch(selector, start_ms, end_ms, resolution)
-
-    def fetch_samples(self, selector: str, start_ms: int, end_ms: int) -> FetchResult:
-        """The buckets that may hold samples of ``[start_ms, end_ms)`` and, from the finest
-        ring, each value's own time: for PromQL."""
-        return self.store.fetch(selector, start_ms, end_ms, sample_times=True)
-
-    def series(self, selector: str) -> list[str]:
-        return self.store.series_keys(selector)
-
-    def label_names(self) -> list[str]:
-        return self.store.label_names()
-
-    def label_values(self, label: str) -> list[str]:
-        return self.store.label_values(label)
-
-    def strings(self, selector: str) -> dict[str, tuple[int, str]]:
-        return dict(sorted(self.store.last_strings(selector).items()))
 
 
 class ShardedSource(ShardedClient):
@@ -70,8 +46,3 @@ class ShardedSource(ShardedClient):
             ssl_context=ssl_context,
             name="query",
         )
-
-    def fetch_samples(self, selector: str, start_ms: int, end_ms: int) -> FetchResult:
-        """The buckets that may hold samples of ``[start_ms, end_ms)`` and, where every shard
-        read its finest ring, each value's own time: for PromQL."""
-        return self.fetch(selector, start_ms, end_ms, sample_times=True)

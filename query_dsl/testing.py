@@ -1,6 +1,7 @@
-"""A store filled with the series of ``artimon up --demo`` (bookkeeper/demo.py): the same
+"""Stores for tests: one filled with the series of ``artimon up --demo`` (bookkeeper/demo.py): the same
 names and labels, an hour of minutes by default, without ZooKeeper or an agent. For tests,
-for trying dashboards (``StoreSource(demo_store())``) and for the docs' screenshots."""
+for trying dashboards (``vhms.LocalClient(demo_store())``) and for the docs' screenshots; and
+the PromQL cross-check dataset loaded into a store (:func:`load_store`)."""
 
 from __future__ import annotations
 
@@ -9,9 +10,10 @@ import time
 import numpy as np
 
 from bookkeeper.wire import format_series
+from query_dsl.promql.dataset import Series
 from vhms import Store
 
-__all__ = ["demo_store"]
+__all__ = ["demo_store", "load_store"]
 
 _MINUTE = 60_000
 _METHODS = {"GET": 0.7, "POST": 0.2, "PUT": 0.07, "DELETE": 0.03}
@@ -53,3 +55,16 @@ def demo_store(end_ms: int | None = None, *, minutes: int = 60, seed: int = 42) 
         store.ingest(keys, np.array([series[k][column] for k in keys]), np.full(len(keys), ts))
     store.ingest_strings([format_series("app.version", _WEB)], ["1.0.0"], np.array([end]))
     return store
+
+
+def load_store(series: list[Series], store: Store) -> int:
+    """Ingest the series of the cross-check dataset (:mod:`query_dsl.promql.dataset`) into
+    ``store``; the number of samples stored."""
+    keys: list[str] = []
+    values: list[np.ndarray] = []
+    times: list[np.ndarray] = []
+    for each in series:
+        keys += [format_series(each.name, each.labels)] * len(each.values)
+        values.append(each.values)
+        times.append(each.times_ms)
+    return store.ingest(keys, np.concatenate(values), np.concatenate(times))

@@ -114,3 +114,43 @@ def test_no_product_module_imports_a_testing_module(package: str) -> None:
             continue
         wrong += [f"{where}:{line}: imports {m}" for line, m in _imported(path) if _is_testing(m)]
     assert not wrong, "\n".join(wrong)
+
+
+# VHMS's server face: whether these live at vhms's top level or in a ``vhms.server`` package
+VHMS_SERVER_NAMES = {
+    "Store",
+    "VhmsService",
+    "WriteAheadLog",
+    "load_snapshot",
+    "save_snapshot",
+    "restore_or_empty",
+    "replay_wal",
+    "SeriesIndex",
+}
+
+
+def test_query_dsl_reads_vhms_through_its_client_surface_only() -> None:
+    """query_dsl reads VHMS through a client (``vhms.LocalClient`` in process, the sharded
+    client over Thrift), never the store, the service, the log or the snapshots; its test
+    harness (``query_dsl.testing``) fills a store for tests, as a test would."""
+    wrong = []
+    for where, line, module, names in _cross_imports("query_dsl"):
+        if where == "query_dsl/testing.py":
+            continue
+        if module == "vhms.server" or module.startswith("vhms.server.") or "server" in names:
+            wrong.append(f"{where}:{line}: imports {module}")
+        wrong.extend(
+            f"{where}:{line}: imports {name} from {module}"
+            for name in names
+            if module.partition(".")[0] == "vhms" and name in VHMS_SERVER_NAMES
+        )
+    for path in sorted((ROOT / "query_dsl").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if (
+                isinstance(node, ast.Attribute)
+                and node.attr in VHMS_SERVER_NAMES
+                and isinstance(node.value, ast.Name)
+                and node.value.id == "vhms"
+            ):
+                wrong.append(f"{path.relative_to(ROOT)}:{node.lineno}: uses vhms.{node.attr}")
+    assert not wrong, "\n".join(wrong)

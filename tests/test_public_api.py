@@ -12,6 +12,8 @@ PACKAGES = [
     "collector_agent",
     "vhms",
     "query_dsl",
+    "query_dsl.http",
+    "query_dsl.dashboards",
     "query_dsl.alerts",
     "query_dsl.alerts.notifiers",
     "spark_jobs",

@@ -1,7 +1,8 @@
 """VHMS, the VarHistoryMemStore: recent history of every series in multi-resolution rings.
 
 The store side (:class:`Store`, snapshots, :class:`VhmsService`) and the client side that
-writers and readers share (:class:`ShardedClient`, :class:`HashRing`, :class:`FetchResult`).
+writers and readers share (:class:`ShardedClient`, :class:`HashRing`, :class:`FetchResult`,
+and :class:`LocalClient`, which reads a store of this process through the same calls).
 See README.md beside this file and docs/vhms.md.
 """
 
@@ -21,6 +22,7 @@ from vhms.exceptions import (
     WalError,
     WalPolicyError,
 )
+from vhms.local import LocalClient
 from vhms.placement import HashRing
 from vhms.regex import MAX_PROGRAM_SIZE, MAX_REGEX_LENGTH
 from vhms.resolutions import DEFAULT_RESOLUTIONS, Resolution, parse_resolutions
@@ -45,6 +47,7 @@ __all__ = [
     "HashRing",
     "LabelColumns",
     "LimitExceededError",
+    "LocalClient",
     "Matcher",
     "ReplayReport",
     "Resolution",

@@ -12,8 +12,8 @@ from pathlib import Path
 from artimon.commands.alerts import report
 from artimon.stack.api import QueryApi
 from artimon.stack.vhms import Vhms
-from query_dsl import EXAMPLES, StoreSource
-from query_dsl.alerts import AlertEngine, EvaluatorSource, load_rules
+from query_dsl.alerts import DEMO_RULES, AlertEngine, EvaluatorSource, load_rules
+from vhms import LocalClient
 
 
 class Alerts:
@@ -32,11 +32,11 @@ class Alerts:
 
     def start(self) -> None:
         if self.demo and not self.rules.exists():
-            shutil.copy(EXAMPLES.parent / "alerts" / "demo.yaml", self.rules)
+            shutil.copy(DEMO_RULES, self.rules)
         if not self.rules.exists():
             return
         config = load_rules(self.rules)
-        source = StoreSource(self.vhms.service.store)
+        source = LocalClient(self.vhms.service.store)
         self.engine = AlertEngine(config, EvaluatorSource(source), state_file=self.data / "alerts-state.json")
         self.api.alert_metrics.engine = self.engine
         self._thread = threading.Thread(

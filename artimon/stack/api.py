@@ -13,8 +13,9 @@ from artimon.commands._metrics import LandingBacklog, ZooKeeperMetrics
 from artimon.stack.servers import ZooKeeper
 from artimon.stack.vhms import Vhms
 from bookkeeper.ground import BackgroundServer
-from query_dsl import EXAMPLES, StoreSource, create_app
+from query_dsl import EXAMPLES, create_app
 from query_dsl.alerts import AlertEngineMetrics
+from vhms import LocalClient
 
 READY_QUERY = 'fetch("http.requests", last=10m) | map(rate, {window}) | reduce(sum, by=[method])'
 
@@ -55,7 +56,7 @@ class QueryApi:
         zk_host, _, zk_port = self.zookeeper.hosts.split(",")[0].partition("/")[0].rpartition(":")
         own: list[AlertEngineMetrics | LandingBacklog | ZooKeeperMetrics] = [self.alert_metrics]
         own += [LandingBacklog(self.data / "landing"), ZooKeeperMetrics(zk_host, int(zk_port))]
-        source = StoreSource(self.vhms.service.store)
+        source = LocalClient(self.vhms.service.store)
         app = create_app(source, dashboards_dir=self.dashboards, extra_metrics=own)
         self.server = BackgroundServer(app, self.host, self.port, name="query-api")
         self.server.start()

@@ -30,6 +30,7 @@ from query_dsl.alerts.notifiers import (
 )
 from query_dsl.alerts.recording import Recorder, SampleWriter
 from query_dsl.alerts.rules import (
+    DEMO_RULES,
     AlertConfig,
     Condition,
     RecordingRule,
@@ -43,6 +44,7 @@ from query_dsl.alerts.state import StateFile
 from query_dsl.exceptions import AlertRuleError, NotifyError
 
 __all__ = [
+    "DEMO_RULES",
     "Alert",
     "AlertConfig",
     "AlertEngine",

@@ -49,6 +49,7 @@ from query_dsl.exceptions import AlertRuleError, QuerySyntaxError
 from query_dsl.parser import parse
 
 __all__ = [
+    "DEMO_RULES",
     "MAX_RULES",
     "MAX_RULES_FILE_BYTES",
     "AlertConfig",
@@ -61,6 +62,8 @@ __all__ = [
 ]
 
 MAX_RULES_FILE_BYTES = 1 << 20
+# the shipped example: rules over the series of ``artimon up --demo``
+DEMO_RULES = Path(__file__).parent / "examples" / "demo.yaml"
 MAX_RULES = 10_000
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.:\-]{0,199}\Z")
 _CONDITION = re.compile(r"\s*(==|!=|>=|<=|>|<)\s*(\S+)\s*\Z")

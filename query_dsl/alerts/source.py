@@ -1,7 +1,7 @@
 """Where the engine's queries run: anything with ``query(text, start_ms, end_ms)``.
 
 :class:`query_dsl.Client` is one already (through the HTTP query API);
-:class:`EvaluatorSource` runs queries in this process over a ``DataSource`` (a store, or
+:class:`EvaluatorSource` runs queries in this process over a ``DataSource`` (``vhms.LocalClient``, or
 the VHMS shards found in ZooKeeper); :class:`PromQLSource` runs PromQL instant queries
 (a Prometheus rule file's) the same way, and :class:`PromQLHttpSource` sends them to
 Prometheus's HTTP API (Artimon's under ``/prometheus``, or a Prometheus server's).

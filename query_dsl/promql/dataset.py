@@ -1,6 +1,7 @@
 """The cross-check dataset: the same series for a real Prometheus (as OpenMetrics text for
-``promtool tsdb create-blocks-from openmetrics``) and for VHMS (into a store), so that
-PromQL's answers can be compared (tests/query_dsl/promql, docs/promql.md).
+``promtool tsdb create-blocks-from openmetrics``) and for VHMS (into a store, by
+:func:`query_dsl.testing.load_store`), so that PromQL's answers can be compared
+(tests/query_dsl/promql, docs/promql.md).
 
 Every ``interval_s`` (15 s) for ``points`` samples ending at ``end_s``:
 
@@ -25,10 +26,7 @@ from pathlib import Path
 
 import numpy as np
 
-from bookkeeper.wire import format_series
-from vhms import Store
-
-__all__ = ["Series", "generate", "load_store", "write_openmetrics"]
+__all__ = ["Series", "generate", "write_openmetrics"]
 
 
 @dataclass(frozen=True)
@@ -106,15 +104,3 @@ def write_openmetrics(series: list[Series], path: Path) -> Path:
     lines.append("# EOF")
     path.write_text("\n".join(lines) + "\n")
     return path
-
-
-def load_store(series: list[Series], store: Store) -> int:
-    """Ingest the series into ``store``; the number of samples stored."""
-    keys: list[str] = []
-    values: list[np.ndarray] = []
-    times: list[np.ndarray] = []
-    for each in series:
-        keys += [format_series(each.name, each.labels)] * len(each.values)
-        values.append(each.values)
-        times.append(each.times_ms)
-    return store.ingest(keys, np.concatenate(values), np.concatenate(times))

@@ -39,7 +39,7 @@ from query_dsl.promql.ast import (
 from query_dsl.promql.functions import INSTANT_FUNCTIONS
 from query_dsl.promql.labels import ensure_unique
 from query_dsl.promql.ranges import RANGE_NAMES, VECTORIZED, evaluate_range, rate_blocks
-from query_dsl.promql.selection import Samples, fetch_samples
+from query_dsl.promql.selection import Samples, fetch_samples, reads_sample_times
 from query_dsl.promql.values import RangeValue, Scalar, String, Value
 from query_dsl.series_table import SeriesTable
 from query_dsl.sources import DataSource
@@ -133,7 +133,7 @@ class Engine:
 
     def _fetch(self, selector: VectorSelector, low_ms: int, high_ms: int) -> Samples:
         samples = fetch_samples(self.source, selector, low_ms, high_ms)
-        if samples.exact is None and hasattr(self.source, "fetch_samples") and len(samples.table):
+        if samples.exact is None and reads_sample_times(self.source) and len(samples.table):
             self.warn(
                 f"read VHMS's {samples.step_ms // 1000} s ring (the finest does not reach back that far): "
                 "its samples are at their buckets' starts"

@@ -7,10 +7,10 @@ missing label is the empty string, on the label columns of the answer.
 
 Samples: a VHMS fetch answers buckets of its finest ring that covers the range; each bucket
 with a value is one sample (the deployment sets that ring's step to the scrape or poll
-interval). A source that can answer each sample's own time (``fetch_samples``: an
-in-process store) gives it; otherwise (through the shards' Thrift fetch, or from a coarser
-ring) a sample is at its bucket's start: docs/promql.md says where this differs from
-Prometheus.
+interval). VHMS's clients (:class:`vhms.LocalClient` in process, the shards' Thrift fetch
+through :class:`vhms.ShardedClient`) answer each sample's own time from the finest ring
+(``fetch(..., sample_times=True)``); from a coarser ring, or from another source, a sample
+is at its bucket's start: docs/promql.md says where this differs from Prometheus.
 """
 
 from __future__ import annotations
@@ -23,13 +23,14 @@ import numpy as np
 from query_dsl.promql.ast import LabelMatcher, VectorSelector
 from query_dsl.series_table import SeriesTable
 from query_dsl.sources import DataSource
-from vhms import FetchResult, Matcher, parse_selector
+from vhms import FetchResult, LocalClient, Matcher, ShardedClient, VhmsClient, parse_selector
 
-__all__ = ["Samples", "fetch_samples", "matches_empty", "vhms_selector"]
+__all__ = ["Samples", "fetch_samples", "matches_empty", "reads_sample_times", "vhms_selector"]
 
 _VHMS_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.:\-]*\Z")
 _VHMS_LABEL = re.compile(r"[A-Za-z_][A-Za-z0-9_.\-]*\Z")
 _OPS = {"=": "=", "!=": "!=", "=~": "~", "!~": "!~"}
+_VHMS_READERS = (LocalClient, ShardedClient, VhmsClient)  # their fetch answers sample_times
 
 
 def _quoted(value: str) -> str:
@@ -120,14 +121,19 @@ class Samples:
         return np.broadcast_to(self.times[None, :], self.values.shape)
 
 
+def reads_sample_times(source: DataSource) -> bool:
+    """Whether ``source`` is a VHMS client, which answers each sample's own time."""
+    return isinstance(source, _VHMS_READERS)
+
+
 def fetch_samples(source: DataSource, selector: VectorSelector, low_ms: int, high_ms: int) -> Samples:
     """The samples of the series ``selector`` picks, with times in ``[low_ms, high_ms]``."""
     low_ms = max(low_ms, 0)
     high_ms = max(high_ms, low_ms)
-    exact_fetch = getattr(source, "fetch_samples", None)
     text = vhms_selector(selector)
-    if exact_fetch is not None:
-        result: FetchResult = exact_fetch(text, low_ms, high_ms + 1)
+    result: FetchResult
+    if isinstance(source, _VHMS_READERS):
+        result = source.fetch(text, low_ms, high_ms + 1, sample_times=True)
     else:
         result = source.fetch(text, low_ms, high_ms + 1)
     keep = _keep(result, selector.matchers)

@@ -349,14 +349,13 @@ def test_query_command_prints_a_table_json_and_csv() -> None:
     import numpy as np
 
     from bookkeeper.ground import BackgroundServer
-    from query_dsl.api import create_app
-    from query_dsl.sources import StoreSource
-    from vhms import Store
+    from query_dsl.http.api import create_app
+    from vhms import LocalClient, Store
 
     store = Store()
     now = int(time.time() * 1000) // 60_000 * 60_000
     store.ingest(["temp{rack=r1}", "temp{rack=r2}"], np.array([21.5, 23.0]), np.array([now, now]))
-    server = BackgroundServer(create_app(StoreSource(store)), "127.0.0.1", 0)
+    server = BackgroundServer(create_app(LocalClient(store)), "127.0.0.1", 0)
     server.start()
     try:
         table = _run("query", "--url", server.url, 'fetch("temp", last=2m)')
@@ -415,14 +414,14 @@ def test_failures_are_one_line_not_a_traceback(tmp_path) -> None:
     import numpy as np
 
     from bookkeeper.ground import BackgroundServer
-    from query_dsl import StoreSource, create_app
-    from vhms import Store
+    from query_dsl import create_app
+    from vhms import LocalClient, Store
 
     store = Store()
     now = int(time.time() * 1000) // 60_000 * 60_000
     keys = [f"wide{{i={i}}}" for i in range(5000)]
     store.ingest(keys, np.arange(5000.0), np.full(5000, now))
-    server = BackgroundServer(create_app(StoreSource(store)), "127.0.0.1", 0)
+    server = BackgroundServer(create_app(LocalClient(store)), "127.0.0.1", 0)
     server.start()
     try:  # far more than a pipe holds, read by a reader that leaves after one byte
         piped = subprocess.run(

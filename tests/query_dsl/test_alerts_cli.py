@@ -21,10 +21,9 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from artimon.servers import free_port
 from bookkeeper.ground import BackgroundServer
-from query_dsl import StoreSource
 from query_dsl.alerts import AlertEngine, EvaluatorSource, load_rules
-from query_dsl.api import create_app
-from vhms import Store
+from query_dsl.http.api import create_app
+from vhms import LocalClient, Store
 
 MINUTE = 60_000
 NOW = int(time.time() * 1000) // MINUTE * MINUTE
@@ -38,7 +37,7 @@ def api() -> Iterator[str]:
     now = int(time.time() * 1000) // MINUTE * MINUTE  # when the module runs, not when it was collected
     for minute in range(6):
         store.ingest(keys, np.array([24.0, 31.5, 33.0]), np.full(3, now - (5 - minute) * MINUTE))
-    server = BackgroundServer(create_app(StoreSource(store)), "127.0.0.1", 0, name="alerts-cli-api")
+    server = BackgroundServer(create_app(LocalClient(store)), "127.0.0.1", 0, name="alerts-cli-api")
     server.start()
     yield server.url
     server.stop()
@@ -200,7 +199,7 @@ def test_the_example_rules_over_demo_shaped_data(tmp_path: Path, monkeypatch: py
             [f"http.requests{{{labels},method=GET,status=500}}"], np.array([minute * 180.0]), np.array([at])
         )
     monkeypatch.chdir(tmp_path)  # the example's command appends to ./artimon-alerts.log
-    with AlertEngine(load_rules(EXAMPLE), EvaluatorSource(StoreSource(store))) as engine:
+    with AlertEngine(load_rules(EXAMPLE), EvaluatorSource(LocalClient(store))) as engine:
         engine.evaluate(NOW + 1000)
         evaluation = engine.evaluate(NOW + MINUTE + 1000)
         assert not evaluation.errors

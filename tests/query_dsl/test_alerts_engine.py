@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from bookkeeper.ground import BackgroundServer
-from query_dsl import Client, StoreSource
+from query_dsl import Client
 from query_dsl.alerts import (
     Alert,
     AlertConfig,
@@ -28,8 +28,8 @@ from query_dsl.alerts import (
     Rule,
     rules_from_dict,
 )
-from query_dsl.api import create_app
-from vhms import Store
+from query_dsl.http.api import create_app
+from vhms import LocalClient, Store
 
 MINUTE = 60_000
 BASE = 1_700_000_000_000 // MINUTE * MINUTE
@@ -91,7 +91,7 @@ def engine_factory(store: Store) -> Iterator[Callable[..., AlertEngine]]:
     engines: list[AlertEngine] = []
 
     def make(cfg: AlertConfig, **options: object) -> AlertEngine:
-        engine = AlertEngine(cfg, EvaluatorSource(StoreSource(store)), **options)  # type: ignore[arg-type]
+        engine = AlertEngine(cfg, EvaluatorSource(LocalClient(store)), **options)  # type: ignore[arg-type]
         engines.append(engine)
         return engine
 
@@ -271,7 +271,7 @@ def test_a_rule_naming_an_unknown_receiver_is_refused(engine_factory: Callable[.
 
 def test_query_errors_keep_the_alerts_and_show_in_health(store: Store) -> None:
     put(store, 0, a=95)
-    server = BackgroundServer(create_app(StoreSource(store)), "127.0.0.1", 0, name="alerts-api")
+    server = BackgroundServer(create_app(LocalClient(store)), "127.0.0.1", 0, name="alerts-api")
     server.start()
     client = Client(server.url, timeout=5)
     recorder = Recorder()

@@ -15,9 +15,9 @@ import schemathesis
 from hypothesis import HealthCheck, given, settings
 
 from bookkeeper.ground import BackgroundServer
-from query_dsl import Client, Limits, Matrix, QueryError, QueryLimitError, QuerySyntaxError, StoreSource
-from query_dsl.api import create_app
-from vhms import Store
+from query_dsl import Client, Limits, Matrix, QueryError, QueryLimitError, QuerySyntaxError
+from query_dsl.http.api import create_app
+from vhms import LocalClient, Store
 
 MINUTE = 60_000
 NOW = int(time.time() * 1000) // MINUTE * MINUTE
@@ -34,7 +34,7 @@ def filled_store() -> Store:
 
 @pytest.fixture(scope="module")
 def server() -> Iterator[BackgroundServer]:
-    app = create_app(StoreSource(filled_store()), limits=Limits(max_points=5000, timeout_s=5))
+    app = create_app(LocalClient(filled_store()), limits=Limits(max_points=5000, timeout_s=5))
     srv = BackgroundServer(app, "127.0.0.1", 0, name="test-query-api")
     srv.start()
     yield srv
@@ -119,7 +119,7 @@ def test_string_variables_answer_their_text() -> None:
     store.ingest_strings(
         ["app.version{host=h1}", "app.version{host=h2}"], ["1.0.0", "1.1.0"], np.array([NOW, NOW])
     )
-    server = BackgroundServer(create_app(StoreSource(store)), "127.0.0.1", 0)
+    server = BackgroundServer(create_app(LocalClient(store)), "127.0.0.1", 0)
     server.start()
     try:
         body = httpx.post(
@@ -231,7 +231,7 @@ def test_python_client(server: BackgroundServer) -> None:
 
 
 def test_bearer_token() -> None:
-    app = create_app(StoreSource(filled_store()), token="s3cret")
+    app = create_app(LocalClient(filled_store()), token="s3cret")
     srv = BackgroundServer(app, "127.0.0.1", 0)
     srv.start()
     try:

@@ -14,13 +14,14 @@ import numpy as np
 import pytest
 
 from bookkeeper.ground import BackgroundServer
-from query_dsl import Limits, StoreSource
-from query_dsl.api import create_app
+from query_dsl import Limits
 from query_dsl.dashboards import EXAMPLES, MAX_FILE_BYTES, MAX_PANELS, DashboardDirectory
+from query_dsl.dashboards.render import draw
 from query_dsl.exceptions import DashboardError, DashboardNotFoundError
+from query_dsl.http.api import create_app
 from query_dsl.matrix import Matrix
-from query_dsl.render import draw
 from query_dsl.testing import demo_store
+from vhms import LocalClient
 
 MINUTE = 60_000
 NOW = int(time.time() * 1000) // MINUTE * MINUTE
@@ -54,7 +55,7 @@ def dashboards(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def server(dashboards: Path) -> Iterator[BackgroundServer]:
-    app = create_app(StoreSource(demo_store(NOW)), limits=Limits(max_points=5000), dashboards_dir=dashboards)
+    app = create_app(LocalClient(demo_store(NOW)), limits=Limits(max_points=5000), dashboards_dir=dashboards)
     srv = BackgroundServer(app)
     srv.start()
     yield srv
@@ -195,7 +196,7 @@ def test_render_errors(server: BackgroundServer, params: dict, status: int, kind
 def test_render_refuses_more_series_than_it_draws(tmp_path: Path) -> None:
     store = demo_store(NOW)
     store.ingest([f"many{{i={i}}}" for i in range(600)], np.ones(600), np.full(600, NOW))
-    srv = BackgroundServer(create_app(StoreSource(store)))
+    srv = BackgroundServer(create_app(LocalClient(store)))
     srv.start()
     try:
         response = httpx.get(f"{srv.url}/api/v1/render", params={"q": 'fetch("many")'}, timeout=30)
@@ -212,7 +213,7 @@ def test_render_refuses_more_series_than_it_draws(tmp_path: Path) -> None:
 
 def test_the_token_guards_data_not_the_page(dashboards: Path) -> None:
     srv = BackgroundServer(
-        create_app(StoreSource(demo_store(NOW)), token="s3cret", dashboards_dir=dashboards)
+        create_app(LocalClient(demo_store(NOW)), token="s3cret", dashboards_dir=dashboards)
     )
     srv.start()
     try:

@@ -19,10 +19,10 @@ import pytest
 from playwright.sync_api import Browser, Page, expect, sync_playwright
 
 from bookkeeper.ground import BackgroundServer
-from query_dsl import StoreSource
-from query_dsl.api import create_app
 from query_dsl.dashboards import EXAMPLES
+from query_dsl.http.api import create_app
 from query_dsl.testing import demo_store
+from vhms import LocalClient
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 ARGS = [
@@ -68,7 +68,7 @@ def serve(tmp_path: Path, token: str | None = None) -> BackgroundServer:
     shutil.copy(EXAMPLES / "demo.json", tmp_path / "demo.json")
     (tmp_path / "web.json").write_text(json.dumps(WEB))
     now = int(time.time() * 1000) // MINUTE * MINUTE  # the page's ranges end at the browser's now
-    server = BackgroundServer(create_app(StoreSource(demo_store(now)), token=token, dashboards_dir=tmp_path))
+    server = BackgroundServer(create_app(LocalClient(demo_store(now)), token=token, dashboards_dir=tmp_path))
     server.start()
     return server
 

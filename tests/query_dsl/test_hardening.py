@@ -21,11 +21,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from bookkeeper.ground import BackgroundServer
-from query_dsl import Limits, StoreSource
-from query_dsl.api import create_app
-from query_dsl.body_limit import MAX_BODY_BYTES
+from query_dsl import Limits
+from query_dsl.http.api import create_app
+from query_dsl.http.body_limit import MAX_BODY_BYTES
 from query_dsl.sources import ShardedSource
-from vhms import Store
+from vhms import LocalClient, Store
 from vhms.service import VhmsService
 
 MINUTE = 60_000
@@ -73,7 +73,7 @@ def server(redos_label_values: Callable[[int], list[str]]) -> Iterator[Backgroun
     keys = [f"redos{{v={value}}}" for value in redos_label_values(VALUES)]
     keys += [f"{'a' * (20 + i % 10)}{'x' * (i % 7)}{{i={i}}}" for i in range(50)]  # names to backtrack on
     store.ingest(keys, np.ones(len(keys)), np.full(len(keys), NOW))
-    app = create_app(StoreSource(store), limits=Limits(timeout_s=3.0))
+    app = create_app(LocalClient(store), limits=Limits(timeout_s=3.0))
     srv = BackgroundServer(app, "127.0.0.1", 0, name="test-hardening-api")
     srv.start()
     yield srv

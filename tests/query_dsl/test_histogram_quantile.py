@@ -14,8 +14,8 @@ import pytest
 import yaml
 
 from bookkeeper.wire import format_series
-from query_dsl import Evaluator, QueryTypeError, StoreSource
-from vhms import Store
+from query_dsl import Evaluator, QueryTypeError
+from vhms import LocalClient, Store
 
 MINUTE = 60_000
 
@@ -27,7 +27,7 @@ def evaluate(series: dict[str, float], query: str) -> dict[str, float]:
     store = Store()
     keys = list(series)
     store.ingest(keys, np.array([series[k] for k in keys], dtype=np.float64), np.full(len(keys), now))
-    answer = Evaluator(StoreSource(store)).evaluate(query)
+    answer = Evaluator(LocalClient(store)).evaluate(query)
     return {
         ",".join(f"{k}={v}" for k, v in sorted(labels.items())): float(row[-1])
         for labels, row in zip(answer.table.label_dicts(), answer.values, strict=True)

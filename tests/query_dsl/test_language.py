@@ -18,14 +18,13 @@ from query_dsl import (
     QueryLimitError,
     QuerySyntaxError,
     QueryTypeError,
-    StoreSource,
     apply_mapper,
     apply_op,
     bucketize,
     parse,
     reduce_matrix,
 )
-from vhms import Store
+from vhms import LocalClient, Store
 
 MINUTE = 60_000
 NOW = int(time.time() * 1000) // MINUTE * MINUTE
@@ -46,7 +45,7 @@ def evaluator() -> Evaluator:
     store.ingest(size, np.full(4, 100.0), np.full(4, NOW))
     store.ingest(used, np.array([10.0, 20.0, 30.0, 40.0]), np.full(4, NOW))
     return Evaluator(
-        StoreSource(store), now_ms=NOW + MINUTE, limits=Limits(max_series=1000, max_points=10_000)
+        LocalClient(store), now_ms=NOW + MINUTE, limits=Limits(max_series=1000, max_points=10_000)
     )
 
 

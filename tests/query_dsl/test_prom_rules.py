@@ -20,7 +20,7 @@ import pytest
 
 from artimon.servers import AlertmanagerServer
 from bookkeeper.ground import BackgroundServer
-from query_dsl import AlertRuleError, QueryError, StoreSource, create_app
+from query_dsl import AlertRuleError, QueryError, create_app
 from query_dsl.alerts import (
     AlertEngine,
     AlertState,
@@ -33,7 +33,7 @@ from query_dsl.alerts import (
 )
 from query_dsl.alerts.go_templates import go_float, humanize, humanize_duration, translate
 from query_dsl.alerts.templates import render
-from vhms import Store, VhmsClient
+from vhms import LocalClient, Store, VhmsClient
 from vhms.service import VhmsService
 
 # Prometheus's documentation: configuration/alerting_rules.md, configuration/recording_rules.md
@@ -221,7 +221,7 @@ def test_the_documented_recording_rule_writes_its_series_back_into_vhms(vhms: Vh
     ]
     ingest(vhms, keys, [10.0, 5.0, 2.0], [now - 5000] * 3)
     config = parse_rules(DOC_RECORDING)
-    source = StoreSource(vhms.store)
+    source = LocalClient(vhms.store)
     with VhmsClient(vhms.host, vhms.port, timeout=10) as writer:
         recorder = Recorder(config.recording, source, writer)
         assert recorder.evaluate(now) == {}
@@ -239,7 +239,7 @@ def test_a_duplicate_labelset_fails_the_rule_as_in_prometheus(vhms: VhmsService)
     ingest(vhms, ["dup{a=1,b=1}", "dup{a=1,b=2}"], [1.0, 2.0], [now - 1000] * 2)
     config = parse_rules(rule_file("record: dup:one\n    expr: dup\n    labels: {b: x}"))
     with VhmsClient(vhms.host, vhms.port, timeout=10) as writer:
-        errors = Recorder(config.recording, StoreSource(vhms.store), writer).evaluate(now)
+        errors = Recorder(config.recording, LocalClient(vhms.store), writer).evaluate(now)
     assert "same labelset after applying rule labels" in errors["dup:one"]
 
 
@@ -268,7 +268,7 @@ def test_the_documented_alert_fires_on_our_data_and_reaches_the_alertmanager(
     from query_dsl.alerts import load_rules
 
     config = _with_alertmanagers(load_rules(rules), [alertmanager.url])
-    with AlertEngine(config, PromQLSource(StoreSource(vhms.store))) as engine:
+    with AlertEngine(config, PromQLSource(LocalClient(vhms.store))) as engine:
         first = engine.evaluate(now - 6 * 60_000)
         assert [(t.alert.rule, t.current) for t in first.transitions] == [
             ("InstanceDown", AlertState.PENDING)
@@ -320,7 +320,7 @@ def test_a_firing_alert_reaches_the_alertmanager_and_its_resolution_ends_it(
             ],
         }
     )
-    with AlertEngine(config, EvaluatorSource(StoreSource(store))) as engine:
+    with AlertEngine(config, EvaluatorSource(LocalClient(store))) as engine:
         engine.evaluate(before)
         wait(lambda: active(alertmanager, "HotCpu"), timeout=20, what="the alert in the Alertmanager")
         (alert,) = active(alertmanager, "HotCpu")
@@ -344,7 +344,7 @@ def test_keep_firing_for_holds_a_firing_alert_after_its_series_goes(vhms: VhmsSe
     ingest(vhms, ["flappy{x=1}"], [1.0], [now])
     config = parse_rules(rule_file("alert: Flappy\n    expr: flappy > 0\n    keep_firing_for: 2m"))
     # the lookback is 5 minutes: the series is gone from 5 minutes after its sample
-    with AlertEngine(config, PromQLSource(StoreSource(vhms.store))) as engine:
+    with AlertEngine(config, PromQLSource(LocalClient(vhms.store))) as engine:
         assert engine.evaluate(now + 1000).transitions[0].current is AlertState.FIRING
         assert not engine.evaluate(now + 6 * 60_000).transitions  # gone, kept firing
         assert [a.state for a in engine.alerts()] == [AlertState.FIRING]
@@ -423,7 +423,7 @@ def test_artimon_alerts_runs_a_prometheus_rule_file_over_the_shards(
 def test_the_rules_can_query_through_the_prometheus_api(vhms: VhmsService) -> None:
     now = (int(time.time()) - 120) * 1000
     ingest(vhms, ["api_up{instance=x:1}", "api_up{instance=y:1}"], [0.0, 1.0], [now - 1000] * 2)
-    api = BackgroundServer(create_app(StoreSource(vhms.store)), name="prom-rules-api")
+    api = BackgroundServer(create_app(LocalClient(vhms.store)), name="prom-rules-api")
     api.start()
     http = PromQLHttpSource(f"{api.url}/prometheus")
     try:

@@ -7,12 +7,13 @@ import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
 from bookkeeper.ground import BackgroundServer
-from query_dsl import StoreSource, create_app
+from query_dsl import create_app
 from query_dsl.testing import demo_store
+from vhms import LocalClient
 
 
 def test_metrics_count_queries_by_outcome_and_show_the_process() -> None:
-    server = BackgroundServer(create_app(StoreSource(demo_store()), token="secret"))
+    server = BackgroundServer(create_app(LocalClient(demo_store()), token="secret"))
     server.start()
     try:
         auth = {"authorization": "Bearer secret"}

@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from bookkeeper.labels import format_series, parse_series
 from query_dsl import MatchingError, Matrix, apply_op, filter_selector, reduce_matrix, top
 from query_dsl.aggregates import aggregate
-from query_dsl.answer import encode_answer
+from query_dsl.http.answer import encode_answer
 from query_dsl.series_table import SeriesTable, joint_classes
 from vhms import Store
 

@@ -6,14 +6,14 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from query_dsl import Evaluator, Matrix, StoreSource, apply_op
+from query_dsl import Evaluator, Matrix, apply_op
 from query_dsl.testing import demo_store
-from vhms import FetchResult, Store
+from vhms import FetchResult, LocalClient, Store
 
 END = 1_700_000_000_000 // 60_000 * 60_000
 
 
-class CountingSource(StoreSource):
+class CountingSource(LocalClient):
     """A store read in process, counting the fetches that reach it."""
 
     def __init__(self, store: Store) -> None:

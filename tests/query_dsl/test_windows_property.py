@@ -19,8 +19,7 @@ from query_dsl import Matrix, apply_mapper, reduce_matrix
 from query_dsl import mappers as mappers_module
 from query_dsl import reduce as reduce_module
 from query_dsl.evaluator import Evaluator
-from query_dsl.sources import StoreSource
-from vhms import Store
+from vhms import LocalClient, Store
 
 STEP = 60_000
 WINDOW_MAPPERS = ["delta", "increase", "rate", "mean", "sum", "count"]
@@ -153,7 +152,7 @@ def test_a_fused_window_and_reduce_matches_the_two_steps(
     keys = [f"m{{c={r % 2},r={r}}}" for r in range(series)]
     for t in range(instants):
         store.ingest(keys, values[:, t], np.full(series, base + t * STEP))
-    evaluator = Evaluator(StoreSource(store), start_ms=base, end_ms=base + instants * STEP)
+    evaluator = Evaluator(LocalClient(store), start_ms=base, end_ms=base + instants * STEP)
     grouping = f", by=[{by[0]}]" if by else ""
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(reduce_module, "_BLOCK_CELLS", block_cells)

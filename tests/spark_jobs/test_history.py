@@ -16,9 +16,9 @@ from hdfs_history import new_history
 from artimon.servers import SparkCluster
 from bookkeeper import Bookkeeper
 from bookkeeper.ground import LandingWriter, decode_sample_batch, encode_sample_batch, encode_trailer
-from query_dsl import Evaluator, Matrix, StoreSource
+from query_dsl import Evaluator, Matrix
 from spark_jobs import analyze, backfill_vhms, raw_ingest
-from vhms import HashRing, ShardedClient, Store, VhmsService
+from vhms import HashRing, LocalClient, ShardedClient, Store, VhmsService
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 ROUND = 1_700_000_040_000 // 60_000 * 60_000
@@ -82,7 +82,7 @@ def test_analyze_agrees_with_the_query_language(spark: Any, history: tuple[str, 
     path, store = history
     start, end = ROUND, ROUND + MINUTES * 60_000
     over_parquet = analyze.analyze(spark, path, query, start, end)
-    over_vhms = Evaluator(StoreSource(store), start_ms=start, end_ms=end).evaluate(query)
+    over_vhms = Evaluator(LocalClient(store), start_ms=start, end_ms=end).evaluate(query)
     assert isinstance(over_parquet, Matrix) and isinstance(over_vhms, Matrix)
     parquet_order, vhms_order = np.argsort(over_parquet.series_keys()), np.argsort(over_vhms.series_keys())
     assert sorted(over_parquet.series_keys()) == sorted(over_vhms.series_keys())
@@ -166,7 +166,7 @@ def test_analyze_on_a_cluster_agrees_with_the_query_language(
     assert done.returncode == 0, done.stderr[-3000:]
     frame = pd.concat(pd.read_csv(csv) for csv in (tmp_path / "out").glob("part-*.csv"))
     on_cluster = frame.pivot(index="series", columns="ts_ms", values="value").sort_index()
-    over_vhms = Evaluator(StoreSource(store), start_ms=start, end_ms=end).evaluate(query)
+    over_vhms = Evaluator(LocalClient(store), start_ms=start, end_ms=end).evaluate(query)
     assert isinstance(over_vhms, Matrix)
     order = np.argsort(over_vhms.series_keys())
     assert on_cluster.index.tolist() == sorted(over_vhms.series_keys())

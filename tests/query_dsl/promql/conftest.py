@@ -12,9 +12,10 @@ import pytest
 
 from artimon.servers import PrometheusServer, create_blocks
 from bookkeeper.ground import BackgroundServer
-from query_dsl import Limits, StoreSource, create_app
-from query_dsl.promql.dataset import Series, generate, load_store, write_openmetrics
-from vhms import Store
+from query_dsl import Limits, create_app
+from query_dsl.promql.dataset import Series, generate, write_openmetrics
+from query_dsl.testing import load_store
+from vhms import LocalClient, Store
 
 
 @dataclass(frozen=True)
@@ -47,7 +48,7 @@ def prometheus(
 def artimon(promql_dataset: Dataset) -> Iterator[BackgroundServer]:
     store = Store("15s:1000")
     load_store(promql_dataset.series, store)
-    server = BackgroundServer(create_app(StoreSource(store), limits=Limits(timeout_s=10)), name="promql-api")
+    server = BackgroundServer(create_app(LocalClient(store), limits=Limits(timeout_s=10)), name="promql-api")
     server.start()
     yield server
     server.stop()

@@ -18,8 +18,7 @@ from query_dsl.promql import range_query
 from query_dsl.promql import ranges as ranges_module
 from query_dsl.promql.selection import Samples
 from query_dsl.series_table import SeriesTable
-from query_dsl.sources import StoreSource
-from vhms import Store
+from vhms import LocalClient, Store
 
 STEP = 15_000
 
@@ -63,7 +62,7 @@ def test_an_aggregate_of_a_range_function_by_blocks_answers_what_the_two_steps_d
     data: tuple[Store, int, int], function: str, op: str, grouping: str, window: str, block: int
 ) -> None:
     store, start, end = data
-    source = StoreSource(store)
+    source = LocalClient(store)
     inner = f"{function}(req_total[{window}])"
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(ranges_module, "_BLOCK", block)
@@ -84,7 +83,7 @@ def test_series_of_two_names_whose_labels_clash_are_refused_as_prometheus_does()
         )
     query = 'sum(rate({__name__=~"a_total|b_total"}[1m]))'
     with pytest.raises(MatchingError, match="same labelset"):
-        range_query(StoreSource(store), query, base / 1000, (base + 8 * STEP) / 1000, 15)
+        range_query(LocalClient(store), query, base / 1000, (base + 8 * STEP) / 1000, 15)
 
 
 @settings(max_examples=100, deadline=None)

@@ -10,10 +10,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from query_dsl import Matrix, QueryError, QueryLimitError, StoreSource
+from query_dsl import Matrix, QueryError, QueryLimitError
 from query_dsl.promql import PromQLSyntaxError, instant_query, parse, range_query
 from query_dsl.promql.labels import prometheus_order, sort_key
-from vhms import Store
+from vhms import LocalClient, Store
 
 
 @pytest.fixture
@@ -32,7 +32,7 @@ def _store(now_s: int, resolutions: str = "15s:100") -> Store:
 
 
 def test_dotted_names_are_quoted_names(now_s: int) -> None:
-    source = StoreSource(_store(now_s))
+    source = LocalClient(_store(now_s))
     answer = instant_query(source, 'rate({"http.requests", method="GET"}[1m])', now_s).to_prometheus_json()
     assert answer["resultType"] == "vector"
     assert [item["metric"] for item in answer["result"]] == [{"dc": "jb", "method": "GET"}]
@@ -43,20 +43,20 @@ def test_dotted_names_are_quoted_names(now_s: int) -> None:
 
 
 def test_string_series_have_no_samples(now_s: int) -> None:
-    source = StoreSource(_store(now_s))
+    source = LocalClient(_store(now_s))
     assert instant_query(source, '{"build.version"}', now_s).to_prometheus_json()["result"] == []
     assert instant_query(source, 'absent({"build.version"})', now_s).to_prometheus_json()["result"] != []
 
 
 def test_a_coarser_ring_says_so(now_s: int) -> None:
-    source = StoreSource(_store(now_s, "15s:4,1m:60"))
+    source = LocalClient(_store(now_s, "15s:4,1m:60"))
     result = range_query(source, '{"http.requests"}', now_s - 240, now_s, 60)
     assert result.warnings and "60 s ring" in result.warnings[0]
     assert instant_query(source, 'last_over_time({"http.requests"}[30s])', now_s).warnings == []
 
 
 def test_the_contract_errors(now_s: int) -> None:
-    source = StoreSource(_store(now_s))
+    source = LocalClient(_store(now_s))
     with pytest.raises(PromQLSyntaxError) as caught:
         parse("sum(")
     assert isinstance(caught.value, QueryError) and isinstance(caught.value, ValueError)

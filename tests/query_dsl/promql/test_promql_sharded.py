@@ -7,11 +7,10 @@ from typing import Any
 
 import pytest
 
-from query_dsl import StoreSource
 from query_dsl.promql import range_query
-from query_dsl.promql.dataset import load_store
 from query_dsl.sources import ShardedSource
-from vhms import Store
+from query_dsl.testing import load_store
+from vhms import LocalClient, Store
 from vhms.service import VhmsService
 
 EXPRESSIONS = [
@@ -46,7 +45,7 @@ def test_shards_answer_as_one_store(expression: str, promql_dataset: Any) -> Non
     try:
         window = (promql_dataset.end_s - 1800, promql_dataset.end_s, 37)
         sharded = range_query(source, expression, *window).to_prometheus_json()
-        local = range_query(StoreSource(whole), expression, *window).to_prometheus_json()
+        local = range_query(LocalClient(whole), expression, *window).to_prometheus_json()
         ours, theirs = _points(sharded), _points(local)
         assert sharded["result"] and sorted(ours) == sorted(theirs)
         for key, points in theirs.items():

@@ -46,7 +46,7 @@ MAX_DASHBOARDS = 1000
 _SHOWN_ERRORS = 5
 _RANGE = re.compile(r"[1-9][0-9]{0,3}[mhdw]")
 # the shipped examples (demo.json: for the series of ``artimon up --demo``)
-EXAMPLES = Path(__file__).parent / "examples" / "dashboards"
+EXAMPLES = Path(__file__).parent / "examples"
 
 
 class Panel(BaseModel):

@@ -59,7 +59,7 @@
   }
 
   // Legend labels: only the labels that differ between series (and the name if names
-  // differ), as query_dsl/render.py does for the PNG.
+  // differ), as query_dsl/dashboards/render.py does for the PNG.
   function seriesLabels(list) {
     const keys = new Set();
     list.forEach((s) => Object.keys(s.labels).forEach((k) => keys.add(k)));

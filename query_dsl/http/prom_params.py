@@ -1,0 +1,165 @@
+"""How Prometheus's HTTP API reads its parameters (:mod:`query_dsl.http.prom_api`): the query
+string then a POSTed form, times as epoch seconds or RFC 3339, durations as seconds or
+``5m``, a ``timeout`` that narrows the query's; the parameters as OpenAPI documents them;
+and the error each failure answers (:class:`ApiError`: Prometheus's ``errorType`` and code).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from datetime import datetime
+from typing import Any
+from urllib.parse import parse_qsl
+
+from fastapi import Request
+
+from bookkeeper.ground import parse_duration
+from query_dsl.evaluator import MAX_TIME_MS, Limits
+from query_dsl.exceptions import PromQLSyntaxError, QueryLimitError
+from query_dsl.parser import MAX_QUERY_LENGTH
+from vhms import LimitExceededError
+
+__all__ = [
+    "QUERY_PARAMS",
+    "RANGE_PARAMS",
+    "SERIES_PARAMS",
+    "ApiError",
+    "classify",
+    "duration_param",
+    "first",
+    "limits_param",
+    "query_text",
+    "read_params",
+    "time_param",
+]
+
+_MAX_TIME = MAX_TIME_MS / 1000  # the engine's bound: about the year 287,000, exact in float64 ms
+_FLOAT = re.compile(r"[-+]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][-+]?[0-9]+)?\Z")
+
+
+class ApiError(ValueError):
+    """A request Prometheus's API would refuse: ``kind`` is its errorType, ``status`` the code."""
+
+    def __init__(self, kind: str, message: str, status: int) -> None:
+        super().__init__(message)
+        self.kind = kind
+        self.status = status
+
+
+def time_param(value: str | None, default: float, name: str) -> float:
+    """Epoch seconds or RFC 3339, as Prometheus reads a time parameter."""
+    if value is None or value == "":
+        return default
+    if _FLOAT.match(value):
+        seconds = float(value)
+        if -_MAX_TIME <= seconds <= _MAX_TIME:
+            return seconds
+    else:
+        try:
+            return _bounded(datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp())
+        except (ValueError, OverflowError, OSError):
+            pass
+    raise ApiError(
+        "bad_data", f'invalid parameter "{name}": cannot parse "{value[:100]}" to a valid timestamp', 400
+    )
+
+
+def _bounded(seconds: float) -> float:
+    if not -_MAX_TIME <= seconds <= _MAX_TIME:
+        raise ValueError(f"{seconds} is beyond the engine's times")
+    return seconds
+
+
+def duration_param(value: str, name: str) -> float:
+    """Seconds, or a duration like ``5m``, as Prometheus reads ``step`` and ``timeout``."""
+    if _FLOAT.match(value):
+        seconds = float(value)
+        if math.isfinite(seconds) and abs(seconds) < 2**62 / 1e9:
+            return seconds
+    else:
+        try:
+            return parse_duration(value) / 1000
+        except ValueError:
+            pass
+    raise ApiError(
+        "bad_data", f'invalid parameter "{name}": cannot parse "{value[:100]}" to a valid duration', 400
+    )
+
+
+async def read_params(request: Request) -> list[tuple[str, str]]:
+    """The query string's parameters, then a POSTed form's."""
+    pairs = list(request.query_params.multi_items())
+    if request.method == "POST":
+        content_type = request.headers.get("content-type", "")
+        if content_type.startswith("application/x-www-form-urlencoded"):
+            body = await request.body()
+            try:
+                pairs += parse_qsl(body.decode("utf-8"), keep_blank_values=True, strict_parsing=False)
+            except (UnicodeDecodeError, ValueError):
+                raise ApiError("bad_data", "the form body is not URL-encoded UTF-8", 400) from None
+    return pairs
+
+
+def first(pairs: list[tuple[str, str]], name: str) -> str | None:
+    for key, value in pairs:
+        if key == name:
+            return value
+    return None
+
+
+def query_text(pairs: list[tuple[str, str]]) -> str:
+    text = first(pairs, "query")
+    if text is None or not text.strip():
+        raise ApiError("bad_data", 'invalid parameter "query": no query given', 400)
+    if len(text) > MAX_QUERY_LENGTH:
+        raise ApiError("bad_data", f'invalid parameter "query": at most {MAX_QUERY_LENGTH} characters', 400)
+    return text
+
+
+def limits_param(base: Limits, pairs: list[tuple[str, str]]) -> Limits:
+    timeout = first(pairs, "timeout")
+    if timeout is None:
+        return base
+    seconds = duration_param(timeout, "timeout")
+    if seconds <= 0:
+        raise ApiError("bad_data", 'invalid parameter "timeout": must be positive', 400)
+    return Limits(base.max_series, base.max_points, min(seconds, base.timeout_s))
+
+
+def classify(exc: Exception) -> ApiError:
+    if isinstance(exc, ApiError):
+        return exc
+    if isinstance(exc, PromQLSyntaxError):
+        return ApiError("bad_data", str(exc), 400)
+    if isinstance(exc, QueryLimitError):
+        message = str(exc)
+        if "timed out" in message:
+            return ApiError("timeout", message, 503)
+        if "11,000 points" in message:
+            return ApiError("bad_data", message, 400)
+        return ApiError("execution", message, 422)
+    if isinstance(exc, LimitExceededError):
+        return ApiError("execution", str(exc), 422)
+    return ApiError("execution", str(exc), 422)
+
+
+def _param(name: str, required: bool, schema: dict[str, Any] | None = None) -> dict[str, Any]:
+    """One query parameter as OpenAPI documents it (a string unless ``schema`` says otherwise)."""
+    return {"name": name, "in": "query", "required": required, "schema": schema or {"type": "string"}}
+
+
+def _query() -> dict[str, Any]:
+    return _param("query", True, {"type": "string", "maxLength": MAX_QUERY_LENGTH})
+
+
+QUERY_PARAMS = [_query(), _param("time", False), _param("timeout", False)]
+RANGE_PARAMS = [
+    _query(),
+    _param("start", True),
+    _param("end", True),
+    _param("step", True),
+    _param("timeout", False),
+]
+_MATCH = {"type": "array", "items": {"type": "string", "maxLength": MAX_QUERY_LENGTH}}
+SERIES_PARAMS = [_param("match[]", True, _MATCH), _param("start", False), _param("end", False)]
