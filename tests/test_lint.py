@@ -1,7 +1,9 @@
-"""The code stays ruff-clean and mypy-strict (configured in pyproject.toml)."""
+"""The code stays ruff-clean and mypy-strict (configured in pyproject.toml), and no product
+function grows over 80 lines (docs/architecture.md: split it along the concepts it holds)."""
 
 from __future__ import annotations
 
+import ast
 import subprocess
 import sys
 from pathlib import Path
@@ -23,3 +25,19 @@ def test_ruff_check_and_format() -> None:
 def test_mypy_strict() -> None:
     result = _run(sys.executable, "-m", "mypy")
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+PACKAGES = ["bookkeeper", "collector_agent", "vhms", "query_dsl", "spark_jobs", "artimon"]
+MAX_FUNCTION_LINES = 80
+
+
+def test_no_product_function_is_over_80_lines() -> None:
+    long = []
+    for package in PACKAGES:
+        for path in sorted((ROOT / package).rglob("*.py")):
+            for node in ast.walk(ast.parse(path.read_text(), str(path))):
+                if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                    lines = (node.end_lineno or node.lineno) - node.lineno + 1
+                    if lines > MAX_FUNCTION_LINES:
+                        long.append(f"{path.relative_to(ROOT)}:{node.lineno}: {node.name} has {lines} lines")
+    assert not long, "\n".join(long)
