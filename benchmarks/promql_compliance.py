@@ -55,7 +55,7 @@ from bookkeeper.testing import PrometheusServer, free_port
 from bookkeeper.wire import BackgroundServer
 from collector_agent import Agent
 from query_dsl import Limits, StoreSource, create_app
-from vhms import Store, VhmsService
+from vhms.server import Store, VhmsService
 
 TESTER = "github.com/prometheus/compliance/promql/cmd/promql-compliance-tester"
 DEMO = "github.com/juliusv/prometheus_demo_service"

@@ -15,7 +15,7 @@ import numpy as np
 
 from query_dsl import StoreSource
 from query_dsl.promql import instant_query, range_query
-from vhms import Store
+from vhms.server import Store
 
 QUERIES = [
     "req_total",

@@ -78,7 +78,7 @@ from bookkeeper.wire.httpserver import BackgroundServer
 from query_dsl.api import create_app
 from query_dsl.evaluator import Limits
 from query_dsl.sources import StoreSource
-from vhms import Store
+from vhms.server import Store
 
 MINUTE = 60_000
 MINUTES = 180  # of history: the gauge mean reads all of it, the range queries 70 minutes

@@ -39,7 +39,8 @@ import whisper
 from _report import report
 
 from bookkeeper.wire import IngestColumns
-from vhms import FetchResult, Store, VhmsClient, VhmsService, merge_results, parse_selector
+from vhms import FetchResult, VhmsClient, merge_results, parse_selector
+from vhms.server import Store, VhmsService
 
 MINUTE = 60_000
 BATCH = 10_000
@@ -67,7 +68,7 @@ def make_keys(count: int) -> list[str]:
 def touch_every_bucket(store: Store) -> None:
     """Write "empty" over every bucket no round has written yet, so that RSS holds the whole
     retention, as a store running for three days does (a fresh store's rings take memory
-    only as their rows are written: ``vhms/store.py``)."""
+    only as their rows are written: ``vhms/server/store.py``)."""
     for ring in store.rings:
         for index, written in enumerate(ring.written):
             ring.values[index][~written] = 0

@@ -7,7 +7,8 @@ from __future__ import annotations
 import ssl
 from typing import Protocol
 
-from vhms import Address, FetchResult, ShardedClient, Store
+from vhms import Address, FetchResult, ShardedClient
+from vhms.server import Store
 
 __all__ = ["DataSource", "ShardedSource", "StoreSource"]
 

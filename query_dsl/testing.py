@@ -9,7 +9,7 @@ import time
 import numpy as np
 
 from bookkeeper.wire import format_series
-from vhms import Store
+from vhms.server import Store
 
 __all__ = ["demo_store"]
 

@@ -10,6 +10,7 @@ PACKAGES = [
     "bookkeeper",
     "collector_agent",
     "vhms",
+    "vhms.server",
     "query_dsl",
     "query_dsl.alerts",
     "query_dsl.alerts.notifiers",

@@ -1,7 +1,10 @@
 """VHMS, the VarHistoryMemStore: recent history of every series in multi-resolution rings.
 
-The store side (:class:`Store`, snapshots, :class:`VhmsService`) and the client side that
-writers and readers share (:class:`ShardedClient`, :class:`HashRing`, :class:`FetchResult`).
+This is VHMS's **client surface**, what writers and readers share: the sharded client
+(:class:`ShardedClient`, :class:`VhmsClient`), placement (:class:`HashRing`), selectors,
+resolutions, fetch results by label columns (:class:`FetchResult`, :data:`LabelColumns`),
+the error tree and the limits. The **server surface** (the store, its index, the
+write-ahead log, snapshots and the Thrift/HTTP service) is :mod:`vhms.server`.
 See README.md beside this file and docs/vhms.md.
 """
 
@@ -24,20 +27,15 @@ from vhms.exceptions import (
 from vhms.placement import HashRing
 from vhms.regex import MAX_PROGRAM_SIZE, MAX_REGEX_LENGTH
 from vhms.resolutions import DEFAULT_RESOLUTIONS, Resolution, parse_resolutions
+from vhms.results import NAME, FetchResult, LabelColumns, compact_column
 from vhms.selector import MAX_SELECTOR_LENGTH, Matcher, Selector, parse_selector
-from vhms.service import DEFAULT_SERVER_LIMITS, VhmsService
-from vhms.snapshot import load_snapshot, restore_or_empty, save_snapshot
-from vhms.store import FetchResult, LabelColumns, Store, compact_column
-from vhms.wal import FSYNC_POLICIES, ReplayReport, WriteAheadLog
-from vhms.wal import replay as replay_wal
 
 __all__ = [
     "DEFAULT_RESOLUTIONS",
-    "DEFAULT_SERVER_LIMITS",
-    "FSYNC_POLICIES",
     "MAX_PROGRAM_SIZE",
     "MAX_REGEX_LENGTH",
     "MAX_SELECTOR_LENGTH",
+    "NAME",
     "Address",
     "DataDirInUseError",
     "FetchLimitError",
@@ -46,7 +44,6 @@ __all__ = [
     "LabelColumns",
     "LimitExceededError",
     "Matcher",
-    "ReplayReport",
     "Resolution",
     "ResolutionError",
     "Selector",
@@ -54,20 +51,13 @@ __all__ = [
     "SeriesLimitError",
     "ShardedClient",
     "SnapshotError",
-    "Store",
     "UnavailableError",
     "VhmsClient",
     "VhmsError",
-    "VhmsService",
     "WalError",
     "WalPolicyError",
-    "WriteAheadLog",
     "compact_column",
-    "load_snapshot",
     "merge_results",
     "parse_resolutions",
     "parse_selector",
-    "replay_wal",
-    "restore_or_empty",
-    "save_snapshot",
 ]

@@ -39,7 +39,7 @@ from bookkeeper.zk import MAX_PAYLOAD, Member, Membership, ZkAuth, make_client, 
 from vhms.exceptions import FetchLimitError, SelectorError, UnavailableError, VhmsError, WalError
 from vhms.idl import vhms_thrift
 from vhms.placement import HashRing
-from vhms.store import FetchResult, LabelColumns
+from vhms.results import FetchResult, LabelColumns
 
 __all__ = ["Address", "ShardedClient", "VhmsClient", "merge_results"]
 

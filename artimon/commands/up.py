@@ -66,7 +66,8 @@ from bookkeeper.wire import BackgroundServer
 from collector_agent import Agent, ConfigWatcher, MonitorServer, SelfReporter
 from query_dsl import EXAMPLES, StoreSource, create_app
 from query_dsl.alerts import AlertEngine, AlertEngineMetrics, EvaluatorSource, load_rules
-from vhms import DEFAULT_RESOLUTIONS, DataDirInUseError, Store, VhmsClient, VhmsService
+from vhms import DEFAULT_RESOLUTIONS, DataDirInUseError, VhmsClient
+from vhms.server import Store, VhmsService
 
 KAFKA_TOPIC = "artimon-samples"
 SELF_SOURCE = """{agent}.sources.{name}.type = prometheus

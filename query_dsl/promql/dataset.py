@@ -26,7 +26,7 @@ from pathlib import Path
 import numpy as np
 
 from bookkeeper.wire import format_series
-from vhms import Store
+from vhms.server import Store
 
 __all__ = ["Series", "generate", "load_store", "write_openmetrics"]
 

@@ -292,7 +292,7 @@ def test_query_command_prints_a_table_json_and_csv() -> None:
     from bookkeeper.wire.httpserver import BackgroundServer
     from query_dsl.api import create_app
     from query_dsl.sources import StoreSource
-    from vhms import Store
+    from vhms.server import Store
 
     store = Store()
     now = int(time.time() * 1000) // 60_000 * 60_000
@@ -357,7 +357,7 @@ def test_failures_are_one_line_not_a_traceback(tmp_path) -> None:
 
     from bookkeeper.wire import BackgroundServer
     from query_dsl import StoreSource, create_app
-    from vhms import Store
+    from vhms.server import Store
 
     store = Store()
     now = int(time.time() * 1000) // 60_000 * 60_000

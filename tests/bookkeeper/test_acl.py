@@ -29,7 +29,8 @@ from bookkeeper.zk import (
     secure_path,
 )
 from collector_agent import Agent, ConfigWatcher
-from vhms import ShardedClient, Store, VhmsService
+from vhms import ShardedClient
+from vhms.server import Store, VhmsService
 
 AGENT = """
 a1.sources = r1

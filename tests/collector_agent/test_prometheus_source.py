@@ -26,8 +26,7 @@ from kazoo.client import KazooClient
 from bookkeeper import resolve_zk
 from collector_agent import Agent, ScrapeError
 from collector_agent.sources.exposition import ExpositionParser
-from vhms import Store
-from vhms.service import VhmsService
+from vhms.server import Store, VhmsService
 
 Latest = Callable[[VhmsService, str], dict[str, float]]
 

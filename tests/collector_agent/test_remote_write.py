@@ -23,8 +23,7 @@ import pytest
 from bookkeeper.testing import PrometheusServer, free_port
 from collector_agent import Agent
 from collector_agent.remote_write import messages
-from vhms import Store
-from vhms.service import VhmsService
+from vhms.server import Store, VhmsService
 
 AGENT = """
 a.sources = prom

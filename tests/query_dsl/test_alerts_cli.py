@@ -24,7 +24,7 @@ from bookkeeper.wire.httpserver import BackgroundServer
 from query_dsl import StoreSource
 from query_dsl.alerts import AlertEngine, EvaluatorSource, load_rules
 from query_dsl.api import create_app
-from vhms import Store
+from vhms.server import Store
 
 MINUTE = 60_000
 NOW = int(time.time() * 1000) // MINUTE * MINUTE

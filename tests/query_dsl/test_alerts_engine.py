@@ -29,7 +29,7 @@ from query_dsl.alerts import (
     rules_from_dict,
 )
 from query_dsl.api import create_app
-from vhms import Store
+from vhms.server import Store
 
 MINUTE = 60_000
 BASE = 1_700_000_000_000 // MINUTE * MINUTE

@@ -17,7 +17,7 @@ from hypothesis import HealthCheck, given, settings
 from bookkeeper.wire.httpserver import BackgroundServer
 from query_dsl import Client, Limits, Matrix, QueryError, QueryLimitError, QuerySyntaxError, StoreSource
 from query_dsl.api import create_app
-from vhms import Store
+from vhms.server import Store
 
 MINUTE = 60_000
 NOW = int(time.time() * 1000) // MINUTE * MINUTE

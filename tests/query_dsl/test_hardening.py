@@ -25,8 +25,7 @@ from query_dsl import Limits, StoreSource
 from query_dsl.api import create_app
 from query_dsl.body_limit import MAX_BODY_BYTES
 from query_dsl.sources import ShardedSource
-from vhms import Store
-from vhms.service import VhmsService
+from vhms.server import Store, VhmsService
 
 MINUTE = 60_000
 NOW = int(time.time() * 1000) // MINUTE * MINUTE

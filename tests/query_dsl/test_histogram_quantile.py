@@ -15,7 +15,7 @@ import yaml
 
 from bookkeeper.wire import format_series
 from query_dsl import Evaluator, QueryTypeError, StoreSource
-from vhms import Store
+from vhms.server import Store
 
 MINUTE = 60_000
 

@@ -25,7 +25,7 @@ from query_dsl import (
     parse,
     reduce_matrix,
 )
-from vhms import Store
+from vhms.server import Store
 
 MINUTE = 60_000
 NOW = int(time.time() * 1000) // MINUTE * MINUTE

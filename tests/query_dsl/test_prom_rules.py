@@ -33,8 +33,8 @@ from query_dsl.alerts import (
 )
 from query_dsl.alerts.go_templates import go_float, humanize, humanize_duration, translate
 from query_dsl.alerts.templates import render
-from vhms import Store, VhmsClient
-from vhms.service import VhmsService
+from vhms import VhmsClient
+from vhms.server import Store, VhmsService
 
 # Prometheus's documentation: configuration/alerting_rules.md, configuration/recording_rules.md
 # and configuration/template_examples.md

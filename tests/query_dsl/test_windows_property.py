@@ -20,7 +20,7 @@ from query_dsl import mappers as mappers_module
 from query_dsl import reduce as reduce_module
 from query_dsl.evaluator import Evaluator
 from query_dsl.sources import StoreSource
-from vhms import Store
+from vhms.server import Store
 
 STEP = 60_000
 WINDOW_MAPPERS = ["delta", "increase", "rate", "mean", "sum", "count"]

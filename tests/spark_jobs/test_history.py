@@ -19,7 +19,8 @@ from bookkeeper.wire.avro import decode_sample_batch, encode_sample_batch
 from bookkeeper.wire.landing import LandingWriter, encode_trailer
 from query_dsl import Evaluator, Matrix, StoreSource
 from spark_jobs import analyze, backfill_vhms, raw_ingest
-from vhms import HashRing, ShardedClient, Store, VhmsService
+from vhms import HashRing, ShardedClient
+from vhms.server import Store, VhmsService
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 ROUND = 1_700_000_040_000 // 60_000 * 60_000

@@ -10,7 +10,7 @@ from support import latest_values
 
 from bookkeeper.testing import HdfsServer
 from collector_agent import Agent
-from vhms import Store, VhmsService
+from vhms.server import Store, VhmsService
 
 AGENT = """
 a.sources = nn

@@ -20,7 +20,8 @@ import pytest
 
 from bookkeeper.wire import IngestColumns
 from collector_agent import start_ready_process
-from vhms import Store, VhmsClient, VhmsService
+from vhms import VhmsClient
+from vhms.server import Store, VhmsService
 
 MINUTE = 60_000
 NOW = int(time.time() * 1000) // MINUTE * MINUTE

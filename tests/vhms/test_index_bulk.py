@@ -10,8 +10,8 @@ from hypothesis import strategies as st
 
 from bookkeeper import InvalidLabelError, InvalidNameError
 from bookkeeper.wire import format_series, parse_series
-from vhms.index import NAME, SeriesIndex
 from vhms.selector import parse_selector
+from vhms.server.index import NAME, SeriesIndex
 
 _values = st.text(alphabet=st.sampled_from("ab1,={}% éx"), min_size=1, max_size=4)
 _labels = st.dictionaries(st.sampled_from(["dc", "host", "rack", "a.b", "k-1"]), _values, max_size=4)

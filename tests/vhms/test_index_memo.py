@@ -10,9 +10,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from bookkeeper import InvalidNameError
-from vhms import index as index_module
-from vhms.index import _MEMO_MIN, SeriesIndex
-from vhms.key_table import KeyTable, table_hashes
+from vhms.server import index as index_module
+from vhms.server.index import _MEMO_MIN, SeriesIndex
+from vhms.server.key_table import KeyTable, table_hashes
 
 POOL = [f"cpu.load{{host=h{i},rack=r{i % 7}}}" for i in range(400)]
 

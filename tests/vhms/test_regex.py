@@ -15,7 +15,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from vhms import MAX_REGEX_LENGTH, MAX_SELECTOR_LENGTH, FetchLimitError, SelectorError, Store, parse_selector
+from vhms import MAX_REGEX_LENGTH, MAX_SELECTOR_LENGTH, FetchLimitError, SelectorError, parse_selector
+from vhms.server import Store
 
 NOW = int(time.time() * 1000) // 60_000 * 60_000
 VALUES = 20_000

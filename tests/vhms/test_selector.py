@@ -5,7 +5,8 @@ import time
 import numpy as np
 import pytest
 
-from vhms import SelectorError, Store, parse_selector
+from vhms import SelectorError, parse_selector
+from vhms.server import Store
 
 NOW = int(time.time() * 1000) // 60_000 * 60_000
 

@@ -13,8 +13,8 @@ from kazoo.client import KazooClient
 
 from bookkeeper import resolve_zk
 from bookkeeper.wire import IngestColumns
-from vhms import FetchLimitError, SelectorError, Store, VhmsClient
-from vhms.service import VhmsService
+from vhms import FetchLimitError, SelectorError, VhmsClient
+from vhms.server import Store, VhmsService
 
 MINUTE = 60_000
 NOW = int(time.time() * 1000) // MINUTE * MINUTE

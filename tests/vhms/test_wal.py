@@ -15,8 +15,9 @@ import numpy as np
 import pytest
 
 from bookkeeper.wire import IngestColumns
-from vhms import Store, VhmsClient, VhmsService, WalError, WalPolicyError, WriteAheadLog, replay_wal
-from vhms.wal import MalformedRecordError, decode_batch, encode_batch
+from vhms import VhmsClient, WalError, WalPolicyError
+from vhms.server import Store, VhmsService, WriteAheadLog, replay_wal
+from vhms.server.wal import MalformedRecordError, decode_batch, encode_batch
 
 MINUTE = 60_000
 NOW = int(time.time() * 1000) // MINUTE * MINUTE

@@ -14,7 +14,7 @@ from bookkeeper.testing import PrometheusServer, create_blocks
 from bookkeeper.wire.httpserver import BackgroundServer
 from query_dsl import Limits, StoreSource, create_app
 from query_dsl.promql.dataset import Series, generate, load_store, write_openmetrics
-from vhms import Store
+from vhms.server import Store
 
 
 @dataclass(frozen=True)

@@ -19,7 +19,7 @@ from query_dsl.promql import ranges as ranges_module
 from query_dsl.promql.selection import Samples
 from query_dsl.series_table import SeriesTable
 from query_dsl.sources import StoreSource
-from vhms import Store
+from vhms.server import Store
 
 STEP = 15_000
 

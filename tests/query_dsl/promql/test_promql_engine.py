@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from query_dsl import Matrix, QueryError, QueryLimitError, StoreSource
 from query_dsl.promql import PromQLSyntaxError, instant_query, parse, range_query
 from query_dsl.promql.labels import prometheus_order, sort_key
-from vhms import Store
+from vhms.server import Store
 
 
 @pytest.fixture

@@ -11,8 +11,7 @@ from query_dsl import StoreSource
 from query_dsl.promql import range_query
 from query_dsl.promql.dataset import load_store
 from query_dsl.sources import ShardedSource
-from vhms import Store
-from vhms.service import VhmsService
+from vhms.server import Store, VhmsService
 
 EXPRESSIONS = [
     "rate(http_requests_total[1m])",

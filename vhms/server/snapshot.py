@@ -37,7 +37,7 @@ import numpy as np
 
 from bookkeeper.process import fsync_path
 from vhms.exceptions import SnapshotError
-from vhms.store import CHUNK, Store, decode_values, encode_values
+from vhms.server.store import CHUNK, Store, decode_values, encode_values
 
 __all__ = ["FORMAT_VERSION", "load_snapshot", "restore_or_empty", "save_snapshot", "wal_from"]
 

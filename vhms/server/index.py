@@ -7,12 +7,12 @@ ids are dense, in order of arrival, never reused. Postings are ``array('i')`` (4
 series and label), turned into sorted numpy arrays when a query reads them and cached
 until the posting grows.
 
-New series are created by columns (``vhms/key_tokens.py``): a round's new keys are cut into
+New series are created by columns (``vhms/server/key_tokens.py``): a round's new keys are cut into
 tokens by numpy and pyarrow, only the distinct tokens (a name, a ``k=v`` pair) are parsed in
 Python, once, and the postings and codes of the new series are appended a whole run of ids at
 a time; a key that is not plainly canonical is parsed on its own (the same rules).
 
-Keys are found by their hashes in a numpy hash table (``vhms/key_table.py``), a batch at a
+Keys are found by their hashes in a numpy hash table (``vhms/server/key_table.py``), a batch at a
 time, and the hits confirmed by comparing the batch's text with the stored keys' (joined:
 one comparison); the keys themselves are kept once, in ``keys`` (by id).
 
@@ -43,13 +43,14 @@ import numpy as np
 from bookkeeper import InvalidNameError
 from bookkeeper.wire import parse_series, validate_name
 from vhms.exceptions import SeriesLimitError
-from vhms.key_table import KeyTable, table_hashes
-from vhms.key_tokens import KeyTokens, split_keys
+from vhms.results import NAME
 from vhms.selector import Matcher, Selector
+from vhms.server.key_table import KeyTable, table_hashes
+from vhms.server.key_tokens import KeyTokens, split_keys
 
-__all__ = ["NAME", "SeriesIndex"]
+__all__ = ["SeriesIndex"]
 
-NAME = "__name__"  # the label that holds a series' name in label columns
+
 _MEMO_MIN = 64  # batches of fewer keys are looked up key by key
 _SLICE = 1 << 14  # a larger batch (a snapshot's every key) goes through in slices of this many
 _MEMO_FLOOR = 1 << 20  # ids the memo may hold, at least (else twice the series)
@@ -59,7 +60,7 @@ class SeriesIndex:
     def __init__(self, max_series: int = 2_000_000) -> None:
         self.max_series = max_series
         self.keys: list[str] = []
-        self._table = KeyTable()  # key hash -> id (vhms/key_table.py)
+        self._table = KeyTable()  # key hash -> id (vhms/server/key_table.py)
         self._collided: dict[str, int] = {}  # keys whose hash another key holds in the table
         self._postings: dict[str, dict[str, array[int]]] = {}  # label -> value -> ids
         self._cache: dict[tuple[str, str], tuple[int, np.ndarray]] = {}

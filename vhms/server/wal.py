@@ -43,7 +43,7 @@ import numpy as np
 
 from bookkeeper.process import fsync_path
 from vhms.exceptions import WalError, WalPolicyError
-from vhms.store import Store
+from vhms.server.store import Store
 
 __all__ = [
     "FSYNC_POLICIES",

@@ -6,7 +6,7 @@ directory (``in_use.lock``): a second service on it is refused with ``DataDirInU
 naming the holder's PID.
 
 Durability: with a snapshot directory, each ingest is appended to the write-ahead log in
-``<snapshot_dir>/wal`` (:mod:`vhms.wal`) before it is answered (fsynced first with the
+``<snapshot_dir>/wal`` (:mod:`vhms.server.wal`) before it is answered (fsynced first with the
 ``always`` policy), replayed at start after the snapshot, and dropped segment by segment
 once a snapshot holds it. Admission, the log's append and the store's update happen under
 the store's lock, so the log's order is the order a replay repeats.
@@ -39,9 +39,9 @@ from bookkeeper.wire import BackgroundServer, FramedThriftServer, ServerLimits, 
 from bookkeeper.zk import Registration, ZkAuth, resolve_zk
 from vhms.exceptions import DataDirInUseError, VhmsError, WalError
 from vhms.idl import vhms_thrift
-from vhms.snapshot import restore_or_empty, save_snapshot, wal_from
-from vhms.store import Store
-from vhms.wal import ReplayReport, WriteAheadLog, remove_segments, replay, segments
+from vhms.server.snapshot import restore_or_empty, save_snapshot, wal_from
+from vhms.server.store import Store
+from vhms.server.wal import ReplayReport, WriteAheadLog, remove_segments, replay, segments
 
 __all__ = ["DEFAULT_SERVER_LIMITS", "VhmsService"]
 
