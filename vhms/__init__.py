@@ -2,7 +2,8 @@
 
 This is VHMS's **client surface**, what writers and readers share: the sharded client
 (:class:`ShardedClient`, :class:`VhmsClient`), placement (:class:`HashRing`), selectors,
-resolutions, fetch results by label columns (:class:`FetchResult`, :data:`LabelColumns`),
+resolutions, fetch results by label columns (:class:`FetchResult`; the columns themselves are
+``bookkeeper.ground.LabelColumn``),
 the error tree and the limits. The **server surface** (the store, its index, the
 write-ahead log, snapshots and the Thrift/HTTP service) is :mod:`vhms.server`.
 See README.md beside this file and docs/vhms.md.
@@ -27,7 +28,7 @@ from vhms.exceptions import (
 from vhms.placement import HashRing
 from vhms.regex import MAX_PROGRAM_SIZE, MAX_REGEX_LENGTH
 from vhms.resolutions import DEFAULT_RESOLUTIONS, Resolution, parse_resolutions
-from vhms.results import NAME, FetchResult, LabelColumns, compact_column
+from vhms.results import NAME, FetchResult
 from vhms.selector import MAX_SELECTOR_LENGTH, Matcher, Selector, parse_selector
 
 __all__ = [
@@ -41,7 +42,6 @@ __all__ = [
     "FetchLimitError",
     "FetchResult",
     "HashRing",
-    "LabelColumns",
     "LimitExceededError",
     "Matcher",
     "Resolution",
@@ -56,7 +56,6 @@ __all__ = [
     "VhmsError",
     "WalError",
     "WalPolicyError",
-    "compact_column",
     "merge_results",
     "parse_resolutions",
     "parse_selector",

@@ -34,12 +34,13 @@ from typing import Any, TypeVar
 import numpy as np
 
 from bookkeeper import WireError
+from bookkeeper.ground import LabelColumn, LabelColumns, concat, key_hashes, row_keys
 from bookkeeper.wire import FramedClient, IngestColumns
 from bookkeeper.zk import MAX_PAYLOAD, Member, Membership, ZkAuth, make_client, resolve_zk, resolve_zk_auth
 from vhms.exceptions import FetchLimitError, SelectorError, UnavailableError, VhmsError, WalError
 from vhms.idl import vhms_thrift
 from vhms.placement import HashRing
-from vhms.results import FetchResult, LabelColumns
+from vhms.results import NAME, FetchResult
 
 __all__ = ["Address", "ShardedClient", "VhmsClient", "merge_results"]
 
@@ -53,8 +54,6 @@ _KINDS: dict[str, type[VhmsError]] = {
     "FetchLimitError": FetchLimitError,
     "WalError": WalError,
 }
-_NAME = "__name__"
-_KEY_LIMIT = 1 << 62
 
 
 class VhmsClient(FramedClient):
@@ -113,10 +112,10 @@ class VhmsClient(FramedClient):
         reply = self._vhms_call("fetch", selector, start_ms, end_ms, str(resolution), sample_times)
         timestamps = np.frombuffer(reply.timestamps, dtype="<i8")
         labels: LabelColumns = {
-            column.label: (list(column.values), np.frombuffer(column.codes, dtype="<i4"))
+            column.label: LabelColumn(list(column.values), np.frombuffer(column.codes, dtype="<i4"))
             for column in reply.labels or []
         }
-        count = len(labels[_NAME][1]) if _NAME in labels else 0
+        count = len(labels[NAME][1]) if NAME in labels else 0
         if any(len(codes) != count for _, codes in labels.values()) or any(
             len(codes) and (codes.max() >= len(values) or codes.min() < -1)
             for values, codes in labels.values()
@@ -157,16 +156,6 @@ class VhmsClient(FramedClient):
         return self
 
 
-def _translate(known: dict[str, int], values: list[str], codes: np.ndarray) -> np.ndarray:
-    """``codes`` into the joint numbering ``known`` (extended with new values)."""
-    mapping = np.empty(len(values) + 1, dtype=np.int32)
-    for code, value in enumerate(values):
-        mapping[code] = known.setdefault(value, len(known))
-    mapping[-1] = -1  # absent stays absent
-    translated: np.ndarray = mapping[codes]
-    return translated
-
-
 def merge_results(results: Sequence[FetchResult]) -> FetchResult:
     """One result from the shards' results (same time axis): series concatenated in the
     order given; a series found in two results (a routing change, a replica) merged bucket
@@ -175,26 +164,11 @@ def merge_results(results: Sequence[FetchResult]) -> FetchResult:
     if len(parts) <= 1:
         return parts[0] if parts else results[0]
     labels = sorted({label for part in parts for label in part.labels})
-    joint: LabelColumns = {}
-    key = np.zeros(sum(len(p) for p in parts), dtype=np.int64)
-    span = 1
-    for label in labels:
-        known: dict[str, int] = {}
-        codes = np.concatenate(
-            [
-                _translate(known, *part.labels[label])
-                if label in part.labels
-                else np.full(len(part), -1, dtype=np.int32)
-                for part in parts
-            ]
-        )
-        joint[label] = (list(known), codes)
-        radix = len(known) + 1
-        if span * radix >= _KEY_LIMIT:  # renumber the keys so far densely before they overflow
-            _, key = np.unique(key, return_inverse=True)
-            span = int(key.max()) + 1
-        key = key * radix + (codes + 1)
-        span *= radix
+    joint: LabelColumns = {
+        label: concat([part.labels.get(label, LabelColumn.absent(len(part))) for part in parts])
+        for label in labels
+    }
+    key = row_keys(joint.values(), sum(len(p) for p in parts))
     values = np.concatenate([p.values for p in parts])
     timed = all(p.sample_times is not None for p in parts)
     times = np.concatenate([p.sample_times for p in parts if p.sample_times is not None]) if timed else None
@@ -213,7 +187,7 @@ def merge_results(results: Sequence[FetchResult]) -> FetchResult:
         if merged_times is not None and times is not None:
             merged_times[into] = np.where(missing, times[row], merged_times[into])
     return FetchResult(
-        {label: (vals, codes[keep]) for label, (vals, codes) in joint.items()},
+        {label: LabelColumn(vals, codes[keep]) for label, (vals, codes) in joint.items()},
         parts[0].timestamps,
         merged,
         parts[0].step_ms,
@@ -276,7 +250,6 @@ class ShardedClient:
         self._lock = threading.Lock()
         self._members: dict[str, list[Address]] = {}
         self._ring = HashRing([], virtual_nodes)
-        self._routes: dict[str, str] = {}
         self._down_until: dict[Address, float] = {}
         self._failures_in_row: Counter[Address] = Counter()
         self._idle: dict[Address, list[VhmsClient]] = {}
@@ -310,7 +283,6 @@ class ShardedClient:
         with self._lock:
             if set(members) != set(self._members):
                 self._ring = HashRing(members, self.virtual_nodes)
-                self._routes = {}
                 log.info("%s: VHMS shards now %s", self.name, sorted(members))
             self._members = members
 
@@ -390,21 +362,13 @@ class ShardedClient:
     # -- writes ------------------------------------------------------------------------------
 
     def _route(self, keys: list[str]) -> np.ndarray:
-        """The shard of each key (as an object array), from a cache of earlier routes."""
+        """The shard of each key (as an object array)."""
         with self._lock:
-            routes, ring = self._routes, self._ring
-        if len(routes) > 4_000_000:
-            routes.clear()
-        get = routes.get
-        out = [get(key) for key in keys]
-        if None in out:
-            try:
-                for position, key in enumerate(keys):
-                    if out[position] is None:
-                        out[position] = routes[key] = ring.shard_of(key)
-            except LookupError:
-                raise UnavailableError("no live VHMS shard") from None
-        return np.array(out, dtype=object)
+            ring = self._ring
+        try:
+            return ring.shards_of(key_hashes(keys))
+        except LookupError:
+            raise UnavailableError("no live VHMS shard") from None
 
     def ingest(self, columns: IngestColumns) -> tuple[int, int]:
         """Store samples on their shards, on every live member of each; returns

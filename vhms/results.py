@@ -1,5 +1,5 @@
 """What a fetch answers, as the client side reads it: series as label columns
-(:data:`LabelColumns`), bucket times and values (:class:`FetchResult`)."""
+(``bookkeeper.ground.LabelColumns``), bucket times and values (:class:`FetchResult`)."""
 
 from __future__ import annotations
 
@@ -7,13 +7,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from bookkeeper.ground import LabelColumn, LabelColumns
 from bookkeeper.wire import format_series, parse_series
 
-__all__ = ["NAME", "FetchResult", "LabelColumns", "compact_column"]
+__all__ = ["NAME", "FetchResult"]
 
 NAME = "__name__"  # the label that holds a series' name in label columns
-
-LabelColumns = dict[str, tuple[list[str], np.ndarray]]
 
 
 @dataclass
@@ -23,8 +22,8 @@ class FetchResult:
     array, Fortran order).
 
     ``labels`` holds the names (label ``"__name__"``) and every label of the series by
-    columns: per label, its values by code (a list to read, never to change) and an int32
-    code per series, -1 where the series lacks the label.
+    columns (``bookkeeper.ground.LabelColumn``): per label, its values by code (a list to
+    read, never to change) and an int32 code per series, -1 where the series lacks the label.
     """
 
     labels: LabelColumns
@@ -69,23 +68,12 @@ class FetchResult:
                     codes[label] = np.full(len(keys), -1, dtype=np.int32)
                 codes[label][row] = columns[label].setdefault(value, len(columns[label]))
         return cls(
-            {label: (list(columns[label]), codes[label]) for label in columns}, timestamps, values, step_ms
+            {label: LabelColumn(list(columns[label]), codes[label]) for label in columns},
+            timestamps,
+            values,
+            step_ms,
         )
 
     @classmethod
     def empty(cls, step_ms: int = 60_000) -> FetchResult:
-        return cls(
-            {NAME: ([], np.zeros(0, dtype=np.int32))}, np.zeros(0, dtype=np.int64), np.zeros((0, 0)), step_ms
-        )
-
-
-def compact_column(values: list[str], codes: np.ndarray) -> tuple[list[str], np.ndarray]:
-    """Only the values some series uses, when the values outnumber the series (a few series
-    of a store with many values): what reads the column then costs what the series do."""
-    if len(values) <= len(codes):
-        return values, codes
-    present = codes >= 0
-    used = np.unique(codes[present])
-    out = np.full(len(codes), -1, dtype=np.int32)
-    out[present] = np.searchsorted(used, codes[present])
-    return [values[code] for code in used.tolist()], out
+        return cls({NAME: LabelColumn.absent(0)}, np.zeros(0, dtype=np.int64), np.zeros((0, 0)), step_ms)

@@ -41,6 +41,7 @@ from urllib.parse import unquote
 import numpy as np
 
 from bookkeeper import InvalidNameError
+from bookkeeper.ground import LabelColumn, LabelColumns
 from bookkeeper.wire import parse_series, validate_name
 from vhms.exceptions import SeriesLimitError
 from vhms.results import NAME
@@ -386,11 +387,11 @@ class SeriesIndex:
     def label_values(self, label: str) -> list[str]:
         return sorted(self._postings.get(label, {}))
 
-    def columns(self, ids: np.ndarray) -> dict[str, tuple[list[str], np.ndarray]]:
+    def columns(self, ids: np.ndarray) -> LabelColumns:
         """The names (``"__name__"``) and labels of series ``ids`` by columns: per label, its
         values by code (a list that only grows: read it, never change it) and an int32 code
         per series, -1 where the series lacks the label."""
-        out: dict[str, tuple[list[str], np.ndarray]] = {}
+        out: LabelColumns = {}
         with self._lock:  # no array may be resized while numpy reads its buffer
             shape_of = np.frombuffer(self._shape_of, dtype=np.int32)[ids]
             row_of = np.frombuffer(self._row_of, dtype=np.int32)[ids]
@@ -402,7 +403,7 @@ class SeriesIndex:
                 del rows  # release the buffer before the lock
                 for position, label in enumerate(shape):
                     if label not in out:
-                        out[label] = (self._values[label], np.full(len(ids), -1, dtype=np.int32))
+                        out[label] = LabelColumn(self._values[label], np.full(len(ids), -1, dtype=np.int32))
                     out[label][1][members] = codes[:, position]
         return out
 

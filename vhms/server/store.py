@@ -34,10 +34,11 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from bookkeeper import SampleBatch
+from bookkeeper.ground import LabelColumn
 from bookkeeper.wire import IngestColumns
 from vhms.exceptions import FetchLimitError
 from vhms.resolutions import Resolution, parse_resolutions
-from vhms.results import NAME, FetchResult, compact_column
+from vhms.results import NAME, FetchResult
 from vhms.selector import Selector, parse_selector
 from vhms.server.index import SeriesIndex
 
@@ -479,9 +480,9 @@ class Store:
             values = self._gather(ring, ids, buckets)
             times = self._sample_times(ring, ids, buckets) if sample_times and ring is self.rings[0] else None
         columns = self.index.columns(ids)
-        labels = {label: compact_column(*column) for label, column in columns.items()}
+        labels = {label: column.compact() for label, column in columns.items()}
         if NAME not in labels:
-            labels[NAME] = ([], np.zeros(0, dtype=np.int32))
+            labels[NAME] = LabelColumn.absent(0)
         return FetchResult(labels, buckets * step, values, step, times)
 
     @staticmethod
