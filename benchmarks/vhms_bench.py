@@ -258,7 +258,7 @@ def _service_client(address: tuple[str, int], count: int, part: int, start: int,
     with VhmsClient(*address) as client:
         for round_number in range(ROUNDS + 1):
             batches = [
-                IngestColumns(
+                IngestColumns.from_keys(
                     keys[first : first + BATCH],
                     values[first : first + BATCH] + round_number,
                     np.full(len(keys[first : first + BATCH]), start + round_number * MINUTE),

@@ -34,11 +34,18 @@ from typing import Any, TypeVar
 import numpy as np
 
 from bookkeeper import WireError
-from bookkeeper.ground import LabelColumn, LabelColumns, concat, key_hashes, row_keys
+from bookkeeper.ground import LabelColumn, LabelColumns, concat, row_keys, series_hashes
 from bookkeeper.wire import FramedClient, IngestColumns
 from bookkeeper.zk import MAX_PAYLOAD, Member, Membership, ZkAuth, make_client, resolve_zk, resolve_zk_auth
-from vhms.exceptions import FetchLimitError, SelectorError, UnavailableError, VhmsError, WalError
-from vhms.idl import vhms_thrift
+from vhms.exceptions import (
+    FetchLimitError,
+    ProtocolVersionError,
+    SelectorError,
+    UnavailableError,
+    VhmsError,
+    WalError,
+)
+from vhms.idl import encode_ingest_batch, vhms_thrift
 from vhms.placement import HashRing
 from vhms.results import NAME, FetchResult
 
@@ -53,6 +60,7 @@ _KINDS: dict[str, type[VhmsError]] = {
     "SelectorError": SelectorError,
     "FetchLimitError": FetchLimitError,
     "WalError": WalError,
+    "ProtocolVersionError": ProtocolVersionError,
 }
 
 
@@ -89,15 +97,7 @@ class VhmsClient(FramedClient):
 
     def ingest(self, columns: IngestColumns) -> tuple[int, int]:
         """Store numeric and STRING samples; returns ``(stored, refused)``."""
-        reply = self._vhms_call(
-            "ingest",
-            columns.keys,
-            np.asarray(columns.values, dtype="<f8").tobytes(),
-            np.asarray(columns.timestamps, dtype="<i8").tobytes(),
-            columns.string_keys,
-            columns.strings,
-            np.asarray(columns.string_timestamps, dtype="<i8").tobytes(),
-        )
+        reply = self._vhms_call("ingest_columns", encode_ingest_batch(columns))
         return int(reply.stored), int(reply.refused)
 
     def fetch(
@@ -361,12 +361,14 @@ class ShardedClient:
 
     # -- writes ------------------------------------------------------------------------------
 
-    def _route(self, keys: list[str]) -> np.ndarray:
-        """The shard of each key (as an object array)."""
+    def _route(
+        self, names: list[str], label_sets: list[str], name_ids: np.ndarray, set_ids: np.ndarray
+    ) -> np.ndarray:
+        """The shard of each sample's series (as an object array), from the batch's columns."""
         with self._lock:
             ring = self._ring
         try:
-            return ring.shards_of(key_hashes(keys))
+            return ring.shards_of(series_hashes({}, names, label_sets, name_ids, set_ids))
         except LookupError:
             raise UnavailableError("no live VHMS shard") from None
 
@@ -377,8 +379,10 @@ class ShardedClient:
         sends the whole batch again (ingest is idempotent)."""
         if not len(columns):
             return 0, 0
-        numeric_shards = self._route(columns.keys)
-        string_shards = self._route(columns.string_keys)
+        numeric_shards = self._route(columns.names, columns.label_sets, columns.name_ids, columns.set_ids)
+        string_shards = self._route(
+            columns.names, columns.label_sets, columns.string_name_ids, columns.string_set_ids
+        )
         members = self.shards
         work = []
         for shard in {*numeric_shards.tolist(), *string_shards.tolist()}:

@@ -26,7 +26,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from bookkeeper.labels import format_labels, parse_labels
+from bookkeeper.labels import merged_label_texts
 
 __all__ = [
     "KEY_LIMIT",
@@ -36,7 +36,6 @@ __all__ = [
     "concat",
     "dense_classes",
     "key_hashes",
-    "merged_label_texts",
     "row_keys",
     "series_hashes",
     "text_hashes",
@@ -172,17 +171,6 @@ def combine_hashes(name_hashes: np.ndarray, label_hashes: np.ndarray) -> np.ndar
         z = (z ^ (z >> np.uint64(27))) * _MIX_2
     mixed: np.ndarray = z ^ (z >> np.uint64(31))
     return mixed
-
-
-def merged_label_texts(common: Mapping[str, str], label_sets: Sequence[str]) -> list[str]:
-    """The canonical label text of each label set with the ``common`` labels merged (the set's
-    own winning): one parse and one format per label set."""
-    out = []
-    for text in label_sets:
-        merged = dict(common)
-        merged.update(parse_labels(text))
-        out.append(format_labels(merged))
-    return out
 
 
 def series_hashes(

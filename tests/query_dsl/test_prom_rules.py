@@ -209,7 +209,7 @@ def ingest(service: VhmsService, keys: list[str], values: list[float], times: li
     from bookkeeper.wire import IngestColumns
 
     with VhmsClient(service.host, service.port, timeout=10) as client:
-        client.ingest(IngestColumns(keys, np.array(values), np.array(times, dtype=np.int64)))
+        client.ingest(IngestColumns.from_keys(keys, np.array(values), np.array(times, dtype=np.int64)))
 
 
 def test_the_documented_recording_rule_writes_its_series_back_into_vhms(vhms: VhmsService) -> None:

@@ -152,15 +152,15 @@ def test_a_failing_disk_refuses_the_ingest_and_the_next_segment_takes_over(tmp_p
     service.start(register=False)
     try:
         with VhmsClient(service.host, service.port) as client:
-            assert client.ingest(IngestColumns(["a{}"], np.array([1.0]), np.array([NOW]))) == (1, 0)
+            assert client.ingest(IngestColumns.from_keys(["a{}"], np.array([1.0]), np.array([NOW]))) == (1, 0)
             shutil.rmtree(tmp_path / "wal")
             # the open segment is gone with its directory: a new one cannot be created there
             service.snapshot()  # rotates: the next record needs a new segment file
             with pytest.raises(WalError, match="No such file or directory"):
-                client.ingest(IngestColumns(["b{}"], np.array([2.0]), np.array([NOW])))
+                client.ingest(IngestColumns.from_keys(["b{}"], np.array([2.0]), np.array([NOW])))
             assert service.wal is not None and service.wal.stats["write_errors"] == 1
             (tmp_path / "wal").mkdir()
-            assert client.ingest(IngestColumns(["b{}"], np.array([2.0]), np.array([NOW]))) == (1, 0)
+            assert client.ingest(IngestColumns.from_keys(["b{}"], np.array([2.0]), np.array([NOW]))) == (1, 0)
             assert service.wal.stats["ingests_failed"] == 1
     finally:
         service.thrift.stop()

@@ -33,12 +33,12 @@ import numpy as np
 from fastapi import FastAPI
 from fastapi.responses import PlainTextResponse
 
-from bookkeeper import DirectoryInUseError
+from bookkeeper import DirectoryInUseError, MalformedFrameError
 from bookkeeper.process import DirectoryLock
 from bookkeeper.wire import BackgroundServer, FramedThriftServer, ServerLimits, advertised_address
 from bookkeeper.zk import Registration, ZkAuth, resolve_zk
 from vhms.exceptions import DataDirInUseError, VhmsError, WalError
-from vhms.idl import vhms_thrift
+from vhms.idl import decode_ingest_batch, vhms_thrift
 from vhms.server.snapshot import restore_or_empty, save_snapshot, wal_from
 from vhms.server.store import Store
 from vhms.server.wal import ReplayReport, WriteAheadLog, remove_segments, replay, segments
@@ -63,24 +63,32 @@ class _Handler:
         self.store = store
         self.wal = wal
 
-    def ingest(
-        self,
-        keys: list[str],
-        values: bytes,
-        timestamps: bytes,
-        string_keys: list[str],
-        strings: list[str],
-        string_timestamps: bytes,
-    ) -> Any:
-        numbers = np.frombuffer(values or b"", dtype="<f8")
-        times = np.frombuffer(timestamps or b"", dtype="<i8")
-        if not (len(keys or []) == len(numbers) == len(times)):
-            raise _error(
-                ValueError(f"{len(keys or [])} keys, {len(numbers)} values, {len(times)} timestamps")
+    def ingest(self, *_: Any) -> Any:
+        """Protocol 1 (a key string per sample): refused by name."""
+        raise vhms_thrift.VhmsException(
+            kind="ProtocolVersionError",
+            message=(
+                "ingest(keys, ...) is VHMS ingest protocol 1; this VHMS speaks protocol "
+                f"{vhms_thrift.INGEST_PROTOCOL_VERSION} (ingest_columns): upgrade the sender"
+            ),
+        )
+
+    def ingest_columns(self, batch: Any) -> Any:
+        if batch is None or batch.protocol_version != vhms_thrift.INGEST_PROTOCOL_VERSION:
+            version = None if batch is None else batch.protocol_version
+            raise vhms_thrift.VhmsException(
+                kind="ProtocolVersionError",
+                message=(
+                    f"ingest protocol {version} is not this VHMS's "
+                    f"{vhms_thrift.INGEST_PROTOCOL_VERSION}: upgrade the older side"
+                ),
             )
-        string_times = np.frombuffer(string_timestamps or b"", dtype="<i8")
-        if not (len(string_keys or []) == len(strings or []) == len(string_times)):
-            raise _error(ValueError("string columns of different lengths"))
+        try:
+            columns = decode_ingest_batch(batch)
+        except MalformedFrameError as exc:
+            raise _error(ValueError(str(exc))) from None
+        keys, numbers, times = columns.keys(), columns.values, columns.timestamps
+        string_keys, strings, string_times = columns.string_keys(), columns.strings, columns.string_timestamps
         store, wal = self.store, self.wal
         pending = None
         with store._lock:  # admitted, logged and applied in one order: the order a replay follows

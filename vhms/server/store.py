@@ -236,9 +236,9 @@ class Store:
 
     def ingest_columns(self, columns: IngestColumns) -> int:
         """Ingest numeric and STRING samples; returns the number of numeric samples stored."""
-        if columns.string_keys:
-            self.ingest_strings(columns.string_keys, columns.strings, columns.string_timestamps)
-        return self.ingest(columns.keys, columns.values, columns.timestamps) if columns.keys else 0
+        if len(columns.string_name_ids):
+            self.ingest_strings(columns.string_keys(), columns.strings, columns.string_timestamps)
+        return self.ingest(columns.keys(), columns.values, columns.timestamps) if len(columns.name_ids) else 0
 
     def ingest_strings(self, keys: list[str], strings: list[str], timestamps: np.ndarray) -> None:
         """Keep the latest value (by timestamp) of each STRING series."""
