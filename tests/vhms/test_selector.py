@@ -26,7 +26,7 @@ def store() -> Store:
 
 
 def names(store: Store, selector: str) -> set[str]:
-    return {store.index.keys[i] for i in store.select(selector).tolist()}
+    return set(store.index.keys_of(store.select(selector)))
 
 
 @pytest.mark.parametrize(

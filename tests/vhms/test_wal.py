@@ -27,7 +27,7 @@ NO_IDS = np.zeros(0, dtype=np.int64)
 def _log(store: Store, wal: WriteAheadLog, keys: list[str], values: list[float], at: int) -> None:
     """Admit, log and apply one batch as the service does, and wait for its record."""
     ids, admitted, times = store.admit(keys, np.array(values), np.full(len(keys), at))
-    pending = wal.append(store.index.keys, ids, admitted, times, NO_IDS, [], NO_IDS)
+    pending = wal.append(store.index.keys_of, ids, admitted, times, NO_IDS, [], NO_IDS)
     store.apply(ids, admitted, times)
     wal.wait(pending)
 
@@ -138,7 +138,7 @@ def test_concurrent_appends_share_one_write_and_one_fsync(tmp_path: Path) -> Non
     pending = []
     for i in range(20):  # queued while the writer has not started: one group
         ids, values, times = store.admit([f"m{{i={i}}}"], np.array([float(i)]), np.array([NOW]))
-        pending.append(wal.append(store.index.keys, ids, values, times, NO_IDS, [], NO_IDS))
+        pending.append(wal.append(store.index.keys_of, ids, values, times, NO_IDS, [], NO_IDS))
     wal.start()
     for item in pending:
         wal.wait(item)

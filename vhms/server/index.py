@@ -1,279 +1,232 @@
-"""The series index: series keys to ids, postings (series ids per name and per label
-value) that answer a selector without looking at every series, and the labels of each
-series by code, which give a query the labels of the series it fetched by columns.
+"""The series index: series to ids, postings (series ids per name and per label value) that
+answer a selector without looking at every series, and the labels of each series by code,
+which give a query the labels of the series it fetched by columns.
 
-A series is its canonical key ``name{k=v,...}`` (``bookkeeper.labels.format_series``);
-ids are dense, in order of arrival, never reused. Postings are ``array('i')`` (4 bytes a
-series and label), turned into sorted numpy arrays when a query reads them and cached
-until the posting grows.
+A series is its name and its sorted labels, held as codes: each value of a label (the name
+is the label ``__name__``) gets a code, in order of first appearance. Series with the same
+label names share a *shape*; a shape keeps the codes of its series as rows of an
+``array('i')``, name first, then its labels sorted. Per series: its shape and its row (4
+bytes each), 4 bytes per label and name, and its slot in the hash table: no key text. A
+series' canonical key ``name{k=v,...}`` is made from its codes only where an API answers
+text (:meth:`SeriesIndex.keys_of`: ``series()``, snapshots, the write-ahead log's names).
+Ids are dense, in order of arrival, never reused. Postings are ``array('i')``, turned into
+sorted numpy arrays when a query reads them and cached until the posting grows.
 
-New series are created by columns (``vhms/server/key_tokens.py``): a round's new keys are cut into
-tokens by numpy and pyarrow, only the distinct tokens (a name, a ``k=v`` pair) are parsed in
-Python, once, and the postings and codes of the new series are appended a whole run of ids at
-a time; a key that is not plainly canonical is parsed on its own (the same rules).
+A batch comes with its symbol table (:meth:`SeriesIndex.lookup_columns`): each distinct name
+and label set is resolved once and every sample's row made by numpy (``symbols.py``). Rows
+are found by their hashes in a numpy hash table (``key_table.py``), a batch at a time, each
+hit confirmed by comparing the stored row with the batch's (a row whose hash another series
+holds is kept aside, in ``_collided``). New series are created a whole batch at a time:
+rows appended by shape, postings a run of ids at a time. Keys given as text
+(:meth:`SeriesIndex.lookup`: replays, snapshots, tests) are split into such a symbol table
+first.
 
-Keys are found by their hashes in a numpy hash table (``vhms/server/key_table.py``), a batch at a
-time, and the hits confirmed by comparing the batch's text with the stored keys' (joined:
-one comparison); the keys themselves are kept once, in ``keys`` (by id).
-
-A batch seen before is found whole (``_memo``): agents send the same keys in the same order
-every round, so the ids of a batch are remembered by its keys' text joined by newlines (its
-hash and length), and a round's batch with the same text takes them after one comparison
-of that text with the stored keys of those ids (a join and a memcmp, a few ns a key, where
-a dict lookup of each key of a store of a million series costs 200-300 ns: a cache miss or
-two). A key holds no newline (one would be refused), so equal texts of as many keys are
-equal keys one by one.
-
-Labels by code: each value of a label (the name is the label ``__name__``) gets a code, in
-order of first appearance. Series with the same label names share a shape; a shape keeps
-the codes of its series as rows of an ``array('i')``, name first, then the labels in key
-order. Per series: its shape and its row (4 bytes each), and 4 bytes per label and name.
+A batch seen before is found whole: agents send the same series in the same order every
+round, so the ids of a batch are remembered by a 128-bit BLAKE2b digest of its symbol table
+and references (``_batches``, bounded), and the same batch a round later takes them without
+resolving anything.
 """
 
 from __future__ import annotations
 
+import hashlib
 import itertools
 import threading
 from array import array
-from collections.abc import Callable
-from urllib.parse import unquote
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
 from bookkeeper import InvalidNameError
 from bookkeeper.ground import LabelColumn, LabelColumns
-from bookkeeper.wire import parse_series, validate_name
+from bookkeeper.wire import format_series
 from vhms.exceptions import SeriesLimitError
 from vhms.results import NAME
 from vhms.selector import Matcher, Selector
-from vhms.server.key_table import KeyTable, table_hashes
-from vhms.server.key_tokens import KeyTokens, split_keys
+from vhms.server.key_table import KeyTable
+from vhms.server.symbols import resolve, row_hashes
 
 __all__ = ["SeriesIndex"]
 
-
-_MEMO_MIN = 64  # batches of fewer keys are looked up key by key
-_SLICE = 1 << 14  # a larger batch (a snapshot's every key) goes through in slices of this many
+_MEMO_MIN = 64  # batches of fewer samples are resolved each time
 _MEMO_FLOOR = 1 << 20  # ids the memo may hold, at least (else twice the series)
 
 
 class SeriesIndex:
     def __init__(self, max_series: int = 2_000_000) -> None:
         self.max_series = max_series
-        self.keys: list[str] = []
-        self._table = KeyTable()  # key hash -> id (vhms/server/key_table.py)
-        self._collided: dict[str, int] = {}  # keys whose hash another key holds in the table
+        self._table = KeyTable()  # row hash -> id (vhms/server/key_table.py)
+        self._collided: dict[tuple[int, bytes], int] = {}  # (shape, row) of rows whose hash another holds
         self._postings: dict[str, dict[str, array[int]]] = {}  # label -> value -> ids
         self._cache: dict[tuple[str, str], tuple[int, np.ndarray]] = {}
         self._values: dict[str, list[str]] = {}  # label -> its values, by code
         self._codes: dict[str, dict[str, int]] = {}  # label -> value -> code
-        self._shapes: list[tuple[str, ...]] = []  # shape -> (__name__, its labels...)
+        self._shapes: list[tuple[str, ...]] = []  # shape -> (__name__, its labels sorted...)
         self._shape_numbers: dict[tuple[str, ...], int] = {}
         self._shape_rows: list[array[int]] = []  # shape -> codes of its series, row after row
         self._shape_of = array("i")  # series id -> shape
         self._row_of = array("i")  # series id -> row in its shape
-        # distinct tokens already parsed (a name; a "k=v" pair) to their label's number and
-        # their value's code, -1 for a token that does not parse (its key goes the slow way)
-        self._name_tokens: dict[str, int] = {}  # token -> label number << 32 | code; -1
-        self._pair_tokens: dict[str, int] = {}
-        self._label_numbers: dict[str, int] = {NAME: 0}
-        self._label_list: list[str] = [NAME]
+        self._label_numbers: dict[str, int] = {}  # label -> its number in postings' refs
+        self._label_list: list[str] = []
         self._lock = threading.Lock()
         self.refused = 0  # new series refused by max_series
-        # (key count, hash of the keys joined by newlines) -> their ids, oldest first
-        self._memo: dict[tuple[int, int], np.ndarray] = {}
-        self._memo_ids = 0
+        self._batches: dict[bytes, np.ndarray] = {}  # digest of a batch's symbol table -> its ids
+        self._batch_ids = 0
 
     def __len__(self) -> int:
-        return len(self.keys)
+        return len(self._shape_of)
 
-    def lookup(self, keys: list[str]) -> np.ndarray:
-        """Ids of ``keys``, creating new series; ``-1`` where ``max_series`` refused one."""
-        if len(keys) > _SLICE:  # temporaries that stay in cache: a million keys at once is half as fast
-            return np.concatenate([self.lookup(keys[i : i + _SLICE]) for i in range(0, len(keys), _SLICE)])
-        if len(keys) < _MEMO_MIN:
-            return self._lookup(keys)
-        joined = "\n".join(keys)
-        signature = (len(keys), hash(joined))
-        remembered = self._memo.get(signature)
-        if remembered is not None and self._joined(remembered) == joined:
-            return remembered.astype(np.int64)
-        ids = self._lookup(keys)
-        if (ids >= 0).all():  # every key a stored one: none holds a newline
-            self._remember(signature, ids)
+    # -- finding and creating series ---------------------------------------------------------
+
+    def lookup(self, keys: Sequence[str]) -> np.ndarray:
+        """Ids of canonical keys ``name{k=v,...}`` (split into a symbol table first), creating
+        new series; ``-1`` where ``max_series`` refused one."""
+        names: dict[str, int] = {}
+        sets: dict[str, int] = {}
+        name_ids = np.empty(len(keys), dtype=np.int32)
+        set_ids = np.empty(len(keys), dtype=np.int32)
+        for position, key in enumerate(keys):
+            name, brace, rest = key.partition("{")
+            if not brace or not rest.endswith("}"):
+                raise InvalidNameError(f"series {key!r} is not name{{labels}}")
+            name_ids[position] = names.setdefault(name, len(names))
+            set_ids[position] = sets.setdefault(rest[:-1], len(sets))
+        return self.lookup_columns(list(names), list(sets), name_ids, set_ids)
+
+    def lookup_columns(
+        self, names: Sequence[str], label_sets: Sequence[str], name_ids: np.ndarray, set_ids: np.ndarray
+    ) -> np.ndarray:
+        """Ids of the series of a batch's samples given by its symbol table (names, canonical
+        label texts, a reference into each per sample), creating new series; ``-1`` where
+        ``max_series`` refused one. ``InvalidNameError`` / ``InvalidLabelError`` for a name or
+        a label set that does not parse (the batch then creates nothing)."""
+        if not len(name_ids):
+            return np.zeros(0, dtype=np.int64)
+        digest = _digest(names, label_sets, name_ids, set_ids) if len(name_ids) >= _MEMO_MIN else None
+        if digest is not None:
+            remembered = self._batches.get(digest)
+            if remembered is not None:
+                return remembered.astype(np.int64)
+        with self._lock:
+            resolved = resolve(names, label_sets, name_ids, set_ids, self._code, self._shape_number)
+            ids = np.full(len(name_ids), -1, dtype=np.int64)
+            new: list[
+                tuple[int, np.ndarray, np.ndarray, np.ndarray]
+            ] = []  # shape, first positions, rows, where
+            for shape, (positions, rows) in resolved.groups.items():
+                found = self._find(shape, rows)
+                ids[positions] = found
+                missing = np.flatnonzero(found < 0)
+                if len(missing):
+                    unique, first, inverse = np.unique(
+                        rows[missing], axis=0, return_index=True, return_inverse=True
+                    )
+                    new.append((shape, positions[missing[first]], unique, positions[missing]))
+                    ids[positions[missing]] = -2 - inverse.reshape(-1)  # the new row's number, for now
+            if new:
+                self._create(new, ids)
+        if digest is not None and (ids >= 0).all():
+            self._remember(digest, ids)
         return ids
 
-    def _joined(self, ids: np.ndarray) -> str:
-        """The stored keys of ``ids`` joined by newlines (a run of consecutive ids a slice)."""
-        keys = self.keys
-        breaks = np.flatnonzero(np.diff(ids) != 1) + 1
-        if len(breaks) > len(ids) >> 4:
-            return "\n".join(map(keys.__getitem__, ids.tolist()))
-        starts = [0, *breaks.tolist()]
-        stops = [*breaks.tolist(), len(ids)]
-        first = ids[starts].tolist()
-        return "\n".join(
-            "\n".join(keys[start : start + stop - begin])
-            for start, begin, stop in zip(first, starts, stops, strict=True)
-        )
-
-    def _remember(self, signature: tuple[int, int], ids: np.ndarray) -> None:
-        """Keep a batch's ids, forgetting the oldest batches beyond the memo's bound."""
-        with self._lock:
-            bound = max(2 * len(self.keys), _MEMO_FLOOR)
-            previous = self._memo.pop(signature, None)
-            if previous is not None:
-                self._memo_ids -= len(previous)
-            self._memo[signature] = ids.astype(np.int32)
-            self._memo_ids += len(ids)
-            while self._memo_ids > bound:
-                self._memo_ids -= len(self._memo.pop(next(iter(self._memo))))
-
-    def _lookup(self, keys: list[str]) -> np.ndarray:
-        """Ids of ``keys`` by their hashes (new series created as :meth:`lookup` says)."""
-        hashes = self._hashes(keys)
-        with self._lock:
-            known = len(self.keys)
-            ids = self._find(keys, hashes)
-        missing = np.flatnonzero(ids < 0)
-        if len(missing):
-            new = keys if len(missing) == len(keys) else [keys[position] for position in missing.tolist()]
-            with self._lock:
-                first = len(self.keys)
-                if self._add_all(new, first > known, hashes[missing]):  # all new, distinct, in order
-                    ids[missing] = np.arange(first, first + len(new))
-                else:
-                    ids[missing] = self._find(new, hashes[missing])
-        return ids
-
-    @staticmethod
-    def _hashes(keys: list[str]) -> np.ndarray:
-        """The table's hashes of ``keys`` (a method: tests narrow it to make collisions)."""
-        return table_hashes(keys)
-
-    def _find(self, keys: list[str], hashes: np.ndarray) -> np.ndarray:
-        """Ids of the stored ``keys`` (-1 for the others), their texts checked against the
-        stored keys (with the lock held)."""
-        ids = self._table.find(hashes)
+    def _find(self, shape: int, rows: np.ndarray) -> np.ndarray:
+        """Ids of the stored series of ``shape`` with these rows, -1 for the others (with the
+        lock held)."""
+        ids = self._table.find(row_hashes(shape, rows))
         hit = np.flatnonzero(ids >= 0)
         if not len(hit):
             return ids
         candidates = ids[hit]
-        hit_keys = keys if len(hit) == len(keys) else [keys[position] for position in hit.tolist()]
-        if "\n".join(hit_keys) != self._joined(candidates):  # a hash shared by two keys: rare
-            stored = self.keys
-            for position, key, series_id in zip(hit.tolist(), hit_keys, candidates.tolist(), strict=True):
-                if stored[series_id] != key:
-                    ids[position] = self._collided.get(key, -1)
+        stored_shape = np.frombuffer(self._shape_of, dtype=np.int32)[candidates]
+        same = stored_shape == shape
+        stored = np.frombuffer(self._shape_rows[shape], dtype=np.int32).reshape(-1, rows.shape[1])
+        row_of = np.frombuffer(self._row_of, dtype=np.int32)[candidates[same]]
+        equal = np.zeros(len(hit), dtype=bool)
+        equal[same] = (stored[row_of] == rows[hit[same]]).all(axis=1)
+        del stored  # release the buffer
+        for position in hit[~equal].tolist():  # a hash shared by two rows: rare
+            ids[position] = self._collided.get((shape, rows[position].tobytes()), -1)
         return ids
 
-    def _insert(
-        self, keys: list[str], ids: np.ndarray, hashes: np.ndarray | None = None, distinct: bool = False
-    ) -> None:
-        """Enter new series in the table (``hashes``: theirs, if known, and ``distinct`` if
-        no two of their hashes are equal); a key whose hash another key holds (in the table, or before it in
-        this batch) is kept aside instead."""
-        if hashes is None:
-            hashes = self._hashes(keys)
+    def _create(self, new: list[tuple[int, np.ndarray, np.ndarray, np.ndarray]], ids: np.ndarray) -> None:
+        """Create the new series of a batch (per shape: the first position of each new row,
+        the rows, and where they occur, ``ids`` holding ``-2 - row number`` there), in order
+        of first appearance, up to ``max_series`` (the refused counted per occurrence)."""
+        firsts = np.concatenate([first for _, first, _, _ in new])
+        order = np.argsort(firsts, kind="stable")
+        room = max(self.max_series - len(self), 0)
+        new_ids = np.full(len(firsts), -1, dtype=np.int64)
+        new_ids[order[:room]] = np.arange(len(self), len(self) + min(room, len(firsts)))
+        offset = 0
+        shape_of = np.empty(min(room, len(firsts)), dtype=np.int32)
+        row_of = np.empty(len(shape_of), dtype=np.int32)
+        base = len(self)
+        posted: list[tuple[int, np.ndarray, np.ndarray]] = []  # shape, ids, rows
+        for shape, _, rows, where in new:
+            mine = new_ids[offset : offset + len(rows)]
+            offset += len(rows)
+            occurrences = ids[where]
+            ids[where] = mine[-2 - occurrences]
+            self.refused += int((ids[where] < 0).sum())
+            kept = np.flatnonzero(mine >= 0)
+            if not len(kept):
+                continue
+            kept = kept[np.argsort(mine[kept], kind="stable")]
+            stored = self._shape_rows[shape]
+            first_row = len(stored) // rows.shape[1]  # a shape has its name column at least
+            shape_of[mine[kept] - base] = shape
+            row_of[mine[kept] - base] = np.arange(first_row, first_row + len(kept), dtype=np.int32)
+            stored.frombytes(np.ascontiguousarray(rows[kept]).tobytes())
+            posted.append((shape, mine[kept], rows[kept]))
+        self._shape_of.frombytes(shape_of.tobytes())
+        self._row_of.frombytes(row_of.tobytes())
+        self._post(posted)
+        for shape, series_ids, rows in posted:
+            self._insert(shape, rows, series_ids)
+
+    def _insert(self, shape: int, rows: np.ndarray, ids: np.ndarray) -> None:
+        """Enter new series in the hash table; a row whose hash another holds (in the table,
+        or before it in this batch) is kept aside instead."""
+        hashes = row_hashes(shape, rows)
         clash = self._table.find(hashes) >= 0
-        if not distinct:
-            _, first = np.unique(hashes, return_index=True)
-            if len(first) < len(keys):
-                clash[np.setdiff1d(np.arange(len(keys)), first)] = True
-        if clash.any():
-            for position in np.flatnonzero(clash).tolist():
-                self._collided[keys[position]] = int(ids[position])
-            hashes, ids = hashes[~clash], ids[~clash]
-        self._table.insert(hashes, ids)
+        _, first = np.unique(hashes, return_index=True)
+        if len(first) < len(hashes):
+            clash[np.setdiff1d(np.arange(len(hashes)), first)] = True
+        for position in np.flatnonzero(clash).tolist():
+            self._collided[(shape, rows[position].tobytes())] = int(ids[position])
+        self._table.insert(hashes[~clash], ids[~clash])
 
-    def _add_all(self, new: list[str], recheck: bool, hashes: np.ndarray) -> bool:
-        """Create the series of ``new`` (keys, repeats allowed, none known when looked up;
-        ``recheck``: series were created since; ``hashes``: theirs) that do not exist yet,
-        in order of first appearance, up to ``max_series`` (the refused ones counted per
-        occurrence). True when each key of ``new`` got the next id in turn."""
-        ordered = np.sort(hashes)
-        distinct = not (ordered[1:] == ordered[:-1]).any()  # no two hashes equal, nor keys
-        fresh = list(new) if distinct else list(dict.fromkeys(new))
-        if "\n" in "".join(fresh):  # no canonical key has one; the memo relies on it (module doc)
-            bad = next(key for key in fresh if "\n" in key)
-            raise InvalidNameError(f"series {bad!r} has a newline")
-        if recheck:
-            known = self._find(fresh, self._hashes(fresh)).tolist()
-            fresh = [key for key, series_id in zip(fresh, known, strict=True) if series_id < 0]
-        room = max(self.max_series - len(self.keys), 0)
-        if len(fresh) > room:
-            refused = set(fresh[room:])
-            self.refused += sum(1 for key in new if key in refused)
-            fresh = fresh[:room]
-        if not fresh:
-            return False
-        tokens = split_keys(fresh)
-        shapes, refs = self._resolve(tokens)
-        fast = tokens.regular.copy()
-        fast[np.flatnonzero(fast)[shapes < 0]] = False
-        for position in np.flatnonzero(~fast).tolist():
-            self._add(fresh[position])  # the slow way, which raises for a key that does not parse
-        keep = shapes >= 0
-        in_turn = bool(keep.all() and fast.all()) and len(fresh) == len(new)
-        if keep.any():
-            positions = _token_positions(tokens.first[keep], tokens.count[keep])
-            self._add_columns(
-                fresh if in_turn else [key for key, ok in zip(fresh, fast.tolist(), strict=True) if ok],
-                shapes[keep],
-                tokens.count[keep],
-                refs[positions],
-                tokens.token_ids[positions],
-                hashes if in_turn else None,
-                distinct,
-            )
-        return in_turn
+    def _post(self, posted: list[tuple[int, np.ndarray, np.ndarray]]) -> None:
+        """Append new series to the postings of their names and label values, a run of
+        ascending ids per posting."""
+        refs = []
+        owners = []
+        for shape, series_ids, rows in posted:
+            for column, label in enumerate(self._shapes[shape]):
+                refs.append((np.int64(self._label_number(label)) << 32) | rows[:, column].astype(np.int64))
+                owners.append(series_ids)
+        if not refs:
+            return
+        ref = np.concatenate(refs)
+        owner = np.concatenate(owners)
+        order = np.lexsort((owner, ref))
+        ref, owner = ref[order], owner[order].astype(np.int32)
+        edges = [0, *(np.flatnonzero(np.diff(ref)) + 1).tolist(), len(ref)]
+        for start, stop in itertools.pairwise(edges):
+            label = self._label_list[int(ref[start]) >> 32]
+            value = self._values[label][int(ref[start]) & 0xFFFFFFFF]
+            values = self._postings.setdefault(label, {})
+            posting = values.get(value)
+            if posting is None:
+                posting = values[value] = array("i")
+            posting.frombytes(owner[start:stop].tobytes())
 
-    def _resolve(self, tokens: KeyTokens) -> tuple[np.ndarray, np.ndarray]:
-        """Parse the distinct tokens not seen before. Returns, per regular key, the number of
-        its shape or -1 (a token of it does not parse, or it repeats a label: the key goes
-        the slow way), and per token ``label number << 32 | code of its value``."""
-        distinct = tokens.distinct
-        names = np.zeros(len(tokens.token_ids), dtype=bool)
-        names[tokens.first] = True
-        name_refs = np.full(len(distinct), -1, dtype=np.int64)
-        for token_id in _present(tokens.token_ids[names], len(distinct)):
-            name_refs[token_id] = self._token_ref(self._name_tokens, distinct[token_id], _parse_name)
-        pair_refs = np.full(len(distinct), -1, dtype=np.int64)
-        for token_id in _present(tokens.token_ids[~names], len(distinct)):
-            pair_refs[token_id] = self._token_ref(self._pair_tokens, distinct[token_id], _parse_pair)
-        refs = np.where(names, name_refs[tokens.token_ids], pair_refs[tokens.token_ids])
-        labels = np.where(refs < 0, -1, refs >> 32)
-        shapes = np.full(len(tokens.first), -1, dtype=np.int64)
-        for width in _present(tokens.count, int(tokens.count.max(initial=0)) + 1):
-            members = np.flatnonzero(tokens.count == width)
-            columns = labels[tokens.first[members, None] + np.arange(width)]
-            while len(members):  # a pass per distinct shape of this width: a handful
-                label_numbers = columns[0].tolist()
-                alike = (columns == columns[0]).all(axis=1)
-                if min(label_numbers) >= 0 and len(set(label_numbers)) == width:
-                    shape = tuple(self._label_list[number] for number in label_numbers)
-                    shapes[members[alike]] = self._shape_number(shape)
-                members, columns = members[~alike], columns[~alike]
-        return shapes, refs
-
-    def _token_ref(
-        self, cache: dict[str, int], token: str, parse: Callable[[str], tuple[str, str] | None]
-    ) -> int:
-        """``label number << 32 | code`` of a token (a name or a pair), -1 if it does not parse."""
-        ref = cache.get(token)
-        if ref is None:
-            parsed = parse(token)
-            if parsed is None:
-                ref = -1
-            else:
-                label, value = parsed
-                number = self._label_numbers.get(label)
-                if number is None:
-                    number = self._label_numbers[label] = len(self._label_list)
-                    self._label_list.append(label)
-                ref = number << 32 | self._code(label, value)
-            cache[token] = ref
-        return ref
+    def _label_number(self, label: str) -> int:
+        number = self._label_numbers.get(label)
+        if number is None:
+            number = self._label_numbers[label] = len(self._label_list)
+            self._label_list.append(label)
+        return number
 
     def _code(self, label: str, value: str) -> int:
         """The code of ``value`` in ``label``, given in order of first appearance."""
@@ -294,82 +247,17 @@ class SeriesIndex:
             self._shape_rows.append(array("i"))
         return number
 
-    def _add_columns(
-        self,
-        keys: list[str],
-        shapes: np.ndarray,
-        count: np.ndarray,
-        refs: np.ndarray,
-        token_ids: np.ndarray,
-        hashes: np.ndarray | None,
-        distinct: bool,
-    ) -> None:
-        """Append new series by columns (``refs``: their tokens' references, key after key,
-        ``count`` each, ``token_ids`` those tokens'; ``hashes``: the keys', if known, and
-        ``distinct`` if no two of the keys' hashes are equal): ids, codes by shape, postings a run of ids at a
-        time."""
-        base = len(self.keys)
-        ids = np.arange(base, base + len(keys), dtype=np.int64)
-        starts = np.cumsum(count) - count
-        codes = (refs & 0xFFFFFFFF).astype(np.int32)
-        row_of = np.empty(len(keys), dtype=np.int32)
-        for number in _present(shapes, len(self._shapes)):
-            members = np.flatnonzero(shapes == number)
-            width = len(self._shapes[number])
-            rows = self._shape_rows[number]
-            first_row = len(rows) // width
-            row_of[members] = np.arange(first_row, first_row + len(members), dtype=np.int32)
-            rows.frombytes(np.ascontiguousarray(codes[starts[members, None] + np.arange(width)]).tobytes())
-        self._shape_of.frombytes(shapes.astype(np.int32).tobytes())
-        self._row_of.frombytes(row_of.tobytes())
-        order = _grouping_order(refs, token_ids)
-        sorted_refs = refs[order]
-        posted = np.repeat(ids, count)[order].astype(np.int32)
-        edges = [0, *(np.flatnonzero(np.diff(sorted_refs)) + 1).tolist(), len(order)]
-        for start, stop in itertools.pairwise(edges):
-            ref = int(sorted_refs[start])
-            label = self._label_list[ref >> 32]
-            values = self._postings.get(label)
-            if values is None:
-                values = self._postings[label] = {}
-            value = self._values[label][ref & 0xFFFFFFFF]
-            posting = values.get(value)
-            if posting is None:
-                posting = values[value] = array("i")
-            posting.frombytes(posted[start:stop].tobytes())
-        self.keys.extend(keys)
-        self._insert(keys, ids, hashes, distinct)
-
-    def _add(self, key: str) -> int:
-        existing = int(self._find([key], self._hashes([key]))[0])
-        if existing >= 0:
-            return existing
-        if len(self.keys) >= self.max_series:
-            self.refused += 1
-            return -1
-        name, labels = parse_series(key)
-        series_id = len(self.keys)
-        self.keys.append(key)
-        self._insert([key], np.array([series_id], dtype=np.int64))
-        self._post(NAME, name, series_id)
-        for label, value in labels.items():
-            self._post(label, value, series_id)
-        shape = (NAME, *labels)
-        number = self._shape_number(shape)
-        rows = self._shape_rows[number]
-        self._shape_of.append(number)
-        self._row_of.append(len(rows) // len(shape))
-        rows.extend(self._code(label, value) for label, value in ((NAME, name), *labels.items()))
-        return series_id
-
-    def _post(self, label: str, value: str, series_id: int) -> None:
-        values = self._postings.get(label)
-        if values is None:
-            values = self._postings[label] = {}
-        posting = values.get(value)
-        if posting is None:
-            posting = values[value] = array("i")
-        posting.append(series_id)
+    def _remember(self, digest: bytes, ids: np.ndarray) -> None:
+        """Keep a batch's ids, forgetting the oldest batches beyond the memo's bound."""
+        with self._lock:
+            bound = max(2 * len(self), _MEMO_FLOOR)
+            previous = self._batches.pop(digest, None)
+            if previous is not None:
+                self._batch_ids -= len(previous)
+            self._batches[digest] = ids.astype(np.int32)
+            self._batch_ids += len(ids)
+            while self._batch_ids > bound:
+                self._batch_ids -= len(self._batches.pop(next(iter(self._batches))))
 
     def require(self, key: str) -> int:
         """The id of ``key``, created if new; ``SeriesLimitError`` when refused."""
@@ -378,8 +266,24 @@ class SeriesIndex:
             raise SeriesLimitError(f"the store holds max_series={self.max_series} series; {key} refused")
         return series_id
 
+    # -- reading -----------------------------------------------------------------------------
+
     def labels(self, series_id: int) -> tuple[str, dict[str, str]]:
-        return parse_series(self.keys[series_id])
+        """The name and labels of one series."""
+        columns = self.columns(np.array([series_id], dtype=np.int64))
+        found = {label: values[codes[0]] for label, (values, codes) in columns.items() if codes[0] >= 0}
+        return found.pop(NAME), found
+
+    def keys_of(self, ids: np.ndarray | Sequence[int]) -> list[str]:
+        """The canonical key ``name{k=v,...}`` of each series ``ids`` (made from its codes, one
+        by one: for the APIs that answer text and the cold edges that store it)."""
+        wanted = np.asarray(ids, dtype=np.int64)
+        columns = [(label, values, codes.tolist()) for label, (values, codes) in self.columns(wanted).items()]
+        out = []
+        for row in range(len(wanted)):
+            found = {label: values[codes[row]] for label, values, codes in columns if codes[row] >= 0}
+            out.append(format_series(found.pop(NAME), found))
+        return out
 
     def label_names(self) -> list[str]:
         return sorted(label for label in self._postings if label != NAME)
@@ -437,7 +341,7 @@ class SeriesIndex:
         matchers = [m for m in (selector.name, *selector.matchers) if m is not None]
         positive = [m for m in matchers if m.op in ("=", "~")]
         negative = [m for m in matchers if m.op in ("!=", "!~")]
-        total = len(self.keys)
+        total = len(self)
         if positive:
             sets = sorted((self._having(m, check) for m in positive), key=len)
             result = sets[0]
@@ -467,44 +371,15 @@ class SeriesIndex:
 _EMPTY = np.zeros(0, dtype=np.int32)
 
 
-def _present(ids: np.ndarray, size: int) -> list[int]:
-    """The distinct values of ``ids`` (all in ``[0, size)``), ascending."""
-    return np.flatnonzero(np.bincount(ids, minlength=size)).tolist()
-
-
-def _grouping_order(refs: np.ndarray, token_ids: np.ndarray) -> np.ndarray:
-    """A stable order of ``refs`` that puts equal ones together (the ids of a posting's run
-    then ascend): by token when no two tokens have one ref (a radix sort of 16-bit token
-    ids, where a batch has fewer than 65,536 distinct tokens), else by ref."""
-    size = int(token_ids.max(initial=0)) + 1
-    if size <= 1 << 16:
-        ref_of = np.zeros(size, dtype=np.int64)
-        ref_of[token_ids] = refs
-        present = np.flatnonzero(np.bincount(token_ids, minlength=size))
-        if len(np.unique(ref_of[present])) == len(present):
-            return np.argsort(token_ids.astype(np.uint16), kind="stable")
-    return np.argsort(refs, kind="stable")
-
-
-def _token_positions(first: np.ndarray, count: np.ndarray) -> np.ndarray:
-    """The token positions of keys given by their first token and token count, key after key."""
-    starts = np.cumsum(count) - count
-    return np.repeat(first - starts, count) + np.arange(int(count.sum()))
-
-
-def _parse_name(token: str) -> tuple[str, str] | None:
-    try:
-        return NAME, validate_name(token)
-    except ValueError:
-        return None
-
-
-def _parse_pair(token: str) -> tuple[str, str] | None:
-    """``(label, value)`` of a ``k=v`` token as ``bookkeeper.labels.parse_labels`` reads it."""
-    label, sep, value = token.partition("=")
-    if not sep or not label:
-        return None
-    try:
-        return label, unquote(value, errors="strict")
-    except UnicodeDecodeError:
-        return None
+def _digest(
+    names: Sequence[str], label_sets: Sequence[str], name_ids: np.ndarray, set_ids: np.ndarray
+) -> bytes:
+    """A 128-bit BLAKE2b of a batch's symbol table and references: what identifies a batch
+    seen before (lengths first, so that no two tables join into the same bytes)."""
+    digest = hashlib.blake2b(digest_size=16)
+    for table in (names, label_sets):
+        digest.update(np.fromiter(map(len, table), dtype=np.int64, count=len(table)).tobytes())
+        digest.update("".join(table).encode("utf-8", "surrogatepass"))
+    digest.update(np.ascontiguousarray(name_ids, dtype=np.int32).tobytes())
+    digest.update(np.ascontiguousarray(set_ids, dtype=np.int32).tobytes())
+    return digest.digest()

@@ -87,23 +87,14 @@ class _Handler:
             columns = decode_ingest_batch(batch)
         except MalformedFrameError as exc:
             raise _error(ValueError(str(exc))) from None
-        keys, numbers, times = columns.keys(), columns.values, columns.timestamps
-        string_keys, strings, string_times = columns.string_keys(), columns.strings, columns.string_timestamps
         store, wal = self.store, self.wal
         pending = None
         with store._lock:  # admitted, logged and applied in one order: the order a replay follows
-            ids, admitted, admitted_times = (
-                store.admit(list(keys), numbers, times) if keys else (_NO_IDS, numbers, times)
-            )
-            string_ids, texts, texts_times = (
-                store.admit_strings(list(string_keys), list(strings), string_times)
-                if string_keys
-                else (_NO_IDS, [], _NO_TIMES)
-            )
+            (ids, admitted, admitted_times), (string_ids, texts, texts_times) = store.admit_columns(columns)
             if wal is not None and (len(ids) or len(string_ids)):
                 try:
                     pending = wal.append(
-                        store.index.keys, ids, admitted, admitted_times, string_ids, texts, texts_times
+                        store.index.keys_of, ids, admitted, admitted_times, string_ids, texts, texts_times
                     )
                 except WalError as exc:
                     wal.stats["ingests_failed"] += 1
@@ -117,7 +108,7 @@ class _Handler:
             except WalError as exc:
                 wal.stats["ingests_failed"] += 1
                 raise _error(exc) from None
-        return vhms_thrift.IngestReply(stored=stored, refused=len(numbers) - stored)
+        return vhms_thrift.IngestReply(stored=stored, refused=len(columns.values) - stored)
 
     def fetch(
         self, selector: str, start_ms: int, end_ms: int, resolution: str, sample_times: bool | None = None

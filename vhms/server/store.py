@@ -235,10 +235,29 @@ class Store:
         return self.ingest_columns(batch.ingest_columns(timestamp_ms))
 
     def ingest_columns(self, columns: IngestColumns) -> int:
-        """Ingest numeric and STRING samples; returns the number of numeric samples stored."""
-        if len(columns.string_name_ids):
-            self.ingest_strings(columns.string_keys(), columns.strings, columns.string_timestamps)
-        return self.ingest(columns.keys(), columns.values, columns.timestamps) if len(columns.name_ids) else 0
+        """Ingest numeric and STRING samples by their batch's symbol table; returns the
+        number of numeric samples stored."""
+        numeric, strings = self.admit_columns(columns)
+        if len(strings[0]):
+            self.apply_strings(*strings)
+        return self.apply(*numeric)
+
+    def admit_columns(
+        self, columns: IngestColumns
+    ) -> tuple[tuple[np.ndarray, np.ndarray, np.ndarray], tuple[np.ndarray, list[str], np.ndarray]]:
+        """:meth:`admit` and :meth:`admit_strings` of a batch given by its symbol table (its
+        series found in one pass: numeric, then STRING samples)."""
+        numeric = len(columns.name_ids)
+        ids = self.index.lookup_columns(
+            columns.names,
+            columns.label_sets,
+            np.concatenate([columns.name_ids, columns.string_name_ids]),
+            np.concatenate([columns.set_ids, columns.string_set_ids]),
+        )
+        return (
+            self._admitted(ids[:numeric], columns.values, columns.timestamps),
+            self._admitted_strings(ids[numeric:], columns.strings, columns.string_timestamps),
+        )
 
     def ingest_strings(self, keys: list[str], strings: list[str], timestamps: np.ndarray) -> None:
         """Keep the latest value (by timestamp) of each STRING series."""
@@ -249,7 +268,12 @@ class Store:
     ) -> tuple[np.ndarray, list[str], np.ndarray]:
         """The series ids, values and times of the STRING samples this store takes (series
         refused by ``max_series`` left out): what :meth:`apply_strings` stores."""
-        ids = self.index.lookup(keys)
+        return self._admitted_strings(self.index.lookup(keys), strings, timestamps)
+
+    @staticmethod
+    def _admitted_strings(
+        ids: np.ndarray, strings: list[str], timestamps: np.ndarray
+    ) -> tuple[np.ndarray, list[str], np.ndarray]:
         times = np.asarray(timestamps, dtype=np.int64)
         keep = ids >= 0
         if keep.all():
@@ -282,7 +306,11 @@ class Store:
         counted and left out. Split from :meth:`apply` so that what the service's
         write-ahead log records is exactly what the store applies, and a replay (days
         later, when no sample is from the future any more) takes the same samples."""
-        ids = self.index.lookup(keys)
+        return self._admitted(self.index.lookup(keys), values, timestamps)
+
+    def _admitted(
+        self, ids: np.ndarray, values: np.ndarray, timestamps: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         values = np.asarray(values, dtype=np.float64)
         timestamps = np.asarray(timestamps, dtype=np.int64)
         keep = ids >= 0
@@ -542,12 +570,13 @@ class Store:
         """The last value and its time of each selected STRING series."""
         ids = self.select(selector)
         with self._lock:
-            return {self.index.keys[i]: self.strings[i] for i in ids.tolist() if i in self.strings}
+            held = [i for i in ids.tolist() if i in self.strings]
+            return dict(zip(self.index.keys_of(held), [self.strings[i] for i in held], strict=True))
 
     def series_keys(self, selector: str | Selector) -> list[str]:
         """The canonical keys of the selected series."""
         ids = self.select(selector)
-        return [self.index.keys[i] for i in ids.tolist()]
+        return self.index.keys_of(ids)
 
     def label_names(self) -> list[str]:
         return self.index.label_names()
