@@ -22,22 +22,22 @@ rows appended by shape, postings a run of ids at a time. Keys given as text
 first.
 
 A batch seen before is found whole: agents send the same series in the same order every
-round, so the ids of a batch are remembered by a 128-bit BLAKE2b digest of its symbol table
-and references (``_batches``, bounded), and the same batch a round later takes them without
-resolving anything.
+round, so the ids of a batch are remembered by the keyed hashes of its symbol table and
+references (``_batches``, bounded: :func:`_digest`), and the same batch a round later takes
+them without resolving anything.
 """
 
 from __future__ import annotations
 
-import hashlib
 import itertools
 import threading
 from array import array
 from collections.abc import Callable, Sequence
+from urllib.parse import unquote
 
 import numpy as np
 
-from bookkeeper import InvalidNameError
+from bookkeeper import InvalidLabelError, InvalidNameError
 from bookkeeper.ground import LabelColumn, LabelColumns
 from bookkeeper.wire import format_series
 from vhms.exceptions import SeriesLimitError
@@ -66,11 +66,12 @@ class SeriesIndex:
         self._shape_rows: list[array[int]] = []  # shape -> codes of its series, row after row
         self._shape_of = array("i")  # series id -> shape
         self._row_of = array("i")  # series id -> row in its shape
-        self._label_numbers: dict[str, int] = {}  # label -> its number in postings' refs
-        self._label_list: list[str] = []
+        self._label_numbers: dict[str, int] = {NAME: 0}  # label -> its number in refs
+        self._label_list: list[str] = [NAME]
+        self._pairs: dict[str, int] = {}  # a label set's "k=v" token -> label number << 32 | code
         self._lock = threading.Lock()
         self.refused = 0  # new series refused by max_series
-        self._batches: dict[bytes, np.ndarray] = {}  # digest of a batch's symbol table -> its ids
+        self._batches: dict[tuple[int, ...], np.ndarray] = {}  # a batch's _digest -> its ids
         self._batch_ids = 0
 
     def __len__(self) -> int:
@@ -108,31 +109,29 @@ class SeriesIndex:
             if remembered is not None:
                 return remembered.astype(np.int64)
         with self._lock:
-            resolved = resolve(names, label_sets, name_ids, set_ids, self._code, self._shape_number)
+            resolved = resolve(self, names, label_sets, name_ids, set_ids)
             ids = np.full(len(name_ids), -1, dtype=np.int64)
-            new: list[
-                tuple[int, np.ndarray, np.ndarray, np.ndarray]
-            ] = []  # shape, first positions, rows, where
+            # per shape: the first position of each new row, the new rows, where they occur
+            new: list[tuple[int, np.ndarray, np.ndarray, np.ndarray]] = []
             for shape, (positions, rows) in resolved.groups.items():
-                found = self._find(shape, rows)
+                hashes = row_hashes(shape, rows)
+                found = self._find(shape, rows, hashes)
                 ids[positions] = found
                 missing = np.flatnonzero(found < 0)
                 if len(missing):
-                    unique, first, inverse = np.unique(
-                        rows[missing], axis=0, return_index=True, return_inverse=True
-                    )
-                    new.append((shape, positions[missing[first]], unique, positions[missing]))
-                    ids[positions[missing]] = -2 - inverse.reshape(-1)  # the new row's number, for now
+                    first, inverse = _distinct(rows[missing], hashes[missing])
+                    new.append((shape, positions[missing[first]], rows[missing[first]], positions[missing]))
+                    ids[positions[missing]] = -2 - inverse  # the new row's number, for now
             if new:
                 self._create(new, ids)
         if digest is not None and (ids >= 0).all():
             self._remember(digest, ids)
         return ids
 
-    def _find(self, shape: int, rows: np.ndarray) -> np.ndarray:
-        """Ids of the stored series of ``shape`` with these rows, -1 for the others (with the
-        lock held)."""
-        ids = self._table.find(row_hashes(shape, rows))
+    def _find(self, shape: int, rows: np.ndarray, hashes: np.ndarray) -> np.ndarray:
+        """Ids of the stored series of ``shape`` with these rows (``hashes``: theirs), -1 for
+        the others (with the lock held)."""
+        ids = self._table.find(hashes)
         hit = np.flatnonzero(ids >= 0)
         if not len(hit):
             return ids
@@ -228,7 +227,7 @@ class SeriesIndex:
             self._label_list.append(label)
         return number
 
-    def _code(self, label: str, value: str) -> int:
+    def code(self, label: str, value: str) -> int:
         """The code of ``value`` in ``label``, given in order of first appearance."""
         codes = self._codes.get(label)
         if codes is None:
@@ -239,7 +238,7 @@ class SeriesIndex:
             self._values[label].append(value)
         return code
 
-    def _shape_number(self, shape: tuple[str, ...]) -> int:
+    def shape_number(self, shape: tuple[str, ...]) -> int:
         number = self._shape_numbers.get(shape)
         if number is None:
             number = self._shape_numbers[shape] = len(self._shapes)
@@ -247,7 +246,25 @@ class SeriesIndex:
             self._shape_rows.append(array("i"))
         return number
 
-    def _remember(self, digest: bytes, ids: np.ndarray) -> None:
+    def pair_ref(self, token: str) -> int:
+        """``label number << 32 | code`` of a ``k=v`` token of a label set, parsed once and
+        remembered (``InvalidLabelError`` if it does not parse, as ``parse_labels`` says)."""
+        ref = self._pairs.get(token)
+        if ref is None:
+            label, sep, value = token.partition("=")
+            if not sep or not label:
+                raise InvalidLabelError(f"label {token!r} is not key=value")
+            try:
+                text = unquote(value, errors="strict")
+            except UnicodeDecodeError as exc:
+                raise InvalidLabelError(f"label {token!r} has a bad percent-escape: {exc}") from None
+            ref = self._pairs[token] = self._label_number(label) << 32 | self.code(label, text)
+        return ref
+
+    def labels_by_number(self) -> list[str]:
+        return self._label_list
+
+    def _remember(self, digest: tuple[int, ...], ids: np.ndarray) -> None:
         """Keep a batch's ids, forgetting the oldest batches beyond the memo's bound."""
         with self._lock:
             bound = max(2 * len(self), _MEMO_FLOOR)
@@ -371,15 +388,28 @@ class SeriesIndex:
 _EMPTY = np.zeros(0, dtype=np.int32)
 
 
+def _distinct(rows: np.ndarray, hashes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The first position of each distinct row and each row's number among them, found by
+    the rows' hashes (one sort of int64), by the rows themselves when two rows share one."""
+    _, first, inverse = np.unique(hashes, return_index=True, return_inverse=True)
+    inverse = inverse.reshape(-1)
+    if not (rows[first][inverse] == rows).all():  # a hash shared by two rows: rare
+        _, first, inverse = np.unique(rows, axis=0, return_index=True, return_inverse=True)
+        inverse = inverse.reshape(-1)
+    return first, inverse
+
+
 def _digest(
     names: Sequence[str], label_sets: Sequence[str], name_ids: np.ndarray, set_ids: np.ndarray
-) -> bytes:
-    """A 128-bit BLAKE2b of a batch's symbol table and references: what identifies a batch
-    seen before (lengths first, so that no two tables join into the same bytes)."""
-    digest = hashlib.blake2b(digest_size=16)
-    for table in (names, label_sets):
-        digest.update(np.fromiter(map(len, table), dtype=np.int64, count=len(table)).tobytes())
-        digest.update("".join(table).encode("utf-8", "surrogatepass"))
-    digest.update(np.ascontiguousarray(name_ids, dtype=np.int32).tobytes())
-    digest.update(np.ascontiguousarray(set_ids, dtype=np.int32).tobytes())
-    return digest.digest()
+) -> tuple[int, ...]:
+    """What identifies a batch seen before: its tables' sizes and the hashes of its tables
+    (Python's string hash: SipHash with a key of this process, remembered by each string)
+    and of its references, 256 bits of keyed hash in all."""
+    return (
+        len(names),
+        len(label_sets),
+        hash(tuple(names)),
+        hash(tuple(label_sets)),
+        hash(np.ascontiguousarray(name_ids, dtype=np.int32).tobytes()),
+        hash(np.ascontiguousarray(set_ids, dtype=np.int32).tobytes()),
+    )
