@@ -111,8 +111,9 @@ class SeriesIndex:
         with self._lock:
             resolved = resolve(self, names, label_sets, name_ids, set_ids)
             ids = np.full(len(name_ids), -1, dtype=np.int64)
-            # per shape: the first position of each new row, the new rows, where they occur
-            new: list[tuple[int, np.ndarray, np.ndarray, np.ndarray]] = []
+            # per shape: the first position of each new row, the new rows, their hashes, where
+            # they occur
+            new: list[tuple[int, np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = []
             for shape, (positions, rows) in resolved.groups.items():
                 hashes = row_hashes(shape, rows)
                 found = self._find(shape, rows, hashes)
@@ -120,7 +121,8 @@ class SeriesIndex:
                 missing = np.flatnonzero(found < 0)
                 if len(missing):
                     first, inverse = _distinct(rows[missing], hashes[missing])
-                    new.append((shape, positions[missing[first]], rows[missing[first]], positions[missing]))
+                    chosen = missing[first]
+                    new.append((shape, positions[chosen], rows[chosen], hashes[chosen], positions[missing]))
                     ids[positions[missing]] = -2 - inverse  # the new row's number, for now
             if new:
                 self._create(new, ids)
@@ -147,11 +149,14 @@ class SeriesIndex:
             ids[position] = self._collided.get((shape, rows[position].tobytes()), -1)
         return ids
 
-    def _create(self, new: list[tuple[int, np.ndarray, np.ndarray, np.ndarray]], ids: np.ndarray) -> None:
+    def _create(
+        self, new: list[tuple[int, np.ndarray, np.ndarray, np.ndarray, np.ndarray]], ids: np.ndarray
+    ) -> None:
         """Create the new series of a batch (per shape: the first position of each new row,
-        the rows, and where they occur, ``ids`` holding ``-2 - row number`` there), in order
-        of first appearance, up to ``max_series`` (the refused counted per occurrence)."""
-        firsts = np.concatenate([first for _, first, _, _ in new])
+        the rows, their hashes, and where they occur, ``ids`` holding ``-2 - row number``
+        there), in order of first appearance, up to ``max_series`` (the refused counted per
+        occurrence)."""
+        firsts = np.concatenate([first for _, first, _, _, _ in new])
         order = np.argsort(firsts, kind="stable")
         room = max(self.max_series - len(self), 0)
         new_ids = np.full(len(firsts), -1, dtype=np.int64)
@@ -160,8 +165,8 @@ class SeriesIndex:
         shape_of = np.empty(min(room, len(firsts)), dtype=np.int32)
         row_of = np.empty(len(shape_of), dtype=np.int32)
         base = len(self)
-        posted: list[tuple[int, np.ndarray, np.ndarray]] = []  # shape, ids, rows
-        for shape, _, rows, where in new:
+        posted: list[tuple[int, np.ndarray, np.ndarray, np.ndarray]] = []  # shape, ids, rows, hashes
+        for shape, _, rows, hashes, where in new:
             mine = new_ids[offset : offset + len(rows)]
             offset += len(rows)
             occurrences = ids[where]
@@ -176,17 +181,16 @@ class SeriesIndex:
             shape_of[mine[kept] - base] = shape
             row_of[mine[kept] - base] = np.arange(first_row, first_row + len(kept), dtype=np.int32)
             stored.frombytes(np.ascontiguousarray(rows[kept]).tobytes())
-            posted.append((shape, mine[kept], rows[kept]))
+            posted.append((shape, mine[kept], rows[kept], hashes[kept]))
         self._shape_of.frombytes(shape_of.tobytes())
         self._row_of.frombytes(row_of.tobytes())
         self._post(posted)
-        for shape, series_ids, rows in posted:
-            self._insert(shape, rows, series_ids)
+        for shape, series_ids, rows, hashes in posted:
+            self._insert(shape, rows, series_ids, hashes)
 
-    def _insert(self, shape: int, rows: np.ndarray, ids: np.ndarray) -> None:
+    def _insert(self, shape: int, rows: np.ndarray, ids: np.ndarray, hashes: np.ndarray) -> None:
         """Enter new series in the hash table; a row whose hash another holds (in the table,
         or before it in this batch) is kept aside instead."""
-        hashes = row_hashes(shape, rows)
         clash = self._table.find(hashes) >= 0
         _, first = np.unique(hashes, return_index=True)
         if len(first) < len(hashes):
@@ -195,12 +199,12 @@ class SeriesIndex:
             self._collided[(shape, rows[position].tobytes())] = int(ids[position])
         self._table.insert(hashes[~clash], ids[~clash])
 
-    def _post(self, posted: list[tuple[int, np.ndarray, np.ndarray]]) -> None:
+    def _post(self, posted: list[tuple[int, np.ndarray, np.ndarray, np.ndarray]]) -> None:
         """Append new series to the postings of their names and label values, a run of
         ascending ids per posting."""
         refs = []
         owners = []
-        for shape, series_ids, rows in posted:
+        for shape, series_ids, rows, _ in posted:
             for column, label in enumerate(self._shapes[shape]):
                 refs.append((np.int64(self._label_number(label)) << 32) | rows[:, column].astype(np.int64))
                 owners.append(series_ids)
@@ -208,7 +212,8 @@ class SeriesIndex:
             return
         ref = np.concatenate(refs)
         owner = np.concatenate(owners)
-        order = np.lexsort((owner, ref))
+        # one shape's ids ascend already: a stable sort by ref keeps them so
+        order = np.argsort(ref, kind="stable") if len(posted) == 1 else np.lexsort((owner, ref))
         ref, owner = ref[order], owner[order].astype(np.int32)
         edges = [0, *(np.flatnonzero(np.diff(ref)) + 1).tolist(), len(ref)]
         for start, stop in itertools.pairwise(edges):
