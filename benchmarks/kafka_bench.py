@@ -57,7 +57,7 @@ from collector_agent.selectors.replicating import ReplicatingChannelSelector
 from collector_agent.sinks.kafka import KafkaSink
 from collector_agent.sinks.vhms import VhmsSink
 from collector_agent.sources.kafka import KafkaSource
-from vhms import Store, VhmsService
+from vhms.server import Store, VhmsService
 
 BATCH = 1_000
 BODY = 1024

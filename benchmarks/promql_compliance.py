@@ -55,7 +55,8 @@ from artimon.stack import agent_properties
 from bookkeeper.ground import BackgroundServer, spawn
 from collector_agent import Agent
 from query_dsl import Limits, create_app
-from vhms import LocalClient, Store, VhmsService
+from vhms import LocalClient
+from vhms.server import Store, VhmsService
 
 TESTER = "github.com/prometheus/compliance/promql/cmd/promql-compliance-tester"
 DEMO = "github.com/juliusv/prometheus_demo_service"

@@ -14,7 +14,8 @@ import time
 import numpy as np
 
 from query_dsl.promql import instant_query, range_query
-from vhms import LocalClient, Store
+from vhms import LocalClient
+from vhms.server import Store
 
 QUERIES = [
     "req_total",

@@ -77,7 +77,8 @@ from _report import report
 from bookkeeper.ground import BackgroundServer
 from query_dsl.evaluator import Limits
 from query_dsl.http.api import create_app
-from vhms import LocalClient, Store
+from vhms import LocalClient
+from vhms.server import Store
 
 MINUTE = 60_000
 MINUTES = 180  # of history: the gauge mean reads all of it, the range queries 70 minutes

@@ -7,7 +7,7 @@ asked to (:meth:`SampleBatch.samples`, for tests and small tools).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
@@ -15,7 +15,7 @@ import numpy as np
 
 from bookkeeper._thrift import PROTOCOL_VERSION, endpoint_thrift
 from bookkeeper.exceptions import MalformedFrameError
-from bookkeeper.labels import format_labels, parse_labels, series_keys
+from bookkeeper.labels import format_labels, merged_label_texts, parse_labels, series_keys
 from bookkeeper.vartype import VarType
 
 __all__ = ["IngestColumns", "Sample", "SampleBatch"]
@@ -77,21 +77,28 @@ class SampleBatch:
         return series_keys(self.common_labels, self.names, self.label_sets, self.name_ids, self.label_set_ids)
 
     def ingest_columns(self, timestamp_ms: int | None = None) -> IngestColumns:
-        """The batch as a store ingests it: numeric rows (booleans as 0/1) and STRING rows
-        apart, each with its series key; ``timestamp_ms`` replaces every sample's own time
-        (an agent's round time)."""
-        keys = self.series_keys()
+        """The batch as a store ingests it: its names and label sets once (each label set
+        with the common labels merged, once), numeric rows (booleans as 0/1) and STRING rows
+        apart, each a reference into them; ``timestamp_ms`` replaces every sample's own time
+        (an agent's round time). No key string is made."""
+        label_sets = merged_label_texts(self.common_labels, self.label_sets)
         stamps = self.timestamps if timestamp_ms is None else np.full(len(self), timestamp_ms, dtype=np.int64)
         is_string = self.types == VarType.STRING
         if not is_string.any():
-            return IngestColumns(keys, self.numeric_values(), stamps)
+            return IngestColumns(
+                self.names, label_sets, self.name_ids, self.label_set_ids, self.numeric_values(), stamps
+            )
         numeric = np.flatnonzero(~is_string)
         text_rows = np.flatnonzero(is_string)
         return IngestColumns(
-            [keys[i] for i in numeric.tolist()],
+            self.names,
+            label_sets,
+            self.name_ids[numeric],
+            self.label_set_ids[numeric],
             self.numeric_values()[numeric],
             stamps[numeric],
-            [keys[i] for i in text_rows.tolist()],
+            self.name_ids[text_rows],
+            self.label_set_ids[text_rows],
             [self.strings[int(v)] for v in self.values[text_rows].tolist()],
             stamps[text_rows],
         )
@@ -233,45 +240,149 @@ class SampleBatch:
 
 
 _NO_TIMES = np.zeros(0, dtype=np.int64)
+_NO_IDS = np.zeros(0, dtype=np.int32)
 
 
 @dataclass(frozen=True, eq=False)
 class IngestColumns:
-    """Samples as a store ingests them, in parallel columns: numeric samples (series key,
-    float64 value, epoch-ms time) and STRING samples (series key, text, time). What an
-    agent's sink, a VHMS and a backfill from the history exchange."""
+    """Samples as a store ingests them, by the batch's own symbol table (as Prometheus
+    remote-write 2.0 carries them): the series' names and label sets once (a label set as
+    its canonical text, the batch's common labels merged), then per numeric sample a series
+    reference (name id, label-set id), a float64 value and an epoch-ms time; per STRING
+    sample a reference, a text and a time. No key string per sample: what an agent's sink,
+    a VHMS and a backfill from the history exchange (``vhms/vhms.thrift``)."""
 
-    keys: list[str]
+    names: list[str]
+    label_sets: list[str]
+    name_ids: np.ndarray
+    set_ids: np.ndarray
     values: np.ndarray
     timestamps: np.ndarray
-    string_keys: list[str] = field(default_factory=list)
+    string_name_ids: np.ndarray = field(default_factory=lambda: _NO_IDS)
+    string_set_ids: np.ndarray = field(default_factory=lambda: _NO_IDS)
     strings: list[str] = field(default_factory=list)
     string_timestamps: np.ndarray = field(default_factory=lambda: _NO_TIMES)
 
     def __len__(self) -> int:
-        return len(self.keys) + len(self.string_keys)
+        return len(self.name_ids) + len(self.string_name_ids)
+
+    @classmethod
+    def from_keys(
+        cls,
+        keys: Sequence[str],
+        values: np.ndarray,
+        timestamps: np.ndarray,
+        string_keys: Sequence[str] = (),
+        strings: Sequence[str] = (),
+        string_timestamps: np.ndarray = _NO_TIMES,
+    ) -> IngestColumns:
+        """From canonical keys ``name{labels}`` (split once each: for rules, backfills and
+        tests, which have keys already)."""
+        names: dict[str, int] = {}
+        sets: dict[str, int] = {}
+
+        def refs(of: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
+            name_ids, set_ids = [], []
+            for key in of:
+                name, _, rest = key.partition("{")
+                name_ids.append(names.setdefault(name, len(names)))
+                set_ids.append(sets.setdefault(rest[:-1], len(sets)))
+            return np.array(name_ids, dtype=np.int32), np.array(set_ids, dtype=np.int32)
+
+        name_ids, set_ids = refs(keys)
+        string_name_ids, string_set_ids = refs(string_keys)
+        return cls(
+            list(names),
+            list(sets),
+            name_ids,
+            set_ids,
+            np.asarray(values, dtype=np.float64),
+            np.asarray(timestamps, dtype=np.int64),
+            string_name_ids,
+            string_set_ids,
+            list(strings),
+            np.asarray(string_timestamps, dtype=np.int64),
+        )
+
+    def keys(self) -> list[str]:
+        """The canonical key of each numeric sample (made one by one: for a text edge)."""
+        return self._keys(self.name_ids, self.set_ids)
+
+    def string_keys(self) -> list[str]:
+        """The canonical key of each STRING sample (made one by one: for a text edge)."""
+        return self._keys(self.string_name_ids, self.string_set_ids)
+
+    def _keys(self, name_ids: np.ndarray, set_ids: np.ndarray) -> list[str]:
+        names, sets = self.names, self.label_sets
+        return [f"{names[n]}{{{sets[s]}}}" for n, s in zip(name_ids.tolist(), set_ids.tolist(), strict=True)]
+
+    def validate(self) -> None:
+        """Check that the columns agree; ``MalformedFrameError`` if not."""
+        for name_ids, set_ids, values, times, what in (
+            (self.name_ids, self.set_ids, self.values, self.timestamps, "numeric"),
+            (self.string_name_ids, self.string_set_ids, self.strings, self.string_timestamps, "STRING"),
+        ):
+            if not len(name_ids) == len(set_ids) == len(values) == len(times):
+                raise MalformedFrameError(
+                    f"{what} columns of different lengths: {len(name_ids)} name ids, {len(set_ids)} "
+                    f"label set ids, {len(values)} values, {len(times)} timestamps"
+                )
+            for ids, table, column in (
+                (name_ids, self.names, "name"),
+                (set_ids, self.label_sets, "label set"),
+            ):
+                if len(ids) and (ids.min() < 0 or ids.max() >= len(table)):
+                    raise MalformedFrameError(
+                        f"a {what} {column} id points outside the {len(table)} {column}s"
+                    )
 
     @classmethod
     def concat(cls, parts: Iterable[IngestColumns]) -> IngestColumns:
+        """The samples of ``parts`` in one symbol table (each name and label set once)."""
         parts = list(parts)
         if len(parts) == 1:
             return parts[0]
+        names: dict[str, int] = {}
+        sets: dict[str, int] = {}
+        columns: dict[str, list[np.ndarray]] = {c: [] for c in ("n", "s", "sn", "ss")}
+        for part in parts:
+            name_map = np.array([names.setdefault(n, len(names)) for n in part.names] or [0], dtype=np.int32)
+            set_map = np.array(
+                [sets.setdefault(t, len(sets)) for t in part.label_sets] or [0], dtype=np.int32
+            )
+            columns["n"].append(name_map[part.name_ids])
+            columns["s"].append(set_map[part.set_ids])
+            columns["sn"].append(name_map[part.string_name_ids])
+            columns["ss"].append(set_map[part.string_set_ids])
+
+        def joined(arrays: list[np.ndarray], dtype: type) -> np.ndarray:
+            return np.concatenate(arrays).astype(dtype, copy=False) if arrays else np.zeros(0, dtype=dtype)
+
         return cls(
-            [key for part in parts for key in part.keys],
-            np.concatenate([p.values for p in parts]) if parts else np.zeros(0),
-            np.concatenate([p.timestamps for p in parts]) if parts else _NO_TIMES,
-            [key for part in parts for key in part.string_keys],
+            list(names),
+            list(sets),
+            joined(columns["n"], np.int32),
+            joined(columns["s"], np.int32),
+            joined([p.values for p in parts], np.float64),
+            joined([p.timestamps for p in parts], np.int64),
+            joined(columns["sn"], np.int32),
+            joined(columns["ss"], np.int32),
             [text for part in parts for text in part.strings],
-            np.concatenate([p.string_timestamps for p in parts]) if parts else _NO_TIMES,
+            joined([p.string_timestamps for p in parts], np.int64),
         )
 
     def take(self, rows: np.ndarray, string_rows: np.ndarray) -> IngestColumns:
-        """The numeric samples ``rows`` and the STRING samples ``string_rows``."""
+        """The numeric samples ``rows`` and the STRING samples ``string_rows`` (the symbol
+        table kept whole)."""
         return IngestColumns(
-            [self.keys[i] for i in rows.tolist()],
+            self.names,
+            self.label_sets,
+            self.name_ids[rows],
+            self.set_ids[rows],
             self.values[rows],
             self.timestamps[rows],
-            [self.string_keys[i] for i in string_rows.tolist()],
+            self.string_name_ids[string_rows],
+            self.string_set_ids[string_rows],
             [self.strings[i] for i in string_rows.tolist()],
             self.string_timestamps[string_rows],
         )

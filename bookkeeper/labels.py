@@ -30,6 +30,7 @@ __all__ = [
     "MAX_NAME_LENGTH",
     "format_labels",
     "format_series",
+    "merged_label_texts",
     "parse_labels",
     "parse_series",
     "parse_series_shared",
@@ -182,3 +183,15 @@ def series_keys(
         merged.update(_label_items(text))
         bodies.append(",".join(merged[key] for key in sorted(merged)))
     return [f"{names[n]}{{{bodies[s]}}}" for n, s in zip(name_ids.tolist(), set_ids.tolist(), strict=True)]
+
+
+def merged_label_texts(common: Mapping[str, str], label_sets: Sequence[str]) -> list[str]:
+    """The canonical text of each label set with the ``common`` (framework) labels merged,
+    the set's own labels winning: the label part of each of its series' identity, made once
+    per label set however many samples use it."""
+    out = []
+    for text in label_sets:
+        merged = dict(common)
+        merged.update(parse_labels(text))
+        out.append(format_labels(merged))
+    return out

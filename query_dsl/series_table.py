@@ -1,6 +1,7 @@
 """Series identity by columns: the names and label sets of S series as integer codes.
 
-A :class:`SeriesTable` holds a :class:`Column` for the names and one per label name. A
+A :class:`SeriesTable` holds a :class:`Column` (``bookkeeper.ground.LabelColumn``, the one
+label-column type of the platform) for the names and one per label name. A
 column is a list of distinct values and an int32 code per series into it, ``-1`` where the
 series lacks the label (names are never absent). Equal codes in one column mean equal
 values; codes of two tables are compared through their values (:func:`joint_classes`).
@@ -17,47 +18,20 @@ from Python lists.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
 
 import numpy as np
 
-from vhms import FetchResult, compact_column
+from bookkeeper.ground import LabelColumn, dense_classes, row_keys, translate
+from vhms import NAME, FetchResult
 
 __all__ = ["Column", "SeriesTable", "class_order", "dense_classes", "joint_classes"]
 
-NAME = "__name__"
-# Mixed-radix class keys are renumbered densely before they could pass this.
-_KEY_LIMIT = 1 << 62
-
-
-@dataclass(frozen=True)
-class Column:
-    """Distinct ``values`` and a code per series into them (int32, ``-1``: absent)."""
-
-    values: list[str]
-    codes: np.ndarray
-
-    def take(self, rows: np.ndarray) -> Column:
-        return Column(self.values, self.codes[rows]).compact()
-
-    def compact(self) -> Column:
-        """Only the values some series has, when the values outnumber the series
-        (:func:`vhms.compact_column`)."""
-        return Column(*compact_column(self.values, self.codes))
-
-    def objects(self) -> np.ndarray:
-        """The value of each series as an object array, None where absent."""
-        lookup = np.array([*self.values, None], dtype=object)  # code -1 picks the trailing None
-        picked: np.ndarray = lookup[self.codes]
-        return picked
+# the one label-column type (bookkeeper.ground.columns): a name of this module's own, for its users
+Column = LabelColumn
 
 
 def _constant(value: str, size: int) -> Column:
     return Column([value], np.zeros(size, dtype=np.int32))
-
-
-def _absent(size: int) -> np.ndarray:
-    return np.full(size, -1, dtype=np.int32)
 
 
 def _encode(values: Iterable[str]) -> Column:
@@ -97,7 +71,7 @@ class SeriesTable:
                 codes[label].append(known.setdefault(value, len(known)))
         columns = {}
         for label, known in index.items():
-            column = _absent(len(labels))
+            column = LabelColumn.absent(len(labels)).codes
             column[rows[label]] = codes[label]
             columns[label] = Column(list(known), column)
         return cls(_encode(names), columns)
@@ -164,12 +138,12 @@ class SeriesTable:
         return SeriesTable(self.names, {k: c for k, c in self.columns.items() if k in chosen})
 
     def concat(self, other: SeriesTable) -> SeriesTable:
-        names_a, names_b = _translate(self.names, other.names)
+        names_a, names_b = translate(self.names, other.names)
         columns = {}
         for label in set(self.columns) | set(other.columns):
-            left = self.columns.get(label, Column([], _absent(len(self))))
-            right = other.columns.get(label, Column([], _absent(len(other))))
-            values, right_codes = _translate(left, right)
+            left = self.columns.get(label, Column.absent(len(self)))
+            right = other.columns.get(label, Column.absent(len(other)))
+            values, right_codes = translate(left, right)
             columns[label] = Column(values, np.concatenate([left.codes, right_codes]))
         return SeriesTable(Column(names_a, np.concatenate([self.names.codes, names_b])), columns)
 
@@ -181,19 +155,8 @@ class SeriesTable:
 
     def class_keys(self, labels: Sequence[str]) -> np.ndarray:
         """An int64 per series, equal exactly when the series agree on ``labels``."""
-        keys = np.zeros(len(self), dtype=np.int64)
-        span = 1
-        for label in labels:
-            column = self.columns.get(label)
-            if column is None:
-                continue
-            radix = len(column.values) + 1
-            if span * radix >= _KEY_LIMIT:
-                keys = dense_classes(keys)[0]
-                span = int(keys.max()) + 1 if len(keys) else 1
-            keys = keys * radix + (column.codes + 1)
-            span *= radix
-        return keys
+        present = [self.columns[label] for label in labels if label in self.columns]
+        return row_keys(present, len(self))
 
     def shared(self, order: np.ndarray, starts: np.ndarray) -> SeriesTable:
         """One row per class: the name all its members share ("" otherwise) and the labels
@@ -228,50 +191,14 @@ def class_order(classes: np.ndarray, count: int) -> tuple[np.ndarray, np.ndarray
     return order, np.searchsorted(classes[order], np.arange(count))
 
 
-def dense_classes(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Renumber keys 0, 1, ... in order of first appearance; also each class's first row."""
-    if not len(keys):
-        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
-    _, first, inverse = np.unique(keys, return_index=True, return_inverse=True)
-    by_appearance = np.argsort(first, kind="stable")
-    rank = np.empty(len(first), dtype=np.int64)
-    rank[by_appearance] = np.arange(len(first))
-    return rank[inverse.reshape(-1)], first[by_appearance]
-
-
-def _translate(left: Column, right: Column) -> tuple[list[str], np.ndarray]:
-    """Values covering both columns (the left's first, codes unchanged) and the right's
-    codes into them."""
-    if left.values is right.values:
-        return left.values, right.codes
-    index = {value: code for code, value in enumerate(left.values)}
-    values = list(left.values)
-    mapping = np.empty(len(right.values) + 1, dtype=np.int32)
-    for code, value in enumerate(right.values):
-        mapping[code] = index.setdefault(value, len(index))
-        if mapping[code] == len(values):
-            values.append(value)
-    mapping[-1] = -1  # absent stays absent
-    return values, mapping[right.codes]
-
-
 def joint_classes(a: SeriesTable, b: SeriesTable, labels: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
     """Class numbers of the series of two tables, by ``labels``, in one numbering: equal
     exactly when the series agree on those labels (first appearance in ``a`` then ``b``)."""
-    keys_a = np.zeros(len(a), dtype=np.int64)
-    keys_b = np.zeros(len(b), dtype=np.int64)
-    span = 1
+    columns = []
     for label in labels:
-        left = a.columns.get(label, Column([], _absent(len(a))))
-        right = b.columns.get(label, Column([], _absent(len(b))))
-        values, right_codes = _translate(left, right)
-        radix = len(values) + 1
-        if span * radix >= _KEY_LIMIT:
-            joint = dense_classes(np.concatenate([keys_a, keys_b]))[0]
-            keys_a, keys_b = joint[: len(a)], joint[len(a) :]
-            span = int(joint.max()) + 1 if len(joint) else 1
-        keys_a = keys_a * radix + (left.codes + 1)
-        keys_b = keys_b * radix + (right_codes + 1)
-        span *= radix
-    joint = dense_classes(np.concatenate([keys_a, keys_b]))[0]
+        left = a.columns.get(label, LabelColumn.absent(len(a)))
+        right = b.columns.get(label, LabelColumn.absent(len(b)))
+        values, right_codes = translate(left, right)
+        columns.append(LabelColumn(values, np.concatenate([left.codes, right_codes])))
+    joint = dense_classes(row_keys(columns, len(a) + len(b)))[0]
     return joint[: len(a)], joint[len(a) :]

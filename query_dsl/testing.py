@@ -11,7 +11,7 @@ import numpy as np
 
 from bookkeeper.wire import format_series
 from query_dsl.promql.dataset import Series
-from vhms import Store
+from vhms.server import Store
 
 __all__ = ["demo_store", "load_store"]
 

@@ -60,7 +60,7 @@ def backfill(
     def flush() -> None:
         nonlocal sent
         if keys or strings[0]:
-            columns = IngestColumns(
+            columns = IngestColumns.from_keys(
                 list(keys),
                 np.array(values, dtype=np.float64),
                 np.array(times, dtype=np.int64),

@@ -30,8 +30,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
-from bookkeeper.wire import series_keys
-from spark_jobs.series import ShapeCache, digests
+from bookkeeper.ground import series_hashes
+from spark_jobs.series import ShapeCache
 
 if TYPE_CHECKING:
     from pyspark.sql.streaming.state import GroupState
@@ -182,7 +182,7 @@ def _record_series(group: str | None, common: dict[str, str], record: Any) -> np
     def build() -> np.ndarray:
         name_ids = np.frombuffer(record.name_ids or b"", dtype="<i4")
         set_ids = np.frombuffer(record.label_set_ids or b"", dtype="<i4")
-        return digests(series_keys(common, names, label_sets, name_ids, set_ids))
+        return series_hashes(common, names, label_sets, name_ids, set_ids)
 
     return _digests.get(shape.digest(), build)
 

@@ -1,31 +1,22 @@
-"""Caches of what derives from the series keys of a landing record's samples.
+"""A cache of what derives from the series of a landing record's samples.
 
-A sample's series key is the one series identity of ``bookkeeper.wire.series_keys`` (the
-record's common labels and the variable's own label set merged). An endpoint sends the same
-names, label sets and order round after round, so what derives from a record's keys (the
-Arrow string array that ``explode`` writes, the digests ``dedupe`` remembers) is cached by a
-fingerprint of the record's *shape*: everything the keys derive from.
+A sample's series is the one series identity of ``bookkeeper.ground`` (the record's common
+labels and the variable's own label set merged; its hash, ``series_hashes``, is the one
+placement uses). An endpoint sends the same names, label sets and order round after round,
+so what derives from a record's series (the Arrow string array of keys that ``explode``
+writes, the hashes ``dedupe`` remembers) is cached by a fingerprint of the record's
+*shape*: everything the series derive from.
 """
 
 from __future__ import annotations
 
-import hashlib
 from collections import OrderedDict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Generic, TypeVar
 
-import numpy as np
-
-__all__ = ["ShapeCache", "digests"]
+__all__ = ["ShapeCache"]
 
 T = TypeVar("T")
-
-
-def digests(keys: Sequence[str]) -> np.ndarray:
-    """A 64-bit digest of each key (BLAKE2b: the same in every process, unlike ``hash``)."""
-    return np.frombuffer(
-        b"".join(hashlib.blake2b(key.encode(), digest_size=8).digest() for key in keys), dtype="<u8"
-    )
 
 
 class ShapeCache(Generic[T]):

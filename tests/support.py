@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 if TYPE_CHECKING:
-    from vhms.service import VhmsService
+    from vhms.server import VhmsService
 
 
 def wait_until(condition: Callable[[], object], timeout: float = 20.0, what: str = "condition") -> None:

@@ -11,6 +11,7 @@ PACKAGES = [
     "bookkeeper.ground",
     "collector_agent",
     "vhms",
+    "vhms.server",
     "query_dsl",
     "query_dsl.http",
     "query_dsl.dashboards",

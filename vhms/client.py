@@ -34,13 +34,20 @@ from typing import Any, TypeVar
 import numpy as np
 
 from bookkeeper import WireError
-from bookkeeper.ground import Member, Membership
+from bookkeeper.ground import LabelColumn, LabelColumns, Member, Membership, concat, row_keys, series_hashes
 from bookkeeper.wire import FramedClient, IngestColumns
 from bookkeeper.zk import MAX_PAYLOAD, ZkAuth, make_client, resolve_zk, resolve_zk_auth
-from vhms.exceptions import FetchLimitError, SelectorError, UnavailableError, VhmsError, WalError
-from vhms.idl import vhms_thrift
+from vhms.exceptions import (
+    FetchLimitError,
+    ProtocolVersionError,
+    SelectorError,
+    UnavailableError,
+    VhmsError,
+    WalError,
+)
+from vhms.idl import encode_ingest_batch, vhms_thrift
 from vhms.placement import HashRing
-from vhms.store import FetchResult, LabelColumns
+from vhms.results import NAME, FetchResult
 
 __all__ = ["Address", "ShardedClient", "VhmsClient", "merge_results"]
 
@@ -53,9 +60,8 @@ _KINDS: dict[str, type[VhmsError]] = {
     "SelectorError": SelectorError,
     "FetchLimitError": FetchLimitError,
     "WalError": WalError,
+    "ProtocolVersionError": ProtocolVersionError,
 }
-_NAME = "__name__"
-_KEY_LIMIT = 1 << 62
 
 
 class VhmsClient(FramedClient):
@@ -91,15 +97,7 @@ class VhmsClient(FramedClient):
 
     def ingest(self, columns: IngestColumns) -> tuple[int, int]:
         """Store numeric and STRING samples; returns ``(stored, refused)``."""
-        reply = self._vhms_call(
-            "ingest",
-            columns.keys,
-            np.asarray(columns.values, dtype="<f8").tobytes(),
-            np.asarray(columns.timestamps, dtype="<i8").tobytes(),
-            columns.string_keys,
-            columns.strings,
-            np.asarray(columns.string_timestamps, dtype="<i8").tobytes(),
-        )
+        reply = self._vhms_call("ingest_columns", encode_ingest_batch(columns))
         return int(reply.stored), int(reply.refused)
 
     def fetch(
@@ -114,10 +112,10 @@ class VhmsClient(FramedClient):
         reply = self._vhms_call("fetch", selector, start_ms, end_ms, str(resolution), sample_times)
         timestamps = np.frombuffer(reply.timestamps, dtype="<i8")
         labels: LabelColumns = {
-            column.label: (list(column.values), np.frombuffer(column.codes, dtype="<i4"))
+            column.label: LabelColumn(list(column.values), np.frombuffer(column.codes, dtype="<i4"))
             for column in reply.labels or []
         }
-        count = len(labels[_NAME][1]) if _NAME in labels else 0
+        count = len(labels[NAME][1]) if NAME in labels else 0
         if any(len(codes) != count for _, codes in labels.values()) or any(
             len(codes) and (codes.max() >= len(values) or codes.min() < -1)
             for values, codes in labels.values()
@@ -158,16 +156,6 @@ class VhmsClient(FramedClient):
         return self
 
 
-def _translate(known: dict[str, int], values: list[str], codes: np.ndarray) -> np.ndarray:
-    """``codes`` into the joint numbering ``known`` (extended with new values)."""
-    mapping = np.empty(len(values) + 1, dtype=np.int32)
-    for code, value in enumerate(values):
-        mapping[code] = known.setdefault(value, len(known))
-    mapping[-1] = -1  # absent stays absent
-    translated: np.ndarray = mapping[codes]
-    return translated
-
-
 def merge_results(results: Sequence[FetchResult]) -> FetchResult:
     """One result from the shards' results (same time axis): series concatenated in the
     order given; a series found in two results (a routing change, a replica) merged bucket
@@ -176,26 +164,11 @@ def merge_results(results: Sequence[FetchResult]) -> FetchResult:
     if len(parts) <= 1:
         return parts[0] if parts else results[0]
     labels = sorted({label for part in parts for label in part.labels})
-    joint: LabelColumns = {}
-    key = np.zeros(sum(len(p) for p in parts), dtype=np.int64)
-    span = 1
-    for label in labels:
-        known: dict[str, int] = {}
-        codes = np.concatenate(
-            [
-                _translate(known, *part.labels[label])
-                if label in part.labels
-                else np.full(len(part), -1, dtype=np.int32)
-                for part in parts
-            ]
-        )
-        joint[label] = (list(known), codes)
-        radix = len(known) + 1
-        if span * radix >= _KEY_LIMIT:  # renumber the keys so far densely before they overflow
-            _, key = np.unique(key, return_inverse=True)
-            span = int(key.max()) + 1
-        key = key * radix + (codes + 1)
-        span *= radix
+    joint: LabelColumns = {
+        label: concat([part.labels.get(label, LabelColumn.absent(len(part))) for part in parts])
+        for label in labels
+    }
+    key = row_keys(joint.values(), sum(len(p) for p in parts))
     values = np.concatenate([p.values for p in parts])
     timed = all(p.sample_times is not None for p in parts)
     times = np.concatenate([p.sample_times for p in parts if p.sample_times is not None]) if timed else None
@@ -214,7 +187,7 @@ def merge_results(results: Sequence[FetchResult]) -> FetchResult:
         if merged_times is not None and times is not None:
             merged_times[into] = np.where(missing, times[row], merged_times[into])
     return FetchResult(
-        {label: (vals, codes[keep]) for label, (vals, codes) in joint.items()},
+        {label: LabelColumn(vals, codes[keep]) for label, (vals, codes) in joint.items()},
         parts[0].timestamps,
         merged,
         parts[0].step_ms,
@@ -277,7 +250,6 @@ class ShardedClient:
         self._lock = threading.Lock()
         self._members: dict[str, list[Address]] = {}
         self._ring = HashRing([], virtual_nodes)
-        self._routes: dict[str, str] = {}
         self._down_until: dict[Address, float] = {}
         self._failures_in_row: Counter[Address] = Counter()
         self._idle: dict[Address, list[VhmsClient]] = {}
@@ -311,7 +283,6 @@ class ShardedClient:
         with self._lock:
             if set(members) != set(self._members):
                 self._ring = HashRing(members, self.virtual_nodes)
-                self._routes = {}
                 log.info("%s: VHMS shards now %s", self.name, sorted(members))
             self._members = members
 
@@ -390,22 +361,16 @@ class ShardedClient:
 
     # -- writes ------------------------------------------------------------------------------
 
-    def _route(self, keys: list[str]) -> np.ndarray:
-        """The shard of each key (as an object array), from a cache of earlier routes."""
+    def _route(
+        self, names: list[str], label_sets: list[str], name_ids: np.ndarray, set_ids: np.ndarray
+    ) -> np.ndarray:
+        """The shard of each sample's series (as an object array), from the batch's columns."""
         with self._lock:
-            routes, ring = self._routes, self._ring
-        if len(routes) > 4_000_000:
-            routes.clear()
-        get = routes.get
-        out = [get(key) for key in keys]
-        if None in out:
-            try:
-                for position, key in enumerate(keys):
-                    if out[position] is None:
-                        out[position] = routes[key] = ring.shard_of(key)
-            except LookupError:
-                raise UnavailableError("no live VHMS shard") from None
-        return np.array(out, dtype=object)
+            ring = self._ring
+        try:
+            return ring.shards_of(series_hashes({}, names, label_sets, name_ids, set_ids))
+        except LookupError:
+            raise UnavailableError("no live VHMS shard") from None
 
     def ingest(self, columns: IngestColumns) -> tuple[int, int]:
         """Store samples on their shards, on every live member of each; returns
@@ -414,8 +379,10 @@ class ShardedClient:
         sends the whole batch again (ingest is idempotent)."""
         if not len(columns):
             return 0, 0
-        numeric_shards = self._route(columns.keys)
-        string_shards = self._route(columns.string_keys)
+        numeric_shards = self._route(columns.names, columns.label_sets, columns.name_ids, columns.set_ids)
+        string_shards = self._route(
+            columns.names, columns.label_sets, columns.string_name_ids, columns.string_set_ids
+        )
         members = self.shards
         work = []
         for shard in {*numeric_shards.tolist(), *string_shards.tolist()}:

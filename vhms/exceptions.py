@@ -12,7 +12,8 @@
     ├── DataDirInUseError                        another live process holds the data directory
     ├── WalError                                 the write-ahead log could not make an ingest durable
     │   └── WalPolicyError    (also ValueError)  an unknown fsync policy
-    └── UnavailableError                         no live member of a shard could do the work
+    ├── UnavailableError                         no live member of a shard could do the work
+    └── ProtocolVersionError                     a peer of another ingest protocol version
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ __all__ = [
     "DataDirInUseError",
     "FetchLimitError",
     "LimitExceededError",
+    "ProtocolVersionError",
     "ResolutionError",
     "SelectorError",
     "SeriesLimitError",
@@ -76,3 +78,7 @@ class WalPolicyError(WalError, ValueError):
 
 class UnavailableError(VhmsError):
     """No live VHMS shard, or no member of a shard answered (the message says which)."""
+
+
+class ProtocolVersionError(VhmsError):
+    """A peer speaks another ingest protocol version (``vhms.thrift``); the message names both."""

@@ -1,17 +1,22 @@
-"""VHMS's in-process client: :class:`LocalClient` reads a :class:`~vhms.store.Store` of this
+"""VHMS's in-process client: :class:`LocalClient` reads a :class:`~vhms.server.Store` of this
 process through the same calls as :class:`~vhms.client.VhmsClient` and
 :class:`~vhms.client.ShardedClient` (``fetch``, ``series``, ``label_names``,
 ``label_values``, ``strings``), so a reader (the query API of ``artimon up``, tests,
 benchmarks) has one code path whether the store is here or behind Thrift.
 
-Nothing is copied on the way: a fetch answers the store's own :class:`~vhms.store.FetchResult`
+Nothing is copied on the way: a fetch answers the store's own :class:`~vhms.results.FetchResult`
 (no Thrift encoding, no merge), and errors are the store's (:class:`~vhms.exceptions.VhmsError`
 and ``ValueError``), as a remote member raises them.
 """
 
 from __future__ import annotations
 
-from vhms.store import FetchResult, Store
+from typing import TYPE_CHECKING
+
+from vhms.results import FetchResult
+
+if TYPE_CHECKING:  # the client surface does not load the server's code; a caller holds a store
+    from vhms.server.store import Store
 
 __all__ = ["LocalClient"]
 

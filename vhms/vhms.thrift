@@ -1,8 +1,15 @@
 /*
  * The VHMS service: ingest columns of samples, fetch buckets, list series and labels.
  * Transport: framed; protocol: binary. Numbers travel as little-endian binary columns.
+ *
+ * Ingest protocol versions: 1 sent a canonical key string per sample (ingest); 2 (this
+ * one) sends the batch's symbol table (ingest_columns): names and label sets once, a
+ * series reference per sample. A VHMS of protocol 2 answers a protocol-1 ingest with a
+ * VhmsException of kind "ProtocolVersionError" naming both versions.
  */
 namespace py vhms_service
+
+const i32 INGEST_PROTOCOL_VERSION = 2
 
 exception VhmsException {
   1: string kind,      // SelectorError, FetchLimitError, ValueError...
@@ -12,6 +19,20 @@ exception VhmsException {
 struct IngestReply {
   1: i64 stored,       // samples stored in at least one ring
   2: i64 refused,      // samples refused (too old, series limit, clock)
+}
+
+struct IngestBatch {
+  1: i32 protocol_version,        // INGEST_PROTOCOL_VERSION of the sender
+  2: list<string> names,          // the series' names, each once
+  3: list<string> label_sets,     // canonical label texts k1=v1,k2=v2 (common labels merged), each once
+  4: binary name_ids,             // int32 LE per numeric sample: its name in names
+  5: binary set_ids,              // int32 LE per numeric sample: its label set in label_sets
+  6: binary values,               // float64 LE per numeric sample
+  7: binary timestamps,           // int64 LE per numeric sample, epoch ms
+  8: binary string_name_ids,      // int32 LE per STRING sample
+  9: binary string_set_ids,       // int32 LE per STRING sample
+  10: list<string> strings,       // the text of each STRING sample
+  11: binary string_timestamps,   // int64 LE per STRING sample, epoch ms
 }
 
 struct LabelColumn {
@@ -36,6 +57,8 @@ struct StringsReply {
 }
 
 service Vhms {
+  IngestReply ingest_columns(1: IngestBatch batch) throws (1: VhmsException error),
+  // protocol 1, kept only to refuse it by name (ProtocolVersionError)
   IngestReply ingest(1: list<string> keys, 2: binary values, 3: binary timestamps,
                      4: list<string> string_keys, 5: list<string> strings, 6: binary string_timestamps)
     throws (1: VhmsException error),

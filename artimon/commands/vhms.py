@@ -15,14 +15,8 @@ from typing import TypedDict
 from artimon.commands._signals import stop_event
 from bookkeeper import TlsConfigError
 from bookkeeper.wire import server_context
-from vhms import (
-    DEFAULT_RESOLUTIONS,
-    DEFAULT_SERVER_LIMITS,
-    DataDirInUseError,
-    Store,
-    VhmsError,
-    VhmsService,
-)
+from vhms import DEFAULT_RESOLUTIONS, DataDirInUseError, VhmsError
+from vhms.server import DEFAULT_SERVER_LIMITS, Store, VhmsService
 
 
 class WalOptions(TypedDict):

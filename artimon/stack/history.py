@@ -25,7 +25,8 @@ from typing import Any
 from artimon.servers import SparkCluster
 from artimon.stack.servers import Hdfs
 from artimon.stack.vhms import Vhms
-from vhms import VhmsClient, VhmsService
+from vhms import VhmsClient
+from vhms.server import VhmsService
 
 log = logging.getLogger(__name__)
 

@@ -7,7 +7,7 @@ import threading
 import time
 from collections.abc import Callable
 
-from vhms import Store
+from vhms.server import Store
 
 Metrics = Callable[[], dict[str, dict[str, float]]]
 

@@ -8,7 +8,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from artimon.stack.servers import ZooKeeper
-from vhms import DEFAULT_RESOLUTIONS, Store, VhmsService
+from vhms import DEFAULT_RESOLUTIONS
+from vhms.server import Store, VhmsService
 
 if TYPE_CHECKING:
     from artimon.commands.vhms import WalOptions

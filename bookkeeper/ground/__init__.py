@@ -9,7 +9,10 @@
   one-shot listing for tools);
 - processes: :func:`spawn` (a child that dies with its parent), :func:`terminate`,
   :class:`DirectoryLock` (one live process per data directory), :func:`fsync_path`;
-- :func:`parse_duration`, Prometheus's duration syntax (``1h30m``, ``500ms``).
+- :func:`parse_duration`, Prometheus's duration syntax (``1h30m``, ``500ms``);
+- series identity by columns (``columns.py``): :class:`LabelColumn` and :class:`LabelColumns`
+  (translate, concat, row keys), and the one series hash (:func:`series_hashes`) that
+  placement and Spark share.
 
 The ground may import the app library (``bookkeeper``, ``bookkeeper.wire``,
 ``bookkeeper.zk``); the app library never imports the ground, so ``import bookkeeper``
@@ -20,6 +23,19 @@ from __future__ import annotations
 
 from bookkeeper.ground.avro import SAMPLE_BATCH_SCHEMA, decode_sample_batch, encode_sample_batch
 from bookkeeper.ground.children import die_with_parent_command, spawn, terminate
+from bookkeeper.ground.columns import (
+    KEY_LIMIT,
+    LabelColumn,
+    LabelColumns,
+    combine_hashes,
+    concat,
+    dense_classes,
+    key_hashes,
+    row_keys,
+    series_hashes,
+    text_hashes,
+    translate,
+)
 from bookkeeper.ground.dirlock import LOCK_FILE, DirectoryLock
 from bookkeeper.ground.discovery import list_endpoints
 from bookkeeper.ground.durations import parse_duration
@@ -29,23 +45,34 @@ from bookkeeper.ground.landing import LANDING_SCHEMA, LandingWriter, encode_trai
 from bookkeeper.ground.membership import Member, Membership, MembershipState
 
 __all__ = [
+    "KEY_LIMIT",
     "LANDING_SCHEMA",
     "LOCK_FILE",
     "SAMPLE_BATCH_SCHEMA",
     "BackgroundServer",
     "DirectoryLock",
+    "LabelColumn",
+    "LabelColumns",
     "LandingWriter",
     "Member",
     "Membership",
     "MembershipState",
+    "combine_hashes",
+    "concat",
     "decode_sample_batch",
+    "dense_classes",
     "die_with_parent_command",
     "encode_sample_batch",
     "encode_trailer",
     "fsync_path",
+    "key_hashes",
     "list_endpoints",
     "parse_duration",
     "recover",
+    "row_keys",
+    "series_hashes",
     "spawn",
     "terminate",
+    "text_hashes",
+    "translate",
 ]

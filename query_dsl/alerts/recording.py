@@ -74,7 +74,7 @@ class Recorder:
             )
         if len(set(keys)) != len(keys):
             raise ValueError("vector contains metrics with the same labelset after applying rule labels")
-        return IngestColumns(
+        return IngestColumns.from_keys(
             keys, np.array(values, dtype=np.float64), np.full(len(keys), now_ms, dtype=np.int64)
         )
 
@@ -84,7 +84,7 @@ class Recorder:
         for rule in self.rules:
             try:
                 columns = self.series(rule, now_ms)
-                if columns.keys:
+                if len(columns):
                     stored, _ = self.writer.ingest(columns)
                     self.written += stored
             except Exception as exc:  # a query or a write that fails must not stop the other rules

@@ -23,7 +23,7 @@ from artimon.cli import COMMANDS, load_command
 from artimon.stack import agent_properties
 from bookkeeper import Bookkeeper
 from bookkeeper.ground import DirectoryLock
-from vhms import FSYNC_POLICIES
+from vhms.server import FSYNC_POLICIES
 
 ARTIMON = [sys.executable, "-m", "artimon"]
 FREE_PORTS = ["--api-port", "0", "--zk-port", "0", "--thrift-port", "0"]  # artimon up beside other tests
@@ -349,8 +349,9 @@ def test_query_command_prints_a_table_json_and_csv() -> None:
     import numpy as np
 
     from bookkeeper.ground import BackgroundServer
-    from query_dsl.http.api import create_app
-    from vhms import LocalClient, Store
+    from query_dsl import create_app
+    from vhms import LocalClient
+    from vhms.server import Store
 
     store = Store()
     now = int(time.time() * 1000) // 60_000 * 60_000
@@ -415,7 +416,8 @@ def test_failures_are_one_line_not_a_traceback(tmp_path) -> None:
 
     from bookkeeper.ground import BackgroundServer
     from query_dsl import create_app
-    from vhms import LocalClient, Store
+    from vhms import LocalClient
+    from vhms.server import Store
 
     store = Store()
     now = int(time.time() * 1000) // 60_000 * 60_000

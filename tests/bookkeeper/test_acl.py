@@ -31,7 +31,8 @@ from bookkeeper.zk import (
     secure_path,
 )
 from collector_agent import Agent, ConfigWatcher
-from vhms import ShardedClient, Store, VhmsService
+from vhms import ShardedClient
+from vhms.server import Store, VhmsService
 
 
 def properties(sink: str) -> str:

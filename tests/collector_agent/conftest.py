@@ -7,7 +7,7 @@ from collections.abc import Callable
 import pytest
 from support import latest_values
 
-from vhms.service import VhmsService
+from vhms.server import VhmsService
 
 
 @pytest.fixture

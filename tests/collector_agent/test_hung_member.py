@@ -19,7 +19,7 @@ from bookkeeper.testing import start_app
 from bookkeeper.zk import AUTH_ENV, AUTH_FILE_ENV, Registration, ZkAuth, resolve_zk
 from collector_agent import Agent, Context, Event
 from collector_agent.sinks.vhms import VhmsSink
-from vhms import Store, VhmsService
+from vhms.server import Store, VhmsService
 
 
 class HungServer:

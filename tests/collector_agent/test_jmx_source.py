@@ -20,8 +20,7 @@ from artimon.stack import agent_properties
 from collector_agent import Agent, Context, load_properties
 from collector_agent.registry import resolve
 from collector_agent.sources.jmx import mbean_samples, parse_object_name
-from vhms import Store
-from vhms.service import VhmsService
+from vhms.server import Store, VhmsService
 
 Latest = Callable[[VhmsService, str], dict[str, float]]
 JOLOKIA = "org.jolokia:jolokia-agent-jvm:2.5.1:javaagent"

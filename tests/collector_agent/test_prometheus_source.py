@@ -27,8 +27,7 @@ from artimon.stack import agent_properties
 from bookkeeper import resolve_zk
 from collector_agent import Agent, ScrapeError
 from collector_agent.sources.exposition import ExpositionParser
-from vhms import Store
-from vhms.service import VhmsService
+from vhms.server import Store, VhmsService
 
 Latest = Callable[[VhmsService, str], dict[str, float]]
 

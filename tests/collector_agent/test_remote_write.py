@@ -24,8 +24,7 @@ from artimon.servers import PrometheusServer, free_port
 from artimon.stack import agent_properties
 from collector_agent import Agent
 from collector_agent.remote_write import messages
-from vhms import Store
-from vhms.service import VhmsService
+from vhms.server import Store, VhmsService
 
 
 def properties(capacity: int, vhms_port: int) -> str:

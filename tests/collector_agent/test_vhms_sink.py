@@ -16,8 +16,7 @@ from bookkeeper import Bookkeeper
 from bookkeeper.export import write_snapshot_file
 from collector_agent import Agent
 from query_dsl import ShardedSource
-from vhms import Store
-from vhms.service import VhmsService
+from vhms.server import Store, VhmsService
 
 
 def properties(directory: Path, zk: str) -> str:

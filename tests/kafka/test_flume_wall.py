@@ -20,7 +20,7 @@ from bookkeeper import Bookkeeper, SampleBatch
 from bookkeeper.ground import encode_sample_batch
 from collector_agent import Context, Event, Status
 from collector_agent.sinks.vhms import VhmsSink
-from vhms import Store, VhmsService
+from vhms.server import Store, VhmsService
 
 ENDPOINTS, VARIABLES, ROUNDS, PERIOD_S = 20, 50, 10, 0.5
 

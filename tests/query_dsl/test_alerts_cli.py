@@ -22,8 +22,9 @@ from prometheus_client.parser import text_string_to_metric_families
 from artimon.servers import free_port
 from bookkeeper.ground import BackgroundServer
 from query_dsl.alerts import AlertEngine, EvaluatorSource, load_rules
-from query_dsl.http.api import create_app
-from vhms import LocalClient, Store
+from query_dsl.http import create_app
+from vhms import LocalClient
+from vhms.server import Store
 
 MINUTE = 60_000
 NOW = int(time.time() * 1000) // MINUTE * MINUTE

@@ -28,8 +28,9 @@ from query_dsl.alerts import (
     Rule,
     rules_from_dict,
 )
-from query_dsl.http.api import create_app
-from vhms import LocalClient, Store
+from query_dsl.http import create_app
+from vhms import LocalClient
+from vhms.server import Store
 
 MINUTE = 60_000
 BASE = 1_700_000_000_000 // MINUTE * MINUTE

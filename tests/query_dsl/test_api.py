@@ -16,8 +16,9 @@ from hypothesis import HealthCheck, given, settings
 
 from bookkeeper.ground import BackgroundServer
 from query_dsl import Client, Limits, Matrix, QueryError, QueryLimitError, QuerySyntaxError
-from query_dsl.http.api import create_app
-from vhms import LocalClient, Store
+from query_dsl.http import create_app
+from vhms import LocalClient
+from vhms.server import Store
 
 MINUTE = 60_000
 NOW = int(time.time() * 1000) // MINUTE * MINUTE

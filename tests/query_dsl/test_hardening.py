@@ -25,8 +25,8 @@ from query_dsl import Limits
 from query_dsl.http.api import create_app
 from query_dsl.http.body_limit import MAX_BODY_BYTES
 from query_dsl.sources import ShardedSource
-from vhms import LocalClient, Store
-from vhms.service import VhmsService
+from vhms import LocalClient
+from vhms.server import Store, VhmsService
 
 MINUTE = 60_000
 NOW = int(time.time() * 1000) // MINUTE * MINUTE

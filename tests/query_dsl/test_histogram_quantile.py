@@ -15,7 +15,8 @@ import yaml
 
 from bookkeeper.wire import format_series
 from query_dsl import Evaluator, QueryTypeError
-from vhms import LocalClient, Store
+from vhms import LocalClient
+from vhms.server import Store
 
 MINUTE = 60_000
 

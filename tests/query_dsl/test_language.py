@@ -24,7 +24,8 @@ from query_dsl import (
     parse,
     reduce_matrix,
 )
-from vhms import LocalClient, Store
+from vhms import LocalClient
+from vhms.server import Store
 
 MINUTE = 60_000
 NOW = int(time.time() * 1000) // MINUTE * MINUTE

@@ -33,8 +33,8 @@ from query_dsl.alerts import (
 )
 from query_dsl.alerts.go_templates import go_float, humanize, humanize_duration, translate
 from query_dsl.alerts.templates import render
-from vhms import LocalClient, Store, VhmsClient
-from vhms.service import VhmsService
+from vhms import LocalClient, VhmsClient
+from vhms.server import Store, VhmsService
 
 # Prometheus's documentation: configuration/alerting_rules.md, configuration/recording_rules.md
 # and configuration/template_examples.md
@@ -209,7 +209,7 @@ def ingest(service: VhmsService, keys: list[str], values: list[float], times: li
     from bookkeeper.wire import IngestColumns
 
     with VhmsClient(service.host, service.port, timeout=10) as client:
-        client.ingest(IngestColumns(keys, np.array(values), np.array(times, dtype=np.int64)))
+        client.ingest(IngestColumns.from_keys(keys, np.array(values), np.array(times, dtype=np.int64)))
 
 
 def test_the_documented_recording_rule_writes_its_series_back_into_vhms(vhms: VhmsService) -> None:

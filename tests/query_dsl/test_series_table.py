@@ -20,7 +20,7 @@ from query_dsl import MatchingError, Matrix, apply_op, filter_selector, reduce_m
 from query_dsl.aggregates import aggregate
 from query_dsl.http.answer import encode_answer
 from query_dsl.series_table import SeriesTable, joint_classes
-from vhms import Store
+from vhms.server import Store
 
 STEP = 60_000
 NOW = int(time.time() * 1000) // STEP * STEP

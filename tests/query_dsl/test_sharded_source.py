@@ -18,8 +18,7 @@ from bookkeeper.ground import BackgroundServer, MembershipState
 from bookkeeper.wire import client_context, server_context
 from query_dsl import create_app
 from query_dsl.sources import ShardedSource
-from vhms import DEFAULT_SERVER_LIMITS, Store
-from vhms.service import VhmsService
+from vhms.server import DEFAULT_SERVER_LIMITS, Store, VhmsService
 
 MINUTE = 60_000
 

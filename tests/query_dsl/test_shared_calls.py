@@ -8,7 +8,8 @@ import pytest
 
 from query_dsl import Evaluator, Matrix, apply_op
 from query_dsl.testing import demo_store
-from vhms import FetchResult, LocalClient, Store
+from vhms import FetchResult, LocalClient
+from vhms.server import Store
 
 END = 1_700_000_000_000 // 60_000 * 60_000
 

@@ -19,7 +19,8 @@ from query_dsl import Matrix, apply_mapper, reduce_matrix
 from query_dsl import mappers as mappers_module
 from query_dsl import reduce as reduce_module
 from query_dsl.evaluator import Evaluator
-from vhms import LocalClient, Store
+from vhms import LocalClient
+from vhms.server import Store
 
 STEP = 60_000
 WINDOW_MAPPERS = ["delta", "increase", "rate", "mean", "sum", "count"]

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from bookkeeper.ground import key_hashes as digests
 from spark_jobs.dedupe import Seen
-from spark_jobs.series import digests
 
 A, B, C = digests(["a{}", "b{}", "c{}"])
 T = 1_700_000_000_000

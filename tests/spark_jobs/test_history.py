@@ -18,7 +18,8 @@ from bookkeeper import Bookkeeper
 from bookkeeper.ground import LandingWriter, decode_sample_batch, encode_sample_batch, encode_trailer
 from query_dsl import Evaluator, Matrix
 from spark_jobs import analyze, backfill_vhms, raw_ingest
-from vhms import HashRing, LocalClient, ShardedClient, Store, VhmsService
+from vhms import HashRing, LocalClient, ShardedClient
+from vhms.server import Store, VhmsService
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 ROUND = 1_700_000_040_000 // 60_000 * 60_000

@@ -11,7 +11,7 @@ from support import latest_values
 from artimon.servers import HdfsServer
 from artimon.stack import agent_properties
 from collector_agent import Agent
-from vhms import Store, VhmsService
+from vhms.server import Store, VhmsService
 
 
 def properties(url: str, vhms_port: int) -> str:

@@ -20,7 +20,8 @@ import pytest
 
 from artimon.testing import start_ready_process
 from bookkeeper.wire import IngestColumns
-from vhms import Store, VhmsClient, VhmsService
+from vhms import VhmsClient
+from vhms.server import Store, VhmsService
 
 MINUTE = 60_000
 NOW = int(time.time() * 1000) // MINUTE * MINUTE
@@ -82,7 +83,7 @@ def _round(number: int) -> tuple[list[IngestColumns], dict[tuple[str, int], floa
     ]
     values = np.arange(len(keys), dtype=np.float64) * 10 + number
     batches = [
-        IngestColumns(
+        IngestColumns.from_keys(
             keys[first : first + BATCH],
             values[first : first + BATCH],
             np.full(len(keys[first : first + BATCH]), at),
@@ -130,7 +131,7 @@ def test_kill_9_right_after_acknowledged_ingests_loses_none_of_them(
             ]
             batches, expected = _round(number)
             for batch in batches:
-                assert client.ingest(batch) == (len(batch.keys), 0)
+                assert client.ingest(batch) == (len(batch.name_ids), 0)
         acknowledged |= expected
         shard.kill()  # at once: nothing after the last acknowledgement
     shard.start()
@@ -146,7 +147,7 @@ def test_a_snapshot_truncates_the_log_and_a_restart_replays_what_followed(tmp_pa
     with VhmsClient(first.host, first.port) as client:
         for minute in range(3):
             client.ingest(
-                IngestColumns(
+                IngestColumns.from_keys(
                     ["a{}", "b{}"], np.array([1.0, 2.0]) + minute, np.full(2, NOW - minute * MINUTE)
                 )
             )
@@ -154,7 +155,7 @@ def test_a_snapshot_truncates_the_log_and_a_restart_replays_what_followed(tmp_pa
         before_snapshot = (wal / "00000001").read_bytes()
         first.snapshot()
         assert list(wal.iterdir()) == []  # the snapshot holds its three records
-        client.ingest(IngestColumns(["a{}", "c{}"], np.array([7.0, 8.0]), np.full(2, NOW + MINUTE)))
+        client.ingest(IngestColumns.from_keys(["a{}", "c{}"], np.array([7.0, 8.0]), np.full(2, NOW + MINUTE)))
     assert [p.name for p in sorted(wal.iterdir())] == ["00000002"]
     assert first.wal is not None and first.wal.stats["segments_deleted"] == 1
     first.thrift.stop()  # a crash: no shutdown snapshot

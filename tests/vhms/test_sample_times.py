@@ -11,7 +11,7 @@ from pathlib import Path
 
 import numpy as np
 
-from vhms import Store, load_snapshot, save_snapshot
+from vhms.server import Store, load_snapshot, save_snapshot
 
 
 def test_sample_times_survive_to_the_millisecond(tmp_path: Path) -> None:

@@ -5,7 +5,8 @@ import time
 import numpy as np
 import pytest
 
-from vhms import SelectorError, Store, parse_selector
+from vhms import SelectorError, parse_selector
+from vhms.server import Store
 
 NOW = int(time.time() * 1000) // 60_000 * 60_000
 
@@ -25,7 +26,7 @@ def store() -> Store:
 
 
 def names(store: Store, selector: str) -> set[str]:
-    return {store.index.keys[i] for i in store.select(selector).tolist()}
+    return set(store.index.keys_of(store.select(selector)))
 
 
 @pytest.mark.parametrize(

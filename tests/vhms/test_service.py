@@ -13,8 +13,8 @@ from kazoo.client import KazooClient
 
 from bookkeeper import resolve_zk
 from bookkeeper.wire import IngestColumns
-from vhms import FetchLimitError, SelectorError, Store, VhmsClient
-from vhms.service import VhmsService
+from vhms import FetchLimitError, SelectorError, VhmsClient
+from vhms.server import Store, VhmsService
 
 MINUTE = 60_000
 NOW = int(time.time() * 1000) // MINUTE * MINUTE
@@ -31,7 +31,7 @@ def service(tmp_path: Path) -> Iterator[VhmsService]:
 def test_ingest_fetch_series_and_labels_over_thrift(service: VhmsService) -> None:
     keys = [f"disk.used{{host=h{i},volume=/data}}" for i in range(10)]
     with VhmsClient(service.host, service.port) as client:
-        columns = IngestColumns(
+        columns = IngestColumns.from_keys(
             keys, np.arange(10.0), np.full(10, NOW), ["version{}"], ["1.0"], np.array([NOW])
         )
         assert client.ingest(columns) == (10, 0)
@@ -52,7 +52,9 @@ def test_errors_travel_as_their_kind(service: VhmsService) -> None:
     with VhmsClient(service.host, service.port) as client:
         with pytest.raises(SelectorError, match="column"):
             client.fetch("x{oops", NOW, NOW + MINUTE)
-        client.ingest(IngestColumns([f"m{{i={i}}}" for i in range(60)], np.ones(60), np.full(60, NOW)))
+        client.ingest(
+            IngestColumns.from_keys([f"m{{i={i}}}" for i in range(60)], np.ones(60), np.full(60, NOW))
+        )
         with pytest.raises(FetchLimitError, match="max_series_per_query=50"):
             client.fetch("m", NOW, NOW + MINUTE)
         assert client.series("m{i=1}") == ["m{i=1}"]  # the connection still works
@@ -86,7 +88,7 @@ def test_snapshot_on_stop_and_restore_on_start(tmp_path: Path) -> None:
     first = VhmsService(Store(), snapshot_dir=tmp_path, snapshot_every=0, http_port=None)
     first.start(register=False)
     with VhmsClient(first.host, first.port) as client:
-        client.ingest(IngestColumns(["a{}"], np.array([4.0]), np.array([NOW])))
+        client.ingest(IngestColumns.from_keys(["a{}"], np.array([4.0]), np.array([NOW])))
     first.stop()
     second = VhmsService(Store(), snapshot_dir=tmp_path, snapshot_every=0, http_port=None)
     second.start(register=False)

@@ -11,8 +11,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from vhms import SnapshotError, Store, load_snapshot, restore_or_empty, save_snapshot
-from vhms.store import CHUNK
+from vhms import SnapshotError
+from vhms.server import Store, load_snapshot, restore_or_empty, save_snapshot
+from vhms.server.store import CHUNK
 
 MINUTE = 60_000
 NOW = int(time.time() * 1000) // MINUTE * MINUTE

@@ -7,16 +7,9 @@ import numpy as np
 import pytest
 
 from bookkeeper import Bookkeeper
-from vhms import (
-    FetchLimitError,
-    ResolutionError,
-    SeriesLimitError,
-    Store,
-    load_snapshot,
-    parse_resolutions,
-    save_snapshot,
-)
-from vhms.store import CHUNK
+from vhms import FetchLimitError, ResolutionError, SeriesLimitError, parse_resolutions
+from vhms.server import Store, load_snapshot, save_snapshot
+from vhms.server.store import CHUNK
 
 MINUTE = 60_000
 NOW = int(time.time() * 1000) // (60 * MINUTE) * (60 * MINUTE)  # an hour boundary in the past

@@ -15,8 +15,9 @@ import numpy as np
 import pytest
 
 from bookkeeper.wire import IngestColumns
-from vhms import Store, VhmsClient, VhmsService, WalError, WalPolicyError, WriteAheadLog, replay_wal
-from vhms.wal import MalformedRecordError, decode_batch, encode_batch
+from vhms import VhmsClient, WalError, WalPolicyError
+from vhms.server import Store, VhmsService, WriteAheadLog, replay_wal
+from vhms.server.wal import MalformedRecordError, decode_batch, encode_batch
 
 MINUTE = 60_000
 NOW = int(time.time() * 1000) // MINUTE * MINUTE
@@ -26,7 +27,7 @@ NO_IDS = np.zeros(0, dtype=np.int64)
 def _log(store: Store, wal: WriteAheadLog, keys: list[str], values: list[float], at: int) -> None:
     """Admit, log and apply one batch as the service does, and wait for its record."""
     ids, admitted, times = store.admit(keys, np.array(values), np.full(len(keys), at))
-    pending = wal.append(store.index.keys, ids, admitted, times, NO_IDS, [], NO_IDS)
+    pending = wal.append(store.index.keys_of, ids, admitted, times, NO_IDS, [], NO_IDS)
     store.apply(ids, admitted, times)
     wal.wait(pending)
 
@@ -137,7 +138,7 @@ def test_concurrent_appends_share_one_write_and_one_fsync(tmp_path: Path) -> Non
     pending = []
     for i in range(20):  # queued while the writer has not started: one group
         ids, values, times = store.admit([f"m{{i={i}}}"], np.array([float(i)]), np.array([NOW]))
-        pending.append(wal.append(store.index.keys, ids, values, times, NO_IDS, [], NO_IDS))
+        pending.append(wal.append(store.index.keys_of, ids, values, times, NO_IDS, [], NO_IDS))
     wal.start()
     for item in pending:
         wal.wait(item)
@@ -151,15 +152,15 @@ def test_a_failing_disk_refuses_the_ingest_and_the_next_segment_takes_over(tmp_p
     service.start(register=False)
     try:
         with VhmsClient(service.host, service.port) as client:
-            assert client.ingest(IngestColumns(["a{}"], np.array([1.0]), np.array([NOW]))) == (1, 0)
+            assert client.ingest(IngestColumns.from_keys(["a{}"], np.array([1.0]), np.array([NOW]))) == (1, 0)
             shutil.rmtree(tmp_path / "wal")
             # the open segment is gone with its directory: a new one cannot be created there
             service.snapshot()  # rotates: the next record needs a new segment file
             with pytest.raises(WalError, match="No such file or directory"):
-                client.ingest(IngestColumns(["b{}"], np.array([2.0]), np.array([NOW])))
+                client.ingest(IngestColumns.from_keys(["b{}"], np.array([2.0]), np.array([NOW])))
             assert service.wal is not None and service.wal.stats["write_errors"] == 1
             (tmp_path / "wal").mkdir()
-            assert client.ingest(IngestColumns(["b{}"], np.array([2.0]), np.array([NOW]))) == (1, 0)
+            assert client.ingest(IngestColumns.from_keys(["b{}"], np.array([2.0]), np.array([NOW]))) == (1, 0)
             assert service.wal.stats["ingests_failed"] == 1
     finally:
         service.thrift.stop()

@@ -18,7 +18,8 @@ from query_dsl.promql import range_query
 from query_dsl.promql import ranges as ranges_module
 from query_dsl.promql.selection import Samples
 from query_dsl.series_table import SeriesTable
-from vhms import LocalClient, Store
+from vhms import LocalClient
+from vhms.server import Store
 
 STEP = 15_000
 

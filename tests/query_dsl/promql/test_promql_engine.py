@@ -13,7 +13,8 @@ from hypothesis import strategies as st
 from query_dsl import Matrix, QueryError, QueryLimitError
 from query_dsl.promql import PromQLSyntaxError, instant_query, parse, range_query
 from query_dsl.promql.labels import prometheus_order, sort_key
-from vhms import LocalClient, Store
+from vhms import LocalClient
+from vhms.server import Store
 
 
 @pytest.fixture

@@ -10,8 +10,8 @@ import pytest
 from query_dsl.promql import range_query
 from query_dsl.sources import ShardedSource
 from query_dsl.testing import load_store
-from vhms import LocalClient, Store
-from vhms.service import VhmsService
+from vhms import LocalClient
+from vhms.server import Store, VhmsService
 
 EXPRESSIONS = [
     "rate(http_requests_total[1m])",

@@ -1,29 +1,22 @@
-"""An open-addressing hash table from 64-bit key hashes to series ids, in numpy: what lets
+"""An open-addressing hash table from 64-bit series hashes to series ids, in numpy: what lets
 the index find or create a batch of series with a few vectorised passes instead of a dict
-operation per key (a dict of a million keys costs a cache miss or two per key, 200-300 ns,
-and a Python int object per id).
+operation per series (a dict of a million keys costs a cache miss or two per key, 200-300
+ns, and a Python int object per id).
 
-It stores hashes, not keys: a hit says "the series of this id has a key with this hash",
-which the caller confirms against the key itself (``SeriesIndex`` compares the texts). Two
-keys with the same hash cannot both be in the table; the caller keeps the second elsewhere.
-Linear probing, at most half full (the table doubles beyond); hash 0 marks an empty slot, so
-hashes are given through :func:`table_hashes`, which maps 0 to 1.
+It stores hashes, not series: a hit says "the series of this id has this hash", which the
+caller confirms against the series itself (``SeriesIndex`` compares the rows of codes). Two
+series with the same hash cannot both be in the table; the caller keeps the second
+elsewhere. Linear probing, at most half full (the table doubles beyond); hash 0 marks an
+empty slot, so no hash given may be 0 (``symbols.row_hashes`` maps 0 to 1).
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["KeyTable", "table_hashes"]
+__all__ = ["KeyTable"]
 
 _FIRST_SIZE = 1 << 12
-
-
-def table_hashes(keys: list[str]) -> np.ndarray:
-    """int64 hashes of ``keys`` (Python's own string hash, none of them 0)."""
-    hashes = np.fromiter(map(hash, keys), dtype=np.int64, count=len(keys))
-    hashes[hashes == 0] = 1
-    return hashes
 
 
 class KeyTable:

@@ -1,6 +1,7 @@
-"""A batch of keys seen before is found whole (``SeriesIndex._memo``): the same ids as a
-lookup key by key, whatever changed between rounds (a key replaced, the order, repeats), and
-never the ids of another batch whose text merely hashes alike."""
+"""The index finds a batch's series by the hashes of their rows of codes, confirmed against
+the stored rows, and a batch seen before whole (``SeriesIndex._batches``): the same ids as a
+dict keyed by series would give, whatever changed between rounds (a series replaced, the
+order, repeats), and never the ids of another series whose row merely hashes alike."""
 
 from __future__ import annotations
 
@@ -9,10 +10,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bookkeeper import InvalidNameError
-from vhms import index as index_module
-from vhms.index import _MEMO_MIN, SeriesIndex
-from vhms.key_table import KeyTable, table_hashes
+from vhms.server import index as index_module
+from vhms.server.index import _MEMO_MIN, SeriesIndex
+from vhms.server.key_table import KeyTable
+from vhms.server.symbols import row_hashes
 
 POOL = [f"cpu.load{{host=h{i},rack=r{i % 7}}}" for i in range(400)]
 
@@ -41,17 +42,12 @@ def test_rounds_of_batches_get_the_ids_a_dict_would(batches: list[list[int]], ro
     assert len(index) == len(reference)
 
 
-def test_a_remembered_batch_is_checked_against_the_stored_keys() -> None:
+def test_a_batch_seen_before_is_found_whole() -> None:
     index = SeriesIndex()
-    keys = POOL[:100]
-    ids = index.lookup(keys)
-    assert len(index._memo) == 1
-    # another batch of as many keys whose text hashed alike: the memo must not answer it
-    other = POOL[100:200]
-    wrong = index.lookup(other)
-    index._memo[(len(other), hash("\n".join(other)))] = ids.astype(np.int32)
-    assert index.lookup(other).tolist() == wrong.tolist()
-    assert index.lookup(keys).tolist() == ids.tolist()
+    ids = index.lookup(POOL[:100])
+    assert len(index._batches) == 1
+    index._shape_rows.clear()  # nothing is resolved again: the remembered ids answer
+    assert index.lookup(POOL[:100]).tolist() == ids.tolist()
 
 
 def test_a_batch_with_one_key_changed_creates_it_and_keeps_the_rest() -> None:
@@ -68,44 +64,35 @@ def test_the_memo_is_bounded() -> None:
     index.lookup(POOL)
     for start in range(0, 300):  # 300 distinct batches of 100 keys: 30,000 ids remembered at most
         index.lookup(POOL[start : start + 100])
-    assert index._memo_ids == sum(len(ids) for ids in index._memo.values())
-    assert index._memo_ids <= max(2 * len(index), 1 << 20)
+    assert index._batch_ids == sum(len(ids) for ids in index._batches.values())
+    assert index._batch_ids <= max(2 * len(index), 1 << 20)
 
 
 def test_a_batch_with_refused_keys_is_not_remembered() -> None:
     index = SeriesIndex(max_series=50)
     ids = index.lookup(POOL[:100])
-    assert (ids[50:] == -1).all() and not index._memo
+    assert (ids[50:] == -1).all() and not index._batches
     assert index.lookup(POOL[:100]).tolist() == ids.tolist()
     assert index.refused == 100
 
 
-@pytest.mark.parametrize("size", [1, _MEMO_MIN])
-def test_a_key_with_a_newline_is_refused(size: int) -> None:
-    index = SeriesIndex()
-    with pytest.raises(InvalidNameError, match="newline"):
-        index.lookup([*POOL[: size - 1], "cpu.load{host=a\nb}"])
-    assert len(index) == 0
-
-
-class _FewHashes(SeriesIndex):
-    """An index whose keys share 5 hashes: every lookup meets keys of the same hash."""
-
-    @staticmethod
-    def _hashes(keys: list[str]) -> np.ndarray:
-        return np.asarray(table_hashes(keys) % 5 + 1, dtype=np.int64)
+def _few_hashes(shape: int, rows: np.ndarray) -> np.ndarray:
+    """Row hashes narrowed to 5 values: every lookup meets rows of the same hash."""
+    return row_hashes(shape, rows) % 5 + 1
 
 
 @settings(max_examples=40, deadline=None)
 @given(st.lists(st.lists(st.integers(0, len(POOL) - 1), min_size=1, max_size=150), min_size=1, max_size=5))
-def test_keys_whose_hashes_collide_keep_their_own_ids(batches: list[list[int]]) -> None:
-    index = _FewHashes()
+def test_series_whose_hashes_collide_keep_their_own_ids(batches: list[list[int]]) -> None:
+    index = SeriesIndex()
     reference: dict[str, int] = {}
-    for _ in range(2):
-        for batch in batches:
-            keys = [POOL[i] for i in batch]
-            assert index.lookup(keys).tolist() == _expected(reference, keys)
-    assert len(index) == len(reference) and list(index.keys) == list(reference)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(index_module, "row_hashes", _few_hashes)
+        for _ in range(2):
+            for batch in batches:
+                keys = [POOL[i] for i in batch]
+                assert index.lookup(keys).tolist() == _expected(reference, keys)
+    assert len(index) == len(reference) and index.keys_of(np.arange(len(index))) == list(reference)
 
 
 def _crowded(value: int) -> int:
@@ -126,21 +113,3 @@ def test_the_hash_table_finds_what_was_inserted_and_nothing_else(rounds: list[se
         reference.update(zip(new.tolist(), ids.tolist(), strict=True))
         assert table.find(probe).tolist() == [reference.get(h, -1) for h in probe.tolist()]
     assert table.count == len(reference) and 2 * table.count <= len(table.hashes)
-
-
-@settings(max_examples=40, deadline=None)
-@given(st.lists(st.lists(st.integers(0, len(POOL) - 1), min_size=1, max_size=300), min_size=1, max_size=4))
-def test_a_batch_larger_than_a_slice_gets_the_ids_a_dict_would(batches: list[list[int]]) -> None:
-    """A batch of more than ``_SLICE`` keys (a snapshot's every key) goes through in slices:
-    the same ids, repeats and new keys across slices included."""
-    index = SeriesIndex(max_series=350)
-    reference: dict[str, int] = {}
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(index_module, "_SLICE", 70)
-        for batch in batches:
-            keys = [POOL[i] for i in batch]
-            expected = [
-                reference.setdefault(key, len(reference)) if key in reference or len(reference) < 350 else -1
-                for key in keys
-            ]
-            assert index.lookup(keys).tolist() == expected

@@ -6,7 +6,7 @@ directory (``in_use.lock``): a second service on it is refused with ``DataDirInU
 naming the holder's PID.
 
 Durability: with a snapshot directory, each ingest is appended to the write-ahead log in
-``<snapshot_dir>/wal`` (:mod:`vhms.wal`) before it is answered (fsynced first with the
+``<snapshot_dir>/wal`` (:mod:`vhms.server.wal`) before it is answered (fsynced first with the
 ``always`` policy), replayed at start after the snapshot, and dropped segment by segment
 once a snapshot holds it. Admission, the log's append and the store's update happen under
 the store's lock, so the log's order is the order a replay repeats.
@@ -33,15 +33,15 @@ import numpy as np
 from fastapi import FastAPI
 from fastapi.responses import PlainTextResponse
 
-from bookkeeper import DirectoryInUseError
+from bookkeeper import DirectoryInUseError, MalformedFrameError
 from bookkeeper.ground import BackgroundServer, DirectoryLock
 from bookkeeper.wire import FramedThriftServer, ServerLimits, advertised_address
 from bookkeeper.zk import Registration, ZkAuth, resolve_zk
 from vhms.exceptions import DataDirInUseError, VhmsError, WalError
-from vhms.idl import vhms_thrift
-from vhms.snapshot import restore_or_empty, save_snapshot, wal_from
-from vhms.store import Store
-from vhms.wal import ReplayReport, WriteAheadLog, remove_segments, replay, segments
+from vhms.idl import decode_ingest_batch, vhms_thrift
+from vhms.server.snapshot import restore_or_empty, save_snapshot, wal_from
+from vhms.server.store import Store
+from vhms.server.wal import ReplayReport, WriteAheadLog, remove_segments, replay, segments
 
 __all__ = ["DEFAULT_SERVER_LIMITS", "VhmsService"]
 
@@ -63,39 +63,38 @@ class _Handler:
         self.store = store
         self.wal = wal
 
-    def ingest(
-        self,
-        keys: list[str],
-        values: bytes,
-        timestamps: bytes,
-        string_keys: list[str],
-        strings: list[str],
-        string_timestamps: bytes,
-    ) -> Any:
-        numbers = np.frombuffer(values or b"", dtype="<f8")
-        times = np.frombuffer(timestamps or b"", dtype="<i8")
-        if not (len(keys or []) == len(numbers) == len(times)):
-            raise _error(
-                ValueError(f"{len(keys or [])} keys, {len(numbers)} values, {len(times)} timestamps")
+    def ingest(self, *_: Any) -> Any:
+        """Protocol 1 (a key string per sample): refused by name."""
+        raise vhms_thrift.VhmsException(
+            kind="ProtocolVersionError",
+            message=(
+                "ingest(keys, ...) is VHMS ingest protocol 1; this VHMS speaks protocol "
+                f"{vhms_thrift.INGEST_PROTOCOL_VERSION} (ingest_columns): upgrade the sender"
+            ),
+        )
+
+    def ingest_columns(self, batch: Any) -> Any:
+        if batch is None or batch.protocol_version != vhms_thrift.INGEST_PROTOCOL_VERSION:
+            version = None if batch is None else batch.protocol_version
+            raise vhms_thrift.VhmsException(
+                kind="ProtocolVersionError",
+                message=(
+                    f"ingest protocol {version} is not this VHMS's "
+                    f"{vhms_thrift.INGEST_PROTOCOL_VERSION}: upgrade the older side"
+                ),
             )
-        string_times = np.frombuffer(string_timestamps or b"", dtype="<i8")
-        if not (len(string_keys or []) == len(strings or []) == len(string_times)):
-            raise _error(ValueError("string columns of different lengths"))
+        try:
+            columns = decode_ingest_batch(batch)
+        except MalformedFrameError as exc:
+            raise _error(ValueError(str(exc))) from None
         store, wal = self.store, self.wal
         pending = None
         with store._lock:  # admitted, logged and applied in one order: the order a replay follows
-            ids, admitted, admitted_times = (
-                store.admit(list(keys), numbers, times) if keys else (_NO_IDS, numbers, times)
-            )
-            string_ids, texts, texts_times = (
-                store.admit_strings(list(string_keys), list(strings), string_times)
-                if string_keys
-                else (_NO_IDS, [], _NO_TIMES)
-            )
+            (ids, admitted, admitted_times), (string_ids, texts, texts_times) = store.admit_columns(columns)
             if wal is not None and (len(ids) or len(string_ids)):
                 try:
                     pending = wal.append(
-                        store.index.keys, ids, admitted, admitted_times, string_ids, texts, texts_times
+                        store.index.keys_of, ids, admitted, admitted_times, string_ids, texts, texts_times
                     )
                 except WalError as exc:
                     wal.stats["ingests_failed"] += 1
@@ -109,7 +108,7 @@ class _Handler:
             except WalError as exc:
                 wal.stats["ingests_failed"] += 1
                 raise _error(exc) from None
-        return vhms_thrift.IngestReply(stored=stored, refused=len(numbers) - stored)
+        return vhms_thrift.IngestReply(stored=stored, refused=len(columns.values) - stored)
 
     def fetch(
         self, selector: str, start_ms: int, end_ms: int, resolution: str, sample_times: bool | None = None

@@ -34,7 +34,7 @@ import struct
 import threading
 import time
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -43,7 +43,7 @@ import numpy as np
 
 from bookkeeper.ground import fsync_path
 from vhms.exceptions import WalError, WalPolicyError
-from vhms.store import Store
+from vhms.server.store import Store
 
 __all__ = [
     "FSYNC_POLICIES",
@@ -306,7 +306,7 @@ class WriteAheadLog:
 
     def append(
         self,
-        keys: Sequence[str],
+        keys_of: Callable[[np.ndarray], list[str]],
         ids: np.ndarray,
         values: np.ndarray,
         timestamps: np.ndarray,
@@ -314,8 +314,9 @@ class WriteAheadLog:
         strings: Sequence[str],
         string_timestamps: np.ndarray,
     ) -> PendingRecord:
-        """Queue the record of an admitted batch (series by the store's ids; ``keys`` the
-        store's keys by id); :meth:`wait` for it before acknowledging the batch."""
+        """Queue the record of an admitted batch (series by the store's ids; ``keys_of`` the
+        store's keys of ids, asked only for the series the segment has not named yet);
+        :meth:`wait` for it before acknowledging the batch."""
         if self._closed:
             raise WalError(f"the write-ahead log in {self.directory} is closed")
         if self._failed_segment >= self._segment or self._segment_size >= self.segment_bytes:
@@ -333,7 +334,7 @@ class WriteAheadLog:
                 named = np.unique(named)
         record = encode_batch(
             named,
-            [keys[i] for i in named.tolist()],
+            keys_of(named) if len(named) else [],
             ids,
             values,
             timestamps,

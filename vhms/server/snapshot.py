@@ -37,7 +37,7 @@ import numpy as np
 
 from bookkeeper.ground import fsync_path
 from vhms.exceptions import SnapshotError
-from vhms.store import CHUNK, Store, decode_values, encode_values
+from vhms.server.store import CHUNK, Store, decode_values, encode_values
 
 __all__ = ["FORMAT_VERSION", "load_snapshot", "restore_or_empty", "save_snapshot", "wal_from"]
 
@@ -90,7 +90,9 @@ def save_snapshot(
             arrays[f"ring{i}.values"] = decode_values(_columns(ring.values, ring.slots, count, np.uint64))
             if ring.times is not None:
                 arrays[f"ring{i}.times"] = _columns(ring.times, ring.slots, count, ring.time_dtype)
-        arrays["keys.blob"], arrays["keys.offsets"] = _pack_strings(store.index.keys)
+        arrays["keys.blob"], arrays["keys.offsets"] = _pack_strings(
+            store.index.keys_of(np.arange(len(store.index)))
+        )
         string_ids = sorted(store.strings)
         arrays["strings.ids"] = np.array(string_ids, dtype=np.int64)
         arrays["strings.ts"] = np.array([store.strings[i][0] for i in string_ids], dtype=np.int64)
@@ -201,7 +203,9 @@ def load_snapshot(store: Store, directory: str | os.PathLike[str]) -> bool:
             if len(keys) != count:
                 raise SnapshotError(f"snapshot holds {len(keys)} keys, the manifest says {count}")
             with store._lock:
-                store.index.lookup(keys)
+                if store.index.lookup(keys).tolist() != list(range(count)):
+                    # written before issue 26 by a peer that spelled one series two ways
+                    raise SnapshotError(f"{data} names a series twice (keys spelled two ways)")
                 for i, ring in enumerate(store.rings):
                     ring.head = int(arrays[f"ring{i}.head"][0])
                     ring.grow(count)

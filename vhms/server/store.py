@@ -30,26 +30,19 @@ import time
 import warnings
 from collections import Counter
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 
 import numpy as np
 
 from bookkeeper import SampleBatch
-from bookkeeper.wire import IngestColumns, format_series, parse_series
+from bookkeeper.ground import LabelColumn
+from bookkeeper.wire import IngestColumns
 from vhms.exceptions import FetchLimitError
-from vhms.index import NAME, SeriesIndex
 from vhms.resolutions import Resolution, parse_resolutions
+from vhms.results import NAME, FetchResult
 from vhms.selector import Selector, parse_selector
+from vhms.server.index import SeriesIndex
 
-__all__ = [
-    "CHUNK",
-    "FetchResult",
-    "LabelColumns",
-    "Store",
-    "compact_column",
-    "decode_values",
-    "encode_values",
-]
+__all__ = ["CHUNK", "Store", "decode_values", "encode_values"]
 
 CHUNK = 1 << 14
 _NAN_AGGREGATES: dict[str, Callable[..., np.ndarray]] = {
@@ -62,84 +55,6 @@ _SHIFT = 14
 _MASK = CHUNK - 1
 _FIRST_ROOM = 1024  # columns of a ring's first chunk when it is made
 _EMPTY_BITS = np.float64(np.nan).view(np.uint64)  # an empty bucket is stored as 0
-
-
-LabelColumns = dict[str, tuple[list[str], np.ndarray]]
-
-
-@dataclass
-class FetchResult:
-    """What a fetch answers: series by columns, bucket start times (epoch ms) and values
-    ``[series, buckets]`` with NaN for gaps (from a store: a transposed view of a time-major
-    array, Fortran order).
-
-    ``labels`` holds the names (label ``"__name__"``) and every label of the series by
-    columns: per label, its values by code (a list to read, never to change) and an int32
-    code per series, -1 where the series lacks the label.
-    """
-
-    labels: LabelColumns
-    timestamps: np.ndarray
-    values: np.ndarray
-    step_ms: int
-    # with ``sample_times=True`` from the finest ring: each value's own time (epoch ms,
-    # ``[series, buckets]``, the bucket's start where there is no value)
-    sample_times: np.ndarray | None = None
-
-    def __len__(self) -> int:
-        return int(self.values.shape[0])
-
-    @property
-    def keys(self) -> list[str]:
-        """The canonical key of each series (made one by one: for tools and tests)."""
-        return [format_series(name, labels) for name, labels in self.series()]
-
-    def series(self) -> list[tuple[str, dict[str, str]]]:
-        """``(name, labels)`` of each series (one dict each: for tools and tests)."""
-        if NAME not in self.labels:
-            return []
-        columns = [(label, values, codes.tolist()) for label, (values, codes) in self.labels.items()]
-        out: list[tuple[str, dict[str, str]]] = []
-        for row in range(len(self)):
-            found = {label: values[codes[row]] for label, values, codes in columns if codes[row] >= 0}
-            out.append((found.pop(NAME), found))
-        return out
-
-    @classmethod
-    def from_keys(
-        cls, keys: list[str], timestamps: np.ndarray, values: np.ndarray, step_ms: int
-    ) -> FetchResult:
-        """A result from canonical keys (parsed one by one: for a few series)."""
-        columns: dict[str, dict[str, int]] = {NAME: {}}
-        codes: dict[str, np.ndarray] = {NAME: np.full(len(keys), -1, dtype=np.int32)}
-        for row, key in enumerate(keys):
-            name, labels = parse_series(key)
-            for label, value in ((NAME, name), *labels.items()):
-                if label not in columns:
-                    columns[label] = {}
-                    codes[label] = np.full(len(keys), -1, dtype=np.int32)
-                codes[label][row] = columns[label].setdefault(value, len(columns[label]))
-        return cls(
-            {label: (list(columns[label]), codes[label]) for label in columns}, timestamps, values, step_ms
-        )
-
-    @classmethod
-    def empty(cls, step_ms: int = 60_000) -> FetchResult:
-        return cls(
-            {NAME: ([], np.zeros(0, dtype=np.int32))}, np.zeros(0, dtype=np.int64), np.zeros((0, 0)), step_ms
-        )
-
-
-def compact_column(values: list[str], codes: np.ndarray) -> tuple[list[str], np.ndarray]:
-    """Only the values some series uses, when the values outnumber the series (a few series
-    of a store with many values): what reads the column then costs what the series do."""
-    if len(values) <= len(codes):
-        return values, codes
-    present = codes >= 0
-    used = np.unique(codes[present])
-    out = np.full(len(codes), -1, dtype=np.int32)
-    out[present] = np.searchsorted(used, codes[present])
-    return [values[code] for code in used.tolist()], out
 
 
 def encode_values(values: np.ndarray) -> np.ndarray:
@@ -320,10 +235,29 @@ class Store:
         return self.ingest_columns(batch.ingest_columns(timestamp_ms))
 
     def ingest_columns(self, columns: IngestColumns) -> int:
-        """Ingest numeric and STRING samples; returns the number of numeric samples stored."""
-        if columns.string_keys:
-            self.ingest_strings(columns.string_keys, columns.strings, columns.string_timestamps)
-        return self.ingest(columns.keys, columns.values, columns.timestamps) if columns.keys else 0
+        """Ingest numeric and STRING samples by their batch's symbol table; returns the
+        number of numeric samples stored."""
+        numeric, strings = self.admit_columns(columns)
+        if len(strings[0]):
+            self.apply_strings(*strings)
+        return self.apply(*numeric)
+
+    def admit_columns(
+        self, columns: IngestColumns
+    ) -> tuple[tuple[np.ndarray, np.ndarray, np.ndarray], tuple[np.ndarray, list[str], np.ndarray]]:
+        """:meth:`admit` and :meth:`admit_strings` of a batch given by its symbol table (its
+        series found in one pass: numeric, then STRING samples)."""
+        numeric = len(columns.name_ids)
+        ids = self.index.lookup_columns(
+            columns.names,
+            columns.label_sets,
+            np.concatenate([columns.name_ids, columns.string_name_ids]),
+            np.concatenate([columns.set_ids, columns.string_set_ids]),
+        )
+        return (
+            self._admitted(ids[:numeric], columns.values, columns.timestamps),
+            self._admitted_strings(ids[numeric:], columns.strings, columns.string_timestamps),
+        )
 
     def ingest_strings(self, keys: list[str], strings: list[str], timestamps: np.ndarray) -> None:
         """Keep the latest value (by timestamp) of each STRING series."""
@@ -334,7 +268,12 @@ class Store:
     ) -> tuple[np.ndarray, list[str], np.ndarray]:
         """The series ids, values and times of the STRING samples this store takes (series
         refused by ``max_series`` left out): what :meth:`apply_strings` stores."""
-        ids = self.index.lookup(keys)
+        return self._admitted_strings(self.index.lookup(keys), strings, timestamps)
+
+    @staticmethod
+    def _admitted_strings(
+        ids: np.ndarray, strings: list[str], timestamps: np.ndarray
+    ) -> tuple[np.ndarray, list[str], np.ndarray]:
         times = np.asarray(timestamps, dtype=np.int64)
         keep = ids >= 0
         if keep.all():
@@ -367,7 +306,11 @@ class Store:
         counted and left out. Split from :meth:`apply` so that what the service's
         write-ahead log records is exactly what the store applies, and a replay (days
         later, when no sample is from the future any more) takes the same samples."""
-        ids = self.index.lookup(keys)
+        return self._admitted(self.index.lookup(keys), values, timestamps)
+
+    def _admitted(
+        self, ids: np.ndarray, values: np.ndarray, timestamps: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         values = np.asarray(values, dtype=np.float64)
         timestamps = np.asarray(timestamps, dtype=np.int64)
         keep = ids >= 0
@@ -565,9 +508,9 @@ class Store:
             values = self._gather(ring, ids, buckets)
             times = self._sample_times(ring, ids, buckets) if sample_times and ring is self.rings[0] else None
         columns = self.index.columns(ids)
-        labels = {label: compact_column(*column) for label, column in columns.items()}
+        labels = {label: column.compact() for label, column in columns.items()}
         if NAME not in labels:
-            labels[NAME] = ([], np.zeros(0, dtype=np.int32))
+            labels[NAME] = LabelColumn.absent(0)
         return FetchResult(labels, buckets * step, values, step, times)
 
     @staticmethod
@@ -627,12 +570,13 @@ class Store:
         """The last value and its time of each selected STRING series."""
         ids = self.select(selector)
         with self._lock:
-            return {self.index.keys[i]: self.strings[i] for i in ids.tolist() if i in self.strings}
+            held = [i for i in ids.tolist() if i in self.strings]
+            return dict(zip(self.index.keys_of(held), [self.strings[i] for i in held], strict=True))
 
     def series_keys(self, selector: str | Selector) -> list[str]:
         """The canonical keys of the selected series."""
         ids = self.select(selector)
-        return [self.index.keys[i] for i in ids.tolist()]
+        return self.index.keys_of(ids)
 
     def label_names(self) -> list[str]:
         return self.index.label_names()

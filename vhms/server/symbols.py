@@ -1,0 +1,173 @@
+"""A batch's symbol table resolved into the index's codes: what replaced cutting key strings
+into tokens (issue 26).
+
+An ingest batch names its series by columns: names and label sets (canonical label texts)
+once, a ``(name id, label-set id)`` reference per sample (``bookkeeper.wire.IngestColumns``).
+The index resolves each *distinct* name and label set of the batch once: a name is
+validated and coded; a label set is parsed (``bookkeeper.labels.parse_labels``, whose cache
+keeps the parse across rounds), its labels sorted into a *shape* (``("__name__", labels...)``)
+and its values coded. A series is then its shape and its row of codes (name first), made for
+every sample by numpy from the per-set rows: no text per sample, ever.
+
+A row's hash (:func:`row_hashes`) is what the index's hash table finds; the row itself is
+what confirms a hit (the index keeps every series' row, by shape).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from bookkeeper import InvalidLabelError
+from bookkeeper.ground import combine_hashes
+from bookkeeper.wire import parse_labels, validate_name
+
+__all__ = ["Resolved", "Vocabulary", "resolve", "row_hashes"]
+
+NAME = "__name__"
+
+
+@dataclass(frozen=True)
+class Resolved:
+    """The samples of a batch by shape: ``groups`` maps a shape number to the sample
+    positions of that shape (ascending) and their rows of codes (``[samples, width]``
+    int32, the name's code first)."""
+
+    groups: dict[int, tuple[np.ndarray, np.ndarray]]
+
+
+class Vocabulary(Protocol):
+    """What the index gives a batch's resolution: codes, shapes and parsed pairs, each kept."""
+
+    def code(self, label: str, value: str) -> int: ...
+
+    def shape_number(self, shape: tuple[str, ...]) -> int: ...
+
+    def pair_ref(self, token: str) -> int:
+        """``label number << 32 | code`` of a ``k=v`` token (parsed once, remembered);
+        ``InvalidLabelError`` if it does not parse."""
+        ...
+
+    def labels_by_number(self) -> list[str]:
+        """Every label by its number (``__name__`` among them)."""
+        ...
+
+
+def resolve(
+    vocabulary: Vocabulary,
+    names: Sequence[str],
+    label_sets: Sequence[str],
+    name_ids: np.ndarray,
+    set_ids: np.ndarray,
+) -> Resolved:
+    """Each referenced name and label set resolved once, then every sample's row by numpy.
+    Raises ``InvalidNameError`` / ``InvalidLabelError`` for a name or a label set that does
+    not parse."""
+    name_codes = np.zeros(len(names), dtype=np.int32)
+    for position in _present(name_ids, len(names)):
+        name_codes[position] = vocabulary.code(NAME, validate_name(names[position]))
+    used = np.array(_present(set_ids, len(label_sets)), dtype=np.int64)
+    shapes, ranks, tables = _sets(vocabulary, [label_sets[i] for i in used.tolist()])
+    set_shapes = np.zeros(len(label_sets), dtype=np.int64)
+    set_ranks = np.zeros(len(label_sets), dtype=np.int64)
+    set_shapes[used] = shapes
+    set_ranks[used] = ranks
+    sample_shapes = set_shapes[set_ids]
+    groups: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+    for number, table in tables.items():
+        positions = np.flatnonzero(sample_shapes == number) if len(tables) > 1 else np.arange(len(set_ids))
+        rows = np.empty((len(positions), table.shape[1] + 1), dtype=np.int32)
+        rows[:, 0] = name_codes[name_ids[positions]]
+        rows[:, 1:] = table[set_ranks[set_ids[positions]]]
+        groups[number] = (positions, rows)
+    return Resolved(groups)
+
+
+def _sets(vocabulary: Vocabulary, texts: list[str]) -> tuple[np.ndarray, np.ndarray, dict[int, np.ndarray]]:
+    """Per label-set text: its shape and its row among its shape's; per shape, the codes of
+    its sets (``[sets, labels]``). The texts are cut at their commas by pyarrow and only the
+    distinct ``k=v`` tokens parsed (``vocabulary.pair_ref``, remembered across batches); a
+    set whose labels are not strictly in order (not canonical) is parsed on its own."""
+    shapes = np.zeros(len(texts), dtype=np.int64)
+    ranks = np.zeros(len(texts), dtype=np.int64)
+    blocks: dict[int, list[np.ndarray]] = {}
+    if not texts:
+        return shapes, ranks, {}
+
+    def add(number: int, positions: np.ndarray, codes: np.ndarray) -> None:
+        held = sum(len(block) for block in blocks.get(number, []))
+        shapes[positions] = number
+        ranks[positions] = np.arange(held, held + len(positions))
+        blocks.setdefault(number, []).append(codes.astype(np.int32, copy=False))
+
+    parts = pc.split_pattern(pa.array(texts, pa.large_string()), pattern=",")
+    offsets = _int_buffer(parts.offsets, np.int32, len(texts) + 1).astype(np.int64)
+    encoded = pc.dictionary_encode(parts.flatten())
+    token_ids = _int_buffer(encoded.indices, np.int32, len(encoded))
+    distinct = encoded.dictionary.to_pylist()
+    empty = distinct.index("") if "" in distinct else -1
+    token_refs = np.array([-1 if i == empty else vocabulary.pair_ref(t) for i, t in enumerate(distinct)])
+    refs = token_refs.astype(np.int64)[token_ids]
+    counts = np.diff(offsets)
+    counts[(counts == 1) & (refs[np.minimum(offsets[:-1], len(refs) - 1)] == -1)] = 0  # "": no labels
+    if (refs < 0).any() and ((refs < 0) & np.repeat(counts != 0, np.diff(offsets))).any():
+        text = texts[int(np.searchsorted(offsets, np.flatnonzero(refs < 0)[0], side="right")) - 1]
+        raise InvalidLabelError(f"label set {text!r} has an empty label")
+    numbers = refs >> 32
+    names = vocabulary.labels_by_number()
+    rank = np.empty(len(names), dtype=np.int64)
+    rank[np.argsort(np.array(names, dtype=object))] = np.arange(len(names))
+    label_rank = rank[np.where(refs < 0, 0, numbers)]
+    out_of_order = (np.diff(label_rank) <= 0) & (
+        np.diff(np.repeat(np.arange(len(texts)), np.diff(offsets))) == 0
+    )
+    odd = np.zeros(len(texts), dtype=bool)
+    odd[np.repeat(np.arange(len(texts)), np.diff(offsets))[1:][out_of_order]] = True
+    for position in np.flatnonzero(odd).tolist():
+        labels = parse_labels(texts[position])
+        ordered = sorted(labels)
+        codes = np.array([[vocabulary.code(label, labels[label]) for label in ordered]], dtype=np.int32)
+        add(vocabulary.shape_number((NAME, *ordered)), np.array([position]), codes.reshape(1, len(ordered)))
+    for width in _present(counts[~odd], int(counts.max(initial=0)) + 1):
+        members = np.flatnonzero((counts == width) & ~odd)
+        at = offsets[members, None] + np.arange(width)
+        label_numbers = numbers[at]
+        codes = (refs[at] & 0xFFFFFFFF).astype(np.int32)
+        while len(members):  # a pass per distinct shape of this width: a handful
+            alike = (label_numbers == label_numbers[0]).all(axis=1)
+            shape = (NAME, *(names[number] for number in label_numbers[0].tolist()))
+            add(vocabulary.shape_number(shape), members[alike], codes[alike])
+            members, label_numbers, codes = members[~alike], label_numbers[~alike], codes[~alike]
+    return shapes, ranks, {number: np.concatenate(block) for number, block in blocks.items()}
+
+
+def _int_buffer(array: pa.Array, dtype: type, count: int) -> np.ndarray:
+    """The values of a pyarrow integer array without nulls (its buffer, read by numpy)."""
+    return np.frombuffer(array.buffers()[1], dtype=dtype)[array.offset : array.offset + count]
+
+
+def row_hashes(shape: int, rows: np.ndarray) -> np.ndarray:
+    """An int64 hash per row of codes of one shape (never 0: the hash table's empty mark)."""
+    hashes = np.full(len(rows), shape + 1, dtype=np.uint64)
+    for column in rows.T:
+        hashes = combine_hashes(hashes, column.astype(np.int64).astype(np.uint64) + np.uint64(1))
+    out = hashes.view(np.int64)
+    out[out == 0] = 1
+    return out
+
+
+def _present(ids: np.ndarray, size: int) -> list[int]:
+    """The distinct values of ``ids`` (all in ``[0, size)``) in order of first appearance: the
+    order in which their values get codes, whatever the order of the batch's tables."""
+    if not len(ids):
+        return []
+    first = np.full(size, len(ids), dtype=np.int64)
+    np.minimum.at(first, ids, np.arange(len(ids)))
+    present = np.flatnonzero(first < len(ids))
+    ordered: list[int] = present[np.argsort(first[present], kind="stable")].tolist()
+    return ordered
