@@ -13,7 +13,8 @@ import pytest
 from artimon.servers import PrometheusServer, create_blocks
 from bookkeeper.ground import BackgroundServer
 from query_dsl import Limits, create_app
-from query_dsl.promql.dataset import Series, generate, load_store, write_openmetrics
+from query_dsl.promql.dataset import Series, generate, write_openmetrics
+from query_dsl.testing import load_store
 from vhms import LocalClient
 from vhms.server import Store
 
