@@ -4,7 +4,9 @@
 ``ZooKeeperServer(data_dir).start()`` writes a ``zoo.cfg`` (bound to ``host``, 127.0.0.1
 unless told otherwise, its own data dir, admin server off, ``4lw.commands.whitelist=ruok,srvr,mntr``), runs
 ``java -cp <pyspark>/jars/* org.apache.zookeeper.server.ZooKeeperServerMain zoo.cfg`` and
-waits until the server answers ``imok`` to ``ruok``. ``stop()`` ends it by its PID
+waits until the server serves: ``srvr`` answers with its version (``ruok`` answers
+``imok`` a moment before, while ``mntr`` still says "not currently serving requests").
+``stop()`` ends it by its PID
 (SIGTERM, then SIGKILL after a grace period). A stopped server can be started again on the
 same port and data (to test a ZooKeeper restart).
 
@@ -131,9 +133,9 @@ class ZooKeeperServer(ServerProcess):
             "org.apache.zookeeper.server.ZooKeeperServerMain",
             str(config),
         ]
-        self._launch(
-            command,
-            lambda: four_letter_word(advertised_address(self.host), self.port, "ruok", timeout=1.0) == "imok",
-            timeout,
-        )
+        self._launch(command, self._serving, timeout)
         log.info("ZooKeeper ready on %s (pid %s)", self.hosts, self.pid)
+
+    def _serving(self) -> bool:
+        answer = four_letter_word(advertised_address(self.host), self.port, "srvr", timeout=1.0)
+        return answer.startswith("Zookeeper version:")
