@@ -161,13 +161,14 @@ def test_the_artimon_source_skips_a_hung_endpoint_after_its_read_timeout_and_cou
     try:
         assert endpoint.registered.wait(30)
         source = agent.sources["poll"]
+        # the good endpoint polled in two rounds too (on a loaded machine the first round may
+        # run before the app has registered)
         wait(
-            lambda: source.metrics()["PollFailCount"] >= 2,
+            lambda: source.metrics()["PollFailCount"] >= 2 and source.metrics()["PollSuccessCount"] >= 2,
             30,
-            "two rounds' failed polls of the hung endpoint",
+            "two rounds' failed polls of the hung endpoint and two good ones",
         )
         metrics = source.metrics()
-        assert metrics["PollSuccessCount"] >= 2  # the good endpoint, every round
         assert metrics["PollTimeoutCount"] == 0  # cut by readTimeout, never left to the round's deadline
         assert metrics["RegistrationRefusedCount"] == 0
         assert set(source.endpoint_failures) == {f"hung/127.0.0.1:{hung.port}:h1"}  # type: ignore[attr-defined]
