@@ -25,7 +25,7 @@ import pyarrow.compute as pc
 
 from bookkeeper import InvalidLabelError
 from bookkeeper.ground import combine_hashes
-from bookkeeper.wire import parse_labels, validate_name
+from bookkeeper.wire import validate_name
 
 __all__ = ["Resolved", "Vocabulary", "resolve", "row_hashes"]
 
@@ -91,16 +91,18 @@ def resolve(
 def _sets(vocabulary: Vocabulary, texts: list[str]) -> tuple[np.ndarray, np.ndarray, dict[int, np.ndarray]]:
     """Per label-set text: its shape and its row among its shape's; per shape, the codes of
     its sets (``[sets, labels]``). The texts are cut at their commas by pyarrow and only the
-    distinct ``k=v`` tokens parsed (``vocabulary.pair_ref``, remembered across batches); a
-    set whose labels are not strictly in order (not canonical) is parsed on its own."""
+    distinct ``k=v`` tokens parsed (``vocabulary.pair_ref``, remembered across batches); the
+    tokens of a set whose labels are not in order (not canonical) are put in order by numpy."""
     shapes = np.zeros(len(texts), dtype=np.int64)
     ranks = np.zeros(len(texts), dtype=np.int64)
     blocks: dict[int, list[np.ndarray]] = {}
+    sizes: dict[int, int] = {}
     if not texts:
         return shapes, ranks, {}
 
     def add(number: int, positions: np.ndarray, codes: np.ndarray) -> None:
-        held = sum(len(block) for block in blocks.get(number, []))
+        held = sizes.get(number, 0)
+        sizes[number] = held + len(positions)
         shapes[positions] = number
         ranks[positions] = np.arange(held, held + len(positions))
         blocks.setdefault(number, []).append(codes.astype(np.int32, copy=False))
@@ -118,23 +120,13 @@ def _sets(vocabulary: Vocabulary, texts: list[str]) -> tuple[np.ndarray, np.ndar
     if (refs < 0).any() and ((refs < 0) & np.repeat(counts != 0, np.diff(offsets))).any():
         text = texts[int(np.searchsorted(offsets, np.flatnonzero(refs < 0)[0], side="right")) - 1]
         raise InvalidLabelError(f"label set {text!r} has an empty label")
-    numbers = refs >> 32
     names = vocabulary.labels_by_number()
-    rank = np.empty(len(names), dtype=np.int64)
-    rank[np.argsort(np.array(names, dtype=object))] = np.arange(len(names))
-    label_rank = rank[np.where(refs < 0, 0, numbers)]
-    out_of_order = (np.diff(label_rank) <= 0) & (
-        np.diff(np.repeat(np.arange(len(texts)), np.diff(offsets))) == 0
-    )
-    odd = np.zeros(len(texts), dtype=bool)
-    odd[np.repeat(np.arange(len(texts)), np.diff(offsets))[1:][out_of_order]] = True
-    for position in np.flatnonzero(odd).tolist():
-        labels = parse_labels(texts[position])
-        ordered = sorted(labels)
-        codes = np.array([[vocabulary.code(label, labels[label]) for label in ordered]], dtype=np.int32)
-        add(vocabulary.shape_number((NAME, *ordered)), np.array([position]), codes.reshape(1, len(ordered)))
-    for width in _present(counts[~odd], int(counts.max(initial=0)) + 1):
-        members = np.flatnonzero((counts == width) & ~odd)
+    refs, offsets = _in_label_order(refs, offsets, names)
+    counts = np.diff(offsets)
+    counts[(counts == 1) & (refs[np.minimum(offsets[:-1], len(refs) - 1)] == -1)] = 0  # "": no labels
+    numbers = refs >> 32
+    for width in _present(counts, int(counts.max(initial=0)) + 1):
+        members = np.flatnonzero(counts == width)
         at = offsets[members, None] + np.arange(width)
         label_numbers = numbers[at]
         codes = (refs[at] & 0xFFFFFFFF).astype(np.int32)
@@ -144,6 +136,26 @@ def _sets(vocabulary: Vocabulary, texts: list[str]) -> tuple[np.ndarray, np.ndar
             add(vocabulary.shape_number(shape), members[alike], codes[alike])
             members, label_numbers, codes = members[~alike], label_numbers[~alike], codes[~alike]
     return shapes, ranks, {number: np.concatenate(block) for number, block in blocks.items()}
+
+
+def _in_label_order(refs: np.ndarray, offsets: np.ndarray, names: list[str]) -> tuple[np.ndarray, np.ndarray]:
+    """The tokens of each set sorted by label name, a label given twice keeping its last
+    value (as ``parse_labels`` reads a set); the same arrays when every set is in order
+    already (a canonical text is)."""
+    rank = np.empty(len(names), dtype=np.int64)
+    rank[np.argsort(np.array(names, dtype=object))] = np.arange(len(names))
+    label_rank = rank[np.where(refs < 0, 0, refs >> 32)]
+    set_of_token = np.repeat(np.arange(len(offsets) - 1), np.diff(offsets))
+    if not ((np.diff(label_rank) <= 0) & (np.diff(set_of_token) == 0)).any():
+        return refs, offsets
+    order = np.lexsort((np.arange(len(refs)), label_rank, set_of_token))
+    refs, label_rank, set_of_token = refs[order], label_rank[order], set_of_token[order]
+    last = np.ones(len(refs), dtype=bool)
+    last[:-1] = (set_of_token[:-1] != set_of_token[1:]) | (label_rank[:-1] != label_rank[1:])
+    refs, set_of_token = refs[last], set_of_token[last]
+    offsets = np.zeros(len(offsets), dtype=np.int64)
+    np.cumsum(np.bincount(set_of_token, minlength=len(offsets) - 1), out=offsets[1:])
+    return refs, offsets
 
 
 def _int_buffer(array: pa.Array, dtype: type, count: int) -> np.ndarray:
