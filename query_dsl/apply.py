@@ -28,9 +28,10 @@ from collections.abc import Callable
 
 import numpy as np
 
+from bookkeeper.ground import dense_classes
 from query_dsl.exceptions import MatchingError, QueryTypeError
 from query_dsl.matrix import Matrix
-from query_dsl.series_table import SeriesTable, class_order, dense_classes, joint_classes
+from query_dsl.series_table import SeriesTable, class_order, joint_classes
 
 __all__ = ["ARITHMETIC", "COMPARISONS", "SET_OPERATORS", "apply_op"]
 

@@ -12,18 +12,18 @@ from collections.abc import Callable
 
 import numpy as np
 
+from bookkeeper.ground import LabelColumn
 from query_dsl.aggregates import aggregate
 from query_dsl.apply import COMPARISONS
 from query_dsl.exceptions import QueryTypeError
 from query_dsl.matrix import Matrix
-from query_dsl.series_table import Column
 from vhms import Matcher, parse_selector
 
 __all__ = ["filter_selector", "top", "where_last"]
 
 
 def _matching(
-    matcher: Matcher, column: Column | None, size: int, check: Callable[[], None] | None
+    matcher: Matcher, column: LabelColumn | None, size: int, check: Callable[[], None] | None
 ) -> np.ndarray:
     """Which series a matcher keeps, deciding once per distinct value (absent: None)."""
     if column is None:

@@ -1,7 +1,7 @@
 """Series identity by columns: the names and label sets of S series as integer codes.
 
-A :class:`SeriesTable` holds a :class:`Column` (``bookkeeper.ground.LabelColumn``, the one
-label-column type of the platform) for the names and one per label name. A
+A :class:`SeriesTable` holds a ``bookkeeper.ground.LabelColumn`` (the one label-column type
+of the platform) for the names and one per label name. A
 column is a list of distinct values and an int32 code per series into it, ``-1`` where the
 series lacks the label (names are never absent). Equal codes in one column mean equal
 values; codes of two tables are compared through their values (:func:`joint_classes`).
@@ -24,20 +24,17 @@ import numpy as np
 from bookkeeper.ground import LabelColumn, dense_classes, row_keys, translate
 from vhms import NAME, FetchResult
 
-__all__ = ["Column", "SeriesTable", "class_order", "dense_classes", "joint_classes"]
-
-# the one label-column type (bookkeeper.ground.columns): a name of this module's own, for its users
-Column = LabelColumn
+__all__ = ["SeriesTable", "class_order", "joint_classes"]
 
 
-def _constant(value: str, size: int) -> Column:
-    return Column([value], np.zeros(size, dtype=np.int32))
+def _constant(value: str, size: int) -> LabelColumn:
+    return LabelColumn([value], np.zeros(size, dtype=np.int32))
 
 
-def _encode(values: Iterable[str]) -> Column:
+def _encode(values: Iterable[str]) -> LabelColumn:
     index: dict[str, int] = {}
     codes = [index.setdefault(value, len(index)) for value in values]
-    return Column(list(index), np.array(codes, dtype=np.int32))
+    return LabelColumn(list(index), np.array(codes, dtype=np.int32))
 
 
 class SeriesTable:
@@ -46,7 +43,7 @@ class SeriesTable:
 
     __slots__ = ("_dicts", "columns", "names")
 
-    def __init__(self, names: Column, columns: Mapping[str, Column]) -> None:
+    def __init__(self, names: LabelColumn, columns: Mapping[str, LabelColumn]) -> None:
         self.names = names
         self.columns = {label: columns[label] for label in sorted(columns)}
         self._dicts: list[dict[str, str]] | None = None
@@ -73,7 +70,7 @@ class SeriesTable:
         for label, known in index.items():
             column = LabelColumn.absent(len(labels)).codes
             column[rows[label]] = codes[label]
-            columns[label] = Column(list(known), column)
+            columns[label] = LabelColumn(list(known), column)
         return cls(_encode(names), columns)
 
     @classmethod
@@ -82,8 +79,8 @@ class SeriesTable:
         labels = dict(result.labels)
         names = labels.pop(NAME, None)
         if names is None:  # no series
-            return cls(Column([], np.zeros(0, dtype=np.int32)), {})
-        return cls(Column(*names), {label: Column(*column) for label, column in labels.items()})
+            return cls(LabelColumn([], np.zeros(0, dtype=np.int32)), {})
+        return cls(LabelColumn(*names), {label: LabelColumn(*column) for label, column in labels.items()})
 
     # -- reading -----------------------------------------------------------------------------
 
@@ -141,11 +138,11 @@ class SeriesTable:
         names_a, names_b = translate(self.names, other.names)
         columns = {}
         for label in set(self.columns) | set(other.columns):
-            left = self.columns.get(label, Column.absent(len(self)))
-            right = other.columns.get(label, Column.absent(len(other)))
+            left = self.columns.get(label, LabelColumn.absent(len(self)))
+            right = other.columns.get(label, LabelColumn.absent(len(other)))
             values, right_codes = translate(left, right)
-            columns[label] = Column(values, np.concatenate([left.codes, right_codes]))
-        return SeriesTable(Column(names_a, np.concatenate([self.names.codes, names_b])), columns)
+            columns[label] = LabelColumn(values, np.concatenate([left.codes, right_codes]))
+        return SeriesTable(LabelColumn(names_a, np.concatenate([self.names.codes, names_b])), columns)
 
     def groups(self, labels: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
         """Classes of series equal on ``labels`` (a missing label is a value of its own):
@@ -169,10 +166,10 @@ class SeriesTable:
             name_values = name_values if blank < len(name_values) else [*name_values, ""]
             names = np.where(names < 0, blank, names).astype(np.int32)
         columns = {
-            k: Column(c.values, _agree(c.codes, order, starts, count)).compact()
+            k: LabelColumn(c.values, _agree(c.codes, order, starts, count)).compact()
             for k, c in self.columns.items()
         }
-        return SeriesTable(Column(name_values, names).compact(), columns)
+        return SeriesTable(LabelColumn(name_values, names).compact(), columns)
 
 
 def _agree(codes: np.ndarray, order: np.ndarray, starts: np.ndarray, count: int) -> np.ndarray:

@@ -22,9 +22,9 @@ import orjson
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from bookkeeper.ground import LabelColumn
 from bookkeeper.wire import parse_series
 from query_dsl.matrix import Matrix
-from query_dsl.series_table import Column
 
 __all__ = ["encode_answer", "strings_answer"]
 
@@ -35,7 +35,7 @@ def _scalar(text: bytes) -> pa.Scalar:
     return pa.scalar(text, _TEXT)
 
 
-def _per_series(column: Column, encode: list[bytes]) -> pa.Array:
+def _per_series(column: LabelColumn, encode: list[bytes]) -> pa.Array:
     """The encoded value of each series (null where absent)."""
     codes = column.codes
     return pa.array(encode, _TEXT).take(pa.array(codes, mask=codes < 0))

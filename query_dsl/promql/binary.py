@@ -15,13 +15,14 @@ from collections.abc import Callable
 
 import numpy as np
 
+from bookkeeper.ground import LabelColumn
 from query_dsl.apply import ARITHMETIC, COMPARISONS
 from query_dsl.exceptions import MatchingError
 from query_dsl.matrix import Matrix
 from query_dsl.promql.ast import VectorMatching
 from query_dsl.promql.labels import ensure_unique
 from query_dsl.promql.values import Scalar
-from query_dsl.series_table import Column, SeriesTable, joint_classes
+from query_dsl.series_table import SeriesTable, joint_classes
 
 __all__ = ["scalar_op", "vector_op", "vector_scalar_op"]
 
@@ -167,7 +168,7 @@ def _include(
         column = one_m.table.columns.get(label)
         codes = np.full(len(table), -1, dtype=np.int32) if column is None else column.codes[source_rows]
         values = [] if column is None else column.values
-        columns[label] = Column(values, codes).compact()
+        columns[label] = LabelColumn(values, codes).compact()
     return SeriesTable(table.names, columns)
 
 
