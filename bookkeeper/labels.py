@@ -176,12 +176,7 @@ def series_keys(
         raise ValueError(f"a name id out of the {len(names)} names")
     if len(set_ids) and (set_ids.min() < 0 or set_ids.max() >= len(label_sets)):
         raise ValueError(f"a label set id out of the {len(label_sets)} label sets")
-    common_items = dict(_label_items(format_labels(common)))
-    bodies = []
-    for text in label_sets:
-        merged = common_items.copy()
-        merged.update(_label_items(text))
-        bodies.append(",".join(merged[key] for key in sorted(merged)))
+    bodies = merged_label_texts(common, label_sets)
     return [f"{names[n]}{{{bodies[s]}}}" for n, s in zip(name_ids.tolist(), set_ids.tolist(), strict=True)]
 
 
@@ -189,9 +184,10 @@ def merged_label_texts(common: Mapping[str, str], label_sets: Sequence[str]) -> 
     """The canonical text of each label set with the ``common`` (framework) labels merged,
     the set's own labels winning: the label part of each of its series' identity, made once
     per label set however many samples use it."""
+    common_items = dict(_label_items(format_labels(common)))
     out = []
     for text in label_sets:
-        merged = dict(common)
-        merged.update(parse_labels(text))
-        out.append(format_labels(merged))
+        merged = common_items.copy()
+        merged.update(_label_items(text))
+        out.append(",".join(merged[key] for key in sorted(merged)))
     return out
