@@ -114,11 +114,12 @@ class PromQLResult:
                 ],
             }
         missing = absent(values)
-        gappy = missing.any(axis=1).tolist()
+        gappy: list[bool] = np.asarray(missing.any(axis=1)).tolist()
+        gaps_by_row: list[list[bool]] = missing.tolist()
         texts = _formatted(values).tolist()
         out = []
         for metric, times, gaps, text, has_gap in zip(
-            metrics, self._stamps(m, rows), missing.tolist(), texts, gappy, strict=True
+            metrics, self._stamps(m, rows), gaps_by_row, texts, gappy, strict=True
         ):
             if has_gap:
                 points = [[t, s] for t, gap, s in zip(times, gaps, text, strict=True) if not gap]

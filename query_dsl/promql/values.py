@@ -38,12 +38,15 @@ from NaN itself, which marks "no sample" in the engine's matrices."""
 
 def is_nan_value(values: np.ndarray) -> np.ndarray:
     """Where ``values`` hold :data:`NAN_VALUE` (either sign)."""
-    return (np.asarray(values, dtype=np.float64).view(np.uint64) & _MAGNITUDE) == np.uint64(_NAN_BITS)
+    flags: np.ndarray = (np.asarray(values, dtype=np.float64).view(np.uint64) & _MAGNITUDE) == np.uint64(
+        _NAN_BITS
+    )
+    return flags
 
 
 def absent(values: np.ndarray) -> np.ndarray:
     """Where ``values`` hold no sample: a NaN that is not :data:`NAN_VALUE`."""
-    missing = np.isnan(values)
+    missing: np.ndarray = np.isnan(values)
     if missing.any():
         missing &= ~is_nan_value(values)
     return missing
