@@ -160,8 +160,5 @@ def fetch_samples(source: DataSource, selector: VectorSelector, low_ms: int, hig
 
 def _stale_markers(values: np.ndarray) -> np.ndarray | None:
     """Where ``values`` hold Prometheus's stale marker (its bits), or None if nowhere."""
-    nan = np.isnan(values)
-    if not nan.any():
-        return None
-    stale = nan & (values.view(np.uint64) == np.uint64(STALE_BITS))
+    stale: np.ndarray = values.view(np.uint64) == np.uint64(STALE_BITS)
     return stale if stale.any() else None
