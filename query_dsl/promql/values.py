@@ -29,8 +29,8 @@ __all__ = [
     "settle",
 ]
 
-_NAN_BITS = 0x7FF8_0000_4E41_4E00  # a quiet NaN with a payload no computation makes
-_MAGNITUDE = np.uint64(0x7FFF_FFFF_FFFF_FFFF)  # the bits but the sign (negation flips it)
+_NAN_BITS = np.uint64(0x7FF8_0000_4E41_4E00)  # a quiet NaN with a payload no computation makes
+_NEGATIVE_NAN_BITS = np.uint64(_NAN_BITS | 1 << 63)  # negation flips the sign bit
 NAN_VALUE = float(np.array([_NAN_BITS], dtype=np.uint64).view(np.float64)[0])
 """The value of a sample that is NaN (``0/0``, ``sqrt(-1)``, the ``NaN`` literal), apart
 from NaN itself, which marks "no sample" in the engine's matrices."""
@@ -38,9 +38,8 @@ from NaN itself, which marks "no sample" in the engine's matrices."""
 
 def is_nan_value(values: np.ndarray) -> np.ndarray:
     """Where ``values`` hold :data:`NAN_VALUE` (either sign)."""
-    flags: np.ndarray = (np.asarray(values, dtype=np.float64).view(np.uint64) & _MAGNITUDE) == np.uint64(
-        _NAN_BITS
-    )
+    bits = np.asarray(values, dtype=np.float64).view(np.uint64)
+    flags: np.ndarray = (bits == _NAN_BITS) | (bits == _NEGATIVE_NAN_BITS)
     return flags
 
 
