@@ -16,7 +16,7 @@ from query_dsl.promql.engine import LOOKBACK_MS, Engine
 from query_dsl.promql.parser import parse, value_type
 from query_dsl.promql.result import PromQLResult, format_value
 from query_dsl.promql.signatures import MATRIX, SCALAR, STRING, VECTOR
-from query_dsl.promql.values import RangeValue, Scalar, String
+from query_dsl.promql.values import RangeValue, Scalar, String, present, settle
 from query_dsl.sources import DataSource
 from vhms import LimitExceededError, VhmsError
 
@@ -43,7 +43,7 @@ def _window(value: RangeValue) -> tuple[Matrix, np.ndarray]:
     own = samples.sample_times()
     inside = (own >= end - value.range_ms) & (own <= end)
     values = np.where(inside, samples.values, np.nan)
-    columns = np.flatnonzero((~np.isnan(values)).any(axis=0))
+    columns = np.flatnonzero(present(values).any(axis=0))
     window = Matrix.from_table(samples.table, samples.times[columns], values[:, columns], samples.step_ms)
     return window, own[:, columns]
 
@@ -84,7 +84,8 @@ def _run(
         )
     if kind == "range":
         if isinstance(value, Scalar):
-            value = Matrix([""], [{}], times, value.values[None, :], step_ms)
+            values = settle(value.values[None, :], np.zeros((1, len(times)), dtype=bool))  # a value each time
+            value = Matrix([""], [{}], times, values, step_ms)
         result_type = "matrix"
     else:
         result_type = {SCALAR: "scalar", STRING: "string", MATRIX: "matrix"}.get(found, "vector")

@@ -22,6 +22,7 @@ from query_dsl.matrix import Matrix
 from query_dsl.promql.ast import Aggregation
 from query_dsl.promql.result import format_value
 from query_dsl.promql.stats import quantile_of
+from query_dsl.promql.values import NAN_VALUE, absent, is_nan_value, present
 from query_dsl.reduce import reduce_blocks, reduce_matrix
 from query_dsl.series_table import SeriesTable, class_order
 
@@ -58,7 +59,7 @@ def aggregate(node: Aggregation, m: Matrix, param: np.ndarray | str | None) -> M
         by, without = _grouping(node)
         name = _REDUCED.get(node.op, "stddev" if node.op == "stdvar" else "count")
         reduced = reduce_matrix(m, name, by=by, without=without)
-        values = _finish(node.op, reduced.values)
+        values = _nan_samples(node.op, m, _finish(node.op, reduced.values), by, without)
         return Matrix.from_table(_result_table(reduced.table, node), m.timestamps, values, m.step_ms)
     if node.op == "quantile":
         assert isinstance(param, np.ndarray)  # the parser checked the types
@@ -96,6 +97,27 @@ def _finish(op: str, values: np.ndarray) -> np.ndarray:
     return values
 
 
+def _nan_samples(
+    op: str, m: Matrix, values: np.ndarray, by: list[str] | None, without: list[str] | None
+) -> np.ndarray:
+    """The reduced ``values`` (which saw no NaN sample) with the NaN samples of ``m`` as
+    Prometheus counts them: ``count``/``group`` count them, ``min``/``max`` are NaN only
+    where every sample is, ``sum avg stddev stdvar`` are NaN where one sample is."""
+    flags = is_nan_value(m.values)
+    if not flags.any():
+        return values
+    counts = reduce_matrix(
+        m.with_values(np.where(flags, 1.0, np.nan)), "count", by=by, without=without
+    ).values
+    nan = np.nan_to_num(counts) > 0
+    if op in ("count", "group"):
+        total = np.nan_to_num(values) + np.nan_to_num(counts)
+        return np.where(total > 0, 1.0 if op == "group" else total, np.nan)
+    if op in ("min", "max"):
+        return np.where(np.isnan(values) & nan, NAN_VALUE, values)
+    return np.where(nan, NAN_VALUE, values)
+
+
 def _quantile(node: Aggregation, m: Matrix, q: np.ndarray) -> Matrix:
     classes, firsts = _classes(m, node)
     order, starts = class_order(classes, len(firsts))
@@ -120,9 +142,10 @@ def _top(node: Aggregation, m: Matrix, k: np.ndarray) -> Matrix:
     for index in range(len(firsts)):
         members = np.flatnonzero(classes == index)
         values = m.values[members]
-        key = np.where(np.isnan(values), np.inf, sign * values)
+        missing = absent(values)  # no sample last, NaN samples before them (as Prometheus's heap)
+        key = np.where(missing, np.inf, np.where(np.isnan(values), np.finfo(np.float64).max, sign * values))
         ranks = np.argsort(np.argsort(key, axis=0, kind="stable"), axis=0, kind="stable")
-        keep[members] = (ranks < counts[None, :]) & ~np.isnan(values)
+        keep[members] = (ranks < counts[None, :]) & ~missing
     values = np.where(keep, m.values, np.nan)
     rows = np.flatnonzero(keep.any(axis=1))
     return Matrix.from_table(m.table.take(rows), m.timestamps, values[rows], m.step_ms)
@@ -134,14 +157,14 @@ def _count_values(node: Aggregation, m: Matrix, label: str) -> Matrix:
     base_labels = base.label_dicts()
     out_labels: list[dict[str, str]] = []
     out_rows: list[np.ndarray] = []
-    index: dict[tuple[int, float], int] = {}
-    for row, column in zip(*np.nonzero(~np.isnan(m.values)), strict=True):
-        value = float(m.values[row, column])
-        key = (int(classes[row]), value)
+    index: dict[tuple[int, str], int] = {}
+    for row, column in zip(*np.nonzero(present(m.values)), strict=True):
+        text = format_value(float(m.values[row, column]))
+        key = (int(classes[row]), text)
         slot = index.get(key)
         if slot is None:
             slot = index[key] = len(out_rows)
-            out_labels.append({**base_labels[int(classes[row])], label: format_value(value)})
+            out_labels.append({**base_labels[int(classes[row])], label: text})
             out_rows.append(np.zeros(len(m.timestamps)))
         out_rows[slot][column] += 1
     values = np.vstack(out_rows) if out_rows else np.zeros((0, len(m.timestamps)))

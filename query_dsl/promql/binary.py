@@ -21,7 +21,7 @@ from query_dsl.exceptions import MatchingError
 from query_dsl.matrix import Matrix
 from query_dsl.promql.ast import VectorMatching
 from query_dsl.promql.labels import ensure_unique
-from query_dsl.promql.values import Scalar
+from query_dsl.promql.values import Scalar, absent, present, settle
 from query_dsl.series_table import SeriesTable, joint_classes
 
 __all__ = ["scalar_op", "vector_op", "vector_scalar_op"]
@@ -50,13 +50,13 @@ def vector_scalar_op(op: str, m: Matrix, scalar: Scalar, as_bool: bool, scalar_l
     other = scalar.values[None, :]
     left, right = (other, m.values) if scalar_left else (m.values, other)
     result = _compute(op, left, right)
-    missing = np.isnan(m.values)
+    missing = absent(m.values)
     if op in COMPARISONS:
         if as_bool:
             values = np.where(missing, np.nan, result.astype(np.float64))
             return Matrix.from_table(m.table.with_name(""), m.timestamps, values, m.step_ms)
         return m.with_values(np.where(result & ~missing, m.values, np.nan))
-    return Matrix.from_table(_drop_name(m.table, op), m.timestamps, result, m.step_ms)
+    return Matrix.from_table(_drop_name(m.table, op), m.timestamps, settle(result, missing), m.step_ms)
 
 
 def _drop_name(table: SeriesTable, op: str) -> SeriesTable:
@@ -77,9 +77,9 @@ def _merge_unique(
     representative row; ``MatchingError`` when two series of a class have a value at the
     same time."""
     count = int(classes.max(initial=-1)) + 1
-    present = (~np.isnan(m.values)).astype(np.int64)
+    found = present(m.values)
     per_class = np.zeros((count, m.values.shape[1]), dtype=np.int64)
-    np.add.at(per_class, classes, present)
+    np.add.at(per_class, classes, found.astype(np.int64))
     if (per_class > 1).any():
         row = int(np.flatnonzero((per_class[classes] > 1).any(axis=1))[0])
         raise MatchingError(
@@ -91,7 +91,7 @@ def _merge_unique(
     order = np.argsort(classes, kind="stable")
     for row in order.tolist():
         cell = m.values[row]
-        merged[classes[row]] = np.where(np.isnan(cell), merged[classes[row]], cell)
+        merged[classes[row]] = np.where(found[row], cell, merged[classes[row]])
     first = np.full(count, -1, dtype=np.int64)
     first[classes[::-1]] = np.arange(len(classes))[::-1]
     return merged, first
@@ -125,7 +125,7 @@ def vector_op(op: str, a: Matrix, b: Matrix, matching: VectorMatching, as_bool: 
         (many_cells, one_cells) if matching.card != "one-to-many" else (one_cells, many_cells)
     )
     result = _compute(op, left_cells, right_cells)
-    missing = np.isnan(left_cells) | np.isnan(right_cells)
+    missing = absent(left_cells) | absent(right_cells)
     table = many_m.table.take(many_rows)
     if matching.card == "one-to-one":
         if matching.on:
@@ -148,10 +148,10 @@ def vector_op(op: str, a: Matrix, b: Matrix, matching: VectorMatching, as_bool: 
         else:
             values = np.where(result & ~missing, left_cells, np.nan)
     else:
-        values = np.where(missing, np.nan, result)
+        values = settle(result, missing)
         table = _drop_name(table, op)
     out = Matrix.from_table(table, a.timestamps, values, a.step_ms)
-    keep = np.flatnonzero(~np.isnan(values).all(axis=1))
+    keep = np.flatnonzero(present(values).any(axis=1))
     out = out if len(keep) == len(out) else out.select(keep)
     if matching.card != "one-to-one":
         ensure_unique(out, "multiple matches for labels: grouping labels must ensure unique matches")
@@ -178,24 +178,24 @@ def _set_op(op: str, a: Matrix, b: Matrix, matching: VectorMatching) -> Matrix:
     count = int(max(left.max(initial=-1), right.max(initial=-1))) + 1
     width = len(a.timestamps)
 
-    def present(m: Matrix, classes: np.ndarray) -> np.ndarray:
+    def sampled(m: Matrix, classes: np.ndarray) -> np.ndarray:
         out = np.zeros((count, width), dtype=np.int64)
-        np.add.at(out, classes, (~np.isnan(m.values)).astype(np.int64))
+        np.add.at(out, classes, present(m.values).astype(np.int64))
         return out > 0
 
     if op == "and":
-        on_right = present(b, right)
+        on_right = sampled(b, right)
         values = np.where(on_right[left], a.values, np.nan)
         return _nonempty(a.with_values(values))
     if op == "unless":
-        on_right = present(b, right)
+        on_right = sampled(b, right)
         return _nonempty(a.with_values(np.where(on_right[left], np.nan, a.values)))
-    on_left = present(a, left)
+    on_left = sampled(a, left)
     extra = np.where(on_left[right], np.nan, b.values)
     table = a.table.concat(b.table)
     return _nonempty(Matrix.from_table(table, a.timestamps, np.vstack([a.values, extra]), a.step_ms))
 
 
 def _nonempty(m: Matrix) -> Matrix:
-    keep = np.flatnonzero(~np.isnan(m.values).all(axis=1))
+    keep = np.flatnonzero(present(m.values).any(axis=1))
     return m if len(keep) == len(m) else m.select(keep)

@@ -9,6 +9,8 @@ Every ``interval_s`` (15 s) for ``points`` samples ending at ``end_s``:
 - ``cpu_temp_celsius{host[, rack]}``: 4 gauges, ``rack`` missing on two, one below zero,
   one with a 10-minute gap (longer than the 5-minute lookback);
 - ``request_duration_seconds_bucket{job, le}``: cumulative ``le`` buckets up to ``+Inf``;
+- ``idle_duration_seconds_bucket{le}``: a histogram that observes nothing (its buckets'
+  rates are 0: every quantile is NaN);
 - ``up{job, instance}``: 0 or 1;
 - ``batch_last_success_timestamp_seconds{job}``: a series that stops at half time.
 
@@ -80,6 +82,9 @@ def generate(end_s: int, points: int = 480, interval_s: int = 15, seed: int = 17
     times = scraped()[:half]
     stamps = (times // 1000).astype(np.float64)
     out.append(Series("batch_last_success_timestamp_seconds", {"job": "batch"}, times, stamps))
+    times = scraped()
+    for le, count in (("0.1", 3.0), ("1", 5.0), ("+Inf", 6.0)):
+        out.append(Series("idle_duration_seconds_bucket", {"le": le}, times, np.full(points, count)))
     return out
 
 

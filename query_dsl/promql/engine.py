@@ -4,7 +4,8 @@ a :class:`~query_dsl.matrix.Matrix` on those times, as the DSL's values are.
 
 Selectors read through the same :class:`~query_dsl.sources.DataSource` as the DSL. An
 instant selector answers, at each time ``t``, each series' latest sample in
-``[t - 5m, t]`` (the lookback); ``offset`` moves ``t`` back, ``@`` pins it. A range
+``[t - 5m, t]`` (the lookback), none if that sample is a stale marker (the series
+ended); ``offset`` moves ``t`` back, ``@`` pins it. A range
 selector gives each window ``[t - range, t]`` to a function of :mod:`.ranges`; a subquery
 evaluates its expression at the multiples of its step and gives those points the same way.
 
@@ -40,7 +41,7 @@ from query_dsl.promql.functions import INSTANT_FUNCTIONS
 from query_dsl.promql.labels import ensure_unique
 from query_dsl.promql.ranges import RANGE_NAMES, VECTORIZED, evaluate_range, rate_blocks
 from query_dsl.promql.selection import Samples, fetch_samples, reads_sample_times
-from query_dsl.promql.values import RangeValue, Scalar, String, Value
+from query_dsl.promql.values import RangeValue, Scalar, String, Value, absent, present
 from query_dsl.series_table import SeriesTable
 from query_dsl.sources import DataSource
 
@@ -162,8 +163,9 @@ class Engine:
             empty[:] = np.nan
             return Matrix.from_table(samples.table, times, empty, step), empty.copy()
         own = samples.sample_times()
-        present = ~np.isnan(values)
-        latest = np.maximum.accumulate(np.where(present, np.arange(len(axis))[None, :], -1), axis=1)
+        stale = samples.stale
+        sampled = ~np.isnan(values) if stale is None else ~np.isnan(values) | stale
+        latest = np.maximum.accumulate(np.where(sampled, np.arange(len(axis))[None, :], -1), axis=1)
         column = np.searchsorted(axis, at, side="right") - 1
         picked = latest[:, np.maximum(column, 0)]
         picked[:, column < 0] = -1
@@ -174,6 +176,8 @@ class Engine:
         picked = np.where(after, earlier, picked)
         when = own[rows, np.maximum(picked, 0)]
         ok = (picked >= 0) & (when >= at[None, :] - LOOKBACK_MS)
+        if stale is not None:  # the latest sample is a stale marker: the series has ended
+            ok &= ~stale[rows, np.maximum(picked, 0)]
         out = np.where(ok, values[rows, np.maximum(picked, 0)], np.nan)
         return Matrix.from_table(samples.table, times, out, step), np.where(ok, when, np.nan)
 
@@ -229,7 +233,7 @@ class Engine:
             return Matrix.from_table(m.table.with_name(""), times, when / 1000.0, m.step_ms)
         value = self._eval(arg, times)
         assert isinstance(value, Matrix)  # the parser checked the types
-        stamps = np.where(np.isnan(value.values), np.nan, times[None, :] / 1000.0)
+        stamps = np.where(absent(value.values), np.nan, times[None, :] / 1000.0)
         return Matrix.from_table(value.table.with_name(""), times, stamps, value.step_ms)
 
     def _absent(self, expr: Call, times: np.ndarray) -> Value:
@@ -244,10 +248,10 @@ class Engine:
                 np.zeros((0, len(times))),
                 self.check,
             )
-            present = (~np.isnan(counts)).any(axis=0)
+            found = (~np.isnan(counts)).any(axis=0)
         else:
             assert isinstance(value, Matrix)  # the parser checked the types
-            present = (~np.isnan(value.values)).any(axis=0)
+            found = present(value.values).any(axis=0)
         arg = expr.args[0]
         while isinstance(arg, Paren):
             arg = arg.expr
@@ -264,7 +268,7 @@ class Engine:
                     del labels[matcher.label]
                 seen.add(matcher.label)
         step = int(times[1] - times[0]) if len(times) > 1 else self.step_ms
-        return Matrix([""], [labels], times, np.where(present, np.nan, 1.0)[None, :], step)
+        return Matrix([""], [labels], times, np.where(found, np.nan, 1.0)[None, :], step)
 
     def _aggregate(self, expr: Aggregation, times: np.ndarray) -> Value:
         fused = self._fused_aggregate(expr, times)

@@ -20,7 +20,7 @@ import re2
 from query_dsl.exceptions import QueryTypeError
 from query_dsl.matrix import Matrix
 from query_dsl.promql.labels import with_label
-from query_dsl.promql.values import Scalar, String, Value
+from query_dsl.promql.values import NAN_VALUE, Scalar, String, Value, absent, present, settle
 from query_dsl.series_table import SeriesTable
 from vhms import VhmsError, parse_selector
 
@@ -78,7 +78,9 @@ def _string(arg: Value) -> str:
 
 
 def _nameless(m: Matrix, values: np.ndarray) -> Matrix:
-    return Matrix.from_table(m.table.with_name(""), m.timestamps, values, m.step_ms)
+    """``values`` computed from ``m``'s, without the name: no sample where ``m`` had none,
+    :data:`NAN_VALUE` for every NaN computed."""
+    return Matrix.from_table(m.table.with_name(""), m.timestamps, settle(values, absent(m.values)), m.step_ms)
 
 
 def _elementwise(function: Callable[[np.ndarray], np.ndarray]) -> InstantFunction:
@@ -93,10 +95,9 @@ def _elementwise(function: Callable[[np.ndarray], np.ndarray]) -> InstantFunctio
 def _clamp(args: list[Value], times: np.ndarray) -> Value:
     m, low, high = _vector(args[0]), _scalar(args[1]), _scalar(args[2])
     with np.errstate(all="ignore"):
-        values = np.fmax(np.fmin(m.values, high[None, :]), low[None, :])
-        values = np.where(np.isnan(m.values), np.nan, values)
-    values = np.where((low > high)[None, :], np.nan, values)
-    return _nameless(m, values)
+        values = np.maximum(np.minimum(m.values, high[None, :]), low[None, :])
+    clamped = _nameless(m, values)
+    return clamped.with_values(np.where((low > high)[None, :], np.nan, clamped.values))  # none: as Prometheus
 
 
 def _clamp_one(maximum: bool) -> InstantFunction:
@@ -104,7 +105,7 @@ def _clamp_one(maximum: bool) -> InstantFunction:
         m, bound = _vector(args[0]), _scalar(args[1])[None, :]
         with np.errstate(all="ignore"):
             values = np.minimum(m.values, bound) if maximum else np.maximum(m.values, bound)
-        return _nameless(m, np.where(np.isnan(m.values), np.nan, values))
+        return _nameless(m, values)
 
     return run
 
@@ -118,14 +119,14 @@ def _round(args: list[Value], times: np.ndarray) -> Value:
 
 def _scalar_of(args: list[Value], times: np.ndarray) -> Value:
     m = _vector(args[0])
-    present = ~np.isnan(m.values)
-    single = present.sum(axis=0) == 1
-    values = np.where(present, m.values, 0.0).sum(axis=0) if len(m) else np.zeros(len(times))
+    found = present(m.values)
+    single = found.sum(axis=0) == 1
+    values = np.where(found, m.values, 0.0).sum(axis=0) if len(m) else np.zeros(len(times))
     return Scalar(np.where(single, values, np.nan))
 
 
 def _vector_of(args: list[Value], times: np.ndarray) -> Value:
-    values = _scalar(args[0])
+    values = np.where(np.isnan(_scalar(args[0])), NAN_VALUE, _scalar(args[0]))
     return Matrix([""], [{}], times, values[None, :], _step(times))
 
 
@@ -164,7 +165,7 @@ def _date(part: Callable[[datetime], float]) -> InstantFunction:
             source, table = m.values, m.table.with_name("")
         else:
             source, table = (times / 1000.0)[None, :], SeriesTable.from_lists([""], [{}])
-        out = np.full(source.shape, np.nan)
+        out = np.where(present(source), NAN_VALUE, np.nan)
         finite = np.isfinite(source) & (np.abs(source) < 2.5e11)
         for index in zip(*np.nonzero(finite), strict=True):
             out[index] = part(datetime.fromtimestamp(float(source[index]), UTC))
@@ -268,9 +269,10 @@ def _histogram_quantile(args: list[Value], times: np.ndarray) -> Value:
         upper = bounds[order]
         counts = m.values[rows[order]]
         for column in range(len(times)):
-            present = ~np.isnan(counts[:, column])
-            if present.any():
-                out[cls, column] = _bucket_quantile(float(q[column]), upper[present], counts[present, column])
+            found = present(counts[:, column])
+            if found.any():
+                value = _bucket_quantile(float(q[column]), upper[found], counts[found, column])
+                out[cls, column] = NAN_VALUE if math.isnan(value) else value
     return Matrix.from_table(table.take(firsts), times, out, m.step_ms)
 
 

@@ -1,7 +1,8 @@
 """A PromQL answer and its form in Prometheus's HTTP API (the ``data`` object).
 
 ``result_type`` is ``matrix`` (a range query), ``vector`` (an instant query of an instant
-vector), ``scalar`` or ``string``. Series without any value are left out; a range answer
+vector), ``scalar`` or ``string``. Series without any sample are left out (a sample whose
+value is NaN is a sample, written ``"NaN"``); a range answer
 is ordered by label set as Prometheus orders it, an instant vector too unless the query's
 outermost function was ``sort``/``sort_desc`` (their order) or ``topk``/``bottomk`` (by
 value). Values are written as Go writes them (``"1.5"``, ``"+Inf"``, ``"NaN"``), times as
@@ -21,7 +22,7 @@ import numpy as np
 
 from query_dsl.matrix import Matrix
 from query_dsl.promql.labels import prometheus_order
-from query_dsl.promql.values import Scalar, String
+from query_dsl.promql.values import Scalar, String, absent, present
 
 __all__ = ["PromQLResult", "format_value"]
 
@@ -54,7 +55,7 @@ class PromQLResult:
         """The matrix and its rows with a value, in the answer's order."""
         assert isinstance(self.value, Matrix)  # callers checked
         m = self.value
-        rows = np.flatnonzero(~np.isnan(m.values).all(axis=1))
+        rows = np.flatnonzero(present(m.values).any(axis=1))
         if self.order == "labels" or self.result_type == "matrix":
             rows = rows[prometheus_order(m.select(rows))]
         elif self.order in ("descending", "ascending"):
@@ -77,10 +78,13 @@ class PromQLResult:
         m, rows = self._rows()
         own = None if self.point_times is None else self.point_times[rows].tolist()
         shared = m.timestamps.tolist()
+        values = m.values[rows]
+        kept = present(values).tolist()
         out = []
-        for index, (labels, row) in enumerate(zip(_metrics(m, rows), m.values[rows].tolist(), strict=True)):
+        for index, (labels, row) in enumerate(zip(_metrics(m, rows), values.tolist(), strict=True)):
             stamps = shared if own is None else own[index]
-            out.append((labels, [(int(t), v) for t, v in zip(stamps, row, strict=True) if v == v]))
+            points = zip(stamps, row, kept[index], strict=True)
+            out.append((labels, [(int(t), v) for t, v, ok in points if ok]))
         return out
 
     def to_prometheus_json(self) -> dict[str, Any]:
@@ -109,14 +113,16 @@ class PromQLResult:
                     for metric, times, value in zip(metrics, stamps, last, strict=True)
                 ],
             }
-        gappy = np.isnan(values).any(axis=1).tolist()
+        missing = absent(values)
+        gappy: list[bool] = np.asarray(missing.any(axis=1)).tolist()
+        gaps_by_row: list[list[bool]] = missing.tolist()
         texts = _formatted(values).tolist()
         out = []
-        for metric, times, row, text, has_gap in zip(
-            metrics, self._stamps(m, rows), values.tolist(), texts, gappy, strict=True
+        for metric, times, gaps, text, has_gap in zip(
+            metrics, self._stamps(m, rows), gaps_by_row, texts, gappy, strict=True
         ):
             if has_gap:
-                points = [[t, s] for t, v, s in zip(times, row, text, strict=True) if v == v]
+                points = [[t, s] for t, gap, s in zip(times, gaps, text, strict=True) if not gap]
             else:
                 points = [[t, s] for t, s in zip(times, text, strict=True)]
             out.append({"metric": metric, "values": points})

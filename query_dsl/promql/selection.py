@@ -25,7 +25,10 @@ from query_dsl.series_table import SeriesTable
 from query_dsl.sources import DataSource
 from vhms import FetchResult, LocalClient, Matcher, ShardedClient, VhmsClient, parse_selector
 
-__all__ = ["Samples", "fetch_samples", "matches_empty", "reads_sample_times", "vhms_selector"]
+__all__ = ["STALE_BITS", "Samples", "fetch_samples", "matches_empty", "reads_sample_times", "vhms_selector"]
+
+STALE_BITS = 0x7FF0_0000_0000_0002
+"""Prometheus's stale marker (``value.StaleNaN``): the series ends at this sample."""
 
 _VHMS_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.:\-]*\Z")
 _VHMS_LABEL = re.compile(r"[A-Za-z_][A-Za-z0-9_.\-]*\Z")
@@ -106,13 +109,16 @@ class Samples:
     ascending) and ``values`` ``[series, times]``, NaN where a series has no sample.
     ``step_ms`` is the spacing of the time axis (a ring's step, or a subquery's);
     ``exact``, when known, each sample's own time ``[series, times]`` within its bucket
-    ``[time, time + step_ms)``."""
+    ``[time, time + step_ms)``. ``stale``, when a series has one, where its stale markers
+    are (their values NaN: a range reads no sample there; an instant selector's lookback
+    ends there)."""
 
     table: SeriesTable
     times: np.ndarray
     values: np.ndarray
     step_ms: int
     exact: np.ndarray | None = None
+    stale: np.ndarray | None = None
 
     def sample_times(self) -> np.ndarray:
         """Each sample's time, ``[series, times]``: its own, else its bucket's start."""
@@ -146,4 +152,13 @@ def fetch_samples(source: DataSource, selector: VectorSelector, low_ms: int, hig
         exact = None if exact is None else exact[rows]
     if exact is not None:  # samples outside [low, high] by their own time are not read
         values = np.where((exact >= low_ms) & (exact <= high_ms), values, np.nan)
-    return Samples(table, np.asarray(result.timestamps, dtype=np.int64), values, result.step_ms, exact)
+    stale = _stale_markers(values)
+    if stale is not None:
+        values = np.where(stale, np.nan, values)
+    return Samples(table, np.asarray(result.timestamps, dtype=np.int64), values, result.step_ms, exact, stale)
+
+
+def _stale_markers(values: np.ndarray) -> np.ndarray | None:
+    """Where ``values`` hold Prometheus's stale marker (its bits), or None if nowhere."""
+    stale: np.ndarray = values.view(np.uint64) == np.uint64(STALE_BITS)
+    return stale if stale.any() else None

@@ -1,7 +1,8 @@
 """What a PromQL expression evaluates to, over the evaluation times of a query.
 
 - an instant vector: a :class:`~query_dsl.matrix.Matrix`, the engine's value type, on the
-  evaluation times (NaN: the series has no sample at that time);
+  evaluation times (NaN: the series has no sample at that time; a sample whose value is
+  NaN holds :data:`NAN_VALUE`, a NaN of its own bits: :func:`present` tells them apart);
 - a range vector: :class:`~query_dsl.promql.selection.Samples` with the window's range;
 - a scalar: :class:`Scalar`, one value per evaluation time;
 - a string: :class:`String`.
@@ -16,7 +17,52 @@ import numpy as np
 from query_dsl.matrix import Matrix
 from query_dsl.promql.selection import Samples
 
-__all__ = ["RangeValue", "Scalar", "String", "Value"]
+__all__ = [
+    "NAN_VALUE",
+    "RangeValue",
+    "Scalar",
+    "String",
+    "Value",
+    "absent",
+    "is_nan_value",
+    "present",
+    "settle",
+]
+
+_NAN_BITS = np.uint64(0x7FF8_0000_4E41_4E00)  # a quiet NaN with a payload no computation makes
+_NEGATIVE_NAN_BITS = np.uint64(_NAN_BITS | 1 << 63)  # negation flips the sign bit
+NAN_VALUE = float(np.array([_NAN_BITS], dtype=np.uint64).view(np.float64)[0])
+"""The value of a sample that is NaN (``0/0``, ``sqrt(-1)``, the ``NaN`` literal), apart
+from NaN itself, which marks "no sample" in the engine's matrices."""
+
+
+def is_nan_value(values: np.ndarray) -> np.ndarray:
+    """Where ``values`` hold :data:`NAN_VALUE` (either sign)."""
+    bits = np.asarray(values, dtype=np.float64).view(np.uint64)
+    flags: np.ndarray = (bits == _NAN_BITS) | (bits == _NEGATIVE_NAN_BITS)
+    return flags
+
+
+def absent(values: np.ndarray) -> np.ndarray:
+    """Where ``values`` hold no sample: a NaN that is not :data:`NAN_VALUE`."""
+    missing: np.ndarray = np.isnan(values)
+    if missing.any():
+        missing &= ~is_nan_value(values)
+    return missing
+
+
+def present(values: np.ndarray) -> np.ndarray:
+    """Where ``values`` hold a sample (a number, an infinity or :data:`NAN_VALUE`)."""
+    return ~absent(values)
+
+
+def settle(values: np.ndarray, missing: np.ndarray) -> np.ndarray:
+    """A computation's answer with ``missing`` cells NaN (no sample) and every other NaN
+    :data:`NAN_VALUE` (a sample whose value is NaN)."""
+    nan = np.isnan(values)
+    if not nan.any():
+        return np.where(missing, np.nan, values) if missing.any() else values
+    return np.where(missing, np.nan, np.where(nan, NAN_VALUE, values))
 
 
 @dataclass
