@@ -112,7 +112,10 @@ class SparkCluster:
             raise RuntimeError(
                 f"the Spark master's status at {self.web_url} passes {_STATUS_MAX_BYTES} bytes"
             )
-        status: dict[str, Any] = json.loads(body)
+        try:
+            status: dict[str, Any] = json.loads(body)
+        except ValueError:  # a master still starting may answer an empty page: not yet
+            return {}
         return status
 
     def worker_alive(self) -> bool:
