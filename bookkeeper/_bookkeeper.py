@@ -33,7 +33,7 @@ if TYPE_CHECKING:
 
     from bookkeeper.export import FileExporter
     from bookkeeper.server import EndpointServer
-    from bookkeeper.wire.framed import ServerLimits
+    from bookkeeper.wire.thrift_server import ServerLimits
     from bookkeeper.zk.acl import ZkAuth
 
 __all__ = ["Bookkeeper"]

@@ -7,7 +7,7 @@ import ssl
 from bookkeeper._thrift import endpoint_thrift
 from bookkeeper.batch import SampleBatch
 from bookkeeper.wire.client import FramedClient
-from bookkeeper.wire.framed import DEFAULT_MAX_FRAME_SIZE
+from bookkeeper.wire.frames import DEFAULT_MAX_FRAME_SIZE
 
 __all__ = ["EndpointClient", "read_endpoint"]
 

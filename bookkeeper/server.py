@@ -8,8 +8,8 @@ import uuid
 from typing import TYPE_CHECKING, Any
 
 from bookkeeper._thrift import PROTOCOL_VERSION, endpoint_thrift
-from bookkeeper.wire.framed import FramedThriftServer, ServerLimits
 from bookkeeper.wire.net import advertised_address
+from bookkeeper.wire.thrift_server import FramedThriftServer, ServerLimits
 from bookkeeper.zk.acl import ZkAuth
 from bookkeeper.zk.layout import EndpointInfo, resolve_zk
 from bookkeeper.zk.registration import Registration
@@ -71,7 +71,7 @@ class EndpointServer:
     @property
     def stats(self) -> dict[str, int]:
         """Connection and request counters (``connections``, ``requests``, ``bad_frames``,
-        ``evicted_full``... see :mod:`bookkeeper.wire.framed`)."""
+        ``evicted_full``... see :mod:`bookkeeper.wire.thrift_server`)."""
         return dict(self._server.stats)
 
     def start(self) -> None:

@@ -32,15 +32,9 @@ from bookkeeper.labels import (
     validate_name,
 )
 from bookkeeper.wire.client import FramedClient
-from bookkeeper.wire.framed import (
-    DEFAULT_MAX_FRAME_SIZE,
-    FramedThriftServer,
-    ServerLimits,
-    call,
-    read_frame,
-    write_frame,
-)
+from bookkeeper.wire.frames import DEFAULT_MAX_FRAME_SIZE, call, read_frame, write_frame
 from bookkeeper.wire.net import advertised_address
+from bookkeeper.wire.thrift_server import FramedThriftServer, ServerLimits
 from bookkeeper.wire.tls import client_context, server_context
 
 __all__ = [

@@ -31,7 +31,7 @@ from typing import Any
 from thriftpy2.thrift import TException
 
 from bookkeeper.exceptions import EndpointUnavailableError, TlsError, WireError
-from bookkeeper.wire.framed import DEFAULT_MAX_FRAME_SIZE, call
+from bookkeeper.wire.frames import DEFAULT_MAX_FRAME_SIZE, call
 from bookkeeper.wire.tls import handshake
 
 __all__ = ["FramedClient"]

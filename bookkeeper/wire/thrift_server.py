@@ -1,11 +1,6 @@
-"""Framed Thrift over plain or TLS sockets, with the limits thriftpy2's own transports lack.
-
-Every message travels as a frame: a 4-byte big-endian length, then the Thrift message.
-Frames longer than ``max_frame_size`` or not positive are refused before any byte of them is
-buffered, and a frame's buffer grows with the bytes that arrive, never to what its length
-announces. Decoding reads from a stream that ends at the frame's end, so a length field
-inside a message that claims more bytes than the frame holds fails at once with an
-end-of-file error instead of allocating what it claims.
+"""A framed Thrift server over plain or TLS sockets, with the limits thriftpy2's own
+transports lack. Every message travels as a frame (:mod:`bookkeeper.wire.frames`: a length
+refused before any byte of its frame is buffered).
 
 The server (:class:`FramedThriftServer`) runs a thread per connection under the limits of a
 :class:`ServerLimits`; its connections live through these states::
@@ -39,94 +34,36 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import enum
-import io
 import logging
 import socket
 import ssl
-import struct
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from typing import Any
 
 from thriftpy2.protocol import TCyBinaryProtocolFactory
-from thriftpy2.thrift import TApplicationException, TMessageType, TProcessor
-from thriftpy2.transport import TCyBufferedTransport, TCyMemoryBuffer
+from thriftpy2.thrift import TApplicationException, TProcessor
+from thriftpy2.transport import TCyMemoryBuffer
 
-from bookkeeper.exceptions import (
-    EndpointUnavailableError,
-    FrameTooLargeError,
-    MalformedFrameError,
+from bookkeeper.exceptions import FrameTooLargeError, MalformedFrameError
+from bookkeeper.wire.connections import (
+    TIMEOUT_COUNTERS,
+    Connection,
+    ConnectionState,
+    Evicted,
+    idlest,
+    shut,
 )
+from bookkeeper.wire.frames import frame_size, input_protocol, recv_exact, write_frame
 from bookkeeper.wire.tls import handshake
 
-__all__ = [
-    "DEFAULT_MAX_FRAME_SIZE",
-    "FramedThriftServer",
-    "ServerLimits",
-    "call",
-    "read_frame",
-    "write_frame",
-]
+__all__ = ["FramedThriftServer", "ServerLimits"]
 
 log = logging.getLogger(__name__)
 
-DEFAULT_MAX_FRAME_SIZE = 64 * 1024 * 1024
-_HEADER = struct.Struct("!i")
-_FIRST_CHUNK = 64 * 1024
 _BACKLOG = 1024
-_ZEROS = memoryview(bytes(1024 * 1024))
-
-
-def _recv_exact(sock: socket.socket, size: int, deadline: float | None) -> bytearray:
-    """``size`` bytes, by the ``time.monotonic()`` ``deadline`` if given. The buffer grows
-    with the bytes that arrive (from 64 KiB, by at most 1 MiB at a time), so a peer that
-    announces a large frame and trickles it holds memory for what it sent, not what it
-    announced."""
-    data = bytearray()
-    got = 0
-    while got < size:
-        if got == len(data):
-            data += _ZEROS[: min(size - got, max(_FIRST_CHUNK, min(got, len(_ZEROS))))]
-        if deadline is not None:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                raise TimeoutError(f"deadline passed after {got} of {size} bytes")
-            sock.settimeout(left)
-        # one expression: the view is released before the buffer grows again
-        n = sock.recv_into(memoryview(data)[got:])
-        if n == 0:
-            raise EOFError(f"connection closed after {got} of {size} bytes")
-        got += n
-    return data
-
-
-def _frame_size(header: bytes | bytearray, max_frame_size: int) -> int:
-    (size,) = _HEADER.unpack(header)
-    if size <= 0:
-        raise MalformedFrameError(f"frame length {size} is not positive")
-    if size > max_frame_size:
-        raise FrameTooLargeError(f"frame of {size} bytes exceeds the maximum of {max_frame_size}")
-    return int(size)
-
-
-def read_frame(sock: socket.socket, max_frame_size: int, deadline: float | None = None) -> bytearray:
-    """Read one frame; ``EOFError`` on a clean close, ``TimeoutError`` past the socket's
-    timeout or the ``time.monotonic()`` deadline, ``FrameTooLargeError`` or
-    ``MalformedFrameError`` on a bad length (nothing of the body is read then)."""
-    size = _frame_size(_recv_exact(sock, 4, deadline), max_frame_size)
-    return _recv_exact(sock, size, deadline)
-
-
-def write_frame(sock: socket.socket, payload: bytes) -> None:
-    """Send one frame (length prefix and payload in one ``sendall``)."""
-    sock.sendall(_HEADER.pack(len(payload)) + payload)
-
-
-def _input_protocol(protocol_factory: Any, frame: bytes | bytearray) -> Any:
-    return protocol_factory.get_protocol(TCyBufferedTransport(io.BytesIO(frame)))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -154,40 +91,6 @@ class ServerLimits:
         for name in ("first_frame_timeout", "idle_timeout", "frame_timeout"):
             if not getattr(self, name) > 0:
                 raise ValueError(f"{name} = {getattr(self, name)} must be positive")
-
-
-class _State(enum.Enum):
-    HANDSHAKE = "handshake"
-    NEW = "new"
-    READING = "reading"
-    BUSY = "busy"
-    WRITING = "writing"
-    IDLE = "idle"
-
-
-# The counter a deadline passed in this state adds to (BUSY has none).
-_TIMEOUT_COUNTERS = {
-    _State.HANDSHAKE: "silent_closed",
-    _State.NEW: "silent_closed",
-    _State.IDLE: "idle_closed",
-    _State.READING: "slow_frames",
-    _State.WRITING: "slow_readers",
-}
-_EVICTABLE = frozenset({_State.HANDSHAKE, _State.NEW, _State.IDLE, _State.READING})
-
-
-class _Evicted(Exception):
-    """The connection was closed to make room for another (already counted)."""
-
-
-@dataclasses.dataclass(eq=False)
-class _Connection:
-    sock: socket.socket
-    peer: str
-    accepted: float
-    progress: float  # the last time it moved: accepted, a frame began, an answer left
-    state: _State = _State.NEW
-    evicted: bool = False
 
 
 class FramedThriftServer:
@@ -221,7 +124,7 @@ class FramedThriftServer:
         # well-behaved client among them waits a second for its retransmission
         self._listener = socket.create_server((host, port), backlog=_BACKLOG)
         self.host, self.port = self._listener.getsockname()[:2]
-        self._peers: dict[str, set[_Connection]] = {}
+        self._peers: dict[str, set[Connection]] = {}
         self._count = 0
         self._threads: set[threading.Thread] = set()
         self._lock = threading.Lock()
@@ -254,7 +157,7 @@ class FramedThriftServer:
         with self._lock:
             for connections in self._peers.values():
                 for connection in connections:
-                    _shut(connection.sock)
+                    shut(connection.sock)
             threads = list(self._threads)
         if self._thread.is_alive() and threading.current_thread() is not self._thread:
             self._thread.join(timeout=5)
@@ -275,7 +178,7 @@ class FramedThriftServer:
                 self._stopped.wait(0.01)  # out of descriptors, say: no busy loop meanwhile
                 continue
             now = time.monotonic()
-            connection = _Connection(sock, str(address[0]), now, now)
+            connection = Connection(sock, str(address[0]), now, now)
             with self._lock:
                 if not self._make_room(connection.peer):
                     self.stats["connections_refused"] += 1
@@ -296,10 +199,10 @@ class FramedThriftServer:
         limits = self.limits
         mine = self._peers.get(peer, set())
         if len(mine) >= limits.max_connections_per_peer:
-            victim, counter = _idlest(mine), "evicted_peer_limit"
+            victim, counter = idlest(mine), "evicted_peer_limit"
         elif self._count >= limits.max_connections:
             biggest = max(self._peers.values(), key=len)
-            victim = _idlest(biggest) or _idlest(c for cs in self._peers.values() for c in cs)
+            victim = idlest(biggest) or idlest(c for cs in self._peers.values() for c in cs)
             counter = "evicted_full"
         else:
             return True
@@ -308,10 +211,10 @@ class FramedThriftServer:
         self._forget(victim)
         victim.evicted = True
         self.stats[counter] += 1
-        _shut(victim.sock)  # under the lock: its thread cannot have closed it yet
+        shut(victim.sock)  # under the lock: its thread cannot have closed it yet
         return True
 
-    def _forget(self, connection: _Connection) -> None:
+    def _forget(self, connection: Connection) -> None:
         """Under the lock: no longer count ``connection`` (once)."""
         peers = self._peers.get(connection.peer)
         if peers is not None and connection in peers:
@@ -320,32 +223,32 @@ class FramedThriftServer:
             if not peers:
                 del self._peers[connection.peer]
 
-    def _enter(self, connection: _Connection, state: _State) -> None:
+    def _enter(self, connection: Connection, state: ConnectionState) -> None:
         """Move to ``state`` unless the connection was evicted meanwhile."""
         with self._lock:
             if connection.evicted:
-                raise _Evicted
+                raise Evicted
             connection.state = state
 
     # -- serving -----------------------------------------------------------------------------
 
-    def _serve(self, connection: _Connection) -> None:
+    def _serve(self, connection: Connection) -> None:
         limits = self.limits
         try:
             connection.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             if self.ssl_context is not None:
-                self._enter(connection, _State.HANDSHAKE)
+                self._enter(connection, ConnectionState.HANDSHAKE)
                 wrapped = self.ssl_context.wrap_socket(
                     connection.sock, server_side=True, do_handshake_on_connect=False
                 )
                 with self._lock:
                     connection.sock = wrapped  # the plain socket is detached now
-                self._enter(connection, _State.HANDSHAKE)
+                self._enter(connection, ConnectionState.HANDSHAKE)
                 handshake(wrapped, connection.accepted + limits.first_frame_timeout)
-                self._enter(connection, _State.NEW)
+                self._enter(connection, ConnectionState.NEW)
             while not self._stopped.is_set():
                 frame = self._read_request(connection)
-                self._enter(connection, _State.BUSY)
+                self._enter(connection, ConnectionState.BUSY)
                 if self._check_request is not None:
                     try:
                         self._check_request(frame)
@@ -354,16 +257,16 @@ class FramedThriftServer:
                         return
                 reply = self._process(frame)
                 self.stats["requests"] += 1
-                self._enter(connection, _State.WRITING)
+                self._enter(connection, ConnectionState.WRITING)
                 connection.sock.settimeout(limits.frame_timeout)
                 write_frame(connection.sock, reply)
                 connection.progress = time.monotonic()
-                self._enter(connection, _State.IDLE)
-        except _Evicted:
+                self._enter(connection, ConnectionState.IDLE)
+        except Evicted:
             pass
         except TimeoutError:
             if not connection.evicted:
-                self.stats[_TIMEOUT_COUNTERS.get(connection.state, "timeouts")] += 1
+                self.stats[TIMEOUT_COUNTERS.get(connection.state, "timeouts")] += 1
         except ssl.SSLError as exc:
             if not connection.evicted:
                 self._count_and_log("tls_failures", "TLS with %s failed: %s", connection.peer, exc)
@@ -379,12 +282,12 @@ class FramedThriftServer:
                 self._threads.discard(threading.current_thread())
             connection.sock.close()
 
-    def _read_request(self, connection: _Connection) -> bytearray:
+    def _read_request(self, connection: Connection) -> bytearray:
         """One request frame: its first byte within the NEW or IDLE deadline, the rest
         within ``frame_timeout`` of it."""
         limits = self.limits
         sock = connection.sock
-        if connection.state is _State.NEW:
+        if connection.state is ConnectionState.NEW:
             wait_until = connection.accepted + limits.first_frame_timeout
         else:
             wait_until = connection.progress + limits.idle_timeout
@@ -393,10 +296,10 @@ class FramedThriftServer:
         if not start:
             raise EOFError("connection closed between frames")
         connection.progress = time.monotonic()
-        self._enter(connection, _State.READING)
+        self._enter(connection, ConnectionState.READING)
         deadline = connection.progress + limits.frame_timeout
-        header = start + _recv_exact(sock, 4 - len(start), deadline) if len(start) < 4 else start
-        return _recv_exact(sock, _frame_size(header, limits.max_frame_size), deadline)
+        header = start + recv_exact(sock, 4 - len(start), deadline) if len(start) < 4 else start
+        return recv_exact(sock, frame_size(header, limits.max_frame_size), deadline)
 
     def _count_and_log(self, counter: str, message: str, *args: object) -> None:
         """Count ``counter``; log ``message`` at its 1st, 2nd, 4th, 8th... occurrence, so
@@ -406,19 +309,19 @@ class FramedThriftServer:
         if count & (count - 1) == 0:
             log.warning(f"%s: {message} ({counter}: %d)", self.name, *args, count)
 
-    def _refuse(self, connection: _Connection, frame: bytearray, reason: ValueError) -> None:
+    def _refuse(self, connection: Connection, frame: bytearray, reason: ValueError) -> None:
         """Answer a refused request with a ``PROTOCOL_ERROR`` naming ``reason`` (when its
         message header decodes), then let the connection close."""
         self._count_and_log("refused_requests", "refused a request of %s: %s", connection.peer, reason)
         try:
-            api, _, seqid = _input_protocol(self._protocol_factory, frame).read_message_begin()
+            api, _, seqid = input_protocol(self._protocol_factory, frame).read_message_begin()
         except Exception:  # whatever the decoder raises on garbage: nothing to answer
             return
         out: Any = TCyMemoryBuffer()
         error = TApplicationException(TApplicationException.PROTOCOL_ERROR, str(reason))
         self._processor.send_exception(self._protocol_factory.get_protocol(out), api, error, seqid)
         with contextlib.suppress(OSError):
-            self._enter(connection, _State.WRITING)
+            self._enter(connection, ConnectionState.WRITING)
             connection.sock.settimeout(self.limits.frame_timeout)
             write_frame(connection.sock, bytes(out.getvalue()))
 
@@ -427,7 +330,7 @@ class FramedThriftServer:
         a request that does not decode is told apart from a handler that fails)."""
         processor = self._processor
         try:
-            api, seqid, result, run = processor.process_in(_input_protocol(self._protocol_factory, frame))
+            api, seqid, result, run = processor.process_in(input_protocol(self._protocol_factory, frame))
         except Exception as exc:  # whatever the decoder raises on garbage
             raise MalformedFrameError(f"undecodable request: {exc!r}") from None
         out: Any = TCyMemoryBuffer()
@@ -448,67 +351,3 @@ class FramedThriftServer:
         if not result.oneway:
             processor.send_result(oprot, api, result, seqid)
         return bytes(out.getvalue())
-
-
-def _shut(sock: socket.socket) -> None:
-    """Wake the thread reading ``sock`` (the socket's own shutdown: an ``SSLSocket``'s
-    would drop its TLS state under that thread's feet)."""
-    with contextlib.suppress(OSError):
-        socket.socket.shutdown(sock, socket.SHUT_RDWR)
-
-
-def _idlest(connections: Iterable[_Connection]) -> _Connection | None:
-    """The connection that made progress longest ago among those that may be closed."""
-    candidates = [c for c in connections if c.state in _EVICTABLE]
-    return min(candidates, key=lambda c: c.progress) if candidates else None
-
-
-def call(
-    sock: socket.socket,
-    service: Any,
-    api: str,
-    *args: Any,
-    protocol_factory: Any = None,
-    max_frame_size: int = DEFAULT_MAX_FRAME_SIZE,
-    seqid: int = 0,
-    deadline: float | None = None,
-) -> Any:
-    """Call ``api(*args)`` of ``service`` over a connected socket and return its result,
-    the answer read by the ``time.monotonic()`` ``deadline`` if one is given. An exception
-    the service declares is raised as its Thrift exception class.
-
-    Raises ``EndpointUnavailableError`` when the peer goes away or times out,
-    ``FrameTooLargeError`` / ``MalformedFrameError`` when its answer is not acceptable.
-    """
-    factory = protocol_factory or TCyBinaryProtocolFactory()  # type: ignore[no-untyped-call]
-    out = TCyMemoryBuffer()
-    oprot = factory.get_protocol(out)
-    oprot.write_message_begin(api, TMessageType.CALL, seqid)
-    call_args = getattr(service, api + "_args")(*args)
-    call_args.write(oprot)
-    oprot.write_message_end()
-    try:
-        write_frame(sock, out.getvalue())
-        frame = read_frame(sock, max_frame_size, deadline)
-    except (EOFError, OSError) as exc:
-        raise EndpointUnavailableError(f"{api}: {exc or type(exc).__name__}") from None
-    iprot = _input_protocol(factory, frame)
-    try:
-        name, mtype, rseqid = iprot.read_message_begin()
-        if mtype == TMessageType.EXCEPTION:
-            error = TApplicationException()
-            error.read(iprot)
-            raise MalformedFrameError(f"{api}: the endpoint answered an error: {error}")
-        if name != api or rseqid != seqid:
-            raise MalformedFrameError(f"answer to {name!r}#{rseqid} while calling {api!r}#{seqid}")
-        result = getattr(service, api + "_result")()
-        result.read(iprot)
-        iprot.read_message_end()
-    except MalformedFrameError:
-        raise
-    except Exception as exc:  # whatever the decoder raises on garbage
-        raise MalformedFrameError(f"{api}: undecodable answer: {exc!r}") from None
-    for field, value in vars(result).items():
-        if field != "success" and value is not None:
-            raise value  # an exception the service declares (``throws``)
-    return result.success
