@@ -41,7 +41,8 @@ from urllib.parse import quote
 from collector_agent.context import Context
 from collector_agent.exceptions import ScrapeError
 from collector_agent.sources.exposition import Scrape
-from collector_agent.sources.prometheus import PrometheusSource, Target
+from collector_agent.sources.prometheus import PrometheusSource
+from collector_agent.sources.scrape import Target
 
 __all__ = ["JmxSource", "mbean_samples", "parse_object_name"]
 

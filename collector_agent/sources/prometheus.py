@@ -46,7 +46,6 @@ from __future__ import annotations
 
 import concurrent.futures
 import enum
-import json
 import logging
 import os
 import socket
@@ -54,15 +53,13 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
-import numpy as np
 import urllib3
 
-from bookkeeper import SampleBatch, VarType, ZkAuthError
+from bookkeeper import ZkAuthError
 from bookkeeper.ground import Member, Membership, encode_sample_batch
-from bookkeeper.wire import format_labels, validate_labels
+from bookkeeper.wire import validate_labels
 from bookkeeper.zk import make_client, resolve_zk, resolve_zk_auth
 from collector_agent.context import Context
 from collector_agent.event import Event
@@ -70,8 +67,16 @@ from collector_agent.exceptions import ScrapeError
 from collector_agent.sources.base import EventDrivenSource
 from collector_agent.sources.exposition import OPENMETRICS, ExpositionParser, Scrape
 from collector_agent.sources.rounds import emit_until, next_round_after
+from collector_agent.sources.scrape import (
+    Target,
+    decode_target,
+    failure_text,
+    report_batch,
+    target_url,
+    with_report,
+)
 
-__all__ = ["PrometheusSource", "ScrapeState", "Target"]
+__all__ = ["PrometheusSource", "ScrapeState"]
 
 log = logging.getLogger(__name__)
 # urllib3 warns of every connection it drops from a full pool: one a scrape at worst;
@@ -82,7 +87,6 @@ logging.getLogger("urllib3.connectionpool").setLevel(logging.ERROR)
 ACCEPT = (
     f"{OPENMETRICS};version=1.0.0,{OPENMETRICS};version=0.0.1;q=0.75,text/plain;version=0.0.4;q=0.5,*/*;q=0.1"
 )
-_MAX_PAYLOAD = 64 * 1024  # a target's znode payload
 _MAX_KEPT_ALIVE = 10_000  # targets whose connection is kept between rounds (the rest reconnect)
 
 
@@ -90,45 +94,6 @@ class ScrapeState(enum.Enum):
     WAITING = "waiting"
     SCRAPING = "scraping"
     STOPPED = "stopped"
-
-
-@dataclass
-class Target:
-    """One scrape target: its URL, its labels (``job``, ``instance`` and static ones) and its
-    parser (which keeps the shape of its last body)."""
-
-    url: str
-    labels: dict[str, str]
-    parser: ExpositionParser = field(repr=False)
-
-
-def target_url(spec: str, metrics_path: str) -> str:
-    """``spec`` as a URL: a URL is kept, ``host:port`` becomes ``http://host:port<path>``."""
-    url = spec if "://" in spec else f"http://{spec}{metrics_path}"
-    parts = urlsplit(url)
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise ValueError(f"scrape target {spec!r} is not an http(s) URL or host:port")
-    return url
-
-
-def _decode_target(group: str, name: str, data: bytes) -> tuple[str | None, dict[str, str]]:
-    """A target znode's payload: (url or None for ``host:port`` in its name, labels)."""
-    if not data.strip():
-        return None, {}
-    if len(data) > _MAX_PAYLOAD:
-        raise ValueError(f"target {group}/{name}: payload of {len(data)} bytes > {_MAX_PAYLOAD}")
-    try:
-        raw = json.loads(data)
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise ValueError(f"target {group}/{name}: payload is not JSON: {exc}") from None
-    if not isinstance(raw, dict):
-        raise ValueError(f"target {group}/{name}: payload {raw!r} is not a JSON object")
-    url, labels = raw.get("url"), raw.get("labels", {})
-    if url is not None and not isinstance(url, str):
-        raise ValueError(f"target {group}/{name}: url {url!r} is not a string")
-    if not isinstance(labels, dict) or not all(isinstance(v, str) for v in labels.values()):
-        raise ValueError(f"target {group}/{name}: labels {labels!r} are not strings")
-    return url, validate_labels(labels)
 
 
 class PrometheusSource(EventDrivenSource):
@@ -229,7 +194,7 @@ class PrometheusSource(EventDrivenSource):
             self._watch = Membership(
                 self._zk,
                 self.zk_path or f"{layout.root}/targets",
-                decode=_decode_target,
+                decode=decode_target,
                 refresh=min(5.0, self.interval),
                 on_change=self._on_targets,
                 name=f"source {self.name} targets",
@@ -327,9 +292,9 @@ class PrometheusSource(EventDrivenSource):
         try:
             response = self._http.request("GET", url, preload_content=False, decode_content=True)
         except urllib3.exceptions.MaxRetryError as exc:
-            raise ScrapeError(_why(exc.reason or exc, self.scrape_timeout)) from None
+            raise ScrapeError(failure_text(exc.reason or exc, self.scrape_timeout)) from None
         except urllib3.exceptions.HTTPError as exc:
-            raise ScrapeError(_why(exc, self.scrape_timeout)) from None
+            raise ScrapeError(failure_text(exc, self.scrape_timeout)) from None
         try:
             if response.status != 200:
                 raise ScrapeError(f"HTTP status {response.status}")
@@ -348,7 +313,7 @@ class PrometheusSource(EventDrivenSource):
             response.release_conn()  # read whole: the connection is kept for the next round
             return body, response.headers.get("content-type", "")
         except urllib3.exceptions.HTTPError as exc:
-            raise ScrapeError(_why(exc, self.scrape_timeout)) from None
+            raise ScrapeError(failure_text(exc, self.scrape_timeout)) from None
         finally:
             if response.connection is not None:  # refused half-read: the connection is closed
                 response.close()
@@ -390,8 +355,8 @@ class PrometheusSource(EventDrivenSource):
                 refusal,
             )
         self._refusals[target.url] = refusal
-        report = _report(target, round_ms, scrape is not None, duration, scrape.exposed if scrape else 0)
-        batch = report if scrape is None else _concat(scrape.batch, report)
+        report = report_batch(target, round_ms, scrape is not None, duration, scrape.exposed if scrape else 0)
+        batch = report if scrape is None else with_report(scrape.batch, report)
         headers = {
             "artimon.context": target.labels["job"],
             "artimon.target": target.url,
@@ -399,48 +364,3 @@ class PrometheusSource(EventDrivenSource):
             "artimon.agent": self.agent_id,
         }
         return Event(headers, encode_sample_batch(batch))
-
-
-_REPORT_NAMES = ["up", "scrape_duration_seconds", "scrape_samples_scraped"]
-
-
-def _report(target: Target, round_ms: int, up: bool, duration: float, exposed: int) -> SampleBatch:
-    """The three series Prometheus writes for every scrape of a target."""
-    values = np.array([1.0 if up else 0.0, duration, float(exposed)], dtype=np.float64)
-    return SampleBatch(
-        context=target.labels["job"],
-        snapshot_ms=round_ms,
-        common_labels={},
-        names=list(_REPORT_NAMES),
-        label_sets=[format_labels(target.labels)],
-        name_ids=np.arange(3, dtype=np.int32),
-        label_set_ids=np.zeros(3, dtype=np.int32),
-        types=np.full(3, VarType.DOUBLE.value, dtype=np.uint8),
-        values=values.view(np.int64),
-        timestamps=np.full(3, round_ms, dtype=np.int64),
-    )
-
-
-def _concat(scraped: SampleBatch, report: SampleBatch) -> SampleBatch:
-    """The scraped rows, then the report's (names and label sets appended to the tables)."""
-    names = scraped.names + report.names
-    label_sets = scraped.label_sets + report.label_sets
-    return SampleBatch(
-        context=scraped.context,
-        snapshot_ms=scraped.snapshot_ms,
-        common_labels={},
-        names=names,
-        label_sets=label_sets,
-        name_ids=np.concatenate([scraped.name_ids, report.name_ids + len(scraped.names)]),
-        label_set_ids=np.concatenate([scraped.label_set_ids, report.label_set_ids + len(scraped.label_sets)]),
-        types=np.concatenate([scraped.types, report.types]),
-        values=np.concatenate([scraped.values, report.values]),
-        timestamps=np.concatenate([scraped.timestamps, report.timestamps]),
-    )
-
-
-def _why(exc: BaseException, timeout: float) -> str:
-    """A failed request in plain words."""
-    if isinstance(exc, urllib3.exceptions.TimeoutError):
-        return f"no answer within the scrape timeout {timeout} s"
-    return f"{type(exc).__name__}: {exc}"
