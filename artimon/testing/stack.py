@@ -1,47 +1,13 @@
-"""The whole stack as separate processes, as an operator runs it, with faults to inject:
-the harness of the accounting test, reusable by benchmarks and by hand. Its parts serve
-alone too: :func:`start_agent_process` runs one agent (``artimon agent -f ... -n ...``) so
-that it can be killed with SIGKILL, :func:`start_ready_process` any command that prints a
-ready line.
-
-:class:`Stack` is a list of components run by the :class:`~artimon.stack.Supervisor` of
-``artimon up`` (started in order, stopped in reverse, a failed start stopping what had
-started), all under one directory:
-
-- ZooKeeper (:class:`~artimon.servers.ZooKeeperServer`, restartable on its port);
-- a VHMS shard (``artimon vhms``) whose finest resolution is the polling interval, so each
-  round has a bucket of its own, for ``ring_seconds`` (an hour by default);
-- applications (``python -m bookkeeper.testing --aligned``) whose counters follow
-  :func:`~bookkeeper.testing.formula_value`: every value polled in a round can be checked;
-- an agent (``artimon agent``): the ``artimon`` source replicating into two file channels,
-  one drained by the ``vhms`` sink, one by the ``raw`` sink into the landing directory, plus
-  a Flume Thrift source (the edge Flume clients talk to) into a memory channel;
-- the query API (``artimon api``) over the shards found in ZooKeeper.
-
-Every process it starts dies with the process that runs the stack
-(:func:`bookkeeper.ground.spawn`), so a test killed half-way leaves nothing running.
-
-Faults: :meth:`Stack.kill_agent` (SIGKILL) and :meth:`Stack.start_agent`,
-:meth:`Stack.stop_vhms` (SIGTERM: a last snapshot), :meth:`Stack.kill_vhms` (SIGKILL: what it
-acknowledged is in its write-ahead log only) and :meth:`Stack.start_vhms` (on the same data),
-:meth:`Stack.restart_zookeeper`, :meth:`Stack.pace_vhms_sink` (a sink slower than the
-inflow, through the agent's reload of its configuration file).
-
-Accounting: :meth:`Stack.vhms_values` reads what VHMS holds per (context, i, round) and
-:meth:`Stack.expected` says what it should hold.
-"""
+"""The test stack (see the package doc): :class:`Stack`, its components under the
+supervisor of ``artimon up``, its faults and its accounting."""
 
 from __future__ import annotations
 
 import logging
 import math
-import os
 import signal
-import subprocess
 import sys
-import threading
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -49,127 +15,12 @@ import httpx
 
 from artimon.servers import ZooKeeperServer, free_port
 from artimon.stack import Component, Supervisor, ZooKeeper, agent_properties
-from bookkeeper.ground import spawn
+from artimon.testing.processes import AgentProcess, Process, StackProcess
 from bookkeeper.testing import AppProcess, formula_value, start_app
 from bookkeeper.wire import parse_series
 from vhms import VhmsClient
 
-__all__ = ["Stack", "StackProcess", "start_agent_process", "start_ready_process"]
-
-
-def start_agent_process(
-    config: Path,
-    name: str,
-    *,
-    timeout: float = 60.0,
-    monitor_port: int | None = None,
-    reload_interval: float = 0.0,
-) -> subprocess.Popen[str]:
-    """Start ``artimon agent`` on ``config`` (its log appended to ``<config>.log``) and wait
-    for its "running" line; ``RuntimeError`` if it does not come within ``timeout``. The
-    agent serves its metrics on ``monitor_port`` if given, and re-reads ``config`` every
-    ``reload_interval`` seconds if that is not 0."""
-    monitor = ["--no-monitor"] if monitor_port is None else ["--monitor-port", str(monitor_port)]
-    command = [sys.executable, "-m", "artimon", "agent", "-f", str(config), "-n", name, *monitor]
-    command += ["--reload-interval", str(reload_interval)]
-    process, _ = start_ready_process(command, config.with_suffix(".log"), "running", timeout)
-    return process
-
-
-def start_ready_process(
-    command: list[str], log: Path, ready: str, timeout: float = 60.0
-) -> tuple[subprocess.Popen[str], str]:
-    """Start ``command`` in a session of its own (stderr appended to ``log``) and wait for its
-    first line of output, which must contain ``ready``; returns the process and that line.
-    ``RuntimeError`` (the process killed) if it does not come within ``timeout``."""
-    with open(log, "a") as log_file:
-        process = spawn(
-            command,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=log_file,
-            text=True,
-            start_new_session=True,
-        )
-    line: list[str] = []
-    reader = threading.Thread(target=lambda: line.append(process.stdout.readline()), daemon=True)  # type: ignore[union-attr]
-    reader.start()
-    reader.join(timeout)
-    if not line or ready not in line[0]:
-        process.kill()
-        process.wait()
-        raise RuntimeError(f"{' '.join(command[2:5])} did not start: {line}; see {log}")
-    return process, line[0].strip()
-
-
-@dataclass
-class StackProcess:
-    """A component's process, its log, and the first line it printed."""
-
-    process: subprocess.Popen[str]
-    log: Path
-    ready_line: str
-
-    def send(self, sig: int) -> None:
-        if self.process.poll() is None:
-            os.kill(self.process.pid, sig)
-
-    def stop(self, sig: int = signal.SIGTERM, timeout: float = 60.0) -> int:
-        """Send ``sig`` and wait for the end (SIGKILL after ``timeout``); the exit status."""
-        self.send(sig)
-        try:
-            status = self.process.wait(timeout)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            status = self.process.wait(timeout)
-        for pipe in (self.process.stdin, self.process.stdout):
-            if pipe is not None:
-                pipe.close()
-        return status
-
-    def rss_bytes(self) -> int:
-        """Resident memory now (Linux ``/proc``)."""
-        for line in Path(f"/proc/{self.process.pid}/status").read_text().splitlines():
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) * 1024
-        raise RuntimeError(f"no VmRSS for pid {self.process.pid}")
-
-
-class _Process:
-    """A component that is one process of ours, ready once it printed ``ready``; stopped with
-    SIGTERM (or ``sig``); ``running`` while it runs."""
-
-    def __init__(self, name: str, command: Callable[[], list[str]], log: Path, ready: str) -> None:
-        self.name = name
-        self.command = command
-        self.log = log
-        self.ready = ready
-        self.running: StackProcess | None = None
-
-    def start(self) -> None:
-        process, line = start_ready_process(self.command(), self.log, self.ready)
-        self.running = StackProcess(process, self.log, line)
-
-    def ready_lines(self) -> list[str]:
-        return [self.running.ready_line] if self.running else []
-
-    def stop(self, sig: int = signal.SIGTERM) -> None:
-        if self.running is not None:
-            self.running.stop(sig)
-            self.running = None
-
-
-class _Agent(_Process):
-    """``artimon agent`` on the stack's properties, reloading them every half second."""
-
-    def __init__(self, config: Path, monitor_port: int) -> None:
-        super().__init__("agent", list, config.with_suffix(".log"), "running")
-        self.config = config
-        self.monitor_port = monitor_port
-
-    def start(self) -> None:
-        process = start_agent_process(self.config, "a", monitor_port=self.monitor_port, reload_interval=0.5)
-        self.running = StackProcess(process, self.log, self.ready)
+__all__ = ["Stack"]
 
 
 class _Apps:
@@ -231,10 +82,10 @@ class Stack:
         self.monitor_port = free_port()
         self.agent_config = self.root / "agent" / "agent.properties"
         self.agent_config.write_text(self._agent_properties(None))
-        self._vhms = _Process("vhms", self._vhms_command, self.root / "vhms.log", "serving")
-        self._agent = _Agent(self.agent_config, self.monitor_port)
+        self._vhms = Process("vhms", self._vhms_command, self.root / "vhms.log", "serving")
+        self._agent = AgentProcess(self.agent_config, self.monitor_port)
         self._apps = _Apps(self)
-        self._api = _Process(
+        self._api = Process(
             "query api",
             lambda: [sys.executable, "-m", "artimon", "api", "--port", "0", "--zk", self.zk],
             self.root / "api.log",
