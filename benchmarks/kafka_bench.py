@@ -401,7 +401,7 @@ def main() -> None:
     data = Path(tempfile.mkdtemp(prefix="kafka-bench-", dir=args.dir))
     try:
         cluster = KafkaCluster(data / "kafka", heap="1g").start()
-        progress(f"kafka ready in {cluster.start_seconds:.1f} s")
+        progress(f"kafka ready in {cluster.started_in_s:.1f} s")
         try:
             rows = channels(cluster, data, count)
             rows.append(sink_to_source(cluster, data, count))

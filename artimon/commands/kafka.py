@@ -7,9 +7,8 @@ from __future__ import annotations
 import argparse
 import sys
 
-from artimon.commands._signals import stop_event
+from artimon.commands._signals import serve_until_stopped
 from artimon.servers import KafkaCluster
-from bookkeeper import DirectoryInUseError
 
 
 def run(args: argparse.Namespace) -> int:
@@ -21,25 +20,12 @@ def run(args: argparse.Namespace) -> int:
     except ValueError as exc:  # cluster.json of another shape in --data-dir
         print(f"artimon kafka: {exc}", file=sys.stderr)
         return 2
-    stop = stop_event()
-    try:
-        cluster.start()
-    except DirectoryInUseError as exc:
-        print(f"artimon kafka: {exc}", file=sys.stderr)
-        return 1
-    pids = ", ".join(str(cluster.pid(i)) for i in range(cluster.brokers))
-    print(
-        f"Kafka ready on {cluster.bootstrap_servers} in {cluster.start_seconds:.1f} s (pids {pids}, "
-        f"data in {args.data_dir}); agents name it in kafka.bootstrap.servers. Ctrl-C stops it.",
-        flush=True,
-    )
-    try:
-        while not stop.wait(1.0):
-            for index in range(cluster.brokers):
-                if cluster.pid(index) is None:
-                    print(f"Kafka node {index + 1} exited unexpectedly; see its log in", args.data_dir)
-                    return 1
-    finally:
-        cluster.stop()
-    print("Kafka stopped.", flush=True)
-    return 0
+
+    def ready() -> str:
+        pids = ", ".join(str(cluster.pid(i)) for i in range(cluster.brokers))
+        return (
+            f"Kafka ready on {cluster.bootstrap_servers} in {cluster.started_in_s:.1f} s (pids {pids}, "
+            f"data in {args.data_dir}); agents name it in kafka.bootstrap.servers. Ctrl-C stops it."
+        )
+
+    return serve_until_stopped(cluster, "kafka", "Kafka", ready, args.data_dir)

@@ -5,11 +5,9 @@ from __future__ import annotations
 
 import argparse
 import os
-import sys
 
-from artimon.commands._signals import stop_event
+from artimon.commands._signals import serve_until_stopped
 from artimon.servers import ZooKeeperServer, four_letter_word
-from bookkeeper import DirectoryInUseError
 
 
 def run(args: argparse.Namespace) -> int:
@@ -25,23 +23,11 @@ def run(args: argparse.Namespace) -> int:
         )
         return 0 if answer == "imok" else 1
     server = ZooKeeperServer(args.data_dir, args.port, host=args.host)
-    stop = stop_event()
-    try:
-        server.start()
-    except DirectoryInUseError as exc:
-        print(f"artimon zk: {exc}", file=sys.stderr)
-        return 1
-    print(
-        f"ZooKeeper ready on {server.hosts} (pid {server.pid}, data in {args.data_dir}); "
-        f"export ARTIMON_ZK={server.hosts} to point other shells at it. Ctrl-C stops it.",
-        flush=True,
-    )
-    try:
-        while not stop.wait(1.0):
-            if server.process is None or server.process.poll() is not None:
-                print("ZooKeeper exited unexpectedly; see its log in", args.data_dir, flush=True)
-                return 1
-    finally:
-        server.stop()
-    print("ZooKeeper stopped.", flush=True)
-    return 0
+
+    def ready() -> str:
+        return (
+            f"ZooKeeper ready on {server.hosts} (pid {server.pid}, data in {args.data_dir}); "
+            f"export ARTIMON_ZK={server.hosts} to point other shells at it. Ctrl-C stops it."
+        )
+
+    return serve_until_stopped(server, "zk", "ZooKeeper", ready, args.data_dir)

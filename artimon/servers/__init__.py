@@ -6,12 +6,13 @@ Prometheus (``PrometheusServer``, ``create_blocks``) and Alertmanager
 (``AlertmanagerServer``), with Apache's server jars resolved once with Maven
 (``resolve_jars``). Each process stands on one base, ``ServerProcess``: started on a data
 directory it holds, awaited until ready, stopped by its PID, killed for a simulated crash,
-restarted on the same data. See README.md."""
+restarted on the same data; a server of several is a ``ServerGroup`` of them, with the
+same lifecycle from their one base, ``Launcher``. See README.md."""
 
 from __future__ import annotations
 
 from artimon.servers.alertmanager import AlertmanagerServer
-from artimon.servers.base import ServerProcess, answers_ok, free_port, wait_ready
+from artimon.servers.base import Launcher, ServerGroup, ServerProcess, answers_ok, free_port, wait_ready
 from artimon.servers.hdfs import HADOOP_VERSION, HdfsServer, hadoop_classpath
 from artimon.servers.jars import JarResolutionError, jar_cache, resolve_jars
 from artimon.servers.kafka import KafkaCluster, kafka_jars, kafka_tool_command
@@ -25,7 +26,9 @@ __all__ = [
     "HdfsServer",
     "JarResolutionError",
     "KafkaCluster",
+    "Launcher",
     "PrometheusServer",
+    "ServerGroup",
     "ServerProcess",
     "SparkCluster",
     "ZooKeeperServer",

@@ -14,18 +14,19 @@ Lifecycle: NEW --start()--> RUNNING --stop()--> STOPPED --start()--> RUNNING
 from __future__ import annotations
 
 import os
-import shutil
 
-from artimon.servers.base import ServerProcess, answers_ok, free_port
+from artimon.servers.prometheus import PrometheusProjectServer
 
 __all__ = ["AlertmanagerServer"]
 
 _NULL_RECEIVER = 'route:\n  receiver: "null"\nreceivers:\n  - name: "null"\n'
 
 
-class AlertmanagerServer(ServerProcess):
+class AlertmanagerServer(PrometheusProjectServer):
     """One Alertmanager process (see the module doc); the default ``config`` routes every
     alert to a receiver that sends nothing, so alerts can be read back from its API."""
+
+    program = "alertmanager"
 
     def __init__(
         self,
@@ -35,29 +36,7 @@ class AlertmanagerServer(ServerProcess):
         port: int = 0,
         binary: str | None = None,
     ) -> None:
-        self.port = port or free_port()
-        self.config = config
-        self.binary = binary or shutil.which("prometheus-alertmanager") or "prometheus-alertmanager"
-        super().__init__(
-            data_dir,
-            f"alertmanager on {self.url}",
-            "alertmanager.log",
-            holder=f"alertmanager launcher for port {self.port}",
-        )
+        super().__init__(data_dir, port, config, binary, "prometheus-alertmanager")
 
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
-
-    def _start(self, timeout: float) -> None:
-        self.data_dir.mkdir(parents=True, exist_ok=True)
-        config = self.data_dir / "alertmanager.yml"
-        config.write_text(self.config)
-        command = [
-            self.binary,
-            f"--config.file={config}",
-            f"--storage.path={self.data_dir / 'data'}",
-            f"--web.listen-address=127.0.0.1:{self.port}",
-            "--cluster.listen-address=",
-        ]
-        self._launch(command, lambda: answers_ok(f"{self.url}/-/ready"), timeout)
+    def _arguments(self) -> list[str]:
+        return [f"--storage.path={self.data_dir / 'data'}", "--cluster.listen-address="]

@@ -4,12 +4,14 @@ until ready (the tail of its log in the error if it exits or is late), stopped b
 (SIGTERM, then SIGKILL after a grace period), killed with SIGKILL to simulate a crash,
 restarted on the same data, and used as a context manager.
 
-A subclass names its process and log file (and PID file, if it keeps one) to
-``ServerProcess.__init__`` and writes ``_start(timeout)``: its files, its command, then
-:meth:`ServerProcess._launch`. A server
+:class:`Launcher` is that lifecycle once: ``start()`` takes the directory's lock, runs the
+subclass's ``_start(timeout)`` and stops again if it fails; ``restart()``, ``with``, and
+``started_in_s`` come with it. A :class:`ServerProcess` subclass names its process and log
+file (and PID file, if it keeps one) to ``ServerProcess.__init__`` and writes
+``_start(timeout)``: its files, its command, then :meth:`ServerProcess._launch`. A server
 of several processes (HDFS's NameNode and DataNode, Kafka's nodes, Spark's master and
-worker) holds one ``ServerProcess`` per process; processes that share one directory share
-its lock (``lock=``), which the server of them all acquires and releases.
+worker) is a :class:`ServerGroup` of one ``ServerProcess`` per process; processes that
+share one directory share its lock (``lock=``), which the group acquires and releases.
 :func:`wait_ready` waits on a readiness that needs several of them.
 
 Lifecycle: NEW --start()--> RUNNING --stop()--> STOPPED --start()--> RUNNING;
@@ -18,6 +20,7 @@ RUNNING --kill()--> CRASHED (directory still held) --start()--> RUNNING.
 
 from __future__ import annotations
 
+import logging
 import os
 import socket
 import subprocess
@@ -27,11 +30,13 @@ import urllib.request
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
-from typing import Self
+from typing import ClassVar, Self
 
 from bookkeeper.ground import DirectoryLock, spawn, terminate
 
-__all__ = ["ServerProcess", "answers_ok", "free_port", "wait_ready"]
+__all__ = ["Launcher", "ServerGroup", "ServerProcess", "answers_ok", "free_port", "wait_ready"]
+
+log = logging.getLogger(__name__)
 
 
 def free_port(host: str = "127.0.0.1") -> int:
@@ -71,7 +76,67 @@ def wait_ready(
         time.sleep(poll)  # polling a starting server: no event to wait on
 
 
-class ServerProcess:
+class Launcher:
+    """The lifecycle every launcher shares (see the module doc): a subclass sets ``name`` and
+    ``_lock`` (``None`` if its processes hold their own directories) and writes
+    ``running``, ``_start(timeout)`` and ``stop(grace)``; ``start_timeout`` and
+    ``stop_grace`` are its defaults."""
+
+    start_timeout: ClassVar[float] = 60.0
+    stop_grace: ClassVar[float] = 10.0
+    name: str
+    _lock: DirectoryLock | None
+    started_in_s = 0.0  # how long the last start() took, until ready
+
+    @property
+    def running(self) -> bool:
+        raise NotImplementedError
+
+    def exited(self) -> list[str]:
+        """The names of its processes that are not running (all of them before a start)."""
+        raise NotImplementedError
+
+    def start(self, timeout: float | None = None) -> Self:
+        """Start the server and wait until it answers (not at all with ``timeout=0``: the
+        caller waits on something larger); ``RuntimeError`` with its log if not,
+        :class:`~bookkeeper.DirectoryInUseError` if another process holds its directory."""
+        if self.running:
+            return self
+        timeout = self.start_timeout if timeout is None else timeout
+        started = time.monotonic()
+        if self._lock is not None:
+            self._lock.acquire()
+        try:
+            self._start(timeout)
+        except BaseException:
+            self.stop()
+            raise
+        self.started_in_s = time.monotonic() - started
+        if timeout:
+            log.info("%s ready in %.1f s", self.name, self.started_in_s)
+        return self
+
+    def _start(self, timeout: float) -> None:
+        raise NotImplementedError
+
+    def stop(self, grace: float | None = None) -> None:
+        raise NotImplementedError
+
+    def restart(self, timeout: float | None = None) -> Self:
+        """Stop, then start again on the same data directory (and ports)."""
+        self.stop()
+        return self.start(timeout)
+
+    def __enter__(self) -> Self:
+        return self.start()
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.stop()
+
+
+class ServerProcess(Launcher):
     """A server process holding ``data_dir`` (see the module doc): ``name`` in errors and in
     the lock file, its output appended to ``data_dir/log_file``, its PID in
     ``data_dir/pid_file`` while it runs; ``holder`` names the launcher in the lock file; with
@@ -93,7 +158,8 @@ class ServerProcess:
         self.pid_file = self.data_dir / pid_file if pid_file else None
         self.process: subprocess.Popen[bytes] | None = None
         self._owns_lock = lock is None
-        self._lock = lock or DirectoryLock(self.data_dir, holder or f"launcher of {name}")
+        self._shared_lock = lock or DirectoryLock(self.data_dir, holder or f"launcher of {name}")
+        self._lock = self._shared_lock
 
     @property
     def pid(self) -> int | None:
@@ -103,21 +169,8 @@ class ServerProcess:
     def running(self) -> bool:
         return self.process is not None and self.process.poll() is None
 
-    def start(self, timeout: float = 60.0) -> Self:
-        """Start the server and wait until it answers; ``RuntimeError`` with its log if not,
-        :class:`~bookkeeper.DirectoryInUseError` if another process holds ``data_dir``."""
-        if self.running:
-            return self
-        self._lock.acquire()
-        try:
-            self._start(timeout)
-        except BaseException:
-            self.stop()
-            raise
-        return self
-
-    def _start(self, timeout: float) -> None:
-        raise NotImplementedError
+    def exited(self) -> list[str]:
+        return [] if self.running else [self.name]
 
     def _launch(
         self,
@@ -137,9 +190,9 @@ class ServerProcess:
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,
                 start_new_session=True,
-                pass_fds=[self._lock.fd],
+                pass_fds=[self._shared_lock.fd],
             )
-        self._lock.share_with(self.process.pid, self.name)
+        self._shared_lock.share_with(self.process.pid, self.name)
         if self.pid_file is not None:
             self.pid_file.write_text(f"{self.process.pid}\n")
         if timeout:
@@ -156,18 +209,18 @@ class ServerProcess:
         except OSError:
             return "(no log)"
 
-    def stop(self, grace: float = 10.0) -> None:
+    def stop(self, grace: float | None = None) -> None:
         """Stop the server by its PID: SIGTERM, then SIGKILL after ``grace`` seconds; then
-        let the data directory go (a shared lock stays with the server of them all)."""
+        let the data directory go (a shared lock stays with the group of them all)."""
         process, self.process = self.process, None
         try:
             if process is not None:
                 if process.poll() is None:
-                    terminate(process, grace)
+                    terminate(process, self.stop_grace if grace is None else grace)
                 self._stopped()
         finally:
             if self._owns_lock:
-                self._lock.release()
+                self._shared_lock.release()
 
     def kill(self) -> int:
         """``kill -9`` (a crash, not a shutdown); its PID. The data directory stays held by
@@ -180,15 +233,28 @@ class ServerProcess:
         self._stopped()
         return process.pid
 
-    def restart(self, timeout: float = 60.0) -> Self:
-        """Stop, then start again on the same data directory (and ports)."""
-        self.stop()
-        return self.start(timeout)
 
-    def __enter__(self) -> Self:
-        return self.start()
+class ServerGroup(Launcher):
+    """A server of several :class:`ServerProcess` (see the module doc): a subclass fills
+    ``_processes`` in the order they stop and, if they share one directory, ``_lock``.
+    Running while every process runs; :meth:`start` then starts those that do not."""
 
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        self.stop()
+    _processes: list[ServerProcess]
+
+    @property
+    def running(self) -> bool:
+        return all(process.running for process in self._processes)
+
+    def exited(self) -> list[str]:
+        return [process.name for process in self._processes if not process.running]
+
+    def stop(self, grace: float | None = None) -> None:
+        """Stop every process by its PID, in order (SIGTERM, SIGKILL after ``grace``
+        seconds); then let the shared directory go."""
+        grace = self.stop_grace if grace is None else grace
+        try:
+            for process in self._processes:
+                process.stop(grace)
+        finally:
+            if self._lock is not None:
+                self._lock.release()

@@ -32,25 +32,20 @@ STOPPED --start()/start_*()--> RUNNING.
 from __future__ import annotations
 
 import json
-import logging
 import os
 import shutil
 import subprocess
-import time
 import urllib.error
 import urllib.request
 from pathlib import Path
-from types import TracebackType
 from typing import Any
 from xml.sax.saxutils import escape
 
-from artimon.servers.base import ServerProcess, free_port, wait_ready
+from artimon.servers.base import ServerGroup, ServerProcess, free_port, wait_ready
 from artimon.servers.jars import resolve_jars
 from bookkeeper.ground import DirectoryLock
 
 __all__ = ["HADOOP_VERSION", "HdfsServer", "hadoop_classpath"]
-
-log = logging.getLogger(__name__)
 
 HADOOP_VERSION = "3.5.0"  # pyspark/jars/hadoop-client-api-3.5.0.jar
 # hadoop-hdfs declares its client half "provided": named here, or the NameNode does not load
@@ -95,8 +90,10 @@ class _Daemon(ServerProcess):
         self._launch(self._hdfs._java(self._main), self._hdfs.ready, timeout, env=self._hdfs._env())
 
 
-class HdfsServer:
+class HdfsServer(ServerGroup):
     """One NameNode and one DataNode on 127.0.0.1 (see the module doc)."""
+
+    start_timeout = 120.0
 
     def __init__(
         self,
@@ -121,10 +118,11 @@ class HdfsServer:
         self.java = java or shutil.which("java") or "java"
         self.conf_dir = self.data_dir / "conf"
         self._webroot = self.data_dir / "web"
-        self.started_in_s: float | None = None
+        self.name = f"HDFS at {self.uri}"
         self._lock = DirectoryLock(self.data_dir, f"hdfs launcher for port {self.nn_port}")
         self._namenode = _Daemon(self, "namenode", _NAMENODE, self._lock)
         self._datanode = _Daemon(self, "datanode", _DATANODE, self._lock)
+        self._processes = [self._datanode, self._namenode]  # the DataNode stops first
 
     @property
     def uri(self) -> str:
@@ -244,26 +242,16 @@ class HdfsServer:
         """``hdfs dfs <args>`` against this file system (``-mkdir -p``, ``-chmod``...)."""
         return self._run_tool("org.apache.hadoop.fs.FsShell", *args)
 
-    def start(self, timeout: float = 120.0) -> HdfsServer:
-        """Format once, start both daemons and wait until ready; ``RuntimeError`` with the
-        logs if not, :class:`~bookkeeper.DirectoryInUseError` if ``data_dir`` is held."""
-        started = time.monotonic()
-        self._lock.acquire()
-        try:
-            self._write_config()
-            if not (self.data_dir / "name" / "current" / "VERSION").exists():
-                self._run_tool(_NAMENODE, "-format", "-nonInteractive", "-force")
-            self.start_namenode(timeout=0)
-            self.start_datanode(timeout=0)
-            self.wait_ready(timeout)
-            if self.superuser:  # everyone may create their own directories, as under /tmp
-                self.dfs("-chmod", "1777", "/")
-        except BaseException:
-            self.stop()
-            raise
-        self.started_in_s = time.monotonic() - started
-        log.info("HDFS ready at %s in %.1f s", self.uri, self.started_in_s)
-        return self
+    def _start(self, timeout: float) -> None:
+        """Format once, start both daemons and wait until ready."""
+        self._write_config()
+        if not (self.data_dir / "name" / "current" / "VERSION").exists():
+            self._run_tool(_NAMENODE, "-format", "-nonInteractive", "-force")
+        self.start_namenode(timeout=0)
+        self.start_datanode(timeout=0)
+        self.wait_ready(timeout)
+        if self.superuser:  # everyone may create their own directories, as under /tmp
+            self.dfs("-chmod", "1777", "/")
 
     def start_namenode(self, timeout: float = 120.0) -> None:
         """Start the NameNode (again, after a kill or a stop) and wait until ready."""
@@ -321,7 +309,7 @@ class HdfsServer:
 
     def wait_ready(self, timeout: float = 120.0) -> None:
         """Wait until :meth:`ready`; ``RuntimeError`` with the logs if a daemon exits first."""
-        wait_ready([self._namenode, self._datanode], self.ready, timeout, f"HDFS at {self.uri}", poll=0.2)
+        wait_ready([self._namenode, self._datanode], self.ready, timeout, self.name, poll=0.2)
 
     def kill_datanode(self) -> None:
         """SIGKILL the DataNode (a crash, not a shutdown)."""
@@ -332,23 +320,3 @@ class HdfsServer:
         """SIGKILL the NameNode (a crash, not a shutdown)."""
         if self._namenode.running:
             self._namenode.kill()
-
-    def stop(self, grace: float = 10.0) -> None:
-        """Stop both daemons by their PIDs (SIGTERM, then SIGKILL after ``grace`` seconds),
-        the DataNode first; then let the data directory go."""
-        try:
-            self._datanode.stop(grace)
-            self._namenode.stop(grace)
-        finally:
-            self._lock.release()
-
-    def __enter__(self) -> HdfsServer:
-        return self.start()
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()

@@ -26,7 +26,6 @@ from __future__ import annotations
 import base64
 import contextlib
 import json
-import logging
 import os
 import shutil
 import signal
@@ -36,14 +35,11 @@ import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from types import TracebackType
 
-from artimon.servers.base import ServerProcess, free_port, wait_ready
+from artimon.servers.base import ServerGroup, ServerProcess, free_port, wait_ready
 from artimon.servers.jars import resolve_jars
 
 __all__ = ["KAFKA_ARTIFACTS", "KAFKA_JAR_SET", "KafkaCluster", "kafka_jars", "kafka_tool_command"]
-
-log = logging.getLogger(__name__)
 
 KAFKA_VERSION = "4.1.1"
 KAFKA_JAR_SET = f"kafka-{KAFKA_VERSION}"
@@ -127,8 +123,13 @@ class _Node(ServerProcess):
         self._launch(command, lambda: cluster.answers(self.index, timeout=1.0), timeout)
 
 
-class KafkaCluster:
-    """``brokers`` Kafka nodes on ``host`` (see the module doc)."""
+class KafkaCluster(ServerGroup):
+    """``brokers`` Kafka nodes on ``host`` (see the module doc); each node holds its own
+    directory."""
+
+    start_timeout = 120.0
+    stop_grace = 30.0
+    _lock = None
 
     def __init__(
         self,
@@ -153,7 +154,8 @@ class KafkaCluster:
         self.java = java or shutil.which("java") or "java"
         self.layout = self._load_layout(port)
         self._nodes = [_Node(self, index) for index in range(brokers)]
-        self.start_seconds = 0.0  # how long the last start() took, formatting included
+        self._processes = list(self._nodes)
+        self.name = f"Kafka on {self.bootstrap_servers}"
 
     # -- layout -----------------------------------------------------------------------------
 
@@ -276,21 +278,11 @@ class KafkaCluster:
                 f"{(done.stdout + done.stderr).strip()[-2000:]}"
             )
 
-    def start(self, timeout: float = 120.0) -> KafkaCluster:
-        """Start every node that is not running and wait until all answer; ``RuntimeError``
-        with the node's log if one does not, :class:`~bookkeeper.DirectoryInUseError` if
-        another process holds a node's directory."""
-        started = time.monotonic()
-        try:
-            for node in self._nodes:
-                node.start(timeout=0)
-            self.wait_ready(range(self.brokers), timeout)
-        except BaseException:
-            self.stop()
-            raise
-        self.start_seconds = time.monotonic() - started
-        log.info("Kafka ready on %s in %.1f s", self.bootstrap_servers, self.start_seconds)
-        return self
+    def _start(self, timeout: float) -> None:
+        """Start every node that is not running (formatting it once) and wait until all answer."""
+        for node in self._nodes:
+            node.start(timeout=0)
+        self.wait_ready(range(self.brokers), timeout)
 
     def start_node(self, index: int, timeout: float = 120.0) -> None:
         """Start one node again on its data (after ``kill`` or ``stop_node``) and wait for it."""
@@ -362,27 +354,15 @@ class KafkaCluster:
         """``kill -9`` node ``index``; its PID. The node's directory stays held by the launcher."""
         return self._nodes[index].kill()
 
-    def stop_node(self, index: int, grace: float = 30.0) -> None:
+    def stop_node(self, index: int, grace: float | None = None) -> None:
         """Stop one node by its PID: SIGTERM (a controlled shutdown), SIGKILL after ``grace``."""
         self._nodes[index].stop(grace)
 
-    def stop(self, grace: float = 30.0) -> None:
+    def stop(self, grace: float | None = None) -> None:
         """Stop every node and let the data directories go; SIGTERM reaches all at once first,
         so that no node waits on a quorum already gone."""
         for node in self._nodes:
             if node.running and node.pid is not None:
                 with contextlib.suppress(ProcessLookupError):
                     os.kill(node.pid, signal.SIGTERM)
-        for node in self._nodes:
-            node.stop(grace)
-
-    def __enter__(self) -> KafkaCluster:
-        return self.start()
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()
+        super().stop(grace)

@@ -21,7 +21,7 @@ from pathlib import Path
 
 from artimon.servers.base import ServerProcess, answers_ok, free_port
 
-__all__ = ["PrometheusServer", "create_blocks"]
+__all__ = ["PrometheusProjectServer", "PrometheusServer", "create_blocks"]
 
 _EMPTY_CONFIG = "global:\n  scrape_interval: 15s\n"
 
@@ -43,8 +43,51 @@ def create_blocks(
         raise RuntimeError(f"promtool refused {openmetrics}: {done.stderr.decode(errors='replace')[-2000:]}")
 
 
-class PrometheusServer(ServerProcess):
+class PrometheusProjectServer(ServerProcess):
+    """A server of the Prometheus project (Prometheus, Alertmanager): ``executable`` on
+    127.0.0.1 (``port``, a free one by default), its YAML ``config`` written into
+    ``data_dir/<program>.yml``, ready when ``/-/ready`` answers 200; a subclass names its
+    ``program`` and adds its ``_arguments()`` (its storage, above all)."""
+
+    program = ""
+
+    def __init__(
+        self, data_dir: str | os.PathLike[str], port: int, config: str, binary: str | None, executable: str
+    ) -> None:
+        self.port = port or free_port()
+        self.config = config
+        self.binary = binary or shutil.which(executable) or executable
+        super().__init__(
+            data_dir,
+            f"{self.program} on {self.url}",
+            f"{self.program}.log",
+            holder=f"{self.program} launcher for port {self.port}",
+        )
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def _arguments(self) -> list[str]:
+        raise NotImplementedError
+
+    def _start(self, timeout: float) -> None:
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        config = self.data_dir / f"{self.program}.yml"
+        config.write_text(self.config)
+        command = [
+            self.binary,
+            f"--config.file={config}",
+            f"--web.listen-address=127.0.0.1:{self.port}",
+            *self._arguments(),
+        ]
+        self._launch(command, lambda: answers_ok(f"{self.url}/-/ready"), timeout)
+
+
+class PrometheusServer(PrometheusProjectServer):
     """One Prometheus process (see the module doc)."""
+
+    program = "prometheus"
 
     def __init__(
         self,
@@ -55,35 +98,17 @@ class PrometheusServer(ServerProcess):
         extra_args: tuple[str, ...] = (),
         binary: str | None = None,
     ) -> None:
-        self.port = port or free_port()
-        self.config = config
         self.extra_args = extra_args
-        self.binary = binary or shutil.which("prometheus") or "prometheus"
-        super().__init__(
-            data_dir,
-            f"prometheus on {self.url}",
-            "prometheus.log",
-            holder=f"prometheus launcher for port {self.port}",
-        )
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
+        super().__init__(data_dir, port, config, binary, "prometheus")
 
     @property
     def tsdb_dir(self) -> Path:
         return self.data_dir / "tsdb"
 
-    def _start(self, timeout: float) -> None:
+    def _arguments(self) -> list[str]:
         self.tsdb_dir.mkdir(parents=True, exist_ok=True)
-        config = self.data_dir / "prometheus.yml"
-        config.write_text(self.config)
-        command = [
-            self.binary,
-            f"--config.file={config}",
+        return [
             f"--storage.tsdb.path={self.tsdb_dir}",
-            f"--web.listen-address=127.0.0.1:{self.port}",
             "--storage.tsdb.retention.time=3650d",
             *self.extra_args,
         ]
-        self._launch(command, lambda: answers_ok(f"{self.url}/-/ready"), timeout)

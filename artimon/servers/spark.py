@@ -25,22 +25,18 @@ RUNNING: kill_worker() --> WORKERLESS --start_worker()--> RUNNING.
 from __future__ import annotations
 
 import json
-import logging
 import os
 import urllib.error
 import urllib.request
 from collections.abc import Callable
 from pathlib import Path
-from types import TracebackType
 from typing import Any
 
-from artimon.servers.base import ServerProcess, free_port, wait_ready
+from artimon.servers.base import ServerGroup, ServerProcess, free_port, wait_ready
 from artimon.servers.zookeeper import pyspark_jars
 from bookkeeper.ground import DirectoryLock
 
 __all__ = ["SparkCluster"]
-
-log = logging.getLogger(__name__)
 
 _MASTER = "org.apache.spark.deploy.master.Master"
 _WORKER = "org.apache.spark.deploy.worker.Worker"
@@ -65,8 +61,11 @@ class _Daemon(ServerProcess):
         self._launch(command, self._cluster.worker_alive, timeout, env=self._cluster._environment())
 
 
-class SparkCluster:
+class SparkCluster(ServerGroup):
     """One standalone master and one worker (see the module doc)."""
+
+    start_timeout = 90.0
+    stop_grace = 15.0
 
     def __init__(
         self,
@@ -91,6 +90,8 @@ class SparkCluster:
         master = [_MASTER, "--host", host, "--port", str(self.port), "--webui-port", str(self.web_port)]
         self._master = _Daemon(self, "master", lambda: master, self._lock)
         self._worker = _Daemon(self, "worker", self._worker_arguments, self._lock)
+        self._processes = [self._worker, self._master]  # the worker (and its executors) first
+        self.name = f"the Spark cluster of {self.master_url}"
 
     @property
     def master_url(self) -> str:
@@ -149,23 +150,12 @@ class SparkCluster:
             self.master_url,
         ]
 
-    def start(self, timeout: float = 90.0) -> SparkCluster:
-        """Start the master and the worker and wait until the worker is ALIVE; ``RuntimeError``
-        with the logs' last lines if not, :class:`~bookkeeper.DirectoryInUseError` if another
-        process holds ``work_dir``."""
-        if self._master.running:
-            return self
-        self._lock.acquire()
-        try:
-            for directory in ("worker", "local", "logs"):
-                (self.work_dir / directory).mkdir(parents=True, exist_ok=True)
-            self._master.start(timeout=0)
-            self.start_worker(timeout)
-        except BaseException:
-            self.stop()
-            raise
-        log.info("Spark master %s (pid %s), worker pid %s", self.master_url, self.master_pid, self.worker_pid)
-        return self
+    def _start(self, timeout: float) -> None:
+        """Start the master and the worker and wait until the worker is ALIVE."""
+        for directory in ("worker", "local", "logs"):
+            (self.work_dir / directory).mkdir(parents=True, exist_ok=True)
+        self._master.start(timeout=0)
+        self.start_worker(timeout)
 
     def start_worker(self, timeout: float = 90.0) -> None:
         """Start a worker (a new one on a new port) and wait until the master counts it ALIVE."""
@@ -185,28 +175,3 @@ class SparkCluster:
         """SIGKILL the worker, as a machine lost would; its executors exit when they lose it."""
         if self._worker.running:
             self._worker.kill()
-
-    def stop(self, grace: float = 15.0) -> None:
-        """The worker (and its executors), then the master: SIGTERM, SIGKILL after ``grace``
-        seconds; then let ``work_dir`` go."""
-        try:
-            self._worker.stop(grace)
-            self._master.stop(grace)
-        finally:
-            self._lock.release()
-
-    def restart(self, timeout: float = 90.0) -> SparkCluster:
-        """Stop, then start again on the same ports and directory."""
-        self.stop()
-        return self.start(timeout)
-
-    def __enter__(self) -> SparkCluster:
-        return self.start()
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()

@@ -22,7 +22,6 @@ Lifecycle: NEW --start()--> RUNNING --stop()--> STOPPED --start()--> RUNNING
 from __future__ import annotations
 
 import importlib.util
-import logging
 import os
 import shutil
 import socket
@@ -33,8 +32,6 @@ from artimon.servers.base import ServerProcess, free_port
 from bookkeeper.wire import advertised_address
 
 __all__ = ["ZooKeeperServer", "four_letter_word", "pyspark_jars"]
-
-log = logging.getLogger(__name__)
 
 
 def pyspark_jars() -> Path:
@@ -134,7 +131,6 @@ class ZooKeeperServer(ServerProcess):
             str(config),
         ]
         self._launch(command, self._serving, timeout)
-        log.info("ZooKeeper ready on %s (pid %s)", self.hosts, self.pid)
 
     def _serving(self) -> bool:
         answer = four_letter_word(advertised_address(self.host), self.port, "srvr", timeout=1.0)

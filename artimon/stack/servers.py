@@ -97,7 +97,7 @@ class Kafka:
             return [f"[ready] kafka      {self.external} ($ARTIMON_KAFKA): topic {KAFKA_TOPIC}"]
         return [
             f"[ready] kafka      {self.cluster.bootstrap_servers} (pid {self.cluster.pid(0)}, KRaft, "
-            f"started in {self.cluster.start_seconds:.1f} s): topic {KAFKA_TOPIC}"
+            f"started in {self.cluster.started_in_s:.1f} s): topic {KAFKA_TOPIC}"
         ]
 
     def stop(self) -> None:

@@ -38,7 +38,7 @@ def _read_all(bootstrap: str, topic: str, partitions: int) -> list[bytes]:
 
 
 def test_a_cluster_answers_and_keeps_what_it_acknowledged(kafka: KafkaCluster, topic: str) -> None:
-    assert kafka.start_seconds < 60 and kafka.pid(0) is not None and kafka.answers(0)
+    assert kafka.started_in_s < 60 and kafka.pid(0) is not None and kafka.answers(0)
     values = [f"record {i}".encode() for i in range(50)]
     _produce(kafka.bootstrap_servers, topic, values)
     assert sorted(_read_all(kafka.bootstrap_servers, topic, 4)) == sorted(values)

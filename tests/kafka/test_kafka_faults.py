@@ -81,7 +81,7 @@ def test_broker_kill_9_and_restart_loses_nothing(kafka: KafkaCluster, topic: str
 def test_one_broker_of_three_down_is_invisible_to_the_sink(tmp_path: Path, wait: Wait) -> None:
     started = time.monotonic()
     with KafkaCluster(tmp_path / "kafka3", brokers=3, heap="256m") as cluster:
-        print(f"three nodes ready in {cluster.start_seconds:.1f} s")
+        print(f"three nodes ready in {cluster.started_in_s:.1f} s")
         topic = f"t-{uuid.uuid4().hex[:8]}"
         cluster.create_topic(topic, 4)  # replication 3, min.insync.replicas 2 (the cluster's defaults)
         failures = flow_with_a_fault(cluster, topic, lambda: cluster.kill(1) and None, wait)
