@@ -20,13 +20,13 @@ from pathlib import Path
 
 from artimon.commands._metrics import serve_metrics
 from artimon.commands._signals import stop_event
+from artimon.stack import report_evaluation
 from query_dsl import Client, QueryError, ShardedSource
 from query_dsl.alerts import (
     AlertConfig,
     AlertEngine,
     AlertEngineMetrics,
     AlertmanagerNotifier,
-    Evaluation,
     EvaluatorSource,
     Fields,
     PromQLHttpSource,
@@ -35,23 +35,8 @@ from query_dsl.alerts import (
     Receiver,
     Recorder,
     RetryPolicy,
-    iso_time,
     load_rules,
 )
-
-
-def report(evaluation: Evaluation) -> None:
-    """A line per change of an alert's state, and per rule that failed (also `artimon up`'s)."""
-    at = iso_time(evaluation.at_ms)
-    for transition in evaluation.transitions:
-        alert = transition.alert
-        print(
-            f"{at} {alert.state.value.upper():<8} {alert.rule} {alert.series or '(number)'} "
-            f"value={alert.value:g} (was {transition.previous.value})",
-            flush=True,
-        )
-    for rule, error in evaluation.errors.items():
-        print(f"{at} ERROR    {rule}: {error}", flush=True)
 
 
 def check(files: list[Path]) -> int:
@@ -135,10 +120,10 @@ def run(args: argparse.Namespace) -> int:
         )
         if args.once:
             evaluation = engine.evaluate()
-            report(evaluation)
+            report_evaluation(evaluation)
             failed = bool(evaluation.errors)
         else:
-            engine.run(stop_event(), report)
+            engine.run(stop_event(), report_evaluation)
     finally:
         if metrics is not None:
             metrics.stop()

@@ -10,7 +10,8 @@ import argparse
 from pathlib import Path
 
 import spark_jobs
-from artimon.commands._metrics import LandingBacklog, serve_metrics
+from artimon.commands._metrics import serve_metrics
+from artimon.stack import LandingBacklog
 from spark_jobs import spark_session
 
 

@@ -10,19 +10,13 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import sys
-from typing import TypedDict
 
 from artimon.commands._signals import stop_event
+from artimon.stack import WalOptions
 from bookkeeper import TlsConfigError
 from bookkeeper.wire import server_context
 from vhms import DEFAULT_RESOLUTIONS, DataDirInUseError, VhmsError
 from vhms.server import DEFAULT_SERVER_LIMITS, Store, VhmsService
-
-
-class WalOptions(TypedDict):
-    wal: bool
-    wal_fsync: str
-    wal_fsync_period: float
 
 
 def wal_options(args: argparse.Namespace) -> WalOptions:

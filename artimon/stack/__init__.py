@@ -7,10 +7,11 @@ and the test stack of ``artimon.testing``), and the one builder of agent propert
 | an agent's properties text from named parts | ``properties.py`` |
 | the properties of ``up``'s agent(s) | ``agents.py`` |
 | ZooKeeper, HDFS, Kafka as components | ``servers.py`` |
-| VHMS in process, its rings | ``vhms.py`` |
+| VHMS in process, its rings, its write-ahead log options | ``vhms.py`` |
 | the demo applications | ``apps.py`` |
 | the query API and dashboards | ``api.py`` |
-| the alerting rules | ``alerts.py`` |
+| the alerting rules, the line per alert state change | ``alerts.py`` |
+| ``up``'s gauges: the landing backlog, ZooKeeper's ``mntr`` | ``metrics.py`` |
 | Spark's raw_ingest and the backfill of an empty VHMS | ``history.py`` |
 | the agent(s), their monitoring and self-report | ``agent.py`` |
 | the line per round | ``rounds.py`` |
@@ -20,15 +21,16 @@ from __future__ import annotations
 
 from artimon.stack.agent import Agents
 from artimon.stack.agents import KAFKA_TOPIC, kafka_agents, up_agent
-from artimon.stack.alerts import Alerts
+from artimon.stack.alerts import Alerts, report_evaluation
 from artimon.stack.api import READY_QUERY, QueryApi
 from artimon.stack.apps import Demo
 from artimon.stack.history import History
+from artimon.stack.metrics import LandingBacklog, ZooKeeperMetrics
 from artimon.stack.properties import agent_properties
 from artimon.stack.rounds import report_rounds
 from artimon.stack.servers import Hdfs, Kafka, ZooKeeper
 from artimon.stack.supervisor import Component, State, Supervisor
-from artimon.stack.vhms import Vhms, resolutions_for
+from artimon.stack.vhms import Vhms, WalOptions, resolutions_for
 
 __all__ = [
     "KAFKA_TOPIC",
@@ -40,13 +42,17 @@ __all__ = [
     "Hdfs",
     "History",
     "Kafka",
+    "LandingBacklog",
     "QueryApi",
     "State",
     "Supervisor",
     "Vhms",
+    "WalOptions",
     "ZooKeeper",
+    "ZooKeeperMetrics",
     "agent_properties",
     "kafka_agents",
+    "report_evaluation",
     "report_rounds",
     "resolutions_for",
     "up_agent",

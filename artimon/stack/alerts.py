@@ -9,11 +9,25 @@ import shutil
 import threading
 from pathlib import Path
 
-from artimon.commands.alerts import report
 from artimon.stack.api import QueryApi
 from artimon.stack.vhms import Vhms
-from query_dsl.alerts import DEMO_RULES, AlertEngine, EvaluatorSource, load_rules
+from query_dsl.alerts import DEMO_RULES, AlertEngine, Evaluation, EvaluatorSource, iso_time, load_rules
 from vhms import LocalClient
+
+
+def report_evaluation(evaluation: Evaluation) -> None:
+    """A line per change of an alert's state, and per rule that failed (``artimon alerts``'
+    lines, and ``artimon up``'s)."""
+    at = iso_time(evaluation.at_ms)
+    for transition in evaluation.transitions:
+        alert = transition.alert
+        print(
+            f"{at} {alert.state.value.upper():<8} {alert.rule} {alert.series or '(number)'} "
+            f"value={alert.value:g} (was {transition.previous.value})",
+            flush=True,
+        )
+    for rule, error in evaluation.errors.items():
+        print(f"{at} ERROR    {rule}: {error}", flush=True)
 
 
 class Alerts:
@@ -40,7 +54,7 @@ class Alerts:
         self.engine = AlertEngine(config, EvaluatorSource(source), state_file=self.data / "alerts-state.json")
         self.api.alert_metrics.engine = self.engine
         self._thread = threading.Thread(
-            target=self.engine.run, args=(self._stop, report), name="alerts", daemon=True
+            target=self.engine.run, args=(self._stop, report_evaluation), name="alerts", daemon=True
         )
         self._thread.start()
         self._ready = (

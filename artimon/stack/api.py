@@ -9,7 +9,7 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-from artimon.commands._metrics import LandingBacklog, ZooKeeperMetrics
+from artimon.stack.metrics import LandingBacklog, ZooKeeperMetrics
 from artimon.stack.servers import ZooKeeper
 from artimon.stack.vhms import Vhms
 from bookkeeper.ground import BackgroundServer

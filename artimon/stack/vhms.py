@@ -5,14 +5,20 @@ directory."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TypedDict
 
 from artimon.stack.servers import ZooKeeper
 from vhms import DEFAULT_RESOLUTIONS
 from vhms.server import Store, VhmsService
 
-if TYPE_CHECKING:
-    from artimon.commands.vhms import WalOptions
+
+class WalOptions(TypedDict):
+    """``VhmsService``'s write-ahead log arguments (``artimon vhms`` and ``up`` take them as
+    flags: ``--no-wal``, ``--wal-fsync``, ``--wal-fsync-period``)."""
+
+    wal: bool
+    wal_fsync: str
+    wal_fsync_period: float
 
 
 def resolutions_for(interval: float) -> str:

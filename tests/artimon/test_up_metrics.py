@@ -16,8 +16,8 @@ import pytest
 from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from artimon.commands._metrics import LandingBacklog, ZooKeeperMetrics
 from artimon.servers import ZooKeeperServer, free_port
+from artimon.stack import LandingBacklog, ZooKeeperMetrics
 
 
 def values(collector: LandingBacklog | ZooKeeperMetrics) -> dict[str, float]:
