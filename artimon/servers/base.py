@@ -142,6 +142,8 @@ class ServerProcess(Launcher):
     ``data_dir/pid_file`` while it runs; ``holder`` names the launcher in the lock file; with
     ``lock``, one process of several sharing that directory's lock."""
 
+    _lock: DirectoryLock  # its own or its group's: always one
+
     def __init__(
         self,
         data_dir: str | os.PathLike[str],
@@ -158,8 +160,7 @@ class ServerProcess(Launcher):
         self.pid_file = self.data_dir / pid_file if pid_file else None
         self.process: subprocess.Popen[bytes] | None = None
         self._owns_lock = lock is None
-        self._shared_lock = lock or DirectoryLock(self.data_dir, holder or f"launcher of {name}")
-        self._lock = self._shared_lock
+        self._lock = lock or DirectoryLock(self.data_dir, holder or f"launcher of {name}")
 
     @property
     def pid(self) -> int | None:
@@ -190,9 +191,9 @@ class ServerProcess(Launcher):
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,
                 start_new_session=True,
-                pass_fds=[self._shared_lock.fd],
+                pass_fds=[self._lock.fd],
             )
-        self._shared_lock.share_with(self.process.pid, self.name)
+        self._lock.share_with(self.process.pid, self.name)
         if self.pid_file is not None:
             self.pid_file.write_text(f"{self.process.pid}\n")
         if timeout:
@@ -220,7 +221,7 @@ class ServerProcess(Launcher):
                 self._stopped()
         finally:
             if self._owns_lock:
-                self._shared_lock.release()
+                self._lock.release()
 
     def kill(self) -> int:
         """``kill -9`` (a crash, not a shutdown); its PID. The data directory stays held by
@@ -237,7 +238,8 @@ class ServerProcess(Launcher):
 class ServerGroup(Launcher):
     """A server of several :class:`ServerProcess` (see the module doc): a subclass fills
     ``_processes`` in the order they stop and, if they share one directory, ``_lock``.
-    Running while every process runs; :meth:`start` then starts those that do not."""
+    It is ``running`` while every process runs, so ``start()`` on a group with a process
+    down starts the processes that are not running."""
 
     _processes: list[ServerProcess]
 
