@@ -376,6 +376,22 @@ def test_query_command_prints_a_table_json_and_csv() -> None:
         server.stop()
 
 
+def test_query_table_shows_seconds_under_a_minute_and_says_what_it_left_out() -> None:
+    import numpy as np
+
+    from artimon.commands.query import _table
+    from query_dsl import Matrix
+
+    start = 1_700_000_040_000  # 22:14:00 UTC
+    every_5s = Matrix(["temp"], [{"rack": "r1"}], start + np.arange(12) * 5000, np.ones((1, 12)), 5000)
+    lines = _table(every_5s, 8).splitlines()
+    assert lines[1].split()[-8:] == [f"22:14:{s:02d}" for s in range(20, 60, 5)]
+    assert lines[-1] == "(4 earlier instants not shown: --last N shows more, --format csv all)"
+    minutes = Matrix(["temp"], [{"rack": "r1"}], start + np.arange(3) * 60_000, np.ones((1, 3)), 60_000)
+    lines = _table(minutes, 8).splitlines()
+    assert lines[1].split()[-3:] == ["22:14", "22:15", "22:16"] and "not shown" not in lines[-1]
+
+
 def test_query_table_shows_the_labels_that_vary_however_long_the_names() -> None:
     """Series whose keys share a long prefix still read apart: the labels that differ are
     columns, what they share is said once."""
