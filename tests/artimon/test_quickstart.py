@@ -138,6 +138,11 @@ def test_the_readme_quick_start_as_a_user(tmp_path: Path) -> None:
             app.send_signal(signal.SIGINT)
             _, app_errors = app.communicate(timeout=30)
             assert app.returncode == 0, app_errors
+            assert re.match(  # it says where it serves, and that Ctrl-C stops it
+                r"bookkeeper default: serving on 127\.0\.0\.1:\d+, registered in ZooKeeper 127\.0\.0\.1:2181 "
+                r"as /artimon/contexts/default/[\d.]+:\d+:[0-9a-f-]+; Ctrl-C stops\n",
+                app_errors,
+            ), app_errors
         up.send_signal(signal.SIGINT)
         code = up.wait(timeout=240)
         lines = output.rest()
