@@ -33,7 +33,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--end", required=True, help="epoch ms or ISO 8601")
     parser.add_argument("--step", type=int, default=60, help="bucket seconds of fetch(resolution=auto)")
     parser.add_argument("--output", required=True, help="where to write the result")
-    parser.add_argument("--format", choices=["parquet", "csv"], default="parquet")
+    parser.add_argument("--format", choices=["parquet", "csv"], default="parquet", help="the output's format")
 
 
 def evaluator(spark: Any, path: str, start_ms: int, end_ms: int, step_s: int = 60) -> Evaluator:
