@@ -27,9 +27,9 @@ from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
 
-from artimon.arguments import LazyParser, module_doc
+from artimon.arguments import HelpFormatter, LazyParser, module_doc
 
-__all__ = ["COMMANDS", "build_parser", "load_command", "main"]
+__all__ = ["COMMANDS", "EXAMPLES", "CommandParser", "build_parser", "load_command", "main"]
 
 COMMANDS: dict[str, str] = {
     "up": "run the embedded stack on this machine (--demo adds demo apps)",
@@ -47,6 +47,59 @@ COMMANDS: dict[str, str] = {
     "read": "read one bookkeeper endpoint and print its variables",
 }
 
+# what each command's --help ends on: command lines to start from
+EXAMPLES: dict[str, tuple[str, ...]] = {
+    "up": ("artimon up --demo", "artimon up --data-dir /var/lib/artimon --interval 60 --hdfs --kafka"),
+    "agent": ("artimon agent -f agent.properties -n a1",),
+    "api": ("artimon api --zk 127.0.0.1:2181 --port 8080 --dashboards dashboards/",),
+    "query": (
+        "artimon query 'fetch(\"http.requests\", last=10m) | map(rate, 5m) | reduce(sum, by=[method])'",
+        "artimon query --format csv --last 60 'fetch(\"rack.temperature.celsius\")'",
+    ),
+    "alerts": (
+        "artimon alerts -f docs/examples/alerts.yaml --api http://127.0.0.1:8080",
+        "artimon alerts --check rules.yaml",
+    ),
+    "dashboards": ("artimon dashboards --check artimon-data/dashboards",),
+    "spark": (
+        "artimon spark analyze --input file:///srv/history/parquet --query 'fetch(\"hits\")' "
+        "--start 2026-11-01 --end 2026-11-02 --output out --format csv",
+        "artimon spark --master spark://127.0.0.1:7077 raw_ingest --help",
+    ),
+    "vhms": ("artimon vhms --port 7001 --data-dir vhms-data --resolutions 60s:60,5m:48,15m:96,1h:72",),
+    "zk": ("artimon zk --port 2181 --data-dir zk-data",),
+    "hdfs": ("artimon hdfs --data-dir hdfs-data",),
+    "kafka": ("artimon kafka --data-dir kafka-data",),
+    "endpoints": ("artimon endpoints --zk 127.0.0.1:2181",),
+    "read": ("artimon read 127.0.0.1:41234",),
+}
+
+
+class CommandParser(argparse.ArgumentParser):
+    """``artimon``'s parser; ``commands`` holds each command's (filled when used). An
+    option a command does not know is refused with that command's usage, not the top
+    level's."""
+
+    commands: dict[str, argparse.ArgumentParser]
+
+    def parse_args(  # type: ignore[override]
+        self, args: list[str] | None = None, namespace: argparse.Namespace | None = None
+    ) -> argparse.Namespace:
+        parsed, unknown = self.parse_known_args(args, namespace)
+        if unknown:
+            command = self.commands.get(getattr(parsed, "command", None) or "", self)
+            command.error(f"unrecognized arguments: {' '.join(unknown)}")
+        return parsed
+
+
+def _example_lines(name: str) -> str:
+    return (
+        "example"
+        + ("s" if len(EXAMPLES[name]) > 1 else "")
+        + ":\n"
+        + "\n".join(f"  {e}" for e in EXAMPLES[name])
+    )
+
 
 def _command_arguments(name: str) -> Callable[[argparse.ArgumentParser], None]:
     """What fills command ``name``'s parser: its description and its arguments."""
@@ -58,10 +111,12 @@ def _command_arguments(name: str) -> Callable[[argparse.ArgumentParser], None]:
     return fill
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+def build_parser() -> CommandParser:
+    parser = CommandParser(
         prog="artimon",
         description="Artimon: labeled variables, polled every minute, stored and queried.",
+        epilog="example:\n  artimon up --demo\n\nartimon <command> --help tells more of each command.",
+        formatter_class=HelpFormatter,
     )
     parser.add_argument("-v", "--verbose", action="store_true", help="log at DEBUG level")
     parser.add_argument(
@@ -74,8 +129,12 @@ def build_parser() -> argparse.ArgumentParser:
     subcommands = parser.add_subparsers(
         dest="command", metavar="<command>", required=True, parser_class=LazyParser
     )
-    for name, summary in COMMANDS.items():
-        subcommands.add_parser(name, help=summary, fill=_command_arguments(name))
+    parser.commands = {
+        name: subcommands.add_parser(
+            name, help=summary, fill=_command_arguments(name), epilog=_example_lines(name)
+        )
+        for name, summary in COMMANDS.items()
+    }
     return parser
 
 

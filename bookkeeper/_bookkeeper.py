@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 import os
 import signal
+import sys
 import threading
 import time
 from collections.abc import Mapping, Sequence
@@ -323,7 +324,8 @@ class Bookkeeper:
         ``$ARTIMON_ZK``, else ``127.0.0.1:2181``) with the credentials ``zk_auth``
         (``user:password``; default ``$ARTIMON_ZK_AUTH``, then ``$ARTIMON_ZK_AUTH_FILE``).
         ``limits`` and ``ssl_context``: see :class:`~bookkeeper.EndpointServer`. Returns the
-        running server; with ``block``, only once Ctrl-C or SIGTERM has stopped it and every
+        running server; with ``block``, it prints where it serves (one line on stderr) and
+        returns only once Ctrl-C or SIGTERM has stopped it and every
         other server and exporter of this bookkeeper (:meth:`close`): a script that only
         serves its variables then runs until it is stopped, instead of ending at once (the
         server's threads are daemons)."""
@@ -339,6 +341,14 @@ class Bookkeeper:
             )
         self._servers.append(server)
         if block:
+            where = server.registration
+            print(
+                f"bookkeeper {self.context}: serving on {server.host}:{server.port}"
+                + (f", registered in ZooKeeper {where.connect} as {where.path}" if where else "")
+                + "; Ctrl-C stops",
+                file=sys.stderr,
+                flush=True,
+            )
             self._serve_until_stopped()
         return server
 

@@ -225,13 +225,12 @@ def parse(text: str) -> Node:
     except (UnexpectedCharacters, UnexpectedToken, UnexpectedEOF, UnexpectedInput) as exc:
         line = getattr(exc, "line", 0) or 0
         column = getattr(exc, "column", 0) or 0
-        expected = sorted(getattr(exc, "expected", None) or getattr(exc, "allowed", None) or [])
-        hint = f"; expected one of {', '.join(expected[:8])}" if expected else ""
-        context = exc.get_context(text, 30).rstrip("\n") if line else ""
+        expected = _described(getattr(exc, "expected", None) or getattr(exc, "allowed", None) or ())
+        hint = f"; expected {' or '.join(expected)}" if expected else ""
         token = getattr(exc, "token", None)
         what = "the query ends too early" if token is not None and token.type == "$END" else "syntax error"
         raise QuerySyntaxError(
-            f"{what} at line {line}, column {column}{hint}\n{context}", line, column
+            f"{what} at line {line}, column {column}{hint}\n{_pointed(text, line, column)}", line, column
         ) from None
     except RecursionError:
         raise _too_deep() from None
@@ -239,6 +238,41 @@ def parse(text: str) -> Node:
     if levels > MAX_DEPTH:
         raise _too_deep(levels)
     return node
+
+
+# what a terminal of the grammar is called in an error: its own text, or these words
+_TERMINAL_WORDS = {
+    "NAME": "a name",
+    "STRING": "a string",
+    "NUMBER": "a number",
+    "DURATION": "a duration (such as 5m)",
+    "CMP_OP": "a comparison (== != > < >= <=)",
+    "MUL_OP": "* or / or %",
+    "AND_OP": "and or unless",
+    "MATCH_KIND": "on or ignoring",
+    "GROUP": "group_left or group_right",
+    "$END": "the end of the query",
+}
+_CONTEXT_WIDTH = 120
+
+
+def _described(names: Any) -> list[str]:
+    """The expected terminals in words, ``","`` rather than ``COMMA``."""
+    literal = {t.name: t.pattern.value for t in _parser().terminals if t.pattern.type == "str"}
+    words = {
+        _TERMINAL_WORDS.get(name) or (f"'{literal[name]}'" if name in literal else name) for name in names
+    }
+    return sorted(words)
+
+
+def _pointed(text: str, line: int, column: int) -> str:
+    """The line of the error (up to 120 characters around the column) and a caret under it."""
+    if line < 1:
+        return ""
+    source = text.split("\n")[line - 1] if line <= text.count("\n") + 1 else ""
+    start = max(0, min(column - 1 - _CONTEXT_WIDTH // 2, len(source) - _CONTEXT_WIDTH))
+    shown = source[start : start + _CONTEXT_WIDTH]
+    return f"{shown}\n{' ' * (column - 1 - start)}^"
 
 
 def _too_deep(levels: int | None = None) -> QuerySyntaxError:

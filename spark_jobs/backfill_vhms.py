@@ -27,7 +27,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--input", required=True, help="raw_ingest's Parquet root (file:// or hdfs://)")
     parser.add_argument("--start", required=True, help="epoch ms or ISO 8601")
     parser.add_argument("--end", required=True, help="epoch ms or ISO 8601")
-    parser.add_argument("--zk", help="ZooKeeper where the shards register (default $ARTIMON_ZK)")
+    parser.add_argument(
+        "--zk", help="ZooKeeper where the shards register (default $ARTIMON_ZK, else 127.0.0.1:2181)"
+    )
     parser.add_argument(
         "--vhms",
         action="append",

@@ -64,7 +64,12 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--watermark", default="15 minutes", help="how late a replayed duplicate may come")
     parser.add_argument("--interval", default="5 minutes", help="trigger interval when streaming")
     parser.add_argument("--max-files", type=int, default=30, help="landing files per micro-batch at most")
-    parser.add_argument("--processed", choices=["keep", "delete", "archive"], default="keep")
+    parser.add_argument(
+        "--processed",
+        choices=["keep", "delete", "archive"],
+        default="keep",
+        help="what becomes of a landing file once it is in the history",
+    )
     parser.add_argument("--archive-dir", default=None, help="with --processed archive")
     parser.add_argument(
         "--max-retries",

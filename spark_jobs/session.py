@@ -2,7 +2,8 @@
 workers on this interpreter (so they see this environment's numpy and pandas), UTC, state
 in RocksDB, a driver of ``$ARTIMON_SPARK_DRIVER_MEMORY`` (4g). With a ``local`` master the
 driver's RPC and block manager listen on 127.0.0.1 only (Spark's default is the host's
-outward address, reachable from the network, and no executor elsewhere needs them); give
+outward address, reachable from the network, and no executor elsewhere needs them;
+``$SPARK_LOCAL_IP`` is 127.0.0.1 unless set, so Spark does not look for another); give
 ``spark.driver.bindAddress`` in ``conf`` to change it. With a cluster master Spark's own
 settings apply: executors must reach the driver. With ``log_file``, the JVM and its Python
 workers write their output there (the embedded stack's round lines stay readable), and
@@ -72,6 +73,8 @@ def spark_session(
     from pyspark.sql import SparkSession
 
     settings = _settings(master, app, conf)
+    if _on_loopback(master):  # Spark's own address, and no warning that the host name is loopback
+        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     if log_file is None:
         builder = SparkSession.builder
         for key, value in settings.items():

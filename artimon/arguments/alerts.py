@@ -21,8 +21,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--state",
         type=Path,
-        default=Path("artimon-data/alerts-state.json"),
-        help="where alerts are kept across restarts (default artimon-data/alerts-state.json)",
+        default=Path("artimon-alerts/state.json"),
+        help="where alerts are kept across restarts; its directory is held by this process alone "
+        "(default artimon-alerts/state.json: not artimon up's own, artimon-data/alerts-state.json)",
     )
     parser.add_argument("--once", action="store_true", help="evaluate once, notify, and exit")
     parser.add_argument(

@@ -12,7 +12,11 @@ __all__ = ["add_arguments"]
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--host", default="127.0.0.1", help="bind address")
     parser.add_argument("--port", type=int, default=8080, help="HTTP port (0: any free one)")
-    parser.add_argument("--zk", default=None, help="ZooKeeper connect string[/root] (default $ARTIMON_ZK)")
+    parser.add_argument(
+        "--zk",
+        default=None,
+        help="ZooKeeper connect string[/root] (default $ARTIMON_ZK, else 127.0.0.1:2181)",
+    )
     parser.add_argument(
         "--vhms", action="append", default=[], help="host:port of a shard (instead of ZooKeeper)"
     )

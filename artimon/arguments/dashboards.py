@@ -10,4 +10,9 @@ __all__ = ["add_arguments"]
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("directory", type=Path, help="the dashboards directory (artimon api --dashboards)")
-    parser.add_argument("--check", action="store_true", required=True, help="validate every dashboard")
+    parser.add_argument(
+        "--check",
+        action="store_true",
+        help="validate every dashboard of the directory: what the command does, written as promtool's "
+        "check is, and also without the flag",
+    )

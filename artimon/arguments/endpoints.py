@@ -8,4 +8,6 @@ __all__ = ["add_arguments"]
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--zk", default=None, help="connect string[/root] (default $ARTIMON_ZK)")
+    parser.add_argument(
+        "--zk", default=None, help="connect string[/root] (default $ARTIMON_ZK, else 127.0.0.1:2181)"
+    )

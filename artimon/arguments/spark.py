@@ -11,9 +11,17 @@ import spark_jobs
 from artimon.arguments import LazyParser, module_doc
 from artimon.arguments._metrics import add_metrics_arguments
 
-__all__ = ["JOBS", "add_arguments"]
+__all__ = ["JOBS", "JOB_EXAMPLES", "add_arguments"]
 
 JOBS = ("raw_ingest", "analyze", "backfill_vhms")  # modules of spark_jobs
+JOB_EXAMPLES = {
+    "raw_ingest": "artimon spark raw_ingest --landing artimon-data/landing "
+    "--output file:///srv/history/parquet --checkpoint file:///srv/history/checkpoint",
+    "analyze": "artimon spark analyze --input file:///srv/history/parquet --query 'fetch(\"hits\")' "
+    "--start 2026-11-01 --end 2026-11-02 --output out --format csv",
+    "backfill_vhms": "artimon spark backfill_vhms --input file:///srv/history/parquet --zk 127.0.0.1:2181 "
+    "--start 2026-11-01 --end 2026-11-02",
+}
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -32,7 +40,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     jobs = parser.add_subparsers(dest="job", metavar="<job>", required=True, parser_class=LazyParser)
     for name in JOBS:
         doc = module_doc(f"spark_jobs.{name}")
-        jobs.add_parser(name, help=doc.splitlines()[0], description=doc, fill=_job_arguments(name))
+        jobs.add_parser(
+            name,
+            help=doc.splitlines()[0],
+            description=doc,
+            epilog=f"example:\n  {JOB_EXAMPLES[name]}",
+            fill=_job_arguments(name),
+        )
 
 
 def _job_arguments(name: str) -> Callable[[argparse.ArgumentParser], None]:

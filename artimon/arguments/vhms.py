@@ -20,25 +20,29 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--snapshot-every", type=float, default=300.0, help="seconds between snapshots")
     add_wal_arguments(parser)
     parser.add_argument(
-        "--resolutions", default=None, help="rings STEP:SLOTS,... (default vhms.DEFAULT_RESOLUTIONS)"
+        "--resolutions", default=None, help="rings STEP:SLOTS,... (default 60s:60,5m:48,15m:96,1h:72)"
     )
-    parser.add_argument("--max-series", type=int, default=2_000_000)
-    parser.add_argument("--zk", default=None, help="ZooKeeper connect string[/root] (default $ARTIMON_ZK)")
+    parser.add_argument("--max-series", type=int, default=2_000_000, help="series the shard holds at most")
+    parser.add_argument(
+        "--zk",
+        default=None,
+        help="ZooKeeper connect string[/root] (default $ARTIMON_ZK, else 127.0.0.1:2181)",
+    )
     parser.add_argument("--no-register", action="store_true", help="do not register in ZooKeeper")
     tls = parser.add_argument_group("TLS on the Thrift port")
     tls.add_argument("--tls-cert", type=Path, help="PEM certificate chain (with its key unless --tls-key)")
     tls.add_argument("--tls-key", type=Path, help="PEM private key of --tls-cert")
     tls.add_argument("--tls-client-ca", type=Path, help="PEM CA: require client certificates it signed")
-    limits = parser.add_argument_group("Thrift server limits (defaults: vhms.DEFAULT_SERVER_LIMITS)")
-    for flag, kind, unit in (
-        ("--max-connections", int, ""),
-        ("--max-connections-per-peer", int, ""),
-        ("--max-frame-size", int, "bytes"),
-        ("--first-frame-timeout", float, "seconds"),
-        ("--idle-timeout", float, "seconds"),
-        ("--frame-timeout", float, "seconds"),
+    limits = parser.add_argument_group("Thrift server limits (defaults: vhms.server.DEFAULT_SERVER_LIMITS)")
+    for flag, kind, unit, what in (
+        ("--max-connections", int, "", "connections open at once (default 64)"),
+        ("--max-connections-per-peer", int, "", "connections of one peer address (default 16)"),
+        ("--max-frame-size", int, "bytes", "the largest request (default 268435456: 256 MiB)"),
+        ("--first-frame-timeout", float, "seconds", "how long a new connection may stay silent (default 10)"),
+        ("--idle-timeout", float, "seconds", "how long a connection may sit between requests (default 300)"),
+        ("--frame-timeout", float, "seconds", "how long a request may take to arrive (default 60)"),
     ):
-        limits.add_argument(flag, type=kind, default=None, metavar=unit.upper() or "N")
+        limits.add_argument(flag, type=kind, default=None, metavar=unit.upper() or "N", help=what)
 
 
 def add_wal_arguments(parser: argparse.ArgumentParser) -> None:

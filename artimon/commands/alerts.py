@@ -3,7 +3,8 @@ Queries go through the query API (--api, else $ARTIMON_API) or, with --zk, strai
 VHMS shards. Prints a line per alert state change and per failed rule. --once evaluates
 once, waits for the notifications and exits (status 1 if a rule or a notification failed);
 --check only checks the file (--check FILE... checks each, as ``promtool check rules``
-does). Alert state is kept in --state across restarts.
+does). Alert state is kept in --state across restarts; the state file's directory is held
+(``in_use.lock``) for as long as this runs, so two processes never share one state.
 
 A Prometheus rule file (``groups:`` of ``alert:``/``record:`` rules in PromQL) runs its
 queries in this process over the shards with --zk, its recording rules writing their series
@@ -21,6 +22,8 @@ from pathlib import Path
 from artimon.commands._metrics import serve_metrics
 from artimon.commands._signals import stop_event
 from artimon.stack import report_evaluation
+from bookkeeper import DirectoryInUseError
+from bookkeeper.ground import DirectoryLock
 from query_dsl import Client, QueryError, ShardedSource
 from query_dsl.alerts import (
     AlertConfig,
@@ -107,6 +110,22 @@ def run(args: argparse.Namespace) -> int:
     else:
         print("artimon alerts: give --api (or $ARTIMON_API) or --zk", file=sys.stderr)
         return 2
+    try:
+        with DirectoryLock(args.state.parent, "artimon alerts"):
+            return _serve(args, config, source, sharded, recorder)
+    except DirectoryInUseError as exc:
+        print(f"artimon alerts: {exc} (its state file is not this process's to write)", file=sys.stderr)
+        return 1
+
+
+def _serve(
+    args: argparse.Namespace,
+    config: AlertConfig,
+    source: QuerySource,
+    sharded: ShardedSource | None,
+    recorder: Recorder | None,
+) -> int:
+    """Evaluate the rules (once, or until stopped) with the state's directory held."""
     engine = AlertEngine(config, source, state_file=args.state, recorder=recorder)
     failed = False
     metrics = serve_metrics(args, "alerts", [AlertEngineMetrics(engine)])

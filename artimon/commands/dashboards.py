@@ -1,4 +1,4 @@
-"""Check saved dashboards (``artimon dashboards --check DIR``), as ``promtool check`` does for
+"""Check saved dashboards (``artimon dashboards [--check] DIR``), as ``promtool check`` does for
 its files: every ``*.json`` of the directory is read and validated (names, size, panels,
 every query parsed); each is reported on a line, and the exit code is 1 if any is invalid."""
 

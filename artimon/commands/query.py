@@ -36,7 +36,9 @@ def _table(result: Matrix | float, last: int) -> str:
     if common:
         lines.append(f"{len(result)} series of {common}")
     widths = [min(40, max(len(title), *(len(cell) for cell in cells))) for title, cells in columns]
-    times = [time.strftime("%H:%M", time.gmtime(t / 1000)) for t in result.timestamps[-last:].tolist()]
+    stamps = result.timestamps.tolist()
+    clock = "%H:%M" if all(t % 60_000 == 0 for t in stamps) else "%H:%M:%S"  # seconds when a step has them
+    times = [time.strftime(clock, time.gmtime(t / 1000)) for t in stamps[-last:]]
     lines.append(
         "  ".join(
             [
@@ -49,6 +51,10 @@ def _table(result: Matrix | float, last: int) -> str:
         cells = [cell[row][:w].ljust(w) for (_, cell), w in zip(columns, widths, strict=True)]
         numbers = [f"{'-' if math.isnan(v) else f'{v:.4g}':>10}" for v in values]
         lines.append("  ".join([*cells, *numbers]))
+    if len(stamps) > last:
+        lines.append(
+            f"({len(stamps) - last} earlier instants not shown: --last N shows more, --format csv all)"
+        )
     return "\n".join(lines)
 
 

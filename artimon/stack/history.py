@@ -71,7 +71,11 @@ class HistoryJob:
             master = "local[2]"
             if self.cluster is not None:
                 master = self.cluster.start().master_url
-            self._spark = spark_session(master, "artimon-up-raw_ingest", log_file=self.log_file)
+            # adaptive execution does not apply to a stream: off, rather than a warning per start
+            streaming = {"spark.sql.adaptive.enabled": "false"}
+            self._spark = spark_session(
+                master, "artimon-up-raw_ingest", conf=streaming, log_file=self.log_file
+            )
             if self.before_ingest is not None:
                 try:
                     self.before_ingest(self._spark)
@@ -101,8 +105,11 @@ class HistoryJob:
         try:
             if self._query is None:
                 return f"spark raw_ingest did not run: {self.error or 'still starting'}"
-            # stop the stream (its checkpoint keeps it exactly-once), then one run over what has
-            # landed since: processAllAvailable() would wait for the next trigger, 5 minutes away
+            # stop the stream between two batches (stopped within one, its write is interrupted
+            # and Spark logs the abort as an error; the checkpoint keeps it exactly-once either
+            # way), then one run over what has landed since: processAllAvailable() would wait
+            # for the next trigger, 5 minutes away
+            _between_batches(self._query, timeout)
             self._query.stop()
             from spark_jobs import raw_ingest
 
@@ -114,6 +121,13 @@ class HistoryJob:
                 self._spark.stop()
             if self.cluster is not None:
                 self.cluster.stop()
+
+
+def _between_batches(query: Any, timeout: float) -> None:
+    """Return once ``query`` runs no batch (or ``timeout`` has passed, or it has ended)."""
+    deadline = time.monotonic() + timeout
+    while query.isActive and query.status["isTriggerActive"] and time.monotonic() < deadline:
+        time.sleep(0.2)  # Spark tells the end of a batch by no event a caller can wait on
 
 
 def _backfill(vhms: VhmsService, history: str, say: Callable[[str], None]) -> Callable[[Any], None]:

@@ -24,8 +24,11 @@ class BackgroundServer:
         *,
         name: str = "http",
         limit_concurrency: int = 64,
-        timeout_keep_alive: int = 5,
+        timeout_keep_alive: int = 65,
     ) -> None:
+        # an idle connection is kept longer than the longest scrape interval of the stack
+        # (60 s rounds): uvicorn's 5 s met a 5 s scrape interval and closed connections as
+        # requests went out on them
         config = uvicorn.Config(
             app,
             host=host,

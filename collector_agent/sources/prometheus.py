@@ -105,6 +105,7 @@ class PrometheusSource(EventDrivenSource):
         "ScrapeAttemptCount",
         "ScrapeSuccessCount",
         "ScrapeFailCount",
+        "ScrapeRetryCount",
         "ScrapeTimeoutCount",
         "SampleRefusedCount",
         "EventDroppedCount",
@@ -286,11 +287,24 @@ class PrometheusSource(EventDrivenSource):
 
     # -- one target --------------------------------------------------------------------------
 
+    def _get(self, url: str, deadline: float) -> urllib3.BaseHTTPResponse:
+        """The answer's head. A kept-alive connection that the target closed as the request
+        went out (its idle timeout met our interval: the answer is a dropped connection, not
+        a timeout) is left, and the idempotent GET sent once more on a fresh one, as
+        Prometheus's HTTP client does."""
+        try:
+            return self._http.request("GET", url, preload_content=False, decode_content=True)
+        except urllib3.exceptions.MaxRetryError as exc:
+            if not isinstance(exc.reason, urllib3.exceptions.ProtocolError) or time.monotonic() > deadline:
+                raise
+        self.counters.add("ScrapeRetryCount")
+        return self._http.request("GET", url, preload_content=False, decode_content=True)
+
     def _fetch(self, url: str, deadline: float) -> tuple[bytes, str]:
         """The body and its content type; ``ScrapeError`` for anything but a whole answer
         within the size limit and ``scrapeTimeout``."""
         try:
-            response = self._http.request("GET", url, preload_content=False, decode_content=True)
+            response = self._get(url, deadline)
         except urllib3.exceptions.MaxRetryError as exc:
             raise ScrapeError(failure_text(exc.reason or exc, self.scrape_timeout)) from None
         except urllib3.exceptions.HTTPError as exc:

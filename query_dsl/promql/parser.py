@@ -434,9 +434,27 @@ def parse(text: str) -> Expr:
         else:
             char = getattr(exc, "char", "")
             what = f"unexpected character {char!r}"
-        raise PromQLSyntaxError(f"{what} at line {line}, column {column}", line, column) from None
+        hint = _dotted_hint(text, getattr(exc, "pos_in_stream", -1))
+        raise PromQLSyntaxError(f"{what} at line {line}, column {column}{hint}", line, column) from None
     except RecursionError:
         raise PromQLSyntaxError(f"the query nests more than {MAX_DEPTH} levels", 1, 1) from None
     if _depth(expr) > MAX_DEPTH:
         raise PromQLSyntaxError(f"the query nests more than {MAX_DEPTH} levels", 1, 1)
     return expr
+
+
+_NAME_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_:.")
+
+
+def _dotted_hint(text: str, pos: int) -> str:
+    """A name with dots (every Artimon name has some) is written quoted in PromQL: the
+    suggestion, when the unexpected character is a dot inside a name."""
+    if not 0 < pos < len(text) or text[pos] != "." or text[pos - 1] not in _NAME_CHARS:
+        return ""
+    start, end = pos, pos
+    while start > 0 and text[start - 1] in _NAME_CHARS:
+        start -= 1
+    while end < len(text) and text[end] in _NAME_CHARS:
+        end += 1
+    name = text[start:end]
+    return f': a name with dots is written quoted, {{"{name}"}} (or {{"{name}", label="value"}})'

@@ -19,7 +19,7 @@ import pandas as pd
 import pytest
 
 from artimon.arguments.vhms import add_wal_arguments
-from artimon.cli import COMMANDS, load_command
+from artimon.cli import COMMANDS, build_parser, load_command
 from artimon.stack import agent_properties
 from bookkeeper import Bookkeeper
 from bookkeeper.ground import DirectoryLock
@@ -123,6 +123,47 @@ def test_a_commands_help_shows_its_arguments_and_its_description() -> None:
     assert "Run the embedded stack on this machine" in result.stdout
     jobs = _run("spark", "analyze", "--help")  # a job's own arguments: its module's configure
     assert jobs.returncode == 0 and "--query" in jobs.stdout
+
+
+def _every_parser() -> dict[str, argparse.ArgumentParser]:
+    """Each command's parser, and each Spark job's, filled (as their --help fills them)."""
+    parsers = {}
+    for name, command in build_parser().commands.items():
+        command.format_help()
+        parsers[name] = command
+        for action in command._actions:  # spark's jobs
+            if isinstance(action, argparse._SubParsersAction):
+                for job, parser in action.choices.items():
+                    parser.format_help()
+                    parsers[f"{name} {job}"] = parser
+    return parsers
+
+
+def test_every_option_has_help_and_shows_its_default_and_every_command_an_example() -> None:
+    parsers = _every_parser()
+    assert len(parsers) == len(COMMANDS) + 3
+    for name, parser in parsers.items():
+        text = parser.format_help()
+        assert "``" not in text and ":class:" not in text and ":func:" not in text, (name, text)
+        assert "\nexample" in text, f"artimon {name} --help shows no example"
+        for action in parser._actions:
+            if not action.option_strings or isinstance(action, argparse._HelpAction):
+                continue
+            flag = action.option_strings[-1]
+            assert action.help, f"artimon {name} {flag} has no help"
+            if action.default not in (None, False, [], argparse.SUPPRESS):
+                shown = parser._get_formatter()._expand_help(action)
+                assert "default" in shown, (
+                    f"artimon {name} {flag}: its default {action.default!r} is not shown"
+                )
+
+
+def test_an_unknown_option_gets_its_commands_usage() -> None:
+    result = _run("up", "--demo", "--bogus")
+    assert result.returncode == 2
+    assert (
+        result.stderr.startswith("usage: artimon up ") and "unrecognized arguments: --bogus" in result.stderr
+    )
 
 
 def test_the_wal_flags_offer_exactly_the_stores_fsync_policies() -> None:
@@ -374,6 +415,22 @@ def test_query_command_prints_a_table_json_and_csv() -> None:
         assert bad.returncode == 1 and "line 1" in bad.stderr
     finally:
         server.stop()
+
+
+def test_query_table_shows_seconds_under_a_minute_and_says_what_it_left_out() -> None:
+    import numpy as np
+
+    from artimon.commands.query import _table
+    from query_dsl import Matrix
+
+    start = 1_700_000_040_000  # 22:14:00 UTC
+    every_5s = Matrix(["temp"], [{"rack": "r1"}], start + np.arange(12) * 5000, np.ones((1, 12)), 5000)
+    lines = _table(every_5s, 8).splitlines()
+    assert lines[1].split()[-8:] == [f"22:14:{s:02d}" for s in range(20, 60, 5)]
+    assert lines[-1] == "(4 earlier instants not shown: --last N shows more, --format csv all)"
+    minutes = Matrix(["temp"], [{"rack": "r1"}], start + np.arange(3) * 60_000, np.ones((1, 3)), 60_000)
+    lines = _table(minutes, 8).splitlines()
+    assert lines[1].split()[-3:] == ["22:14", "22:15", "22:16"] and "not shown" not in lines[-1]
 
 
 def test_query_table_shows_the_labels_that_vary_however_long_the_names() -> None:

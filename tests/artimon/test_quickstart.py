@@ -27,8 +27,12 @@ DEFAULT_PORTS = {"ZooKeeper": 2181, "the query API": 8080, "the Flume Thrift sou
 pytestmark = pytest.mark.slow
 
 
+def readme_text() -> str:
+    return (ROOT / "README.md").read_text()
+
+
 def readme_python() -> str:
-    (block,) = re.findall(r"```python\n(.*?)```", (ROOT / "README.md").read_text(), re.S)
+    (block,) = re.findall(r"```python\n(.*?)```", readme_text(), re.S)
     return block
 
 
@@ -114,7 +118,16 @@ def test_the_readme_quick_start_as_a_user(tmp_path: Path) -> None:
         app = subprocess.Popen([sys.executable, str(script)], env=env, stderr=subprocess.PIPE, text=True)
         output.until(lambda line: line.startswith("round "), 60, "a first round")
         output.until(lambda line: line.startswith("round "), 60, "a second round")
-        output.until(lambda line: line.startswith("round "), 60, "a third round")  # two rounds after the app
+        third = output.until(
+            lambda line: line.startswith("round "), 60, "a third round"
+        )  # two rounds after the app
+        said = re.search(r"(\d+) samples stored, (\d+) series in VHMS", " ".join(readme_text().split()))
+        ran = re.search(r"(\d+) samples stored, (\d+) series in VHMS", third)
+        assert said is not None and ran is not None, third
+        for printed, run in zip(
+            said.groups(), ran.groups(), strict=True
+        ):  # the README's round line is today's
+            assert abs(int(run) - int(printed)) <= int(printed) // 20, (said.group(0), third)
         usage, _ = query('fetch("pool.usage", last=5m)')
         assert [r["labels"]["pool"] for r in usage] == ["db"] and 0.42 in usage[0]["values"]
         printed = re.search(r"'(.+)'\)$", ready_query)
@@ -138,6 +151,11 @@ def test_the_readme_quick_start_as_a_user(tmp_path: Path) -> None:
             app.send_signal(signal.SIGINT)
             _, app_errors = app.communicate(timeout=30)
             assert app.returncode == 0, app_errors
+            assert re.match(  # it says where it serves, and that Ctrl-C stops it
+                r"bookkeeper default: serving on 127\.0\.0\.1:\d+, registered in ZooKeeper 127\.0\.0\.1:2181 "
+                r"as /artimon/contexts/default/[\d.]+:\d+:[0-9a-f-]+; Ctrl-C stops\n",
+                app_errors,
+            ), app_errors
         up.send_signal(signal.SIGINT)
         code = up.wait(timeout=240)
         lines = output.rest()

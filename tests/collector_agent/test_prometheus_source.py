@@ -391,6 +391,59 @@ def test_targets_discovered_in_zookeeper(
         zk.close()
 
 
+class ClosingKeptAlive:
+    """A target that keeps a connection alive after its first answer and closes it, with no
+    answer, when the next request comes on it: the race of an idle timeout equal to the
+    scrape interval, made to happen every round."""
+
+    def __init__(self) -> None:
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.connections = 0
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.listener.getsockname()[1]}/metrics"
+
+    def _serve(self) -> None:
+        with contextlib.suppress(OSError):  # the listener closed: the test is over
+            while True:
+                conn, _ = self.listener.accept()
+                self.connections += 1
+                threading.Thread(target=self._one, args=(conn,), daemon=True).start()
+
+    @staticmethod
+    def _one(conn: socket.socket) -> None:
+        body = b"ok 1\n"
+        with conn, contextlib.suppress(OSError):
+            request = b""
+            while b"\r\n\r\n" not in request:
+                request += conn.recv(4096) or b"\r\n\r\n"
+            conn.sendall(
+                b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\n"
+                + f"Content-Length: {len(body)}\r\n\r\n".encode()
+                + body
+            )
+            conn.recv(4096)  # the next request on the kept-alive connection: closed unanswered
+
+
+def test_a_connection_closed_as_the_scrape_goes_out_is_retried_on_a_fresh_one(
+    shard: VhmsService, wait: Callable[..., None]
+) -> None:
+    target = ClosingKeptAlive()
+    agent = run_agent({"targets": [target.url], "job": "race"}, shard)
+    try:
+        source = agent.sources["scrape"]
+        wait(lambda: source.metrics()["ScrapeSuccessCount"] >= 4, timeout=30, what="four scrapes")
+        metrics = source.metrics()
+        assert metrics["ScrapeFailCount"] == 0
+        assert metrics["ScrapeRetryCount"] >= 3  # every round after the first met a closed connection
+        assert target.connections >= 4
+    finally:
+        agent.stop()
+        target.listener.close()
+
+
 def test_honor_labels_and_exported_labels() -> None:
     body = b'm{job="app",instance="x",path="/"} 1\n'
     own = ExpositionParser({"job": "scrape", "instance": "h:1"}, honor_labels=False, max_line=1024)

@@ -20,7 +20,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from artimon.servers import free_port
-from bookkeeper.ground import BackgroundServer
+from bookkeeper.ground import BackgroundServer, DirectoryLock
 from query_dsl.alerts import AlertEngine, EvaluatorSource, load_rules
 from query_dsl.http import create_app
 from vhms import LocalClient
@@ -143,6 +143,22 @@ def test_once_with_the_api_down_reports_the_error_and_keeps_state(api: str, tmp_
         " ERROR    HotRack: QueryError: the query API at" in down.stdout and "does not answer" in down.stdout
     )
     assert len(json.loads(state.read_text())["alerts"]) == 2
+
+
+def test_a_state_directory_held_by_another_process_is_refused_with_its_pid(api: str, tmp_path: Path) -> None:
+    rules = write_rules(tmp_path, tmp_path / "log.jsonl")
+    data = tmp_path / "artimon-data"
+    with DirectoryLock(data, "artimon up"):  # as a running `artimon up` holds its own
+        refused = alerts("-f", str(rules), "--api", api, "--state", str(data / "alerts-state.json"), "--once")
+    assert refused.returncode == 1
+    assert f"is in use by pid {os.getpid()} (artimon up)" in refused.stderr
+    assert not (data / "alerts-state.json").exists()
+    assert (
+        alerts(
+            "-f", str(rules), "--api", api, "--state", str(data / "alerts-state.json"), "--once"
+        ).returncode
+        == 0
+    )
 
 
 def test_a_failing_notifier_makes_once_fail(api: str, tmp_path: Path) -> None:

@@ -111,6 +111,21 @@ def test_errors_point_at_the_problem(evaluator: Evaluator, query: str, error: ty
         evaluator.evaluate(query)
 
 
+def test_a_syntax_error_names_characters_and_shows_the_whole_line() -> None:
+    query = 'fetch("http.requests", last=10m) | map(rate 1m) | reduce(sum, by=[method])'
+    with pytest.raises(QuerySyntaxError) as caught:
+        parse(query)
+    assert str(caught.value) == (
+        "syntax error at line 1, column 45; expected '(' or ')' or ',' or '='\n"
+        + query
+        + "\n"
+        + " " * 44
+        + "^"
+    )
+    with pytest.raises(QuerySyntaxError, match="ends too early at line 1, column 12; expected a name"):
+        parse('fetch("a") |')
+
+
 def test_wall_time_limit(evaluator: Evaluator) -> None:
     slow = Evaluator(evaluator.source, now_ms=NOW + MINUTE, limits=Limits(timeout_s=0.0))
     with pytest.raises(QueryLimitError, match="longer than"):

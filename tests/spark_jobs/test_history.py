@@ -94,7 +94,9 @@ def test_analyze_agrees_with_the_query_language(spark: Any, history: tuple[str, 
     assert np.isfinite(over_vhms.values).any()  # the comparison compared something
 
 
-def test_analyze_writes_csv(spark: Any, history: tuple[str, Store], tmp_path: Path) -> None:
+def test_analyze_writes_csv_and_says_what_it_wrote_and_why_values_are_empty(
+    spark: Any, history: tuple[str, Store], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     path, _ = history
     args = argparse.Namespace(
         input=path,
@@ -109,6 +111,15 @@ def test_analyze_writes_csv(spark: Any, history: tuple[str, Store], tmp_path: Pa
     (csv,) = (tmp_path / "out").glob("part-*.csv")
     frame = pd.read_csv(csv)
     assert list(frame.columns) == ["series", "ts_ms", "value"] and len(frame) == 2 * MINUTES
+    said = capsys.readouterr()
+    values = int(frame["value"].notna().sum())
+    assert said.out == f"wrote {2 * MINUTES} rows (2 series, {values} values) to {args.output}\n"
+    assert said.err == "" and values > 0
+    args.query = 'fetch("hits") | map(rate, 1m) | reduce(sum, by=[page])'  # one bucket per window
+    assert analyze.run_query(spark, args) == 0
+    said = capsys.readouterr()
+    assert said.err.startswith("warning: every value of the answer is empty")
+    assert said.out.endswith(", 0 values) to " + args.output + "\n")
 
 
 def test_a_backfill_puts_each_series_on_the_shard_the_ring_names_and_answers_as_the_original(

@@ -106,6 +106,18 @@ def test_errors_give_line_and_column() -> None:
         parse("x" * 10_001)
 
 
+def test_a_dotted_name_gets_its_quoted_form_suggested() -> None:
+    with pytest.raises(PromQLSyntaxError) as caught:
+        parse('rate(http.requests{method="GET"}[1m])')
+    assert str(caught.value) == (
+        "unexpected character '.' at line 1, column 10: a name with dots is written quoted, "
+        '{"http.requests"} (or {"http.requests", label="value"})'
+    )
+    with pytest.raises(PromQLSyntaxError) as caught:
+        parse("sum(x) . y")
+    assert str(caught.value) == "unexpected character '.' at line 1, column 8"
+
+
 @pytest.fixture(scope="module")
 def base(artimon: BackgroundServer) -> str:
     return f"{artimon.url}/prometheus/api/v1"
