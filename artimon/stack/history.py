@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import threading
 import time
 from collections.abc import Callable
@@ -30,6 +31,14 @@ from vhms.server import VhmsService
 
 log = logging.getLogger(__name__)
 
+# a demo's thousand series need a fraction of a full site's Spark ($ARTIMON_SPARK_DRIVER_MEMORY
+# sets it otherwise): one task at a time (two Python workers, not four), a heap of 1 GB:
+# 1.4 GB for the whole demo stack, 1.85 GB before
+DEMO_SPARK: dict[str, Any] = {
+    "conf": {"spark.driver.memory": "1g", "spark.sql.shuffle.partitions": "2"},
+    "local_master": "local[1]",
+}
+
 
 class HistoryJob:
     def __init__(
@@ -41,8 +50,12 @@ class HistoryJob:
         before_ingest: Callable[[Any], None] | None = None,
         root: str | None = None,
         cluster: SparkCluster | None = None,
+        conf: dict[str, str] | None = None,
+        local_master: str = "local[2]",
     ) -> None:
         self.landing = data / "landing"
+        self.conf = conf or {}
+        self.local_master = local_master
         # URIs, never bare paths: a HADOOP_CONF_DIR in the environment would send those to its HDFS
         self.output = f"{root}/parquet" if root else (data / "history" / "parquet").as_uri()
         self.checkpoint = f"{root}/checkpoint" if root else (data / "history" / "checkpoint").as_uri()
@@ -68,13 +81,13 @@ class HistoryJob:
                 spark_session,
             )
 
-            master = "local[2]"
+            master = self.local_master
             if self.cluster is not None:
                 master = self.cluster.start().master_url
             # adaptive execution does not apply to a stream: off, rather than a warning per start
-            streaming = {"spark.sql.adaptive.enabled": "false"}
+            settings = {"spark.sql.adaptive.enabled": "false", **self.conf}
             self._spark = spark_session(
-                master, "artimon-up-raw_ingest", conf=streaming, log_file=self.log_file
+                master, "artimon-up-raw_ingest", conf=settings, log_file=self.log_file
             )
             if self.before_ingest is not None:
                 try:
@@ -177,6 +190,7 @@ class History:
             on_ready=lambda where: say(f"[ready] spark      raw_ingest {where}"),
             root=f"{hdfs.uri}/artimon/history" if hdfs else None,
             cluster=SparkCluster(data / "spark") if cluster else None,
+            **(DEMO_SPARK if demo and "ARTIMON_SPARK_DRIVER_MEMORY" not in os.environ else {}),
         )
         self.say = say
 
