@@ -208,17 +208,23 @@ class SeriesIndex:
         the new series in id order, grouped by a radix sort, a run of ascending ids per
         posting."""
         base = len(self) - made
-        by_label: dict[str, np.ndarray] = {}  # label -> the code of each new series, -1 if it lacks it
-        for shape, numbers, rows in posted:
-            for column, label in enumerate(self._shapes[shape]):
-                codes = by_label.get(label)
-                if codes is None:
-                    codes = by_label[label] = np.full(made, -1, dtype=np.int32)
-                codes[numbers] = rows[:, column]
-        for label, codes in by_label.items():
-            owners = np.flatnonzero(codes >= 0)
-            order = _grouping_order(codes[owners])
-            owners, codes = owners[order], codes[owners[order]]
+        columns: dict[str, tuple[np.ndarray, np.ndarray]] = {}  # label -> new series (less base), codes
+        if len(posted) == 1:
+            shape, numbers, rows = posted[0]
+            columns = {label: (numbers, rows[:, column]) for column, label in enumerate(self._shapes[shape])}
+        else:
+            by_label: dict[str, np.ndarray] = {}  # label -> the code of each new series, -1 if it lacks it
+            for shape, numbers, rows in posted:
+                for column, label in enumerate(self._shapes[shape]):
+                    if label not in by_label:
+                        by_label[label] = np.full(made, -1, dtype=np.int32)
+                    by_label[label][numbers] = rows[:, column]
+            for label, codes in by_label.items():
+                owners = np.flatnonzero(codes >= 0)
+                columns[label] = (owners, codes[owners])
+        for label, (owners, codes) in columns.items():
+            order = _grouping_order(codes)
+            owners, codes = owners[order], codes[order]
             edges = [0, *(np.flatnonzero(np.diff(codes)) + 1).tolist(), len(codes)]
             data = (owners + base).astype(np.int32).tobytes()
             values = self._values[label]
