@@ -17,7 +17,10 @@ and label set is resolved once and every sample's row made by numpy (``symbols.p
 are found by their hashes in a numpy hash table (``key_table.py``), a batch at a time, each
 hit confirmed by comparing the stored row with the batch's (a row whose hash another series
 holds is kept aside, in ``_collided``). New series are created a whole batch at a time:
-rows appended by shape, postings a run of ids at a time. Keys given as text
+the rows not found are told distinct by one sort of their hashes (``np.unique`` only when
+two hash alike), numbered by their rank among the batch's positions (no sort), rows
+appended by shape, postings per label grouped by a radix sort of the codes, a run of
+ascending ids per posting. Keys given as text
 (:meth:`SeriesIndex.lookup`: replays, snapshots, tests) are split into such a symbol table
 first.
 

@@ -107,6 +107,7 @@ def _sets(
         return shapes, ranks, {}
     parts = pc.split_pattern(pa.array(texts, pa.large_string()), pattern=",")
     offsets = _int_buffer(parts.offsets, np.int32, len(texts) + 1).astype(np.int64)
+    offsets -= offsets[0]  # into the flattened tokens
     encoded = pc.dictionary_encode(parts.flatten())
     token_refs = np.array(vocabulary.pair_refs(encoded.dictionary.to_pylist()), dtype=np.int64)
     refs = token_refs[_int_buffer(encoded.indices, np.int32, len(encoded))]
