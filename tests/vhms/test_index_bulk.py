@@ -74,3 +74,42 @@ def test_max_series_refuses_the_newest_per_occurrence() -> None:
     assert ids.tolist() == [0, 1, 2, -1, -1, 0]
     assert index.refused == 2
     assert index.match(parse_selector("{x=1}")).tolist() == [0, 1, 2]
+
+
+_mixed = st.sampled_from(
+    [*(f"a{{x={i}}}" for i in range(8)), *(f"b{{x={i},y={i % 3}}}" for i in range(8)), "c{}"]
+)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.lists(_mixed, min_size=1, max_size=40), min_size=1, max_size=4), st.integers(1, 20))
+def test_batches_of_several_shapes_number_new_series_in_order_of_first_appearance(
+    batches: list[list[str]], max_series: int
+) -> None:
+    index = SeriesIndex(max_series=max_series)
+    reference: dict[str, int] = {}
+    refused = 0
+    for keys in batches:
+        expected = []
+        for key in keys:
+            if key not in reference and len(reference) < max_series:
+                reference[key] = len(reference)
+            expected.append(reference.get(key, -1))
+            refused += key not in reference
+        assert index.lookup(keys).tolist() == expected
+    assert index.refused == refused and index.keys_of(np.arange(len(index))) == list(reference)
+    assert index.match(parse_selector("{x~.+}")).tolist() == [
+        i for i, key in enumerate(reference) if "x=" in key
+    ]
+
+
+def test_postings_of_a_label_with_more_values_than_16_bits_hold() -> None:
+    index = SeriesIndex()
+    keys = [f"m{{h={i},k={i % 7}}}" for i in range(70_000)]
+    shuffled = [keys[(i * 7919) % len(keys)] for i in range(len(keys))]  # 7919 is prime to 70,000
+    index.lookup(shuffled[:30_000])
+    index.lookup(shuffled[30_000:])  # codes 30,000 to 69,999 in one batch
+    for i in (0, 65_535, 65_536, 69_999):
+        assert index.keys_of(index.match(parse_selector(f'm{{h="{i}"}}'))) == [keys[i]]
+    sevens = index.match(parse_selector('m{k="3"}'))
+    assert len(sevens) == 10_000 and (np.diff(sevens) > 0).all()

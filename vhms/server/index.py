@@ -17,7 +17,10 @@ and label set is resolved once and every sample's row made by numpy (``symbols.p
 are found by their hashes in a numpy hash table (``key_table.py``), a batch at a time, each
 hit confirmed by comparing the stored row with the batch's (a row whose hash another series
 holds is kept aside, in ``_collided``). New series are created a whole batch at a time:
-rows appended by shape, postings a run of ids at a time. Keys given as text
+the rows not found are told distinct by one sort of their hashes (``np.unique`` only when
+two hash alike), numbered by their rank among the batch's positions (no sort), rows
+appended by shape, postings per label grouped by a radix sort of the codes, a run of
+ascending ids per posting. Keys given as text
 (:meth:`SeriesIndex.lookup`: replays, snapshots, tests) are split into such a symbol table
 first.
 
@@ -29,10 +32,10 @@ them without resolving anything.
 
 from __future__ import annotations
 
-import itertools
 import threading
 from array import array
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from urllib.parse import unquote
 
 import numpy as np
@@ -111,32 +114,30 @@ class SeriesIndex:
         with self._lock:
             resolved = resolve(self, names, label_sets, name_ids, set_ids)
             ids = np.full(len(name_ids), -1, dtype=np.int64)
-            # per shape: the first position of each new row, the new rows, their hashes, where
-            # they occur
-            new: list[tuple[int, np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = []
+            fresh: list[_Fresh] = []
             for shape, (positions, rows) in resolved.groups.items():
                 hashes = row_hashes(shape, rows)
-                found = self._find(shape, rows, hashes)
+                found, taken = self._find(shape, rows, hashes)
                 ids[positions] = found
                 missing = np.flatnonzero(found < 0)
                 if len(missing):
-                    first, inverse = _distinct(rows[missing], hashes[missing])
-                    chosen = missing[first]
-                    new.append((shape, positions[chosen], rows[chosen], hashes[chosen], positions[missing]))
-                    ids[positions[missing]] = -2 - inverse  # the new row's number, for now
-            if new:
-                self._create(new, ids)
+                    where, mine = positions[missing], rows[missing]
+                    fresh.append(_fresh(shape, where, mine, hashes[missing], taken[missing]))
+            if fresh:
+                self._create(fresh, ids)
         if digest is not None and (ids >= 0).all():
             self._remember(digest, ids)
         return ids
 
-    def _find(self, shape: int, rows: np.ndarray, hashes: np.ndarray) -> np.ndarray:
+    def _find(self, shape: int, rows: np.ndarray, hashes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Ids of the stored series of ``shape`` with these rows (``hashes``: theirs), -1 for
-        the others (with the lock held)."""
+        the others; and where the hash of a row not found is another series' (with the lock
+        held)."""
         ids = self._table.find(hashes)
+        taken = np.zeros(len(ids), dtype=bool)
         hit = np.flatnonzero(ids >= 0)
         if not len(hit):
-            return ids
+            return ids, taken
         candidates = ids[hit]
         stored_shape = np.frombuffer(self._shape_of, dtype=np.int32)[candidates]
         same = stored_shape == shape
@@ -147,83 +148,95 @@ class SeriesIndex:
         del stored  # release the buffer
         for position in hit[~equal].tolist():  # a hash shared by two rows: rare
             ids[position] = self._collided.get((shape, rows[position].tobytes()), -1)
-        return ids
+            taken[position] = ids[position] < 0
+        return ids, taken
 
-    def _create(
-        self, new: list[tuple[int, np.ndarray, np.ndarray, np.ndarray, np.ndarray]], ids: np.ndarray
-    ) -> None:
-        """Create the new series of a batch (per shape: the first position of each new row,
-        the rows, their hashes, and where they occur, ``ids`` holding ``-2 - row number``
-        there), in order of first appearance, up to ``max_series`` (the refused counted per
-        occurrence)."""
-        firsts = np.concatenate([first for _, first, _, _, _ in new])
-        order = np.argsort(firsts, kind="stable")
-        room = max(self.max_series - len(self), 0)
-        new_ids = np.full(len(firsts), -1, dtype=np.int64)
-        new_ids[order[:room]] = np.arange(len(self), len(self) + min(room, len(firsts)))
-        offset = 0
-        shape_of = np.empty(min(room, len(firsts)), dtype=np.int32)
-        row_of = np.empty(len(shape_of), dtype=np.int32)
+    def _create(self, fresh: list[_Fresh], ids: np.ndarray) -> None:
+        """Create the new series of a batch (``ids`` gets theirs where they occur), in order
+        of first appearance, up to ``max_series`` (the refused counted per occurrence):
+        their numbers are ranks among the batch's positions, not a sort."""
         base = len(self)
-        posted: list[tuple[int, np.ndarray, np.ndarray, np.ndarray]] = []  # shape, ids, rows, hashes
-        for shape, _, rows, hashes, where in new:
-            mine = new_ids[offset : offset + len(rows)]
-            offset += len(rows)
-            occurrences = ids[where]
-            ids[where] = mine[-2 - occurrences]
-            self.refused += int((ids[where] < 0).sum())
-            kept = np.flatnonzero(mine >= 0)
-            if not len(kept):
+        room = max(self.max_series - base, 0)
+        firsts = np.zeros(len(ids), dtype=bool)
+        for new in fresh:
+            firsts[new.firsts] = True
+        rank = np.cumsum(firsts) - 1
+        made = min(room, int(rank[-1]) + 1)
+        shape_of = np.empty(made, dtype=np.int32)
+        row_of = np.empty(made, dtype=np.int32)
+        posted: list[tuple[int, np.ndarray, np.ndarray]] = []  # shape, ids - base, rows
+        entered: list[tuple[int, np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = []
+        for new in fresh:
+            numbers = rank[new.firsts]  # ascending: the rows are in order of first appearance
+            kept = int(np.searchsorted(numbers, room))
+            mine = np.where(numbers < room, numbers + base, -1)
+            ids[new.where] = mine[new.inverse]
+            if kept < len(numbers):
+                self.refused += int((new.inverse >= kept).sum())
+            if not kept:
                 continue
-            kept = kept[np.argsort(mine[kept], kind="stable")]
-            stored = self._shape_rows[shape]
+            numbers, rows = numbers[:kept], new.rows[:kept]
+            stored = self._shape_rows[new.shape]
             first_row = len(stored) // rows.shape[1]  # a shape has its name column at least
-            shape_of[mine[kept] - base] = shape
-            row_of[mine[kept] - base] = np.arange(first_row, first_row + len(kept), dtype=np.int32)
-            stored.frombytes(np.ascontiguousarray(rows[kept]).tobytes())
-            posted.append((shape, mine[kept], rows[kept], hashes[kept]))
+            shape_of[numbers] = new.shape
+            row_of[numbers] = np.arange(first_row, first_row + kept, dtype=np.int32)
+            stored.frombytes(rows.tobytes())
+            posted.append((new.shape, numbers, rows))
+            entered.append((new.shape, rows, numbers + base, new.hashes[:kept], new.clash[:kept]))
         self._shape_of.frombytes(shape_of.tobytes())
         self._row_of.frombytes(row_of.tobytes())
-        self._post(posted)
-        for shape, series_ids, rows, hashes in posted:
-            self._insert(shape, rows, series_ids, hashes)
+        self._post(posted, made)
+        self._insert(entered)
 
-    def _insert(self, shape: int, rows: np.ndarray, ids: np.ndarray, hashes: np.ndarray) -> None:
-        """Enter new series in the hash table; a row whose hash another holds (in the table,
-        or before it in this batch) is kept aside instead."""
-        clash = self._table.find(hashes) >= 0
-        _, first = np.unique(hashes, return_index=True)
-        if len(first) < len(hashes):
-            clash[np.setdiff1d(np.arange(len(hashes)), first)] = True
-        for position in np.flatnonzero(clash).tolist():
-            self._collided[(shape, rows[position].tobytes())] = int(ids[position])
-        self._table.insert(hashes[~clash], ids[~clash])
+    def _insert(self, entered: list[tuple[int, np.ndarray, np.ndarray, np.ndarray, np.ndarray]]) -> None:
+        """Enter new series (per shape: rows, ids, hashes, and which hashes another holds) in
+        the hash table; a row whose hash another holds (in the table, or before it in this
+        batch) is kept aside instead."""
+        if len(entered) > 1:
+            ordered = np.sort(np.concatenate([hashes[~clash] for _, _, _, hashes, clash in entered]))
+            if (ordered[1:] == ordered[:-1]).any():  # rows of two shapes that hash alike: rare
+                held: set[int] = set()
+                for _, _, _, hashes, clash in entered:
+                    for position, value in enumerate(hashes.tolist()):
+                        clash[position] |= value in held
+                        held.add(value)
+        for shape, rows, series_ids, hashes, clash in entered:
+            for position in np.flatnonzero(clash).tolist():
+                self._collided[(shape, rows[position].tobytes())] = int(series_ids[position])
+            self._table.insert(hashes[~clash], series_ids[~clash])
 
-    def _post(self, posted: list[tuple[int, np.ndarray, np.ndarray, np.ndarray]]) -> None:
-        """Append new series to the postings of their names and label values, a run of
-        ascending ids per posting."""
-        refs = []
-        owners = []
-        for shape, series_ids, rows, _ in posted:
-            for column, label in enumerate(self._shapes[shape]):
-                refs.append((np.int64(self._label_number(label)) << 32) | rows[:, column].astype(np.int64))
-                owners.append(series_ids)
-        if not refs:
-            return
-        ref = np.concatenate(refs)
-        owner = np.concatenate(owners)
-        # one shape's ids ascend already: a stable sort by ref keeps them so
-        order = np.argsort(ref, kind="stable") if len(posted) == 1 else np.lexsort((owner, ref))
-        ref, owner = ref[order], owner[order].astype(np.int32)
-        edges = [0, *(np.flatnonzero(np.diff(ref)) + 1).tolist(), len(ref)]
-        for start, stop in itertools.pairwise(edges):
-            label = self._label_list[int(ref[start]) >> 32]
-            value = self._values[label][int(ref[start]) & 0xFFFFFFFF]
-            values = self._postings.setdefault(label, {})
-            posting = values.get(value)
-            if posting is None:
-                posting = values[value] = array("i")
-            posting.frombytes(owner[start:stop].tobytes())
+    def _post(self, posted: list[tuple[int, np.ndarray, np.ndarray]], made: int) -> None:
+        """Append the ``made`` new series (per shape: their ids less the first new one, and
+        their rows) to the postings of their names and label values: per label, the codes of
+        the new series in id order, grouped by a radix sort, a run of ascending ids per
+        posting."""
+        base = len(self) - made
+        columns: dict[str, tuple[np.ndarray, np.ndarray]] = {}  # label -> new series (less base), codes
+        if len(posted) == 1:
+            shape, numbers, rows = posted[0]
+            columns = {label: (numbers, rows[:, column]) for column, label in enumerate(self._shapes[shape])}
+        else:
+            by_label: dict[str, np.ndarray] = {}  # label -> the code of each new series, -1 if it lacks it
+            for shape, numbers, rows in posted:
+                for column, label in enumerate(self._shapes[shape]):
+                    if label not in by_label:
+                        by_label[label] = np.full(made, -1, dtype=np.int32)
+                    by_label[label][numbers] = rows[:, column]
+            for label, codes in by_label.items():
+                owners = np.flatnonzero(codes >= 0)
+                columns[label] = (owners, codes[owners])
+        for label, (owners, codes) in columns.items():
+            order = _grouping_order(codes)
+            owners, codes = owners[order], codes[order]
+            edges = [0, *(np.flatnonzero(np.diff(codes)) + 1).tolist(), len(codes)]
+            data = (owners + base).astype(np.int32).tobytes()
+            values = self._values[label]
+            postings = self._postings.setdefault(label, {})
+            for code, start, stop in zip(codes[edges[:-1]].tolist(), edges[:-1], edges[1:], strict=True):
+                posting = postings.get(values[code])
+                if posting is None:
+                    posting = postings[values[code]] = array("i")
+                posting.frombytes(data[4 * start : 4 * stop])
 
     def _label_number(self, label: str) -> int:
         number = self._label_numbers.get(label)
@@ -251,19 +264,24 @@ class SeriesIndex:
             self._shape_rows.append(array("i"))
         return number
 
-    def pair_ref(self, token: str) -> int:
-        """``label number << 32 | code`` of a ``k=v`` token of a label set, parsed once and
-        remembered (``InvalidLabelError`` if it does not parse, as ``parse_labels`` says)."""
-        ref = self._pairs.get(token)
-        if ref is None:
-            label, sep, value = token.partition("=")
-            if not sep or not label:
-                raise InvalidLabelError(f"label {token!r} is not key=value")
-            try:
-                text = unquote(value, errors="strict")
-            except UnicodeDecodeError as exc:
-                raise InvalidLabelError(f"label {token!r} has a bad percent-escape: {exc}") from None
-            ref = self._pairs[token] = self._label_number(label) << 32 | self.code(label, text)
+    def pair_refs(self, tokens: list[str]) -> list[int]:
+        """``label number << 32 | code`` of each ``k=v`` token of a label set (-1 for ``""``),
+        each parsed once and remembered (``InvalidLabelError`` if it does not parse, as
+        ``parse_labels`` says)."""
+        known = self._pairs.get
+        return [ref if (ref := known(token)) is not None else self._pair_ref(token) for token in tokens]
+
+    def _pair_ref(self, token: str) -> int:
+        if not token:
+            return -1
+        label, sep, value = token.partition("=")
+        if not sep or not label:
+            raise InvalidLabelError(f"label {token!r} is not key=value")
+        try:
+            text = unquote(value, errors="strict")
+        except UnicodeDecodeError as exc:
+            raise InvalidLabelError(f"label {token!r} has a bad percent-escape: {exc}") from None
+        ref = self._pairs[token] = self._label_number(label) << 32 | self.code(label, text)
         return ref
 
     def labels_by_number(self) -> list[str]:
@@ -393,15 +411,56 @@ class SeriesIndex:
 _EMPTY = np.zeros(0, dtype=np.int32)
 
 
-def _distinct(rows: np.ndarray, hashes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The first position of each distinct row and each row's number among them, found by
-    the rows' hashes (one sort of int64), by the rows themselves when two rows share one."""
+@dataclass(frozen=True)
+class _Fresh:
+    """The rows of one shape a batch does not find: each distinct row once, in order of first
+    appearance (``rows``, ``hashes``, their ``firsts`` positions in the batch, and ``clash``
+    where another row holds the hash), and for each occurrence (at ``where`` in the batch)
+    its number among them (``inverse``)."""
+
+    shape: int
+    firsts: np.ndarray
+    rows: np.ndarray
+    hashes: np.ndarray
+    clash: np.ndarray
+    where: np.ndarray
+    inverse: np.ndarray
+
+
+def _fresh(shape: int, where: np.ndarray, rows: np.ndarray, hashes: np.ndarray, taken: np.ndarray) -> _Fresh:
+    """The distinct rows among ``rows`` (at ``where`` in the batch; ``taken``: hashes held by
+    stored series). Distinct hashes are distinct rows, the common case, told by one sort of
+    the hashes; else the rows are made distinct by their hashes, by themselves when two
+    rows share one."""
+    ordered = np.sort(hashes)
+    if not (ordered[1:] == ordered[:-1]).any():
+        everyone = np.arange(len(rows))
+        return _Fresh(shape, where, rows, hashes, taken, where, everyone)
     _, first, inverse = np.unique(hashes, return_index=True, return_inverse=True)
     inverse = inverse.reshape(-1)
     if not (rows[first][inverse] == rows).all():  # a hash shared by two rows: rare
         _, first, inverse = np.unique(rows, axis=0, return_index=True, return_inverse=True)
         inverse = inverse.reshape(-1)
-    return first, inverse
+    by_appearance = np.argsort(first)
+    rank = np.empty(len(first), dtype=np.int64)
+    rank[by_appearance] = np.arange(len(first))
+    first = first[by_appearance]
+    clash = taken[first]
+    _, earliest = np.unique(hashes[first], return_index=True)
+    if len(earliest) < len(first):  # a later row of a hash an earlier row holds is kept aside
+        later = np.ones(len(first), dtype=bool)
+        later[earliest] = False
+        clash |= later
+    return _Fresh(shape, where[first], rows[first], hashes[first], clash, where, rank[inverse])
+
+
+def _grouping_order(codes: np.ndarray) -> np.ndarray:
+    """A stable order of ``codes`` (int32, none negative) by value: numpy's radix sort of
+    16-bit keys, twice for codes beyond 16 bits (low half, then high half)."""
+    if not len(codes) or codes.max() < 1 << 16:
+        return np.argsort(codes.astype(np.uint16), kind="stable")
+    order = np.argsort((codes & 0xFFFF).astype(np.uint16), kind="stable")
+    return order[np.argsort((codes[order] >> 16).astype(np.uint16), kind="stable")]
 
 
 def _digest(

@@ -48,9 +48,9 @@ class Vocabulary(Protocol):
 
     def shape_number(self, shape: tuple[str, ...]) -> int: ...
 
-    def pair_ref(self, token: str) -> int:
-        """``label number << 32 | code`` of a ``k=v`` token (parsed once, remembered);
-        ``InvalidLabelError`` if it does not parse."""
+    def pair_refs(self, tokens: list[str]) -> list[int]:
+        """``label number << 32 | code`` of each ``k=v`` token (parsed once, remembered), -1
+        for ``""``; ``InvalidLabelError`` for a token that does not parse."""
         ...
 
     def labels_by_number(self) -> list[str]:
@@ -69,18 +69,24 @@ def resolve(
     Raises ``InvalidNameError`` / ``InvalidLabelError`` for a name or a label set that does
     not parse."""
     name_codes = np.zeros(len(names), dtype=np.int32)
-    for position in _present(name_ids, len(names)):
+    for position in _present(name_ids, len(names)).tolist():
         name_codes[position] = vocabulary.code(NAME, validate_name(names[position]))
-    used = np.array(_present(set_ids, len(label_sets)), dtype=np.int64)
-    shapes, ranks, tables = _sets(vocabulary, [label_sets[i] for i in used.tolist()])
-    set_shapes = np.zeros(len(label_sets), dtype=np.int64)
-    set_ranks = np.zeros(len(label_sets), dtype=np.int64)
-    set_shapes[used] = shapes
-    set_ranks[used] = ranks
-    sample_shapes = set_shapes[set_ids]
+    used = _present(set_ids, len(label_sets))
+    if len(used) == len(label_sets) and bool((used == np.arange(len(used))).all()):
+        set_shapes, set_ranks, tables = _sets(vocabulary, label_sets)  # each set used, in order
+    else:
+        shapes, ranks, tables = _sets(vocabulary, [label_sets[i] for i in used.tolist()])
+        set_shapes = np.zeros(len(label_sets), dtype=np.int64)
+        set_ranks = np.zeros(len(label_sets), dtype=np.int64)
+        set_shapes[used] = shapes
+        set_ranks[used] = ranks
     groups: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+    sample_shapes = set_shapes[set_ids] if len(tables) > 1 else None
     for number, table in tables.items():
-        positions = np.flatnonzero(sample_shapes == number) if len(tables) > 1 else np.arange(len(set_ids))
+        if sample_shapes is None:
+            positions = np.arange(len(set_ids))
+        else:
+            positions = np.flatnonzero(sample_shapes == number)
         rows = np.empty((len(positions), table.shape[1] + 1), dtype=np.int32)
         rows[:, 0] = name_codes[name_ids[positions]]
         rows[:, 1:] = table[set_ranks[set_ids[positions]]]
@@ -88,54 +94,70 @@ def resolve(
     return Resolved(groups)
 
 
-def _sets(vocabulary: Vocabulary, texts: list[str]) -> tuple[np.ndarray, np.ndarray, dict[int, np.ndarray]]:
+def _sets(
+    vocabulary: Vocabulary, texts: Sequence[str]
+) -> tuple[np.ndarray, np.ndarray, dict[int, np.ndarray]]:
     """Per label-set text: its shape and its row among its shape's; per shape, the codes of
     its sets (``[sets, labels]``). The texts are cut at their commas by pyarrow and only the
-    distinct ``k=v`` tokens parsed (``vocabulary.pair_ref``, remembered across batches); the
+    distinct ``k=v`` tokens parsed (``vocabulary.pair_refs``, remembered across batches); the
     tokens of a set whose labels are not in order (not canonical) are put in order by numpy."""
     shapes = np.zeros(len(texts), dtype=np.int64)
     ranks = np.zeros(len(texts), dtype=np.int64)
-    blocks: dict[int, list[np.ndarray]] = {}
-    sizes: dict[int, int] = {}
-    if not texts:
+    if not len(texts):
         return shapes, ranks, {}
-
-    def add(number: int, positions: np.ndarray, codes: np.ndarray) -> None:
-        held = sizes.get(number, 0)
-        sizes[number] = held + len(positions)
-        shapes[positions] = number
-        ranks[positions] = np.arange(held, held + len(positions))
-        blocks.setdefault(number, []).append(codes.astype(np.int32, copy=False))
-
     parts = pc.split_pattern(pa.array(texts, pa.large_string()), pattern=",")
     offsets = _int_buffer(parts.offsets, np.int32, len(texts) + 1).astype(np.int64)
+    offsets -= offsets[0]  # into the flattened tokens
     encoded = pc.dictionary_encode(parts.flatten())
-    token_ids = _int_buffer(encoded.indices, np.int32, len(encoded))
-    distinct = encoded.dictionary.to_pylist()
-    empty = distinct.index("") if "" in distinct else -1
-    token_refs = np.array([-1 if i == empty else vocabulary.pair_ref(t) for i, t in enumerate(distinct)])
-    refs = token_refs.astype(np.int64)[token_ids]
-    counts = np.diff(offsets)
-    counts[(counts == 1) & (refs[np.minimum(offsets[:-1], len(refs) - 1)] == -1)] = 0  # "": no labels
-    if (refs < 0).any() and ((refs < 0) & np.repeat(counts != 0, np.diff(offsets))).any():
-        text = texts[int(np.searchsorted(offsets, np.flatnonzero(refs < 0)[0], side="right")) - 1]
-        raise InvalidLabelError(f"label set {text!r} has an empty label")
+    token_refs = np.array(vocabulary.pair_refs(encoded.dictionary.to_pylist()), dtype=np.int64)
+    refs = token_refs[_int_buffer(encoded.indices, np.int32, len(encoded))]
+    if (token_refs < 0).any():
+        refs, offsets = _without_empty_sets(refs, offsets, texts)
     names = vocabulary.labels_by_number()
     refs, offsets = _in_label_order(refs, offsets, names)
     counts = np.diff(offsets)
-    counts[(counts == 1) & (refs[np.minimum(offsets[:-1], len(refs) - 1)] == -1)] = 0  # "": no labels
     numbers = refs >> 32
-    for width in _present(counts, int(counts.max(initial=0)) + 1):
-        members = np.flatnonzero(counts == width)
-        at = offsets[members, None] + np.arange(width)
-        label_numbers = numbers[at]
-        codes = (refs[at] & 0xFFFFFFFF).astype(np.int32)
+    codes = (refs & 0xFFFFFFFF).astype(np.int32)
+    blocks: dict[int, list[np.ndarray]] = {}
+    sizes: dict[int, int] = {}
+    one_width = bool(counts.min() == counts.max())
+    for width in _present(counts, int(counts.max()) + 1).tolist():
+        if one_width:  # every set as wide: the tokens are a [sets, width] array as they lie
+            members = np.arange(len(texts))
+            label_numbers, set_codes = numbers.reshape(len(texts), width), codes.reshape(len(texts), width)
+        else:
+            members = np.flatnonzero(counts == width)
+            at = offsets[members, None] + np.arange(width)
+            label_numbers, set_codes = numbers[at], codes[at]
         while len(members):  # a pass per distinct shape of this width: a handful
             alike = (label_numbers == label_numbers[0]).all(axis=1)
-            shape = (NAME, *(names[number] for number in label_numbers[0].tolist()))
-            add(vocabulary.shape_number(shape), members[alike], codes[alike])
-            members, label_numbers, codes = members[~alike], label_numbers[~alike], codes[~alike]
+            number = vocabulary.shape_number((NAME, *(names[n] for n in label_numbers[0].tolist())))
+            chosen = members if alike.all() else members[alike]
+            held = sizes.get(number, 0)
+            sizes[number] = held + len(chosen)
+            shapes[chosen] = number
+            ranks[chosen] = np.arange(held, held + len(chosen))
+            blocks.setdefault(number, []).append(set_codes if alike.all() else set_codes[alike])
+            members, label_numbers, set_codes = members[~alike], label_numbers[~alike], set_codes[~alike]
     return shapes, ranks, {number: np.concatenate(block) for number, block in blocks.items()}
+
+
+def _without_empty_sets(
+    refs: np.ndarray, offsets: np.ndarray, texts: Sequence[str]
+) -> tuple[np.ndarray, np.ndarray]:
+    """The tokens less the lone ``""`` of each label set without labels (its count then 0);
+    ``InvalidLabelError`` for a set with an empty label among others."""
+    counts = np.diff(offsets)
+    lone = (counts == 1) & (refs[offsets[:-1]] < 0)  # every set has a token at least
+    dropped = np.repeat(lone, counts)
+    bad = np.flatnonzero((refs < 0) & ~dropped)
+    if len(bad):
+        text = texts[int(np.searchsorted(offsets, bad[0], side="right")) - 1]
+        raise InvalidLabelError(f"label set {text!r} has an empty label")
+    counts[lone] = 0
+    kept = np.zeros(len(offsets), dtype=np.int64)
+    np.cumsum(counts, out=kept[1:])
+    return refs[~dropped], kept
 
 
 def _in_label_order(refs: np.ndarray, offsets: np.ndarray, names: list[str]) -> tuple[np.ndarray, np.ndarray]:
@@ -144,10 +166,13 @@ def _in_label_order(refs: np.ndarray, offsets: np.ndarray, names: list[str]) -> 
     already (a canonical text is)."""
     rank = np.empty(len(names), dtype=np.int64)
     rank[np.argsort(np.array(names, dtype=object))] = np.arange(len(names))
-    label_rank = rank[np.where(refs < 0, 0, refs >> 32)]
-    set_of_token = np.repeat(np.arange(len(offsets) - 1), np.diff(offsets))
-    if not ((np.diff(label_rank) <= 0) & (np.diff(set_of_token) == 0)).any():
+    label_rank = rank[refs >> 32]
+    out_of_order = np.diff(label_rank) <= 0
+    starts = offsets[1:-1]
+    out_of_order[starts[(starts > 0) & (starts < len(refs))] - 1] = False  # a set's last, the next's first
+    if not out_of_order.any():
         return refs, offsets
+    set_of_token = np.repeat(np.arange(len(offsets) - 1), np.diff(offsets))
     order = np.lexsort((np.arange(len(refs)), label_rank, set_of_token))
     refs, label_rank, set_of_token = refs[order], label_rank[order], set_of_token[order]
     last = np.ones(len(refs), dtype=bool)
@@ -173,13 +198,15 @@ def row_hashes(shape: int, rows: np.ndarray) -> np.ndarray:
     return out
 
 
-def _present(ids: np.ndarray, size: int) -> list[int]:
+def _present(ids: np.ndarray, size: int) -> np.ndarray:
     """The distinct values of ``ids`` (all in ``[0, size)``) in order of first appearance: the
     order in which their values get codes, whatever the order of the batch's tables."""
     if not len(ids):
-        return []
+        return np.zeros(0, dtype=np.int64)
     first = np.full(size, len(ids), dtype=np.int64)
     np.minimum.at(first, ids, np.arange(len(ids)))
     present = np.flatnonzero(first < len(ids))
-    ordered: list[int] = present[np.argsort(first[present], kind="stable")].tolist()
-    return ordered
+    firsts = first[present]
+    if (firsts[1:] < firsts[:-1]).any():
+        present = present[np.argsort(firsts, kind="stable")]
+    return present
