@@ -8,7 +8,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-__all__ = ["add_arguments"]
+__all__ = ["add_arguments", "add_resolutions_argument", "add_wal_arguments"]
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -19,9 +19,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--data-dir", type=Path, default=Path("artimon-data/vhms"), help="snapshot directory")
     parser.add_argument("--snapshot-every", type=float, default=300.0, help="seconds between snapshots")
     add_wal_arguments(parser)
-    parser.add_argument(
-        "--resolutions", default=None, help="rings STEP:SLOTS,... (default vhms.DEFAULT_RESOLUTIONS)"
-    )
+    add_resolutions_argument(parser, "vhms.DEFAULT_RESOLUTIONS")
     parser.add_argument("--max-series", type=int, default=2_000_000)
     parser.add_argument("--zk", default=None, help="ZooKeeper connect string[/root] (default $ARTIMON_ZK)")
     parser.add_argument("--no-register", action="store_true", help="do not register in ZooKeeper")
@@ -39,6 +37,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         ("--frame-timeout", float, "seconds"),
     ):
         limits.add_argument(flag, type=kind, default=None, metavar=unit.upper() or "N")
+
+
+def add_resolutions_argument(parser: argparse.ArgumentParser, default: str) -> None:
+    """The store's rings (``artimon vhms`` and ``artimon up`` share the flag; its text is
+    parsed by ``vhms.parse_resolutions``): ``default`` says what ``None`` stands for."""
+    parser.add_argument(
+        "--resolutions",
+        default=None,
+        help=f"rings STEP:SLOTS[:AGGREGATE],... e.g. 5s:1440,5m:48:max (default {default})",
+    )
 
 
 def add_wal_arguments(parser: argparse.ArgumentParser) -> None:

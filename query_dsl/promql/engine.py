@@ -40,7 +40,7 @@ from query_dsl.promql.ast import (
 from query_dsl.promql.functions import INSTANT_FUNCTIONS
 from query_dsl.promql.labels import ensure_unique
 from query_dsl.promql.ranges import RANGE_NAMES, VECTORIZED, evaluate_range, rate_blocks
-from query_dsl.promql.selection import Samples, fetch_samples, reads_sample_times
+from query_dsl.promql.selection import Samples, coarse_warning, fetch_samples, reads_sample_times
 from query_dsl.promql.values import RangeValue, Scalar, String, Value, absent, present
 from query_dsl.series_table import SeriesTable
 from query_dsl.sources import DataSource
@@ -136,9 +136,12 @@ class Engine:
         samples = fetch_samples(self.source, selector, low_ms, high_ms)
         if samples.exact is None and reads_sample_times(self.source) and len(samples.table):
             self.warn(
-                f"read VHMS's {samples.step_ms // 1000} s ring (the finest does not reach back that far): "
+                f"read VHMS's {samples.step_ms // 1000} s ring (the shards' finest rings differ): "
                 "its samples are at their buckets' starts"
             )
+        if len(samples.table):
+            for span in samples.coarse:
+                self.warn(coarse_warning(span, samples.step_ms))
         if len(samples.table) > self.limits.max_series:
             raise QueryLimitError(
                 f"the selector picks {len(samples.table)} series, "

@@ -38,9 +38,10 @@ from bookkeeper.ground import LabelColumn
 from bookkeeper.wire import IngestColumns
 from vhms.exceptions import FetchLimitError
 from vhms.resolutions import Resolution, parse_resolutions
-from vhms.results import NAME, FetchResult
+from vhms.results import NAME, CoarseSpan, FetchResult
 from vhms.selector import Selector, parse_selector
 from vhms.server.index import SeriesIndex
+from vhms.server.stitch import Piece, RingSpan, stitch
 
 __all__ = ["CHUNK", "Store", "decode_values", "encode_values"]
 
@@ -481,37 +482,73 @@ class Store:
     ) -> FetchResult:
         """Buckets of the selected series whose start lies in ``[start_ms, end_ms)``, at the
         given resolution (its step in seconds) or the finest that covers the range. With
-        ``sample_times``, the buckets that may hold a sample whose own time lies in
-        ``[start_ms, end_ms)`` (from the one holding ``start_ms``), and from the finest ring
-        each value's own time."""
+        ``sample_times``, samples rather than buckets: the buckets that may hold a sample
+        whose own time lies in ``[start_ms, end_ms)`` (from the one holding ``start_ms``),
+        from the finest ring each value's own time; ``auto`` then reads the finest ring where
+        it reaches and coarser rings only before it (:mod:`vhms.server.stitch`; the answer's
+        ``coarse_spans`` say where, its step is the finest ring's)."""
         if end_ms <= start_ms:
             raise ValueError(f"fetch needs start < end, got {start_ms} >= {end_ms}")
         ids = self.select(selector)
+        stitched = sample_times and resolution == "auto"
         with self._lock:
             # a series the index created after ingest last grew the rings has no column yet
             for each in self.rings:
                 each.grow(int(ids[-1]) + 1 if len(ids) else 0)
-            ring = self._ring(resolution, start_ms)
-            step = ring.step_ms
-            first = start_ms // step if sample_times else -(-start_ms // step)
-            last = (end_ms - 1) // step
-            count = last - first + 1
+            if stitched:
+                spans = [RingSpan(r.step_ms, r.head - r.slots + 1, r.head) for r in self.rings]
+                pieces = stitch(spans, start_ms, end_ms)
+            else:
+                ring = self._ring(resolution, start_ms)
+                first = start_ms // ring.step_ms if sample_times else -(-start_ms // ring.step_ms)
+                pieces = [Piece(self.rings.index(ring), first, (end_ms - 1) // ring.step_ms)]
             # checked before the time axis exists: a range of centuries must not allocate it,
             # even for no series at all
+            count = sum(piece.last - piece.first + 1 for piece in pieces)
             points = max(len(ids), 1) * count
             if points > self.max_points_per_query:
                 raise FetchLimitError(
                     f"{len(ids)} series x {count} buckets = {points} points, more than "
                     f"max_points_per_query={self.max_points_per_query}: narrow the selector or the range"
                 )
-            buckets = np.arange(first, last + 1, dtype=np.int64)
-            values = self._gather(ring, ids, buckets)
-            times = self._sample_times(ring, ids, buckets) if sample_times and ring is self.rings[0] else None
+            timed = stitched or (sample_times and pieces[0].ring == 0)
+            timestamps, values, times = self._read(pieces, ids, timed)
         columns = self.index.columns(ids)
         labels = {label: column.compact() for label, column in columns.items()}
         if NAME not in labels:
             labels[NAME] = LabelColumn.absent(0)
-        return FetchResult(labels, buckets * step, values, step, times)
+        coarse = tuple(
+            CoarseSpan(
+                self.rings[p.ring].step_ms,
+                p.first * self.rings[p.ring].step_ms,
+                (p.last + 1) * self.rings[p.ring].step_ms,
+            )
+            for p in pieces
+            if stitched and p.ring
+        )
+        step = self.rings[0 if stitched else pieces[0].ring].step_ms
+        return FetchResult(labels, timestamps, values, step, times, coarse)
+
+    def _read(
+        self, pieces: list[Piece], ids: np.ndarray, timed: bool
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+        """The bucket times, values ``[series, buckets]`` and (``timed``) sample times of
+        ``pieces`` side by side: a coarser ring's sample is at its bucket's start."""
+        stamps, values, times = [], [], []
+        for piece in pieces:
+            ring = self.rings[piece.ring]
+            buckets = np.arange(piece.first, piece.last + 1, dtype=np.int64)
+            stamps.append(buckets * ring.step_ms)
+            values.append(self._gather(ring, ids, buckets))
+            if timed and piece.ring == 0:
+                times.append(self._sample_times(ring, ids, buckets))
+            elif timed:
+                times.append(np.repeat(stamps[-1][None, :], len(ids), axis=0))
+        if len(pieces) == 1:
+            return stamps[0], values[0], times[0] if timed else None
+        # time-major, as one ring's values are: the answer stays a transposed view
+        joined = np.concatenate([part.T for part in values]).T
+        return np.concatenate(stamps), joined, np.concatenate(times, axis=1) if timed else None
 
     @staticmethod
     def _sample_times(ring: _Ring, ids: np.ndarray, buckets: np.ndarray) -> np.ndarray:
