@@ -69,10 +69,12 @@ class Vhms:
         vhms = self.service
         http = vhms.http.url if vhms.http else "-"
         replayed = vhms.replayed.records if vhms.replayed else 0
+        finest = vhms.store.resolutions[0]
         return [
             f"[ready] vhms       {vhms.host}:{vhms.port}, {http}/stats, {vhms.store.series} series restored "
             f"({replayed} write-ahead log records replayed), "
-            f"finest buckets {vhms.store.resolutions[0].step_s} s"
+            f"finest buckets {finest.step_s} s kept {finest.span_s / 60:g} min "
+            f"(rings {','.join(str(r) for r in vhms.store.resolutions)})"
         ]
 
     def stop(self) -> None:
