@@ -157,7 +157,7 @@ class VhmsClient(FramedClient):
         return self
 
 
-def _decode_spans(data: bytes | None, address: Address) -> tuple[CoarseSpan, ...]:
+def _decode_spans(data: bytes | None, address: str) -> tuple[CoarseSpan, ...]:
     """A fetch reply's coarse spans (:class:`CoarseSpan` triples of int64)."""
     if not data:
         return ()

@@ -110,9 +110,9 @@ def test_spans_travel_over_thrift_and_through_a_merge() -> None:
 
 def test_coarse_spans_that_are_not_triples_are_refused() -> None:
     with pytest.raises(WireError, match="not triples"):
-        _decode_spans(b"\0" * 25, ("127.0.0.1", 1))
+        _decode_spans(b"\0" * 25, "127.0.0.1:1")
     with pytest.raises(WireError, match="not spans"):
-        _decode_spans(np.array([300_000, 10, 5], dtype="<i8").tobytes(), ("127.0.0.1", 1))
-    assert _decode_spans(np.array([300_000, 5, 10], dtype="<i8").tobytes(), ("h", 1)) == (
+        _decode_spans(np.array([300_000, 10, 5], dtype="<i8").tobytes(), "127.0.0.1:1")
+    assert _decode_spans(np.array([300_000, 5, 10], dtype="<i8").tobytes(), "h:1") == (
         CoarseSpan(300_000, 5, 10),
     )
