@@ -533,46 +533,42 @@ class Store:
         self, pieces: list[Piece], ids: np.ndarray, timed: bool
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
         """The bucket times, values ``[series, buckets]`` and (``timed``) sample times of
-        ``pieces`` side by side: a coarser ring's sample is at its bucket's start."""
-        stamps, values, times = [], [], []
+        ``pieces`` side by side (a coarser ring's sample at its bucket's start), each piece
+        gathered straight into its rows of one time-major array: the answers are transposed
+        views, as cheap to reduce across series as a copy would be to make."""
+        total = sum(piece.last - piece.first + 1 for piece in pieces)
+        raw = np.zeros((total, len(ids)), dtype=np.uint64)
+        exact = np.empty((total, len(ids)), dtype=np.int64) if timed else None
+        stamps = []
+        row = 0
         for piece in pieces:
             ring = self.rings[piece.ring]
             buckets = np.arange(piece.first, piece.last + 1, dtype=np.int64)
-            stamps.append(buckets * ring.step_ms)
-            values.append(self._gather(ring, ids, buckets))
-            if timed and piece.ring == 0:
-                times.append(self._sample_times(ring, ids, buckets))
-            elif timed:
-                times.append(np.repeat(stamps[-1][None, :], len(ids), axis=0))
-        if len(pieces) == 1:
-            return stamps[0], values[0], times[0] if timed else None
-        # time-major, as one ring's values are: the answer stays a transposed view
-        joined = np.concatenate([part.T for part in values]).T
-        return np.concatenate(stamps), joined, np.concatenate(times, axis=1) if timed else None
+            starts = buckets * ring.step_ms
+            stamps.append(starts)
+            rows = slice(row, row + len(buckets))
+            self._fill(ring, ids, buckets, raw[rows], ring.values)
+            if exact is not None and ring.times is not None:
+                offsets: np.ndarray = np.zeros((len(buckets), len(ids)), dtype=ring.time_dtype)
+                self._fill(ring, ids, buckets, offsets, ring.times)  # 0 where none: the bucket's start
+                np.add(offsets, starts[:, None], out=exact[rows])
+            elif exact is not None:
+                exact[rows] = starts[:, None]
+            row += len(buckets)
+        raw ^= _EMPTY_BITS
+        return np.concatenate(stamps), raw.view(np.float64).T, None if exact is None else exact.T
 
     @staticmethod
-    def _sample_times(ring: _Ring, ids: np.ndarray, buckets: np.ndarray) -> np.ndarray:
-        """``[series, buckets]`` epoch-ms times of the finest ring's samples (a bucket's start
-        where it holds none)."""
-        assert ring.times is not None  # the finest ring keeps its samples' times
-        exact = Store._gather(ring, ids, buckets, ring.times).astype(np.int64)
-        exact += (buckets * ring.step_ms)[None, :]
-        return exact
-
-    @staticmethod
-    def _gather(
-        ring: _Ring, ids: np.ndarray, buckets: np.ndarray, chunks: list[np.ndarray] | None = None
-    ) -> np.ndarray:
-        """``[series, buckets]`` values of sorted ``ids`` (or, given the ring's other per-cell
-        ``chunks``, their raw cells, 0 where the ring holds no such bucket), copied a block of
-        rows at a time from the time-major chunks (slices where the ids or the slots are
-        contiguous) and kept time-major: the result is a transposed view, as cheap to reduce
-        across series as a copy would be to make."""
-        source = ring.values if chunks is None else chunks
-        out = np.zeros((len(buckets), len(ids)), dtype=source[0].dtype if source else np.uint64)
+    def _fill(
+        ring: _Ring, ids: np.ndarray, buckets: np.ndarray, out: np.ndarray, source: list[np.ndarray]
+    ) -> None:
+        """Copy into time-major ``out`` ``[buckets, ids]`` (zeros) the cells of sorted ``ids``
+        from ``source`` (the ring's values or another per-cell array of its chunks) where the
+        ring holds the bucket, a block of rows at a time (slices where the ids or the slots
+        are contiguous)."""
         present = np.flatnonzero(ring.covers(buckets))  # one contiguous range of columns
         if not len(present) or not len(ids):
-            return decode_values(out).T if chunks is None else out.T
+            return
         low, high = int(present[0]), int(present[-1]) + 1
         first_slot = int(buckets[low] % ring.slots)
         wrap = min(high - low, ring.slots - first_slot)  # the ring wraps after this many columns
@@ -589,10 +585,6 @@ class Store:
                 rows = chunk[slot : slot + end - column]
                 block = rows[:, int(local[0]) : int(local[-1]) + 1] if contiguous else rows[:, local]
                 out[column:end, start:stop] = block
-        if chunks is not None:
-            return out.T
-        out ^= _EMPTY_BITS
-        return out.view(np.float64).T
 
     def _ring(self, resolution: str | int, start_ms: int) -> _Ring:
         if resolution == "auto":
