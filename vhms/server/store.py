@@ -407,12 +407,13 @@ class Store:
         aggregate = ring.aggregate
         with np.errstate(all="ignore"):
             if aggregate == "last":
-                filled = ~np.isnan(cells)
+                filled = cells.view(np.uint64) != _EMPTY_BITS  # a stale marker is the last sample too
                 last = ratio - 1 - np.argmax(filled[:, ::-1], axis=1)
                 result = np.where(filled.any(axis=1), cells[np.arange(len(ids)), last], np.nan)
             elif aggregate == "count":
                 result = (~np.isnan(cells)).sum(axis=1).astype(np.float64)
             else:
+                cells[np.isnan(cells)] = np.nan  # a stale marker is a signalling NaN: fmax(1, it) is NaN
                 with warnings.catch_warnings():
                     warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN rows give NaN
                     function: Callable[..., np.ndarray] = _NAN_AGGREGATES[aggregate]
@@ -427,11 +428,10 @@ class Store:
         current = ring.gather(slots, ids)
         aggregate = ring.aggregate
         if aggregate == "last":
-            merged = np.where(np.isnan(current), values, current)
-        elif aggregate == "min":
-            merged = np.fmin(current, values)
-        elif aggregate == "max":
-            merged = np.fmax(current, values)
+            merged = np.where(current.view(np.uint64) == _EMPTY_BITS, values, current)
+        elif aggregate in ("min", "max"):
+            quiet = np.where(np.isnan(values), np.nan, values)  # a marker is a signalling NaN: no sample
+            merged = np.fmin(current, quiet) if aggregate == "min" else np.fmax(current, quiet)
         else:
             self.stats[f"samples_dropped_by_{aggregate}"] += len(ids)
             return
