@@ -41,7 +41,7 @@ from query_dsl.promql.functions import INSTANT_FUNCTIONS
 from query_dsl.promql.labels import ensure_unique
 from query_dsl.promql.ranges import RANGE_NAMES, VECTORIZED, evaluate_range, rate_blocks
 from query_dsl.promql.selection import Samples, coarse_warning, fetch_samples, reads_sample_times
-from query_dsl.promql.values import RangeValue, Scalar, String, Value, absent, present
+from query_dsl.promql.values import RangeValue, Scalar, String, Value, absent, present, stored_nan_samples
 from query_dsl.series_table import SeriesTable
 from query_dsl.sources import DataSource
 
@@ -134,6 +134,7 @@ class Engine:
 
     def _fetch(self, selector: VectorSelector, low_ms: int, high_ms: int) -> Samples:
         samples = fetch_samples(self.source, selector, low_ms, high_ms)
+        samples.values = stored_nan_samples(samples.values)
         if samples.exact is None and reads_sample_times(self.source) and len(samples.table):
             self.warn(
                 f"read VHMS's {samples.step_ms // 1000} s ring (the shards' finest rings differ): "
@@ -167,7 +168,7 @@ class Engine:
             return Matrix.from_table(samples.table, times, empty, step), empty.copy()
         own = samples.sample_times()
         stale = samples.stale
-        sampled = ~np.isnan(values) if stale is None else ~np.isnan(values) | stale
+        sampled = present(values) if stale is None else present(values) | stale
         latest = np.maximum.accumulate(np.where(sampled, np.arange(len(axis))[None, :], -1), axis=1)
         column = np.searchsorted(axis, at, side="right") - 1
         picked = latest[:, np.maximum(column, 0)]

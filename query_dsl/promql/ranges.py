@@ -3,8 +3,13 @@ evaluation time ``t``, the samples of each series in ``[t - range, t]`` (both en
 as Prometheus 2 reads a range) give one value, or none.
 
 Each function takes the window's values ``[series, samples]`` (NaN where a series has no
-sample), the samples' times (ms, ``[series, samples]``), the window's end and the range,
-and answers a value per series (NaN: no output). Prometheus's rules:
+sample, :data:`~query_dsl.promql.values.NAN_VALUE` for a sample that is NaN), the samples'
+times (ms, ``[series, samples]``), the window's end and the range, and answers a value per
+series (NaN: no output; ``NAN_VALUE``: a NaN output, ``settle``d). A NaN sample is a
+sample, as in Prometheus: ``count_over_time`` counts it, ``sum``/``avg``/``stddev``/``rate``
+and the regressions turn NaN, ``min``/``max`` pass it over unless every sample is NaN,
+``changes`` counts no change between two NaN, ``resets`` none at a NaN, and
+``quantile_over_time`` sorts NaN first. Prometheus's rules:
 ``rate``/``increase``/``delta`` extrapolate towards the window's ends (not further than
 half an average interval past the first and last samples, and never below zero for
 counters), counter resets add the value before the
@@ -21,6 +26,8 @@ import numpy as np
 from query_dsl.exceptions import QueryTypeError
 from query_dsl.promql.selection import Samples
 from query_dsl.promql.stats import quantile_of
+from query_dsl.promql.values import present as is_sample
+from query_dsl.promql.values import settle
 
 __all__ = ["RANGE_FUNCTIONS", "RANGE_NAMES", "VECTORIZED", "RangeFunction", "evaluate_range", "rate_blocks"]
 
@@ -47,27 +54,29 @@ def _down(ufunc: np.ufunc, array: np.ndarray, reverse: bool = False) -> np.ndarr
     return array
 
 
-def _previous(values: np.ndarray) -> np.ndarray:
-    """For each column, the value of the series' previous sample (NaN: none)."""
-    return _previous_in_time(values.T).T
+def _previous(values: np.ndarray, present: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """For each column, the value of the series' previous sample, and whether it has one."""
+    out, found = _previous_in_time(values.T, present.T)
+    return out.T, found.T
 
 
-def _previous_in_time(values: np.ndarray) -> np.ndarray:
-    """``_previous`` of time-major ``values`` ``[times, series]``: for each row, each
-    series' value at its sample before (NaN: none)."""
-    present = ~np.isnan(values)
+def _previous_in_time(values: np.ndarray, present: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``_previous`` of time-major ``values`` ``[times, series]`` (samples where
+    ``present``): for each row, each series' value at its sample before (NaN: none), and
+    whether there is one (the value may be a NaN sample)."""
     last_seen = _down(np.maximum, np.where(present, np.arange(len(values))[:, None], -1))
     before = np.full_like(last_seen, -1)
     before[1:] = last_seen[:-1]
     out = np.take_along_axis(values, np.maximum(before, 0), axis=0)
-    out[before < 0] = np.nan
-    return out
+    found = before >= 0
+    out[~found] = np.nan
+    return out, found
 
 
 def _regression(values: np.ndarray, times: np.ndarray, origin: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Least-squares slope (per second) and value at ``origin`` (ms, per series) of each
     series' samples; a constant series has slope 0 (NaN if it is infinite)."""
-    present = ~np.isnan(values)
+    present = is_sample(values)
     count, first, _last = _positions(present)
     rows = np.arange(len(values))
     x = np.where(present, (times - origin[:, None]) / 1000, 0.0)
@@ -83,14 +92,14 @@ def _regression(values: np.ndarray, times: np.ndarray, origin: np.ndarray) -> tu
         constant = (np.where(present, values, first_v[:, None]) == first_v[:, None]).all(axis=1)
         slope = np.where(constant, np.where(np.isinf(first_v), np.nan, 0.0), slope)
         intercept = np.where(constant, np.where(np.isinf(first_v), np.nan, first_v), intercept)
-    enough = count >= 2
-    return np.where(enough, slope, np.nan), np.where(enough, intercept, np.nan)
+    missing = count < 2
+    return settle(slope, missing), settle(intercept, missing)
 
 
 def _deriv(
     values: np.ndarray, times: np.ndarray, end_ms: int, range_ms: int, _: tuple[float, ...]
 ) -> np.ndarray:
-    first = np.argmax(~np.isnan(values), axis=1)
+    first = np.argmax(is_sample(values), axis=1)
     return _regression(values, times, times[np.arange(len(values)), first])[0]
 
 
@@ -98,8 +107,7 @@ def _predict_linear(
     values: np.ndarray, times: np.ndarray, end_ms: int, range_ms: int, params: tuple[float, ...]
 ) -> np.ndarray:
     slope, intercept = _regression(values, times, np.full(len(values), end_ms))
-    predicted: np.ndarray = slope * params[0] + intercept
-    return predicted
+    return settle(slope * params[0] + intercept, _no_output(slope))
 
 
 def _holt_winters(
@@ -114,7 +122,7 @@ def _holt_winters(
     seen = np.zeros(len(values), dtype=np.int64)
     previous, level, slope = (np.zeros(len(values)) for _ in range(3))
     for column in values.T:
-        present = ~np.isnan(column)
+        present = is_sample(column)
         start = present & (seen == 0)
         level = np.where(start, column, level)
         second = present & (seen == 1)
@@ -126,34 +134,63 @@ def _holt_winters(
         previous = np.where(moving, level, previous)
         level = np.where(moving, smoothed, level)
         seen += present
-    return np.where(seen >= 2, level, np.nan)
+    return settle(level, seen < 2)
+
+
+def _empty_rows(present: np.ndarray) -> np.ndarray:
+    """Rows with no sample: no output."""
+    empty: np.ndarray = np.logical_not(present.any(axis=1))
+    return empty
+
+
+def _no_output(values: np.ndarray) -> np.ndarray:
+    """Rows of a function's answer with no output (NaN that is not a NaN sample)."""
+    return ~is_sample(values)
 
 
 def _changes(
     values: np.ndarray, times: np.ndarray, end_ms: int, range_ms: int, _: tuple[float, ...]
 ) -> np.ndarray:
-    present = ~np.isnan(values)
-    previous = _previous(values)
-    changed = present & ~np.isnan(previous) & (values != previous)
+    present = is_sample(values)
+    previous, found = _previous(values, present)
+    both_nan = np.isnan(values) & np.isnan(previous)
+    changed = present & found & (values != previous) & ~both_nan
     return np.where(present.any(axis=1), changed.sum(axis=1).astype(np.float64), np.nan)
 
 
 def _resets(
     values: np.ndarray, times: np.ndarray, end_ms: int, range_ms: int, _: tuple[float, ...]
 ) -> np.ndarray:
-    present = ~np.isnan(values)
-    dropped = present & (values < _previous(values))
+    present = is_sample(values)
+    dropped = present & (values < _previous(values, present)[0])  # NaN compares false
     return np.where(present.any(axis=1), dropped.sum(axis=1).astype(np.float64), np.nan)
 
 
-def _nan_aggregate(function: Callable[..., np.ndarray]) -> RangeFunction:
+def _moments(values: np.ndarray, present: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per row: the samples' count, sum and mean (NaN samples make the sum NaN)."""
+    count = present.sum(axis=1).astype(np.float64)
+    total = np.where(present, values, 0.0).sum(axis=1)
+    return count, total, total / count
+
+
+def _over_time(name: str) -> RangeFunction:
+    """``<name>_over_time`` for the aggregates of a window's samples."""
+
     def run(
         values: np.ndarray, times: np.ndarray, end_ms: int, range_ms: int, _: tuple[float, ...]
     ) -> np.ndarray:
+        present = is_sample(values)
         with warnings.catch_warnings(), np.errstate(all="ignore"):
-            warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN rows: no output
-            out = function(values, axis=1)
-        return np.where((~np.isnan(values)).any(axis=1), out, np.nan)
+            warnings.simplefilter("ignore", RuntimeWarning)  # rows of NaN only
+            count, total, mean = _moments(values, present)
+            if name in ("min", "max"):  # NaN samples passed over unless every one is NaN
+                out = (np.nanmin if name == "min" else np.nanmax)(np.where(present, values, np.nan), axis=1)
+            elif name in ("stddev", "stdvar"):
+                variance = np.where(present, (values - mean[:, None]) ** 2, 0.0).sum(axis=1) / count
+                out = np.sqrt(variance) if name == "stddev" else variance
+            else:
+                out = {"sum": total, "avg": mean, "count": count}[name]
+        return settle(out, _empty_rows(present))
 
     return run
 
@@ -161,21 +198,39 @@ def _nan_aggregate(function: Callable[..., np.ndarray]) -> RangeFunction:
 def _last(
     values: np.ndarray, times: np.ndarray, end_ms: int, range_ms: int, _: tuple[float, ...]
 ) -> np.ndarray:
-    present = ~np.isnan(values)
+    present = is_sample(values)
     _count, _first, last = _positions(present)
-    return np.where(present.any(axis=1), values[np.arange(len(values)), last], np.nan)
+    return settle(values[np.arange(len(values)), last], _empty_rows(present))
 
 
 def _present(
     values: np.ndarray, times: np.ndarray, end_ms: int, range_ms: int, _: tuple[float, ...]
 ) -> np.ndarray:
-    return np.where((~np.isnan(values)).any(axis=1), 1.0, np.nan)
+    return np.where(is_sample(values).any(axis=1), 1.0, np.nan)
 
 
 def _quantile(
     values: np.ndarray, times: np.ndarray, end_ms: int, range_ms: int, params: tuple[float, ...]
 ) -> np.ndarray:
-    return quantile_of(params[0], values, axis=1)
+    """Prometheus's quantile of each window's samples; with NaN samples, sorted first (Go's
+    order), an interpolation that touches one is NaN."""
+    present = is_sample(values)
+    q = params[0]
+    nan_samples = present & np.isnan(values)
+    if not nan_samples.any() or not 0 <= q <= 1:
+        return settle(quantile_of(q, values, axis=1), _empty_rows(present))
+    # order: NaN samples, then numbers ascending, then no sample
+    order = np.lexsort((np.where(nan_samples, 0.0, values), ~nan_samples, ~present), axis=1)
+    ranked = np.take_along_axis(values, order, axis=1)
+    count = present.sum(axis=1)
+    rank = q * (np.maximum(count, 1) - 1)
+    lower = np.floor(rank).astype(np.int64)
+    upper = np.minimum(lower + 1, np.maximum(count - 1, 0))
+    weight = rank - lower
+    rows = np.arange(len(values))
+    with np.errstate(all="ignore"):
+        out = ranked[rows, lower] * (1 - weight) + ranked[rows, upper] * weight
+    return settle(out, count == 0)
 
 
 RANGE_FUNCTIONS: dict[str, RangeFunction] = {
@@ -184,13 +239,13 @@ RANGE_FUNCTIONS: dict[str, RangeFunction] = {
     "predict_linear": _predict_linear,
     "changes": _changes,
     "resets": _resets,
-    "avg_over_time": _nan_aggregate(np.nanmean),
-    "min_over_time": _nan_aggregate(np.nanmin),
-    "max_over_time": _nan_aggregate(np.nanmax),
-    "sum_over_time": _nan_aggregate(np.nansum),
-    "count_over_time": _nan_aggregate(lambda v, axis: (~np.isnan(v)).sum(axis=axis).astype(np.float64)),
-    "stddev_over_time": _nan_aggregate(np.nanstd),
-    "stdvar_over_time": _nan_aggregate(np.nanvar),
+    "avg_over_time": _over_time("avg"),
+    "min_over_time": _over_time("min"),
+    "max_over_time": _over_time("max"),
+    "sum_over_time": _over_time("sum"),
+    "count_over_time": _over_time("count"),
+    "stddev_over_time": _over_time("stddev"),
+    "stdvar_over_time": _over_time("stdvar"),
     "last_over_time": _last,
     "present_over_time": _present,
     "quantile_over_time": _quantile,
@@ -231,7 +286,7 @@ def _bounds(
             late = (last >= 0) & (own[np.maximum(high - 1, 0)] > ends[:, None])
             last -= late
     else:
-        present = ~np.isnan(values)
+        present = is_sample(values)
         rows = np.arange(width)[:, None]
         latest = _down(np.maximum, np.where(present, rows, -1))
         following = _down(np.minimum, np.where(present, rows, width), reverse=True)
@@ -261,7 +316,7 @@ def _rates(
     values = np.ascontiguousarray(samples.values.T)
     own = np.ascontiguousarray(samples.sample_times().T)
     series = values.shape[1]
-    present = ~np.isnan(values)
+    present = is_sample(values)
     if dense is None:
         dense = bool(present.all())
     first_rows, last_rows, valid = _bounds(samples, ends, range_ms, dense)
@@ -281,10 +336,10 @@ def _rates(
             previous_cells = _cells(np.maximum(before, 0), series)
             prev_v = _take(values, previous_cells)
             if name == "idelta":
-                return np.where(enough, last_v - prev_v, np.nan).T
+                return settle(last_v - prev_v, ~enough).T
             increase = np.where(last_v < prev_v, last_v, last_v - prev_v)
             seconds = (last_t - _take(own, previous_cells)) / 1000
-            return np.where(enough & (seconds > 0), increase / seconds, np.nan).T
+            return settle(increase / seconds, ~(enough & (seconds > 0))).T
         first_v, first_t = _take(values, first), _take(own, first).astype(np.float64)
         result = last_v - first_v
         is_counter = name != "delta"
@@ -292,7 +347,7 @@ def _rates(
             previous = (
                 np.concatenate([np.full((1, series), np.nan), values[:-1]])
                 if dense
-                else _previous_in_time(values)
+                else _previous_in_time(values, present)[0]
             )
             drops = _down(np.add, np.where(present & (values < previous), previous, 0.0))
             result = result + _take(drops, last) - _take(drops, first)
@@ -311,7 +366,7 @@ def _rates(
         factor = interval / sampled
         if name == "rate":
             factor /= range_ms / 1000
-        return np.where(valid & (samples_in >= 2), result * factor, np.nan).T
+        return settle(result * factor, ~(valid & (samples_in >= 2))).T
 
 
 VECTORIZED = frozenset({"rate", "increase", "delta", "irate", "idelta"})

@@ -180,6 +180,7 @@ def fetch_samples(source: DataSource, selector: VectorSelector, low_ms: int, hig
     stale = _stale_markers(values)
     if stale is not None:
         values = np.where(stale, np.nan, values)
+
     times = np.asarray(result.timestamps, dtype=np.int64)
     return Samples(table, times, values, result.step_ms, exact, stale, result.coarse_spans)
 
