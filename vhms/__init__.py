@@ -31,7 +31,7 @@ from vhms.local import LocalClient
 from vhms.placement import HashRing
 from vhms.regex import MAX_PROGRAM_SIZE, MAX_REGEX_LENGTH
 from vhms.resolutions import DEFAULT_RESOLUTIONS, Resolution, parse_resolutions
-from vhms.results import NAME, FetchResult
+from vhms.results import NAME, CoarseSpan, FetchResult
 from vhms.selector import MAX_SELECTOR_LENGTH, Matcher, Selector, parse_selector
 
 __all__ = [
@@ -41,6 +41,7 @@ __all__ = [
     "MAX_SELECTOR_LENGTH",
     "NAME",
     "Address",
+    "CoarseSpan",
     "DataDirInUseError",
     "FetchLimitError",
     "FetchResult",

@@ -47,7 +47,7 @@ from vhms.exceptions import (
 )
 from vhms.idl import encode_ingest_batch, vhms_thrift
 from vhms.placement import HashRing
-from vhms.results import NAME, FetchResult
+from vhms.results import NAME, CoarseSpan, FetchResult
 
 __all__ = ["Address", "ShardedClient", "VhmsClient", "merge_results"]
 
@@ -133,7 +133,8 @@ class VhmsClient(FramedClient):
                 raise WireError(f"VHMS {self.address}: {len(times)} sample times for {len(values)} values")
             times = times.reshape(count, len(timestamps))
         shape = (count, len(timestamps))
-        return FetchResult(labels, timestamps, values.reshape(shape), int(reply.step_ms), times)
+        spans = _decode_spans(reply.coarse_spans, self.address)
+        return FetchResult(labels, timestamps, values.reshape(shape), int(reply.step_ms), times, spans)
 
     def series(self, selector: str) -> list[str]:
         return list(self._vhms_call("series", selector))
@@ -156,13 +157,44 @@ class VhmsClient(FramedClient):
         return self
 
 
+def _decode_spans(data: bytes | None, address: str) -> tuple[CoarseSpan, ...]:
+    """A fetch reply's coarse spans (:class:`CoarseSpan` triples of int64)."""
+    if not data:
+        return ()
+    if len(data) % 24:
+        raise WireError(f"VHMS {address}: coarse spans of {len(data)} bytes, not triples of int64")
+    spans = tuple(CoarseSpan(*span) for span in np.frombuffer(data, dtype="<i8").reshape(-1, 3).tolist())
+    if any(span.step_ms <= 0 or span.start_ms >= span.end_ms for span in spans):
+        raise WireError(f"VHMS {address}: coarse spans that are not spans: {spans[:3]}")
+    return spans
+
+
+def _on_axis(part: FetchResult, axis: np.ndarray) -> FetchResult:
+    """``part`` on the time axis ``axis`` (a superset of its own): no sample at the others."""
+    if np.array_equal(part.timestamps, axis):
+        return part
+    where = np.searchsorted(axis, part.timestamps)
+    values = np.full((len(part), len(axis)), np.nan)
+    values[:, where] = part.values
+    times = None
+    if part.sample_times is not None:
+        times = np.repeat(axis[None, :], len(part), axis=0)
+        times[:, where] = part.sample_times
+    return FetchResult(part.labels, axis, values, part.step_ms, times, part.coarse_spans)
+
+
 def merge_results(results: Sequence[FetchResult]) -> FetchResult:
-    """One result from the shards' results (same time axis): series concatenated in the
+    """One result from the shards' results (the same step): series concatenated in the
     order given; a series found in two results (a routing change, a replica) merged bucket
-    by bucket, the first value winning. Numpy over label codes, never a loop per series."""
-    parts = [r for r in results if len(r)]
-    if len(parts) <= 1:
-        return parts[0] if parts else results[0]
+    by bucket, the first value winning. Shards whose stitched reads met at different
+    instants (:class:`CoarseSpan`) are put on the union of their time axes. Numpy over
+    label codes, never a loop per series."""
+    found = [r for r in results if len(r)]
+    if len(found) <= 1:
+        return found[0] if found else results[0]
+    axis = np.unique(np.concatenate([r.timestamps for r in found]))
+    parts = [_on_axis(r, axis) for r in found]
+    spans = tuple(sorted({span for part in parts for span in part.coarse_spans}))
     labels = sorted({label for part in parts for label in part.labels})
     joint: LabelColumns = {
         label: concat([part.labels.get(label, LabelColumn.absent(len(part))) for part in parts])
@@ -174,7 +206,7 @@ def merge_results(results: Sequence[FetchResult]) -> FetchResult:
     times = np.concatenate([p.sample_times for p in parts if p.sample_times is not None]) if timed else None
     _, first, inverse = np.unique(key, return_index=True, return_inverse=True)
     if len(first) == len(key):
-        return FetchResult(joint, parts[0].timestamps, values, parts[0].step_ms, times)
+        return FetchResult(joint, axis, values, parts[0].step_ms, times, spans)
     keep = np.sort(first)  # the first occurrence of each series, in input order
     target = np.empty(len(first), dtype=np.int64)
     target[np.argsort(first)] = np.arange(len(first))  # class -> its row in the output
@@ -188,10 +220,11 @@ def merge_results(results: Sequence[FetchResult]) -> FetchResult:
             merged_times[into] = np.where(missing, times[row], merged_times[into])
     return FetchResult(
         {label: LabelColumn(vals, codes[keep]) for label, (vals, codes) in joint.items()},
-        parts[0].timestamps,
+        axis,
         merged,
         parts[0].step_ms,
         merged_times,
+        spans,
     )
 
 
@@ -450,7 +483,8 @@ class ShardedClient:
         sample_times: bool = False,
     ) -> FetchResult:
         """The selected series of every shard, merged (:func:`merge_results`); with
-        ``sample_times``, each value's own time where every shard read its finest ring."""
+        ``sample_times``, each value's own time (``auto``: each shard's read stitched from
+        its rings, :meth:`vhms.server.Store.fetch`)."""
         results = self._each(
             lambda c: c.fetch(selector, start_ms, end_ms, resolution, sample_times=sample_times)
         )

@@ -37,7 +37,8 @@ class LocalClient:
         sample_times: bool = False,
     ) -> FetchResult:
         """Buckets of the selected series whose start lies in ``[start_ms, end_ms)``; with
-        ``sample_times``, from the finest ring each value's own time (:meth:`Store.fetch`)."""
+        ``sample_times``, samples with their own times, stitched from the rings
+        (:meth:`Store.fetch`)."""
         return self.store.fetch(selector, start_ms, end_ms, resolution, sample_times=sample_times)
 
     def series(self, selector: str) -> list[str]:

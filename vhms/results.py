@@ -4,15 +4,26 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 
 from bookkeeper.ground import LabelColumn, LabelColumns
 from bookkeeper.wire import format_series, parse_series
 
-__all__ = ["NAME", "FetchResult"]
+__all__ = ["NAME", "CoarseSpan", "FetchResult"]
 
 NAME = "__name__"  # the label that holds a series' name in label columns
+
+
+class CoarseSpan(NamedTuple):
+    """Buckets a sample read took from a ring coarser than the finest, where the finest does
+    not reach back: that ring's step, its first bucket's start and its last bucket's end
+    (epoch ms). Their samples are the ring's aggregates, each at its bucket's start."""
+
+    step_ms: int
+    start_ms: int
+    end_ms: int
 
 
 @dataclass
@@ -31,8 +42,12 @@ class FetchResult:
     values: np.ndarray
     step_ms: int
     # with ``sample_times=True`` from the finest ring: each value's own time (epoch ms,
-    # ``[series, buckets]``, the bucket's start where there is no value)
+    # ``[series, buckets]``, the bucket's start where there is no value or the bucket is a
+    # coarser ring's)
     sample_times: np.ndarray | None = None
+    # a sample read stitched from several rings (``timestamps`` then not evenly spaced; the
+    # finest ring's buckets last): the spans read from coarser rings, oldest first
+    coarse_spans: tuple[CoarseSpan, ...] = ()
 
     def __len__(self) -> int:
         return int(self.values.shape[0])

@@ -47,7 +47,9 @@ struct FetchReply {
   4: i64 step_ms,
   5: list<LabelColumn> labels, // the series' names and labels by columns
   6: optional binary sample_times, // int64 LE [series][buckets]: each value's own time, epoch ms
-                                   // (asked with sample_times, from the finest ring only)
+                                   // (asked with sample_times: from the finest ring, else the bucket's start)
+  7: optional binary coarse_spans, // int64 LE (step_ms, start_ms, end_ms) triples: the buckets a
+                                   // stitched sample read took from coarser rings (vhms.CoarseSpan)
 }
 
 struct StringsReply {

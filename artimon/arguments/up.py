@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from artimon.arguments.vhms import add_wal_arguments
+from artimon.arguments.vhms import add_resolutions_argument, add_wal_arguments
 
 __all__ = ["add_arguments"]
 
@@ -53,4 +53,5 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="Kafka between the polling agent and the store agent (a local broker unless $ARTIMON_KAFKA "
         "names bootstrap servers); agents in <data-dir>/agents-kafka.properties",
     )
+    add_resolutions_argument(parser, "the poll interval for 2 hours, then 5m:48,15m:96,1h:72")
     add_wal_arguments(parser)

@@ -8,7 +8,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-__all__ = ["add_arguments"]
+__all__ = ["add_arguments", "add_resolutions_argument", "add_wal_arguments"]
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -19,9 +19,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--data-dir", type=Path, default=Path("artimon-data/vhms"), help="snapshot directory")
     parser.add_argument("--snapshot-every", type=float, default=300.0, help="seconds between snapshots")
     add_wal_arguments(parser)
-    parser.add_argument(
-        "--resolutions", default=None, help="rings STEP:SLOTS,... (default 60s:60,5m:48,15m:96,1h:72)"
-    )
+    add_resolutions_argument(parser, "60s:60,5m:48,15m:96,1h:72")
     parser.add_argument("--max-series", type=int, default=2_000_000, help="series the shard holds at most")
     parser.add_argument(
         "--zk",
@@ -43,6 +41,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         ("--frame-timeout", float, "seconds", "how long a request may take to arrive (default 60)"),
     ):
         limits.add_argument(flag, type=kind, default=None, metavar=unit.upper() or "N", help=what)
+
+
+def add_resolutions_argument(parser: argparse.ArgumentParser, default: str) -> None:
+    """The store's rings (``artimon vhms`` and ``artimon up`` share the flag; its text is
+    parsed by ``vhms.parse_resolutions``): ``default`` says what ``None`` stands for."""
+    parser.add_argument(
+        "--resolutions",
+        default=None,
+        help=f"rings STEP:SLOTS[:AGGREGATE],... e.g. 5s:1440,5m:48:max (default {default})",
+    )
 
 
 def add_wal_arguments(parser: argparse.ArgumentParser) -> None:

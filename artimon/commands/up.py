@@ -10,8 +10,9 @@
   <data-dir>/hdfs, Hadoop's jars resolved with Maven on the first run): Parquet and checkpoint
   under ``hdfs://127.0.0.1:<port>/artimon/history``, read by Spark's Hadoop client through
   ``HADOOP_CONF_DIR``; without it the history stays in <data-dir>/history (``file://``);
-- a VHMS shard, registered before anything writes to it (with --demo its finest ring is the
-  poll interval);
+- a VHMS shard, registered before anything writes to it, its rings --resolutions (as
+  ``artimon vhms``'s), by default a finest ring of the poll interval (when it divides a
+  minute, else a minute) kept for two hours, then 5m:48,15m:96,1h:72;
 - with --kafka, a Kafka broker (KRaft, Apache's jars; $ARTIMON_KAFKA names another);
 - the demo applications (--demo);
 - the HTTP query API with the dashboard page (saved dashboards in <data-dir>/dashboards);
@@ -73,7 +74,7 @@ from artimon.stack import (
 )
 from bookkeeper import DirectoryInUseError
 from bookkeeper.ground import DirectoryLock
-from vhms import DataDirInUseError
+from vhms import DataDirInUseError, VhmsError, parse_resolutions
 
 
 def _third_party_to(logs: Path) -> None:
@@ -97,7 +98,14 @@ def _components(args: argparse.Namespace, data: Path, interval: float) -> tuple[
     zookeeper = ZooKeeper(server, external)
     hdfs = Hdfs(data / "hdfs", args.hdfs_port) if args.hdfs and not args.no_spark else None
     host = args.host
-    vhms = Vhms(zookeeper, data / "vhms" / "default", interval=interval, host=host, wal=wal_options(args))
+    vhms = Vhms(
+        zookeeper,
+        data / "vhms" / "default",
+        interval=interval,
+        host=host,
+        wal=wal_options(args),
+        resolutions=args.resolutions,
+    )
     api = QueryApi(vhms, zookeeper, data, host=host, port=args.api_port, demo=args.demo)
     agents = Agents(
         zookeeper,
@@ -133,6 +141,12 @@ def _say(line: str) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.resolutions is not None:
+        try:
+            parse_resolutions(args.resolutions)
+        except VhmsError as exc:
+            print(f"artimon up: --resolutions: {exc}", file=sys.stderr)
+            return 2
     data = args.data_dir.resolve()
     try:
         with DirectoryLock(data, "artimon up"):

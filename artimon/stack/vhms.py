@@ -1,6 +1,6 @@
 """VHMS in the stack's process, as a component: one shard named ``default``, registered in
 ZooKeeper before anything writes to it, its snapshots and write-ahead log under the data
-directory."""
+directory, its rings ``up --resolutions``' or :func:`resolutions_for` the poll interval."""
 
 from __future__ import annotations
 
@@ -21,13 +21,19 @@ class WalOptions(TypedDict):
     wal_fsync_period: float
 
 
+FINEST_SPAN_S = 2 * 3600
+"""How far back the stack's finest ring reaches by default: Prometheus's head block, the
+longest window (``[1h]``, ``[2h]``) its users habitually write over raw samples."""
+
+
 def resolutions_for(interval: float) -> str:
     """The store's rings: the finest is the poll interval when that divides a minute (so a
-    bucket holds one round, never a partial one), then VHMS's defaults above a minute."""
+    bucket holds one round, never a partial one), else a minute, kept for
+    :data:`FINEST_SPAN_S`; then VHMS's coarser defaults."""
     seconds = int(interval)
-    if seconds == interval and 0 < seconds < 60 and 60 % seconds == 0:
-        return f"{seconds}s:{3600 // seconds}," + DEFAULT_RESOLUTIONS.partition(",")[2]
-    return DEFAULT_RESOLUTIONS
+    if not (seconds == interval and 0 < seconds < 60 and 60 % seconds == 0):
+        seconds = 60
+    return f"{seconds}s:{FINEST_SPAN_S // seconds}," + DEFAULT_RESOLUTIONS.partition(",")[2]
 
 
 class Vhms:
@@ -36,11 +42,18 @@ class Vhms:
     name = "vhms"
 
     def __init__(
-        self, zookeeper: ZooKeeper, directory: Path, *, interval: float, host: str, wal: WalOptions
+        self,
+        zookeeper: ZooKeeper,
+        directory: Path,
+        *,
+        interval: float,
+        host: str,
+        wal: WalOptions,
+        resolutions: str | None = None,
     ) -> None:
         self.zookeeper = zookeeper
         self.service = VhmsService(
-            Store(resolutions_for(interval)),
+            Store(resolutions or resolutions_for(interval)),
             shard="default",
             host=host,
             snapshot_dir=directory,
@@ -62,10 +75,12 @@ class Vhms:
         vhms = self.service
         http = vhms.http.url if vhms.http else "-"
         replayed = vhms.replayed.records if vhms.replayed else 0
+        finest = vhms.store.resolutions[0]
         return [
             f"[ready] vhms       {vhms.host}:{vhms.port}, {http}/stats, {vhms.store.series} series restored "
             f"({replayed} write-ahead log records replayed), "
-            f"finest buckets {vhms.store.resolutions[0].step_s} s"
+            f"finest buckets {finest.step_s} s kept {finest.span_s / 60:g} min "
+            f"(rings {','.join(str(r) for r in vhms.store.resolutions)})"
         ]
 
     def stop(self) -> None:

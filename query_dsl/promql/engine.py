@@ -40,8 +40,8 @@ from query_dsl.promql.ast import (
 from query_dsl.promql.functions import INSTANT_FUNCTIONS
 from query_dsl.promql.labels import ensure_unique
 from query_dsl.promql.ranges import RANGE_NAMES, VECTORIZED, evaluate_range, rate_blocks
-from query_dsl.promql.selection import Samples, fetch_samples, reads_sample_times
-from query_dsl.promql.values import RangeValue, Scalar, String, Value, absent, present
+from query_dsl.promql.selection import Samples, coarse_warning, fetch_samples, reads_sample_times
+from query_dsl.promql.values import RangeValue, Scalar, String, Value, absent, present, stored_nan_samples
 from query_dsl.series_table import SeriesTable
 from query_dsl.sources import DataSource
 
@@ -134,11 +134,15 @@ class Engine:
 
     def _fetch(self, selector: VectorSelector, low_ms: int, high_ms: int) -> Samples:
         samples = fetch_samples(self.source, selector, low_ms, high_ms)
+        samples.values = stored_nan_samples(samples.values)
         if samples.exact is None and reads_sample_times(self.source) and len(samples.table):
             self.warn(
-                f"read VHMS's {samples.step_ms // 1000} s ring (the finest does not reach back that far): "
+                f"read VHMS's {samples.step_ms // 1000} s ring (the shards' finest rings differ): "
                 "its samples are at their buckets' starts"
             )
+        if len(samples.table):
+            for span in samples.coarse:
+                self.warn(coarse_warning(span, samples.step_ms))
         if len(samples.table) > self.limits.max_series:
             raise QueryLimitError(
                 f"the selector picks {len(samples.table)} series, "
@@ -164,7 +168,7 @@ class Engine:
             return Matrix.from_table(samples.table, times, empty, step), empty.copy()
         own = samples.sample_times()
         stale = samples.stale
-        sampled = ~np.isnan(values) if stale is None else ~np.isnan(values) | stale
+        sampled = present(values) if stale is None else present(values) | stale
         latest = np.maximum.accumulate(np.where(sampled, np.arange(len(axis))[None, :], -1), axis=1)
         column = np.searchsorted(axis, at, side="right") - 1
         picked = latest[:, np.maximum(column, 0)]

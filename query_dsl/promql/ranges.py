@@ -1,200 +1,26 @@
-"""Functions of a range vector (``rate(x[5m])``, ``avg_over_time(x[1h])``...): for each
+"""Range vectors' windows (``rate(x[5m])``, ``avg_over_time(x[1h])``...): for each
 evaluation time ``t``, the samples of each series in ``[t - range, t]`` (both ends closed,
-as Prometheus 2 reads a range) give one value, or none.
-
-Each function takes the window's values ``[series, samples]`` (NaN where a series has no
-sample), the samples' times (ms, ``[series, samples]``), the window's end and the range,
-and answers a value per series (NaN: no output). Prometheus's rules:
-``rate``/``increase``/``delta`` extrapolate towards the window's ends (not further than
-half an average interval past the first and last samples, and never below zero for
-counters), counter resets add the value before the
-drop, ``irate``/``idelta`` use the last two samples.
+as Prometheus 2 reads a range) give one value, or none: the functions of one window's
+samples are :mod:`query_dsl.promql.over_time`'s; ``rate``, ``increase``, ``delta``,
+``irate``, ``idelta`` are vectorised here over every window at once (NaN samples turn them
+NaN). Prometheus's rules: ``rate``/``increase``/``delta`` extrapolate towards the window's
+ends (not further than half an average interval past the first and last samples, and never
+below zero for counters), counter resets add the value before the drop, ``irate``/``idelta``
+use the last two samples.
 """
 
 from __future__ import annotations
 
-import warnings
 from collections.abc import Callable, Iterator
 
 import numpy as np
 
-from query_dsl.exceptions import QueryTypeError
+from query_dsl.promql.over_time import RANGE_FUNCTIONS, down, previous_in_time
 from query_dsl.promql.selection import Samples
-from query_dsl.promql.stats import quantile_of
+from query_dsl.promql.values import present as is_sample
+from query_dsl.promql.values import settle
 
-__all__ = ["RANGE_FUNCTIONS", "RANGE_NAMES", "VECTORIZED", "RangeFunction", "evaluate_range", "rate_blocks"]
-
-RangeFunction = Callable[[np.ndarray, np.ndarray, int, int, tuple[float, ...]], np.ndarray]
-
-
-def _positions(present: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """How many samples, the first and the last sample's column, per series."""
-    count = present.sum(axis=1)
-    width = present.shape[1]
-    first = np.argmax(present, axis=1)
-    last = width - 1 - np.argmax(present[:, ::-1], axis=1)
-    return count, first, last
-
-
-def _down(ufunc: np.ufunc, array: np.ndarray, reverse: bool = False) -> np.ndarray:
-    """``ufunc.accumulate(array, axis=0)`` of a time-major array (from the last row up with
-    ``reverse``), in place, a row at a time: contiguous rows, where numpy's accumulate down
-    the first axis strides across them (ten times slower for a block of series)."""
-    order = range(len(array) - 2, -1, -1) if reverse else range(1, len(array))
-    step = 1 if reverse else -1
-    for row in order:
-        ufunc(array[row + step], array[row], out=array[row])
-    return array
-
-
-def _previous(values: np.ndarray) -> np.ndarray:
-    """For each column, the value of the series' previous sample (NaN: none)."""
-    return _previous_in_time(values.T).T
-
-
-def _previous_in_time(values: np.ndarray) -> np.ndarray:
-    """``_previous`` of time-major ``values`` ``[times, series]``: for each row, each
-    series' value at its sample before (NaN: none)."""
-    present = ~np.isnan(values)
-    last_seen = _down(np.maximum, np.where(present, np.arange(len(values))[:, None], -1))
-    before = np.full_like(last_seen, -1)
-    before[1:] = last_seen[:-1]
-    out = np.take_along_axis(values, np.maximum(before, 0), axis=0)
-    out[before < 0] = np.nan
-    return out
-
-
-def _regression(values: np.ndarray, times: np.ndarray, origin: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Least-squares slope (per second) and value at ``origin`` (ms, per series) of each
-    series' samples; a constant series has slope 0 (NaN if it is infinite)."""
-    present = ~np.isnan(values)
-    count, first, _last = _positions(present)
-    rows = np.arange(len(values))
-    x = np.where(present, (times - origin[:, None]) / 1000, 0.0)
-    y = np.where(present, values, 0.0)
-    with np.errstate(all="ignore"):
-        n = count.astype(np.float64)
-        sum_x, sum_y = x.sum(axis=1), y.sum(axis=1)
-        cov = (x * y).sum(axis=1) - sum_x * sum_y / n
-        var = (x * x).sum(axis=1) - sum_x * sum_x / n
-        slope = cov / var
-        intercept = sum_y / n - slope * sum_x / n
-        first_v = values[rows, first]
-        constant = (np.where(present, values, first_v[:, None]) == first_v[:, None]).all(axis=1)
-        slope = np.where(constant, np.where(np.isinf(first_v), np.nan, 0.0), slope)
-        intercept = np.where(constant, np.where(np.isinf(first_v), np.nan, first_v), intercept)
-    enough = count >= 2
-    return np.where(enough, slope, np.nan), np.where(enough, intercept, np.nan)
-
-
-def _deriv(
-    values: np.ndarray, times: np.ndarray, end_ms: int, range_ms: int, _: tuple[float, ...]
-) -> np.ndarray:
-    first = np.argmax(~np.isnan(values), axis=1)
-    return _regression(values, times, times[np.arange(len(values)), first])[0]
-
-
-def _predict_linear(
-    values: np.ndarray, times: np.ndarray, end_ms: int, range_ms: int, params: tuple[float, ...]
-) -> np.ndarray:
-    slope, intercept = _regression(values, times, np.full(len(values), end_ms))
-    predicted: np.ndarray = slope * params[0] + intercept
-    return predicted
-
-
-def _holt_winters(
-    values: np.ndarray, times: np.ndarray, end_ms: int, range_ms: int, params: tuple[float, ...]
-) -> np.ndarray:
-    """Double exponential smoothing of each series' samples (Prometheus's ``holt_winters``):
-    the level after the last sample, with smoothing factor ``sf`` and trend factor ``tf``."""
-    smoothing, trend = params
-    for name, factor in (("smoothing", smoothing), ("trend", trend)):
-        if not 0 < factor < 1:
-            raise QueryTypeError(f"invalid {name} factor. Expected: 0 < {name[0]}f < 1, got: {factor:g}")
-    seen = np.zeros(len(values), dtype=np.int64)
-    previous, level, slope = (np.zeros(len(values)) for _ in range(3))
-    for column in values.T:
-        present = ~np.isnan(column)
-        start = present & (seen == 0)
-        level = np.where(start, column, level)
-        second = present & (seen == 1)
-        slope = np.where(second, column - level, slope)
-        later = present & (seen >= 2)
-        slope = np.where(later, trend * (level - previous) + (1 - trend) * slope, slope)
-        moving = second | later
-        smoothed = smoothing * column + (1 - smoothing) * (level + slope)
-        previous = np.where(moving, level, previous)
-        level = np.where(moving, smoothed, level)
-        seen += present
-    return np.where(seen >= 2, level, np.nan)
-
-
-def _changes(
-    values: np.ndarray, times: np.ndarray, end_ms: int, range_ms: int, _: tuple[float, ...]
-) -> np.ndarray:
-    present = ~np.isnan(values)
-    previous = _previous(values)
-    changed = present & ~np.isnan(previous) & (values != previous)
-    return np.where(present.any(axis=1), changed.sum(axis=1).astype(np.float64), np.nan)
-
-
-def _resets(
-    values: np.ndarray, times: np.ndarray, end_ms: int, range_ms: int, _: tuple[float, ...]
-) -> np.ndarray:
-    present = ~np.isnan(values)
-    dropped = present & (values < _previous(values))
-    return np.where(present.any(axis=1), dropped.sum(axis=1).astype(np.float64), np.nan)
-
-
-def _nan_aggregate(function: Callable[..., np.ndarray]) -> RangeFunction:
-    def run(
-        values: np.ndarray, times: np.ndarray, end_ms: int, range_ms: int, _: tuple[float, ...]
-    ) -> np.ndarray:
-        with warnings.catch_warnings(), np.errstate(all="ignore"):
-            warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN rows: no output
-            out = function(values, axis=1)
-        return np.where((~np.isnan(values)).any(axis=1), out, np.nan)
-
-    return run
-
-
-def _last(
-    values: np.ndarray, times: np.ndarray, end_ms: int, range_ms: int, _: tuple[float, ...]
-) -> np.ndarray:
-    present = ~np.isnan(values)
-    _count, _first, last = _positions(present)
-    return np.where(present.any(axis=1), values[np.arange(len(values)), last], np.nan)
-
-
-def _present(
-    values: np.ndarray, times: np.ndarray, end_ms: int, range_ms: int, _: tuple[float, ...]
-) -> np.ndarray:
-    return np.where((~np.isnan(values)).any(axis=1), 1.0, np.nan)
-
-
-def _quantile(
-    values: np.ndarray, times: np.ndarray, end_ms: int, range_ms: int, params: tuple[float, ...]
-) -> np.ndarray:
-    return quantile_of(params[0], values, axis=1)
-
-
-RANGE_FUNCTIONS: dict[str, RangeFunction] = {
-    "deriv": _deriv,
-    "holt_winters": _holt_winters,
-    "predict_linear": _predict_linear,
-    "changes": _changes,
-    "resets": _resets,
-    "avg_over_time": _nan_aggregate(np.nanmean),
-    "min_over_time": _nan_aggregate(np.nanmin),
-    "max_over_time": _nan_aggregate(np.nanmax),
-    "sum_over_time": _nan_aggregate(np.nansum),
-    "count_over_time": _nan_aggregate(lambda v, axis: (~np.isnan(v)).sum(axis=axis).astype(np.float64)),
-    "stddev_over_time": _nan_aggregate(np.nanstd),
-    "stdvar_over_time": _nan_aggregate(np.nanvar),
-    "last_over_time": _last,
-    "present_over_time": _present,
-    "quantile_over_time": _quantile,
-}
+__all__ = ["RANGE_NAMES", "VECTORIZED", "evaluate_range", "rate_blocks"]
 
 
 def _cells(rows: np.ndarray, series: int) -> np.ndarray:
@@ -231,10 +57,10 @@ def _bounds(
             late = (last >= 0) & (own[np.maximum(high - 1, 0)] > ends[:, None])
             last -= late
     else:
-        present = ~np.isnan(values)
+        present = is_sample(values)
         rows = np.arange(width)[:, None]
-        latest = _down(np.maximum, np.where(present, rows, -1))
-        following = _down(np.minimum, np.where(present, rows, width), reverse=True)
+        latest = down(np.maximum, np.where(present, rows, -1))
+        following = down(np.minimum, np.where(present, rows, width), reverse=True)
         following = np.concatenate([following, np.full((1, series), width)], axis=0)  # past the end
         first = following[np.minimum(low, width)]
         last = np.where(high[:, None] > 0, latest[np.maximum(high - 1, 0)], -1)
@@ -261,7 +87,7 @@ def _rates(
     values = np.ascontiguousarray(samples.values.T)
     own = np.ascontiguousarray(samples.sample_times().T)
     series = values.shape[1]
-    present = ~np.isnan(values)
+    present = is_sample(values)
     if dense is None:
         dense = bool(present.all())
     first_rows, last_rows, valid = _bounds(samples, ends, range_ms, dense)
@@ -269,22 +95,22 @@ def _rates(
     if dense:
         samples_in = last_rows - first_rows + 1
     else:
-        count = _down(np.add, present.astype(np.int64))
+        count = down(np.add, present.astype(np.int64))
         samples_in = _take(count, last) - _take(count, first) + 1
     last_v, last_t = _take(values, last), _take(own, last).astype(np.float64)
     with np.errstate(all="ignore"):
         if name in ("irate", "idelta"):
             rows = np.arange(len(values))[:, None]
-            latest = _down(np.maximum, np.where(present, rows, -1))
+            latest = down(np.maximum, np.where(present, rows, -1))
             before = np.where(last_rows > 0, _take(latest, _cells(np.maximum(last_rows - 1, 0), series)), -1)
             enough = valid & (before >= first_rows)
             previous_cells = _cells(np.maximum(before, 0), series)
             prev_v = _take(values, previous_cells)
             if name == "idelta":
-                return np.where(enough, last_v - prev_v, np.nan).T
+                return settle(last_v - prev_v, ~enough).T
             increase = np.where(last_v < prev_v, last_v, last_v - prev_v)
             seconds = (last_t - _take(own, previous_cells)) / 1000
-            return np.where(enough & (seconds > 0), increase / seconds, np.nan).T
+            return settle(increase / seconds, ~(enough & (seconds > 0))).T
         first_v, first_t = _take(values, first), _take(own, first).astype(np.float64)
         result = last_v - first_v
         is_counter = name != "delta"
@@ -292,9 +118,9 @@ def _rates(
             previous = (
                 np.concatenate([np.full((1, series), np.nan), values[:-1]])
                 if dense
-                else _previous_in_time(values)
+                else previous_in_time(values, present)[0]
             )
-            drops = _down(np.add, np.where(present & (values < previous), previous, 0.0))
+            drops = down(np.add, np.where(present & (values < previous), previous, 0.0))
             result = result + _take(drops, last) - _take(drops, first)
         end = ends[:, None].astype(np.float64)
         to_start = (first_t - (end - range_ms)) / 1000
@@ -311,7 +137,7 @@ def _rates(
         factor = interval / sampled
         if name == "rate":
             factor /= range_ms / 1000
-        return np.where(valid & (samples_in >= 2), result * factor, np.nan).T
+        return settle(result * factor, ~(valid & (samples_in >= 2))).T
 
 
 VECTORIZED = frozenset({"rate", "increase", "delta", "irate", "idelta"})

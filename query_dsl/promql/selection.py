@@ -5,17 +5,19 @@ store's index can answer: ``=`` and ``!=`` on a value, RE2 regexes that cannot m
 empty string), and every matcher is then applied exactly, with PromQL's rule that a
 missing label is the empty string, on the label columns of the answer.
 
-Samples: a VHMS fetch answers buckets of its finest ring that covers the range; each bucket
-with a value is one sample (the deployment sets that ring's step to the scrape or poll
-interval). VHMS's clients (:class:`vhms.LocalClient` in process, the shards' Thrift fetch
-through :class:`vhms.ShardedClient`) answer each sample's own time from the finest ring
-(``fetch(..., sample_times=True)``); from a coarser ring, or from another source, a sample
-is at its bucket's start: docs/promql.md says where this differs from Prometheus.
+Samples: each bucket with a value is one sample (the deployment sets the finest ring's step
+to the scrape or poll interval). VHMS's clients (:class:`vhms.LocalClient` in process, the
+shards' Thrift fetch through :class:`vhms.ShardedClient`) answer a sample read
+(``fetch(..., sample_times=True)``): the finest ring where it reaches, each sample at its own
+time, and coarser rings only before it (``FetchResult.coarse_spans``), a sample there at its
+bucket's start, as from another source: docs/promql.md says where this differs from
+Prometheus.
 """
 
 from __future__ import annotations
 
 import re
+import time
 from dataclasses import dataclass
 
 import numpy as np
@@ -23,9 +25,17 @@ import numpy as np
 from query_dsl.promql.ast import LabelMatcher, VectorSelector
 from query_dsl.series_table import SeriesTable
 from query_dsl.sources import DataSource
-from vhms import FetchResult, LocalClient, Matcher, ShardedClient, VhmsClient, parse_selector
+from vhms import CoarseSpan, FetchResult, LocalClient, Matcher, ShardedClient, VhmsClient, parse_selector
 
-__all__ = ["STALE_BITS", "Samples", "fetch_samples", "matches_empty", "reads_sample_times", "vhms_selector"]
+__all__ = [
+    "STALE_BITS",
+    "Samples",
+    "coarse_warning",
+    "fetch_samples",
+    "matches_empty",
+    "reads_sample_times",
+    "vhms_selector",
+]
 
 STALE_BITS = 0x7FF0_0000_0000_0002
 """Prometheus's stale marker (``value.StaleNaN``): the series ends at this sample."""
@@ -111,7 +121,8 @@ class Samples:
     ``exact``, when known, each sample's own time ``[series, times]`` within its bucket
     ``[time, time + step_ms)``. ``stale``, when a series has one, where its stale markers
     are (their values NaN: a range reads no sample there; an instant selector's lookback
-    ends there)."""
+    ends there). ``coarse``: the spans VHMS read from rings coarser than the finest (the
+    time axis is then not evenly spaced there)."""
 
     table: SeriesTable
     times: np.ndarray
@@ -119,12 +130,26 @@ class Samples:
     step_ms: int
     exact: np.ndarray | None = None
     stale: np.ndarray | None = None
+    coarse: tuple[CoarseSpan, ...] = ()
 
     def sample_times(self) -> np.ndarray:
         """Each sample's time, ``[series, times]``: its own, else its bucket's start."""
         if self.exact is not None:
             return self.exact
         return np.broadcast_to(self.times[None, :], self.values.shape)
+
+
+def _utc(ms: int) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(ms / 1000))
+
+
+def coarse_warning(span: CoarseSpan, finest_ms: int) -> str:
+    """What an answer says of samples read from a coarser ring (``span``)."""
+    return (
+        f"read VHMS's {span.step_ms // 1000} s ring from {_utc(span.start_ms)} to {_utc(span.end_ms)}: "
+        f"the finest ({finest_ms // 1000} s) keeps nothing older; there a sample is its bucket's "
+        f"aggregate, at the bucket's start"
+    )
 
 
 def reads_sample_times(source: DataSource) -> bool:
@@ -155,7 +180,9 @@ def fetch_samples(source: DataSource, selector: VectorSelector, low_ms: int, hig
     stale = _stale_markers(values)
     if stale is not None:
         values = np.where(stale, np.nan, values)
-    return Samples(table, np.asarray(result.timestamps, dtype=np.int64), values, result.step_ms, exact, stale)
+
+    times = np.asarray(result.timestamps, dtype=np.int64)
+    return Samples(table, times, values, result.step_ms, exact, stale, result.coarse_spans)
 
 
 def _stale_markers(values: np.ndarray) -> np.ndarray | None:

@@ -27,6 +27,7 @@ __all__ = [
     "is_nan_value",
     "present",
     "settle",
+    "stored_nan_samples",
 ]
 
 _NAN_BITS = np.uint64(0x7FF8_0000_4E41_4E00)  # a quiet NaN with a payload no computation makes
@@ -54,6 +55,16 @@ def absent(values: np.ndarray) -> np.ndarray:
 def present(values: np.ndarray) -> np.ndarray:
     """Where ``values`` hold a sample (a number, an infinity or :data:`NAN_VALUE`)."""
     return ~absent(values)
+
+
+def stored_nan_samples(values: np.ndarray) -> np.ndarray:
+    """Stored values with each NaN sample (a NaN of other bits than NaN itself, which marks
+    an empty bucket: Go's ``math.NaN()`` that remote write carries, say) as :data:`NAN_VALUE`."""
+    nan = np.isnan(values)
+    if not nan.any():
+        return values
+    stored = nan & (values.view(np.uint64) != np.float64(np.nan).view(np.uint64))
+    return np.where(stored, NAN_VALUE, values) if stored.any() else values
 
 
 def settle(values: np.ndarray, missing: np.ndarray) -> np.ndarray:

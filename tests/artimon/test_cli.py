@@ -20,7 +20,7 @@ import pytest
 
 from artimon.arguments.vhms import add_wal_arguments
 from artimon.cli import COMMANDS, build_parser, load_command
-from artimon.stack import agent_properties
+from artimon.stack import agent_properties, resolutions_for
 from bookkeeper import Bookkeeper
 from bookkeeper.ground import DirectoryLock
 from vhms.server import FSYNC_POLICIES
@@ -170,6 +170,42 @@ def test_the_wal_flags_offer_exactly_the_stores_fsync_policies() -> None:
     parser = argparse.ArgumentParser()
     add_wal_arguments(parser)
     assert "{" + ",".join(FSYNC_POLICIES) + "}" in parser.format_usage()
+
+
+def test_up_keeps_the_poll_interval_two_hours_by_default() -> None:
+    assert resolutions_for(5) == "5s:1440,5m:48,15m:96,1h:72"
+    assert resolutions_for(1) == "1s:7200,5m:48,15m:96,1h:72"
+    assert resolutions_for(60) == resolutions_for(7) == "60s:120,5m:48,15m:96,1h:72"
+
+
+@pytest.mark.parametrize(
+    ("given", "error"),
+    [
+        ("5s:0", "resolution '5s:0': step and slots must be positive"),
+        ("5x:10", "resolution '5x:10' is not <step>:<slots>[:<aggregate>]"),
+        ("7s:10,10s:5", "resolution 10s is not a larger multiple of the finest (7s)"),
+        ("5s:10:max", "the finest resolution (5s) keeps the last sample"),
+    ],
+)
+def test_up_refuses_bad_resolutions_as_vhms_does(tmp_path: Path, given: str, error: str) -> None:
+    for command, *more in (("up",), ("vhms", "--no-register")):
+        result = _run(command, "--resolutions", given, "--data-dir", str(tmp_path / command), *more)
+        assert result.returncode == 2 and error in result.stderr, (command, result.stderr)
+        assert "Traceback" not in result.stderr and len(result.stderr.strip().splitlines()) == 1
+    assert not (tmp_path / "up").exists()  # refused before anything started
+
+
+@pytest.mark.slow
+def test_up_takes_the_stores_resolutions(tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if k != "ARTIMON_ZK"}
+    result = _run(
+        *("up", "--no-spark", "--interval", "1", "--rounds", "2", "--resolutions", "1s:120,1m:60:max"),
+        *("--data-dir", str(tmp_path), *FREE_PORTS),
+        env=env,
+    )
+    assert result.returncode == 0, result.stderr
+    vhms_line = next(line for line in result.stdout.splitlines() if line.startswith("[ready] vhms"))
+    assert vhms_line.endswith("finest buckets 1 s kept 2 min (rings 1s:120:last,60s:60:max)"), vhms_line
 
 
 def test_spark_refuses_a_setting_that_is_not_key_value() -> None:

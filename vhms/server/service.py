@@ -130,6 +130,9 @@ class _Handler:
             sample_times=None
             if result.sample_times is None
             else np.ascontiguousarray(result.sample_times, dtype="<i8").tobytes(),
+            coarse_spans=np.array(result.coarse_spans, dtype="<i8").tobytes()
+            if result.coarse_spans
+            else None,
         )
 
     def series(self, selector: str) -> list[str]:

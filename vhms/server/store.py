@@ -38,9 +38,10 @@ from bookkeeper.ground import LabelColumn
 from bookkeeper.wire import IngestColumns
 from vhms.exceptions import FetchLimitError
 from vhms.resolutions import Resolution, parse_resolutions
-from vhms.results import NAME, FetchResult
+from vhms.results import NAME, CoarseSpan, FetchResult
 from vhms.selector import Selector, parse_selector
 from vhms.server.index import SeriesIndex
+from vhms.server.stitch import Piece, RingSpan, stitch
 
 __all__ = ["CHUNK", "Store", "decode_values", "encode_values"]
 
@@ -406,12 +407,13 @@ class Store:
         aggregate = ring.aggregate
         with np.errstate(all="ignore"):
             if aggregate == "last":
-                filled = ~np.isnan(cells)
+                filled = cells.view(np.uint64) != _EMPTY_BITS  # a stale marker is the last sample too
                 last = ratio - 1 - np.argmax(filled[:, ::-1], axis=1)
                 result = np.where(filled.any(axis=1), cells[np.arange(len(ids)), last], np.nan)
             elif aggregate == "count":
                 result = (~np.isnan(cells)).sum(axis=1).astype(np.float64)
             else:
+                cells[np.isnan(cells)] = np.nan  # a stale marker is a signalling NaN: fmax(1, it) is NaN
                 with warnings.catch_warnings():
                     warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN rows give NaN
                     function: Callable[..., np.ndarray] = _NAN_AGGREGATES[aggregate]
@@ -426,11 +428,10 @@ class Store:
         current = ring.gather(slots, ids)
         aggregate = ring.aggregate
         if aggregate == "last":
-            merged = np.where(np.isnan(current), values, current)
-        elif aggregate == "min":
-            merged = np.fmin(current, values)
-        elif aggregate == "max":
-            merged = np.fmax(current, values)
+            merged = np.where(current.view(np.uint64) == _EMPTY_BITS, values, current)
+        elif aggregate in ("min", "max"):
+            quiet = np.where(np.isnan(values), np.nan, values)  # a marker is a signalling NaN: no sample
+            merged = np.fmin(current, quiet) if aggregate == "min" else np.fmax(current, quiet)
         else:
             self.stats[f"samples_dropped_by_{aggregate}"] += len(ids)
             return
@@ -481,61 +482,93 @@ class Store:
     ) -> FetchResult:
         """Buckets of the selected series whose start lies in ``[start_ms, end_ms)``, at the
         given resolution (its step in seconds) or the finest that covers the range. With
-        ``sample_times``, the buckets that may hold a sample whose own time lies in
-        ``[start_ms, end_ms)`` (from the one holding ``start_ms``), and from the finest ring
-        each value's own time."""
+        ``sample_times``, samples rather than buckets: the buckets that may hold a sample
+        whose own time lies in ``[start_ms, end_ms)`` (from the one holding ``start_ms``),
+        from the finest ring each value's own time; ``auto`` then reads the finest ring where
+        it reaches and coarser rings only before it (:mod:`vhms.server.stitch`; the answer's
+        ``coarse_spans`` say where, its step is the finest ring's)."""
         if end_ms <= start_ms:
             raise ValueError(f"fetch needs start < end, got {start_ms} >= {end_ms}")
         ids = self.select(selector)
+        stitched = sample_times and resolution == "auto"
         with self._lock:
             # a series the index created after ingest last grew the rings has no column yet
             for each in self.rings:
                 each.grow(int(ids[-1]) + 1 if len(ids) else 0)
-            ring = self._ring(resolution, start_ms)
-            step = ring.step_ms
-            first = start_ms // step if sample_times else -(-start_ms // step)
-            last = (end_ms - 1) // step
-            count = last - first + 1
+            if stitched:
+                spans = [RingSpan(r.step_ms, r.head - r.slots + 1, r.head) for r in self.rings]
+                pieces = stitch(spans, start_ms, end_ms)
+            else:
+                ring = self._ring(resolution, start_ms)
+                first = start_ms // ring.step_ms if sample_times else -(-start_ms // ring.step_ms)
+                pieces = [Piece(self.rings.index(ring), first, (end_ms - 1) // ring.step_ms)]
             # checked before the time axis exists: a range of centuries must not allocate it,
             # even for no series at all
+            count = sum(piece.last - piece.first + 1 for piece in pieces)
             points = max(len(ids), 1) * count
             if points > self.max_points_per_query:
                 raise FetchLimitError(
                     f"{len(ids)} series x {count} buckets = {points} points, more than "
                     f"max_points_per_query={self.max_points_per_query}: narrow the selector or the range"
                 )
-            buckets = np.arange(first, last + 1, dtype=np.int64)
-            values = self._gather(ring, ids, buckets)
-            times = self._sample_times(ring, ids, buckets) if sample_times and ring is self.rings[0] else None
+            timed = stitched or (sample_times and pieces[0].ring == 0)
+            timestamps, values, times = self._read(pieces, ids, timed)
         columns = self.index.columns(ids)
         labels = {label: column.compact() for label, column in columns.items()}
         if NAME not in labels:
             labels[NAME] = LabelColumn.absent(0)
-        return FetchResult(labels, buckets * step, values, step, times)
+        coarse = tuple(
+            CoarseSpan(
+                self.rings[p.ring].step_ms,
+                p.first * self.rings[p.ring].step_ms,
+                (p.last + 1) * self.rings[p.ring].step_ms,
+            )
+            for p in pieces
+            if stitched and p.ring
+        )
+        step = self.rings[0 if stitched else pieces[0].ring].step_ms
+        return FetchResult(labels, timestamps, values, step, times, coarse)
+
+    def _read(
+        self, pieces: list[Piece], ids: np.ndarray, timed: bool
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+        """The bucket times, values ``[series, buckets]`` and (``timed``) sample times of
+        ``pieces`` side by side (a coarser ring's sample at its bucket's start), each piece
+        gathered straight into its rows of one time-major array: the answers are transposed
+        views, as cheap to reduce across series as a copy would be to make."""
+        total = sum(piece.last - piece.first + 1 for piece in pieces)
+        raw = np.zeros((total, len(ids)), dtype=np.uint64)
+        exact = np.empty((total, len(ids)), dtype=np.int64) if timed else None
+        stamps = []
+        row = 0
+        for piece in pieces:
+            ring = self.rings[piece.ring]
+            buckets = np.arange(piece.first, piece.last + 1, dtype=np.int64)
+            starts = buckets * ring.step_ms
+            stamps.append(starts)
+            rows = slice(row, row + len(buckets))
+            self._fill(ring, ids, buckets, raw[rows], ring.values)
+            if exact is not None and ring.times is not None:
+                offsets: np.ndarray = np.zeros((len(buckets), len(ids)), dtype=ring.time_dtype)
+                self._fill(ring, ids, buckets, offsets, ring.times)  # 0 where none: the bucket's start
+                np.add(offsets, starts[:, None], out=exact[rows])
+            elif exact is not None:
+                exact[rows] = starts[:, None]
+            row += len(buckets)
+        raw ^= _EMPTY_BITS
+        return np.concatenate(stamps), raw.view(np.float64).T, None if exact is None else exact.T
 
     @staticmethod
-    def _sample_times(ring: _Ring, ids: np.ndarray, buckets: np.ndarray) -> np.ndarray:
-        """``[series, buckets]`` epoch-ms times of the finest ring's samples (a bucket's start
-        where it holds none)."""
-        assert ring.times is not None  # the finest ring keeps its samples' times
-        exact = Store._gather(ring, ids, buckets, ring.times).astype(np.int64)
-        exact += (buckets * ring.step_ms)[None, :]
-        return exact
-
-    @staticmethod
-    def _gather(
-        ring: _Ring, ids: np.ndarray, buckets: np.ndarray, chunks: list[np.ndarray] | None = None
-    ) -> np.ndarray:
-        """``[series, buckets]`` values of sorted ``ids`` (or, given the ring's other per-cell
-        ``chunks``, their raw cells, 0 where the ring holds no such bucket), copied a block of
-        rows at a time from the time-major chunks (slices where the ids or the slots are
-        contiguous) and kept time-major: the result is a transposed view, as cheap to reduce
-        across series as a copy would be to make."""
-        source = ring.values if chunks is None else chunks
-        out = np.zeros((len(buckets), len(ids)), dtype=source[0].dtype if source else np.uint64)
+    def _fill(
+        ring: _Ring, ids: np.ndarray, buckets: np.ndarray, out: np.ndarray, source: list[np.ndarray]
+    ) -> None:
+        """Copy into time-major ``out`` ``[buckets, ids]`` (zeros) the cells of sorted ``ids``
+        from ``source`` (the ring's values or another per-cell array of its chunks) where the
+        ring holds the bucket, a block of rows at a time (slices where the ids or the slots
+        are contiguous)."""
         present = np.flatnonzero(ring.covers(buckets))  # one contiguous range of columns
         if not len(present) or not len(ids):
-            return decode_values(out).T if chunks is None else out.T
+            return
         low, high = int(present[0]), int(present[-1]) + 1
         first_slot = int(buckets[low] % ring.slots)
         wrap = min(high - low, ring.slots - first_slot)  # the ring wraps after this many columns
@@ -552,10 +585,6 @@ class Store:
                 rows = chunk[slot : slot + end - column]
                 block = rows[:, int(local[0]) : int(local[-1]) + 1] if contiguous else rows[:, local]
                 out[column:end, start:stop] = block
-        if chunks is not None:
-            return out.T
-        out ^= _EMPTY_BITS
-        return out.view(np.float64).T
 
     def _ring(self, resolution: str | int, start_ms: int) -> _Ring:
         if resolution == "auto":

@@ -19,6 +19,7 @@ from artimon.servers import PrometheusServer
 from bookkeeper.ground import BackgroundServer
 from collector_agent.remote_write import messages
 from query_dsl import Limits, create_app
+from query_dsl.promql import instant_query
 from vhms import LocalClient
 from vhms.server import Store
 
@@ -97,13 +98,55 @@ def stale_bases(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str,
             api.stop()
 
 
-def test_the_finest_ring_keeps_the_markers_bits_and_a_coarser_one_its_last_value() -> None:
+def test_every_ring_keeps_the_markers_bits_when_it_is_a_buckets_last_sample() -> None:
     store = Store("15s:100,60s:100")
     now = int(time.time()) // 60 * 60 * 1000
     store.ingest(["m{}", "m{}"], np.array([1.0, STALE]), np.array([now - 50_000, now - 20_000]))
     finest = store.fetch("m", now - 60_000, now, resolution=15).values.view(np.uint64).ravel()
     assert finest.tolist()[::2] == [np.float64(1.0).view(np.uint64), 0x7FF0000000000002]
-    assert store.fetch("m", now - 60_000, now, resolution=60).values.ravel().tolist() == [1.0]
+    coarse = store.fetch("m", now - 60_000, now, resolution=60).values.view(np.uint64).ravel()
+    assert coarse.tolist() == [0x7FF0000000000002]
+    # a sample after the marker in the same bucket is the bucket's last again
+    store.ingest(["m{}"], np.array([2.0]), np.array([now - 10_000]))
+    assert store.fetch("m", now - 60_000, now, resolution=60).values.ravel().tolist() == [2.0]
+    # min, max, sum, count and mean leave markers out
+    # (a marker is a signalling NaN, whose fmax with a number is NaN: it is left out first)
+    for aggregate in ("min", "max", "count", "sum", "mean"):
+        other = Store(f"15s:100,60s:100:{aggregate}")
+        other.ingest(["m{}", "m{}"], np.array([1.0, STALE]), np.array([now - 50_000, now - 20_000]))
+        assert other.fetch("m", now - 60_000, now, resolution=60).values.ravel().tolist() == [1.0], aggregate
+    # samples older than the finest ring: a marker fills an empty last bucket and stays (an
+    # old sample only fills an empty one), and max leaves it out
+    for spec, arrivals, expected in (
+        ("15s:2,60s:100", ((STALE, now - 320_000), (1.0, now - 350_000)), STALE),
+        ("15s:2,60s:100:max", ((1.0, now - 350_000), (STALE, now - 320_000)), 1.0),
+    ):
+        old = Store(spec)
+        old.ingest(["m{}"], np.array([5.0]), np.array([now]))
+        for value, at in arrivals:
+            old.ingest(["m{}"], np.array([value]), np.array([at]))
+        kept = old.fetch("m", now - 360_000, now - 300_000, resolution=60).values.view(np.uint64).ravel()
+        assert kept.tolist() == [np.float64(expected).view(np.uint64)], spec
+
+
+def test_a_marker_in_a_coarser_ring_ends_the_series() -> None:
+    """The marker came while the finest ring (5 minutes) held it, in a batch of several
+    polls (as remote write sends them: the coarser ring's bucket recomputed); ten minutes on,
+    a lookback that far back reads the minute ring, finds the marker last and the series
+    ended, as Prometheus does."""
+    store = Store("5s:60,60s:60")
+    base = (int(time.time()) // 60 - 20) * 60 * 1000
+    polls = base + 5_000 * np.arange(41)  # a: 40 samples, then its marker at base + 200 s
+    a = np.append(np.arange(40.0), STALE)
+    store.ingest(["m{s=a}"] * 41 + ["m{s=b}"] * 41, np.concatenate([a, np.arange(41.0)]), np.tile(polls, 2))
+    later = base + 5_000 * np.arange(41, 161)  # b goes on for ten more minutes
+    store.ingest(["m{s=b}"] * 120, np.arange(41.0, 161.0), later)
+    source = LocalClient(store)
+    answer = instant_query(source, "m", (base + 250_000) / 1000)
+    assert [item["metric"]["s"] for item in answer.to_prometheus_json()["result"]] == ["b"]
+    assert any("60 s ring" in warning for warning in answer.warnings)
+    before = instant_query(source, 'm{s="a"}', (base + 170_000) / 1000).to_prometheus_json()["result"]
+    assert [item["value"][1] for item in before] == ["35"]  # the minute's last sample, at its start
 
 
 @pytest.mark.parametrize("expression", EXPRESSIONS)
