@@ -40,7 +40,7 @@ def analyze(
 ) -> Matrix | float:
     source = ParquetSource(spark, path, step_s)
     now_ms = int(time.time() * 1000)
-    limits = Limits(max_series=10_000_000, max_points=2_000_000_000, timeout_s=3600)
+    limits = Limits(max_series=10_000_000, max_points=2_000_000_000, timeout_s=3600, max_bytes=1 << 40)
     evaluator = Evaluator(
         source,
         now_ms=now_ms,

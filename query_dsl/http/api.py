@@ -30,6 +30,7 @@ from fastapi.responses import JSONResponse, PlainTextResponse, Response
 from pydantic import BaseModel, Field
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from query_dsl.budget import MemoryBudget
 from query_dsl.dashboards import DashboardDirectory
 from query_dsl.evaluator import Evaluator, Limits
 from query_dsl.exceptions import QueryError, QueryLimitError
@@ -37,8 +38,9 @@ from query_dsl.http.answer import encode_answer, strings_answer
 from query_dsl.http.body_limit import BodyLimitMiddleware
 from query_dsl.http.context import Api, ApiContext, authorize
 from query_dsl.http.errors import error_response as _error
+from query_dsl.http.errors import limit_response
 from query_dsl.http.prom_api import prometheus_router
-from query_dsl.http.self_metrics import ApiMetrics, Collector
+from query_dsl.http.self_metrics import ApiMetrics, BudgetMetrics, Collector
 from query_dsl.http.web import web_router
 from query_dsl.matrix import Matrix
 from query_dsl.parser import MAX_QUERY_LENGTH
@@ -46,6 +48,9 @@ from query_dsl.sources import DataSource
 from vhms import LimitExceededError, VhmsError
 
 __all__ = ["QueryRequest", "create_app", "query_router", "to_csv"]
+
+JSON_POINT_BYTES = 48  # an answered point: its JSON text and orjson's and pyarrow's buffers
+CSV_POINT_BYTES = 400  # a CSV row: the csv writer's Python strings and the text
 
 
 class QueryRequest(BaseModel):
@@ -123,24 +128,29 @@ query_router = APIRouter()
 )
 def query(body: QueryRequest, api: Api, format: str = Query("json", pattern="^(json|csv)$")) -> Response:
     started = time.perf_counter()
-    evaluator = Evaluator(api.source, start_ms=body.start, end_ms=body.end, limits=api.limits)
-    try:
-        result = evaluator.evaluate(body.query)
-    except QueryLimitError as exc:
-        api.metrics.observe(time.perf_counter() - started, ok=False)
-        return _error(413, exc)
-    except (QueryError, VhmsError, ValueError) as exc:
-        api.metrics.observe(time.perf_counter() - started, ok=False)
-        return _error(400, exc)
-    api.metrics.observe(time.perf_counter() - started, ok=True)
-    took = (time.perf_counter() - started) * 1000
-    if format == "csv":
-        return PlainTextResponse(to_csv(result), media_type="text/csv")
-    # written by columns, not validated against QueryAnswer (which documents it): a
-    # wide answer would cost more to validate than to compute
-    return Response(
-        encode_answer(result, took, evaluator.warnings, evaluator.strings), media_type="application/json"
-    )
+    with api.query_budget() as budget:
+        evaluator = Evaluator(
+            api.source, start_ms=body.start, end_ms=body.end, limits=api.limits, budget=budget
+        )
+        try:
+            result = evaluator.evaluate(body.query)
+            points = result.values.size if isinstance(result, Matrix) else 1
+            budget.need(points * (CSV_POINT_BYTES if format == "csv" else JSON_POINT_BYTES), "the answer")
+        except QueryError as exc:
+            api.metrics.observe(time.perf_counter() - started, ok=False)
+            return limit_response(exc)
+        except (VhmsError, ValueError) as exc:
+            api.metrics.observe(time.perf_counter() - started, ok=False)
+            return _error(400, exc)
+        api.metrics.observe(time.perf_counter() - started, ok=True)
+        took = (time.perf_counter() - started) * 1000
+        if format == "csv":
+            return PlainTextResponse(to_csv(result), media_type="text/csv")
+        # written by columns, not validated against QueryAnswer (which documents it): a
+        # wide answer would cost more to validate than to compute
+        return Response(
+            encode_answer(result, took, evaluator.warnings, evaluator.strings), media_type="application/json"
+        )
 
 
 # operational, no series data: open like VHMS's /health, for the scrapers of the site
@@ -222,13 +232,15 @@ def create_app(
     limits: Limits | None = None,
     dashboards_dir: Path | None = None,
     extra_metrics: Sequence[Collector] = (),
+    budget: MemoryBudget | None = None,
 ) -> FastAPI:
     """The API over ``source`` (a VHMS client: :class:`vhms.LocalClient` in process,
     :class:`query_dsl.ShardedSource` over the shards; or any :class:`DataSource`), with the
     dashboard page at ``/`` (see :mod:`query_dsl.http.web`) listing the saved dashboards of
     ``dashboards_dir``. ``extra_metrics`` (prometheus_client collectors) add to ``GET
     /metrics`` what else runs in this process: ``artimon up``'s alerts, its Spark history
-    job, its ZooKeeper."""
+    job, its ZooKeeper. ``budget`` is the memory all queries share (default:
+    :class:`query_dsl.MemoryBudget`'s); each query's is ``limits.max_bytes``."""
     app = FastAPI(
         title="Artimon query API",
         version="1",
@@ -236,7 +248,10 @@ def create_app(
         responses={400: {"model": ErrorAnswer}, 401: {"model": ErrorAnswer}, 413: {"model": ErrorAnswer}},
     )
     directory = DashboardDirectory(dashboards_dir) if dashboards_dir is not None else None
-    app.state.api = ApiContext(source, limits, token, ApiMetrics(extra_metrics), directory)
+    pool = budget or MemoryBudget()
+    app.state.api = ApiContext(
+        source, limits, token, ApiMetrics([*extra_metrics, BudgetMetrics(pool)]), directory, pool
+    )
     app.exception_handler(StarletteHTTPException)(_http_error)  # FastAPI's own, routing's 404 and 405 too
     app.exception_handler(RequestValidationError)(_invalid_request)
     app.include_router(query_router)

@@ -1,7 +1,9 @@
 """PromQL's aggregation operators over an instant vector, per evaluation time, with
 ``by``/``without``. ``sum avg min max count stddev stdvar group quantile`` reduce each class
 with the engine's :func:`~query_dsl.reduce.reduce_matrix`; ``topk``/``bottomk`` keep the
-series themselves; ``count_values`` makes a series per distinct value.
+series themselves; ``count_values`` makes a series per distinct value (and class): it finds
+them first, by blocks of evaluation times, and asks the query's budget for their rows before
+it makes them.
 
 A result series carries the ``by`` labels (those a member has), or every label but the
 ``without`` ones and the name.
@@ -13,7 +15,7 @@ is computed (:func:`aggregate_blocks`): no series x evaluation times matrix is m
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 import numpy as np
 
@@ -52,9 +54,19 @@ def _classes(m: Matrix, node: Aggregation) -> tuple[np.ndarray, np.ndarray]:
     return m.table.groups(labels)
 
 
-def aggregate(node: Aggregation, m: Matrix, param: np.ndarray | str | None) -> Matrix:
+def _no_budget(nbytes: int, what: str) -> None:
+    """A budget that grants everything."""
+
+
+def aggregate(
+    node: Aggregation,
+    m: Matrix,
+    param: np.ndarray | str | None,
+    need: Callable[[int, str], None] = _no_budget,
+) -> Matrix:
     """``node.op`` over ``m``; ``param`` the scalar per evaluation time (topk, bottomk,
-    quantile) or the label (count_values)."""
+    quantile) or the label (count_values). ``need`` is asked for the bytes of what
+    ``count_values`` makes, once it knows how many series (a query's budget's ``need``)."""
     if node.op in _REDUCED or node.op in ("stdvar", "group"):
         by, without = _grouping(node)
         name = _REDUCED.get(node.op, "stddev" if node.op == "stdvar" else "count")
@@ -68,7 +80,7 @@ def aggregate(node: Aggregation, m: Matrix, param: np.ndarray | str | None) -> M
         assert isinstance(param, np.ndarray)  # the parser checked the types
         return _top(node, m, param)
     assert isinstance(param, str)  # count_values: the parser checked the types
-    return _count_values(node, m, param)
+    return _count_values(node, m, param, need)
 
 
 def aggregate_blocks(
@@ -151,22 +163,50 @@ def _top(node: Aggregation, m: Matrix, k: np.ndarray) -> Matrix:
     return Matrix.from_table(m.table.take(rows), m.timestamps, values[rows], m.step_ms)
 
 
-def _count_values(node: Aggregation, m: Matrix, label: str) -> Matrix:
+_KEY = np.dtype([("cls", np.int64), ("bits", np.uint64)])
+_COLUMN_CELLS = 1 << 18  # cells of the block of evaluation times count_values reads at a time
+_KEY_BYTES = 160  # what finding a block's distinct values costs per cell: positions, keys, sorts
+_LABEL_BYTES = 400  # a result series' label dict, its value's text and its name
+
+
+def _value_keys(m: Matrix, classes: np.ndarray, columns: slice) -> tuple[np.ndarray, np.ndarray]:
+    """The (class, value) key of each sample of ``columns`` (every NaN one key, as its text
+    is one), and the sample's column."""
+    block = m.values[:, columns]
+    rows, cols = np.nonzero(present(block))
+    found = block[rows, cols]
+    keys = np.empty(len(found), dtype=_KEY)
+    keys["cls"] = classes[rows]
+    keys["bits"] = np.where(np.isnan(found), np.nan, found).view(np.uint64)
+    return keys, cols + (columns.start or 0)
+
+
+def _count_values(
+    node: Aggregation, m: Matrix, label: str, need: Callable[[int, str], None] = _no_budget
+) -> Matrix:
     classes, firsts = _classes(m, node)
-    base = _result_table(m.table.take(firsts), node)
-    base_labels = base.label_dicts()
-    out_labels: list[dict[str, str]] = []
-    out_rows: list[np.ndarray] = []
-    index: dict[tuple[int, str], int] = {}
-    for row, column in zip(*np.nonzero(present(m.values)), strict=True):
-        text = format_value(float(m.values[row, column]))
-        key = (int(classes[row]), text)
-        slot = index.get(key)
-        if slot is None:
-            slot = index[key] = len(out_rows)
-            out_labels.append({**base_labels[int(classes[row])], label: text})
-            out_rows.append(np.zeros(len(m.timestamps)))
-        out_rows[slot][column] += 1
-    values = np.vstack(out_rows) if out_rows else np.zeros((0, len(m.timestamps)))
-    values[values == 0] = np.nan
-    return Matrix([""] * len(out_labels), out_labels, m.timestamps, values, m.step_ms)
+    steps = len(m.timestamps)
+    width = max(1, _COLUMN_CELLS // max(len(m), 1))
+    blocks = [slice(start, start + width) for start in range(0, steps, width)]
+    need(
+        len(m) * min(width, steps) * _KEY_BYTES,
+        f"count_values' blocks of {len(m):,} series x {width:,} times",
+    )
+    distinct = np.zeros(0, dtype=_KEY)
+    for columns in blocks:
+        distinct = np.union1d(distinct, np.unique(_value_keys(m, classes, columns)[0]))
+    need(
+        len(distinct) * (steps * 8 + _LABEL_BYTES),
+        f"count_values' {len(distinct):,} series (distinct values) x {steps:,} evaluation times",
+    )
+    counts = np.zeros((len(distinct), steps))
+    for columns in blocks:
+        keys, cols = _value_keys(m, classes, columns)
+        np.add.at(counts, (np.searchsorted(distinct, keys), cols), 1.0)
+    counts[counts == 0] = np.nan
+    base_labels = _result_table(m.table.take(firsts), node).label_dicts()
+    texts = [format_value(v) for v in distinct["bits"].view(np.float64).tolist()]
+    out_labels = [
+        {**base_labels[cls], label: text} for cls, text in zip(distinct["cls"].tolist(), texts, strict=True)
+    ]
+    return Matrix([""] * len(out_labels), out_labels, m.timestamps, counts, m.step_ms)
