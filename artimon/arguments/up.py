@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from artimon.arguments.api import add_budget_arguments
 from artimon.arguments.vhms import add_wal_arguments
 
 __all__ = ["add_arguments"]
@@ -54,3 +55,4 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "names bootstrap servers); agents in <data-dir>/agents-kafka.properties",
     )
     add_wal_arguments(parser)
+    add_budget_arguments(parser)
