@@ -163,50 +163,58 @@ def _top(node: Aggregation, m: Matrix, k: np.ndarray) -> Matrix:
     return Matrix.from_table(m.table.take(rows), m.timestamps, values[rows], m.step_ms)
 
 
-_KEY = np.dtype([("cls", np.int64), ("bits", np.uint64)])
 _COLUMN_CELLS = 1 << 18  # cells of the block of evaluation times count_values reads at a time
 _KEY_BYTES = 160  # what finding a block's distinct values costs per cell: positions, keys, sorts
 _LABEL_BYTES = 400  # a result series' label dict, its value's text and its name
 
 
-def _value_keys(m: Matrix, classes: np.ndarray, columns: slice) -> tuple[np.ndarray, np.ndarray]:
-    """The (class, value) key of each sample of ``columns`` (every NaN one key, as its text
-    is one), and the sample's column."""
+def _samples(m: Matrix, columns: slice) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The row, the column and the value's bits of each sample of ``columns`` (every NaN the
+    same bits, as its text is one)."""
     block = m.values[:, columns]
     rows, cols = np.nonzero(present(block))
     found = block[rows, cols]
-    keys = np.empty(len(found), dtype=_KEY)
-    keys["cls"] = classes[rows]
-    keys["bits"] = np.where(np.isnan(found), np.nan, found).view(np.uint64)
-    return keys, cols + (columns.start or 0)
+    return rows, cols + (columns.start or 0), np.where(np.isnan(found), np.nan, found).view(np.uint64)
 
 
 def _count_values(
     node: Aggregation, m: Matrix, label: str, need: Callable[[int, str], None] = _no_budget
 ) -> Matrix:
+    """A series per class and distinct value, counting the class's samples of that value at
+    each time. Three passes over blocks of evaluation times, on integer keys only: the
+    distinct values, then the distinct (value, class) keys (their count is the answer's
+    series, asked of ``need`` before they are made), then the counts."""
     classes, firsts = _classes(m, node)
-    steps = len(m.timestamps)
-    width = max(1, _COLUMN_CELLS // max(len(m), 1))
+    steps, width = len(m.timestamps), max(1, _COLUMN_CELLS // max(len(m), 1))
     blocks = [slice(start, start + width) for start in range(0, steps, width)]
     need(
         len(m) * min(width, steps) * _KEY_BYTES,
         f"count_values' blocks of {len(m):,} series x {width:,} times",
     )
-    distinct = np.zeros(0, dtype=_KEY)
+    values = np.zeros(0, dtype=np.uint64)
     for columns in blocks:
-        distinct = np.union1d(distinct, np.unique(_value_keys(m, classes, columns)[0]))
+        values = np.union1d(values, _samples(m, columns)[2])
+    span = max(len(firsts), 1)
+
+    def keys(columns: slice) -> tuple[np.ndarray, np.ndarray]:
+        rows, cols, bits = _samples(m, columns)
+        return np.searchsorted(values, bits).astype(np.int64) * span + classes[rows], cols
+
+    distinct = np.zeros(0, dtype=np.int64)
+    for columns in blocks:
+        distinct = np.union1d(distinct, keys(columns)[0])
     need(
         len(distinct) * (steps * 8 + _LABEL_BYTES),
         f"count_values' {len(distinct):,} series (distinct values) x {steps:,} evaluation times",
     )
     counts = np.zeros((len(distinct), steps))
     for columns in blocks:
-        keys, cols = _value_keys(m, classes, columns)
-        np.add.at(counts, (np.searchsorted(distinct, keys), cols), 1.0)
+        found, cols = keys(columns)
+        np.add.at(counts, (np.searchsorted(distinct, found), cols), 1.0)
     counts[counts == 0] = np.nan
     base_labels = _result_table(m.table.take(firsts), node).label_dicts()
-    texts = [format_value(v) for v in distinct["bits"].view(np.float64).tolist()]
+    texts = [format_value(v) for v in values[distinct // span].view(np.float64).tolist()]
     out_labels = [
-        {**base_labels[cls], label: text} for cls, text in zip(distinct["cls"].tolist(), texts, strict=True)
+        {**base_labels[cls], label: text} for cls, text in zip((distinct % span).tolist(), texts, strict=True)
     ]
     return Matrix([""] * len(out_labels), out_labels, m.timestamps, counts, m.step_ms)

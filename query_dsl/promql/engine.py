@@ -62,7 +62,7 @@ _RATE_CELLS = 24  # rate & co by blocks: the block's windows' first, last, times
 _RANGE_CELLS = 5  # the other range functions: a window's copies per cell of its samples
 _ELEMENTWISE_CELLS = 4  # an instant function or an operator: value, masks and the answer
 _AGGREGATE_CELLS = 4  # a reduce: sorted copies and the classes' sums
-_TOPK_CELLS = 6  # topk/bottomk: keys, two argsorts, the mask and the answer
+_TOPK_CELLS = 6  # topk/bottomk: keys, two argsorts, the mask and the answer (count_values charges its own)
 _SAMPLE_CELLS = 3  # a fetch's samples: values, own times, stale marks
 
 
@@ -346,7 +346,9 @@ class Engine:
             param = evaluated.value if isinstance(evaluated, String) else evaluated.values  # type: ignore[union-attr]
         value = self._eval(expr.expr, times)
         assert isinstance(value, Matrix)  # the parser checked the types
-        per_cell = _TOPK_CELLS if expr.op in ("topk", "bottomk") else _AGGREGATE_CELLS
+        per_cell = {"topk": _TOPK_CELLS, "bottomk": _TOPK_CELLS, "count_values": 1}.get(
+            expr.op, _AGGREGATE_CELLS
+        )
         self.need(value.values.size, per_cell, f"{expr.op} over {len(value):,} series x {len(times):,} times")
         return aggregation.aggregate(expr, value, param, self._spend.need)
 

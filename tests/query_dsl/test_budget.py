@@ -273,7 +273,7 @@ def test_four_count_values_range_queries_keep_the_server_within_its_budget(tmp_p
     """Issue 28: 1,007 series, 3 h at a 1 s step, four at once. Each is answered within its
     budget or refused before it allocates; the server's peak resident memory (VmHWM, reset
     once the store is loaded and a first query ran) stays within the process's budget."""
-    pool, query = 1024 * MIB, 768 * MIB
+    pool, query = 512 * MIB, 384 * MIB
     script = SERVER.format(step=STEP_S, fill=inspect.getsource(fill), end=END_S, pool=pool, query=query)
     child = subprocess.Popen(
         [sys.executable, "-c", script], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
