@@ -10,9 +10,10 @@ Every answer is JSON (``?format=csv`` for a query gives CSV: a row per series an
 a query's is written by :mod:`query_dsl.http.answer`, NaN and ±Inf as null.
 Errors are ``{"error": {"kind", "message", "line", "column"}}`` with 400 (the query is
 wrong), 404 (no such dashboard), 422 (the request is malformed), 413 (a limit was hit, or a
-request body over ``MAX_BODY_BYTES``: :mod:`query_dsl.http.body_limit`, before it is read) or 401
-(a bearer token is configured and missing or wrong). Queries are at most 10,000 characters; a query runs at
-most ``limits.timeout_s``.
+request body over ``MAX_BODY_BYTES``: :mod:`query_dsl.http.body_limit`, before it is read), 401
+(a bearer token is configured and missing or wrong) or 503 with ``Retry-After`` (the process's
+memory budget stayed spent: :mod:`query_dsl.budget`). Queries are at most 10,000 characters; a
+query runs at most ``limits.timeout_s`` within ``limits.max_bytes``.
 """
 
 from __future__ import annotations
