@@ -13,12 +13,14 @@ and ``--query.max-concurrency`` (for all queries) bound in its engine.
   from it as they come; a query that finds it spent waits up to ``wait_s`` for the others to
   give bytes back, then fails with :class:`~query_dsl.QueryBusyError` (HTTP 503 with
   ``Retry-After``). A query gives everything back when it ends (:meth:`QueryBudget.close`).
+  A waiting query keeps what it holds: two that wait on each other's bytes give up after
+  ``wait_s`` (a 503), they never hang.
 
-The estimates are bounds of what numpy allocates (tests/query_dsl/test_budget.py measures
-them against ``tracemalloc``), not of the interpreter: the API's resident memory is its
-baseline (the interpreter, its libraries, an in-process store) plus at most the process's
-budget. A fetch is charged as it arrives: before it, VHMS's own ``max_points_per_query``
-bounds it.
+The estimates bound what numpy allocates and what an answer's Python objects take
+(tests/query_dsl/test_budget.py measures them against ``tracemalloc``), so the API's
+resident memory is its baseline (the interpreter, its libraries, an in-process store) plus
+at most the process's budget (the same test reads it from ``/proc``). A fetch is charged as
+it arrives: before it, VHMS's own ``max_points_per_query`` bounds it.
 """
 
 from __future__ import annotations
@@ -101,7 +103,8 @@ class MemoryBudget:
 
 class QueryBudget:
     """One query's working set: ``used`` bytes now (``peak`` at most), at most ``max_bytes``,
-    drawn from ``pool`` when there is one. A context manager that gives everything back."""
+    drawn from ``pool`` when there is one. A context manager that gives everything back.
+    Used by the one thread that runs the query (the pool is the shared part)."""
 
     def __init__(self, max_bytes: int = DEFAULT_QUERY_BYTES, pool: MemoryBudget | None = None) -> None:
         if max_bytes <= 0:
@@ -110,25 +113,23 @@ class QueryBudget:
         self.pool = pool
         self.used = 0
         self.peak = 0
-        self._lock = threading.Lock()  # the DSL's shared calls may run steps on threads
 
     def need(self, nbytes: int, what: str) -> None:
         """Charge ``nbytes`` that ``what`` is about to allocate: :class:`QueryLimitError`
         past the query's budget, :class:`QueryBusyError` when the process's stays spent."""
         nbytes = max(int(nbytes), 0)
-        with self._lock:
-            total = self.used + nbytes
-            if total > self.max_bytes:
-                raise QueryLimitError(
-                    "query processing would load too many samples into memory in query execution: "
-                    f"{what} needs an estimated {size_text(nbytes)}, which takes the query's working "
-                    f"set to {size_text(total)}, over its budget of {size_text(self.max_bytes)} "
-                    "(max_bytes; artimon api --query-max-mib)"
-                )
-            if self.pool is not None:
-                self.pool.acquire(nbytes, what)
-            self.used = total
-            self.peak = max(self.peak, total)
+        total = self.used + nbytes
+        if total > self.max_bytes:
+            raise QueryLimitError(
+                "query processing would load too many samples into memory in query execution: "
+                f"{what} needs an estimated {size_text(nbytes)}, which takes the query's working "
+                f"set to {size_text(total)}, over its budget of {size_text(self.max_bytes)} "
+                "(max_bytes; artimon api --query-max-mib)"
+            )
+        if self.pool is not None:
+            self.pool.acquire(nbytes, what)
+        self.used = total
+        self.peak = max(self.peak, total)
 
     def settle(self, mark: int, nbytes: int, what: str) -> None:
         """A step that began with ``mark`` bytes used ends holding ``nbytes`` more (its
@@ -144,10 +145,9 @@ class QueryBudget:
         self._give_back(self.used)
 
     def _give_back(self, nbytes: int) -> None:
-        with self._lock:
-            self.used -= nbytes
-            if self.pool is not None and nbytes:
-                self.pool.release(nbytes)
+        self.used -= nbytes
+        if self.pool is not None and nbytes:
+            self.pool.release(nbytes)
 
     def __enter__(self) -> QueryBudget:
         return self
