@@ -29,9 +29,10 @@ from fastapi import APIRouter, Depends, FastAPI, HTTPException, Query, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, PlainTextResponse, Response
 from pydantic import BaseModel, Field
+from starlette.background import BackgroundTask
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from query_dsl.budget import MemoryBudget
+from query_dsl.budget import MemoryBudget, QueryBudget
 from query_dsl.dashboards import DashboardDirectory
 from query_dsl.evaluator import Evaluator, Limits
 from query_dsl.exceptions import QueryError, QueryLimitError
@@ -128,30 +129,39 @@ query_router = APIRouter()
     dependencies=[Depends(authorize)],
 )
 def query(body: QueryRequest, api: Api, format: str = Query("json", pattern="^(json|csv)$")) -> Response:
+    budget = api.query_budget()
+    try:
+        answer = _answer(body, api, format, budget)
+    except BaseException:
+        budget.close()
+        raise
+    answer.background = BackgroundTask(budget.close)  # held until the answer is sent
+    return answer
+
+
+def _answer(body: QueryRequest, api: ApiContext, format: str, budget: QueryBudget) -> Response:
+    """``query``'s answer, its steps and its text charged to ``budget``."""
     started = time.perf_counter()
-    with api.query_budget() as budget:
-        evaluator = Evaluator(
-            api.source, start_ms=body.start, end_ms=body.end, limits=api.limits, budget=budget
-        )
-        try:
-            result = evaluator.evaluate(body.query)
-            points = result.values.size if isinstance(result, Matrix) else 1
-            budget.need(points * (CSV_POINT_BYTES if format == "csv" else JSON_POINT_BYTES), "the answer")
-        except QueryError as exc:
-            api.metrics.observe(time.perf_counter() - started, ok=False)
-            return limit_response(exc)
-        except (VhmsError, ValueError) as exc:
-            api.metrics.observe(time.perf_counter() - started, ok=False)
-            return _error(400, exc)
-        api.metrics.observe(time.perf_counter() - started, ok=True)
-        took = (time.perf_counter() - started) * 1000
-        if format == "csv":
-            return PlainTextResponse(to_csv(result), media_type="text/csv")
-        # written by columns, not validated against QueryAnswer (which documents it): a
-        # wide answer would cost more to validate than to compute
-        return Response(
-            encode_answer(result, took, evaluator.warnings, evaluator.strings), media_type="application/json"
-        )
+    evaluator = Evaluator(api.source, start_ms=body.start, end_ms=body.end, limits=api.limits, budget=budget)
+    try:
+        result = evaluator.evaluate(body.query)
+        points = result.values.size if isinstance(result, Matrix) else 1
+        budget.need(points * (CSV_POINT_BYTES if format == "csv" else JSON_POINT_BYTES), "the answer")
+    except QueryError as exc:
+        api.metrics.observe(time.perf_counter() - started, ok=False)
+        return limit_response(exc)
+    except (VhmsError, ValueError) as exc:
+        api.metrics.observe(time.perf_counter() - started, ok=False)
+        return _error(400, exc)
+    api.metrics.observe(time.perf_counter() - started, ok=True)
+    took = (time.perf_counter() - started) * 1000
+    if format == "csv":
+        return PlainTextResponse(to_csv(result), media_type="text/csv")
+    # written by columns, not validated against QueryAnswer (which documents it): a
+    # wide answer would cost more to validate than to compute
+    return Response(
+        encode_answer(result, took, evaluator.warnings, evaluator.strings), media_type="application/json"
+    )
 
 
 # operational, no series data: open like VHMS's /health, for the scrapers of the site

@@ -26,6 +26,7 @@ import orjson
 from fastapi import APIRouter, Request
 from fastapi.responses import Response
 from pydantic import BaseModel
+from starlette.background import BackgroundTask
 from starlette.concurrency import run_in_threadpool
 
 from query_dsl.budget import QueryBudget
@@ -108,8 +109,14 @@ async def _serve(request: Request, handler: Handler) -> Response:
         api = await api_context(request)
 
         def run() -> Response:
-            with api.query_budget() as budget:  # held until the answer is written
-                return _answer(*handler(api, pairs, budget))
+            budget = api.query_budget()
+            try:
+                answer = _answer(*handler(api, pairs, budget))
+            except BaseException:
+                budget.close()
+                raise
+            answer.background = BackgroundTask(budget.close)  # held until the answer is sent
+            return answer
 
         # evaluated and written off the event loop: a wide answer takes a while
         return await run_in_threadpool(run)
