@@ -61,12 +61,12 @@ _INSTANT_CELLS = 9  # a selector's value at each time: latest, picked, when, ok,
 _RATE_CELLS = 24  # rate & co by blocks: the block's windows' first, last, times, counts
 _RANGE_CELLS = 5  # the other range functions: a window's copies per cell of its samples
 _ELEMENTWISE_CELLS = 4  # an instant function or an operator: value, masks and the answer
-_AGGREGATE_CELLS = 4  # a reduce: sorted copies and the classes' sums
-_TOPK_CELLS = 6  # topk/bottomk: keys, two argsorts, the mask and the answer (count_values charges its own)
+_AGGREGATE_CELLS = 4  # a reduce: sorted copies and the classes' sums (count_values charges its own)
+_TOPK_CELLS = 6  # topk/bottomk: keys, two argsorts, the mask and the answer
 _SAMPLE_CELLS = 3  # a fetch's samples: values, own times, stale marks
 
 
-def value_bytes(value: Value) -> int:
+def _value_bytes(value: Value) -> int:
     """What a step's value holds on to."""
     if isinstance(value, Matrix | Scalar):
         return int(value.values.nbytes)
@@ -122,7 +122,7 @@ class Engine:
         """``expr``'s value; what its steps charged the budget, less that value, given back."""
         mark = self._spend.used
         value = self._node(expr, times)
-        self._spend.settle(mark, value_bytes(value), f"the value of {type(expr).__name__}")
+        self._spend.settle(mark, _value_bytes(value), f"the value of {type(expr).__name__}")
         return value
 
     def _node(self, expr: Expr, times: np.ndarray) -> Value:
