@@ -75,6 +75,7 @@ import numpy as np
 from _report import report
 
 from bookkeeper.ground import BackgroundServer
+from query_dsl import MemoryBudget
 from query_dsl.evaluator import Limits
 from query_dsl.http.api import create_app
 from vhms import LocalClient
@@ -204,7 +205,11 @@ def serve_artimon(data: Data, port: int) -> None:
     for minute in range(minutes):
         store.ingest(keys, data.values[:, minute], np.full(rows, data.start + minute * MINUTE))
     api = BackgroundServer(
-        create_app(LocalClient(store), limits=Limits(max_points=10**10, max_series=10**8, timeout_s=600)),
+        create_app(  # the limits lifted, memory budgets too: the sizes measured are the bench's to choose
+            LocalClient(store),
+            limits=Limits(max_points=10**10, max_series=10**8, timeout_s=600, max_bytes=1 << 40),
+            budget=MemoryBudget(1 << 40),
+        ),
         "127.0.0.1",
         port,
         name="bench-api",

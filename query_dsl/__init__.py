@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from query_dsl.apply import apply_op
 from query_dsl.bucketize import bucketize
+from query_dsl.budget import MemoryBudget, QueryBudget
 from query_dsl.dashboards import EXAMPLES, Dashboard, DashboardDirectory
 from query_dsl.evaluator import Evaluator, Limits
 from query_dsl.exceptions import (
@@ -19,6 +20,7 @@ from query_dsl.exceptions import (
     DashboardNotFoundError,
     MatchingError,
     NotifyError,
+    QueryBusyError,
     QueryError,
     QueryLimitError,
     QuerySyntaxError,
@@ -48,8 +50,11 @@ __all__ = [
     "Limits",
     "MatchingError",
     "Matrix",
+    "MemoryBudget",
     "Node",
     "NotifyError",
+    "QueryBudget",
+    "QueryBusyError",
     "QueryError",
     "QueryLimitError",
     "QuerySyntaxError",

@@ -2,13 +2,15 @@
 
 Functions (see docs/dsl.md): ``fetch``, ``map``, ``bucketize``, ``reduce``, ``histogram_quantile``, ``apply``,
 ``filter``, ``top``, ``bottom``, ``where_last``; operators ``+ - * / % ^``, comparisons,
-``and or unless`` with PromQL's matching modifiers. Limits: series and points per query
-and wall time, each a ``QueryLimitError`` naming the limit. The wall time is checked
-between steps and inside the steps whose cost grows with the data (a filter's regexes over
-many label values, a reduce or bucketize one class or bucket at a time, window mappers by
-slices of series); a fetch is bounded before it starts by the store's limits. Times are
-epoch ms within ``[0, MAX_TIME_MS]``, durations at most 100 years (``QueryTypeError``,
-``QuerySyntaxError``): what reaches VHMS always fits its int64 milliseconds.
+``and or unless`` with PromQL's matching modifiers. Limits: series and points per query,
+bytes (each fetch charges the query's :class:`~query_dsl.QueryBudget` for what it and the
+steps after it make of its points) and wall time, each a ``QueryLimitError`` naming the
+limit. The wall time is checked between steps and inside the steps whose cost grows with
+the data (a filter's regexes over many label values, a reduce or bucketize one class or
+bucket at a time, window mappers by slices of series); a fetch is bounded before it starts
+by the store's limits. Times are epoch ms within ``[0, MAX_TIME_MS]``, durations at most 100
+years (``QueryTypeError``, ``QuerySyntaxError``): what reaches VHMS always fits its int64
+milliseconds.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ import numpy as np
 
 from query_dsl.apply import apply_op
 from query_dsl.bucketize import bucketize
+from query_dsl.budget import DEFAULT_QUERY_BYTES, QueryBudget
 from query_dsl.exceptions import QueryError, QueryLimitError, QueryTypeError
 from query_dsl.filters import filter_selector, top, where_last
 from query_dsl.histogram_quantile import histogram_quantile
@@ -42,13 +45,18 @@ __all__ = ["FUNCTIONS", "MAX_TIME_MS", "Evaluator", "Limits", "Value"]
 
 Value = Matrix | float
 MAX_TIME_MS = 2**53  # the API's bound too: about the year 287,000, and exact in a float64
+FETCH_CELLS = 4  # float64s a fetched point costs the query's budget (tests/query_dsl/test_budget.py)
 
 
 @dataclass(frozen=True)
 class Limits:
+    """A query's limits: series per selector, points read, wall time, and ``max_bytes``, its
+    working set's budget (:class:`query_dsl.QueryBudget`)."""
+
     max_series: int = 200_000
     max_points: int = 50_000_000
     timeout_s: float = 30.0
+    max_bytes: int = DEFAULT_QUERY_BYTES
 
 
 def _in_range(ms: float, what: str) -> int:
@@ -127,8 +135,10 @@ class Evaluator:
         end_ms: int | None = None,
         limits: Limits | None = None,
         delegate: Callable[[Node], Value | None] | None = None,
+        budget: QueryBudget | None = None,
     ) -> None:
         self.source = source
+        self.budget = budget
         self.delegate = delegate
         self.now_ms = now_ms if now_ms is not None else int(time.time() * 1000)
         self.end_ms = end_ms if end_ms is not None else self.now_ms
@@ -140,6 +150,7 @@ class Evaluator:
         # the last text and its time of the STRING series the query fetched (no numbers)
         self.strings: dict[str, tuple[int, str]] = {}
         self._shared = SharedCalls([], frozenset())
+        self._spend = QueryBudget(self.limits.max_bytes)
 
     def warn(self, message: str) -> None:
         if message not in self.warnings:
@@ -153,6 +164,7 @@ class Evaluator:
         self.points_read = 0
         self.warnings = []
         self.strings = {}
+        self._spend = self.budget if self.budget is not None else QueryBudget(self.limits.max_bytes)
         try:
             self._shared = SharedCalls(node, _PURE)
             result = self._eval(node)
@@ -264,6 +276,9 @@ class Evaluator:
             raise QueryLimitError(
                 f"the query reads {self.points_read} points, more than {self.limits.max_points}"
             )
+        # held to the query's end (shared calls keep their values): the fetch, and what the
+        # steps after it make of as many points (a map's answer, a reduce's sorted copies)
+        self._spend.need(points * 8 * FETCH_CELLS, f"fetch({selector!r})'s {len(result):,} series")
         if not len(result):
             self.warn(f"fetch({selector!r}) matches no series")
         elif _some_row_empty(result.values):  # STRING series have text, not numbers

@@ -7,7 +7,8 @@
     │   └── PromQLSyntaxError                 PromQL text that does not parse or type-check
     ├── QueryTypeError     (also ValueError)  a function given arguments it cannot take
     ├── MatchingError      (also ValueError)  ambiguous or impossible series matching
-    ├── QueryLimitError                       series, points or wall time over the limits
+    ├── QueryLimitError                       series, points, bytes or wall time over the limits
+    │   └── QueryBusyError                    the process's memory budget stayed spent; retry later
     ├── DashboardError     (also ValueError)  a saved dashboard that is not valid, or a bad name
     │   └── DashboardNotFoundError (also LookupError)  no dashboard of that name
     ├── AlertRuleError     (also ValueError)  a rules file (or rule) that is not valid; file, rule, field
@@ -23,6 +24,7 @@ __all__ = [
     "MatchingError",
     "NotifyError",
     "PromQLSyntaxError",
+    "QueryBusyError",
     "QueryError",
     "QueryLimitError",
     "QuerySyntaxError",
@@ -53,6 +55,15 @@ class MatchingError(QueryError, ValueError):
 
 class QueryLimitError(QueryError):
     """The query would read or compute more than the configured limits allow."""
+
+
+class QueryBusyError(QueryLimitError):
+    """The queries running hold the process's memory budget and did not give enough back in
+    time; ``retry_after_s`` says when trying again may help (HTTP ``Retry-After``)."""
+
+    def __init__(self, message: str, *, retry_after_s: int) -> None:
+        super().__init__(message)
+        self.retry_after_s = retry_after_s
 
 
 class DashboardError(QueryError, ValueError):

@@ -41,7 +41,7 @@ def evaluator(spark: Any, path: str, start_ms: int, end_ms: int, step_s: int = 6
     ``warnings`` say why parts of an answer are empty, as the query API's do)."""
     source = ParquetSource(spark, path, step_s)
     now_ms = int(time.time() * 1000)
-    limits = Limits(max_series=10_000_000, max_points=2_000_000_000, timeout_s=3600)
+    limits = Limits(max_series=10_000_000, max_points=2_000_000_000, timeout_s=3600, max_bytes=1 << 40)
     return Evaluator(
         source,
         now_ms=now_ms,

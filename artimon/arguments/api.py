@@ -6,7 +6,41 @@ import argparse
 import os
 from pathlib import Path
 
-__all__ = ["add_arguments"]
+__all__ = ["add_arguments", "add_budget_arguments"]
+
+
+def _mib(text: str) -> int:
+    value = int(text)
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"a size in MiB must be positive, got {value}")
+    return value
+
+
+def add_budget_arguments(parser: argparse.ArgumentParser) -> None:
+    """The query API's memory budgets (``artimon api`` and ``artimon up`` share them; the
+    defaults are query_dsl.budget's, which a test keeps equal)."""
+    group = parser.add_argument_group(
+        "query memory (as Prometheus's --query.max-samples and --query.max-concurrency)"
+    )
+    group.add_argument(
+        "--query-max-mib",
+        type=_mib,
+        default=1024,
+        help="MiB one query's working set may reach (estimated before it is allocated); over it, "
+        "422 on Prometheus's API, 413 on the DSL's (default 1024)",
+    )
+    group.add_argument(
+        "--query-budget-mib",
+        type=_mib,
+        default=4096,
+        help="MiB all queries of the process may hold at once (default 4096)",
+    )
+    group.add_argument(
+        "--query-wait",
+        type=float,
+        default=5.0,
+        help="seconds a query waits for others' memory before its 503 with Retry-After (default 5)",
+    )
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -26,6 +60,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="require this bearer token (default $ARTIMON_API_TOKEN; none: open)",
     )
     parser.add_argument("--timeout", type=float, default=30.0, help="seconds a query may run")
+    add_budget_arguments(parser)
     parser.add_argument(
         "--dashboards",
         type=Path,

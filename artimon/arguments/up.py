@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from artimon.arguments.api import add_budget_arguments
 from artimon.arguments.vhms import add_resolutions_argument, add_wal_arguments
 
 __all__ = ["add_arguments"]
@@ -55,3 +56,4 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     add_resolutions_argument(parser, "the poll interval for 2 hours, then 5m:48,15m:96,1h:72")
     add_wal_arguments(parser)
+    add_budget_arguments(parser)

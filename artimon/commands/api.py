@@ -1,7 +1,8 @@
 """Serve the HTTP query API and the dashboard page over every VHMS shard registered in
 ZooKeeper (--zk, else $ARTIMON_ZK) or listed with --vhms host:port, until Ctrl-C. With
 --vhms-ca the shards are spoken to over TLS (--vhms-cert and --vhms-key: the client
-certificate a shard with --tls-client-ca asks for)."""
+certificate a shard with --tls-client-ca asks for). --query-max-mib bounds one query's
+memory, --query-budget-mib all queries' at once (query_dsl.budget)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,14 @@ from artimon.commands._signals import stop_event
 from bookkeeper import TlsConfigError
 from bookkeeper.ground import BackgroundServer
 from bookkeeper.wire import client_context
-from query_dsl import Limits, ShardedSource, create_app
+from query_dsl import Limits, MemoryBudget, ShardedSource, create_app
+
+
+def query_budgets(args: argparse.Namespace, timeout_s: float = 30.0) -> tuple[Limits, MemoryBudget]:
+    """The query limits and the process's memory budget of ``--query-max-mib``,
+    ``--query-budget-mib`` and ``--query-wait`` (``artimon api``'s and ``artimon up``'s)."""
+    limits = Limits(timeout_s=timeout_s, max_bytes=args.query_max_mib << 20)
+    return limits, MemoryBudget(args.query_budget_mib << 20, args.query_wait)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -36,10 +44,9 @@ def run(args: argparse.Namespace) -> int:
         return 2
     servers = [(h, int(p)) for h, _, p in (s.rpartition(":") for s in args.vhms)] or None
     source = ShardedSource(args.zk, servers, ssl_context=ssl_context)
+    limits, budget = query_budgets(args, args.timeout)
     server = BackgroundServer(
-        create_app(
-            source, token=args.token, limits=Limits(timeout_s=args.timeout), dashboards_dir=args.dashboards
-        ),
+        create_app(source, token=args.token, limits=limits, dashboards_dir=args.dashboards, budget=budget),
         args.host,
         args.port,
         name="query-api",

@@ -56,6 +56,7 @@ import warnings
 from pathlib import Path
 
 from artimon.commands._signals import stop_event
+from artimon.commands.api import query_budgets
 from artimon.commands.vhms import wal_options
 from artimon.servers import ZooKeeperServer
 from artimon.stack import (
@@ -106,7 +107,10 @@ def _components(args: argparse.Namespace, data: Path, interval: float) -> tuple[
         wal=wal_options(args),
         resolutions=args.resolutions,
     )
-    api = QueryApi(vhms, zookeeper, data, host=host, port=args.api_port, demo=args.demo)
+    limits, budget = query_budgets(args)
+    api = QueryApi(
+        vhms, zookeeper, data, host=host, port=args.api_port, demo=args.demo, limits=limits, budget=budget
+    )
     agents = Agents(
         zookeeper,
         vhms,

@@ -2,7 +2,8 @@
 reads the in-process store, serves the dashboards saved under ``<data-dir>/dashboards``
 (the stack's own ``artimon`` dashboard copied there at the first start, the demo's with
 ``--demo``), and adds to its ``/metrics`` the alert engine's counters, the landing
-backlog and ZooKeeper's gauges."""
+backlog and ZooKeeper's gauges. Its queries' limits and memory budget come from
+``artimon up``'s ``--query-*`` flags."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from artimon.stack.metrics import LandingBacklog, ZooKeeperMetrics
 from artimon.stack.servers import ZooKeeper
 from artimon.stack.vhms import Vhms
 from bookkeeper.ground import BackgroundServer
-from query_dsl import EXAMPLES, create_app
+from query_dsl import EXAMPLES, Limits, MemoryBudget, create_app
 from query_dsl.alerts import AlertEngineMetrics
 from vhms import LocalClient
 
@@ -26,9 +27,20 @@ class QueryApi:
     name = "query api"
 
     def __init__(
-        self, vhms: Vhms, zookeeper: ZooKeeper, data: Path, *, host: str, port: int, demo: bool
+        self,
+        vhms: Vhms,
+        zookeeper: ZooKeeper,
+        data: Path,
+        *,
+        host: str,
+        port: int,
+        demo: bool,
+        limits: Limits | None = None,
+        budget: MemoryBudget | None = None,
     ) -> None:
         self.vhms = vhms
+        self.limits = limits
+        self.budget = budget
         self.zookeeper = zookeeper
         self.data = data
         self.dashboards = data / "dashboards"
@@ -57,7 +69,9 @@ class QueryApi:
         own: list[AlertEngineMetrics | LandingBacklog | ZooKeeperMetrics] = [self.alert_metrics]
         own += [LandingBacklog(self.data / "landing"), ZooKeeperMetrics(zk_host, int(zk_port))]
         source = LocalClient(self.vhms.service.store)
-        app = create_app(source, dashboards_dir=self.dashboards, extra_metrics=own)
+        app = create_app(
+            source, limits=self.limits, dashboards_dir=self.dashboards, extra_metrics=own, budget=self.budget
+        )
         self.server = BackgroundServer(app, self.host, self.port, name="query-api")
         self.server.start()
 

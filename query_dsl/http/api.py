@@ -10,9 +10,10 @@ Every answer is JSON (``?format=csv`` for a query gives CSV: a row per series an
 a query's is written by :mod:`query_dsl.http.answer`, NaN and ±Inf as null.
 Errors are ``{"error": {"kind", "message", "line", "column"}}`` with 400 (the query is
 wrong), 404 (no such dashboard), 422 (the request is malformed), 413 (a limit was hit, or a
-request body over ``MAX_BODY_BYTES``: :mod:`query_dsl.http.body_limit`, before it is read) or 401
-(a bearer token is configured and missing or wrong). Queries are at most 10,000 characters; a query runs at
-most ``limits.timeout_s``.
+request body over ``MAX_BODY_BYTES``: :mod:`query_dsl.http.body_limit`, before it is read), 401
+(a bearer token is configured and missing or wrong) or 503 with ``Retry-After`` (the process's
+memory budget stayed spent: :mod:`query_dsl.budget`). Queries are at most 10,000 characters; a
+query runs at most ``limits.timeout_s`` within ``limits.max_bytes``.
 """
 
 from __future__ import annotations
@@ -28,8 +29,10 @@ from fastapi import APIRouter, Depends, FastAPI, HTTPException, Query, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, PlainTextResponse, Response
 from pydantic import BaseModel, Field
+from starlette.background import BackgroundTask
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from query_dsl.budget import MemoryBudget, QueryBudget
 from query_dsl.dashboards import DashboardDirectory
 from query_dsl.evaluator import Evaluator, Limits
 from query_dsl.exceptions import QueryError, QueryLimitError
@@ -37,8 +40,9 @@ from query_dsl.http.answer import encode_answer, strings_answer
 from query_dsl.http.body_limit import BodyLimitMiddleware
 from query_dsl.http.context import Api, ApiContext, authorize
 from query_dsl.http.errors import error_response as _error
+from query_dsl.http.errors import limit_response
 from query_dsl.http.prom_api import prometheus_router
-from query_dsl.http.self_metrics import ApiMetrics, Collector
+from query_dsl.http.self_metrics import ApiMetrics, BudgetMetrics, Collector
 from query_dsl.http.web import web_router
 from query_dsl.matrix import Matrix
 from query_dsl.parser import MAX_QUERY_LENGTH
@@ -46,6 +50,9 @@ from query_dsl.sources import DataSource
 from vhms import LimitExceededError, VhmsError
 
 __all__ = ["QueryRequest", "create_app", "query_router", "to_csv"]
+
+JSON_POINT_BYTES = 48  # an answered point: its JSON text and orjson's and pyarrow's buffers
+CSV_POINT_BYTES = 400  # a CSV row: the csv writer's Python strings and the text
 
 
 class QueryRequest(BaseModel):
@@ -122,14 +129,28 @@ query_router = APIRouter()
     dependencies=[Depends(authorize)],
 )
 def query(body: QueryRequest, api: Api, format: str = Query("json", pattern="^(json|csv)$")) -> Response:
+    budget = api.query_budget()
+    try:
+        answer = _answer(body, api, format, budget)
+    except BaseException:
+        budget.close()
+        raise
+    answer.background = BackgroundTask(budget.close)  # held until the answer is sent
+    return answer
+
+
+def _answer(body: QueryRequest, api: ApiContext, format: str, budget: QueryBudget) -> Response:
+    """``query``'s answer, its steps and its text charged to ``budget``."""
     started = time.perf_counter()
-    evaluator = Evaluator(api.source, start_ms=body.start, end_ms=body.end, limits=api.limits)
+    evaluator = Evaluator(api.source, start_ms=body.start, end_ms=body.end, limits=api.limits, budget=budget)
     try:
         result = evaluator.evaluate(body.query)
-    except QueryLimitError as exc:
+        points = result.values.size if isinstance(result, Matrix) else 1
+        budget.need(points * (CSV_POINT_BYTES if format == "csv" else JSON_POINT_BYTES), "the answer")
+    except QueryError as exc:
         api.metrics.observe(time.perf_counter() - started, ok=False)
-        return _error(413, exc)
-    except (QueryError, VhmsError, ValueError) as exc:
+        return limit_response(exc)
+    except (VhmsError, ValueError) as exc:
         api.metrics.observe(time.perf_counter() - started, ok=False)
         return _error(400, exc)
     api.metrics.observe(time.perf_counter() - started, ok=True)
@@ -222,13 +243,15 @@ def create_app(
     limits: Limits | None = None,
     dashboards_dir: Path | None = None,
     extra_metrics: Sequence[Collector] = (),
+    budget: MemoryBudget | None = None,
 ) -> FastAPI:
     """The API over ``source`` (a VHMS client: :class:`vhms.LocalClient` in process,
     :class:`query_dsl.ShardedSource` over the shards; or any :class:`DataSource`), with the
     dashboard page at ``/`` (see :mod:`query_dsl.http.web`) listing the saved dashboards of
     ``dashboards_dir``. ``extra_metrics`` (prometheus_client collectors) add to ``GET
     /metrics`` what else runs in this process: ``artimon up``'s alerts, its Spark history
-    job, its ZooKeeper."""
+    job, its ZooKeeper. ``budget`` is the memory all queries share (default:
+    :class:`query_dsl.MemoryBudget`'s); each query's is ``limits.max_bytes``."""
     app = FastAPI(
         title="Artimon query API",
         version="1",
@@ -236,7 +259,10 @@ def create_app(
         responses={400: {"model": ErrorAnswer}, 401: {"model": ErrorAnswer}, 413: {"model": ErrorAnswer}},
     )
     directory = DashboardDirectory(dashboards_dir) if dashboards_dir is not None else None
-    app.state.api = ApiContext(source, limits, token, ApiMetrics(extra_metrics), directory)
+    pool = budget or MemoryBudget()
+    app.state.api = ApiContext(
+        source, limits, token, ApiMetrics([*extra_metrics, BudgetMetrics(pool)]), directory, pool
+    )
     app.exception_handler(StarletteHTTPException)(_http_error)  # FastAPI's own, routing's 404 and 405 too
     app.exception_handler(RequestValidationError)(_invalid_request)
     app.include_router(query_router)

@@ -1,7 +1,7 @@
 """What every route of the query API reads, kept on the app (``app.state.api``) by
 :func:`query_dsl.http.api.create_app`: the routes are module-level (``api.py``,
 ``prom_api.py``, ``web.py``) and reach the source, the limits, the token, the latency
-metrics and the dashboards through the dependencies here."""
+metrics, the dashboards and the process's memory budget through the dependencies here."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from typing import Annotated
 
 from fastapi import Depends, HTTPException, Request
 
+from query_dsl.budget import MemoryBudget, QueryBudget
 from query_dsl.dashboards import DashboardDirectory
 from query_dsl.evaluator import Limits
 from query_dsl.http.self_metrics import ApiMetrics
@@ -22,14 +23,19 @@ __all__ = ["Api", "ApiContext", "api_context", "authorize"]
 @dataclass(frozen=True)
 class ApiContext:
     """One app's: where it reads, its query limits (``None``: the evaluator's defaults), its
-    bearer token (``None``: open), its own latency metrics and its saved dashboards (``None``:
-    no directory configured)."""
+    bearer token (``None``: open), its own latency metrics, its saved dashboards (``None``:
+    no directory configured) and the memory budget all its queries share."""
 
     source: DataSource
     limits: Limits | None
     token: str | None
     metrics: ApiMetrics
     dashboards: DashboardDirectory | None
+    budget: MemoryBudget
+
+    def query_budget(self) -> QueryBudget:
+        """A budget for one query: its limits' ``max_bytes``, drawn from the app's."""
+        return self.budget.query((self.limits or Limits()).max_bytes)
 
 
 async def api_context(request: Request) -> ApiContext:

@@ -8,7 +8,9 @@ step), ``/api/v1/series`` (match[], start, end), ``/api/v1/labels``,
 Answers are ``{"status": "success", "data": ..., "warnings": [...]}``; errors
 ``{"status": "error", "errorType": ..., "error": ...}`` with Prometheus's codes: 400
 ``bad_data`` (a parameter or the query does not parse, a range of more than 11,000 points),
-422 ``execution`` (the query failed while it ran, a limit was hit), 503 ``timeout``.
+422 ``execution`` (the query failed while it ran, a limit was hit: its memory budget's is
+Prometheus's ``--query.max-samples`` message), 503 ``timeout``, 503 ``unavailable`` with
+``Retry-After`` (the queries running hold the process's memory budget).
 Bodies are bounded by the query API's own middleware, queries by its length limit.
 """
 
@@ -24,8 +26,10 @@ import orjson
 from fastapi import APIRouter, Request
 from fastapi.responses import Response
 from pydantic import BaseModel
+from starlette.background import BackgroundTask
 from starlette.concurrency import run_in_threadpool
 
+from query_dsl.budget import QueryBudget
 from query_dsl.evaluator import Limits
 from query_dsl.exceptions import QueryError
 from query_dsl.http.context import ApiContext, api_context
@@ -64,7 +68,10 @@ def _answer(data: Any, warnings: list[str] | None = None) -> Response:
 
 def _error(error: ApiError) -> Response:
     body = {"status": "error", "errorType": error.kind, "error": str(error)[:2000]}
-    return Response(orjson.dumps(body), status_code=error.status, media_type="application/json")
+    headers = {"Retry-After": str(error.retry_after_s)} if error.retry_after_s is not None else None
+    return Response(
+        orjson.dumps(body), status_code=error.status, media_type="application/json", headers=headers
+    )
 
 
 class PrometheusError(BaseModel):
@@ -87,11 +94,11 @@ _ANSWERS: dict[int | str, dict[str, Any]] = {
     200: {"model": PrometheusAnswer, "description": "success"},
     400: {"model": PrometheusError, "description": "bad_data: a parameter or the query is wrong"},
     422: {"model": PrometheusError, "description": "execution: the query failed while it ran"},
-    503: {"model": PrometheusError, "description": "timeout"},
+    503: {"model": PrometheusError, "description": "timeout, or unavailable: the queries' memory is spent"},
 }
 
 
-Handler = Callable[[ApiContext, list[tuple[str, str]]], tuple[Any, list[str]]]
+Handler = Callable[[ApiContext, list[tuple[str, str]], QueryBudget], tuple[Any, list[str]]]
 prometheus_router = APIRouter(prefix=BASE_PATH, tags=["prometheus"])
 
 
@@ -100,8 +107,19 @@ async def _serve(request: Request, handler: Handler) -> Response:
     try:
         pairs = await read_params(request)
         api = await api_context(request)
+
+        def run() -> Response:
+            budget = api.query_budget()
+            try:
+                answer = _answer(*handler(api, pairs, budget))
+            except BaseException:
+                budget.close()
+                raise
+            answer.background = BackgroundTask(budget.close)  # held until the answer is sent
+            return answer
+
         # evaluated and written off the event loop: a wide answer takes a while
-        return await run_in_threadpool(lambda: _answer(*handler(api, pairs)))
+        return await run_in_threadpool(run)
     except (ApiError, QueryError, VhmsError, ValueError) as exc:
         return _error(classify(exc))
 
@@ -135,14 +153,15 @@ def _ordered(start: float, end: float) -> None:
         )
 
 
-def _query(api: ApiContext, pairs: list[tuple[str, str]]) -> tuple[Any, list[str]]:
+def _query(api: ApiContext, pairs: list[tuple[str, str]], budget: QueryBudget) -> tuple[Any, list[str]]:
     text = query_text(pairs)
     at = time_param(first(pairs, "time"), time.time(), "time")
-    result = instant_query(api.source, text, at, limits=limits_param(_base_limits(api), pairs))
+    result = instant_query(api.source, text, at, limits=limits_param(_base_limits(api), pairs), budget=budget)
+    budget.need(result.answer_bytes(), "the answer")
     return result.to_prometheus_json(), result.warnings
 
 
-def _query_range(api: ApiContext, pairs: list[tuple[str, str]]) -> tuple[Any, list[str]]:
+def _query_range(api: ApiContext, pairs: list[tuple[str, str]], budget: QueryBudget) -> tuple[Any, list[str]]:
     text = query_text(pairs)
     for required in ("start", "end", "step"):
         if first(pairs, required) is None:
@@ -165,7 +184,9 @@ def _query_range(api: ApiContext, pairs: list[tuple[str, str]]) -> tuple[Any, li
             "resolution (?step=XX)",
             400,
         )
-    result = range_query(api.source, text, start, end, step, limits=limits_param(_base_limits(api), pairs))
+    limits = limits_param(_base_limits(api), pairs)
+    result = range_query(api.source, text, start, end, step, limits=limits, budget=budget)
+    budget.need(result.answer_bytes(), "the answer")
     return result.to_prometheus_json(), result.warnings
 
 
@@ -205,11 +226,11 @@ def _series_of(api: ApiContext, pairs: list[tuple[str, str]], required: bool) ->
     return [out[key] for key in sorted(out)]
 
 
-def _series(api: ApiContext, pairs: list[tuple[str, str]]) -> tuple[Any, list[str]]:
+def _series(api: ApiContext, pairs: list[tuple[str, str]], _: QueryBudget) -> tuple[Any, list[str]]:
     return _series_of(api, pairs, required=True), []
 
 
-def _labels(api: ApiContext, pairs: list[tuple[str, str]]) -> tuple[Any, list[str]]:
+def _labels(api: ApiContext, pairs: list[tuple[str, str]], _: QueryBudget) -> tuple[Any, list[str]]:
     if any(key == "match[]" for key, _ in pairs):
         names = {label for found in _series_of(api, pairs, required=False) for label in found}
         return sorted(names), []
@@ -223,11 +244,11 @@ def _label_values(api: ApiContext, name: str, pairs: list[tuple[str, str]]) -> t
     return sorted(api.source.label_values(name)), []
 
 
-def _metadata(api: ApiContext, pairs: list[tuple[str, str]]) -> tuple[Any, list[str]]:
+def _metadata(api: ApiContext, pairs: list[tuple[str, str]], _: QueryBudget) -> tuple[Any, list[str]]:
     return {}, []
 
 
-def _buildinfo(api: ApiContext, pairs: list[tuple[str, str]]) -> tuple[Any, list[str]]:
+def _buildinfo(api: ApiContext, pairs: list[tuple[str, str]], _: QueryBudget) -> tuple[Any, list[str]]:
     return {
         "version": VERSION,
         "revision": "artimon",
@@ -238,7 +259,7 @@ def _buildinfo(api: ApiContext, pairs: list[tuple[str, str]]) -> tuple[Any, list
     }, []
 
 
-def _format_query(api: ApiContext, pairs: list[tuple[str, str]]) -> tuple[Any, list[str]]:
+def _format_query(api: ApiContext, pairs: list[tuple[str, str]], _: QueryBudget) -> tuple[Any, list[str]]:
     return format_expr(parse(query_text(pairs))), []
 
 
@@ -258,4 +279,4 @@ _route("/api/v1/format_query", QUERY_PARAMS[:1], _format_query)
     name="prometheus_label_values",
 )
 async def values_endpoint(name: str, request: Request) -> Response:
-    return await _serve(request, lambda api, pairs: _label_values(api, name, pairs))
+    return await _serve(request, lambda api, pairs, _: _label_values(api, name, pairs))

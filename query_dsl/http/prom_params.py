@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 import re
+from dataclasses import replace
 from datetime import datetime
 from typing import Any
 from urllib.parse import parse_qsl
@@ -16,7 +17,7 @@ from fastapi import Request
 
 from bookkeeper.ground import parse_duration
 from query_dsl.evaluator import MAX_TIME_MS, Limits
-from query_dsl.exceptions import PromQLSyntaxError, QueryLimitError
+from query_dsl.exceptions import PromQLSyntaxError, QueryBusyError, QueryLimitError
 from query_dsl.parser import MAX_QUERY_LENGTH
 from vhms import LimitExceededError
 
@@ -41,10 +42,11 @@ _FLOAT = re.compile(r"[-+]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][-+]?[0-9]+)?\Z")
 class ApiError(ValueError):
     """A request Prometheus's API would refuse: ``kind`` is its errorType, ``status`` the code."""
 
-    def __init__(self, kind: str, message: str, status: int) -> None:
+    def __init__(self, kind: str, message: str, status: int, retry_after_s: int | None = None) -> None:
         super().__init__(message)
         self.kind = kind
         self.status = status
+        self.retry_after_s = retry_after_s
 
 
 def time_param(value: str | None, default: float, name: str) -> float:
@@ -124,7 +126,7 @@ def limits_param(base: Limits, pairs: list[tuple[str, str]]) -> Limits:
     seconds = duration_param(timeout, "timeout")
     if seconds <= 0:
         raise ApiError("bad_data", 'invalid parameter "timeout": must be positive', 400)
-    return Limits(base.max_series, base.max_points, min(seconds, base.timeout_s))
+    return replace(base, timeout_s=min(seconds, base.timeout_s))
 
 
 def classify(exc: Exception) -> ApiError:
@@ -132,6 +134,8 @@ def classify(exc: Exception) -> ApiError:
         return exc
     if isinstance(exc, PromQLSyntaxError):
         return ApiError("bad_data", str(exc), 400)
+    if isinstance(exc, QueryBusyError):
+        return ApiError("unavailable", str(exc), 503, exc.retry_after_s)
     if isinstance(exc, QueryLimitError):
         message = str(exc)
         if "timed out" in message:

@@ -5,7 +5,9 @@ A latency histogram kept in a bookkeeper of its own (``bk.histogram``:
 in the Prometheus text format with prometheus_client's process metrics
 (``process_resident_memory_bytes``, ``process_cpu_seconds_total``...), so that a
 ``prometheus`` source (``artimon up``'s) collects both into VHMS, and ``histogram_quantile``
-reads the latencies back.
+reads the latencies back; and the memory budget all queries share (:class:`BudgetMetrics`:
+``artimon_query_budget_bytes``, ``artimon_query_budget_in_use_bytes``, its peak, the
+charges that waited and those refused with a 503).
 """
 
 from __future__ import annotations
@@ -17,11 +19,12 @@ from typing import Protocol
 from fastapi import FastAPI
 from fastapi.responses import PlainTextResponse
 from prometheus_client import CollectorRegistry, ProcessCollector, generate_latest
-from prometheus_client.metrics_core import Metric
+from prometheus_client.metrics_core import CounterMetricFamily, GaugeMetricFamily, Metric
 
 from bookkeeper import Bookkeeper, Histogram
+from query_dsl.budget import MemoryBudget
 
-__all__ = ["ApiMetrics", "Collector", "metrics_app"]
+__all__ = ["ApiMetrics", "BudgetMetrics", "Collector", "metrics_app"]
 
 log = logging.getLogger(__name__)
 
@@ -68,6 +71,31 @@ class ApiMetrics:
             labels = ",".join(f'{key}="{_quote(value)}"' for key, value in own)
             lines.append(f"{sample.name}{{{labels}}} {float(sample.value)!r}")
         return "\n".join(lines) + "\n" + exposition([self._process, *self.extra])
+
+
+class BudgetMetrics:
+    """A :class:`MemoryBudget`'s figures, as a collector."""
+
+    def __init__(self, budget: MemoryBudget) -> None:
+        self.budget = budget
+
+    def collect(self) -> Iterable[Metric]:
+        budget = self.budget
+        yield GaugeMetricFamily(
+            "artimon_query_budget_bytes", "bytes all queries may hold at once", value=budget.max_bytes
+        )
+        yield GaugeMetricFamily(
+            "artimon_query_budget_in_use_bytes", "bytes the running queries hold", value=budget.in_use
+        )
+        yield GaugeMetricFamily(
+            "artimon_query_budget_peak_bytes", "the most the queries held at once", value=budget.peak
+        )
+        yield CounterMetricFamily(
+            "artimon_query_budget_waits", "charges that waited for other queries' bytes", value=budget.waits
+        )
+        yield CounterMetricFamily(
+            "artimon_query_budget_refusals", "charges refused after waiting (503)", value=budget.refusals
+        )
 
 
 def exposition(collectors: Sequence[Collector]) -> str:

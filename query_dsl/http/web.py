@@ -19,9 +19,9 @@ from fastapi.responses import Response
 
 from query_dsl.dashboards import Dashboard, DashboardSummary, render_png
 from query_dsl.evaluator import Evaluator
-from query_dsl.exceptions import DashboardError, DashboardNotFoundError, QueryError, QueryLimitError
+from query_dsl.exceptions import DashboardError, DashboardNotFoundError, QueryError
 from query_dsl.http.context import Api, authorize
-from query_dsl.http.errors import error_response
+from query_dsl.http.errors import error_response, limit_response
 from query_dsl.parser import MAX_QUERY_LENGTH
 from vhms import VhmsError
 
@@ -125,10 +125,12 @@ def render(
     title: str | None = Query(None, max_length=200, description="default: the query"),
 ) -> Response:
     try:
-        result = Evaluator(api.source, start_ms=start, end_ms=end, limits=api.limits).evaluate(q)
-        png = render_png(result, title=q if title is None else title, width=width, height=height)
-    except QueryLimitError as exc:
-        return error_response(413, exc)
-    except (QueryError, VhmsError, ValueError) as exc:
+        with api.query_budget() as budget:
+            evaluator = Evaluator(api.source, start_ms=start, end_ms=end, limits=api.limits, budget=budget)
+            result = evaluator.evaluate(q)
+            png = render_png(result, title=q if title is None else title, width=width, height=height)
+    except QueryError as exc:
+        return limit_response(exc)
+    except (VhmsError, ValueError) as exc:
         return error_response(400, exc)
     return Response(png, media_type="image/png", headers={"Cache-Control": "no-store"})

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from query_dsl.budget import QueryBudget
 from query_dsl.evaluator import Limits
 from query_dsl.exceptions import PromQLSyntaxError, QueryLimitError, QueryTypeError
 from query_dsl.matrix import Matrix
@@ -61,10 +62,17 @@ def _order(expr: Expr) -> str:
 
 
 def _run(
-    source: DataSource, text: str, start_ms: int, end_ms: int, step_ms: int, limits: Limits | None, kind: str
+    source: DataSource,
+    text: str,
+    start_ms: int,
+    end_ms: int,
+    step_ms: int,
+    limits: Limits | None,
+    kind: str,
+    budget: QueryBudget | None,
 ) -> PromQLResult:
     expr = parse(text)
-    engine = Engine(source, start_ms, end_ms, step_ms, limits or Limits())
+    engine = Engine(source, start_ms, end_ms, step_ms, limits or Limits(), budget=budget)
     try:
         value = engine.evaluate(expr)
     except LimitExceededError as exc:
@@ -99,11 +107,17 @@ def _run(
 
 
 def instant_query(
-    source: DataSource, text: str, time_s: float, *, limits: Limits | None = None
+    source: DataSource,
+    text: str,
+    time_s: float,
+    *,
+    limits: Limits | None = None,
+    budget: QueryBudget | None = None,
 ) -> PromQLResult:
-    """``text`` evaluated at ``time_s`` (epoch seconds)."""
+    """``text`` evaluated at ``time_s`` (epoch seconds), within ``budget`` (default: one of
+    ``limits.max_bytes``)."""
     at = round(time_s * 1000)
-    return _run(source, text, at, at, 1, limits, "instant")
+    return _run(source, text, at, at, 1, limits, "instant", budget)
 
 
 def range_query(
@@ -114,9 +128,11 @@ def range_query(
     step_s: float,
     *,
     limits: Limits | None = None,
+    budget: QueryBudget | None = None,
 ) -> PromQLResult:
-    """``text`` evaluated at ``start_s, start_s + step_s, ... <= end_s``; refuses more than
-    :data:`MAX_POINTS_PER_SERIES` steps (``QueryLimitError``), as Prometheus does."""
+    """``text`` evaluated at ``start_s, start_s + step_s, ... <= end_s`` within ``budget``;
+    refuses more than :data:`MAX_POINTS_PER_SERIES` steps (``QueryLimitError``), as
+    Prometheus does."""
     start, end, step = round(start_s * 1000), round(end_s * 1000), round(step_s * 1000)
     if step <= 0:
         raise QueryTypeError(
@@ -129,4 +145,4 @@ def range_query(
             "exceeded maximum resolution of 11,000 points per timeseries. "
             "Try decreasing the query resolution (?step=XX)"
         )
-    return _run(source, text, start, end, step, limits, "range")
+    return _run(source, text, start, end, step, limits, "range", budget)

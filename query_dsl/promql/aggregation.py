@@ -1,7 +1,9 @@
 """PromQL's aggregation operators over an instant vector, per evaluation time, with
 ``by``/``without``. ``sum avg min max count stddev stdvar group quantile`` reduce each class
 with the engine's :func:`~query_dsl.reduce.reduce_matrix`; ``topk``/``bottomk`` keep the
-series themselves; ``count_values`` makes a series per distinct value.
+series themselves; ``count_values`` makes a series per distinct value (and class): it finds
+them first, by blocks of evaluation times, and asks the query's budget for their rows before
+it makes them.
 
 A result series carries the ``by`` labels (those a member has), or every label but the
 ``without`` ones and the name.
@@ -13,7 +15,7 @@ is computed (:func:`aggregate_blocks`): no series x evaluation times matrix is m
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 import numpy as np
 
@@ -52,9 +54,19 @@ def _classes(m: Matrix, node: Aggregation) -> tuple[np.ndarray, np.ndarray]:
     return m.table.groups(labels)
 
 
-def aggregate(node: Aggregation, m: Matrix, param: np.ndarray | str | None) -> Matrix:
+def _no_budget(nbytes: int, what: str) -> None:
+    """A budget that grants everything."""
+
+
+def aggregate(
+    node: Aggregation,
+    m: Matrix,
+    param: np.ndarray | str | None,
+    need: Callable[[int, str], None] = _no_budget,
+) -> Matrix:
     """``node.op`` over ``m``; ``param`` the scalar per evaluation time (topk, bottomk,
-    quantile) or the label (count_values)."""
+    quantile) or the label (count_values). ``need`` is asked for the bytes of what
+    ``count_values`` makes, once it knows how many series (a query's budget's ``need``)."""
     if node.op in _REDUCED or node.op in ("stdvar", "group"):
         by, without = _grouping(node)
         name = _REDUCED.get(node.op, "stddev" if node.op == "stdvar" else "count")
@@ -68,7 +80,7 @@ def aggregate(node: Aggregation, m: Matrix, param: np.ndarray | str | None) -> M
         assert isinstance(param, np.ndarray)  # the parser checked the types
         return _top(node, m, param)
     assert isinstance(param, str)  # count_values: the parser checked the types
-    return _count_values(node, m, param)
+    return _count_values(node, m, param, need)
 
 
 def aggregate_blocks(
@@ -151,22 +163,58 @@ def _top(node: Aggregation, m: Matrix, k: np.ndarray) -> Matrix:
     return Matrix.from_table(m.table.take(rows), m.timestamps, values[rows], m.step_ms)
 
 
-def _count_values(node: Aggregation, m: Matrix, label: str) -> Matrix:
+_COLUMN_CELLS = 1 << 18  # cells of the block of evaluation times count_values reads at a time
+_KEY_BYTES = 160  # what finding a block's distinct values costs per cell: positions, keys, sorts
+_LABEL_BYTES = 400  # a result series' label dict, its value's text and its name
+
+
+def _samples(m: Matrix, columns: slice) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The row, the column and the value's bits of each sample of ``columns`` (every NaN the
+    same bits, as its text is one)."""
+    block = m.values[:, columns]
+    rows, cols = np.nonzero(present(block))
+    found = block[rows, cols]
+    return rows, cols + (columns.start or 0), np.where(np.isnan(found), np.nan, found).view(np.uint64)
+
+
+def _count_values(
+    node: Aggregation, m: Matrix, label: str, need: Callable[[int, str], None] = _no_budget
+) -> Matrix:
+    """A series per class and distinct value, counting the class's samples of that value at
+    each time. Three passes over blocks of evaluation times, on integer keys only: the
+    distinct values, then the distinct (value, class) keys (their count is the answer's
+    series, asked of ``need`` before they are made), then the counts."""
     classes, firsts = _classes(m, node)
-    base = _result_table(m.table.take(firsts), node)
-    base_labels = base.label_dicts()
-    out_labels: list[dict[str, str]] = []
-    out_rows: list[np.ndarray] = []
-    index: dict[tuple[int, str], int] = {}
-    for row, column in zip(*np.nonzero(present(m.values)), strict=True):
-        text = format_value(float(m.values[row, column]))
-        key = (int(classes[row]), text)
-        slot = index.get(key)
-        if slot is None:
-            slot = index[key] = len(out_rows)
-            out_labels.append({**base_labels[int(classes[row])], label: text})
-            out_rows.append(np.zeros(len(m.timestamps)))
-        out_rows[slot][column] += 1
-    values = np.vstack(out_rows) if out_rows else np.zeros((0, len(m.timestamps)))
-    values[values == 0] = np.nan
-    return Matrix([""] * len(out_labels), out_labels, m.timestamps, values, m.step_ms)
+    steps, width = len(m.timestamps), max(1, _COLUMN_CELLS // max(len(m), 1))
+    blocks = [slice(start, start + width) for start in range(0, steps, width)]
+    need(
+        len(m) * min(width, steps) * _KEY_BYTES,
+        f"count_values' blocks of {len(m):,} series x {width:,} times",
+    )
+    values = np.zeros(0, dtype=np.uint64)
+    for columns in blocks:
+        values = np.union1d(values, _samples(m, columns)[2])
+    span = max(len(firsts), 1)
+
+    def keys(columns: slice) -> tuple[np.ndarray, np.ndarray]:
+        rows, cols, bits = _samples(m, columns)
+        return np.searchsorted(values, bits).astype(np.int64) * span + classes[rows], cols
+
+    distinct = np.zeros(0, dtype=np.int64)
+    for columns in blocks:
+        distinct = np.union1d(distinct, keys(columns)[0])
+    need(
+        len(distinct) * (steps * 8 + _LABEL_BYTES),
+        f"count_values' {len(distinct):,} series (distinct values) x {steps:,} evaluation times",
+    )
+    counts = np.zeros((len(distinct), steps))
+    for columns in blocks:
+        found, cols = keys(columns)
+        np.add.at(counts, (np.searchsorted(distinct, found), cols), 1.0)
+    counts[counts == 0] = np.nan
+    base_labels = _result_table(m.table.take(firsts), node).label_dicts()
+    texts = [format_value(v) for v in values[distinct // span].view(np.float64).tolist()]
+    out_labels = [
+        {**base_labels[cls], label: text} for cls, text in zip((distinct % span).tolist(), texts, strict=True)
+    ]
+    return Matrix([""] * len(out_labels), out_labels, m.timestamps, counts, m.step_ms)

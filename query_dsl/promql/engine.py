@@ -10,7 +10,10 @@ selector gives each window ``[t - range, t]`` to a function of :mod:`.ranges`; a
 evaluates its expression at the multiples of its step and gives those points the same way.
 
 Limits (:class:`query_dsl.Limits`): series and points per selector, and wall time, checked
-between steps and inside the loops over evaluation times: a :class:`QueryLimitError`.
+between steps and inside the loops over evaluation times: a :class:`QueryLimitError`. Memory:
+each step charges the query's :class:`~query_dsl.QueryBudget` with its estimate (its
+value and its temporaries, from its input's series and the evaluation times) before it
+allocates, and keeps only its value's bytes when it ends (:mod:`query_dsl.budget`).
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from query_dsl.budget import QueryBudget
 from query_dsl.evaluator import Limits
 from query_dsl.exceptions import QueryLimitError, QueryTypeError
 from query_dsl.matrix import Matrix
@@ -39,7 +43,7 @@ from query_dsl.promql.ast import (
 )
 from query_dsl.promql.functions import INSTANT_FUNCTIONS
 from query_dsl.promql.labels import ensure_unique
-from query_dsl.promql.ranges import RANGE_NAMES, VECTORIZED, evaluate_range, rate_blocks
+from query_dsl.promql.ranges import RANGE_NAMES, VECTORIZED, block_series, evaluate_range, rate_blocks
 from query_dsl.promql.selection import Samples, coarse_warning, fetch_samples, reads_sample_times
 from query_dsl.promql.values import RangeValue, Scalar, String, Value, absent, present, stored_nan_samples
 from query_dsl.series_table import SeriesTable
@@ -49,6 +53,28 @@ __all__ = ["DEFAULT_SUBQUERY_STEP_MS", "LOOKBACK_MS", "Engine"]
 
 LOOKBACK_MS = 300_000
 DEFAULT_SUBQUERY_STEP_MS = 60_000
+
+# What a step allocates, in float64 cells of its input's [series, times] (measured against
+# tracemalloc by tests/query_dsl/test_budget.py): its value and the temporaries numpy makes.
+_CELL = 8
+_INSTANT_CELLS = 9  # a selector's value at each time: latest, picked, when, ok, ... per cell
+_RATE_CELLS = 24  # rate & co by blocks: the block's windows' first, last, times, counts
+_RANGE_CELLS = 5  # the other range functions: a window's copies per cell of its samples
+_ELEMENTWISE_CELLS = 4  # an instant function or an operator: value, masks and the answer
+_AGGREGATE_CELLS = 4  # a reduce: sorted copies and the classes' sums (count_values charges its own)
+_TOPK_CELLS = 6  # topk/bottomk: keys, two argsorts, the mask and the answer
+_SAMPLE_CELLS = 3  # a fetch's samples: values, own times, stale marks
+
+
+def _value_bytes(value: Value) -> int:
+    """What a step's value holds on to."""
+    if isinstance(value, Matrix | Scalar):
+        return int(value.values.nbytes)
+    if isinstance(value, RangeValue):
+        samples = value.samples
+        extra = sum(a.nbytes for a in (samples.exact, samples.stale) if a is not None)
+        return int(samples.values.nbytes + samples.times.nbytes + extra)
+    return 0
 
 
 @dataclass
@@ -62,8 +88,17 @@ class Engine:
     step_ms: int
     limits: Limits = field(default_factory=Limits)
     warnings: list[str] = field(default_factory=list)
+    budget: QueryBudget | None = None  # the query's; None: one of limits.max_bytes
     _deadline: float = 0.0
     _times: np.ndarray = field(default_factory=lambda: np.zeros(1, dtype=np.int64))
+    _spend: QueryBudget = field(init=False)
+
+    def __post_init__(self) -> None:
+        self._spend = self.budget if self.budget is not None else QueryBudget(self.limits.max_bytes)
+
+    def need(self, cells: int, per_cell: float, what: str) -> None:
+        """Charge the budget for ``cells`` cells of ``per_cell`` float64s each, before they are made."""
+        self._spend.need(int(cells * per_cell * _CELL), what)
 
     def evaluate(self, expr: Expr) -> Value:
         self._deadline = time.monotonic() + self.limits.timeout_s
@@ -84,6 +119,13 @@ class Engine:
     # -- the walk ----------------------------------------------------------------------------
 
     def _eval(self, expr: Expr, times: np.ndarray) -> Value:
+        """``expr``'s value; what its steps charged the budget, less that value, given back."""
+        mark = self._spend.used
+        value = self._node(expr, times)
+        self._spend.settle(mark, _value_bytes(value), f"the value of {type(expr).__name__}")
+        return value
+
+    def _node(self, expr: Expr, times: np.ndarray) -> Value:
         self.check()
         if isinstance(expr, NumberLiteral):
             return Scalar(np.full(len(times), expr.value))
@@ -96,6 +138,7 @@ class Engine:
             if isinstance(value, Scalar):
                 return Scalar(-value.values)
             assert isinstance(value, Matrix)  # the parser checked the types
+            self.need(value.values.size, 2, "a unary minus")
             negated = Matrix.from_table(
                 value.table.with_name(""), value.timestamps, -value.values, value.step_ms
             )
@@ -134,6 +177,7 @@ class Engine:
 
     def _fetch(self, selector: VectorSelector, low_ms: int, high_ms: int) -> Samples:
         samples = fetch_samples(self.source, selector, low_ms, high_ms)
+        self.need(samples.values.size, _SAMPLE_CELLS, f"the {len(samples.table)} series a selector picks")
         samples.values = stored_nan_samples(samples.values)
         if samples.exact is None and reads_sample_times(self.source) and len(samples.table):
             self.warn(
@@ -160,6 +204,11 @@ class Engine:
         """The selector's values at ``times`` and the time of each value's sample (ms)."""
         at = self._moved(times, selector.at, selector.offset_ms)
         samples = self._fetch(selector, int(at.min()) - LOOKBACK_MS, int(at.max()))
+        self.need(
+            len(samples.values) * (len(times) * _INSTANT_CELLS + samples.values.shape[1]),
+            1,
+            f"a selector's {len(samples.values)} series at {len(times)} evaluation times",
+        )
         values, axis = samples.values, samples.times
         step = int(times[1] - times[0]) if len(times) > 1 else self.step_ms
         if not len(values) or not len(axis):
@@ -219,6 +268,7 @@ class Engine:
             window = self._eval(expr.args[matrix_index], times)
             assert isinstance(window, RangeValue)  # the parser checked the types
             samples = window.samples
+            self._need_range(name, samples, len(times))
             values = evaluate_range(name, samples, window.ends, window.range_ms, params, self.check)
             table = samples.table if name == "last_over_time" else samples.table.with_name("")
             step = int(times[1] - times[0]) if len(times) > 1 else self.step_ms
@@ -226,7 +276,22 @@ class Engine:
         function = INSTANT_FUNCTIONS.get(name)
         if function is None:
             raise QueryTypeError(f"function {name}() is not supported by Artimon's PromQL engine")
-        return function([self._eval(arg, times) for arg in expr.args], times)
+        args = [self._eval(arg, times) for arg in expr.args]
+        cells = max((arg.values.size for arg in args if isinstance(arg, Matrix)), default=len(times))
+        self.need(cells, _ELEMENTWISE_CELLS, f"{name}() over {cells:,} points")
+        return function(args, times)
+
+    def _need_range(self, name: str, samples: Samples, steps: int) -> None:
+        """Charge what ``name`` over ``samples`` at ``steps`` evaluation times makes: its
+        answer, and its temporaries (by blocks of series for rate & co, by windows else)."""
+        series, width = samples.values.shape if samples.values.ndim == 2 else (0, 0)
+        if name in VECTORIZED:
+            block = min(series, block_series(steps))
+            temporaries = block * (steps + width) * _RATE_CELLS
+        else:  # the answer, and each window's answer before it is copied in
+            temporaries = series * steps + series * width * _RANGE_CELLS
+        what = f"{name}() over {series:,} series x {steps:,} evaluation times"
+        self.need(series * steps + temporaries, 1, what)
 
     def _timestamp(self, expr: Call, times: np.ndarray) -> Value:
         arg = expr.args[0]
@@ -244,6 +309,7 @@ class Engine:
         value = self._eval(expr.args[0], times)
         if isinstance(value, RangeValue):
             samples = value.samples
+            self._need_range("count_over_time", samples, len(times))
             counts = evaluate_range(
                 "count_over_time",
                 samples,
@@ -284,7 +350,11 @@ class Engine:
             param = evaluated.value if isinstance(evaluated, String) else evaluated.values  # type: ignore[union-attr]
         value = self._eval(expr.expr, times)
         assert isinstance(value, Matrix)  # the parser checked the types
-        return aggregation.aggregate(expr, value, param)
+        per_cell = {"topk": _TOPK_CELLS, "bottomk": _TOPK_CELLS, "count_values": 1}.get(
+            expr.op, _AGGREGATE_CELLS
+        )
+        self.need(value.values.size, per_cell, f"{expr.op} over {len(value):,} series x {len(times):,} times")
+        return aggregation.aggregate(expr, value, param, self._spend.need)
 
     def _fused_aggregate(self, expr: Aggregation, times: np.ndarray) -> Matrix | None:
         """``sum by (...) (rate(x[5m]))`` and its kin computed a block of series at a time, each
@@ -303,6 +373,7 @@ class Engine:
         window = self._eval(inner.args[0], times)
         assert isinstance(window, RangeValue)  # the parser checked the types
         samples = window.samples
+        self._need_range(inner.name, samples, len(times))
         step = int(times[1] - times[0]) if len(times) > 1 else self.step_ms
         table = samples.table.with_name("")
         codes = samples.table.names.codes
@@ -318,6 +389,8 @@ class Engine:
 
     def _binary(self, expr: BinaryOp, times: np.ndarray) -> Value:
         left, right = self._eval(expr.lhs, times), self._eval(expr.rhs, times)
+        cells = sum(side.values.size for side in (left, right) if isinstance(side, Matrix))
+        self.need(cells, _ELEMENTWISE_CELLS, f"operator {expr.op} over {cells:,} points")
         if isinstance(left, Scalar) and isinstance(right, Scalar):
             return Scalar(binary.scalar_op(expr.op, left.values, right.values, expr.return_bool))
         if isinstance(left, Matrix) and isinstance(right, Scalar):

@@ -142,7 +142,13 @@ def _rates(
 
 VECTORIZED = frozenset({"rate", "increase", "delta", "irate", "idelta"})
 _BLOCK = 4096  # series at a time: a window's temporaries of a block fit a core's cache
+_BLOCK_CELLS = 1 << 19  # and at most this many series x evaluation times: the temporaries' bound
 RANGE_NAMES = frozenset(RANGE_FUNCTIONS) | VECTORIZED  # every function of a range vector
+
+
+def block_series(steps: int) -> int:
+    """How many series :func:`rate_blocks` computes at a time over ``steps`` evaluation times."""
+    return max(1, min(_BLOCK, _BLOCK_CELLS // max(steps, 1)))
 
 
 def rate_blocks(
@@ -151,9 +157,10 @@ def rate_blocks(
     """``name`` (one of :data:`VECTORIZED`) over each window, a block of series at a time
     (temporaries that stay in cache): ``(first series, [series, ends])``, ``check`` called
     before each block."""
-    for start in range(0, len(samples.values), _BLOCK):
+    size = block_series(len(ends))
+    for start in range(0, len(samples.values), size):
         check()
-        block = slice(start, start + _BLOCK)
+        block = slice(start, start + size)
         own = None if samples.exact is None else samples.exact[block]
         part = Samples(samples.table, samples.times, samples.values[block], samples.step_ms, own)
         yield start, _rates(name, part, ends, range_ms)

@@ -27,6 +27,13 @@ from query_dsl.promql.values import Scalar, String, absent, present
 __all__ = ["PromQLResult", "format_value"]
 
 
+# measured with tracemalloc (tests/query_dsl/test_budget.py), with some room
+_CELL_BYTES = 72  # every [series, time] cell: its text's slot, its gap flag, as arrays and lists
+_POINT_BYTES = 80  # a point answered: its [t, "v"] list, its slot in the row, its JSON
+_TIME_BYTES = 200  # an evaluation time: its number in seconds, shared by the rows
+_SERIES_BYTES = 1000  # a series' label dict and its JSON
+
+
 def format_value(value: float) -> str:
     """Go's ``strconv.FormatFloat(v, 'f', -1, 64)`` with Prometheus's ``+Inf``/``-Inf``/``NaN``."""
     if math.isnan(value):
@@ -86,6 +93,17 @@ class PromQLResult:
             points = zip(stamps, row, kept[index], strict=True)
             out.append((labels, [(int(t), v) for t, v, ok in points if ok]))
         return out
+
+    def answer_bytes(self) -> int:
+        """An estimate of what :meth:`to_prometheus_json` and its JSON text make (before it
+        makes them): the times, texts and flags per cell, a list and slots per point, a
+        label dict per series."""
+        if not isinstance(self.value, Matrix):
+            return _SERIES_BYTES
+        m = self.value
+        points = int(present(m.values).sum())
+        shared = len(m.timestamps) * _TIME_BYTES
+        return shared + m.values.size * _CELL_BYTES + points * _POINT_BYTES + len(m) * _SERIES_BYTES
 
     def to_prometheus_json(self) -> dict[str, Any]:
         """The ``data`` object of Prometheus's query API (values formatted once, by rows)."""

@@ -1,0 +1,158 @@
+"""Memory budgets of queries, in bytes: what Prometheus's ``--query.max-samples`` (per query)
+and ``--query.max-concurrency`` (for all queries) bound in its engine.
+
+- A :class:`QueryBudget` per query. The engines charge it with :meth:`QueryBudget.need`
+  before they allocate: the estimate of what a step is about to make (a matrix of series x
+  evaluation times with the temporaries numpy makes computing it, what ``count_values``,
+  ``topk``, a join or a subquery create, an answer's JSON) once its input's size is known.
+  Past the query's budget (:attr:`query_dsl.Limits.max_bytes`) the step is refused with a
+  :class:`~query_dsl.QueryLimitError` naming the budget and the estimate, before it
+  allocates. A step's temporaries are given back when it ends (:meth:`QueryBudget.settle`
+  keeps only the value it answers).
+- One :class:`MemoryBudget` per process (the query API's). Every query's charges are taken
+  from it as they come; a query that finds it spent waits up to ``wait_s`` for the others to
+  give bytes back, then fails with :class:`~query_dsl.QueryBusyError` (HTTP 503 with
+  ``Retry-After``). A query gives everything back when it ends (:meth:`QueryBudget.close`).
+  A waiting query keeps what it holds: two that wait on each other's bytes give up after
+  ``wait_s`` (a 503), they never hang.
+
+The estimates bound what numpy allocates and what an answer's Python objects take
+(tests/query_dsl/test_budget.py measures them against ``tracemalloc``), so the API's
+resident memory is its baseline (the interpreter, its libraries, an in-process store) plus
+at most the process's budget (the same test reads it from ``/proc``). A fetch is charged as
+it arrives: before it, VHMS's own ``max_points_per_query`` bounds it.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from types import TracebackType
+
+from query_dsl.exceptions import QueryBusyError, QueryLimitError
+
+__all__ = [
+    "DEFAULT_PROCESS_BYTES",
+    "DEFAULT_QUERY_BYTES",
+    "DEFAULT_WAIT_S",
+    "MemoryBudget",
+    "QueryBudget",
+    "size_text",
+]
+
+MIB = 1 << 20
+DEFAULT_QUERY_BYTES = 1024 * MIB  # a query's working set; about 60M cells of float64 answered as JSON: 7M
+DEFAULT_PROCESS_BYTES = 4096 * MIB  # every query of the process: a sixth of a 24 GiB machine
+DEFAULT_WAIT_S = 5.0  # how long a query waits for the others' bytes before its 503
+
+
+def size_text(nbytes: int) -> str:
+    """``nbytes`` for a message: MiB (GiB past ten thousand MiB)."""
+    if nbytes >= 10_000 * MIB:
+        return f"{nbytes / (1 << 30):,.1f} GiB"
+    return f"{nbytes / MIB:,.1f} MiB"
+
+
+class MemoryBudget:
+    """The bytes every query of a process may hold at once (a semaphore counted in bytes).
+    ``in_use`` is what the running queries hold, ``peak`` its highest; ``waits`` and
+    ``refusals`` count the charges that waited and those that gave up (503)."""
+
+    def __init__(self, max_bytes: int = DEFAULT_PROCESS_BYTES, wait_s: float = DEFAULT_WAIT_S) -> None:
+        if max_bytes <= 0 or wait_s < 0:
+            raise ValueError(
+                f"a memory budget needs max_bytes > 0 and wait_s >= 0, got {max_bytes}, {wait_s}"
+            )
+        self.max_bytes = max_bytes
+        self.wait_s = wait_s
+        self.in_use = 0
+        self.peak = 0
+        self.waits = 0
+        self.refusals = 0
+        self._changed = threading.Condition()
+
+    def acquire(self, nbytes: int, what: str) -> None:
+        """Take ``nbytes`` (waiting up to ``wait_s`` for them), or :class:`QueryBusyError`."""
+        deadline = time.monotonic() + self.wait_s
+        with self._changed:
+            if self.in_use + nbytes > self.max_bytes:
+                self.waits += 1
+            while self.in_use + nbytes > self.max_bytes:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    self.refusals += 1
+                    raise QueryBusyError(
+                        f"the queries running hold {size_text(self.in_use)} of the "
+                        f"{size_text(self.max_bytes)} all queries may hold, and {what} needs "
+                        f"{size_text(nbytes)} more: try again when they are done",
+                        retry_after_s=max(1, round(self.wait_s)),
+                    )
+                self._changed.wait(left)
+            self.in_use += nbytes
+            self.peak = max(self.peak, self.in_use)
+
+    def release(self, nbytes: int) -> None:
+        with self._changed:
+            self.in_use -= nbytes
+            self._changed.notify_all()
+
+    def query(self, max_bytes: int = DEFAULT_QUERY_BYTES) -> QueryBudget:
+        """A query's budget drawing on this one (at most all of it)."""
+        return QueryBudget(min(max_bytes, self.max_bytes), self)
+
+
+class QueryBudget:
+    """One query's working set: ``used`` bytes now (``peak`` at most), at most ``max_bytes``,
+    drawn from ``pool`` when there is one. A context manager that gives everything back.
+    Used by the one thread that runs the query (the pool is the shared part)."""
+
+    def __init__(self, max_bytes: int = DEFAULT_QUERY_BYTES, pool: MemoryBudget | None = None) -> None:
+        if max_bytes <= 0:
+            raise ValueError(f"a query's memory budget must be positive, got {max_bytes}")
+        self.max_bytes = max_bytes
+        self.pool = pool
+        self.used = 0
+        self.peak = 0
+
+    def need(self, nbytes: int, what: str) -> None:
+        """Charge ``nbytes`` that ``what`` is about to allocate: :class:`QueryLimitError`
+        past the query's budget, :class:`QueryBusyError` when the process's stays spent."""
+        nbytes = max(int(nbytes), 0)
+        total = self.used + nbytes
+        if total > self.max_bytes:
+            raise QueryLimitError(
+                "query processing would load too many samples into memory in query execution: "
+                f"{what} needs an estimated {size_text(nbytes)}, which takes the query's working "
+                f"set to {size_text(total)}, over its budget of {size_text(self.max_bytes)} "
+                "(max_bytes; artimon api --query-max-mib)"
+            )
+        if self.pool is not None:
+            self.pool.acquire(nbytes, what)
+        self.used = total
+        self.peak = max(self.peak, total)
+
+    def settle(self, mark: int, nbytes: int, what: str) -> None:
+        """A step that began with ``mark`` bytes used ends holding ``nbytes`` more (its
+        value): give back its temporaries, or charge what it made beyond its estimate."""
+        target = mark + max(int(nbytes), 0)
+        if target > self.used:
+            self.need(target - self.used, what)
+            return
+        self._give_back(self.used - target)
+
+    def close(self) -> None:
+        """Give back everything (the query is done)."""
+        self._give_back(self.used)
+
+    def _give_back(self, nbytes: int) -> None:
+        self.used -= nbytes
+        if self.pool is not None and nbytes:
+            self.pool.release(nbytes)
+
+    def __enter__(self) -> QueryBudget:
+        return self
+
+    def __exit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, trace: TracebackType | None
+    ) -> None:
+        self.close()
