@@ -12,8 +12,8 @@ Answers, so that Prometheus retries what it should and only that (it retries 5xx
 drops the request on any other 4xx):
 
 - 204: the batch is committed in every required channel;
-- 400: the body is not snappy, not a ``WriteRequest``, or over ``maxSamples`` or
-  ``maxDecodedBytes``; or some series were refused one by one (the others were committed
+- 400: the body is not snappy, not a ``WriteRequest``, or over ``maxSeries``,
+  ``maxSamples`` or ``maxDecodedBytes``; or some series were refused one by one (the others were committed
   first, and the text names the first refusals);
 - 408: the body did not arrive within ``readTimeout``;
 - 413: the body is over ``maxBodySize``;
@@ -23,14 +23,19 @@ drops the request on any other 4xx):
 
 Keys: ``bind`` (required, as for the ``thrift`` source), ``port`` (required, 0 =
 ephemeral), ``path`` (default ``/api/v1/write``), ``context`` (default ``prometheus``),
-``maxBodySize`` (compressed bytes, default 16 MiB), ``maxDecodedBytes`` (default 64 MiB),
-``maxSamples`` (per request, default 1,000,000), ``readTimeout`` (s, default 30),
+``maxBodySize`` (compressed bytes, default 8 MiB), ``maxDecodedBytes`` (default 32 MiB),
+``maxSeries`` (per request, default 100,000), ``maxSamples`` (per request, default 200,000),
+``readTimeout`` (s, default 30),
 ``maxConnections`` (concurrent requests, default 64; more get uvicorn's 503).
 
 Counted besides the source counters (``AppendBatchReceivedCount`` per request,
 ``EventReceivedCount``/``EventAcceptedCount`` per sample): ``RequestRefusedCount`` (400,
 413, 415), ``SeriesRefusedCount`` and ``SamplesRefusedCount`` (series refused one by one),
-``ReadTimeoutCount``, ``MetadataIgnoredCount``, ``ExemplarsIgnoredCount``.
+``ReadTimeoutCount``, ``MetadataIgnoredCount``, ``ExemplarsIgnoredCount``; series refused
+by reason, ``SeriesRefused<reason>Count`` (:data:`collector_agent.write_body.SERIES_REFUSALS`).
+
+Bodies are decoded on the listener's event loop, one at a time (docs/operations.md §6
+states the memory that bounds).
 """
 
 from __future__ import annotations
@@ -48,14 +53,13 @@ from bookkeeper.ground import BackgroundServer, encode_sample_batch
 from collector_agent.context import Context
 from collector_agent.event import Event
 from collector_agent.exceptions import ChannelException, WriteRequestError
-from collector_agent.remote_write import DecodedWrite, WriteLimits, decode_write_request
+from collector_agent.remote_write import decode_write_request
 from collector_agent.sources.base import EventDrivenSource
+from collector_agent.write_body import SERIES_REFUSALS, DecodedWrite, WriteLimits
 
 __all__ = ["RemoteWriteSource"]
 
 log = logging.getLogger(__name__)
-
-_REFUSAL_SHOWN = 5  # refused series named in a 400's text; the rest are counted
 
 
 class _BodyTooLarge(Exception):
@@ -67,6 +71,7 @@ class RemoteWriteSource(EventDrivenSource):
         *EventDrivenSource.counter_names,
         "RequestRefusedCount",
         "SeriesRefusedCount",
+        *(f"SeriesRefused{reason}Count" for reason in SERIES_REFUSALS),
         "SamplesRefusedCount",
         "ReadTimeoutCount",
         "MetadataIgnoredCount",
@@ -86,10 +91,11 @@ class RemoteWriteSource(EventDrivenSource):
         if not self.path.startswith("/"):
             raise context.error("path", f"{self.path!r} does not start with /")
         self.batch_context = context.get_str("context", "prometheus")
-        self.max_body = context.get_int("maxBodySize", 16 * 1024 * 1024, minimum=1024)
+        self.max_body = context.get_int("maxBodySize", 8 * 1024 * 1024, minimum=1024)
         self.limits = WriteLimits(
-            max_decoded_bytes=context.get_int("maxDecodedBytes", 64 * 1024 * 1024, minimum=1024),
-            max_samples=context.get_int("maxSamples", 1_000_000, minimum=1),
+            max_decoded_bytes=context.get_int("maxDecodedBytes", 32 * 1024 * 1024, minimum=1024),
+            max_series=context.get_int("maxSeries", 100_000, minimum=1),
+            max_samples=context.get_int("maxSamples", 200_000, minimum=1),
         )
         self.read_timeout = context.get_float("readTimeout", 30.0, minimum=0.1)
         self.max_connections = context.get_int("maxConnections", 64, minimum=1)
@@ -128,15 +134,14 @@ class RemoteWriteSource(EventDrivenSource):
         log.debug("remote-write source %s: %d: %s", self.name, status, why)
         return PlainTextResponse(why + "\n", status_code=status)
 
-    async def _read_body(self, request: Request) -> bytes:
-        chunks: list[bytes] = []
-        size = 0
+    async def _read_body(self, request: Request) -> bytearray:
+        # one buffer grown in place (no list of chunks joined into a second copy)
+        body = bytearray()
         async for chunk in request.stream():
-            size += len(chunk)
-            if size > self.max_body:
+            if len(body) + len(chunk) > self.max_body:
                 raise _BodyTooLarge
-            chunks.append(chunk)
-        return b"".join(chunks)
+            body += chunk
+        return body
 
     async def _receive(self, request: Request) -> Response:
         self.counters.add("AppendBatchReceivedCount")
@@ -194,14 +199,19 @@ class RemoteWriteSource(EventDrivenSource):
                 return PlainTextResponse("processing failed, retry later\n", status_code=500)
             counters.add("EventAcceptedCount", len(batch))
         counters.add("AppendBatchAcceptedCount")
-        if decoded.refused:
-            counters.add("SeriesRefusedCount", len(decoded.refused))
+        refused = decoded.refused_series
+        if refused:
+            counters.add("SeriesRefusedCount", refused)
+            for reason, count in decoded.refused.items():
+                counters.add(f"SeriesRefused{reason}Count", count)
             counters.add("SamplesRefusedCount", decoded.refused_samples)
-            shown = "; ".join(decoded.refused[:_REFUSAL_SHOWN])
-            more = len(decoded.refused) - _REFUSAL_SHOWN
+            more = refused - len(decoded.examples)
+            by_reason = ", ".join(f"{reason} {count}" for reason, count in decoded.refused.most_common())
             return PlainTextResponse(
-                f"{len(decoded.refused)} series refused ({decoded.refused_samples} samples), the other "
-                f"{len(batch)} samples stored: {shown}" + (f"; and {more} more" if more > 0 else "") + "\n",
+                f"{refused} series refused ({decoded.refused_samples} samples; {by_reason}), the other "
+                f"{len(batch)} samples stored: {'; '.join(decoded.examples)}"
+                + (f"; and {more} more" if more > 0 else "")
+                + "\n",
                 status_code=400,
             )
         return Response(status_code=204)

@@ -1,0 +1,196 @@
+"""What the push receivers (remote write 1.0 and 2.0, OTLP) share: the limits of one request,
+its body decompressed within them, series checked once, and the columns of the batch built.
+
+Refusals of single series are tallied by reason (:data:`SERIES_REFUSALS`), never kept one
+by one: a request of a million bad series costs a counter, not a million messages. The
+first :data:`EXAMPLES_KEPT` are explained in words for the answer's text.
+"""
+
+from __future__ import annotations
+
+import zlib
+from collections import Counter
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import cramjam
+import numpy as np
+
+from bookkeeper import BookkeeperError, SampleBatch, VarType
+from bookkeeper.wire import MAX_LABELS, format_labels, validate_labels, validate_name
+from collector_agent.exceptions import WriteRequestError
+
+__all__ = [
+    "EXAMPLES_KEPT",
+    "SERIES_REFUSALS",
+    "Columns",
+    "DecodedWrite",
+    "WriteLimits",
+    "check_series",
+    "explain_series",
+    "gunzip_body",
+    "snappy_body",
+]
+
+EXAMPLES_KEPT = 5
+# reason -> what it means; each is counted as SeriesRefused<reason>Count by the receiver
+SERIES_REFUSALS = {
+    "NoName": "a series without a name (__name__)",
+    "InvalidName": "a name that breaks Artimon's rules",
+    "InvalidLabels": "a label that breaks Artimon's rules, or more than 32 labels",
+    "RepeatedLabel": "a label name given twice",
+    "TooManyLabels": f"more than {MAX_LABELS + 1} labels with the name, refused before they are read",
+    "Histogram": "a native histogram (remote write 1.0)",
+    "UnknownSymbol": "a label reference past the symbol table (remote write 2.0)",
+    "Unsupported": "a data type without a series form (OTLP exponential histograms, summaries' absence)",
+}
+
+
+@dataclass(frozen=True)
+class WriteLimits:
+    """What one request may hold: bytes once decompressed, series (or metadata entries, or
+    OTLP data points with their attributes: see each decoder), and points (samples,
+    exemplars, histograms) over all its series; ``max_elements`` bounds what a parse of a
+    whole request (remote write 2.0, OTLP) may allocate, counted before it starts."""
+
+    max_decoded_bytes: int = 32 * 1024 * 1024
+    max_series: int = 100_000
+    max_samples: int = 200_000
+    max_elements: int = 1_000_000
+
+
+@dataclass
+class DecodedWrite:
+    """A decoded request: the samples Artimon keeps as one batch, and what it did not keep."""
+
+    batch: SampleBatch
+    series: int
+    refused: Counter[str] = field(default_factory=Counter)
+    examples: list[str] = field(default_factory=list)
+    refused_samples: int = 0
+    metadata: int = 0
+    exemplars: int = 0
+
+    @property
+    def refused_series(self) -> int:
+        return sum(self.refused.values())
+
+    def refuse(self, reason: str, samples: int, explain: Callable[[], str] | None = None) -> None:
+        """Count one series refused for ``reason`` with its ``samples``; ``explain`` (giving
+        the words) is called only for the first few."""
+        self.refused[reason] += 1
+        self.refused_samples += samples
+        if len(self.examples) < EXAMPLES_KEPT:
+            self.examples.append(explain() if explain is not None else SERIES_REFUSALS[reason])
+
+
+def snappy_body(body: bytes | bytearray, limits: WriteLimits) -> bytearray:
+    """``body`` decompressed from snappy's block format, its size read from snappy's header
+    and checked before anything is decompressed."""
+    try:
+        size = cramjam.snappy.decompress_raw_len(body)
+    except cramjam.DecompressionError as exc:
+        raise WriteRequestError(f"the body is not snappy-compressed (block format): {exc}") from None
+    if size > limits.max_decoded_bytes:
+        raise WriteRequestError(
+            f"the body decompresses to {size:,} bytes, more than maxDecodedBytes={limits.max_decoded_bytes:,}"
+        )
+    out = bytearray(size)
+    try:
+        written = cramjam.snappy.decompress_raw_into(body, out)
+    except cramjam.DecompressionError as exc:
+        raise WriteRequestError(f"the body is not snappy-compressed (block format): {exc}") from None
+    if written != size:
+        raise WriteRequestError(f"the body is not snappy-compressed: {written:,} bytes of {size:,}")
+    return out
+
+
+def gunzip_body(body: bytes | bytearray, limits: WriteLimits) -> bytes:
+    """``body`` decompressed from gzip, stopped (and refused) past ``max_decoded_bytes``."""
+    inflater = zlib.decompressobj(wbits=zlib.MAX_WBITS | 16)
+    try:
+        out = inflater.decompress(body, limits.max_decoded_bytes + 1)
+    except zlib.error as exc:
+        raise WriteRequestError(f"the body is not gzip: {exc}") from None
+    if len(out) > limits.max_decoded_bytes:
+        raise WriteRequestError(
+            f"the body decompresses to more than maxDecodedBytes={limits.max_decoded_bytes:,} bytes"
+        )
+    if not inflater.eof:
+        raise WriteRequestError("the body is not gzip: it ends before its stream does")
+    return out
+
+
+def check_series(name: str | None, labels: Mapping[str, str]) -> tuple[str, str] | str:
+    """The name and the canonical label set of a series (labels with an empty value
+    dropped), or the :data:`SERIES_REFUSALS` reason it is refused for."""
+    if not name:
+        return "NoName"
+    try:
+        validate_name(name)
+    except BookkeeperError:
+        return "InvalidName"
+    try:
+        return name, format_labels(validate_labels({k: v for k, v in labels.items() if v}))
+    except BookkeeperError:
+        return "InvalidLabels"
+
+
+def explain_series(name: str | None, labels: Mapping[str, str]) -> str:
+    """The words of :func:`check_series`'s refusal (for the few refusals shown)."""
+    try:
+        validate_name(name or "")
+        validate_labels({k: v for k, v in labels.items() if v})
+    except BookkeeperError as exc:
+        return str(exc)
+    return f"series {name!r}: {labels}"
+
+
+class Columns:
+    """The batch's columns, filled series by series: names and label sets once each, an id
+    pair per sample."""
+
+    def __init__(self) -> None:
+        self.names: dict[str, int] = {}
+        self.label_sets: dict[str, int] = {}
+        self.name_ids: list[int] = []
+        self.set_ids: list[int] = []
+        self.values: list[float] = []
+        self.timestamps: list[int] = []
+
+    def add(self, key: tuple[str, str], values: list[float], timestamps: list[int]) -> None:
+        name, label_set = key
+        count = len(values)
+        self.name_ids.extend([self.names.setdefault(name, len(self.names))] * count)
+        self.set_ids.extend([self.label_sets.setdefault(label_set, len(self.label_sets))] * count)
+        self.values.extend(values)
+        self.timestamps.extend(timestamps)
+
+    def add_samples(self, key: tuple[str, str], samples: Any) -> None:
+        """:meth:`add` of protobuf ``Sample`` messages (``value``, ``timestamp``)."""
+        name, label_set = key
+        count = len(samples)
+        if count == 1:
+            self.name_ids.append(self.names.setdefault(name, len(self.names)))
+            self.set_ids.append(self.label_sets.setdefault(label_set, len(self.label_sets)))
+            sample = samples[0]
+            self.values.append(sample.value)
+            self.timestamps.append(sample.timestamp)
+            return
+        self.add(key, [sample.value for sample in samples], [sample.timestamp for sample in samples])
+
+    def batch(self, context: str) -> SampleBatch:
+        times = np.array(self.timestamps, dtype=np.int64)
+        return SampleBatch(
+            context=context,
+            snapshot_ms=int(times.max()) if len(times) else 0,
+            common_labels={},
+            names=list(self.names),
+            label_sets=list(self.label_sets),
+            name_ids=np.array(self.name_ids, dtype=np.int32),
+            label_set_ids=np.array(self.set_ids, dtype=np.int32),
+            types=np.full(len(self.values), VarType.DOUBLE, dtype=np.uint8),
+            values=np.array(self.values, dtype=np.float64).view(np.int64),
+            timestamps=times,
+        )
