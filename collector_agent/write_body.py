@@ -43,7 +43,9 @@ SERIES_REFUSALS = {
     "TooManyLabels": f"more than {MAX_LABELS + 1} labels with the name, refused before they are read",
     "Histogram": "a native histogram (remote write 1.0)",
     "UnknownSymbol": "a label reference past the symbol table (remote write 2.0)",
-    "Unsupported": "a data type without a series form (OTLP exponential histograms, summaries' absence)",
+    "Unsupported": "an OTLP exponential histogram (Artimon has no native histograms) or no data",
+    "Delta": "an OTLP sum or histogram of delta temporality (Prometheus refuses them too)",
+    "Malformed": "an OTLP histogram point whose bucket counts do not match its bounds",
 }
 
 
@@ -167,16 +169,19 @@ class Columns:
         self.values.extend(values)
         self.timestamps.extend(timestamps)
 
+    def append(self, key: tuple[str, str], value: float, timestamp: int) -> None:
+        """One sample of the series ``key``."""
+        name, label_set = key
+        self.name_ids.append(self.names.setdefault(name, len(self.names)))
+        self.set_ids.append(self.label_sets.setdefault(label_set, len(self.label_sets)))
+        self.values.append(value)
+        self.timestamps.append(timestamp)
+
     def add_samples(self, key: tuple[str, str], samples: Any) -> None:
         """:meth:`add` of protobuf ``Sample`` messages (``value``, ``timestamp``)."""
-        name, label_set = key
-        count = len(samples)
-        if count == 1:
-            self.name_ids.append(self.names.setdefault(name, len(self.names)))
-            self.set_ids.append(self.label_sets.setdefault(label_set, len(self.label_sets)))
+        if len(samples) == 1:
             sample = samples[0]
-            self.values.append(sample.value)
-            self.timestamps.append(sample.timestamp)
+            self.append(key, sample.value, sample.timestamp)
             return
         self.add(key, [sample.value for sample in samples], [sample.timestamp for sample in samples])
 

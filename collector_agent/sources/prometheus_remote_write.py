@@ -42,7 +42,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable
 
+from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import ExportMetricsServiceResponse
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import ClientDisconnect, Request
@@ -53,9 +55,11 @@ from bookkeeper.ground import BackgroundServer, encode_sample_batch
 from collector_agent.context import Context
 from collector_agent.event import Event
 from collector_agent.exceptions import ChannelException, WriteRequestError
+from collector_agent.otlp import decode_otlp_request
 from collector_agent.remote_write import decode_write_request
+from collector_agent.remote_write_v2 import CONTENT_TYPE, decode_write_request_v2
 from collector_agent.sources.base import EventDrivenSource
-from collector_agent.write_body import SERIES_REFUSALS, DecodedWrite, WriteLimits
+from collector_agent.write_body import SERIES_REFUSALS, DecodedWrite, WriteLimits, gunzip_body
 
 __all__ = ["RemoteWriteSource"]
 
@@ -90,12 +94,18 @@ class RemoteWriteSource(EventDrivenSource):
         self.path = context.get_str("path", "/api/v1/write")
         if not self.path.startswith("/"):
             raise context.error("path", f"{self.path!r} does not start with /")
+        self.otlp_path = context.get_str("otlpPath", "/api/v1/otlp/v1/metrics")
+        if not self.otlp_path.startswith("/") or self.otlp_path == self.path:
+            raise context.error("otlpPath", f"{self.otlp_path!r} does not start with / or is the path")
+        promoted = context.get_str("otlpPromoteResourceAttributes", "")
+        self.otlp_promote = frozenset(key.strip() for key in promoted.split(",") if key.strip())
         self.batch_context = context.get_str("context", "prometheus")
         self.max_body = context.get_int("maxBodySize", 8 * 1024 * 1024, minimum=1024)
         self.limits = WriteLimits(
             max_decoded_bytes=context.get_int("maxDecodedBytes", 32 * 1024 * 1024, minimum=1024),
             max_series=context.get_int("maxSeries", 100_000, minimum=1),
             max_samples=context.get_int("maxSamples", 200_000, minimum=1),
+            max_elements=context.get_int("maxElements", 1_000_000, minimum=1),
         )
         self.read_timeout = context.get_float("readTimeout", 30.0, minimum=0.1)
         self.max_connections = context.get_int("maxConnections", 64, minimum=1)
@@ -106,7 +116,12 @@ class RemoteWriteSource(EventDrivenSource):
         return f"http://{self.bind}:{self.port}{self.path}"
 
     def start(self) -> None:
-        app = Starlette(routes=[Route(self.path, self._receive, methods=["POST"])])
+        app = Starlette(
+            routes=[
+                Route(self.path, self._receive, methods=["POST"]),
+                Route(self.otlp_path, self._receive_otlp, methods=["POST"]),
+            ]
+        )
         self._server = BackgroundServer(
             app,
             self.bind,
@@ -143,21 +158,15 @@ class RemoteWriteSource(EventDrivenSource):
             body += chunk
         return body
 
-    async def _receive(self, request: Request) -> Response:
-        self.counters.add("AppendBatchReceivedCount")
-        encoding = request.headers.get("content-encoding", "snappy").strip().lower()
-        if encoding != "snappy":
-            return self._refuse(415, f"Content-Encoding {encoding!r}: only snappy is accepted")
-        content_type = request.headers.get("content-type", "application/x-protobuf")
-        if "proto=io.prometheus.write.v2" in content_type.replace(" ", ""):
-            return self._refuse(415, f"Content-Type {content_type!r}: only remote write 1.0 is accepted")
+    async def _body(self, request: Request) -> bytearray | Response:
+        """The body read within ``maxBodySize`` and ``readTimeout``, or the answer refusing it."""
         declared = request.headers.get("content-length", "")
         if declared.isdigit() and int(declared) > self.max_body:
             return self._refuse(
                 413, f"the body declares {int(declared):,} bytes, more than maxBodySize={self.max_body:,}"
             )
         try:
-            body = await asyncio.wait_for(self._read_body(request), self.read_timeout)
+            return await asyncio.wait_for(self._read_body(request), self.read_timeout)
         except _BodyTooLarge:
             return self._refuse(413, f"the body passed maxBodySize={self.max_body:,} bytes")
         except TimeoutError:
@@ -167,15 +176,71 @@ class RemoteWriteSource(EventDrivenSource):
             )
         except ClientDisconnect:
             return Response(status_code=400)
+
+    async def _receive(self, request: Request) -> Response:
+        """Remote write 1.0 or 2.0, as the ``Content-Type``'s ``proto`` parameter says."""
+        self.counters.add("AppendBatchReceivedCount")
+        encoding = request.headers.get("content-encoding", "snappy").strip().lower()
+        if encoding != "snappy":
+            return self._refuse(415, f"Content-Encoding {encoding!r}: only snappy is accepted")
+        content_type = request.headers.get("content-type", "application/x-protobuf")
+        decoder = _WRITE_DECODERS.get(_proto(content_type))
+        if decoder is None:
+            return self._refuse(
+                415, f"Content-Type {content_type!r}: remote write 1.0 or {CONTENT_TYPE} is accepted"
+            )
+        body = await self._body(request)
+        if isinstance(body, Response):
+            return body
         try:
-            decoded = decode_write_request(body, self.batch_context, self.limits)
+            decoded = decoder(body, self.batch_context, self.limits)
         except WriteRequestError as exc:
             self.counters.add("EventReadFail")
             return self._refuse(400, str(exc))
-        return await run_in_threadpool(self._commit, decoded)
+        failed = await run_in_threadpool(self._commit, decoded)
+        if failed is not None:
+            return failed
+        written = {_WRITTEN.format("Samples"): str(len(decoded.batch))}
+        written.update({_WRITTEN.format(kind): "0" for kind in ("Histograms", "Exemplars")})
+        if decoded.refused_series:
+            return PlainTextResponse(_refusals(decoded) + "\n", status_code=400, headers=written)
+        return Response(status_code=204, headers=written)
 
-    def _commit(self, decoded: DecodedWrite) -> Response:
-        """Put the batch into the channels (blocking: a channel may wait for room), then answer."""
+    async def _receive_otlp(self, request: Request) -> Response:
+        """OTLP/HTTP metrics in protobuf, plain or gzip; answered as OTLP says (200 with an
+        ``ExportMetricsServiceResponse`` whose ``partial_success`` counts refused points)."""
+        self.counters.add("AppendBatchReceivedCount")
+        encoding = request.headers.get("content-encoding", "identity").strip().lower()
+        if encoding not in ("identity", "gzip"):
+            return self._refuse(415, f"Content-Encoding {encoding!r}: gzip or none is accepted")
+        content_type = request.headers.get("content-type", "")
+        if content_type.split(";")[0].strip().lower() != "application/x-protobuf":
+            return self._refuse(
+                415, f"Content-Type {content_type!r}: only application/x-protobuf is accepted"
+            )
+        body = await self._body(request)
+        if isinstance(body, Response):
+            return body
+        try:
+            data = gunzip_body(body, self.limits) if encoding == "gzip" else body
+            if len(data) > self.limits.max_decoded_bytes:
+                raise WriteRequestError(f"the body is over maxDecodedBytes={self.limits.max_decoded_bytes:,}")
+            decoded = decode_otlp_request(data, self.batch_context, self.limits, self.otlp_promote)
+        except WriteRequestError as exc:
+            self.counters.add("EventReadFail")
+            return self._refuse(400, str(exc))
+        failed = await run_in_threadpool(self._commit, decoded)
+        if failed is not None:
+            return failed
+        answer = ExportMetricsServiceResponse()
+        if decoded.refused_series:
+            answer.partial_success.rejected_data_points = decoded.refused_samples
+            answer.partial_success.error_message = _refusals(decoded)
+        return Response(answer.SerializeToString(), status_code=200, media_type="application/x-protobuf")
+
+    def _commit(self, decoded: DecodedWrite) -> Response | None:
+        """Put the batch into the channels (blocking: a channel may wait for room); ``None``
+        once committed, else the answer that asks the sender to retry."""
         counters = self.counters
         batch = decoded.batch
         counters.add("EventReceivedCount", len(batch))
@@ -199,19 +264,40 @@ class RemoteWriteSource(EventDrivenSource):
                 return PlainTextResponse("processing failed, retry later\n", status_code=500)
             counters.add("EventAcceptedCount", len(batch))
         counters.add("AppendBatchAcceptedCount")
-        refused = decoded.refused_series
-        if refused:
-            counters.add("SeriesRefusedCount", refused)
+        if decoded.refused_series:
+            counters.add("SeriesRefusedCount", decoded.refused_series)
             for reason, count in decoded.refused.items():
                 counters.add(f"SeriesRefused{reason}Count", count)
             counters.add("SamplesRefusedCount", decoded.refused_samples)
-            more = refused - len(decoded.examples)
-            by_reason = ", ".join(f"{reason} {count}" for reason, count in decoded.refused.most_common())
-            return PlainTextResponse(
-                f"{refused} series refused ({decoded.refused_samples} samples; {by_reason}), the other "
-                f"{len(batch)} samples stored: {'; '.join(decoded.examples)}"
-                + (f"; and {more} more" if more > 0 else "")
-                + "\n",
-                status_code=400,
-            )
-        return Response(status_code=204)
+        return None
+
+
+def _refusals(decoded: DecodedWrite) -> str:
+    refused = decoded.refused_series
+    more = refused - len(decoded.examples)
+    by_reason = ", ".join(f"{reason} {count}" for reason, count in decoded.refused.most_common())
+    return (
+        f"{refused} series refused ({decoded.refused_samples} samples; {by_reason}), the other "
+        f"{len(decoded.batch)} samples stored: {'; '.join(decoded.examples)}"
+        + (f"; and {more} more" if more > 0 else "")
+    )
+
+
+def _proto(content_type: str) -> str:
+    """The ``proto`` parameter of an ``application/x-protobuf`` type (1.0's when absent), or
+    ``""`` for another type."""
+    media, *parameters = (part.strip() for part in content_type.split(";"))
+    if media.lower() != "application/x-protobuf":
+        return ""
+    for parameter in parameters:
+        key, _, value = parameter.partition("=")
+        if key.strip().lower() == "proto":
+            return value.strip().strip('"')
+    return "prometheus.WriteRequest"
+
+
+_WRITTEN = "X-Prometheus-Remote-Write-{}-Written"
+_WRITE_DECODERS: dict[str, Callable[[bytearray, str, WriteLimits], DecodedWrite]] = {
+    "prometheus.WriteRequest": decode_write_request,
+    "io.prometheus.write.v2.Request": decode_write_request_v2,
+}

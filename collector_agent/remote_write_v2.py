@@ -1,0 +1,206 @@
+"""Prometheus remote write 2.0: the ``io.prometheus.write.v2.Request`` message and its decoding
+into a sample batch.
+
+A Prometheus 3 whose ``remote_write`` block says ``protobuf_message:
+io.prometheus.write.v2.Request`` posts, snappy-compressed (block format), a ``Request``
+(Prometheus's ``prompb/io/prometheus/write/v2/types.proto``) with the ``Content-Type``
+``application/x-protobuf;proto=io.prometheus.write.v2.Request``. Its strings are sent once,
+in ``symbols`` (``symbols[0]`` is the empty string), and each series names its labels by
+``labels_refs``: pairs of indexes into ``symbols``, name then value. The messages are built
+here with protobuf's descriptor API from the fields of that file (as
+:mod:`collector_agent.remote_write` does for 1.0); the protobuf runtime decodes.
+
+Fields kept: a series' labels and ``samples`` (value, epoch-ms time; a NaN keeps its bits,
+so the staleness marker goes through). Read and counted, not kept: ``exemplars``,
+``metadata`` (type, help, unit), samples' start (created) times. Native ``histograms`` refuse
+their series (``Histogram``: Artimon has no histogram type; a Prometheus sends classic
+histograms as ``_bucket``, ``_sum`` and ``_count`` series, which are kept).
+
+Refused as a whole (:class:`WriteRequestError`): a body that is not snappy or over
+``max_decoded_bytes``, more than ``max_elements`` elements (counted from the tags before
+the runtime parses: symbols, series, samples, label references...), not a ``Request``, a
+``symbols`` table that does not start with ``""``, more than ``max_series`` series or
+``max_samples`` samples (with histograms and exemplars). Refused series by series, counted
+by reason: an odd number of label references or one past the table (``UnknownSymbol``),
+more than 33 labels with the name (``TooManyLabels``), a repeated label, and what
+:func:`collector_agent.write_body.check_series` refuses.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache, partial
+from typing import Any
+
+from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
+from google.protobuf.message import DecodeError
+
+from bookkeeper.wire import MAX_LABELS
+from collector_agent.exceptions import WriteRequestError
+from collector_agent.protobuf_budget import ElementBudgetExceeded, WireError, count_elements
+from collector_agent.write_body import (
+    Columns,
+    DecodedWrite,
+    WriteLimits,
+    check_series,
+    explain_series,
+    snappy_body,
+)
+
+__all__ = ["CONTENT_TYPE", "decode_write_request_v2", "messages_v2"]
+
+CONTENT_TYPE = "application/x-protobuf;proto=io.prometheus.write.v2.Request"
+_NAME = "__name__"
+_LABELS_READ = MAX_LABELS + 1
+
+_F = descriptor_pb2.FieldDescriptorProto
+_OPTIONAL, _REPEATED = _F.LABEL_OPTIONAL, _F.LABEL_REPEATED
+# (message, [(field, number, type, label, message type)]) as in io/prometheus/write/v2/types.proto
+_MESSAGES: list[tuple[str, list[tuple[str, int, int, int, str]]]] = [
+    (
+        "Sample",
+        [
+            ("value", 1, _F.TYPE_DOUBLE, _OPTIONAL, ""),
+            ("timestamp", 2, _F.TYPE_INT64, _OPTIONAL, ""),
+            ("start_timestamp", 3, _F.TYPE_INT64, _OPTIONAL, ""),
+        ],
+    ),
+    (
+        "Exemplar",
+        [
+            ("labels_refs", 1, _F.TYPE_UINT32, _REPEATED, ""),
+            ("value", 2, _F.TYPE_DOUBLE, _OPTIONAL, ""),
+            ("timestamp", 3, _F.TYPE_INT64, _OPTIONAL, ""),
+        ],
+    ),
+    (
+        "Metadata",
+        [
+            ("type", 1, _F.TYPE_INT32, _OPTIONAL, ""),
+            ("help_ref", 3, _F.TYPE_UINT32, _OPTIONAL, ""),
+            ("unit_ref", 4, _F.TYPE_UINT32, _OPTIONAL, ""),
+        ],
+    ),
+    # a native histogram's fields are not read: its presence is what matters (the series is refused)
+    ("Histogram", [("timestamp", 15, _F.TYPE_INT64, _OPTIONAL, "")]),
+    (
+        "TimeSeries",
+        [
+            ("labels_refs", 1, _F.TYPE_UINT32, _REPEATED, ""),
+            ("samples", 2, _F.TYPE_MESSAGE, _REPEATED, ".io.prometheus.write.v2.Sample"),
+            ("histograms", 3, _F.TYPE_MESSAGE, _REPEATED, ".io.prometheus.write.v2.Histogram"),
+            ("exemplars", 4, _F.TYPE_MESSAGE, _REPEATED, ".io.prometheus.write.v2.Exemplar"),
+            ("metadata", 5, _F.TYPE_MESSAGE, _OPTIONAL, ".io.prometheus.write.v2.Metadata"),
+        ],
+    ),
+    (
+        "Request",
+        [
+            ("symbols", 4, _F.TYPE_STRING, _REPEATED, ""),
+            ("timeseries", 5, _F.TYPE_MESSAGE, _REPEATED, ".io.prometheus.write.v2.TimeSeries"),
+        ],
+    ),
+]
+
+
+def _build_messages() -> dict[str, Any]:
+    """The message classes, in a pool of their own."""
+    proto = descriptor_pb2.FileDescriptorProto(
+        name="artimon/prometheus_write_v2.proto", package="io.prometheus.write.v2", syntax="proto3"
+    )
+    for message_name, fields in _MESSAGES:
+        message = proto.message_type.add(name=message_name)
+        for field_name, number, kind, label, type_name in fields:
+            added = message.field.add(name=field_name, number=number, type=kind, label=label)
+            if type_name:
+                added.type_name = type_name
+    pool = descriptor_pool.DescriptorPool()
+    pool.Add(proto)
+    return {
+        name: message_factory.GetMessageClass(pool.FindMessageTypeByName(f"io.prometheus.write.v2.{name}"))
+        for name, _ in _MESSAGES
+    }
+
+
+messages_v2: dict[str, Any] = _build_messages()
+"""The protobuf classes by message name (``messages_v2["Request"]()`` builds one)."""
+
+
+@lru_cache(maxsize=100_000)
+def _series_key(pairs: tuple[tuple[str, str], ...]) -> tuple[str, str] | str:
+    """The checked key of one series' ``(name, value)`` labels, or the reason it is refused."""
+    labels = dict(pairs)
+    if len(labels) != len(pairs):
+        return "RepeatedLabel"
+    return check_series(labels.pop(_NAME, None), labels)
+
+
+def _explain(pairs: tuple[tuple[str, str], ...]) -> str:
+    labels = dict(pairs)
+    if len(labels) != len(pairs):
+        return f"a series repeats a label name: {pairs!r}"
+    name = labels.pop(_NAME, None)
+    return f"a series without {_NAME}: {labels}" if name is None else explain_series(name, labels)
+
+
+def _parse(data: bytearray, limits: WriteLimits) -> Any:
+    try:
+        count_elements(data, messages_v2["Request"].DESCRIPTOR, limits.max_elements)
+        request = messages_v2["Request"].FromString(memoryview(data))
+    except ElementBudgetExceeded:
+        raise WriteRequestError(
+            f"the request holds more than maxElements={limits.max_elements:,} elements "
+            "(symbols, series, samples, label references...)"
+        ) from None
+    except (WireError, DecodeError) as exc:
+        raise WriteRequestError(f"the body is not an io.prometheus.write.v2.Request: {exc}") from None
+    if len(request.symbols) and request.symbols[0] != "":
+        raise WriteRequestError("the symbols table does not start with the empty string")
+    if len(request.timeseries) > limits.max_series:
+        raise WriteRequestError(f"the request holds more than maxSeries={limits.max_series:,} series")
+    return request
+
+
+def decode_write_request_v2(body: bytes | bytearray, context: str, limits: WriteLimits) -> DecodedWrite:
+    """Decode a snappy-compressed remote-write 2.0 ``Request`` into one batch of context
+    ``context`` (module doc)."""
+    request = _parse(snappy_body(body, limits), limits)
+    symbols = list(request.symbols)
+    columns = Columns()
+    decoded = DecodedWrite(columns.batch(context), len(request.timeseries))
+    points = 0
+    for series in request.timeseries:
+        samples, refs = series.samples, series.labels_refs
+        histograms, exemplars = len(series.histograms), len(series.exemplars)
+        points += len(samples) + histograms + exemplars
+        if points > limits.max_samples:
+            raise WriteRequestError(
+                f"the request holds more than maxSamples={limits.max_samples:,} samples "
+                "(counting histograms and exemplars)"
+            )
+        decoded.exemplars += exemplars
+        decoded.metadata += series.HasField("metadata")
+        reason = _shape_refusal(refs, len(symbols), histograms)
+        if reason:
+            decoded.refuse(reason, len(samples) + histograms)
+            continue
+        pairs = tuple(
+            zip([symbols[ref] for ref in refs[::2]], [symbols[ref] for ref in refs[1::2]], strict=True)
+        )
+        key = _series_key(pairs)
+        if isinstance(key, str):
+            decoded.refuse(key, len(samples), partial(_explain, pairs))
+        else:
+            columns.add_samples(key, samples)
+    decoded.batch = columns.batch(context)
+    return decoded
+
+
+def _shape_refusal(refs: Any, symbols: int, histograms: int) -> str:
+    """The reason a series is refused before its labels are read, or ``""``."""
+    if histograms:
+        return "Histogram"
+    if len(refs) > 2 * _LABELS_READ:
+        return "TooManyLabels"
+    if len(refs) % 2 or (len(refs) and max(refs) >= symbols):
+        return "UnknownSymbol"
+    return ""
