@@ -313,7 +313,7 @@ def decode_otlp_request(
     ``context`` (module doc); ``promote``: resource attributes that become labels."""
     try:
         count_elements(data, ExportMetricsServiceRequest.DESCRIPTOR, limits.max_elements)
-        request = ExportMetricsServiceRequest.FromString(bytes(data))
+        request = ExportMetricsServiceRequest.FromString(memoryview(data))
     except ElementBudgetExceeded:
         raise WriteRequestError(
             f"the request holds more than maxElements={limits.max_elements:,} elements "

@@ -36,6 +36,7 @@ MAX_DEPTH = 32  # the runtime's own default recursion limit is 100; no receiver'
 Buffer = bytes | bytearray
 
 _VARINT, _FIXED64, _LEN, _FIXED32 = 0, 1, 2, 5
+_CHUNK = 1 << 20
 # how a field's occurrences cost: a message (descended into), a string or bytes, packed varints
 _MESSAGE, _STRING, _PACKED_VARINT, _SCALAR = 0, 1, 2, 3
 _VARINT_TYPES = {
@@ -155,11 +156,14 @@ class _Counter:
             if wire != _LEN or kind == _SCALAR:
                 continue
             if kind == _PACKED_VARINT:
-                self.add(self._varints(value_start, value_end))
+                self._varints(value_start, value_end)
             elif kind == _MESSAGE and sub is not None and _plan(sub)[1]:
                 self.walk(sub, value_start, value_end, depth + 1)
 
-    def _varints(self, start: int, end: int) -> int:
-        # every varint ends with the one byte of the run whose top bit is clear
-        view = np.frombuffer(self.data, dtype=np.uint8, count=end - start, offset=start)
-        return int(np.count_nonzero(view < 0x80))
+    def _varints(self, start: int, end: int) -> None:
+        # every varint ends with the one byte of its run whose top bit is clear; counted a
+        # MiB at a time, so that a long run stops at the budget and costs a MiB of memory
+        for chunk in range(start, end, _CHUNK):
+            count = min(_CHUNK, end - chunk)
+            view = np.frombuffer(self.data, dtype=np.uint8, count=count, offset=chunk)
+            self.add(int(np.count_nonzero(view < 0x80)))

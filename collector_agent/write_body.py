@@ -34,6 +34,7 @@ __all__ = [
 ]
 
 EXAMPLES_KEPT = 5
+_GZIP_CHUNK = 1 << 20
 # reason -> what it means; each is counted as SeriesRefused<reason>Count by the receiver
 SERIES_REFUSALS = {
     "NoName": "a series without a name (__name__)",
@@ -108,17 +109,25 @@ def snappy_body(body: bytes | bytearray, limits: WriteLimits) -> bytearray:
     return out
 
 
-def gunzip_body(body: bytes | bytearray, limits: WriteLimits) -> bytes:
-    """``body`` decompressed from gzip, stopped (and refused) past ``max_decoded_bytes``."""
+def gunzip_body(body: bytes | bytearray, limits: WriteLimits) -> bytearray:
+    """``body`` decompressed from gzip a MiB at a time into one buffer, refused as soon as it
+    passes ``max_decoded_bytes``."""
     inflater = zlib.decompressobj(wbits=zlib.MAX_WBITS | 16)
+    out = bytearray()
+    pending: bytes | bytearray = body
     try:
-        out = inflater.decompress(body, limits.max_decoded_bytes + 1)
+        while pending or not inflater.eof:
+            out += inflater.decompress(pending, _GZIP_CHUNK)
+            if len(out) > limits.max_decoded_bytes:
+                raise WriteRequestError(
+                    f"the body decompresses to more than maxDecodedBytes={limits.max_decoded_bytes:,} bytes"
+                )
+            pending = inflater.unconsumed_tail
+            if not pending and not inflater.eof:
+                out += inflater.flush()
+                break
     except zlib.error as exc:
         raise WriteRequestError(f"the body is not gzip: {exc}") from None
-    if len(out) > limits.max_decoded_bytes:
-        raise WriteRequestError(
-            f"the body decompresses to more than maxDecodedBytes={limits.max_decoded_bytes:,} bytes"
-        )
     if not inflater.eof:
         raise WriteRequestError("the body is not gzip: it ends before its stream does")
     return out

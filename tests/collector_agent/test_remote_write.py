@@ -36,6 +36,7 @@ def properties(capacity: int, vhms_port: int) -> str:
         "maxBodySize": 262144,
         "maxDecodedBytes": 524288,
         "maxSamples": 5000,
+        "maxElements": 20000,
         "readTimeout": 1,
         "channels": "ch",
     }
