@@ -1,32 +1,42 @@
-"""``prometheus_remote_write``: a Prometheus remote-write 1.0 receiver, ``POST /api/v1/write``.
+"""``prometheus_remote_write``: Prometheus remote write 1.0 and 2.0 (``POST /api/v1/write``)
+and OTLP/HTTP metrics (``POST /api/v1/otlp/v1/metrics``) on one HTTP listener.
 
 A Prometheus server (or any remote-write client: Grafana Agent, vmagent, OpenTelemetry's
 exporter) configured with ``remote_write: [{url: http://<bind>:<port>/api/v1/write}]``
-sends snappy-compressed protobuf ``WriteRequest`` bodies; each request becomes one event
-whose body is an Avro sample batch (``bookkeeper/ground/sample_batch.avsc``) and whose
-headers are ``artimon.context`` (the ``context`` key) and ``artimon.source`` (this
-source's name). There is no ``artimon.round`` header: every sample keeps its own time
-down to the millisecond. Names and labels map as :mod:`collector_agent.remote_write` says.
+sends snappy-compressed protobuf bodies, a 1.0 ``WriteRequest`` or, with the ``Content-Type``
+``application/x-protobuf;proto=io.prometheus.write.v2.Request``, a 2.0 ``Request``; an
+OpenTelemetry SDK or Collector posts an ``ExportMetricsServiceRequest`` (protobuf, plain or
+gzip) to ``otlpPath``. Each request becomes one event whose body is an Avro sample batch
+(``bookkeeper/ground/sample_batch.avsc``) and whose headers are ``artimon.context`` (the
+``context`` key) and ``artimon.source`` (this source's name). There is no ``artimon.round``
+header: every sample keeps its own time down to the millisecond. Names and labels map as
+:mod:`collector_agent.remote_write`, :mod:`collector_agent.remote_write_v2` and
+:mod:`collector_agent.otlp` say.
 
-Answers, so that Prometheus retries what it should and only that (it retries 5xx and 408,
-drops the request on any other 4xx):
+Answers, so that a sender retries what it should and only that (Prometheus retries 5xx and
+408 and drops the request on any other 4xx; an OTLP exporter retries 429, 502, 503, 504):
 
-- 204: the batch is committed in every required channel;
-- 400: the body is not snappy, not a ``WriteRequest``, or over ``maxSeries``,
-  ``maxSamples`` or ``maxDecodedBytes``; or some series were refused one by one (the others were committed
-  first, and the text names the first refusals);
+- 204 (remote write), with ``X-Prometheus-Remote-Write-{Samples,Histograms,Exemplars}-Written``;
+  200 (OTLP) with an ``ExportMetricsServiceResponse``: the batch is committed in every
+  required channel (OTLP's ``partial_success`` counts the points refused one by one);
+- 400: the body is not snappy (gzip), not the message, or over ``maxSeries``,
+  ``maxSamples``, ``maxElements`` or ``maxDecodedBytes``; or, in remote write, some series
+  were refused one by one (the others were committed first, and the text counts the
+  refusals by reason and words the first five);
 - 408: the body did not arrive within ``readTimeout``;
 - 413: the body is over ``maxBodySize``;
-- 415: a ``Content-Encoding`` other than snappy, or a remote-write 2.0 ``Content-Type``;
+- 415: an encoding or a content type that is not one of the above;
 - 503: a required channel refused the batch (full);
 - 500: anything else went wrong on our side.
 
 Keys: ``bind`` (required, as for the ``thrift`` source), ``port`` (required, 0 =
-ephemeral), ``path`` (default ``/api/v1/write``), ``context`` (default ``prometheus``),
-``maxBodySize`` (compressed bytes, default 8 MiB), ``maxDecodedBytes`` (default 32 MiB),
-``maxSeries`` (per request, default 100,000), ``maxSamples`` (per request, default 200,000),
-``readTimeout`` (s, default 30),
-``maxConnections`` (concurrent requests, default 64; more get uvicorn's 503).
+ephemeral), ``path`` (default ``/api/v1/write``), ``otlpPath`` (default
+``/api/v1/otlp/v1/metrics``), ``otlpPromoteResourceAttributes`` (resource attributes made
+labels, comma-separated), ``context`` (default ``prometheus``), ``maxBodySize`` (compressed
+bytes, default 8 MiB), ``maxDecodedBytes`` (default 32 MiB), ``maxSeries`` (per request,
+default 100,000), ``maxSamples`` (per request, default 200,000), ``maxElements`` (a 2.0 or
+OTLP parse, default 1,000,000), ``readTimeout`` (s, default 30), ``maxConnections``
+(concurrent requests, default 64; more get uvicorn's 503).
 
 Counted besides the source counters (``AppendBatchReceivedCount`` per request,
 ``EventReceivedCount``/``EventAcceptedCount`` per sample): ``RequestRefusedCount`` (400,
