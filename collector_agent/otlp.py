@@ -39,6 +39,7 @@ Refused as a whole (:class:`WriteRequestError`): bytes that are not an
 from __future__ import annotations
 
 import base64
+import itertools
 import json
 import math
 import re
@@ -222,29 +223,34 @@ class _Converter:
         kind = metric.WhichOneof("data")
         handler: Callable[[Any, _Resource], None] | None = getattr(self, f"_{kind}", None)
         if handler is None:
-            points = len(getattr(metric, kind).data_points) if kind else 0
-            self.count(points)
-            self.decoded.refuse(
-                "Unsupported", points, lambda: f"metric {metric.name!r}: OTLP {kind} is not kept"
+            points = getattr(metric, kind).data_points if kind else []
+            self._refuse_metric(
+                "Unsupported", points, resource, f"metric {metric.name!r}: OTLP {kind} is not kept"
             )
             return
         handler(metric, resource)
+
+    def _refuse_metric(self, reason: str, points: Any, resource: _Resource, why: str) -> None:
+        """A metric refused whole; its points' times still bound ``target_info``, as Prometheus's."""
+        self.count(len(points))
+        for point in points:
+            resource.saw(point.time_unix_nano // 1_000_000)
+        self.decoded.refuse(reason, len(points), partial(str, why))
 
     def _gauge(self, metric: Any, resource: _Resource) -> None:
         self._numbers(metric_name(metric.name, metric.unit, "gauge"), metric.gauge.data_points, resource)
 
     def _sum(self, metric: Any, resource: _Resource) -> None:
-        if self._delta(metric, metric.sum):
+        if self._delta(metric, metric.sum, resource):
             return
         kind = "counter" if metric.sum.is_monotonic else "sum"
         self._numbers(metric_name(metric.name, metric.unit, kind), metric.sum.data_points, resource)
 
-    def _delta(self, metric: Any, data: Any) -> bool:
+    def _delta(self, metric: Any, data: Any, resource: _Resource) -> bool:
         if data.aggregation_temporality == _CUMULATIVE:
             return False
-        points = len(data.data_points)
-        self.count(points)
-        self.decoded.refuse("Delta", points, lambda: f"metric {metric.name!r}: delta temporality is not kept")
+        why = f"metric {metric.name!r}: delta temporality is not kept"
+        self._refuse_metric("Delta", data.data_points, resource, why)
         return True
 
     def _numbers(self, name: str, points: Any, resource: _Resource) -> None:
@@ -258,7 +264,7 @@ class _Converter:
             self.emit(name, resource.labels(point.attributes), value, time_ms)
 
     def _histogram(self, metric: Any, resource: _Resource) -> None:
-        if self._delta(metric, metric.histogram):
+        if self._delta(metric, metric.histogram, resource):
             return
         name = metric_name(metric.name, metric.unit, "histogram")
         for point in metric.histogram.data_points:
@@ -301,8 +307,9 @@ class _Converter:
             return
         labels = {**resource.info, **resource.identity}
         times = range(resource.earliest, resource.latest, _TARGET_INFO_STEP_MS)
-        self.count(len(times))
-        for time_ms in [*times, resource.latest]:
+        if len(times) >= self.limits.max_samples:
+            self.count(len(times))  # refuses at once: a span of years between two points
+        for time_ms in itertools.chain(times, [resource.latest]):
             self.emit("target_info", labels, 1.0, time_ms)
 
 

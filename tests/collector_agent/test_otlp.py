@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import gzip
 import math
+import struct
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -26,7 +27,9 @@ from opentelemetry.sdk.resources import Resource
 from artimon.stack import agent_properties
 from bookkeeper.ground import BackgroundServer
 from collector_agent import Agent
-from collector_agent.otlp import label_name, metric_name
+from collector_agent.exceptions import WriteRequestError
+from collector_agent.otlp import STALE_NAN, decode_otlp_request, label_name, metric_name
+from collector_agent.write_body import WriteLimits
 from query_dsl import create_app
 from vhms import LocalClient
 from vhms.server import Store, VhmsService
@@ -267,3 +270,55 @@ def test_metric_names_as_prometheus_writes_them(name: str, unit: str, kind: str,
 )
 def test_label_names_as_prometheus_writes_them(key: str, expected: str) -> None:
     assert label_name(key) == expected
+
+
+def bits(value: float) -> int:
+    return int(struct.unpack("<q", struct.pack("<d", value))[0])
+
+
+def test_summaries_stale_points_collisions_and_promoted_attributes() -> None:
+    request = ExportMetricsServiceRequest()
+    resource_metrics = request.resource_metrics.add()
+    for key, value in (("service.name", "api"), ("k8s.pod.name", "p1"), ("region", "eu")):
+        resource_metrics.resource.attributes.add(key=key).value.string_value = value
+    metrics = resource_metrics.scope_metrics.add().metrics
+    summary = metrics.add(name="rpc.latency", unit="ms").summary.data_points.add(
+        time_unix_nano=5_000_000_000, count=3, sum=6.0
+    )
+    summary.quantile_values.add(quantile=0.5, value=2.0)
+    gone = metrics.add(name="queue.depth").gauge.data_points.add(time_unix_nano=6_000_000_000, flags=1)
+    gone.attributes.add(key="a.b").value.string_value = "x"
+    gone.attributes.add(key="a_b").value.int_value = 7
+    gone.attributes.add(key="region").value.string_value = "us"
+    promote = frozenset({"region", "k8s.pod.name"})
+    batch = decode_otlp_request(request.SerializeToString(), "c", WriteLimits(), promote).batch
+    keys = {
+        f"{batch.names[n]}{{{batch.label_sets[s]}}}"
+        for n, s in zip(batch.name_ids, batch.label_set_ids, strict=True)
+    }
+    assert keys == {
+        "rpc_latency_milliseconds{job=api,k8s_pod_name=p1,quantile=0.5,region=eu}",
+        "rpc_latency_milliseconds_sum{job=api,k8s_pod_name=p1,region=eu}",
+        "rpc_latency_milliseconds_count{job=api,k8s_pod_name=p1,region=eu}",
+        # the point's own region wins over the promoted one; a.b and a_b meet as a_b
+        "queue_depth{a_b=x;7,job=api,k8s_pod_name=p1,region=us}",
+        "target_info{job=api,k8s_pod_name=p1,region=eu}",
+    }
+    stale = [
+        int(v) for n, v in zip(batch.name_ids, batch.values, strict=True) if batch.names[n] == "queue_depth"
+    ]
+    assert stale == [bits(STALE_NAN)] and bits(STALE_NAN) == 0x7FF0000000000002
+
+
+def test_exponential_histograms_and_absurd_spans_are_refused() -> None:
+    request = ExportMetricsServiceRequest()
+    resource_metrics = request.resource_metrics.add()
+    resource_metrics.resource.attributes.add(key="service.name").value.string_value = "api"
+    resource_metrics.resource.attributes.add(key="host.name").value.string_value = "h"
+    metrics = resource_metrics.scope_metrics.add().metrics
+    metrics.add(name="native").exponential_histogram.data_points.add(time_unix_nano=1)
+    decoded = decode_otlp_request(request.SerializeToString(), "c", WriteLimits())
+    assert decoded.refused == {"Unsupported": 1} and len(decoded.batch) == 1  # target_info alone
+    metrics.add(name="late").gauge.data_points.add(time_unix_nano=3_000_000_000 * 10**9, as_double=1)
+    with pytest.raises(WriteRequestError, match="maxSamples"):  # target_info over 95 years
+        decode_otlp_request(request.SerializeToString(), "c", WriteLimits())
