@@ -48,14 +48,19 @@ from collections.abc import Callable
 from functools import lru_cache, partial
 from typing import Any
 
-from google.protobuf.message import DecodeError
 from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import ExportMetricsServiceRequest
 from opentelemetry.proto.metrics.v1.metrics_pb2 import AggregationTemporality
 
 from bookkeeper import format_bound
 from collector_agent.exceptions import WriteRequestError
-from collector_agent.protobuf_budget import ElementBudgetExceeded, WireError, count_elements
-from collector_agent.write_body import Columns, DecodedWrite, WriteLimits, check_series, explain_series
+from collector_agent.write_body import (
+    Columns,
+    DecodedWrite,
+    WriteLimits,
+    check_series,
+    explain_series,
+    parse_counted,
+)
 
 __all__ = ["STALE_NAN", "decode_otlp_request", "label_name", "metric_name"]
 
@@ -193,6 +198,14 @@ class _Resource:
         self.latest = max(self.latest, time_ms)
 
 
+def _read_point(point: Any, resource: _Resource) -> tuple[int, dict[str, str], bool]:
+    """A data point's time in ms (noted by its resource), labels, and whether it is flagged
+    "no recorded value"."""
+    time_ms: int = point.time_unix_nano // 1_000_000
+    resource.saw(time_ms)
+    return time_ms, resource.labels(point.attributes), bool(point.flags & _NO_RECORDED_VALUE)
+
+
 class _Converter:
     """Emits the samples of a request into the batch's columns, counting them against
     ``max_samples`` and refusals by reason."""
@@ -268,10 +281,7 @@ class _Converter:
             return
         name = metric_name(metric.name, metric.unit, "histogram")
         for point in metric.histogram.data_points:
-            time_ms = point.time_unix_nano // 1_000_000
-            resource.saw(time_ms)
-            labels = resource.labels(point.attributes)
-            stale = bool(point.flags & _NO_RECORDED_VALUE)
+            time_ms, labels, stale = _read_point(point, resource)
             bounds, counts = list(point.explicit_bounds), list(point.bucket_counts)
             if counts and len(counts) != len(bounds) + 1:
                 self.count(1)
@@ -290,10 +300,7 @@ class _Converter:
     def _summary(self, metric: Any, resource: _Resource) -> None:
         name = metric_name(metric.name, metric.unit, "summary")
         for point in metric.summary.data_points:
-            time_ms = point.time_unix_nano // 1_000_000
-            resource.saw(time_ms)
-            labels = resource.labels(point.attributes)
-            stale = bool(point.flags & _NO_RECORDED_VALUE)
+            time_ms, labels, stale = _read_point(point, resource)
             for quantile in point.quantile_values:
                 value = STALE_NAN if stale else quantile.value
                 self.emit(name, {**labels, "quantile": format_bound(quantile.quantile)}, value, time_ms)
@@ -318,16 +325,8 @@ def decode_otlp_request(
 ) -> DecodedWrite:
     """Decode an uncompressed ``ExportMetricsServiceRequest`` into one batch of context
     ``context`` (module doc); ``promote``: resource attributes that become labels."""
-    try:
-        count_elements(data, ExportMetricsServiceRequest.DESCRIPTOR, limits.max_elements)
-        request = ExportMetricsServiceRequest.FromString(memoryview(data))
-    except ElementBudgetExceeded:
-        raise WriteRequestError(
-            f"the request holds more than maxElements={limits.max_elements:,} elements "
-            "(messages, strings, numbers)"
-        ) from None
-    except (WireError, DecodeError) as exc:
-        raise WriteRequestError(f"the body is not an OTLP ExportMetricsServiceRequest: {exc}") from None
+    name = "an OTLP ExportMetricsServiceRequest"
+    request = parse_counted(ExportMetricsServiceRequest, data, limits, name, "messages, strings, numbers")
     columns = Columns()
     decoded = DecodedWrite(columns.batch(context), 0)
     converter = _Converter(limits, decoded, columns)

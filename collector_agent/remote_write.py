@@ -40,7 +40,7 @@ from __future__ import annotations
 from functools import lru_cache, partial
 from typing import Any
 
-from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
+from google.protobuf import descriptor_pb2
 from google.protobuf.message import DecodeError
 
 from bookkeeper.wire import MAX_LABELS
@@ -49,9 +49,11 @@ from collector_agent.protobuf_budget import ElementBudgetExceeded, WireError, co
 from collector_agent.write_body import (
     Columns,
     DecodedWrite,
+    MessageSpec,
     WriteLimits,
     check_series,
     explain_series,
+    message_classes,
     snappy_body,
 )
 
@@ -65,7 +67,7 @@ _TIMESERIES, _METADATA = 1, 3
 
 _F = descriptor_pb2.FieldDescriptorProto
 # (message, [(field, number, type, label, message type)]) as in prompb/types.proto and remote.proto
-_MESSAGES: list[tuple[str, list[tuple[str, int, int, int, str]]]] = [
+_MESSAGES: MessageSpec = [
     (
         "Label",
         [
@@ -138,26 +140,7 @@ _MESSAGES: list[tuple[str, list[tuple[str, int, int, int, str]]]] = [
 ]
 
 
-def _build_messages() -> dict[str, Any]:
-    """The message classes, in a pool of their own (the default pool may hold another
-    ``prometheus`` package, e.g. from a generated module)."""
-    proto = descriptor_pb2.FileDescriptorProto(name="artimon/prometheus_remote.proto", package="prometheus")
-    proto.syntax = "proto3"
-    for message_name, fields in _MESSAGES:
-        message = proto.message_type.add(name=message_name)
-        for field_name, number, kind, label, type_name in fields:
-            added = message.field.add(name=field_name, number=number, type=kind, label=label)
-            if type_name:
-                added.type_name = type_name
-    pool = descriptor_pool.DescriptorPool()
-    pool.Add(proto)
-    return {
-        name: message_factory.GetMessageClass(pool.FindMessageTypeByName(f"prometheus.{name}"))
-        for name, _ in _MESSAGES
-    }
-
-
-messages: dict[str, Any] = _build_messages()
+messages: dict[str, Any] = message_classes("artimon/prometheus_remote.proto", "prometheus", _MESSAGES)
 """The protobuf classes by message name (``messages["WriteRequest"]()`` builds one)."""
 
 

@@ -31,18 +31,19 @@ from __future__ import annotations
 from functools import lru_cache, partial
 from typing import Any
 
-from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
-from google.protobuf.message import DecodeError
+from google.protobuf import descriptor_pb2
 
 from bookkeeper.wire import MAX_LABELS
 from collector_agent.exceptions import WriteRequestError
-from collector_agent.protobuf_budget import ElementBudgetExceeded, WireError, count_elements
 from collector_agent.write_body import (
     Columns,
     DecodedWrite,
+    MessageSpec,
     WriteLimits,
     check_series,
     explain_series,
+    message_classes,
+    parse_counted,
     snappy_body,
 )
 
@@ -55,7 +56,7 @@ _LABELS_READ = MAX_LABELS + 1
 _F = descriptor_pb2.FieldDescriptorProto
 _OPTIONAL, _REPEATED = _F.LABEL_OPTIONAL, _F.LABEL_REPEATED
 # (message, [(field, number, type, label, message type)]) as in io/prometheus/write/v2/types.proto
-_MESSAGES: list[tuple[str, list[tuple[str, int, int, int, str]]]] = [
+_MESSAGES: MessageSpec = [
     (
         "Sample",
         [
@@ -102,26 +103,9 @@ _MESSAGES: list[tuple[str, list[tuple[str, int, int, int, str]]]] = [
 ]
 
 
-def _build_messages() -> dict[str, Any]:
-    """The message classes, in a pool of their own."""
-    proto = descriptor_pb2.FileDescriptorProto(
-        name="artimon/prometheus_write_v2.proto", package="io.prometheus.write.v2", syntax="proto3"
-    )
-    for message_name, fields in _MESSAGES:
-        message = proto.message_type.add(name=message_name)
-        for field_name, number, kind, label, type_name in fields:
-            added = message.field.add(name=field_name, number=number, type=kind, label=label)
-            if type_name:
-                added.type_name = type_name
-    pool = descriptor_pool.DescriptorPool()
-    pool.Add(proto)
-    return {
-        name: message_factory.GetMessageClass(pool.FindMessageTypeByName(f"io.prometheus.write.v2.{name}"))
-        for name, _ in _MESSAGES
-    }
-
-
-messages_v2: dict[str, Any] = _build_messages()
+messages_v2: dict[str, Any] = message_classes(
+    "artimon/prometheus_write_v2.proto", "io.prometheus.write.v2", _MESSAGES
+)
 """The protobuf classes by message name (``messages_v2["Request"]()`` builds one)."""
 
 
@@ -143,16 +127,10 @@ def _explain(pairs: tuple[tuple[str, str], ...]) -> str:
 
 
 def _parse(data: bytearray, limits: WriteLimits) -> Any:
-    try:
-        count_elements(data, messages_v2["Request"].DESCRIPTOR, limits.max_elements)
-        request = messages_v2["Request"].FromString(memoryview(data))
-    except ElementBudgetExceeded:
-        raise WriteRequestError(
-            f"the request holds more than maxElements={limits.max_elements:,} elements "
-            "(symbols, series, samples, label references...)"
-        ) from None
-    except (WireError, DecodeError) as exc:
-        raise WriteRequestError(f"the body is not an io.prometheus.write.v2.Request: {exc}") from None
+    elements = "symbols, series, samples, label references..."
+    request = parse_counted(
+        messages_v2["Request"], data, limits, "an io.prometheus.write.v2.Request", elements
+    )
     if len(request.symbols) and request.symbols[0] != "":
         raise WriteRequestError("the symbols table does not start with the empty string")
     if len(request.timeseries) > limits.max_series:

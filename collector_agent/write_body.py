@@ -16,20 +16,26 @@ from typing import Any
 
 import cramjam
 import numpy as np
+from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
+from google.protobuf.message import DecodeError
 
 from bookkeeper import BookkeeperError, SampleBatch, VarType
 from bookkeeper.wire import MAX_LABELS, format_labels, validate_labels, validate_name
 from collector_agent.exceptions import WriteRequestError
+from collector_agent.protobuf_budget import ElementBudgetExceeded, WireError, count_elements
 
 __all__ = [
     "EXAMPLES_KEPT",
     "SERIES_REFUSALS",
     "Columns",
     "DecodedWrite",
+    "MessageSpec",
     "WriteLimits",
     "check_series",
     "explain_series",
     "gunzip_body",
+    "message_classes",
+    "parse_counted",
     "snappy_body",
 ]
 
@@ -131,6 +137,45 @@ def gunzip_body(body: bytes | bytearray, limits: WriteLimits) -> bytearray:
     if not inflater.eof:
         raise WriteRequestError("the body is not gzip: it ends before its stream does")
     return out
+
+
+# (message, [(field, number, type, label, message type)]): a .proto file's messages, field by field
+MessageSpec = list[tuple[str, list[tuple[str, int, int, int, str]]]]
+
+
+def message_classes(file_name: str, package: str, spec: MessageSpec) -> dict[str, Any]:
+    """The classes of ``spec``'s messages built with protobuf's descriptor API, in a pool of
+    their own (the default pool may hold another message of the same name)."""
+    proto = descriptor_pb2.FileDescriptorProto(name=file_name, package=package, syntax="proto3")
+    for message_name, fields in spec:
+        message = proto.message_type.add(name=message_name)
+        for field_name, number, kind, label, type_name in fields:
+            added = message.field.add(name=field_name, number=number, type=kind, label=label)
+            if type_name:
+                added.type_name = type_name
+    pool = descriptor_pool.DescriptorPool()
+    pool.Add(proto)
+    return {
+        name: message_factory.GetMessageClass(pool.FindMessageTypeByName(f"{package}.{name}"))
+        for name, _ in spec
+    }
+
+
+def parse_counted(
+    message_class: Any, data: bytes | bytearray, limits: WriteLimits, name: str, elements: str
+) -> Any:
+    """``data`` parsed as ``message_class`` once its elements are counted within
+    ``max_elements`` (:func:`collector_agent.protobuf_budget.count_elements`); ``name`` and
+    ``elements`` name the message and what it holds in the refusals."""
+    try:
+        count_elements(data, message_class.DESCRIPTOR, limits.max_elements)
+        return message_class.FromString(memoryview(data))
+    except ElementBudgetExceeded:
+        raise WriteRequestError(
+            f"the request holds more than maxElements={limits.max_elements:,} elements ({elements})"
+        ) from None
+    except (WireError, DecodeError) as exc:
+        raise WriteRequestError(f"the body is not {name}: {exc}") from None
 
 
 def check_series(name: str | None, labels: Mapping[str, str]) -> tuple[str, str] | str:

@@ -53,6 +53,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable
+from functools import partial
 
 from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import ExportMetricsServiceResponse
 from starlette.applications import Starlette
@@ -202,14 +203,9 @@ class RemoteWriteSource(EventDrivenSource):
         body = await self._body(request)
         if isinstance(body, Response):
             return body
-        try:
-            decoded = decoder(body, self.batch_context, self.limits)
-        except WriteRequestError as exc:
-            self.counters.add("EventReadFail")
-            return self._refuse(400, str(exc))
-        failed = await run_in_threadpool(self._commit, decoded)
-        if failed is not None:
-            return failed
+        decoded = await self._decode_and_commit(partial(decoder, body, self.batch_context, self.limits))
+        if isinstance(decoded, Response):
+            return decoded
         written = {_WRITTEN.format("Samples"): str(len(decoded.batch))}
         written.update({_WRITTEN.format(kind): "0" for kind in ("Histograms", "Exemplars")})
         if decoded.refused_series:
@@ -231,22 +227,31 @@ class RemoteWriteSource(EventDrivenSource):
         body = await self._body(request)
         if isinstance(body, Response):
             return body
-        try:
-            data = gunzip_body(body, self.limits) if encoding == "gzip" else body
-            if len(data) > self.limits.max_decoded_bytes:
-                raise WriteRequestError(f"the body is over maxDecodedBytes={self.limits.max_decoded_bytes:,}")
-            decoded = decode_otlp_request(data, self.batch_context, self.limits, self.otlp_promote)
-        except WriteRequestError as exc:
-            self.counters.add("EventReadFail")
-            return self._refuse(400, str(exc))
-        failed = await run_in_threadpool(self._commit, decoded)
-        if failed is not None:
-            return failed
+        decoded = await self._decode_and_commit(partial(self._decode_otlp, body, encoding == "gzip"))
+        if isinstance(decoded, Response):
+            return decoded
         answer = ExportMetricsServiceResponse()
         if decoded.refused_series:
             answer.partial_success.rejected_data_points = decoded.refused_samples
             answer.partial_success.error_message = _refusals(decoded)
         return Response(answer.SerializeToString(), status_code=200, media_type="application/x-protobuf")
+
+    def _decode_otlp(self, body: bytearray, gzipped: bool) -> DecodedWrite:
+        data = gunzip_body(body, self.limits) if gzipped else body
+        if len(data) > self.limits.max_decoded_bytes:
+            raise WriteRequestError(f"the body is over maxDecodedBytes={self.limits.max_decoded_bytes:,}")
+        return decode_otlp_request(data, self.batch_context, self.limits, self.otlp_promote)
+
+    async def _decode_and_commit(self, decode: Callable[[], DecodedWrite]) -> DecodedWrite | Response:
+        """The decoded request once committed, or the answer refusing it (400) or asking the
+        sender to retry; decoded here, on the event loop, one request at a time."""
+        try:
+            decoded = decode()
+        except WriteRequestError as exc:
+            self.counters.add("EventReadFail")
+            return self._refuse(400, str(exc))
+        failed = await run_in_threadpool(self._commit, decoded)
+        return decoded if failed is None else failed
 
     def _commit(self, decoded: DecodedWrite) -> Response | None:
         """Put the batch into the channels (blocking: a channel may wait for room); ``None``

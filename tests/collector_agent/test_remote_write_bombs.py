@@ -109,7 +109,7 @@ def agent(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[int, str]]
             sinks={"k": {"type": "null", "channel": "c"}},
         )
     )
-    command = [sys.executable, "-m", "artimon", "agent", "-f", str(conf), "-n", "a"]
+    command = [sys.executable, "-m", "artimon", "agent", "-f", str(conf), "-n", "a", "--monitor-port", "0"]
     process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     url = f"http://127.0.0.1:{port}"
     try:
