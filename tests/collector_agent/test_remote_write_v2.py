@@ -1,24 +1,47 @@
-"""Remote write 2.0 into the ``prometheus_remote_write`` source: a stream of
-``io.prometheus.write.v2.Request`` (built with the protobuf runtime from Prometheus's
-published ``types.proto``, as a Prometheus 3 sends it: a symbol table, label references,
-metadata, exemplars) lands in a real VHMS and answers PromQL; the answer carries the
-``X-Prometheus-Remote-Write-*-Written`` headers; bad bodies get 400s with reasons."""
+"""Remote write 2.0 into the ``prometheus_remote_write`` source: a real Prometheus 3 (built
+with ``go install`` into ``~/.cache/artimon/go/bin``, see :data:`PROMETHEUS_3`) sending
+``protobuf_message: io.prometheus.write.v2.Request``, and streams of requests built with the
+protobuf runtime from Prometheus's published ``types.proto`` as a Prometheus 3 sends them (a
+symbol table, label references, metadata, exemplars), land in a real VHMS; the answer
+carries the ``X-Prometheus-Remote-Write-*-Written`` headers; bad bodies get 400s with reasons."""
 
 from __future__ import annotations
 
 import struct
 from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
 
 import cramjam
 import httpx
 import numpy as np
 import pytest
-from test_remote_write import Stack, now, post, start_stack, stored
+from test_remote_write import Stack, now, post, prometheus_get, start_stack, stored
 
+from artimon.servers import PrometheusServer, free_port
 from collector_agent.remote_write_v2 import CONTENT_TYPE, messages_v2
 
 STALE = struct.unpack("<d", struct.pack("<Q", 0x7FF0000000000002))[0]
 V2 = {"Content-Type": CONTENT_TYPE, "X-Prometheus-Remote-Write-Version": "2.0.0"}
+# GOPATH=~/.cache/artimon/go GOBIN=~/.cache/artimon/go/bin \
+#   go install github.com/prometheus/prometheus/cmd/prometheus@v0.316.0   (Prometheus 3.x)
+PROMETHEUS_3 = Path.home() / ".cache" / "artimon" / "go" / "bin" / "prometheus"
+PROMETHEUS_3_CONFIG = """
+global:
+  scrape_interval: 1s
+scrape_configs:
+  - job_name: prometheus
+    static_configs:
+      - targets: ["127.0.0.1:{port}"]
+remote_write:
+  - url: "{url}"
+    protobuf_message: io.prometheus.write.v2.Request
+    queue_config:
+      batch_send_deadline: 1s
+      max_samples_per_send: 500
+      min_backoff: 100ms
+      max_backoff: 1s
+"""
 
 
 @pytest.fixture(scope="module")
@@ -29,6 +52,51 @@ def stack() -> Iterator[Stack]:
     finally:
         started.agent.stop()
         started.vhms.stop()
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not PROMETHEUS_3.exists(), reason=f"no Prometheus 3 at {PROMETHEUS_3} (see its comment)")
+def test_a_real_prometheus_3_remote_writes_v2_into_vhms(
+    stack: Stack, tmp_path: Path, wait: Callable[..., None]
+) -> None:
+    port = free_port()
+    config = PROMETHEUS_3_CONFIG.format(port=port, url=stack.url)
+    prometheus = PrometheusServer(tmp_path / "prometheus3", port, config=config, binary=str(PROMETHEUS_3))
+    prometheus.start()
+    try:
+        raw: dict[str, Any] = {}
+
+        def scraped() -> bool:
+            query = 'prometheus_http_requests_total{handler="/metrics"}[1m]'
+            raw["series"] = prometheus_get(prometheus, "/api/v1/query", query=query)["result"]
+            return bool(raw["series"]) and len(raw["series"][0]["values"]) >= 3
+
+        wait(scraped, timeout=60, what="three scrapes in Prometheus 3")
+        labels = dict(raw["series"][0]["metric"])
+        name = labels.pop("__name__")
+        samples = [(round(float(t) * 1000), float(v)) for t, v in raw["series"][0]["values"][:3]]
+        first, last = samples[0][0], samples[-1][0]
+        selector = name + "{" + ", ".join(f'{k}="{v}"' for k, v in sorted(labels.items())) + "}"
+
+        def arrived() -> bool:
+            values = stored(stack.vhms.store, selector, first - 1000, last + 1000)
+            return len(values) == 1 and len(next(iter(values.values()))) >= 3
+
+        wait(arrived, timeout=60, what="the same samples in VHMS, sent in remote write 2.0")
+        ((_, buckets),) = stored(stack.vhms.store, selector, first - 1000, last + 1000).items()
+        for timestamp, value in samples:
+            assert buckets[timestamp // 1000 * 1000] == value
+        build = prometheus_get(prometheus, "/api/v1/query", query="prometheus_build_info")["result"][0][
+            "metric"
+        ]
+        assert build["version"].startswith("3.")
+        in_vhms = stack.vhms.store.fetch("prometheus_build_info", first, last + 10_000, resolution=1).series()
+        assert in_vhms == [
+            ("prometheus_build_info", {k: v for k, v in build.items() if k != "__name__" and v})
+        ]
+        assert stack.counter("MetadataIgnoredCount") > 0  # 2.0 carries each series' type and help
+    finally:
+        prometheus.stop()
 
 
 class RequestBuilder:
