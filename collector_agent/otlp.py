@@ -45,7 +45,7 @@ import math
 import re
 import struct
 from collections.abc import Callable
-from functools import lru_cache, partial
+from functools import partial
 from typing import Any
 
 from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import ExportMetricsServiceRequest
@@ -60,6 +60,7 @@ from collector_agent.write_body import (
     check_series,
     explain_series,
     parse_counted,
+    small_cache,
 )
 
 __all__ = ["STALE_NAN", "decode_otlp_request", "label_name", "metric_name"]
@@ -94,7 +95,7 @@ def _unit_words(unit: str) -> tuple[str, str]:
     return _clean_unit(main_word), _clean_unit(f"per_{per_word}") if per_word else ""
 
 
-@lru_cache(maxsize=4096)
+@small_cache(lambda name, unit, kind: len(name) + len(unit), maxsize=4096)
 def metric_name(name: str, unit: str, kind: str) -> str:
     """The Prometheus name of an OTLP metric (module doc); ``kind`` is ``counter`` for a
     monotonic sum, ``gauge`` for a gauge, anything else otherwise."""
@@ -112,7 +113,7 @@ def metric_name(name: str, unit: str, kind: str) -> str:
     return "_" + joined if joined[:1].isdigit() else joined
 
 
-@lru_cache(maxsize=4096)
+@small_cache(lambda key: len(key), maxsize=4096)
 def label_name(key: str) -> str:
     """The Prometheus label name of an OTLP attribute key (module doc)."""
     name = _NOT_LABEL.sub("_", key)
@@ -162,7 +163,7 @@ def _attribute_labels(attributes: Any, skip: tuple[str, ...] = ()) -> dict[str, 
     return labels
 
 
-@lru_cache(maxsize=100_000)
+@small_cache(lambda name, labels: len(name) + sum(len(key) + len(value) for key, value in labels))
 def _series_key(name: str, labels: tuple[tuple[str, str], ...]) -> tuple[str, str] | str:
     return check_series(name, dict(labels))
 

@@ -37,7 +37,7 @@ So one parse allocates at most ``(33 + max_samples)`` elements, whatever the bod
 
 from __future__ import annotations
 
-from functools import lru_cache, partial
+from functools import partial
 from typing import Any
 
 from google.protobuf import descriptor_pb2
@@ -54,14 +54,13 @@ from collector_agent.write_body import (
     check_series,
     explain_series,
     message_classes,
+    small_cache,
     snappy_body,
 )
 
 __all__ = ["NAME_LABEL", "decode_write_request", "messages"]
 
 NAME_LABEL = "__name__"
-_SERIES_CACHE = 100_000  # distinct series whose checked key is remembered...
-_CACHED_BYTES = 512  # ...if their encoded labels are this short: the cache holds 130 MB at most
 _LABELS_READ = MAX_LABELS + 1  # a series' labels with its name; past that it is refused unread
 _TIMESERIES, _METADATA = 1, 3
 
@@ -144,13 +143,8 @@ messages: dict[str, Any] = message_classes("artimon/prometheus_remote.proto", "p
 """The protobuf classes by message name (``messages["WriteRequest"]()`` builds one)."""
 
 
+@small_cache(lambda encoded_labels: sum(map(len, encoded_labels)))
 def _series_key(encoded_labels: tuple[bytes, ...]) -> tuple[str, str] | str:
-    if sum(map(len, encoded_labels)) <= _CACHED_BYTES:
-        return _cached_series_key(encoded_labels)
-    return _check_series_key(encoded_labels)
-
-
-def _check_series_key(encoded_labels: tuple[bytes, ...]) -> tuple[str, str] | str:
     """The name and the canonical label set of one series' encoded ``Label`` messages,
     checked once per distinct series (a Prometheus sends the same ones request after
     request), or the reason it is refused (:data:`collector_agent.write_body.SERIES_REFUSALS`);
@@ -160,9 +154,6 @@ def _check_series_key(encoded_labels: tuple[bytes, ...]) -> tuple[str, str] | st
         return "RepeatedLabel"
     labels = dict(pairs)
     return check_series(labels.pop(NAME_LABEL, None), labels)
-
-
-_cached_series_key = lru_cache(maxsize=_SERIES_CACHE)(_check_series_key)
 
 
 def _label_pairs(encoded_labels: tuple[bytes, ...]) -> list[tuple[str, str]]:

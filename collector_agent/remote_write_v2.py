@@ -28,7 +28,7 @@ more than 33 labels with the name (``TooManyLabels``), a repeated label, and wha
 
 from __future__ import annotations
 
-from functools import lru_cache, partial
+from functools import partial
 from typing import Any
 
 from google.protobuf import descriptor_pb2
@@ -44,6 +44,7 @@ from collector_agent.write_body import (
     explain_series,
     message_classes,
     parse_counted,
+    small_cache,
     snappy_body,
 )
 
@@ -109,7 +110,7 @@ messages_v2: dict[str, Any] = message_classes(
 """The protobuf classes by message name (``messages_v2["Request"]()`` builds one)."""
 
 
-@lru_cache(maxsize=100_000)
+@small_cache(lambda pairs: sum(len(name) + len(value) for name, value in pairs))
 def _series_key(pairs: tuple[tuple[str, str], ...]) -> tuple[str, str] | str:
     """The checked key of one series' ``(name, value)`` labels, or the reason it is refused."""
     labels = dict(pairs)

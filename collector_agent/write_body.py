@@ -12,7 +12,8 @@ import zlib
 from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from functools import lru_cache
+from typing import Any, ParamSpec, TypeVar
 
 import cramjam
 import numpy as np
@@ -36,10 +37,15 @@ __all__ = [
     "gunzip_body",
     "message_classes",
     "parse_counted",
+    "small_cache",
     "snappy_body",
 ]
 
 EXAMPLES_KEPT = 5
+CACHED_TEXT = 512  # a checked series (or name) is remembered only if its text is this short...
+SERIES_CACHE = 100_000  # ...and so many of them at most: 130 MB at the worst
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
 _GZIP_CHUNK = 1 << 20
 # reason -> what it means; each is counted as SeriesRefused<reason>Count by the receiver
 SERIES_REFUSALS = {
@@ -92,6 +98,26 @@ class DecodedWrite:
         self.refused_samples += samples
         if len(self.examples) < EXAMPLES_KEPT:
             self.examples.append(explain() if explain is not None else SERIES_REFUSALS[reason])
+
+
+def small_cache(
+    size_of: Callable[_P, int], maxsize: int = SERIES_CACHE
+) -> Callable[[Callable[_P, _R]], Callable[_P, _R]]:
+    """``lru_cache`` for arguments whose ``size_of`` (their text's length) is at most
+    :data:`CACHED_TEXT`: longer ones are computed each time, so that what senders choose
+    cannot make the cache hold more than ``maxsize`` short entries."""
+
+    def decorate(function: Callable[_P, _R]) -> Callable[_P, _R]:
+        cached = lru_cache(maxsize=maxsize)(function)
+
+        def lookup(*args: _P.args, **kwargs: _P.kwargs) -> _R:
+            if size_of(*args, **kwargs) <= CACHED_TEXT:
+                return cached(*args, **kwargs)  # type: ignore[arg-type]
+            return function(*args, **kwargs)
+
+        return lookup
+
+    return decorate
 
 
 def snappy_body(body: bytes | bytearray, limits: WriteLimits) -> bytearray:
