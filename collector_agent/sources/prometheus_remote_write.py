@@ -40,7 +40,8 @@ OTLP parse, default 1,000,000), ``readTimeout`` (s, default 30), ``maxConnection
 
 Counted besides the source counters (``AppendBatchReceivedCount`` per request,
 ``EventReceivedCount``/``EventAcceptedCount`` per sample): ``RequestRefusedCount`` (400,
-413, 415), ``SeriesRefusedCount`` and ``SamplesRefusedCount`` (series refused one by one),
+413, 415), ``RemoteWrite1RequestCount``, ``RemoteWrite2RequestCount``, ``OtlpRequestCount``,
+``SeriesRefusedCount`` and ``SamplesRefusedCount`` (series refused one by one),
 ``ReadTimeoutCount``, ``MetadataIgnoredCount``, ``ExemplarsIgnoredCount``; series refused
 by reason, ``SeriesRefused<reason>Count`` (:data:`collector_agent.write_body.SERIES_REFUSALS`).
 
@@ -77,6 +78,14 @@ __all__ = ["RemoteWriteSource"]
 log = logging.getLogger(__name__)
 
 
+# requests by protocol, counted once their Content-Type is accepted
+_PROTOCOL_COUNTERS = {
+    "prometheus.WriteRequest": "RemoteWrite1RequestCount",
+    "io.prometheus.write.v2.Request": "RemoteWrite2RequestCount",
+    "otlp": "OtlpRequestCount",
+}
+
+
 class _BodyTooLarge(Exception):
     pass
 
@@ -85,6 +94,7 @@ class RemoteWriteSource(EventDrivenSource):
     counter_names = (
         *EventDrivenSource.counter_names,
         "RequestRefusedCount",
+        *_PROTOCOL_COUNTERS.values(),
         "SeriesRefusedCount",
         *(f"SeriesRefused{reason}Count" for reason in SERIES_REFUSALS),
         "SamplesRefusedCount",
@@ -195,11 +205,13 @@ class RemoteWriteSource(EventDrivenSource):
         if encoding != "snappy":
             return self._refuse(415, f"Content-Encoding {encoding!r}: only snappy is accepted")
         content_type = request.headers.get("content-type", "application/x-protobuf")
-        decoder = _WRITE_DECODERS.get(_proto(content_type))
+        proto = _proto(content_type)
+        decoder = _WRITE_DECODERS.get(proto)
         if decoder is None:
             return self._refuse(
                 415, f"Content-Type {content_type!r}: remote write 1.0 or {CONTENT_TYPE} is accepted"
             )
+        self.counters.add(_PROTOCOL_COUNTERS[proto])
         body = await self._body(request)
         if isinstance(body, Response):
             return body
@@ -224,6 +236,7 @@ class RemoteWriteSource(EventDrivenSource):
             return self._refuse(
                 415, f"Content-Type {content_type!r}: only application/x-protobuf is accepted"
             )
+        self.counters.add(_PROTOCOL_COUNTERS["otlp"])
         body = await self._body(request)
         if isinstance(body, Response):
             return body
