@@ -25,7 +25,7 @@ How a metric becomes series (docs/promql.md, "OTLP"), as Prometheus's
   cumulative (``le`` written as :func:`bookkeeper.format_bound` writes it: ``0.5``, ``1.0``,
   ``+Inf``), ``<name>_sum`` and ``<name>_count``;
 - summaries: ``<name>{quantile=...}``, ``<name>_sum``, ``<name>_count``;
-- times: ``time_unix_nano`` in milliseconds; exemplars and start times are not kept.
+- times: ``time_unix_nano`` in milliseconds; exemplars (counted) and start times are not kept.
 
 Refused metric by metric, counted by reason (``Delta``: a sum or histogram of delta
 temporality, which Prometheus refuses too; ``Unsupported``: an exponential histogram,
@@ -269,13 +269,13 @@ class _Converter:
 
     def _numbers(self, name: str, points: Any, resource: _Resource) -> None:
         for point in points:
-            time_ms = point.time_unix_nano // 1_000_000
-            resource.saw(time_ms)
-            if point.flags & _NO_RECORDED_VALUE:
+            time_ms, labels, stale = _read_point(point, resource)
+            self.decoded.exemplars += len(point.exemplars)
+            if stale:
                 value = STALE_NAN
             else:
                 value = point.as_double if point.WhichOneof("value") == "as_double" else float(point.as_int)
-            self.emit(name, resource.labels(point.attributes), value, time_ms)
+            self.emit(name, labels, value, time_ms)
 
     def _histogram(self, metric: Any, resource: _Resource) -> None:
         if self._delta(metric, metric.histogram, resource):
@@ -283,6 +283,7 @@ class _Converter:
         name = metric_name(metric.name, metric.unit, "histogram")
         for point in metric.histogram.data_points:
             time_ms, labels, stale = _read_point(point, resource)
+            self.decoded.exemplars += len(point.exemplars)
             bounds, counts = list(point.explicit_bounds), list(point.bucket_counts)
             if counts and len(counts) != len(bounds) + 1:
                 self.count(1)
