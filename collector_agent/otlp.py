@@ -43,7 +43,6 @@ import itertools
 import json
 import math
 import re
-import struct
 from collections.abc import Callable
 from functools import partial
 from typing import Any
@@ -54,6 +53,7 @@ from opentelemetry.proto.metrics.v1.metrics_pb2 import AggregationTemporality
 from bookkeeper import format_bound
 from collector_agent.exceptions import WriteRequestError
 from collector_agent.write_body import (
+    STALE_NAN,
     Columns,
     DecodedWrite,
     WriteLimits,
@@ -63,9 +63,8 @@ from collector_agent.write_body import (
     small_cache,
 )
 
-__all__ = ["STALE_NAN", "decode_otlp_request", "label_name", "metric_name"]
+__all__ = ["decode_otlp_request", "label_name", "metric_name"]
 
-STALE_NAN: float = struct.unpack("<d", struct.pack("<Q", 0x7FF0000000000002))[0]  # Prometheus's marker
 _NO_RECORDED_VALUE = 1
 _TARGET_INFO_STEP_MS = 150_000  # half of PromQL's lookback, as Prometheus spaces target_info
 _IDENTIFYING = ("service.name", "service.namespace", "service.instance.id")

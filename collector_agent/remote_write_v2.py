@@ -12,9 +12,10 @@ here with protobuf's descriptor API from the fields of that file (as
 
 Fields kept: a series' labels and ``samples`` (value, epoch-ms time; a NaN keeps its bits,
 so the staleness marker goes through). Read and counted, not kept: ``exemplars``,
-``metadata`` (type, help, unit), samples' start (created) times. Native ``histograms`` refuse
-their series (``Histogram``: Artimon has no histogram type; a Prometheus sends classic
-histograms as ``_bucket``, ``_sum`` and ``_count`` series, which are kept).
+``metadata`` (type, help, unit), samples' start (created) times. Native ``histograms`` with
+custom buckets become the bookkeeper's histogram series
+(:mod:`collector_agent.native_histograms`); exponential ones refuse their series
+(``Histogram``: their buckets have no fixed bounds to name).
 
 Refused as a whole (:class:`WriteRequestError`): a body that is not snappy or over
 ``max_decoded_bytes``, more than ``max_elements`` elements (counted from the tags before
@@ -35,7 +36,9 @@ from google.protobuf import descriptor_pb2
 
 from bookkeeper.wire import MAX_LABELS
 from collector_agent.exceptions import WriteRequestError
+from collector_agent.native_histograms import custom_buckets, is_stale, total
 from collector_agent.write_body import (
+    STALE_NAN,
     Columns,
     DecodedWrite,
     MessageSpec,
@@ -82,8 +85,27 @@ _MESSAGES: MessageSpec = [
             ("unit_ref", 4, _F.TYPE_UINT32, _OPTIONAL, ""),
         ],
     ),
-    # a native histogram's fields are not read: its presence is what matters (the series is refused)
-    ("Histogram", [("timestamp", 15, _F.TYPE_INT64, _OPTIONAL, "")]),
+    (
+        "BucketSpan",
+        [("offset", 1, _F.TYPE_SINT32, _OPTIONAL, ""), ("length", 2, _F.TYPE_UINT32, _OPTIONAL, "")],
+    ),
+    # the fields a histogram with custom buckets is read by (count and zero_count are oneofs
+    # there; a sender sets one of each pair); negative buckets and the zero bucket belong to
+    # exponential schemas, which are refused
+    (
+        "Histogram",
+        [
+            ("count_int", 1, _F.TYPE_UINT64, _OPTIONAL, ""),
+            ("count_float", 2, _F.TYPE_DOUBLE, _OPTIONAL, ""),
+            ("sum", 3, _F.TYPE_DOUBLE, _OPTIONAL, ""),
+            ("schema", 4, _F.TYPE_SINT32, _OPTIONAL, ""),
+            ("positive_spans", 11, _F.TYPE_MESSAGE, _REPEATED, ".io.prometheus.write.v2.BucketSpan"),
+            ("positive_deltas", 12, _F.TYPE_SINT64, _REPEATED, ""),
+            ("positive_counts", 13, _F.TYPE_DOUBLE, _REPEATED, ""),
+            ("timestamp", 15, _F.TYPE_INT64, _OPTIONAL, ""),
+            ("custom_values", 16, _F.TYPE_DOUBLE, _REPEATED, ""),
+        ],
+    ),
     (
         "TimeSeries",
         [
@@ -152,19 +174,21 @@ def decode_write_request_v2(body: bytes | bytearray, context: str, limits: Write
         histograms, exemplars = len(series.histograms), len(series.exemplars)
         points += len(samples) + histograms + exemplars
         if points > limits.max_samples:
-            raise WriteRequestError(
-                f"the request holds more than maxSamples={limits.max_samples:,} samples "
-                "(counting histograms and exemplars)"
-            )
+            raise _too_many(limits)
         decoded.exemplars += exemplars
         decoded.metadata += series.HasField("metadata")
-        reason = _shape_refusal(refs, len(symbols), histograms)
+        reason = _shape_refusal(refs, len(symbols))
         if reason:
             decoded.refuse(reason, len(samples) + histograms)
             continue
         pairs = tuple(
             zip([symbols[ref] for ref in refs[::2]], [symbols[ref] for ref in refs[1::2]], strict=True)
         )
+        if histograms:
+            points += _histogram_series(
+                series.histograms, pairs, columns, decoded, limits.max_samples - points
+            )
+            continue
         key = _series_key(pairs)
         if isinstance(key, str):
             decoded.refuse(key, len(samples), partial(_explain, pairs))
@@ -174,12 +198,50 @@ def decode_write_request_v2(body: bytes | bytearray, context: str, limits: Write
     return decoded
 
 
-def _shape_refusal(refs: Any, symbols: int, histograms: int) -> str:
+def _too_many(limits: WriteLimits) -> WriteRequestError:
+    return WriteRequestError(
+        f"the request holds more than maxSamples={limits.max_samples:,} samples "
+        "(counting exemplars, and histograms with their buckets)"
+    )
+
+
+def _shape_refusal(refs: Any, symbols: int) -> str:
     """The reason a series is refused before its labels are read, or ``""``."""
-    if histograms:
-        return "Histogram"
     if len(refs) > 2 * _LABELS_READ:
         return "TooManyLabels"
     if len(refs) % 2 or (len(refs) and max(refs) >= symbols):
         return "UnknownSymbol"
     return ""
+
+
+def _histogram_series(
+    histograms: Any, pairs: tuple[tuple[str, str], ...], columns: Columns, decoded: DecodedWrite, room: int
+) -> int:
+    """Custom-buckets histograms as the bookkeeper's series (:mod:`collector_agent.native_histograms`);
+    the samples they make beyond one each (counted against ``max_samples``: ``room`` is left),
+    or the series refused (``Histogram``) for an exponential schema or buckets that do not fit."""
+    read = [(histogram, custom_buckets(histogram)) for histogram in histograms]
+    if any(buckets is None for _, buckets in read):
+        decoded.refuse(
+            "Histogram", len(read), partial(str, f"native histograms of {dict(pairs)}: not custom buckets")
+        )
+        return 0
+    extra = sum(len(buckets or ()) + 1 for _, buckets in read)
+    if extra > room:
+        return extra  # the caller refuses the request before anything is built
+    labels = dict(pairs)
+    name = labels.pop(_NAME, "")
+    for histogram, buckets in read:
+        stale = is_stale(histogram)
+        at = histogram.timestamp
+        rows = [(f"{name}_bucket", {**labels, "le": le}, count) for le, count in buckets or ()]
+        rows += [(f"{name}_sum", labels, histogram.sum), (f"{name}_count", labels, total(histogram))]
+        for row_name, row_labels, value in rows:
+            key = _series_key(((_NAME, row_name), *sorted(row_labels.items())))
+            if isinstance(key, str):
+                decoded.refuse(key, 1, partial(explain_series, row_name, row_labels))
+            else:
+                columns.append(key, STALE_NAN if stale else value, at)
+                decoded.histogram_rows += 1
+        decoded.histograms += 1
+    return extra

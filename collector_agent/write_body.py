@@ -8,6 +8,7 @@ first :data:`EXAMPLES_KEPT` are explained in words for the answer's text.
 
 from __future__ import annotations
 
+import struct
 import zlib
 from collections import Counter
 from collections.abc import Callable, Mapping
@@ -42,6 +43,7 @@ __all__ = [
 ]
 
 EXAMPLES_KEPT = 5
+STALE_NAN: float = struct.unpack("<d", struct.pack("<Q", 0x7FF0000000000002))[0]  # Prometheus's marker
 CACHED_TEXT = 512  # a checked series (or name) is remembered only if its text is this short...
 SERIES_CACHE = 100_000  # ...and so many of them at most: 130 MB at the worst
 _P = ParamSpec("_P")
@@ -86,6 +88,8 @@ class DecodedWrite:
     refused_samples: int = 0
     metadata: int = 0
     exemplars: int = 0
+    histograms: int = 0  # native histograms kept as series...
+    histogram_rows: int = 0  # ...and the samples of those series
 
     @property
     def refused_series(self) -> int:

@@ -218,8 +218,11 @@ class RemoteWriteSource(EventDrivenSource):
         decoded = await self._decode_and_commit(partial(decoder, body, self.batch_context, self.limits))
         if isinstance(decoded, Response):
             return decoded
-        written = {_WRITTEN.format("Samples"): str(len(decoded.batch))}
-        written.update({_WRITTEN.format(kind): "0" for kind in ("Histograms", "Exemplars")})
+        written = {
+            _WRITTEN.format("Samples"): str(len(decoded.batch) - decoded.histogram_rows),
+            _WRITTEN.format("Histograms"): str(decoded.histograms),
+            _WRITTEN.format("Exemplars"): "0",
+        }
         if decoded.refused_series:
             return PlainTextResponse(_refusals(decoded) + "\n", status_code=400, headers=written)
         return Response(status_code=204, headers=written)

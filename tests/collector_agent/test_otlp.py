@@ -28,8 +28,8 @@ from artimon.stack import agent_properties
 from bookkeeper.ground import BackgroundServer
 from collector_agent import Agent
 from collector_agent.exceptions import WriteRequestError
-from collector_agent.otlp import STALE_NAN, decode_otlp_request, label_name, metric_name
-from collector_agent.write_body import WriteLimits
+from collector_agent.otlp import decode_otlp_request, label_name, metric_name
+from collector_agent.write_body import STALE_NAN, WriteLimits
 from query_dsl import create_app
 from vhms import LocalClient
 from vhms.server import Store, VhmsService

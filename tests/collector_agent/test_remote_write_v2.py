@@ -31,11 +31,13 @@ global:
   scrape_interval: 1s
 scrape_configs:
   - job_name: prometheus
+    convert_classic_histograms_to_nhcb: true
     static_configs:
       - targets: ["127.0.0.1:{port}"]
 remote_write:
   - url: "{url}"
     protobuf_message: io.prometheus.write.v2.Request
+    send_native_histograms: true
     queue_config:
       batch_send_deadline: 1s
       max_samples_per_send: 500
@@ -187,6 +189,48 @@ def test_a_stale_marker_and_refused_series_in_v2(stack: Stack, wait: Callable[..
     start = at // 1000 * 1000
     bits = stack.vhms.store.fetch("rw2_stale", start, start + 2000, resolution=1).values.view(np.uint64)[0]
     assert bits.tolist()[:2] == [0x3FF0000000000000, 0x7FF0000000000002]  # 1.0, then the marker
+
+
+def test_custom_bucket_histograms_become_the_bookkeepers_series(
+    stack: Stack, wait: Callable[..., None]
+) -> None:
+    at = now() - 2000
+    builder = RequestBuilder()
+    integer = builder.series({"__name__": "rw2_rpc_seconds", "job": "x"}, [], kind=3)
+    one = integer.histograms.add(schema=-53, count_int=6, sum=12.5, timestamp=at)  # type: ignore[attr-defined]
+    one.custom_values.extend([0.1, 1.0, 10.0])
+    one.positive_spans.add(offset=0, length=2)  # buckets 0 and 1...
+    one.positive_spans.add(offset=1, length=1)  # ...and 3 (+Inf); bucket 2 holds nothing
+    one.positive_deltas.extend([2, 1, -2])  # counts 2, 3, 1
+    floats = builder.series({"__name__": "rw2_float_seconds"}, [], kind=3)
+    two = floats.histograms.add(schema=-53, count_float=3.0, sum=1.5, timestamp=at)  # type: ignore[attr-defined]
+    two.custom_values.append(1.0)
+    two.positive_spans.add(offset=0, length=2)
+    two.positive_counts.extend([1.0, 2.0])
+    exponential = builder.series({"__name__": "rw2_exponential"}, [], kind=3)
+    exponential.histograms.add(schema=3, count_int=1, timestamp=at)  # type: ignore[attr-defined]
+    answer = post(stack.url, builder.body(), **V2)
+    assert answer.status_code == 400 and "Histogram 1" in answer.text  # the exponential one
+    assert answer.headers["X-Prometheus-Remote-Write-Samples-Written"] == "0"
+    assert answer.headers["X-Prometheus-Remote-Write-Histograms-Written"] == "2"
+
+    def values(selector: str) -> dict[str, float]:
+        found = stored(stack.vhms.store, selector, at - 1000, at + 1000)
+        return {key: next(iter(points.values())) for key, points in found.items() if points}
+
+    wait(lambda: len(values("rw2_rpc_seconds_bucket")) == 4, what="the buckets in VHMS")
+    assert values("rw2_rpc_seconds_bucket") == {
+        "rw2_rpc_seconds_bucket{job=x,le=0.1}": 2,
+        "rw2_rpc_seconds_bucket{job=x,le=1.0}": 5,
+        "rw2_rpc_seconds_bucket{job=x,le=10.0}": 5,
+        "rw2_rpc_seconds_bucket{job=x,le=+Inf}": 6,
+    }
+    assert values("rw2_rpc_seconds_sum") == {"rw2_rpc_seconds_sum{job=x}": 12.5}
+    assert values("rw2_rpc_seconds_count") == {"rw2_rpc_seconds_count{job=x}": 6}
+    assert values("rw2_float_seconds_bucket") == {
+        "rw2_float_seconds_bucket{le=1.0}": 1,
+        "rw2_float_seconds_bucket{le=+Inf}": 3,
+    }
 
 
 def test_content_types_are_negotiated(stack: Stack) -> None:
