@@ -209,8 +209,13 @@ def test_custom_bucket_histograms_become_the_bookkeepers_series(
     two.positive_counts.extend([1.0, 2.0])
     exponential = builder.series({"__name__": "rw2_exponential"}, [], kind=3)
     exponential.histograms.add(schema=3, count_int=1, timestamp=at)  # type: ignore[attr-defined]
+    overflowing = builder.series({"__name__": "rw2_overflowing"}, [], kind=3)
+    bad = overflowing.histograms.add(schema=-53, count_int=1, timestamp=at)  # type: ignore[attr-defined]
+    bad.custom_values.append(1.0)
+    bad.positive_spans.add(offset=5, length=1)  # past the two buckets
+    bad.positive_deltas.append(1)
     answer = post(stack.url, builder.body(), **V2)
-    assert answer.status_code == 400 and "Histogram 1" in answer.text  # the exponential one
+    assert answer.status_code == 400 and "Histogram 2" in answer.text  # the exponential one, the bad one
     assert answer.headers["X-Prometheus-Remote-Write-Samples-Written"] == "0"
     assert answer.headers["X-Prometheus-Remote-Write-Histograms-Written"] == "2"
 
