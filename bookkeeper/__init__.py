@@ -26,7 +26,7 @@ from bookkeeper.exceptions import (
     ZkAuthError,
 )
 from bookkeeper.export import FileExporter
-from bookkeeper.histogram import DEFAULT_BUCKETS, Histogram
+from bookkeeper.histogram import DEFAULT_BUCKETS, Histogram, format_bound
 from bookkeeper.server import EndpointServer
 from bookkeeper.textformat import format_line, parse_line, parse_lines
 from bookkeeper.variables import BooleanVar, DoubleVar, IntegerVar, StringVar, Variable
@@ -65,6 +65,7 @@ __all__ = [
     "ZkAccessError",
     "ZkAuthError",
     "ZkLayout",
+    "format_bound",
     "format_line",
     "parse_line",
     "parse_lines",

@@ -21,35 +21,52 @@ How a series maps onto Artimon's data model:
 Refused, each with a :class:`WriteRequestError` naming the reason (the request as a whole):
 a body that is not snappy, a decompressed size above ``max_decoded_bytes`` (read from
 snappy's header before decompressing), a body that is not a ``WriteRequest``, more than
-``max_samples`` samples. Refused series by series (the rest of the request is kept; the
-reasons come back in :attr:`DecodedWrite.refused`): no ``__name__``, a name or label that
-breaks Artimon's rules (``bookkeeper.wire.validate_name``/``validate_labels``: characters,
-lengths, at most 32 labels), a native histogram.
+``max_series`` series or metadata entries, more than ``max_samples`` points (samples,
+exemplars, histograms, and labels past a series' 33rd). Refused series by series (the rest
+of the request is kept; :attr:`DecodedWrite.refused` counts them by reason): no
+``__name__``, a name or label that breaks Artimon's rules (``bookkeeper.wire.validate_name``/
+``validate_labels``: characters, lengths, at most 32 labels), a native histogram.
+
+Work bounded by what was sent: the request is walked field by field first
+(:func:`collector_agent.protobuf_budget.top_level`: a tag and a length per series, stopped at
+the first series past ``max_series``), then parsed one series at a time, each only once its
+elements are known to fit in what is left of ``max_samples`` plus 33 labels: a series of
+``L`` bytes holds at most ``L / 2`` of them, and a longer one is counted before it is parsed.
+So one parse allocates at most ``(33 + max_samples)`` elements, whatever the body holds.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from functools import lru_cache
+from functools import partial
 from typing import Any
 
-import cramjam
-import numpy as np
-from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
+from google.protobuf import descriptor_pb2
 from google.protobuf.message import DecodeError
 
-from bookkeeper import BookkeeperError, SampleBatch, VarType
-from bookkeeper.wire import format_labels, validate_labels, validate_name
+from bookkeeper.wire import MAX_LABELS
 from collector_agent.exceptions import WriteRequestError
+from collector_agent.protobuf_budget import ElementBudgetExceeded, WireError, count_elements, top_level
+from collector_agent.write_body import (
+    Columns,
+    DecodedWrite,
+    MessageSpec,
+    WriteLimits,
+    check_series,
+    explain_series,
+    message_classes,
+    small_cache,
+    snappy_body,
+)
 
-__all__ = ["NAME_LABEL", "DecodedWrite", "WriteLimits", "decode_write_request", "messages"]
+__all__ = ["NAME_LABEL", "decode_write_request", "messages"]
 
 NAME_LABEL = "__name__"
-_SERIES_CACHE = 100_000  # distinct series whose checked key is remembered (about 30 MB at most)
+_LABELS_READ = MAX_LABELS + 1  # a series' labels with its name; past that it is refused unread
+_TIMESERIES, _METADATA = 1, 3
 
 _F = descriptor_pb2.FieldDescriptorProto
 # (message, [(field, number, type, label, message type)]) as in prompb/types.proto and remote.proto
-_MESSAGES: list[tuple[str, list[tuple[str, int, int, int, str]]]] = [
+_MESSAGES: MessageSpec = [
     (
         "Label",
         [
@@ -122,133 +139,121 @@ _MESSAGES: list[tuple[str, list[tuple[str, int, int, int, str]]]] = [
 ]
 
 
-def _build_messages() -> dict[str, Any]:
-    """The message classes, in a pool of their own (the default pool may hold another
-    ``prometheus`` package, e.g. from a generated module)."""
-    proto = descriptor_pb2.FileDescriptorProto(name="artimon/prometheus_remote.proto", package="prometheus")
-    proto.syntax = "proto3"
-    for message_name, fields in _MESSAGES:
-        message = proto.message_type.add(name=message_name)
-        for field_name, number, kind, label, type_name in fields:
-            added = message.field.add(name=field_name, number=number, type=kind, label=label)
-            if type_name:
-                added.type_name = type_name
-    pool = descriptor_pool.DescriptorPool()
-    pool.Add(proto)
-    return {
-        name: message_factory.GetMessageClass(pool.FindMessageTypeByName(f"prometheus.{name}"))
-        for name, _ in _MESSAGES
-    }
-
-
-messages: dict[str, Any] = _build_messages()
+messages: dict[str, Any] = message_classes("artimon/prometheus_remote.proto", "prometheus", _MESSAGES)
 """The protobuf classes by message name (``messages["WriteRequest"]()`` builds one)."""
 
 
-@dataclass(frozen=True)
-class WriteLimits:
-    """What one request may hold once decompressed: bytes, and samples over all its series."""
-
-    max_decoded_bytes: int = 64 * 1024 * 1024
-    max_samples: int = 1_000_000
-
-
-@dataclass
-class DecodedWrite:
-    """A decoded request: the samples Artimon keeps as one batch, and what it did not keep."""
-
-    batch: SampleBatch
-    series: int
-    refused: list[str] = field(default_factory=list)
-    refused_samples: int = 0
-    metadata: int = 0
-    exemplars: int = 0
-
-
-def _decompress(body: bytes, limits: WriteLimits) -> bytes:
-    try:
-        size = cramjam.snappy.decompress_raw_len(body)
-    except cramjam.DecompressionError as exc:
-        raise WriteRequestError(f"the body is not snappy-compressed (block format): {exc}") from None
-    if size > limits.max_decoded_bytes:
-        raise WriteRequestError(
-            f"the body decompresses to {size:,} bytes, more than maxDecodedBytes={limits.max_decoded_bytes:,}"
-        )
-    try:
-        return bytes(cramjam.snappy.decompress_raw(body))
-    except cramjam.DecompressionError as exc:
-        raise WriteRequestError(f"the body is not snappy-compressed (block format): {exc}") from None
-
-
-@lru_cache(maxsize=_SERIES_CACHE)
-def _series_key(encoded_labels: tuple[bytes, ...]) -> tuple[str, str]:
+@small_cache(lambda encoded_labels: sum(map(len, encoded_labels)))
+def _series_key(encoded_labels: tuple[bytes, ...]) -> tuple[str, str] | str:
     """The name and the canonical label set of one series' encoded ``Label`` messages,
     checked once per distinct series (a Prometheus sends the same ones request after
-    request); ``ValueError`` (a bookkeeper one for a name or label that breaks the rules)
-    naming what is wrong, ``DecodeError`` for bytes that are not a ``Label``."""
+    request), or the reason it is refused (:data:`collector_agent.write_body.SERIES_REFUSALS`);
+    ``DecodeError`` for bytes that are not a ``Label``."""
+    pairs = _label_pairs(encoded_labels)
+    if len(pairs) != len({label for label, _ in pairs}):
+        return "RepeatedLabel"
+    labels = dict(pairs)
+    return check_series(labels.pop(NAME_LABEL, None), labels)
+
+
+def _label_pairs(encoded_labels: tuple[bytes, ...]) -> list[tuple[str, str]]:
     label_type = messages["Label"]
-    pairs = [(label.name, label.value) for label in map(label_type.FromString, encoded_labels)]
-    labels = {name: value for name, value in pairs if value}
+    return [(label.name, label.value) for label in map(label_type.FromString, encoded_labels)]
+
+
+def _explain(encoded_labels: tuple[bytes, ...]) -> str:
+    pairs = _label_pairs(encoded_labels)
+    labels = dict(pairs)
     name = labels.pop(NAME_LABEL, None)
     if name is None:
-        raise ValueError(f"a series without {NAME_LABEL}: {labels}")
-    if len(pairs) != len({label for label, _ in pairs}):
-        raise ValueError(f"series {name!r} repeats a label name")
-    return validate_name(name), format_labels(validate_labels(labels))
+        return f"a series without {NAME_LABEL}: {labels}"
+    if len(pairs) != len(labels) + 1:
+        return f"series {name!r} repeats a label name"
+    return explain_series(name, labels)
 
 
-def decode_write_request(body: bytes, context: str, limits: WriteLimits | None = None) -> DecodedWrite:
-    """Decode a snappy-compressed ``WriteRequest`` into one batch of context ``context``
-    (see the module doc for the mapping and every refusal)."""
-    limits = limits or WriteLimits()
-    request = messages["WriteRequestView"]()
-    try:
-        request.ParseFromString(_decompress(body, limits))
-    except DecodeError as exc:
-        raise WriteRequestError(f"the body is not a prometheus.WriteRequest: {exc}") from None
-    total = sum(len(series.samples) for series in request.timeseries)
-    if total > limits.max_samples:
+def _series_spans(data: bytearray, limits: WriteLimits) -> tuple[list[tuple[int, int]], int]:
+    """Where each series is in the request, and how many metadata entries it holds; refused
+    at the first series or entry past ``max_series``."""
+    spans: list[tuple[int, int]] = []
+    others = [0, 0]  # metadata entries, other fields
+    for number, _, start, end in top_level(data):
+        if number == _TIMESERIES:
+            spans.append((start, end))
+            if len(spans) <= limits.max_series:
+                continue
+        else:
+            others[number != _METADATA] += 1
+            if others[number != _METADATA] <= limits.max_series:
+                continue
         raise WriteRequestError(
-            f"the request holds {total:,} samples, more than maxSamples={limits.max_samples:,}"
+            f"the request holds more than maxSeries={limits.max_series:,} series (or metadata "
+            "entries, or other fields)"
         )
-    names: dict[str, int] = {}
-    label_sets: dict[str, int] = {}
-    name_ids: list[int] = []
-    set_ids: list[int] = []
-    values: list[float] = []
-    timestamps: list[int] = []
-    decoded = DecodedWrite(
-        SampleBatch.from_samples(context, []), len(request.timeseries), metadata=len(request.metadata)
+    metadata = others[0]
+    return spans, metadata
+
+
+def _too_many(limits: WriteLimits) -> WriteRequestError:
+    return WriteRequestError(
+        f"the request holds more than maxSamples={limits.max_samples:,} samples (counting exemplars, "
+        f"histograms, a series' labels past its {_LABELS_READ}th and fields unknown to remote write 1.0)"
     )
-    for series in request.timeseries:
-        decoded.exemplars += len(series.exemplars)
+
+
+def decode_write_request(
+    body: bytes | bytearray, context: str, limits: WriteLimits | None = None
+) -> DecodedWrite:
+    """Decode a snappy-compressed ``WriteRequest`` into one batch of context ``context``
+    (see the module doc for the mapping, every refusal and the bounds)."""
+    limits = limits or WriteLimits()
+    data = snappy_body(body, limits)
+    columns = Columns()
+    try:
+        spans, metadata = _series_spans(data, limits)
+        decoded = DecodedWrite(columns.batch(context), len(spans), metadata=metadata)
+        _read_series(data, spans, limits, columns, decoded)
+    except ElementBudgetExceeded:
+        raise _too_many(limits) from None
+    except (WireError, DecodeError) as exc:
+        raise WriteRequestError(f"the body is not a prometheus.WriteRequest: {exc}") from None
+    decoded.batch = columns.batch(context)
+    return decoded
+
+
+def _read_series(
+    data: bytearray,
+    spans: list[tuple[int, int]],
+    limits: WriteLimits,
+    columns: Columns,
+    decoded: DecodedWrite,
+) -> None:
+    """Each series parsed once its elements are known to be at most what is left of
+    ``max_samples`` plus :data:`_LABELS_READ` (a series of ``L`` bytes holds at most ``L / 2``)."""
+    view = memoryview(data)
+    parse = messages["TimeSeriesView"].FromString
+    descriptor = messages["TimeSeriesView"].DESCRIPTOR
+    remaining = limits.max_samples
+    for start, end in spans:
+        if (end - start) // 2 > _LABELS_READ + remaining:
+            count_elements(data, descriptor, _LABELS_READ + remaining, start, end)
+        series = parse(view[start:end])
+        labels, samples = series.labels, series.samples
+        exemplars, histograms = len(series.exemplars), len(series.histograms)
+        points = len(samples) + exemplars + histograms
+        remaining -= points + max(0, len(labels) - _LABELS_READ)
+        if remaining < 0:
+            raise _too_many(limits)
+        decoded.exemplars += exemplars
+        if len(labels) > _LABELS_READ or histograms:
+            decoded.refuse("Histogram" if histograms else "TooManyLabels", points)
+            continue
+        encoded = tuple(labels)
         try:
-            if len(series.histograms):
-                raise ValueError("native histograms are not supported")
-            name, label_set = _series_key(tuple(series.labels))
+            key = _series_key(encoded)
         except DecodeError as exc:
             raise WriteRequestError(f"the body is not a prometheus.WriteRequest: a label: {exc}") from None
-        except (BookkeeperError, ValueError) as exc:
-            decoded.refused.append(str(exc))
-            decoded.refused_samples += len(series.samples) + len(series.histograms)
-            continue
-        count = len(series.samples)
-        name_ids.extend([names.setdefault(name, len(names))] * count)
-        set_ids.extend([label_sets.setdefault(label_set, len(label_sets))] * count)
-        for sample in series.samples:
-            values.append(sample.value)
-            timestamps.append(sample.timestamp)
-    times = np.array(timestamps, dtype=np.int64)
-    decoded.batch = SampleBatch(
-        context=context,
-        snapshot_ms=int(times.max()) if len(times) else 0,
-        common_labels={},
-        names=list(names),
-        label_sets=list(label_sets),
-        name_ids=np.array(name_ids, dtype=np.int32),
-        label_set_ids=np.array(set_ids, dtype=np.int32),
-        types=np.full(len(values), VarType.DOUBLE, dtype=np.uint8),
-        values=np.array(values, dtype=np.float64).view(np.int64),
-        timestamps=times,
-    )
-    return decoded
+        if isinstance(key, str):
+            decoded.refuse(key, points, partial(_explain, encoded))
+        else:
+            columns.add_samples(key, samples)

@@ -36,6 +36,7 @@ def properties(capacity: int, vhms_port: int) -> str:
         "maxBodySize": 262144,
         "maxDecodedBytes": 524288,
         "maxSamples": 5000,
+        "maxElements": 20000,
         "readTimeout": 1,
         "channels": "ch",
     }
@@ -241,9 +242,10 @@ def now() -> int:
         ),
         (b"x" * 300_000, {}, 413, "maxBodySize"),
         (bytes(cramjam.snappy.compress_raw(b"\0" * 65_000)), {"Content-Encoding": "gzip"}, 415, "snappy"),
-        (b"", {"Content-Type": "application/x-protobuf;proto=io.prometheus.write.v2.Request"}, 415, "1.0"),
+        (b"", {"Content-Type": "application/json"}, 415, "remote write 1.0 or"),
+        (b"", {"Content-Type": "application/x-protobuf;proto=io.prometheus.write.v3.Request"}, 415, "v2"),
     ],
-    ids=["not-snappy", "not-protobuf", "too-large", "gzip", "remote-write-2"],
+    ids=["not-snappy", "not-protobuf", "too-large", "gzip", "json", "unknown-proto"],
 )
 def test_garbage_is_refused_with_a_status_that_says_why(
     stack: Stack, body: bytes, headers: dict[str, str], status: int, why: str
