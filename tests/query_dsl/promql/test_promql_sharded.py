@@ -54,3 +54,38 @@ def test_shards_answer_as_one_store(expression: str, promql_dataset: Any) -> Non
         source.close()
         for service in services:
             service.stop()
+
+
+@pytest.mark.parametrize(
+    "expression", ["count_over_time(http_requests_total[30m])", "rate(http_requests_total[30m])"]
+)
+def test_shards_stitch_their_rings_as_one_store(expression: str, promql_dataset: Any) -> None:
+    """Windows reaching past a 10-minute finest ring read the minute ring before it, on each
+    shard as on one store, and the answer names the span read coarse once."""
+    rings = "15s:40,1m:120"
+    whole = Store(rings)
+    load_store(promql_dataset.series, whole)
+    services = []
+    for half in (promql_dataset.series[::2], promql_dataset.series[1::2]):
+        store = Store(rings)
+        load_store(half, store)
+        service = VhmsService(store, http_port=None)
+        service.start(register=False)
+        services.append(service)
+    source = ShardedSource(servers=[(s.host, s.port) for s in services])
+    try:
+        window = (promql_dataset.end_s - 600, promql_dataset.end_s, 60)
+        sharded = range_query(source, expression, *window)
+        local = range_query(LocalClient(whole), expression, *window)
+        ours, theirs = _points(sharded.to_prometheus_json()), _points(local.to_prometheus_json())
+        assert ours and sorted(ours) == sorted(theirs)
+        for key, points in theirs.items():
+            assert ours[key] == pytest.approx(points, rel=1e-12), key
+        if expression.startswith("count"):  # the finest ring alone holds 40 samples
+            assert max(value for points in ours.values() for value in points[1::2]) > 50
+        assert sharded.warnings == local.warnings and len(local.warnings) == 1
+        assert local.warnings[0].startswith("read VHMS's 60 s ring from ")
+    finally:
+        source.close()
+        for service in services:
+            service.stop()
