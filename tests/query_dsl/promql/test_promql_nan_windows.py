@@ -8,22 +8,12 @@ from __future__ import annotations
 import struct
 import time
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
-import cramjam
-import httpx
-import numpy as np
 import pytest
 
-from artimon.servers import PrometheusServer
-from bookkeeper.ground import BackgroundServer
-from collector_agent.remote_write import messages
-from query_dsl import Limits, create_app
-from vhms import LocalClient
-from vhms.server import Store
-
 from .test_promql_crosscheck import _get, _same
+from .test_promql_staleness import remote_written
 
 GO_NAN = struct.unpack("<d", struct.pack("<Q", 0x7FF8000000000001))[0]
 M = "nan_metric"
@@ -67,41 +57,11 @@ def _samples(base_ms: int) -> dict[str, list[tuple[float, int]]]:
     return {"a": a, "b": b, "c": counter, "d": d}
 
 
-def _write_request(series: dict[str, list[tuple[float, int]]]) -> bytes:
-    request = messages["WriteRequest"]()
-    for job, samples in series.items():
-        one = request.timeseries.add()
-        one.labels.add(name="__name__", value=M)
-        one.labels.add(name="job", value=job)
-        for value, timestamp in samples:
-            one.samples.add(value=value, timestamp=timestamp)
-    return bytes(cramjam.snappy.compress_raw(request.SerializeToString()))
-
-
 @pytest.fixture(scope="module")
 def nan_bases(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str, int]]:
     base_ms = (int(time.time()) // 60 * 60 - 1800) * 1000 + 3_000
-    series = _samples(base_ms)
-    store = Store("15s:1000")
-    for job, samples in series.items():
-        values = np.array([v for v, _ in samples])
-        stamps = np.array([t for _, t in samples], dtype=np.int64)
-        store.ingest([f"{M}{{job={job}}}"] * len(samples), values, stamps)
-    home: Path = tmp_path_factory.mktemp("prometheus-nan")
-    with PrometheusServer(home, extra_args=("--web.enable-remote-write-receiver",)) as prometheus:
-        answer = httpx.post(
-            f"{prometheus.url}/api/v1/write",
-            content=_write_request(series),
-            headers={"Content-Encoding": "snappy", "Content-Type": "application/x-protobuf"},
-            timeout=10,
-        )
-        assert answer.status_code == 204, answer.text
-        api = BackgroundServer(create_app(LocalClient(store), limits=Limits(timeout_s=10)), name="nan-api")
-        api.start()
-        try:
-            yield prometheus.url, f"{api.url}/prometheus", base_ms // 1000
-        finally:
-            api.stop()
+    with remote_written(M, _samples(base_ms), tmp_path_factory.mktemp("prometheus-nan")) as (theirs, ours):
+        yield theirs, ours, base_ms // 1000
 
 
 @pytest.mark.parametrize("expression", EXPRESSIONS)

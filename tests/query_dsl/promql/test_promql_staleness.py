@@ -7,6 +7,7 @@ from __future__ import annotations
 import struct
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -61,41 +62,50 @@ def _samples(base_ms: int) -> dict[str, list[tuple[float, int]]]:
     }
 
 
-def _write_request(series: dict[str, list[tuple[float, int]]]) -> bytes:
+def _write_request(name: str, series: dict[str, list[tuple[float, int]]]) -> bytes:
     request = messages["WriteRequest"]()
     for job, samples in series.items():
         one = request.timeseries.add()
-        one.labels.add(name="__name__", value=M)
+        one.labels.add(name="__name__", value=name)
         one.labels.add(name="job", value=job)
         for value, timestamp in samples:
             one.samples.add(value=value, timestamp=timestamp)
     return bytes(cramjam.snappy.compress_raw(request.SerializeToString()))
 
 
-@pytest.fixture(scope="module")
-def stale_bases(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str, int]]:
-    base_ms = (int(time.time()) // 60 * 60 - 1800) * 1000 + 3_000
-    series = _samples(base_ms)
+@contextmanager
+def remote_written(
+    name: str, series: dict[str, list[tuple[float, int]]], home: Path
+) -> Iterator[tuple[str, str]]:
+    """A real Prometheus that the samples (``{job: [(value, ms)]}`` of series ``name``, their
+    bits kept) were remote-written to, and a query API over a store that ingested them: the
+    base URLs of their Prometheus HTTP APIs."""
     store = Store("15s:1000")
     for job, samples in series.items():
         values = np.array([v for v, _ in samples])
         stamps = np.array([t for _, t in samples], dtype=np.int64)
-        store.ingest([f"{M}{{job={job}}}"] * len(samples), values, stamps)
-    home: Path = tmp_path_factory.mktemp("prometheus-rw")
+        store.ingest([f"{name}{{job={job}}}"] * len(samples), values, stamps)
     with PrometheusServer(home, extra_args=("--web.enable-remote-write-receiver",)) as prometheus:
         answer = httpx.post(
             f"{prometheus.url}/api/v1/write",
-            content=_write_request(series),
+            content=_write_request(name, series),
             headers={"Content-Encoding": "snappy", "Content-Type": "application/x-protobuf"},
             timeout=10,
         )
         assert answer.status_code == 204, answer.text
-        api = BackgroundServer(create_app(LocalClient(store), limits=Limits(timeout_s=10)), name="stale-api")
+        api = BackgroundServer(create_app(LocalClient(store), limits=Limits(timeout_s=10)), name="rw-api")
         api.start()
         try:
-            yield prometheus.url, f"{api.url}/prometheus", base_ms // 1000
+            yield prometheus.url, f"{api.url}/prometheus"
         finally:
             api.stop()
+
+
+@pytest.fixture(scope="module")
+def stale_bases(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str, int]]:
+    base_ms = (int(time.time()) // 60 * 60 - 1800) * 1000 + 3_000
+    with remote_written(M, _samples(base_ms), tmp_path_factory.mktemp("prometheus-rw")) as (theirs, ours):
+        yield theirs, ours, base_ms // 1000
 
 
 def test_every_ring_keeps_the_markers_bits_when_it_is_a_buckets_last_sample() -> None:
