@@ -17,8 +17,8 @@ and label set is resolved once and every sample's row made by numpy (``symbols.p
 are found by their hashes in a numpy hash table (``key_table.py``), a batch at a time, each
 hit confirmed by comparing the stored row with the batch's (a row whose hash another series
 holds is kept aside, in ``_collided``). New series are created a whole batch at a time:
-the rows not found are told distinct by one sort of their hashes (``np.unique`` only when
-two hash alike), numbered by their rank among the batch's positions (no sort), rows
+the rows not found are told distinct by one sort of their hashes (``new_rows.py``),
+numbered by their rank among the batch's positions (no sort), rows
 appended by shape, postings per label grouped by a radix sort of the codes, a run of
 ascending ids per posting. Keys given as text
 (:meth:`SeriesIndex.lookup`: replays, snapshots, tests) are split into such a symbol table
@@ -35,7 +35,6 @@ from __future__ import annotations
 import threading
 from array import array
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from urllib.parse import unquote
 
 import numpy as np
@@ -47,6 +46,7 @@ from vhms.exceptions import SeriesLimitError
 from vhms.results import NAME
 from vhms.selector import Matcher, Selector
 from vhms.server.key_table import KeyTable
+from vhms.server.new_rows import NewRows, grouping_order, new_rows
 from vhms.server.symbols import resolve, row_hashes
 
 __all__ = ["SeriesIndex"]
@@ -114,7 +114,7 @@ class SeriesIndex:
         with self._lock:
             resolved = resolve(self, names, label_sets, name_ids, set_ids)
             ids = np.full(len(name_ids), -1, dtype=np.int64)
-            fresh: list[_Fresh] = []
+            fresh: list[NewRows] = []
             for shape, (positions, rows) in resolved.groups.items():
                 hashes = row_hashes(shape, rows)
                 found, taken = self._find(shape, rows, hashes)
@@ -122,7 +122,7 @@ class SeriesIndex:
                 missing = np.flatnonzero(found < 0)
                 if len(missing):
                     where, mine = positions[missing], rows[missing]
-                    fresh.append(_fresh(shape, where, mine, hashes[missing], taken[missing]))
+                    fresh.append(new_rows(shape, where, mine, hashes[missing], taken[missing]))
             if fresh:
                 self._create(fresh, ids)
         if digest is not None and (ids >= 0).all():
@@ -151,7 +151,7 @@ class SeriesIndex:
             taken[position] = ids[position] < 0
         return ids, taken
 
-    def _create(self, fresh: list[_Fresh], ids: np.ndarray) -> None:
+    def _create(self, fresh: list[NewRows], ids: np.ndarray) -> None:
         """Create the new series of a batch (``ids`` gets theirs where they occur), in order
         of first appearance, up to ``max_series`` (the refused counted per occurrence):
         their numbers are ranks among the batch's positions, not a sort."""
@@ -226,7 +226,7 @@ class SeriesIndex:
                 owners = np.flatnonzero(codes >= 0)
                 columns[label] = (owners, codes[owners])
         for label, (owners, codes) in columns.items():
-            order = _grouping_order(codes)
+            order = grouping_order(codes)
             owners, codes = owners[order], codes[order]
             edges = [0, *(np.flatnonzero(np.diff(codes)) + 1).tolist(), len(codes)]
             data = (owners + base).astype(np.int32).tobytes()
@@ -409,58 +409,6 @@ class SeriesIndex:
 
 
 _EMPTY = np.zeros(0, dtype=np.int32)
-
-
-@dataclass(frozen=True)
-class _Fresh:
-    """The rows of one shape a batch does not find: each distinct row once, in order of first
-    appearance (``rows``, ``hashes``, their ``firsts`` positions in the batch, and ``clash``
-    where another row holds the hash), and for each occurrence (at ``where`` in the batch)
-    its number among them (``inverse``)."""
-
-    shape: int
-    firsts: np.ndarray
-    rows: np.ndarray
-    hashes: np.ndarray
-    clash: np.ndarray
-    where: np.ndarray
-    inverse: np.ndarray
-
-
-def _fresh(shape: int, where: np.ndarray, rows: np.ndarray, hashes: np.ndarray, taken: np.ndarray) -> _Fresh:
-    """The distinct rows among ``rows`` (at ``where`` in the batch; ``taken``: hashes held by
-    stored series). Distinct hashes are distinct rows, the common case, told by one sort of
-    the hashes; else the rows are made distinct by their hashes, by themselves when two
-    rows share one."""
-    ordered = np.sort(hashes)
-    if not (ordered[1:] == ordered[:-1]).any():
-        everyone = np.arange(len(rows))
-        return _Fresh(shape, where, rows, hashes, taken, where, everyone)
-    _, first, inverse = np.unique(hashes, return_index=True, return_inverse=True)
-    inverse = inverse.reshape(-1)
-    if not (rows[first][inverse] == rows).all():  # a hash shared by two rows: rare
-        _, first, inverse = np.unique(rows, axis=0, return_index=True, return_inverse=True)
-        inverse = inverse.reshape(-1)
-    by_appearance = np.argsort(first)
-    rank = np.empty(len(first), dtype=np.int64)
-    rank[by_appearance] = np.arange(len(first))
-    first = first[by_appearance]
-    clash = taken[first]
-    _, earliest = np.unique(hashes[first], return_index=True)
-    if len(earliest) < len(first):  # a later row of a hash an earlier row holds is kept aside
-        later = np.ones(len(first), dtype=bool)
-        later[earliest] = False
-        clash |= later
-    return _Fresh(shape, where[first], rows[first], hashes[first], clash, where, rank[inverse])
-
-
-def _grouping_order(codes: np.ndarray) -> np.ndarray:
-    """A stable order of ``codes`` (int32, none negative) by value: numpy's radix sort of
-    16-bit keys, twice for codes beyond 16 bits (low half, then high half)."""
-    if not len(codes) or codes.max() < 1 << 16:
-        return np.argsort(codes.astype(np.uint16), kind="stable")
-    order = np.argsort((codes & 0xFFFF).astype(np.uint16), kind="stable")
-    return order[np.argsort((codes[order] >> 16).astype(np.uint16), kind="stable")]
 
 
 def _digest(
