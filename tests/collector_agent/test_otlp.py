@@ -1,7 +1,8 @@
 """The OTLP receiver of the ``prometheus_remote_write`` source: OpenTelemetry's own Python SDK
 and OTLP/HTTP exporter send counters, gauges and histograms (10,000 data points) to the
-agent, whose vhms sink stores them in a real VHMS; PromQL answers with the labels
-docs/promql.md promises; bad bodies get 400s with reasons."""
+agent, whose vhms sink stores them in a real VHMS and whose raw sink lands them for Spark's
+``raw_ingest``; PromQL answers with the labels docs/promql.md promises, the Parquet history
+holds each sample once; bad bodies get 400s with reasons."""
 
 from __future__ import annotations
 
@@ -10,9 +11,11 @@ import math
 import struct
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import httpx
+import pyarrow.parquet as pq
 import pytest
 from opentelemetry.exporter.otlp.proto.http.metric_exporter import OTLPMetricExporter
 from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import (
@@ -43,6 +46,7 @@ class Stack:
     vhms: VhmsService
     agent: Agent
     api: BackgroundServer
+    landing: Path
 
     @property
     def otlp_url(self) -> str:
@@ -65,11 +69,12 @@ class Stack:
 
 
 @pytest.fixture(scope="module")
-def stack() -> Iterator[Stack]:
+def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
+    landing = tmp_path_factory.mktemp("landing")
     store = Store("1s:120")
     service = VhmsService(store, http_port=None, snapshot_dir=None, wal=False)
     service.start(register=False)
-    receiver = {"type": "prometheus_remote_write", "bind": "127.0.0.1", "port": 0, "channels": "ch"}
+    receiver = {"type": "prometheus_remote_write", "bind": "127.0.0.1", "port": 0, "channels": "ch land"}
     sink = {
         "type": "vhms",
         "channel": "ch",
@@ -82,15 +87,21 @@ def stack() -> Iterator[Stack]:
     properties = agent_properties(
         "a",
         sources={"rw": receiver},
-        channels={"ch": {"type": "memory", "capacity": 100, "keep-alive": 0}},
-        sinks={"out": sink},
+        channels={
+            "ch": {"type": "memory", "capacity": 100, "keep-alive": 0},
+            "land": {"type": "memory", "capacity": 100, "keep-alive": 0},
+        },
+        sinks={
+            "out": sink,
+            "raw": {"type": "raw", "channel": "land", "directory": str(landing), "rollInterval": 0.5},
+        },
     )
     agent = Agent.from_properties(properties, "a", {})
     agent.start()
     api = BackgroundServer(create_app(LocalClient(store)), "127.0.0.1", 0)
     api.start()
     try:
-        yield Stack(service, agent, api)
+        yield Stack(service, agent, api, landing)
     finally:
         api.stop()
         agent.stop()
@@ -128,7 +139,9 @@ def export_from_the_sdk(url: str) -> None:
     provider.shutdown()  # its last collection, exported once
 
 
-def test_an_sdk_export_lands_once_and_answers_promql(stack: Stack, wait: Callable[..., None]) -> None:
+def test_an_sdk_export_lands_once_and_answers_promql(
+    stack: Stack, wait: Callable[..., None], spark: Any, tmp_path: Path
+) -> None:
     accepted = stack.counter("EventAcceptedCount")
     export_from_the_sdk(stack.otlp_url)
     samples = COUNTERS + GAUGES + HISTOGRAMS * (len(BUCKETS) + 1 + 2) + 1  # + target_info
@@ -178,6 +191,19 @@ def test_an_sdk_export_lands_once_and_answers_promql(stack: Stack, wait: Callabl
     assert float(stack.query("count({job='shop/checkout'})")[0]["value"][1]) == samples
     for name in ("http_server_requests_total", "room_temperature_celsius", "rpc_duration_seconds_bucket"):
         assert float(stack.query(f"max(count_over_time({name}[2m]))")[0]["value"][1]) == 1
+    # and once in the Parquet history, through the raw sink's landing files and raw_ingest
+    from spark_jobs import raw_ingest  # pyspark's import is slow: only here
+
+    wait(
+        lambda: stack.agent.sinks["raw"].metrics()["FilesRolledCount"] >= 1, timeout=60, what="a landing file"
+    )
+    wait(lambda: not list(stack.landing.glob("*.tmp")), timeout=60, what="every landing file rolled")
+    raw_ingest.ingest_once(
+        spark, stack.landing.as_uri(), (tmp_path / "parquet").as_uri(), (tmp_path / "ck").as_uri()
+    )
+    rows = pq.read_table(tmp_path / "parquet", columns=["series", "ts"]).to_pylist()
+    assert len(rows) == samples and len({(row["series"], row["ts"]) for row in rows}) == samples
+    assert sum(row["series"].startswith("http_server_requests_total{") for row in rows) == COUNTERS
 
 
 def otlp_post(url: str, body: bytes, **headers: str) -> httpx.Response:
