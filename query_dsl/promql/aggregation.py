@@ -34,16 +34,29 @@ _REDUCED = {"sum": "sum", "avg": "mean", "min": "min", "max": "max", "count": "c
 FUSED_OPS = frozenset({"sum", "avg", "min", "max", "count", "group"})
 
 
+def _by_name(node: Aggregation) -> bool:
+    """``by (__name__, ...)``: the name is grouped on, and kept, as Prometheus does."""
+    return not node.without and "__name__" in node.grouping
+
+
+def _named(table: SeriesTable, node: Aggregation) -> SeriesTable:
+    """``table`` with its names as a label column when ``node`` groups by the name."""
+    return SeriesTable(table.names, {**table.columns, "__name__": table.names}) if _by_name(node) else table
+
+
 def _grouping(node: Aggregation) -> tuple[list[str] | None, list[str] | None]:
     if node.without:
         return None, [label for label in node.grouping if label != "__name__"]
-    return [label for label in node.grouping if label != "__name__"], None
+    return list(node.grouping), None
 
 
 def _result_table(table: SeriesTable, node: Aggregation) -> SeriesTable:
     if node.without:
         return table.restrict(drop=node.grouping).with_name("")
-    return table.restrict(keep=node.grouping).with_name("")
+    kept = table.restrict(keep=node.grouping)
+    if "__name__" not in kept.columns:
+        return kept.with_name("")
+    return SeriesTable(kept.columns["__name__"], kept.restrict(drop=["__name__"]).columns)
 
 
 def _classes(m: Matrix, node: Aggregation) -> tuple[np.ndarray, np.ndarray]:
@@ -51,7 +64,7 @@ def _classes(m: Matrix, node: Aggregation) -> tuple[np.ndarray, np.ndarray]:
         labels = [label for label in m.table.columns if label not in node.grouping]
     else:
         labels = list(node.grouping)
-    return m.table.groups(labels)
+    return _named(m.table, node).groups(labels)
 
 
 def _no_budget(nbytes: int, what: str) -> None:
@@ -70,6 +83,7 @@ def aggregate(
     if node.op in _REDUCED or node.op in ("stdvar", "group"):
         by, without = _grouping(node)
         name = _REDUCED.get(node.op, "stddev" if node.op == "stdvar" else "count")
+        m = Matrix.from_table(_named(m.table, node), m.timestamps, m.values, m.step_ms)
         reduced = reduce_matrix(m, name, by=by, without=without)
         values = _nan_samples(node.op, m, _finish(node.op, reduced.values), by, without)
         return Matrix.from_table(_result_table(reduced.table, node), m.timestamps, values, m.step_ms)
@@ -94,7 +108,7 @@ def aggregate_blocks(
     ``table`` whose values come in ``blocks`` (:func:`query_dsl.reduce.reduce_blocks`)."""
     by, without = _grouping(node)
     name = _REDUCED.get(node.op, "count")
-    reduced, values = reduce_blocks(table, len(timestamps), blocks, name, by, without)
+    reduced, values = reduce_blocks(_named(table, node), len(timestamps), blocks, name, by, without)
     return Matrix.from_table(_result_table(reduced, node), timestamps, _finish(node.op, values), step_ms)
 
 
@@ -139,7 +153,7 @@ def _quantile(node: Aggregation, m: Matrix, q: np.ndarray) -> Matrix:
         members = m.values[order[bounds[index] : bounds[index + 1]]]
         for column, value in enumerate(q.tolist()):
             out[index, column] = quantile_of(value, members[:, column : column + 1], axis=0)[0]
-    table = _result_table(m.table.take(firsts), node)
+    table = _result_table(_named(m.table, node).take(firsts), node)
     return Matrix.from_table(table, m.timestamps, out, m.step_ms)
 
 
@@ -212,9 +226,9 @@ def _count_values(
         found, cols = keys(columns)
         np.add.at(counts, (np.searchsorted(distinct, found), cols), 1.0)
     counts[counts == 0] = np.nan
-    base_labels = _result_table(m.table.take(firsts), node).label_dicts()
+    base = _result_table(_named(m.table, node).take(firsts), node)
+    base_labels, base_names = base.label_dicts(), base.name_list()
     texts = [format_value(v) for v in values[distinct // span].view(np.float64).tolist()]
-    out_labels = [
-        {**base_labels[cls], label: text} for cls, text in zip((distinct % span).tolist(), texts, strict=True)
-    ]
-    return Matrix([""] * len(out_labels), out_labels, m.timestamps, counts, m.step_ms)
+    classes = (distinct % span).tolist()
+    out_labels = [{**base_labels[cls], label: text} for cls, text in zip(classes, texts, strict=True)]
+    return Matrix([base_names[cls] for cls in classes], out_labels, m.timestamps, counts, m.step_ms)

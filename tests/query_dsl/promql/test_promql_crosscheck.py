@@ -107,6 +107,10 @@ EXPRESSIONS = [
     f"stddev({T})",
     f"stdvar by (job) ({C})",
     f"group by (job) ({C})",
+    'count by (__name__) ({job=~".+"})',  # the name grouped on is kept
+    f"sum by (__name__, job) ({C})",
+    f"quantile by (__name__) (0.5, {T})",
+    f'count_values by (__name__) ("v", {T} > 20)',
     f"topk(2, {T})",
     f"bottomk(1, {C}) by (job)",
     f"topk by (job) (1, rate({C}[5m]))",
