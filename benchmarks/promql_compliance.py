@@ -169,8 +169,9 @@ def wait_until(
 
 
 def start(stack: ExitStack, command: list[str], log: Path, grace: float = 30.0) -> subprocess.Popen[Any]:
-    """``command`` as a child that dies with this process, its output in ``log``; ended
-    (SIGTERM, then SIGKILL after ``grace`` s) when ``stack`` closes."""
+    """``command`` as a child that dies with this process, its output in ``log`` (its working
+    directory ``log``'s: no directory there may be named like a package, ``python -m`` would
+    import it); ended (SIGTERM, then SIGKILL after ``grace`` s) when ``stack`` closes."""
     out = stack.enter_context(log.open("ab"))
     process = spawn(command, stdout=out, stderr=subprocess.STDOUT, cwd=log.parent)
     process.stdout_log = log  # type: ignore[attr-defined]
@@ -204,7 +205,7 @@ def separate(stack: ExitStack, work: Path) -> tuple[str, str]:
             "--port",
             str(vhms_port),
             "--data-dir",
-            str(work / "vhms"),
+            str(work / "store"),
             "--resolutions",
             SEPARATE_RESOLUTIONS,
             "--wal-fsync",
