@@ -128,6 +128,16 @@ def find_snapshot(repo: Repo, given: Path | None, snapshots: Path | None) -> Sna
     )
 
 
+def run_child(command: list[str], timeout: float, **popen: Any) -> tuple[int, str]:
+    """``command`` as a child that dies with this process: its exit code and output."""
+    process = spawn(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, **popen)
+    try:
+        output, _ = process.communicate(timeout=timeout)
+    finally:
+        terminate(process, 5)
+    return process.returncode, output
+
+
 def build(repo: Repo, snapshot: Snapshot, work: Path) -> tuple[Path, str, Path]:
     """``go build`` of ``repo`` from ``snapshot`` (a bare one exported under ``work``) into
     :data:`GO_BIN`, reused when there: the binary, its commit, the tree of files."""
@@ -139,16 +149,14 @@ def build(repo: Repo, snapshot: Snapshot, work: Path) -> tuple[Path, str, Path]:
     if binary.exists() and commit != "unknown":
         return binary, commit, tree
     print(f"building {repo.binary} at {commit[:12]} from {snapshot.path} ...", flush=True)
-    done = subprocess.run(
+    returncode, output = run_child(
         ["go", "build", "-o", str(binary), repo.package],
+        1800,
         cwd=tree / repo.module_dir,
         env={**os.environ, "GOFLAGS": "-mod=mod"},
-        capture_output=True,
-        text=True,
-        timeout=1800,
     )
-    if done.returncode:
-        raise Missing(f"go build of {repo.binary} failed:\n{done.stderr.strip()[-3000:]}")
+    if returncode:
+        raise Missing(f"go build of {repo.binary} failed:\n{output.strip()[-3000:]}")
     return binary, commit, tree
 
 
@@ -354,19 +362,13 @@ def run_tester(
         f"reference_target_config:\n  query_url: '{reference}'\n"
         f"test_target_config:\n  query_url: '{target}'\n"
     )
-    done = subprocess.run(
-        [str(tester), f"-config-file={queries}", f"-config-file={targets}", "-query-parallelism=4"],
-        capture_output=True,
-        text=True,
-        timeout=3600,
+    returncode, output = run_child(
+        [str(tester), f"-config-file={queries}", f"-config-file={targets}", "-query-parallelism=4"], 3600
     )
-    output = done.stdout + done.stderr
     results.mkdir(parents=True, exist_ok=True)
     (results / f"promql_compliance_{name}.txt").write_text(f"{header}set-up: {name}\n\n{output}")
     summary = re.search(r"Total: .*", output)
-    return (
-        summary[0] if summary else f"no summary; the tester exited with {done.returncode}: {output[-2000:]}"
-    )
+    return summary[0] if summary else f"no summary; the tester exited with {returncode}: {output[-2000:]}"
 
 
 def artimon_commit() -> str:
@@ -379,10 +381,19 @@ def artimon_commit() -> str:
 def tools(args: argparse.Namespace, work: Path) -> tuple[Path, Path, Path, str]:
     """The tester, the demo service, the queries file and a header naming their commits."""
     print(f"looking for snapshots in {args.snapshots or '(no --snapshots)'}", flush=True)
-    tester, tester_commit, tree = build(TESTER, find_snapshot(TESTER, args.compliance, args.snapshots), work)
+    found: dict[Repo, Snapshot] = {}
+    missing = []
+    for repo, given in ((TESTER, args.compliance), (DEMO, args.demo_repo)):
+        try:
+            found[repo] = find_snapshot(repo, given, args.snapshots)
+        except Missing as exc:
+            missing.append(str(exc))
+    if missing:
+        raise Missing("\n".join(missing))
+    tester, tester_commit, tree = build(TESTER, found[TESTER], work)
     queries = GO_BIN / f"promql-test-queries-{tester_commit[:12]}.yml"
     shutil.copyfile(tree / QUERIES, queries)
-    demo, demo_commit, _ = build(DEMO, find_snapshot(DEMO, args.demo_repo, args.snapshots), work)
+    demo, demo_commit, _ = build(DEMO, found[DEMO], work)
     header = (
         f"date: {datetime.datetime.now(datetime.UTC):%Y-%m-%d %H:%M UTC}\n"
         f"tester: github.com/prometheus/compliance {tester_commit}\n"
