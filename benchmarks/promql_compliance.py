@@ -60,6 +60,7 @@ RESULTS = Path(__file__).with_name("results")
 ROOT = Path(__file__).resolve().parent.parent
 ARTIMON = [sys.executable, "-m", "artimon"]
 QUERIES = "promql/promql-test-queries.yml"
+PROGRESS = re.compile(r"\d+ / \d+ \[[-_>]*\] +[\d.]+% +(?:\?|[\d.]+) p/s")  # the tester's progress bar
 SEPARATE_RESOLUTIONS = "5s:2880," + DEFAULT_RESOLUTIONS.partition(",")[2]
 
 
@@ -365,6 +366,7 @@ def run_tester(
     returncode, output = run_child(
         [str(tester), f"-config-file={queries}", f"-config-file={targets}", "-query-parallelism=4"], 3600
     )
+    output = PROGRESS.sub("", output)
     results.mkdir(parents=True, exist_ok=True)
     (results / f"promql_compliance_{name}.txt").write_text(f"{header}set-up: {name}\n\n{output}")
     summary = re.search(r"Total: .*", output)
