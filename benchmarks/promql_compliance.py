@@ -1,378 +1,466 @@
-"""The PromQL compliance run, set up from nothing: Prometheus's official compliance tester
-against Artimon's ``/prometheus`` API, with Artimon fed by a real Prometheus's remote write.
+"""The PromQL compliance run: Prometheus's official compliance tester against Artimon's
+``/prometheus`` API in two set-ups at once, both fed by one real Prometheus's remote write.
 
-    python benchmarks/promql_compliance.py [--wait 85] [--scrape-interval 5]
+    python benchmarks/promql_compliance.py --snapshots DIR [--wait 85]
 
-1. Tools, through the Go module proxy into ``~/.cache/artimon/go/bin``: ``go install`` of
-   ``github.com/prometheus/compliance/promql/cmd/promql-compliance-tester`` and
-   ``github.com/juliusv/prometheus_demo_service``; ``go mod download`` of the compliance
-   module for its ``promql-test-queries.yml`` (``--tester``, ``--demo-service`` and
-   ``--queries`` give them instead).
-2. Three demo services on free ports of 127.0.0.1 (the tester's queries name
-   ``demo.promlabs.com:10000..10002``: they are rewritten to those ports, as the tester's
-   README says to do).
-3. Artimon, in this process: a VHMS whose finest ring is the scrape interval, an agent whose
-   ``prometheus_remote_write`` source feeds a memory channel drained by the vhms sink, and
-   the query API (``/prometheus`` included) over that VHMS.
-4. A real Prometheus (Debian's) scraping the demo services every ``--scrape-interval``
-   seconds and remote-writing every sample to the agent.
-5. After ``--wait`` minutes (the tester's range queries end 12 minutes ago and span 10, and
+1. Tools, built from snapshots of their public repositories (the Go module proxy refuses
+   both modules; it serves their dependencies): ``promql/cmd/promql-compliance-tester`` of
+   ``github.com/prometheus/compliance`` (and its ``promql/promql-test-queries.yml``), and
+   ``github.com/juliusv/prometheus_demo_service``. A snapshot is a bare git directory or a
+   work tree, found as ``DIR/<owner>+<name>/repo``, ``DIR/<owner>+<name>`` or ``DIR/<name>``
+   (``--compliance`` and ``--demo-repo`` name one each); the script prints where it looks
+   and what is missing. ``go build`` (``GOFLAGS=-mod=mod``, the machine's ``GOPROXY``) puts
+   the binaries, named by commit, in ``~/.cache/artimon/go/bin``; a later run reuses them.
+2. Three demo services on free ports of 127.0.0.1, scraped by a real Prometheus (Debian's)
+   every 5 s as job ``demo`` with the ``instance`` labels the tester's queries name
+   (``demo.promlabs.com:10000..10002``): the queries are used unchanged.
+3. That Prometheus remote-writes every sample to two Artimons:
+   ``separate``: ``artimon vhms --resolutions 5s:2880,...``, ``artimon agent`` (a
+   ``prometheus_remote_write`` source, a file channel, a vhms sink) and ``artimon api``, three
+   processes as docs/operations.md section 2 runs them (shards listed statically: no
+   ZooKeeper needed);
+   ``up``: ``artimon up --interval 5 --no-spark`` (the README's path) with the receiver
+   added to the ``agent.properties`` it would write, into its ``durable`` channel.
+4. After ``--wait`` minutes (the tester's range queries end 12 minutes ago and span 10, and
    its windows reach 1h back: 85 minutes for every case to see full data), the tester runs
-   with Prometheus as its reference and Artimon as its target; its summary (``Total: N / M
-   (P%) passed``) and every failing case are printed, and its text output is kept in
-   ``benchmarks/results/promql_compliance.txt``.
+   once per set-up, Prometheus as its reference; each summary (``Total: N / M (P%) passed``)
+   is printed and each text output kept in ``benchmarks/results/promql_compliance_<set-up>.txt``
+   under a header with the date, the commits (tester, demo service, Artimon) and the load.
 
-Without the Go tools (a proxy that refuses these modules), ``--builtin`` runs the same
-pipeline with ``prometheus-node-exporter`` and Prometheus's own metrics as targets and a
-comparison of our own (:data:`BUILTIN_QUERIES`, range queries through both HTTP APIs over
-the tester's window: same series, values within the tester's tolerance): a stand-in that
-says how remote-written data answers, not the official score.
-
-Every process started here dies with this one; nothing outside the temporary directory and
-the Go cache is written.
+Every process started here dies with this one (SIGTERM at the end, and with the parent if
+it is killed); everything binds 127.0.0.1; nothing outside a temporary directory, the Go
+cache and ``benchmarks/results`` is written.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
-import math
+import datetime
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
 import time
-import urllib.parse
 import urllib.request
-from collections.abc import Iterator
-from contextlib import ExitStack, contextmanager
+from collections.abc import Callable
+from contextlib import ExitStack
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from artimon.servers import PrometheusServer, free_port
-from artimon.stack import agent_properties
-from bookkeeper.ground import BackgroundServer, spawn
-from collector_agent import Agent
-from query_dsl import Limits, create_app
-from vhms import LocalClient
-from vhms.server import Store, VhmsService
+from artimon.servers import PrometheusServer, answers_ok, free_port
+from artimon.stack import agent_properties, up_agent
+from bookkeeper.ground import spawn, terminate
+from vhms import DEFAULT_RESOLUTIONS
 
-TESTER = "github.com/prometheus/compliance/promql/cmd/promql-compliance-tester"
-DEMO = "github.com/juliusv/prometheus_demo_service"
-COMPLIANCE_MODULE = "github.com/prometheus/compliance/promql"
 GO_BIN = Path.home() / ".cache" / "artimon" / "go" / "bin"
 RESULTS = Path(__file__).with_name("results")
+ROOT = Path(__file__).resolve().parent.parent
+ARTIMON = [sys.executable, "-m", "artimon"]
+QUERIES = "promql/promql-test-queries.yml"
+PROGRESS = re.compile(r"\d+ / \d+ \[[-_>]*\] +[\d.]+% +(?:\?|[\d.]+) p/s")  # the tester's progress bar
+SEPARATE_RESOLUTIONS = "5s:2880," + DEFAULT_RESOLUTIONS.partition(",")[2]
 
 
-def agent_config(vhms_port: int) -> str:
-    """A remote-write receiver into the VHMS shard on ``vhms_port``, at the samples' own times."""
-    return agent_properties(
-        "c",
-        sources={
-            "prom": {"type": "prometheus_remote_write", "bind": "127.0.0.1", "port": 0, "channels": "ch"}
-        },
-        channels={"ch": {"type": "memory", "capacity": 10000, "transactionCapacity": 1000}},
-        sinks={
-            "vhms": {
-                "type": "vhms",
-                "channel": "ch",
-                "servers": f"default@127.0.0.1:{vhms_port}",
-                "time": "sample",
-                "batchSize": 1000,
-            }
-        },
+@dataclass(frozen=True)
+class Repo:
+    """A public repository the run builds a binary from."""
+
+    owner: str
+    name: str
+    module_dir: str  # where its go.mod is
+    package: str  # the main package, relative to module_dir
+    binary: str
+
+    def candidates(self, snapshots: Path) -> list[Path]:
+        slug = f"{self.owner}+{self.name}"
+        return [snapshots / slug / "repo", snapshots / slug, snapshots / self.name]
+
+
+TESTER = Repo(
+    "prometheus", "compliance", "promql", "./cmd/promql-compliance-tester", "promql-compliance-tester"
+)
+DEMO = Repo("juliusv", "prometheus_demo_service", ".", ".", "prometheus_demo_service")
+
+
+class Missing(RuntimeError):
+    """A snapshot or tool that is not there (the message says where the script looked)."""
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """A repository on disk: a bare git directory or a work tree."""
+
+    path: Path
+    bare: bool
+
+    def _git(self, *args: str) -> subprocess.CompletedProcess[bytes]:
+        where = ["--git-dir", str(self.path)] if self.bare else ["-C", str(self.path)]
+        return subprocess.run(["git", *where, *args], capture_output=True, timeout=300, check=True)
+
+    def commit(self) -> str:
+        if not self.bare and not (self.path / ".git").exists():
+            return "unknown"
+        return self._git("rev-parse", "HEAD").stdout.decode().strip()
+
+    def tree(self, into: Path) -> Path:
+        """The files of HEAD (a bare directory's, exported with git archive) or the work tree."""
+        if not self.bare:
+            return self.path
+        archive = self._git("archive", "HEAD").stdout
+        subprocess.run(["tar", "-x", "-C", str(into)], input=archive, timeout=300, check=True)
+        return into
+
+
+def find_snapshot(repo: Repo, given: Path | None, snapshots: Path | None) -> Snapshot:
+    """The snapshot of ``repo``: ``given``, else the first candidate under ``snapshots``."""
+    places = [given] if given is not None else repo.candidates(snapshots) if snapshots is not None else []
+    for place in places:
+        if (place / "HEAD").is_file() and (place / "objects").is_dir():
+            return Snapshot(place, bare=True)
+        if (place / repo.module_dir / "go.mod").is_file():
+            return Snapshot(place, bare=False)
+    where = ", ".join(str(p) for p in places) or "nowhere (give --snapshots DIR or a flag per repository)"
+    raise Missing(
+        f"no snapshot of github.com/{repo.owner}/{repo.name} (a bare git directory or a work tree "
+        f"with {repo.module_dir}/go.mod); looked in {where}"
     )
+
+
+def run_child(command: list[str], timeout: float, **popen: Any) -> tuple[int, str]:
+    """``command`` as a child that dies with this process: its exit code and output."""
+    process = spawn(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, **popen)
+    try:
+        output, _ = process.communicate(timeout=timeout)
+    finally:
+        terminate(process, 5)
+    return process.returncode, output
+
+
+def build(repo: Repo, snapshot: Snapshot, work: Path) -> tuple[Path, str, Path]:
+    """``go build`` of ``repo`` from ``snapshot`` (a bare one exported under ``work``) into
+    :data:`GO_BIN`, reused when there: the binary, its commit, the tree of files."""
+    commit = snapshot.commit()
+    GO_BIN.mkdir(parents=True, exist_ok=True)
+    binary = GO_BIN / f"{repo.binary}-{commit[:12]}"
+    (work / repo.name).mkdir(parents=True)
+    tree = snapshot.tree(work / repo.name)
+    if binary.exists() and commit != "unknown":
+        return binary, commit, tree
+    print(f"building {repo.binary} at {commit[:12]} from {snapshot.path} ...", flush=True)
+    returncode, output = run_child(
+        ["go", "build", "-o", str(binary), repo.package],
+        1800,
+        cwd=tree / repo.module_dir,
+        env={**os.environ, "GOFLAGS": "-mod=mod"},
+    )
+    if returncode:
+        raise Missing(f"go build of {repo.binary} failed:\n{output.strip()[-3000:]}")
+    return binary, commit, tree
+
+
+def wait_until(
+    what: str, ready: Callable[[], bool], processes: list[subprocess.Popen[Any]], timeout: float
+) -> None:
+    """Poll ``ready`` (a readiness probe) until true; ``RuntimeError`` with the log's tail
+    when one of ``processes`` (started by :func:`start`) exits first, or after ``timeout`` s."""
+    deadline = time.monotonic() + timeout
+    while not ready():
+        for process in processes:
+            if process.poll() is not None:
+                tail = Path(process.stdout_log).read_text(errors="replace")[-3000:]  # type: ignore[attr-defined]
+                raise RuntimeError(f"{what}: {process.args} exited with {process.returncode}:\n{tail}")
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"{what}: not ready after {timeout:g} s")
+        time.sleep(0.5)
+
+
+def start(stack: ExitStack, command: list[str], log: Path, grace: float = 30.0) -> subprocess.Popen[Any]:
+    """``command`` as a child that dies with this process, its output in ``log`` (its working
+    directory ``log``'s: no directory there may be named like a package, ``python -m`` would
+    import it); ended (SIGTERM, then SIGKILL after ``grace`` s) when ``stack`` closes."""
+    out = stack.enter_context(log.open("ab"))
+    process = spawn(command, stdout=out, stderr=subprocess.STDOUT, cwd=log.parent)
+    process.stdout_log = log  # type: ignore[attr-defined]
+    stack.callback(terminate, process, grace)
+    return process
+
+
+def listening(port: int) -> Callable[[], bool]:
+    def probe() -> bool:
+        try:
+            urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=1.0).close()
+        except urllib.error.HTTPError:
+            return True
+        except OSError:
+            return False
+        return True
+
+    return probe
+
+
+def separate(stack: ExitStack, work: Path) -> tuple[str, str]:
+    """VHMS, agent and query API as three processes; (remote-write URL, PromQL base URL)."""
+    work.mkdir()
+    vhms_port, receiver, api_port = free_port(), free_port(), free_port()
+    vhms = start(
+        stack,
+        [
+            *ARTIMON,
+            "vhms",
+            "--no-register",
+            "--port",
+            str(vhms_port),
+            "--data-dir",
+            str(work / "store"),
+            "--resolutions",
+            SEPARATE_RESOLUTIONS,
+            "--wal-fsync",
+            "periodic",
+        ],
+        work / "vhms.log",
+    )
+    (work / "agent.properties").write_text(
+        agent_properties(
+            "c",
+            sources={
+                "prom": {
+                    "type": "prometheus_remote_write",
+                    "bind": "127.0.0.1",
+                    "port": receiver,
+                    "channels": "ch",
+                }
+            },
+            channels={"ch": {"type": "file", "dataDirs": str(work / "channel")}},
+            sinks={
+                "vhms": {
+                    "type": "vhms",
+                    "channel": "ch",
+                    "servers": f"default@127.0.0.1:{vhms_port}",
+                    "batchSize": 1000,
+                }
+            },
+        )
+    )
+    agent = start(
+        stack,
+        [*ARTIMON, "agent", "-f", str(work / "agent.properties"), "-n", "c", "--monitor-port", "0"],
+        work / "agent.log",
+    )
+    api = start(
+        stack,
+        [*ARTIMON, "api", "--port", str(api_port), "--vhms", f"127.0.0.1:{vhms_port}", "--timeout", "60"],
+        work / "api.log",
+    )
+    base = f"http://127.0.0.1:{api_port}/prometheus"
+    processes = [vhms, agent, api]
+    wait_until("separate: query API", lambda: answers_ok(f"{base}/api/v1/query?query=1"), processes, 120)
+    wait_until("separate: remote-write receiver", listening(receiver), processes, 120)
+    return f"http://127.0.0.1:{receiver}/api/v1/write", base
+
+
+def up(stack: ExitStack, work: Path) -> tuple[str, str]:
+    """``artimon up --interval 5 --no-spark`` with a remote-write receiver added to its agent;
+    (remote-write URL, PromQL base URL)."""
+    work.mkdir()
+    receiver, api_port = free_port(), free_port()
+    properties = re.sub(r"^(up\.sources = .*)$", r"\1 prom", up_agent(), count=1, flags=re.MULTILINE)
+    properties += "".join(
+        f"up.sources.prom.{key} = {value}\n"
+        for key, value in [
+            ("type", "prometheus_remote_write"),
+            ("bind", "127.0.0.1"),
+            ("port", receiver),
+            ("channels", "durable"),
+        ]
+    )
+    (work / "data").mkdir()
+    (work / "data" / "agent.properties").write_text(properties)
+    process = start(
+        stack,
+        [
+            *ARTIMON,
+            "up",
+            "--interval",
+            "5",
+            "--no-spark",
+            "--data-dir",
+            str(work / "data"),
+            "--zk-port",
+            "0",
+            "--api-port",
+            str(api_port),
+            "--thrift-port",
+            "0",
+        ],
+        work / "up.log",
+        grace=120,
+    )
+    base = f"http://127.0.0.1:{api_port}/prometheus"
+    wait_until("up: query API", lambda: answers_ok(f"{base}/api/v1/query?query=1"), [process], 300)
+    wait_until("up: remote-write receiver", listening(receiver), [process], 120)
+    return f"http://127.0.0.1:{receiver}/api/v1/write", base
 
 
 PROMETHEUS = """
 global:
-  scrape_interval: {interval}s
-  evaluation_interval: {interval}s
+  scrape_interval: 5s
+  evaluation_interval: 5s
 scrape_configs:
-{jobs}
+  - job_name: demo
+    static_configs:
+{targets}
 remote_write:
-  - url: "{url}"
-    queue_config:
-      batch_send_deadline: 1s
+{writes}
 """
 
-# The stand-in's queries: the tester's kinds (selectors, offsets, aggregations, binary
-# operators, range functions, histograms) over node-exporter's and Prometheus's own series.
-BUILTIN_QUERIES = [
-    "prometheus_http_requests_total",
-    'prometheus_http_requests_total{handler="/metrics"}',
-    'prometheus_http_requests_total{handler=~"/api/.*"}',
-    'prometheus_http_requests_total{code!="200"}',
-    "prometheus_http_requests_total offset 1m",
-    "sum(prometheus_http_requests_total)",
-    "sum by (handler) (prometheus_http_requests_total)",
-    "count without (handler) (prometheus_http_requests_total)",
-    "max(node_cpu_seconds_total)",
-    "topk(3, node_cpu_seconds_total)",
-    "bottomk(2, node_memory_MemFree_bytes)",
-    "quantile(0.9, node_cpu_seconds_total)",
-    "avg by (mode) (node_cpu_seconds_total)",
-    "stddev(node_cpu_seconds_total)",
-    'count_values("v", node_cpu_seconds_total > 0)',
-    "rate(node_cpu_seconds_total[1m])",
-    "rate(prometheus_http_requests_total[5m])",
-    "irate(node_cpu_seconds_total[1m])",
-    "increase(prometheus_tsdb_head_samples_appended_total[2m])",
-    "delta(node_memory_MemFree_bytes[1m])",
-    "idelta(node_memory_MemFree_bytes[1m])",
-    "deriv(node_memory_MemFree_bytes[2m])",
-    "changes(node_memory_MemFree_bytes[5m])",
-    "resets(node_cpu_seconds_total[5m])",
-    "avg_over_time(node_load1[1m])",
-    "max_over_time(node_load1[5m])",
-    "min_over_time(node_load1[5m])",
-    "count_over_time(node_load1[1m])",
-    "last_over_time(node_load1[1m])",
-    "quantile_over_time(0.5, node_load1[5m])",
-    "stddev_over_time(node_load1[5m])",
-    "timestamp(node_load1)",
-    "node_memory_MemFree_bytes / node_memory_MemTotal_bytes * 100",
-    "node_memory_MemFree_bytes > bool 1e9",
-    'sum by (le) (rate(prometheus_http_request_duration_seconds_bucket{handler="/metrics"}[5m]))',
-    "histogram_quantile(0.9, sum by (le) (rate(prometheus_http_request_duration_seconds_bucket[5m])))",
-    "abs(deriv(node_load1[2m]))",
-    "clamp_max(node_load1, 0.5)",
-    "round(node_load5, 0.1)",
-    "absent(nonexistent_metric)",
-    'label_replace(up, "port", "$1", "instance", ".*:(.*)")',
-    "up == 1",
-    "up and on(job) up",
-    "sum(rate(node_cpu_seconds_total[1m])) by (mode) / on() group_left sum(rate(node_cpu_seconds_total[1m]))",
-    "rate(node_cpu_seconds_total[5m:15s])",
-    "scalar(sum(up))",
-    "vector(1) + time() * 0",
-]
 
-
-def go_install(package: str) -> Path:
-    """``go install package@latest`` into :data:`GO_BIN`; the binary's path."""
-    GO_BIN.mkdir(parents=True, exist_ok=True)
-    done = subprocess.run(
-        ["go", "install", f"{package}@latest"],
-        env={**os.environ, "GOBIN": str(GO_BIN), "GOFLAGS": "-mod=mod"},
-        capture_output=True,
-        text=True,
-        timeout=1800,
+def prometheus_config(demo_ports: list[int], receivers: dict[str, str]) -> str:
+    targets = "".join(
+        f"      - targets: ['127.0.0.1:{port}']\n"
+        f"        labels: {{instance: 'demo.promlabs.com:{10000 + i}'}}\n"
+        for i, port in enumerate(demo_ports)
     )
-    if done.returncode:
-        raise RuntimeError(f"go install {package}@latest failed:\n{done.stderr.strip()}")
-    return GO_BIN / package.rsplit("/", 1)[-1]
-
-
-def test_queries() -> Path:
-    """``promql-test-queries.yml`` of the compliance module (``go mod download``)."""
-    done = subprocess.run(
-        ["go", "mod", "download", "-json", f"{COMPLIANCE_MODULE}@latest"],
-        capture_output=True,
-        text=True,
-        timeout=600,
+    writes = "".join(
+        f"  - url: '{url}'\n    name: {name}\n    queue_config: {{batch_send_deadline: 1s}}\n"
+        for name, url in receivers.items()
     )
-    answer = json.loads(done.stdout or "{}")
-    if done.returncode or "Dir" not in answer:
-        raise RuntimeError(
-            f"go mod download {COMPLIANCE_MODULE} failed: {answer.get('Error') or done.stderr}"
-        )
-    return Path(answer["Dir"]) / "promql-test-queries.yml"
+    return PROMETHEUS.format(targets=targets.rstrip("\n"), writes=writes)
 
 
-@contextmanager
-def artimon(scrape_interval: int, slots: int) -> Iterator[tuple[Agent, BackgroundServer]]:
-    """VHMS (finest ring = the scrape interval), the agent with its remote-write source, the
-    query API: what Prometheus writes to and the tester reads."""
-    store = Store(f"{scrape_interval}s:{slots}")
-    vhms = VhmsService(store, http_port=None, snapshot_dir=None, wal=False)
-    vhms.start(register=False)
-    agent = Agent.from_properties(agent_config(vhms.port), "c", {})
-    agent.start()
-    api = BackgroundServer(create_app(LocalClient(store), limits=Limits(timeout_s=60)), name="compliance-api")
-    api.start()
-    try:
-        yield agent, api
-    finally:
-        api.stop()
-        agent.stop()
-        vhms.stop()
-
-
-def start_targets(stack: ExitStack, work: Path, demo: Path | None) -> tuple[str, dict[str, str]]:
-    """The scrape jobs (YAML) and the host renames the queries need."""
-    renames: dict[str, str] = {}
-    if demo is not None:
-        targets = []
-        for index in range(3):
-            port = free_port()
-            log = open(work / f"demo-{index}.log", "ab")  # noqa: SIM115 - closed by the stack
-            stack.callback(log.close)
-            process = spawn([str(demo), f"-listen-address=127.0.0.1:{port}"], stdout=log, stderr=log)
-            stack.callback(process.kill)
-            targets.append(f"127.0.0.1:{port}")
-            renames[f"demo.promlabs.com:{10000 + index}"] = f"127.0.0.1:{port}"
-        return f"  - job_name: demo\n    static_configs:\n      - targets: {json.dumps(targets)}\n", renames
-    port = free_port()
-    log = open(work / "node-exporter.log", "ab")  # noqa: SIM115 - closed by the stack
-    stack.callback(log.close)
-    process = spawn(
-        ["prometheus-node-exporter", f"--web.listen-address=127.0.0.1:{port}"], stdout=log, stderr=log
+def remote_write_counts(prometheus: str) -> str:
+    """Samples sent and failed per remote write, from Prometheus's own /metrics."""
+    with urllib.request.urlopen(f"{prometheus}/metrics", timeout=10) as answer:
+        text = answer.read().decode()
+    counts: dict[str, dict[str, float]] = {}
+    for kind, name, value in re.findall(
+        r'^prometheus_remote_storage_samples_(total|failed_total)\{remote_name="(\w+)"[^}]*\} (\S+)$',
+        text,
+        re.MULTILINE,
+    ):
+        counts.setdefault(name, {})[kind] = float(value)
+    return "; ".join(
+        f"{name}: {c.get('total', 0):.0f} samples sent, {c.get('failed_total', 0):.0f} failed"
+        for name, c in counts.items()
     )
-    stack.callback(process.kill)
-    return f"  - job_name: node\n    static_configs:\n      - targets: ['127.0.0.1:{port}']\n", renames
-
-
-def range_query(base: str, query: str, start: float, end: float, step: float) -> dict[str, Any]:
-    params = urllib.parse.urlencode({"query": query, "start": start, "end": end, "step": step})
-    try:
-        with urllib.request.urlopen(f"{base}/api/v1/query_range?{params}", timeout=120) as answer:
-            result: dict[str, Any] = json.loads(answer.read())
-    except urllib.error.HTTPError as exc:
-        result = json.loads(exc.read() or b"{}")
-    return result
-
-
-def _close(a: str, b: str) -> bool:
-    """The tester's comparison of two sample values: equal, both NaN, or within 1e-5 relative."""
-    x, y = float(a), float(b)
-    if math.isnan(x) or math.isnan(y):
-        return math.isnan(x) and math.isnan(y)
-    return x == y or abs(x - y) <= 1e-5 * max(abs(x), abs(y))
-
-
-def compare(expected: dict[str, Any], got: dict[str, Any]) -> str | None:
-    """Why two answers differ (``None`` when they agree)."""
-    if expected.get("status") != got.get("status"):
-        return f"status {got.get('status')} ({got.get('error')}), Prometheus {expected.get('status')}"
-    if expected.get("status") != "success":
-        return None
-    mine = {json.dumps(s["metric"], sort_keys=True): s["values"] for s in got["data"]["result"]}
-    theirs = {json.dumps(s["metric"], sort_keys=True): s["values"] for s in expected["data"]["result"]}
-    if set(mine) != set(theirs):
-        missing, extra = sorted(set(theirs) - set(mine))[:2], sorted(set(mine) - set(theirs))[:2]
-        return f"series differ: missing {missing}, extra {extra}"
-    for key, values in theirs.items():
-        if [t for t, _ in values] != [t for t, _ in mine[key]]:
-            return f"{key}: timestamps differ ({len(values)} points at Prometheus, {len(mine[key])} here)"
-        for (t, want), (_, have) in zip(values, mine[key], strict=True):
-            if not _close(want, have):
-                return f"{key} at {t}: {have}, Prometheus {want}"
-    return None
-
-
-def builtin(reference: str, target: str, end: float) -> tuple[int, list[tuple[str, str]]]:
-    """The stand-in comparison over the tester's window (10 minutes ending at ``end``, step 10 s)."""
-    failing = []
-    for query in BUILTIN_QUERIES:
-        why = compare(
-            range_query(reference, query, end - 600, end, 10), range_query(target, query, end - 600, end, 10)
-        )
-        if why is not None:
-            failing.append((query, why))
-    return len(BUILTIN_QUERIES), failing
 
 
 def run_tester(
-    tester: Path, queries: Path, renames: dict[str, str], work: Path, reference: str, target: str
-) -> int:
-    text = queries.read_text()
-    for old, new in renames.items():
-        text = text.replace(old, new)
-    (work / "queries.yml").write_text(text)
-    (work / "targets.yml").write_text(
+    tester: Path,
+    queries: Path,
+    work: Path,
+    name: str,
+    reference: str,
+    target: str,
+    header: str,
+    results: Path,
+) -> str:
+    """The tester against ``target``; its summary line (the text output kept in results/)."""
+    targets = work / f"targets-{name}.yml"
+    targets.write_text(
         f"reference_target_config:\n  query_url: '{reference}'\n"
         f"test_target_config:\n  query_url: '{target}'\n"
     )
+    returncode, output = run_child(
+        [str(tester), f"-config-file={queries}", f"-config-file={targets}", "-query-parallelism=4"], 3600
+    )
+    output = PROGRESS.sub("", output)
+    results.mkdir(parents=True, exist_ok=True)
+    (results / f"promql_compliance_{name}.txt").write_text(f"{header}set-up: {name}\n\n{output}")
+    summary = re.search(r"Total: .*", output)
+    return summary[0] if summary else f"no summary; the tester exited with {returncode}: {output[-2000:]}"
+
+
+def artimon_commit() -> str:
     done = subprocess.run(
-        [
-            str(tester),
-            f"-config-file={work / 'queries.yml'}",
-            f"-config-file={work / 'targets.yml'}",
-            "-query-parallelism=4",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=3600,
+        ["git", "-C", str(ROOT), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=30
     )
-    RESULTS.mkdir(exist_ok=True)
-    (RESULTS / "promql_compliance.txt").write_text(done.stdout + done.stderr)
-    print(done.stdout)
-    summary = re.search(r"Total: .*", done.stdout + done.stderr)
-    print(
-        summary[0]
-        if summary
-        else f"no summary; the tester exited with {done.returncode}:\n{done.stderr[-2000:]}"
+    return done.stdout.strip() or "unknown"
+
+
+def tools(args: argparse.Namespace, work: Path) -> tuple[Path, Path, Path, str]:
+    """The tester, the demo service, the queries file and a header naming their commits."""
+    print(f"looking for snapshots in {args.snapshots or '(no --snapshots)'}", flush=True)
+    found: dict[Repo, Snapshot] = {}
+    missing = []
+    for repo, given in ((TESTER, args.compliance), (DEMO, args.demo_repo)):
+        try:
+            found[repo] = find_snapshot(repo, given, args.snapshots)
+        except Missing as exc:
+            missing.append(str(exc))
+    if missing:
+        raise Missing("\n".join(missing))
+    tester, tester_commit, tree = build(TESTER, found[TESTER], work)
+    queries = GO_BIN / f"promql-test-queries-{tester_commit[:12]}.yml"
+    shutil.copyfile(tree / QUERIES, queries)
+    demo, demo_commit, _ = build(DEMO, found[DEMO], work)
+    header = (
+        f"date: {datetime.datetime.now(datetime.UTC):%Y-%m-%d %H:%M UTC}\n"
+        f"tester: github.com/prometheus/compliance {tester_commit}\n"
+        f"demo service: github.com/juliusv/prometheus_demo_service {demo_commit}\n"
+        f"artimon: {artimon_commit()}\n"
     )
-    return 0 if summary else 1
+    return tester, demo, queries, header
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--snapshots", type=Path, help="a directory holding both repositories' snapshots")
+    parser.add_argument("--compliance", type=Path, help="the snapshot of github.com/prometheus/compliance")
+    parser.add_argument(
+        "--demo-repo", type=Path, help="the snapshot of github.com/juliusv/prometheus_demo_service"
+    )
     parser.add_argument(
         "--wait", type=float, default=85.0, help="minutes of data before the tester runs (85)"
     )
-    parser.add_argument("--scrape-interval", type=int, default=5, help="seconds; also VHMS's finest ring (5)")
-    parser.add_argument("--tester", type=Path, help="a promql-compliance-tester binary (else go install)")
     parser.add_argument(
-        "--demo-service", type=Path, help="a prometheus_demo_service binary (else go install)"
+        "--results", type=Path, default=RESULTS, help="where the outputs go (benchmarks/results)"
     )
-    parser.add_argument("--queries", type=Path, help="promql-test-queries.yml (else go mod download)")
-    parser.add_argument(
-        "--builtin", action="store_true", help="the stand-in comparison, without the Go tools"
-    )
+    parser.add_argument("--setups", default="separate,up", help="which set-ups (separate,up)")
     args = parser.parse_args(argv)
-    tester = demo = queries = None
-    if not args.builtin:
-        try:
-            tester = args.tester or go_install(TESTER)
-            demo = args.demo_service or go_install(DEMO)
-            queries = args.queries or test_queries()
-        except RuntimeError as exc:
-            print(
-                f"promql_compliance: {exc}\n(--builtin runs the stand-in comparison without them)",
-                file=sys.stderr,
-            )
-            return 2
-    slots = int((args.wait + 30) * 60 / args.scrape_interval)
     with ExitStack() as stack:
         work = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="promql-compliance-")))
-        agent, api = stack.enter_context(artimon(args.scrape_interval, slots))
-        source = agent.sources["prom"]
-        jobs, renames = start_targets(stack, work, demo)
-        port = free_port()
-        if demo is None:  # the stand-in also scrapes Prometheus itself
-            jobs += f"  - job_name: prometheus\n    static_configs:\n      - targets: ['127.0.0.1:{port}']\n"
-        config = PROMETHEUS.format(interval=args.scrape_interval, jobs=jobs, url=source.url)
-        prometheus = stack.enter_context(PrometheusServer(work / "prometheus", port, config=config))
-        reference, target = prometheus.url, f"{api.url}/prometheus"
-        print(
-            f"Prometheus {reference} -> remote write {source.url} -> VHMS -> {target}; "
-            f"waiting {args.wait:g} min for data",
-            flush=True,
-        )
-        deadline = time.monotonic() + args.wait * 60
-        while time.monotonic() < deadline:
-            time.sleep(min(60.0, max(0.0, deadline - time.monotonic())))
-            metrics = source.metrics()
-            print(
-                f"  {metrics['EventAcceptedCount']:.0f} samples accepted, "
-                f"{metrics['RequestRefusedCount']:.0f} requests refused",
-                flush=True,
-            )
-        if tester is not None and queries is not None:
-            return run_tester(tester, queries, renames, work, reference, target)
-        total, failing = builtin(reference, target, time.time() - 120)
-        passed = total - len(failing)
-        for query, why in failing:
-            print(f"FAIL {query}\n     {why}")
-        print(f"Stand-in total: {passed} / {total} ({100 * passed / total:.2f}%) passed")
-        RESULTS.mkdir(exist_ok=True)
-        (RESULTS / "promql_compliance_builtin.json").write_text(
-            json.dumps({"passed": passed, "total": total, "failing": failing}, indent=2)
-        )
-    return 0
+        try:
+            tester, demo, queries, header = tools(args, work / "src")
+        except Missing as exc:
+            print(f"promql_compliance: {exc}", file=sys.stderr)
+            return 2
+        print(header, end="", flush=True)
+        status = measure(args, stack, work, (tester, demo, queries), header)
+    return status
+
+
+def measure(
+    args: argparse.Namespace, stack: ExitStack, work: Path, built: tuple[Path, Path, Path], header: str
+) -> int:
+    """Demo services, the set-ups, Prometheus; the tester after ``--wait`` minutes; 0 when
+    every set-up's tester printed a summary."""
+    tester, demo, queries = built
+    demo_ports = [free_port() for _ in range(3)]
+    for i, port in enumerate(demo_ports):
+        start(stack, [str(demo), f"-listen-address=127.0.0.1:{port}"], work / f"demo-{i}.log", grace=5)
+    setups = {"separate": separate, "up": up}
+    receivers, targets = {}, {}
+    for name in args.setups.split(","):
+        receivers[name], targets[name] = setups[name](stack, work / name)
+        print(f"{name}: remote write {receivers[name]}, PromQL {targets[name]}", flush=True)
+    config = prometheus_config(demo_ports, receivers)
+    prometheus = stack.enter_context(PrometheusServer(work / "prometheus", config=config)).url
+    print(f"Prometheus {prometheus}; waiting {args.wait:g} min for data", flush=True)
+    deadline = time.monotonic() + args.wait * 60
+    while time.monotonic() < deadline:
+        time.sleep(min(300.0, max(0.0, deadline - time.monotonic())))
+        print(f"  {time.strftime('%H:%M:%S')} {remote_write_counts(prometheus)}", flush=True)
+    load = "load average: " + " ".join(f"{x:.2f}" for x in os.getloadavg()) + "\n"
+    summaries = {
+        name: run_tester(tester, queries, work, name, prometheus, target, header + load, args.results)
+        for name, target in targets.items()
+    }
+    for name, summary in summaries.items():
+        print(f"{name}: {summary}")
+    return 0 if all(s.startswith("Total:") for s in summaries.values()) else 1
 
 
 if __name__ == "__main__":
