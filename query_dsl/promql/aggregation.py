@@ -229,6 +229,6 @@ def _count_values(
     base = _result_table(_named(m.table, node).take(firsts), node)
     base_labels, base_names = base.label_dicts(), base.name_list()
     texts = [format_value(v) for v in values[distinct // span].view(np.float64).tolist()]
-    classes = (distinct % span).tolist()
-    out_labels = [{**base_labels[cls], label: text} for cls, text in zip(classes, texts, strict=True)]
-    return Matrix([base_names[cls] for cls in classes], out_labels, m.timestamps, counts, m.step_ms)
+    class_of = (distinct % span).tolist()
+    out_labels = [{**base_labels[cls], label: text} for cls, text in zip(class_of, texts, strict=True)]
+    return Matrix([base_names[cls] for cls in class_of], out_labels, m.timestamps, counts, m.step_ms)
