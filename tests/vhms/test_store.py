@@ -113,6 +113,30 @@ def test_replays_are_idempotent_and_the_newest_sample_of_a_bucket_wins() -> None
     assert store.fetch("cpu{host=h0}", base + 5 * MINUTE, base + 6 * MINUTE).values[0, 0] == -1.0
 
 
+def test_of_the_samples_of_one_bucket_in_one_batch_the_latest_stays() -> None:
+    store = Store("60s:10,300s:12")
+    base = NOW - 600 * MINUTE
+    times = np.array([base + 50_000, base + 10_000, base + 30_000, base + 50_000 - 1])
+    store.ingest(["x{}"] * 4, np.array([1.0, 2.0, 3.0, 4.0]), times)
+    assert store.fetch("x", base, base + MINUTE, resolution=60).values[0, 0] == 1.0
+    assert store.fetch("x", base, base + 5 * MINUTE, resolution=300).values[0, 0] == 1.0
+
+
+@pytest.mark.parametrize(("aggregate", "expected"), [("last", 5.0), ("min", 1.0), ("max", 9.0)])
+def test_old_samples_of_one_coarse_bucket_in_one_batch_all_count(aggregate: str, expected: float) -> None:
+    """Samples behind the finest ring merge into a coarse bucket: several of them for the same
+    series and bucket in one batch (a backlog) each take part, not only one of them."""
+    store = Store(f"60s:10,300s:12:{aggregate}")
+    base = NOW - 600 * MINUTE
+    store.ingest(["x{}"], np.array([0.0]), np.array([base + 40 * MINUTE]))  # the finest ring moves on
+    minutes = [0, 4, 1, 3, 2]  # out of order on purpose; the 5-minute bucket [0, 5) of each series
+    values = np.array([2.0, 5.0, 9.0, 1.0, 3.0])
+    for series in (["x{}"] * 5, ["x{}", "y{}", "x{}", "x{}", "x{}"]):
+        store.ingest(series, values, np.array([base + m * MINUTE for m in minutes]))
+        assert store.fetch("x", base, base + 5 * MINUTE, resolution=300).values[0, 0] == expected
+    assert store.fetch("y", base, base + 5 * MINUTE, resolution=300).values[0, 0] == 5.0
+
+
 @pytest.mark.parametrize(
     ("aggregate", "expected"),
     [("last", 4.0), ("min", 0.0), ("max", 4.0), ("sum", 10.0), ("count", 5.0), ("mean", 2.0)],

@@ -423,18 +423,28 @@ class Store:
         ring.scatter(bucket % ring.slots, ids, result)
 
     def _merge_old(self, ring: _Ring, ids: np.ndarray, values: np.ndarray, bucket: np.ndarray) -> None:
-        """Samples older than the finest ring: merged where the merge is idempotent."""
-        slots = bucket % ring.slots
-        current = ring.gather(slots, ids)
+        """Samples older than the finest ring: merged where the merge is idempotent. The
+        samples of one series and coarse bucket in the batch are reduced to one first (a
+        fancy-indexed write would keep only one of them): the latest (the batch is in time
+        order) for ``last``, the smallest or largest for ``min`` and ``max``."""
         aggregate = ring.aggregate
-        if aggregate == "last":
-            merged = np.where(current.view(np.uint64) == _EMPTY_BITS, values, current)
-        elif aggregate in ("min", "max"):
-            quiet = np.where(np.isnan(values), np.nan, values)  # a marker is a signalling NaN: no sample
-            merged = np.fmin(current, quiet) if aggregate == "min" else np.fmax(current, quiet)
-        else:
+        if aggregate not in ("last", "min", "max"):
             self.stats[f"samples_dropped_by_{aggregate}"] += len(ids)
             return
+        slots = bucket % ring.slots
+        backwards = (ids * ring.slots + slots)[::-1]
+        _, last_first, cell_of = np.unique(backwards, return_index=True, return_inverse=True)
+        latest = len(ids) - 1 - last_first
+        ids, slots = ids[latest], slots[latest]
+        current = ring.gather(slots, ids)
+        if aggregate == "last":
+            merged = np.where(current.view(np.uint64) == _EMPTY_BITS, values[latest], current)
+        else:
+            quiet = np.where(np.isnan(values), np.nan, values)[::-1]  # a marker is a signalling NaN
+            reduce = np.fmin if aggregate == "min" else np.fmax  # NaN: no sample
+            reduced = np.full(len(ids), np.nan)
+            reduce.at(reduced, cell_of, quiet)
+            merged = reduce(current, reduced)
         ring.scatter(slots, ids, merged)
 
     # -- queries -----------------------------------------------------------------------------
