@@ -9,14 +9,13 @@ from __future__ import annotations
 import gzip
 import math
 import struct
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import httpx
-import pyarrow.parquet as pq
 import pytest
+from history_stack import HistoryStack
 from opentelemetry.exporter.otlp.proto.http.metric_exporter import OTLPMetricExporter
 from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import (
     ExportMetricsServiceRequest,
@@ -27,85 +26,12 @@ from opentelemetry.sdk.metrics.export import PeriodicExportingMetricReader
 from opentelemetry.sdk.metrics.view import View
 from opentelemetry.sdk.resources import Resource
 
-from artimon.stack import agent_properties
-from bookkeeper.ground import BackgroundServer
-from collector_agent import Agent
 from collector_agent.exceptions import WriteRequestError
 from collector_agent.otlp import decode_otlp_request, label_name, metric_name
 from collector_agent.write_body import STALE_NAN, WriteLimits
-from query_dsl import create_app
-from vhms import LocalClient
-from vhms.server import Store, VhmsService
 
 COUNTERS, GAUGES, HISTOGRAMS = 5000, 4000, 1000  # data points: 10,000
 BUCKETS = (0.1, 1.0, 10.0)
-
-
-@dataclass
-class Stack:
-    vhms: VhmsService
-    agent: Agent
-    api: BackgroundServer
-    landing: Path
-
-    @property
-    def otlp_url(self) -> str:
-        source = self.agent.sources["rw"]
-        return f"http://127.0.0.1:{source.port}/api/v1/otlp/v1/metrics"  # type: ignore[attr-defined]
-
-    def counter(self, name: str) -> float:
-        return self.agent.sources["rw"].metrics()[name]
-
-    def query(self, expression: str) -> list[dict[str, Any]]:
-        answer = httpx.get(
-            f"{self.api_url}/prometheus/api/v1/query", params={"query": expression}, timeout=30
-        )
-        assert answer.status_code == 200, answer.text
-        return answer.json()["data"]["result"]  # type: ignore[no-any-return]
-
-    @property
-    def api_url(self) -> str:
-        return f"http://127.0.0.1:{self.api.port}"
-
-
-@pytest.fixture(scope="module")
-def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
-    landing = tmp_path_factory.mktemp("landing")
-    store = Store("1s:120")
-    service = VhmsService(store, http_port=None, snapshot_dir=None, wal=False)
-    service.start(register=False)
-    receiver = {"type": "prometheus_remote_write", "bind": "127.0.0.1", "port": 0, "channels": "ch land"}
-    sink = {
-        "type": "vhms",
-        "channel": "ch",
-        "servers": f"default@127.0.0.1:{service.port}",
-        "time": "sample",
-        "timeout": 10,
-        "batchSize": 10,
-        "maxBackoffSleep": 100,
-    }
-    properties = agent_properties(
-        "a",
-        sources={"rw": receiver},
-        channels={
-            "ch": {"type": "memory", "capacity": 100, "keep-alive": 0},
-            "land": {"type": "memory", "capacity": 100, "keep-alive": 0},
-        },
-        sinks={
-            "out": sink,
-            "raw": {"type": "raw", "channel": "land", "directory": str(landing), "rollInterval": 0.5},
-        },
-    )
-    agent = Agent.from_properties(properties, "a", {})
-    agent.start()
-    api = BackgroundServer(create_app(LocalClient(store)), "127.0.0.1", 0)
-    api.start()
-    try:
-        yield Stack(service, agent, api, landing)
-    finally:
-        api.stop()
-        agent.stop()
-        service.stop()
 
 
 def export_from_the_sdk(url: str) -> None:
@@ -140,20 +66,20 @@ def export_from_the_sdk(url: str) -> None:
 
 
 def test_an_sdk_export_lands_once_and_answers_promql(
-    stack: Stack, wait: Callable[..., None], spark: Any, tmp_path: Path
+    history: HistoryStack, wait: Callable[..., None], spark: Any, tmp_path: Path
 ) -> None:
-    accepted = stack.counter("EventAcceptedCount")
-    export_from_the_sdk(stack.otlp_url)
+    accepted = history.counter("EventAcceptedCount")
+    export_from_the_sdk(history.otlp_url)
     samples = COUNTERS + GAUGES + HISTOGRAMS * (len(BUCKETS) + 1 + 2) + 1  # + target_info
-    assert stack.counter("EventAcceptedCount") == accepted + samples
-    assert stack.counter("SeriesRefusedCount") == 0
+    assert history.counter("EventAcceptedCount") == accepted + samples
+    assert history.counter("SeriesRefusedCount") == 0
 
     def stored() -> bool:
-        return len(stack.query("http_server_requests_total")) == COUNTERS
+        return len(history.query("http_server_requests_total")) == COUNTERS
 
     wait(stored, timeout=60, what="the counters in VHMS")
     identity = {"job": "shop/checkout", "instance": "pod-7"}
-    (one,) = stack.query('http_server_requests_total{http_route="/r/41"}')
+    (one,) = history.query('http_server_requests_total{http_route="/r/41"}')
     assert one["metric"] == {
         "__name__": "http_server_requests_total",
         "http_route": "/r/41",
@@ -161,26 +87,25 @@ def test_an_sdk_export_lands_once_and_answers_promql(
         **identity,
     }
     assert float(one["value"][1]) == 42
-    assert (
-        float(stack.query("sum(http_server_requests_total)")[0]["value"][1]) == COUNTERS * (COUNTERS + 1) / 2
-    )
-    assert len(stack.query("room_temperature_celsius")) == GAUGES
-    (gauge,) = stack.query('room_temperature_celsius{room="12"}')
+    total = float(history.query("sum(http_server_requests_total)")[0]["value"][1])
+    assert total == COUNTERS * (COUNTERS + 1) / 2
+    assert len(history.query("room_temperature_celsius")) == GAUGES
+    (gauge,) = history.query('room_temperature_celsius{room="12"}')
     assert math.isclose(float(gauge["value"][1]), 20.12)
     # histograms: the bookkeeper's series; histogram_quantile reads them
-    buckets = stack.query('rpc_duration_seconds_bucket{rpc_method="m3"}')
+    buckets = history.query('rpc_duration_seconds_bucket{rpc_method="m3"}')
     assert {b["metric"]["le"]: float(b["value"][1]) for b in buckets} == {
         "0.1": 1,
         "1.0": 2,
         "10.0": 3,
         "+Inf": 4,
     }
-    assert float(stack.query('rpc_duration_seconds_count{rpc_method="m3"}')[0]["value"][1]) == 4
-    assert float(stack.query('rpc_duration_seconds_sum{rpc_method="m3"}')[0]["value"][1]) == 55.55
-    median = stack.query('histogram_quantile(0.5, rpc_duration_seconds_bucket{rpc_method="m3"})')
+    assert float(history.query('rpc_duration_seconds_count{rpc_method="m3"}')[0]["value"][1]) == 4
+    assert float(history.query('rpc_duration_seconds_sum{rpc_method="m3"}')[0]["value"][1]) == 55.55
+    median = history.query('histogram_quantile(0.5, rpc_duration_seconds_bucket{rpc_method="m3"})')
     assert math.isclose(float(median[0]["value"][1]), 1.0)
     # the resource's other attributes: on target_info only
-    (info,) = stack.query("target_info")
+    (info,) = history.query("target_info")
     assert info["metric"] == {
         "__name__": "target_info",
         **identity,
@@ -188,20 +113,11 @@ def test_an_sdk_export_lands_once_and_answers_promql(
         "deployment_environment": "test",
     } | {k: v for k, v in info["metric"].items() if k.startswith("telemetry_sdk")}
     # every sample once: a series each, counted where the query reads them
-    assert float(stack.query("count({job='shop/checkout'})")[0]["value"][1]) == samples
+    assert float(history.query("count({job='shop/checkout'})")[0]["value"][1]) == samples
     for name in ("http_server_requests_total", "room_temperature_celsius", "rpc_duration_seconds_bucket"):
-        assert float(stack.query(f"max(count_over_time({name}[2m]))")[0]["value"][1]) == 1
+        assert float(history.query(f"max(count_over_time({name}[2m]))")[0]["value"][1]) == 1
     # and once in the Parquet history, through the raw sink's landing files and raw_ingest
-    from spark_jobs import raw_ingest  # pyspark's import is slow: only here
-
-    wait(
-        lambda: stack.agent.sinks["raw"].metrics()["FilesRolledCount"] >= 1, timeout=60, what="a landing file"
-    )
-    wait(lambda: not list(stack.landing.glob("*.tmp")), timeout=60, what="every landing file rolled")
-    raw_ingest.ingest_once(
-        spark, stack.landing.as_uri(), (tmp_path / "parquet").as_uri(), (tmp_path / "ck").as_uri()
-    )
-    rows = pq.read_table(tmp_path / "parquet", columns=["series", "ts"]).to_pylist()
+    rows = history.parquet_rows(spark, tmp_path, wait)
     assert len(rows) == samples and len({(row["series"], row["ts"]) for row in rows}) == samples
     assert sum(row["series"].startswith("http_server_requests_total{") for row in rows) == COUNTERS
 
@@ -227,18 +143,18 @@ def gauge_request(
     return request
 
 
-def test_refused_points_are_a_partial_success(stack: Stack) -> None:
-    refused = stack.counter("SeriesRefusedDeltaCount")
-    answer = otlp_post(stack.otlp_url, gauge_request("delta.things", temporality=1).SerializeToString())
+def test_refused_points_are_a_partial_success(history: HistoryStack) -> None:
+    refused = history.counter("SeriesRefusedDeltaCount")
+    answer = otlp_post(history.otlp_url, gauge_request("delta.things", temporality=1).SerializeToString())
     assert answer.status_code == 200
     partial = ExportMetricsServiceResponse.FromString(answer.content).partial_success
     assert partial.rejected_data_points == 1 and "Delta 1" in partial.error_message
-    assert stack.counter("SeriesRefusedDeltaCount") == refused + 1
+    assert history.counter("SeriesRefusedDeltaCount") == refused + 1
 
 
-def test_a_gzip_body_is_read(stack: Stack, wait: Callable[..., None]) -> None:
+def test_a_gzip_body_is_read(history: HistoryStack, wait: Callable[..., None]) -> None:
     body = gzip.compress(gauge_request("zipped.gauge", **{"a.b": "1"}).SerializeToString())
-    answer = otlp_post(stack.otlp_url, body, **{"Content-Encoding": "gzip"})
+    answer = otlp_post(history.otlp_url, body, **{"Content-Encoding": "gzip"})
     assert answer.status_code == 200
     assert not ExportMetricsServiceResponse.FromString(answer.content).HasField("partial_success")
 
@@ -259,12 +175,12 @@ def test_a_gzip_body_is_read(stack: Stack, wait: Callable[..., None]) -> None:
     ids=["not-protobuf", "not-gzip", "gzip-bomb", "json", "brotli", "empty-elements", "truncated"],
 )
 def test_garbage_is_refused_with_a_reason(
-    stack: Stack, body: bytes, headers: dict[str, str], status: int, why: str
+    history: HistoryStack, body: bytes, headers: dict[str, str], status: int, why: str
 ) -> None:
-    refused = stack.counter("RequestRefusedCount")
-    answer = otlp_post(stack.otlp_url, body, **headers)
+    refused = history.counter("RequestRefusedCount")
+    answer = otlp_post(history.otlp_url, body, **headers)
     assert (answer.status_code, why in answer.text) == (status, True), answer.text
-    assert stack.counter("RequestRefusedCount") == refused + 1
+    assert history.counter("RequestRefusedCount") == refused + 1
 
 
 @pytest.mark.parametrize(

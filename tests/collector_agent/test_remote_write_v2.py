@@ -16,6 +16,7 @@ import cramjam
 import httpx
 import numpy as np
 import pytest
+from history_stack import HistoryStack
 from test_remote_write import Stack, now, post, prometheus_get, start_stack, stored
 
 from artimon.servers import PrometheusServer, free_port
@@ -164,6 +165,76 @@ def test_a_v2_stream_lands_in_vhms_with_written_headers(stack: Stack, wait: Call
     counters = stored(stack.vhms.store, 'http_requests_total{code="200"}', start - 1000, start + 6000)
     assert {len(v) for v in counters.values()} == {5}
     assert stack.counter("ExemplarsIgnoredCount") >= 10
+
+
+STEPS, COUNTERS, GAUGES, HISTOGRAMS = 20, 300, 200, 25  # per step; histograms: 4 buckets, sum, count
+
+
+def stream_request(at: int, step: int) -> bytes:
+    """One request of a stream: every series once, at ``at``, its labels through the symbol table."""
+    builder = RequestBuilder()
+    for i in range(COUNTERS):
+        labels = {
+            "__name__": "rw2_requests_total",
+            "job": "shop",
+            "instance": f"pod-{i % 3}",
+            "path": f"/p/{i}",
+        }
+        builder.series(labels, [(float(step * (i + 1)), at)], kind=1)
+    for i in range(GAUGES):
+        builder.series(
+            {"__name__": "rw2_temperature_celsius", "job": "shop", "room": str(i)}, [(i + step / 8, at)]
+        )
+    for i in range(HISTOGRAMS):
+        series = builder.series({"__name__": "rw2_rpc_seconds", "job": "shop", "method": f"m{i}"}, [], kind=3)
+        one = series.histograms.add(schema=-53, count_int=4 * step, sum=1.5 * step, timestamp=at)  # type: ignore[attr-defined]
+        one.custom_values.extend([0.1, 1.0, 10.0])
+        one.positive_spans.add(offset=0, length=4)
+        one.positive_deltas.extend([step, 0, 0, 0])  # a quarter of the count in each bucket
+    return builder.body()
+
+
+def test_a_v2_stream_lands_once_in_vhms_and_the_parquet_history(
+    history: HistoryStack, wait: Callable[..., None], spark: Any, tmp_path: Path
+) -> None:
+    start = now() - 30_000
+    accepted = history.counter("EventAcceptedCount")
+    for step in range(STEPS):  # one request a second, as a queue shard sends them
+        answer = post(history.url, stream_request(start + step * 1000, step), **V2)
+        assert answer.status_code == 204, answer.text
+        assert answer.headers["X-Prometheus-Remote-Write-Samples-Written"] == str(COUNTERS + GAUGES)
+        assert answer.headers["X-Prometheus-Remote-Write-Histograms-Written"] == str(HISTOGRAMS)
+    samples = STEPS * (COUNTERS + GAUGES + HISTOGRAMS * 6)  # 13,000
+    assert history.counter("EventAcceptedCount") == accepted + samples
+    assert history.counter("SeriesRefusedCount") == 0
+    store = history.vhms.store
+    wait(lambda: store.stats["samples_stored"] >= samples, timeout=60, what="the stream in VHMS")
+    (one,) = history.query('rw2_requests_total{path="/p/41"}')
+    assert one["metric"] == {
+        "__name__": "rw2_requests_total",
+        "job": "shop",
+        "instance": "pod-2",
+        "path": "/p/41",
+    }
+    assert float(one["value"][1]) == (STEPS - 1) * 42
+    assert float(history.query('rw2_temperature_celsius{room="7"}')[0]["value"][1]) == 7 + (STEPS - 1) / 8
+    median = history.query('histogram_quantile(0.5, rw2_rpc_seconds_bucket{method="m3"})')
+    assert median[0]["metric"] == {"job": "shop", "method": "m3"} and float(median[0]["value"][1]) == 1.0
+    # every sample once: each series holds one sample per request, counted where queries read them
+    total = 0.0
+    for name in (
+        "requests_total",
+        "temperature_celsius",
+        *(f"rpc_seconds_{s}" for s in ("bucket", "sum", "count")),
+    ):
+        counts = history.query(f"count_over_time(rw2_{name}[2m])")
+        assert {float(c["value"][1]) for c in counts} == {STEPS}
+        total += sum(float(c["value"][1]) for c in counts)
+    assert total == samples
+    rows = history.parquet_rows(spark, tmp_path, wait)
+    assert len(rows) == samples and len({(row["series"], row["ts"]) for row in rows}) == samples
+    assert sum(row["series"].startswith("rw2_rpc_seconds_bucket{") for row in rows) == STEPS * HISTOGRAMS * 4
+    assert store.stats["samples_stored"] == samples  # no batch delivered twice meanwhile
 
 
 def test_a_stale_marker_and_refused_series_in_v2(stack: Stack, wait: Callable[..., None]) -> None:
