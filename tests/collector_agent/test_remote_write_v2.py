@@ -2,8 +2,10 @@
 with ``go install`` into ``~/.cache/artimon/go/bin``, see :data:`PROMETHEUS_3`) sending
 ``protobuf_message: io.prometheus.write.v2.Request``, and streams of requests built with the
 protobuf runtime from Prometheus's published ``types.proto`` as a Prometheus 3 sends them (a
-symbol table, label references, metadata, exemplars), land in a real VHMS; the answer
-carries the ``X-Prometheus-Remote-Write-*-Written`` headers; bad bodies get 400s with reasons."""
+symbol table, label references, metadata, exemplars), land in a real VHMS and (the real sender
+and a stream of 13,000 samples, through :mod:`history_stack`) once in the Parquet history; the
+answer carries the ``X-Prometheus-Remote-Write-*-Written`` headers; bad bodies get 400s with
+reasons."""
 
 from __future__ import annotations
 
@@ -59,11 +61,11 @@ def stack() -> Iterator[Stack]:
 
 @pytest.mark.slow
 @pytest.mark.skipif(not PROMETHEUS_3.exists(), reason=f"no Prometheus 3 at {PROMETHEUS_3} (see its comment)")
-def test_a_real_prometheus_3_remote_writes_v2_into_vhms(
-    stack: Stack, tmp_path: Path, wait: Callable[..., None]
+def test_a_real_prometheus_3_remote_writes_v2_into_vhms_and_the_history(
+    history: HistoryStack, tmp_path: Path, wait: Callable[..., None], spark: Any
 ) -> None:
     port = free_port()
-    config = PROMETHEUS_3_CONFIG.format(port=port, url=stack.url)
+    config = PROMETHEUS_3_CONFIG.format(port=port, url=history.url)
     prometheus = PrometheusServer(tmp_path / "prometheus3", port, config=config, binary=str(PROMETHEUS_3))
     prometheus.start()
     try:
@@ -82,26 +84,38 @@ def test_a_real_prometheus_3_remote_writes_v2_into_vhms(
         selector = name + "{" + ", ".join(f'{k}="{v}"' for k, v in sorted(labels.items())) + "}"
 
         def arrived() -> bool:
-            values = stored(stack.vhms.store, selector, first - 1000, last + 1000)
+            values = stored(history.vhms.store, selector, first - 1000, last + 1000)
             return len(values) == 1 and len(next(iter(values.values()))) >= 3
 
         wait(arrived, timeout=60, what="the same samples in VHMS, sent in remote write 2.0")
-        ((_, buckets),) = stored(stack.vhms.store, selector, first - 1000, last + 1000).items()
+        ((_, buckets),) = stored(history.vhms.store, selector, first - 1000, last + 1000).items()
         for timestamp, value in samples:
             assert buckets[timestamp // 1000 * 1000] == value
         build = prometheus_get(prometheus, "/api/v1/query", query="prometheus_build_info")["result"][0][
             "metric"
         ]
-        in_vhms = stack.vhms.store.fetch("prometheus_build_info", first, last + 10_000, resolution=1).series()
+        in_vhms = history.vhms.store.fetch(
+            "prometheus_build_info", first, last + 10_000, resolution=1
+        ).series()
         assert in_vhms == [
             ("prometheus_build_info", {k: v for k, v in build.items() if k != "__name__" and v})
         ]
         assert (
-            stack.counter("RemoteWrite2RequestCount") >= 1 and stack.counter("RemoteWrite1RequestCount") == 0
+            history.counter("RemoteWrite2RequestCount") >= 1
+            and history.counter("RemoteWrite1RequestCount") == 0
         )
-        assert stack.counter("MetadataIgnoredCount") > 0  # 2.0 carries each series' type and help
+        assert history.counter("MetadataIgnoredCount") > 0  # 2.0 carries each series' type and help
     finally:
         prometheus.stop()
+    # once it has stopped (its queue flushed): each sample once in the history, and the series'
+    # samples as many there as in VHMS
+    drained, put = history.agent.sinks["out"].metrics, history.agent.channels["ch"].metrics
+    wait(lambda: drained()["EventDrainSuccessCount"] == put()["EventPutSuccessCount"], what="all in VHMS")
+    ((key, buckets),) = stored(history.vhms.store, selector, now() - 120_000, now() + 1000).items()
+    rows = history.parquet_rows(spark, tmp_path / "history", wait)
+    written = [(row["series"], row["ts"]) for row in rows if not row["series"].startswith("rw2_")]
+    assert len(set(written)) == len(written)
+    assert sum(series == key for series, _ in written) == len(buckets) >= 3
 
 
 class RequestBuilder:
@@ -198,7 +212,9 @@ def test_a_v2_stream_lands_once_in_vhms_and_the_parquet_history(
     history: HistoryStack, wait: Callable[..., None], spark: Any, tmp_path: Path
 ) -> None:
     start = now() - 30_000
-    accepted = history.counter("EventAcceptedCount")
+    store = history.vhms.store
+    accepted, refused = history.counter("EventAcceptedCount"), history.counter("SeriesRefusedCount")
+    before = store.stats["samples_stored"]
     for step in range(STEPS):  # one request a second, as a queue shard sends them
         answer = post(history.url, stream_request(start + step * 1000, step), **V2)
         assert answer.status_code == 204, answer.text
@@ -206,9 +222,8 @@ def test_a_v2_stream_lands_once_in_vhms_and_the_parquet_history(
         assert answer.headers["X-Prometheus-Remote-Write-Histograms-Written"] == str(HISTOGRAMS)
     samples = STEPS * (COUNTERS + GAUGES + HISTOGRAMS * 6)  # 13,000
     assert history.counter("EventAcceptedCount") == accepted + samples
-    assert history.counter("SeriesRefusedCount") == 0
-    store = history.vhms.store
-    wait(lambda: store.stats["samples_stored"] >= samples, timeout=60, what="the stream in VHMS")
+    assert history.counter("SeriesRefusedCount") == refused
+    wait(lambda: store.stats["samples_stored"] >= before + samples, timeout=60, what="the stream in VHMS")
     (one,) = history.query('rw2_requests_total{path="/p/41"}')
     assert one["metric"] == {
         "__name__": "rw2_requests_total",
@@ -231,10 +246,10 @@ def test_a_v2_stream_lands_once_in_vhms_and_the_parquet_history(
         assert {float(c["value"][1]) for c in counts} == {STEPS}
         total += sum(float(c["value"][1]) for c in counts)
     assert total == samples
-    rows = history.parquet_rows(spark, tmp_path, wait)
+    rows = [row for row in history.parquet_rows(spark, tmp_path, wait) if row["series"].startswith("rw2_")]
     assert len(rows) == samples and len({(row["series"], row["ts"]) for row in rows}) == samples
     assert sum(row["series"].startswith("rw2_rpc_seconds_bucket{") for row in rows) == STEPS * HISTOGRAMS * 4
-    assert store.stats["samples_stored"] == samples  # no batch delivered twice meanwhile
+    assert store.stats["samples_stored"] == before + samples  # no batch delivered twice meanwhile
 
 
 def test_a_stale_marker_and_refused_series_in_v2(stack: Stack, wait: Callable[..., None]) -> None:
