@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import pyarrow as pa
 import pyarrow.parquet as pq
 
 from artimon.stack import agent_properties
@@ -53,7 +54,7 @@ class HistoryStack:
         return answer.json()["data"]["result"]  # type: ignore[no-any-return]
 
     def parquet_rows(self, spark: Any, scratch: Path, wait: Callable[..., None]) -> list[dict[str, Any]]:
-        """The ``series`` and ``ts`` of every row of the Parquet history ``raw_ingest`` makes
+        """The ``series`` and ``ts`` (epoch ms) of every row of the Parquet history ``raw_ingest`` makes
         (under ``scratch``) of the landing files, once the raw sink has written and rolled
         every sample batch the source put in its channel."""
         from spark_jobs import raw_ingest  # pyspark's import is slow: only here
@@ -69,7 +70,9 @@ class HistoryStack:
         raw_ingest.ingest_once(
             spark, self.landing.as_uri(), (scratch / "parquet").as_uri(), (scratch / "ck").as_uri()
         )
-        return pq.read_table(scratch / "parquet", columns=["series", "ts"]).to_pylist()  # type: ignore[no-any-return]
+        table = pq.read_table(scratch / "parquet", columns=["series", "ts"])
+        ts_ms = table["ts"].cast(pa.timestamp("ms")).cast(pa.int64())
+        return table.set_column(1, "ts", ts_ms).to_pylist()  # type: ignore[no-any-return]
 
 
 def start_history_stack(landing: Path) -> HistoryStack:
