@@ -95,7 +95,7 @@ class Registration:
         self.state = RegistrationState.CONNECTING
         self.registrations = 0
         self.refusals = 0  # attempts ZooKeeper refused for lack of rights
-        self.restored = 0  # times the znode was deleted or rewritten by another, and put back
+        self.restored = 0  # deletions and rewrites of the znode by another client, undone
         self._refusing = False
         self.registered = threading.Event()
         self._wake = threading.Event()
@@ -222,4 +222,7 @@ class Registration:
     def _watch(self) -> bool:
         """Arm the watch that puts the znode back (kazoo keeps one per callback and path);
         ``False`` when it is already gone again (try again)."""
-        return self.client.exists(self.path, watch=self._on_node) is not None
+        if self.client.exists(self.path, watch=self._on_node) is not None:
+            return True
+        self.restored += 1  # deleted before the watch was armed: the next try puts it back
+        return False
