@@ -5,7 +5,10 @@
 ``[ready]`` line, a failure stops what had started in reverse order, and Ctrl-C or SIGTERM
 (or the last of --rounds) stops them all in reverse order. The list, in order:
 
-- ZooKeeper on 127.0.0.1:2181 (--zk-port; none when $ARTIMON_ZK names one);
+- ZooKeeper on 127.0.0.1:2181 (--zk-port; none when $ARTIMON_ZK names one), every znode
+  of the stack under ACLs: the credentials given (--zk-auth-file, $ARTIMON_ZK_AUTH_FILE,
+  $ARTIMON_ZK_AUTH), else the stack's own in <data-dir>/zk.auth (created at the first start,
+  mode 0600; :mod:`artimon.stack.credentials`), which its ready line names;
 - with --hdfs, a single-node HDFS for the history (``artimon hdfs``'s, data in
   <data-dir>/hdfs, Hadoop's jars resolved with Maven on the first run): Parquet and checkpoint
   under ``hdfs://127.0.0.1:<port>/artimon/history``, read by Spark's Hadoop client through
@@ -72,8 +75,9 @@ from artimon.stack import (
     Vhms,
     ZooKeeper,
     report_rounds,
+    stack_credentials,
 )
-from bookkeeper import DirectoryInUseError
+from bookkeeper import DirectoryInUseError, ZkAuthError
 from bookkeeper.ground import DirectoryLock
 from vhms import DataDirInUseError, VhmsError, parse_resolutions
 
@@ -92,11 +96,13 @@ def _third_party_to(logs: Path) -> None:
         logger.propagate = False
 
 
-def _components(args: argparse.Namespace, data: Path, interval: float) -> tuple[list[Component], Agents]:
+def _components(
+    args: argparse.Namespace, data: Path, interval: float, credentials: str
+) -> tuple[list[Component], Agents]:
     """The stack of these flags, in the order it starts; and its agents (for the round lines)."""
     external = os.environ.get("ARTIMON_ZK")
     server = None if external else ZooKeeperServer(data / "zookeeper", args.zk_port, host=args.host)
-    zookeeper = ZooKeeper(server, external)
+    zookeeper = ZooKeeper(server, external, credentials=credentials)
     hdfs = Hdfs(data / "hdfs", args.hdfs_port) if args.hdfs and not args.no_spark else None
     host = args.host
     vhms = Vhms(
@@ -158,14 +164,18 @@ def run(args: argparse.Namespace) -> int:
     except (DirectoryInUseError, DataDirInUseError) as exc:
         print(f"artimon up: {exc}", file=sys.stderr)
         return 1
+    except ZkAuthError as exc:
+        print(f"artimon up: {exc}", file=sys.stderr)
+        return 2
 
 
 def _run(args: argparse.Namespace, data: Path) -> int:
     interval = args.interval or (5.0 if args.demo else 60.0)
     os.environ["ARTIMON_DATA_DIR"] = str(data)  # for the agent's properties and the alerts' notifiers
+    credentials = stack_credentials(data)  # before any component reads them
     _third_party_to(data / "logs")
     stop = stop_event()
-    components, agents = _components(args, data, interval)
+    components, agents = _components(args, data, interval, credentials)
     supervisor = Supervisor(components, say=_say)
     try:
         supervisor.start()

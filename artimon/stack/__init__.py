@@ -7,6 +7,7 @@ and the test stack of ``artimon.testing``), and the one builder of agent propert
 | an agent's properties text from named parts | ``properties.py`` |
 | the properties of ``up``'s agent(s) | ``agents.py`` |
 | ZooKeeper, HDFS, Kafka as components | ``servers.py`` |
+| the stack's ZooKeeper credentials (``<data-dir>/zk.auth``) | ``credentials.py`` |
 | VHMS in process, its rings, its write-ahead log options | ``vhms.py`` |
 | the demo applications | ``apps.py`` |
 | the query API and dashboards | ``api.py`` |
@@ -24,6 +25,7 @@ from artimon.stack.agents import KAFKA_TOPIC, kafka_agents, up_agent
 from artimon.stack.alerts import Alerts, report_evaluation
 from artimon.stack.api import READY_QUERY, QueryApi
 from artimon.stack.apps import Demo
+from artimon.stack.credentials import CREDENTIALS_FILE, stack_credentials
 from artimon.stack.history import History
 from artimon.stack.metrics import LandingBacklog, ZooKeeperMetrics
 from artimon.stack.properties import agent_properties
@@ -33,6 +35,7 @@ from artimon.stack.supervisor import Component, State, Supervisor
 from artimon.stack.vhms import Vhms, WalOptions, resolutions_for
 
 __all__ = [
+    "CREDENTIALS_FILE",
     "KAFKA_TOPIC",
     "READY_QUERY",
     "Agents",
@@ -55,5 +58,6 @@ __all__ = [
     "report_evaluation",
     "report_rounds",
     "resolutions_for",
+    "stack_credentials",
     "up_agent",
 ]

@@ -12,15 +12,20 @@ from artimon.stack.agents import KAFKA_TOPIC
 
 class ZooKeeper:
     """The ensemble every part finds the others in: a server started here, or the one
-    ``external`` names (``$ARTIMON_ZK``; then nothing starts and nothing is printed)."""
+    ``external`` names (``$ARTIMON_ZK``; then nothing starts). ``credentials`` says how
+    other processes authenticate (``ARTIMON_ZK_AUTH_FILE=...``), for the ready line; ``None``:
+    the stack runs without ACLs."""
 
     name = "zookeeper"
 
-    def __init__(self, server: ZooKeeperServer | None, external: str | None = None) -> None:
+    def __init__(
+        self, server: ZooKeeperServer | None, external: str | None = None, *, credentials: str | None = None
+    ) -> None:
         if (server is None) == (external is None):
             raise ValueError("ZooKeeper: give a server to start or an external ensemble, not both")
         self.server = server
         self.external = external
+        self.credentials = credentials
 
     @property
     def hosts(self) -> str:
@@ -31,14 +36,15 @@ class ZooKeeper:
             self.server.start()
 
     def ready_lines(self) -> list[str]:
+        acls = f"; ACLs on, other processes authenticate with {self.credentials}" if self.credentials else ""
         if self.server is None:
-            return []
+            return [f"[ready] zookeeper  {self.external} ($ARTIMON_ZK){acls}"] if acls else []
         found = (
             "where every Artimon process looks by default"
             if self.server.port == 2181
             else f"other processes find it with ARTIMON_ZK={self.server.hosts}"
         )
-        return [f"[ready] zookeeper  {self.server.hosts} (pid {self.server.pid}): {found}"]
+        return [f"[ready] zookeeper  {self.server.hosts} (pid {self.server.pid}): {found}{acls}"]
 
     def stop(self) -> None:
         if self.server is not None:

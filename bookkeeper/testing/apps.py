@@ -21,6 +21,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from kazoo.client import KazooClient
@@ -103,10 +104,11 @@ def start_app(
     timeout: float = 60.0,
     endpoints: int = 1,
     aligned: float = 0.0,
+    env: Mapping[str, str] | None = None,
 ) -> AppProcess:
     """Start an application process (serving ``endpoints`` contexts; it dies with this
     process) and wait until each context is READY; ``aligned`` > 0 makes its counters follow
-    :func:`formula_value`."""
+    :func:`formula_value`; ``env`` is added to its environment (``ARTIMON_ZK_AUTH_FILE``...)."""
     command = [
         sys.executable,
         "-m",
@@ -128,7 +130,14 @@ def start_app(
         command += ["--zk", zk_hosts]
     else:
         command += ["--no-register"]
-    process = spawn(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, start_new_session=True)
+    process = spawn(
+        command,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+        env={**os.environ, **env} if env else None,
+    )
     ready: list[str] = []
 
     def read_ready() -> None:

@@ -12,6 +12,11 @@ Kazoo retries the connection forever in the background; a worker thread (re)crea
 ephemeral znode each time a session is (re)established, so a process starts and serves
 without ZooKeeper (one warning) and registers as soon as the ensemble answers.
 
+While REGISTERED an exists-watch guards the znode: deleted (by an operator, or anyone
+holding the rights) it is created again at once, its payload changed it is written back,
+each with one warning, counted in ``restored``. Kazoo dispatches the watch within the
+session, so the znode is back well within one session timeout.
+
 With credentials (``auth``, else ``$ARTIMON_ZK_AUTH``..., see :mod:`bookkeeper.zk.acl`) the
 znode and its parents carry Artimon's ACL, and parents that anyone could write are
 tightened first. When ZooKeeper refuses the registration for lack of rights (no
@@ -29,6 +34,7 @@ import threading
 
 from kazoo.client import KazooClient, KazooState
 from kazoo.exceptions import KazooException, NoAuthError, NodeExistsError, NoNodeError
+from kazoo.protocol.states import EventType, WatchedEvent
 from kazoo.retry import KazooRetry
 
 from bookkeeper.exceptions import ZkAccessError
@@ -89,6 +95,7 @@ class Registration:
         self.state = RegistrationState.CONNECTING
         self.registrations = 0
         self.refusals = 0  # attempts ZooKeeper refused for lack of rights
+        self.restored = 0  # deletions and rewrites of the znode by another client, undone
         self._refusing = False
         self.registered = threading.Event()
         self._wake = threading.Event()
@@ -126,6 +133,17 @@ class Registration:
         elif state == KazooState.LOST:
             self.state = RegistrationState.CONNECTING
             self.registered.clear()
+
+    def _on_node(self, event: WatchedEvent) -> None:
+        # kazoo's event thread, as _on_state: the worker puts the znode back
+        if event.type in (EventType.DELETED, EventType.CHANGED) and not self._closed.is_set():
+            log.warning(
+                "ZooKeeper znode %s was %s by another client; putting it back",
+                self.path,
+                "deleted" if event.type == EventType.DELETED else "changed",
+            )
+            self.restored += 1
+            self._wake.set()
 
     def _run(self) -> None:
         warned = False
@@ -185,16 +203,26 @@ class Registration:
         try:
             self.client.create(self.path, self.payload, ephemeral=True, makepath=True)
             self.registrations += 1
-            return True
+            return self._watch()
         except NodeExistsError:
             pass
         try:
-            _, stat = self.client.get(self.path)
+            data, stat = self.client.get(self.path)
         except NoNodeError:
             return False
         if stat.ephemeralOwner == session_id:
-            return True
+            if data != self.payload:
+                self.client.set(self.path, self.payload, version=stat.version)
+            return self._watch()
         # Our own node from an expired session that the server has not reaped yet.
         with contextlib.suppress(NoNodeError):
             self.client.delete(self.path, version=stat.version)
+        return False
+
+    def _watch(self) -> bool:
+        """Arm the watch that puts the znode back (kazoo keeps one per callback and path);
+        ``False`` when it is already gone again (try again)."""
+        if self.client.exists(self.path, watch=self._on_node) is not None:
+            return True
+        self.restored += 1  # deleted before the watch was armed: the next try puts it back
         return False

@@ -407,7 +407,15 @@ class Up:
         self.output.until("[ready] agent", 120)
         host, _, port = self.vhms_ready.split()[2].rstrip(",").rpartition(":")
         self.vhms = (host, int(port))
-        self.app = start_app("chaos", zookeeper.split()[2], variables=VARIABLES, aligned=1)
+        credentials = zookeeper.rpartition(" ")[2]  # ARTIMON_ZK_AUTH_FILE=<data>/zk.auth: ACLs on
+        assert credentials.startswith(f"{AUTH_FILE_ENV}="), zookeeper
+        self.app = start_app(
+            "chaos",
+            zookeeper.split()[2],
+            variables=VARIABLES,
+            aligned=1,
+            env=dict([credentials.split("=", 1)]),
+        )
         return self
 
     def rounds(self, since: int) -> dict[tuple[int, int], float]:

@@ -1,27 +1,36 @@
 """No listener binds every interface unless a flag asks: each command is run as an operator
-runs it, and the addresses its process (and its children) listen on are read from /proc."""
+runs it, and the addresses its process (and its children) listen on are read from /proc.
+And ``artimon up``'s defaults shut anonymous clients out of ZooKeeper (issue 28): one ``up``
+serves this module's tests of it."""
 
 from __future__ import annotations
 
 import os
 import queue
+import re
 import signal
+import stat
 import subprocess
 import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from kazoo.client import KazooClient
+from kazoo.exceptions import NoAuthError
+from kazoo.security import OPEN_ACL_UNSAFE
+from support import wait_until
 
 from artimon.servers import free_port
-from artimon.stack import agent_properties
+from artimon.stack import CREDENTIALS_FILE, agent_properties
 from bookkeeper import EndpointInfo, resolve_zk
 from bookkeeper.ground import list_endpoints
 from bookkeeper.testing import Listener, listening
-from bookkeeper.zk import make_client
+from bookkeeper.zk import AUTH_ENV, AUTH_FILE_ENV, ZkAuth, ZkLayout, make_client, world_writable
 
 ARTIMON = [sys.executable, "-m", "artimon"]
 
@@ -180,12 +189,134 @@ def test_vhms_api_and_zk_commands_listen_on_loopback_by_default(tmp_path: Path) 
     assert zk.process.returncode == 0
 
 
+@dataclass
+class Up:
+    """``artimon up --demo`` with its defaults (ports aside), ready: its ZooKeeper and the
+    credentials file its ready line names."""
+
+    command: Command
+    data: Path
+    zk: str
+    auth_file: Path
+
+    @property
+    def layout(self) -> ZkLayout:
+        return resolve_zk(self.zk)[1]
+
+
+@pytest.fixture(scope="module")
+def up(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Up]:
+    """One ``artimon up --demo`` for this module's tests (its own ZooKeeper, no credentials
+    given: the defaults a newcomer gets)."""
+    data = tmp_path_factory.mktemp("up")
+    env = {k: v for k, v in os.environ.items() if k not in ("ARTIMON_ZK", AUTH_ENV, AUTH_FILE_ENV)}
+    args = ["up", "--demo", "--no-spark", "--interval", "1", "--data-dir", str(data)]
+    args += ["--zk-port", "0", "--api-port", "0", "--thrift-port", "0"]
+    with command(*args, env=env) as running:
+        zookeeper = running.wait_for("[ready] zookeeper", timeout=120)
+        running.wait_for("[ready] agent", timeout=120)
+        named = re.search(f"{AUTH_FILE_ENV}=(\\S+)", zookeeper)
+        assert named is not None, zookeeper
+        yield Up(running, data, zookeeper.split()[2], Path(named.group(1)))
+    assert running.process.returncode == 0
+
+
 @pytest.mark.slow
-def test_up_listens_on_loopback_by_default(tmp_path: Path) -> None:
-    env = {k: v for k, v in os.environ.items() if k != "ARTIMON_ZK"}
-    args = ["up", "--demo", "--no-spark", "--interval", "1", "--api-port", "0", "--data-dir", str(tmp_path)]
-    with command(*args, env=env) as up:
-        up.wait_for("[ready] agent", timeout=120)
-        # ZooKeeper (a child JVM), VHMS Thrift and HTTP, 3 demo apps, the query API, monitoring
-        assert_loopback_only(up.listeners(), 8)
-    assert up.process.returncode == 0
+def test_up_listens_on_loopback_by_default(up: Up) -> None:
+    # ZooKeeper (a child JVM), VHMS Thrift and HTTP, 3 demo apps, the query API, monitoring
+    assert_loopback_only(up.command.listeners(), 8)
+
+
+def _zk(connect: str, auth: ZkAuth | None) -> KazooClient:
+    client = make_client(connect, auth=auth) if auth else KazooClient(hosts=connect)
+    client.start(timeout=30)
+    return client
+
+
+def _tree(client: KazooClient, path: str) -> Iterator[str]:
+    yield path
+    for child in client.get_children(path):
+        yield from _tree(client, f"{path}/{child}")
+
+
+@pytest.mark.slow
+def test_up_makes_credentials_and_an_anonymous_client_can_write_nothing(up: Up) -> None:
+    """Issue 28: the probe's writes, each refused with ``up``'s defaults."""
+    assert up.auth_file == up.data / CREDENTIALS_FILE
+    assert stat.S_IMODE(up.auth_file.stat().st_mode) == 0o600
+    auth = ZkAuth.from_file(up.auth_file)
+    layout = up.layout
+    admin, anonymous = _zk(up.zk, auth), _zk(up.zk, None)
+    try:
+        (endpoint,) = [
+            f"{layout.context('demo.web')}/{name}" for name in admin.get_children(layout.context("demo.web"))
+        ]
+        # an agent configuration, as an operator writes one for --config-from-zk
+        admin.create(
+            layout.agent_config("up"), b"a.sources = r1\n", acl=auth.acl(private=True), makepath=True
+        )
+        attempts: dict[str, Callable[[], object]] = {
+            "a fake VHMS shard": lambda: anonymous.create(
+                layout.vhms_member("s9", "6.6.6.6", 666), b"{}", ephemeral=True, makepath=True
+            ),
+            "a fake replica of the shard": lambda: anonymous.create(
+                layout.vhms_member("default", "6.6.6.6", 666), b'{"shard": "default"}', ephemeral=True
+            ),
+            "a fake registration": lambda: anonymous.create(
+                layout.endpoint("demo.web", "6.6.6.6", 666, "fake"), b"{}", ephemeral=True
+            ),
+            "a registration in a new context": lambda: anonymous.create(
+                layout.endpoint("evil", "6.6.6.6", 666, "fake"), b"{}", ephemeral=True, makepath=True
+            ),
+            "deleting a registration": lambda: anonymous.delete(endpoint),
+            "rewriting a registration": lambda: anonymous.set(endpoint, b"{}"),
+            "re-ACLing a registration": lambda: anonymous.set_acls(endpoint, OPEN_ACL_UNSAFE),
+            "a fake agent of the group": lambda: anonymous.create(
+                layout.agent("default", "fake"), b"{}", ephemeral=True, makepath=True
+            ),
+            "rewriting an agent configuration": lambda: anonymous.set(layout.agent_config("up"), b"x"),
+            "deleting an agent configuration": lambda: anonymous.delete(layout.agent_config("up")),
+            "a new agent configuration": lambda: anonymous.create(layout.agent_config("evil"), b"x"),
+            "anything under the root": lambda: anonymous.create(f"{layout.root}/anything", b"x"),
+        }
+        allowed = []
+        for what, attempt in attempts.items():
+            try:
+                attempt()
+            except NoAuthError:
+                continue
+            allowed.append(what)
+        assert allowed == []
+        open_nodes = [path for path in _tree(admin, layout.root) if world_writable(admin.get_acls(path)[0])]
+        assert open_nodes == []
+        assert "6.6.6.6" not in " ".join(_tree(admin, layout.root))
+        assert [
+            info.context for info in list_endpoints(anonymous, layout) if info.context.startswith("demo.")
+        ]
+        admin.delete(layout.agent_config("up"))
+    finally:
+        for client in (admin, anonymous):
+            client.stop()
+            client.close()
+
+
+@pytest.mark.slow
+def test_up_puts_back_a_deleted_registration_within_a_session_timeout(up: Up) -> None:
+    """Deleted by a client holding the rights (an operator, a script with the credentials),
+    each ephemeral znode of the stack is back within one ZooKeeper session timeout (10 s)."""
+    layout = up.layout
+    admin = _zk(up.zk, ZkAuth.from_file(up.auth_file))
+    try:
+        groups = [layout.context("demo.web"), layout.vhms_shard("default"), layout.agents("default")]
+        for group in groups:
+            (name,) = admin.get_children(group)
+            path = f"{group}/{name}"
+            payload = admin.get(path)[0]
+            admin.delete(path)
+            deleted = time.monotonic()
+            wait_until(lambda path=path: admin.exists(path), 10.0, f"{path} back")
+            assert time.monotonic() - deleted < 10.0
+            assert admin.get(path)[0] == payload
+    finally:
+        admin.stop()
+        admin.close()

@@ -97,7 +97,11 @@ def test_the_readme_quick_start_as_a_user(tmp_path: Path) -> None:
         with socket.socket() as probe:
             if probe.connect_ex(("127.0.0.1", port)) == 0:
                 pytest.fail(f"port {port} is taken: the quick start runs {what} there, as a user would")
-    env = {k: v for k, v in os.environ.items() if k not in ("ARTIMON_ZK", "ARTIMON_CONTEXT")}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("ARTIMON_ZK", "ARTIMON_CONTEXT", "ARTIMON_ZK_AUTH", "ARTIMON_ZK_AUTH_FILE")
+    }
     up = subprocess.Popen(
         [*ARTIMON, "up", "--demo"],
         cwd=tmp_path,
@@ -115,7 +119,11 @@ def test_the_readme_quick_start_as_a_user(tmp_path: Path) -> None:
         output.until(lambda line: line.startswith("[ready] agent"), 120, "agent ready line")
         script = tmp_path / "example.py"
         script.write_text(readme_python())
-        app = subprocess.Popen([sys.executable, str(script)], env=env, stderr=subprocess.PIPE, text=True)
+        export = re.search(r"^export (ARTIMON_ZK_AUTH_FILE)=\$PWD/(\S+)$", readme_text(), re.M)
+        assert export is not None, "the README says where the application finds the credentials"
+        assert (tmp_path / export.group(2)).stat().st_mode & 0o777 == 0o600
+        app_env = {**env, export.group(1): str(tmp_path / export.group(2))}
+        app = subprocess.Popen([sys.executable, str(script)], env=app_env, stderr=subprocess.PIPE, text=True)
         output.until(lambda line: line.startswith("round "), 60, "a first round")
         output.until(lambda line: line.startswith("round "), 60, "a second round")
         third = output.until(

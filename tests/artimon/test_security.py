@@ -1,5 +1,6 @@
-"""The commands as an operator runs them: credentials from ``--zk-auth-file``, and an agent
-file whose ``type`` names something that is no component."""
+"""The commands as an operator runs them: credentials from ``--zk-auth-file``, those ``artimon
+up`` keeps in its data directory, and an agent file whose ``type`` names something that is
+no component."""
 
 from __future__ import annotations
 
@@ -14,7 +15,9 @@ import pytest
 from kazoo.client import KazooClient
 from kazoo.exceptions import NoAuthError
 
-from bookkeeper.zk import AUTH_ENV, AUTH_FILE_ENV, ZkAuth, make_client, resolve_zk
+from artimon.stack import CREDENTIALS_FILE, stack_credentials
+from bookkeeper import ZkAuthError
+from bookkeeper.zk import AUTH_ENV, AUTH_FILE_ENV, ZkAuth, make_client, resolve_zk, resolve_zk_auth
 
 ARTIMON = [sys.executable, "-m", "artimon"]
 
@@ -106,3 +109,48 @@ def test_a_command_given_an_auth_file_registers_with_the_acl(
         process.terminate()
         process.communicate(timeout=60)
     assert process.returncode == 0
+
+
+def test_up_makes_its_credentials_once_private_and_takes_given_ones(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv(AUTH_ENV, raising=False)
+    monkeypatch.delenv(AUTH_FILE_ENV, raising=False)
+    data = tmp_path / "data"
+    path = data / CREDENTIALS_FILE
+    assert stack_credentials(data) == f"{AUTH_FILE_ENV}={path}"
+    assert os.environ[AUTH_FILE_ENV] == str(path)  # every component and child process reads it
+    assert path.stat().st_mode & 0o777 == 0o600
+    first = resolve_zk_auth()
+    assert first is not None and first.user == "artimon" and len(first.password) >= 32
+    assert [p.name for p in data.iterdir()] == [CREDENTIALS_FILE]  # no partial file left
+    monkeypatch.delenv(AUTH_FILE_ENV)
+    stack_credentials(data)  # the next start: the same identity, or its ACLs would lock it out
+    assert resolve_zk_auth() == first
+    monkeypatch.delenv(AUTH_FILE_ENV)
+    path.chmod(0o644)
+    with pytest.raises(ZkAuthError, match="may be read by others") as refused:
+        stack_credentials(data)
+    assert first.password not in str(refused.value)
+    given = tmp_path / "site.auth"
+    given.write_text("site:s3cr3t\n")
+    monkeypatch.setenv(AUTH_FILE_ENV, str(given))  # --zk-auth-file: a site's shared identity
+    assert stack_credentials(tmp_path / "other") == f"{AUTH_FILE_ENV}={given}"
+    assert not (tmp_path / "other" / CREDENTIALS_FILE).exists()
+    monkeypatch.delenv(AUTH_FILE_ENV)
+    monkeypatch.setenv(AUTH_ENV, "site:s3cr3t")
+    assert stack_credentials(tmp_path / "other") == f"${AUTH_ENV}"
+    monkeypatch.setenv(AUTH_ENV, "no-colon")
+    with pytest.raises(ZkAuthError):
+        stack_credentials(tmp_path / "other")
+
+
+def test_up_refuses_credentials_others_may_read_with_exit_2(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / CREDENTIALS_FILE).write_text("artimon:s3cr3t\n")
+    (data / CREDENTIALS_FILE).chmod(0o640)
+    result = _run("up", "--no-spark", "--rounds", "1", "--zk-port", "0", "--data-dir", str(data))
+    assert result.returncode == 2, result.stderr
+    assert "may be read by others (mode 640)" in result.stderr and "s3cr3t" not in result.stderr
+    assert not (data / "zookeeper").exists()  # refused before anything started

@@ -137,3 +137,29 @@ def test_zookeeper_restart_keeps_the_registration(tmp_path) -> None:
     finally:
         bk.close()
         zk_server.stop()
+
+
+def test_a_deleted_or_rewritten_registration_is_put_back_within_a_session_timeout(
+    zk: KazooClient, zk_hosts: str
+) -> None:
+    session_timeout = 4.0
+    bk = Bookkeeper("deleted", environ={})
+    server = bk.serve(zk_hosts=zk_hosts, session_timeout=session_timeout)
+    try:
+        registration = server.registration
+        assert registration is not None and registration.registered.wait(30)
+        path, payload = registration.path, registration.payload
+        for round_ in (1, 2):  # the watch is armed again after each restoration
+            zk.delete(path)
+            deleted_at = time.monotonic()
+            wait_until(lambda: zk.exists(path), session_timeout, f"the znode back (deletion {round_})")
+            assert time.monotonic() - deleted_at < session_timeout
+            data, stat = zk.get(path)
+            assert data == payload and stat.ephemeralOwner == registration.client.client_id[0]
+        zk.set(path, b'{"host": "6.6.6.6"}')
+        wait_until(lambda: zk.get(path)[0] == payload, session_timeout, "the payload written back")
+        assert registration.restored == 3 and registration.registrations == 3
+        assert registration.state is RegistrationState.REGISTERED
+    finally:
+        bk.close()
+    assert not zk.exists(path)  # closing deletes it, and nothing puts it back
