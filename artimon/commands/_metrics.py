@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 from collections.abc import Sequence
 
+from artimon.commands._web import web_config_of
 from bookkeeper.ground import BackgroundServer
 from query_dsl import Collector, metrics_app
 
@@ -21,7 +22,11 @@ def serve_metrics(
     if args.metrics_port is None:
         return None
     server = BackgroundServer(
-        metrics_app(component, collectors), args.metrics_host, args.metrics_port, name=f"{component}-metrics"
+        metrics_app(component, collectors),
+        args.metrics_host,
+        args.metrics_port,
+        name=f"{component}-metrics",
+        web_config=web_config_of(args, component),
     )
     server.start()
     print(f"metrics on {server.url}/metrics", flush=True)
