@@ -21,7 +21,7 @@ import pytest
 from support import TlsFiles
 
 from bookkeeper.ground import BackgroundServer, load_web_config
-from query_dsl import Limits, create_app
+from query_dsl import Client, Limits, Matrix, QueryError, create_app
 from vhms import LocalClient
 from vhms.server import Store
 
@@ -114,3 +114,17 @@ def test_artimon_api_refuses_a_file_it_cannot_use(tmp_path: Path, tls_files: Tls
     good = web_config_file(tmp_path, tls_files)
     both = artimon_api("--web.config.file", str(good), "--token", "t")
     assert both.returncode == 2 and "--token and the web config's basic_auth_users" in both.stderr
+
+
+def test_the_python_client_with_user_info_and_ssl_cert_file(
+    api: BackgroundServer, tls_files: TlsFiles, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("SSL_CERT_FILE", str(tls_files.ca))  # httpx's, as Go's
+    with Client(f"https://alice:s3cret@127.0.0.1:{api.port}") as client:
+        answer = client.query('fetch("up", last=10m)')
+        assert isinstance(answer, Matrix) and len(answer.values) == 2
+    with (
+        Client(f"https://alice:guess@127.0.0.1:{api.port}") as client,
+        pytest.raises(QueryError, match="401"),
+    ):
+        client.query('fetch("up", last=10m)')
