@@ -1,6 +1,7 @@
 """``--web.config.file`` on the commands' HTTP ports, as an operator runs them: ``artimon vhms``
 (``/health``, ``/stats``) and ``artimon agent`` (monitoring) serve TLS with basic auth from
-Prometheus's web configuration file; a file they cannot use stops them with status 2."""
+Prometheus's web configuration file; a file they cannot use stops them (and ``alerts`` and
+``spark``, before their work begins) with status 2."""
 
 from __future__ import annotations
 
@@ -97,17 +98,17 @@ def test_agent_monitoring_behind_a_web_config(tmp_path: Path, tls_files: TlsFile
     "command",
     [
         ("vhms", "--no-register", "--data-dir", "{tmp}/vhms"),
-        ("agent", "-f", "{tmp}/absent-is-read-after.properties", "-n", "a1"),
+        ("agent", "-f", "{tmp}/agent.properties", "-n", "a1"),
+        ("alerts", "-f", str(DEMO_RULES), "--metrics-port", "0"),
         (
-            "alerts",
-            "-f",
-            str(DEMO_RULES),
-            "--api",
-            "http://127.0.0.1:1",
-            "--state",
-            "{tmp}/s.json",
-            "--metrics-port",
-            "0",
+            "spark",
+            "raw_ingest",
+            "--landing",
+            "{tmp}",
+            "--output",
+            "file://{tmp}/o",
+            "--checkpoint",
+            "file://{tmp}/c",
         ),
     ],
 )
@@ -116,14 +117,14 @@ def test_a_file_the_command_cannot_use_stops_it_naming_the_key(
 ) -> None:
     bad = tmp_path / "web.yml"
     bad.write_text("basic_auth_users:\n  ops: plain-text-password\n")
-    (tmp_path / "absent-is-read-after.properties").write_text(
+    (tmp_path / "agent.properties").write_text(
         "a1.sources = r1\na1.channels = c1\na1.sinks = k1\na1.sources.r1.type = seq\n"
         "a1.sources.r1.channels = c1\na1.channels.c1.type = memory\na1.sinks.k1.type = null\n"
         "a1.sinks.k1.channel = c1\n"
     )
-    args = [part.format(tmp=tmp_path) for part in command]
+    name, *rest = (part.format(tmp=tmp_path) for part in command)
     done = subprocess.run(
-        [*ARTIMON, *args, "--web.config.file", str(bad)], capture_output=True, text=True, timeout=60
+        [*ARTIMON, name, "--web.config.file", str(bad), *rest], capture_output=True, text=True, timeout=60
     )
     assert done.returncode == 2, (done.returncode, done.stdout, done.stderr)
     assert f"web config {bad}: basic_auth_users.ops: is not a bcrypt hash" in done.stderr
