@@ -117,6 +117,11 @@ def test_a_wrong_password_or_plain_http_is_refused(
             answer = client.post(url, content=b"", auth=auth)
             assert answer.status_code == 401 and answer.headers["www-authenticate"].startswith("Basic")
         assert client.post(url, content=b"garbage", auth=("alice", "s3cret")).status_code == 400
+        otlp = url.replace("/api/v1/write", "/api/v1/otlp/v1/metrics")  # the same listener
+        assert (
+            client.post(otlp, content=b"", headers={"Content-Type": "application/x-protobuf"}).status_code
+            == 401
+        )
     with pytest.raises(httpx.HTTPError):
         httpx.post(url.replace("https:", "http:"), content=b"", headers=headers, timeout=5)
 
