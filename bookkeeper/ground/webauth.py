@@ -2,8 +2,9 @@
 the app (exporter-toolkit's order): the rate limit (429), the response headers, then
 basic authentication (401 with ``WWW-Authenticate: Basic``).
 
-bcrypt is slow on purpose (about 70 ms at cost 10), so it runs on a worker thread, never on
-the event loop, and a user's password once verified is remembered (a SHA-256 of user,
+bcrypt is slow on purpose (about 70 ms at cost 10), so it runs on worker threads of its own
+(:data:`BCRYPT_THREADS`: a flood of wrong passwords waits for them, and leaves the app's
+threads and the event loop free), and a user's password once verified is remembered (a SHA-256 of user,
 hash and password, at most :data:`CACHE_SIZE` of them), as Prometheus does. An unknown user
 costs the same bcrypt as a known one, so the answer's time does not tell which users exist.
 """
@@ -19,14 +20,15 @@ from collections import OrderedDict
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
+import anyio
 import bcrypt
-from starlette.concurrency import run_in_threadpool
 
 from bookkeeper.ground.webconfig import WebConfig
 
 __all__ = ["WebConfigMiddleware"]
 
 CACHE_SIZE = 100
+BCRYPT_THREADS = 2
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[Message]]
@@ -68,6 +70,7 @@ class WebConfigMiddleware:
         if config.rate_interval_s:
             self.bucket = _TokenBucket(config.rate_interval_s, config.rate_burst)
         self._verified: OrderedDict[bytes, None] = OrderedDict()
+        self._bcrypt_threads = anyio.CapacityLimiter(BCRYPT_THREADS)
         self._lock = threading.Lock()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -108,7 +111,9 @@ class WebConfigMiddleware:
             if hashed is not None and key in self._verified:
                 self._verified.move_to_end(key)
                 return True
-        matches = await run_in_threadpool(_checkpw, password, hashed or _DECOY)
+        matches = await anyio.to_thread.run_sync(
+            _checkpw, password, hashed or _DECOY, limiter=self._bcrypt_threads
+        )
         if not matches or hashed is None:
             return False
         with self._lock:

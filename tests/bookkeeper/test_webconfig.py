@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import ssl
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import bcrypt
@@ -203,3 +204,36 @@ def test_a_server_behind_a_web_config(served: BackgroundServer, tls_files: TlsFi
             client.get(f"{served.url}/hello", auth=("alice", "s3cret")).status_code for _ in range(12)
         ]
         assert statuses[0] == 200 and statuses[-1] == 429
+
+
+def test_a_flood_of_wrong_passwords_leaves_a_known_user_served(tmp_path: Path, tls_files: TlsFiles) -> None:
+    """bcrypt has threads of its own: the wrong passwords queue for them while a user whose
+    password was verified once is answered at once."""
+    app = FastAPI()
+
+    @app.get("/hello")
+    def hello() -> dict[str, str]:
+        return {"hello": "world"}
+
+    hashed = bcrypt.hashpw(b"s3cret", bcrypt.gensalt(10)).decode()
+    config = load_web_config(
+        write(tmp_path, tls_block(tls_files, f"basic_auth_users:\n  alice: '{hashed}'\n"))
+    )
+    server = BackgroundServer(app, web_config=config)
+    server.start()
+    context = ssl.create_default_context(cafile=str(tls_files.ca))
+
+    def wrong(_: int) -> int:
+        with httpx.Client(verify=context, timeout=60) as client:
+            return client.get(f"{server.url}/hello", auth=("mallory", "guess")).status_code
+
+    try:
+        with httpx.Client(verify=context, timeout=10) as client:
+            assert client.get(f"{server.url}/hello", auth=("alice", "s3cret")).status_code == 200
+            with ThreadPoolExecutor(24) as pool:
+                flood = [pool.submit(wrong, i) for i in range(24)]
+                assert client.get(f"{server.url}/hello", auth=("alice", "s3cret")).status_code == 200
+                assert not all(f.done() for f in flood)  # answered while bcrypt was still busy
+                assert [f.result() for f in flood] == [401] * 24
+    finally:
+        server.stop()
