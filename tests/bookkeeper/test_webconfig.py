@@ -237,3 +237,27 @@ def test_a_flood_of_wrong_passwords_leaves_a_known_user_served(tmp_path: Path, t
                 assert [f.result() for f in flood] == [401] * 24
     finally:
         server.stop()
+
+
+def test_client_certificates_as_credentials(tmp_path: Path, tls_files: TlsFiles) -> None:
+    app = FastAPI()
+
+    @app.get("/hello")
+    def hello() -> dict[str, str]:
+        return {"hello": "world"}
+
+    extra = f"  client_auth_type: RequireAndVerifyClientCert\n  client_ca_file: {tls_files.ca}\n"
+    config = load_web_config(write(tmp_path, tls_block(tls_files, extra)))
+    assert config.authenticates and not config.users
+    server = BackgroundServer(app, web_config=config)
+    server.start()
+    try:
+        with_cert = ssl.create_default_context(cafile=str(tls_files.ca))
+        with_cert.load_cert_chain(str(tls_files.client))
+        with httpx.Client(verify=with_cert, timeout=10) as client:
+            assert client.get(f"{server.url}/hello").json() == {"hello": "world"}
+        without = ssl.create_default_context(cafile=str(tls_files.ca))
+        with httpx.Client(verify=without, timeout=10) as client, pytest.raises(httpx.HTTPError):
+            client.get(f"{server.url}/hello")
+    finally:
+        server.stop()
