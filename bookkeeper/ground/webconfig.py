@@ -223,7 +223,7 @@ def _tls_context(path: Path, value: Any) -> ssl.SSLContext | None:
 
 
 def _version(path: Path, key: str, value: Any) -> ssl.TLSVersion:
-    if value not in _VERSIONS:
+    if not isinstance(value, str) or value not in _VERSIONS:
         raise _error(path, key, f"{value!r:.80} is not one of {', '.join(_VERSIONS)}")
     return _VERSIONS[value]
 
@@ -269,6 +269,8 @@ def _load_certificate(path: Path, tls: dict[str, Any], context: ssl.SSLContext) 
 def _client_auth(path: Path, tls: dict[str, Any], context: ssl.SSLContext) -> None:
     key = "tls_server_config.client_auth_type"
     auth = tls.get("client_auth_type") or "NoClientCert"
+    if not isinstance(auth, str):
+        raise _error(path, key, f"must be a string, not {type(auth).__name__}")
     if auth in _UNVERIFIED_CLIENT_AUTH:
         raise _error(
             path,

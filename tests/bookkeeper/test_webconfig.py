@@ -128,6 +128,12 @@ TLS_GARBAGE = [
     ("  client_allowed_sans: [a.example]\n", "client_allowed_sans: not supported"),
     ("  cert: inline\n", "cert: give cert or cert_file, not both"),
     ("  prefer_server_cipher_suites: 1\n", "prefer_server_cipher_suites: must be true or false"),
+    ("  min_version: [TLS12]\n", r"min_version: \['TLS12'\] is not one of"),
+    ("  client_auth_type: [NoClientCert]\n", "client_auth_type: must be a string, not list"),
+    (
+        "  client_ca_file: [a.pem]\n  client_auth_type: VerifyClientCertIfGiven\n",
+        "client_ca_file: must be a non-empty",
+    ),
 ]
 
 
