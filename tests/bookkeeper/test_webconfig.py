@@ -13,6 +13,7 @@ from pathlib import Path
 import bcrypt
 import httpx
 import pytest
+import yaml
 from fastapi import FastAPI
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -267,3 +268,33 @@ def test_client_certificates_as_credentials(tmp_path: Path, tls_files: TlsFiles)
             client.get(f"{server.url}/hello")
     finally:
         server.stop()
+
+
+KEYS = ("tls_server_config", "http_server_config", "basic_auth_users", "rate_limit", "headers", "http2")
+TLS_KEYS = ("cert_file", "key_file", "client_auth_type", "client_ca_file", "min_version", "cipher_suites")
+SCALARS = st.none() | st.booleans() | st.integers() | st.text(max_size=20)
+WORDS = st.sampled_from(
+    ["TLS12", "TLS14", "NoClientCert", "RequireAndVerifyClientCert", "$2b$04$x", "1s", ""]
+)
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=st.data())
+def test_documents_of_the_right_shape_with_wrong_values(
+    tmp_path: Path, tls_files: TlsFiles, data: st.DataObject
+) -> None:
+    """Keys of the format with values of any kind (a real certificate among them): loaded or
+    refused with a ``WebConfigError``, never another exception."""
+    values = (
+        SCALARS
+        | WORDS
+        | st.sampled_from([str(tls_files.server), str(tls_files.ca)])
+        | st.lists(WORDS, max_size=3)
+    )
+    tls = st.dictionaries(st.sampled_from(TLS_KEYS), values, max_size=6)
+    section = tls | st.dictionaries(st.sampled_from(KEYS) | st.text(max_size=8), values, max_size=3)
+    document = data.draw(st.dictionaries(st.sampled_from(KEYS), section | values, max_size=4))
+    path = tmp_path / "shaped.yml"
+    path.write_text(yaml.safe_dump(document))
+    with contextlib.suppress(WebConfigError):
+        load_web_config(path)
