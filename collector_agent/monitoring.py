@@ -25,7 +25,7 @@ from fastapi import FastAPI, Query
 from fastapi.responses import JSONResponse, PlainTextResponse, Response
 
 from bookkeeper import Bookkeeper
-from bookkeeper.ground import BackgroundServer
+from bookkeeper.ground import BackgroundServer, WebConfig
 
 __all__ = ["MonitorServer", "SelfReporter", "prometheus_text"]
 
@@ -91,9 +91,22 @@ class MonitorServer(BackgroundServer):
     """The monitoring app served from a daemon thread on ``host:port`` (0 = ephemeral)."""
 
     def __init__(
-        self, metrics: Callable[[], Metrics], agent: str, host: str = "127.0.0.1", port: int = 41414
+        self,
+        metrics: Callable[[], Metrics],
+        agent: str,
+        host: str = "127.0.0.1",
+        port: int = 41414,
+        *,
+        web_config: WebConfig | None = None,
     ) -> None:
-        super().__init__(create_app(metrics, agent), host, port, name="agent-monitor", limit_concurrency=32)
+        super().__init__(
+            create_app(metrics, agent),
+            host,
+            port,
+            name="agent-monitor",
+            limit_concurrency=32,
+            web_config=web_config,
+        )
 
 
 class SelfReporter:

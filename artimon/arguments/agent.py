@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from artimon.arguments._web import add_web_config_argument
+
 __all__ = ["add_arguments"]
 
 
@@ -14,6 +16,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--monitor-host", default="127.0.0.1", help="monitoring bind address")
     parser.add_argument("--monitor-port", type=int, default=41414, help="monitoring port (0: any free one)")
     parser.add_argument("--no-monitor", action="store_true", help="no monitoring HTTP server")
+    add_web_config_argument(parser, "the monitoring port")
     parser.add_argument(
         "--reload-interval", type=float, default=30.0, help="seconds between file checks (0: never)"
     )

@@ -6,6 +6,8 @@ import argparse
 import os
 from pathlib import Path
 
+from artimon.arguments._web import add_web_config_argument
+
 __all__ = ["add_arguments", "add_budget_arguments"]
 
 
@@ -59,6 +61,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=os.environ.get("ARTIMON_API_TOKEN"),
         help="require this bearer token (default $ARTIMON_API_TOKEN; none: open)",
     )
+    add_web_config_argument(parser, "the API (basic_auth_users and --token exclude each other)")
     parser.add_argument("--timeout", type=float, default=30.0, help="seconds a query may run")
     add_budget_arguments(parser)
     parser.add_argument(

@@ -8,6 +8,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from artimon.arguments._web import add_web_config_argument
+
 __all__ = ["add_arguments", "add_resolutions_argument", "add_wal_arguments"]
 
 
@@ -16,6 +18,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--host", default="127.0.0.1", help="bind address (0.0.0.0 for every interface)")
     parser.add_argument("--port", type=int, default=0, help="Thrift port (0: any free one)")
     parser.add_argument("--http-port", type=int, default=0, help="HTTP health/stats port (0: any free one)")
+    add_web_config_argument(parser, "the HTTP port")
     parser.add_argument("--data-dir", type=Path, default=Path("artimon-data/vhms"), help="snapshot directory")
     parser.add_argument("--snapshot-every", type=float, default=300.0, help="seconds between snapshots")
     add_wal_arguments(parser)

@@ -8,20 +8,28 @@ from __future__ import annotations
 import argparse
 from collections.abc import Sequence
 
-from bookkeeper.ground import BackgroundServer
+from bookkeeper.ground import BackgroundServer, WebConfig
 from query_dsl import Collector, metrics_app
 
 __all__ = ["serve_metrics"]
 
 
 def serve_metrics(
-    args: argparse.Namespace, component: str, collectors: Sequence[Collector]
+    args: argparse.Namespace,
+    component: str,
+    collectors: Sequence[Collector],
+    web_config: WebConfig | None = None,
 ) -> BackgroundServer | None:
-    """``--metrics-port``'s server, started (and its URL printed), or ``None`` without it."""
+    """``--metrics-port``'s server, started (and its URL printed), or ``None`` without it;
+    ``web_config`` is ``--web.config.file``'s, read by the command before its work begins."""
     if args.metrics_port is None:
         return None
     server = BackgroundServer(
-        metrics_app(component, collectors), args.metrics_host, args.metrics_port, name=f"{component}-metrics"
+        metrics_app(component, collectors),
+        args.metrics_host,
+        args.metrics_port,
+        name=f"{component}-metrics",
+        web_config=web_config,
     )
     server.start()
     print(f"metrics on {server.url}/metrics", flush=True)

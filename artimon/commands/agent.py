@@ -15,6 +15,7 @@ import os
 import sys
 
 from artimon.commands._signals import stop_event
+from artimon.commands._web import web_config_of
 from collector_agent import Agent, AgentError, ConfigurationError, ConfigWatcher, MonitorServer, SelfReporter
 
 
@@ -36,6 +37,7 @@ def run(args: argparse.Namespace) -> int:
             f"{len(spec.channels)} channels, {len(spec.sinks)} sinks, {len(agent.warnings)} warnings"
         )
         return 0
+    web_config = web_config_of(args, "agent")
     stop = stop_event()
     zk_hosts = args.zk or os.environ.get("ARTIMON_ZK")
     try:
@@ -50,7 +52,9 @@ def run(args: argparse.Namespace) -> int:
         if zk_hosts:
             reporter.bookkeeper.serve(args.report_host, zk_hosts=zk_hosts)
         if not args.no_monitor:
-            monitor = MonitorServer(agent.metrics, agent.name, args.monitor_host, args.monitor_port)
+            monitor = MonitorServer(
+                agent.metrics, agent.name, args.monitor_host, args.monitor_port, web_config=web_config
+            )
             monitor.start()
     except (OSError, RuntimeError) as exc:  # an address that is not ours, a port taken
         print(f"artimon agent: cannot listen: {exc}", file=sys.stderr)
@@ -66,7 +70,7 @@ def run(args: argparse.Namespace) -> int:
         allow_remote_classes=args.allow_remote_classes,
     )
     watcher.start()
-    where = f"; metrics on http://{monitor.host}:{monitor.port}/metrics" if monitor else ""
+    where = f"; metrics on {monitor.url}/metrics" if monitor else ""
     print(f"agent {agent.name} running{where}. Ctrl-C stops it.", flush=True)
     try:
         stop.wait()

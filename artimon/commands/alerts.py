@@ -21,9 +21,10 @@ from pathlib import Path
 
 from artimon.commands._metrics import serve_metrics
 from artimon.commands._signals import stop_event
+from artimon.commands._web import web_config_of
 from artimon.stack import report_evaluation
 from bookkeeper import DirectoryInUseError
-from bookkeeper.ground import DirectoryLock
+from bookkeeper.ground import DirectoryLock, WebConfig
 from query_dsl import Client, QueryError, ShardedSource
 from query_dsl.alerts import (
     AlertConfig,
@@ -82,6 +83,7 @@ def run(args: argparse.Namespace) -> int:
     if args.file is None:
         print("artimon alerts: give -f FILE (or --check FILE...)", file=sys.stderr)
         return 2
+    web_config = web_config_of(args, "alerts")
     try:
         config = _with_alertmanagers(load_rules(args.file), args.alertmanager)
     except QueryError as exc:
@@ -112,7 +114,7 @@ def run(args: argparse.Namespace) -> int:
         return 2
     try:
         with DirectoryLock(args.state.parent, "artimon alerts"):
-            return _serve(args, config, source, sharded, recorder)
+            return _serve(args, config, source, sharded, recorder, web_config)
     except DirectoryInUseError as exc:
         print(f"artimon alerts: {exc} (its state file is not this process's to write)", file=sys.stderr)
         return 1
@@ -124,11 +126,12 @@ def _serve(
     source: QuerySource,
     sharded: ShardedSource | None,
     recorder: Recorder | None,
+    web_config: WebConfig | None,
 ) -> int:
     """Evaluate the rules (once, or until stopped) with the state's directory held."""
     engine = AlertEngine(config, source, state_file=args.state, recorder=recorder)
     failed = False
-    metrics = serve_metrics(args, "alerts", [AlertEngineMetrics(engine)])
+    metrics = serve_metrics(args, "alerts", [AlertEngineMetrics(engine)], web_config)
     try:
         print(
             f"alerts: {len(config.rules)} rule(s)"

@@ -2,7 +2,8 @@
 ZooKeeper (--zk, else $ARTIMON_ZK) or listed with --vhms host:port, until Ctrl-C. With
 --vhms-ca the shards are spoken to over TLS (--vhms-cert and --vhms-key: the client
 certificate a shard with --tls-client-ca asks for). --query-max-mib bounds one query's
-memory, --query-budget-mib all queries' at once (query_dsl.budget)."""
+memory, --query-budget-mib all queries' at once (query_dsl.budget). --web.config.file serves the API
+behind Prometheus's web configuration file (TLS, basic auth)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import argparse
 import sys
 
 from artimon.commands._signals import stop_event
+from artimon.commands._web import web_config_of
 from bookkeeper import TlsConfigError
 from bookkeeper.ground import BackgroundServer
 from bookkeeper.wire import client_context
@@ -26,6 +28,14 @@ def query_budgets(args: argparse.Namespace, timeout_s: float = 30.0) -> tuple[Li
 def run(args: argparse.Namespace) -> int:
     if args.dashboards is not None and not args.dashboards.is_dir():
         print(f"artimon api: --dashboards {args.dashboards} is not a directory", file=sys.stderr)
+        return 2
+    web_config = web_config_of(args, "api")
+    if web_config is not None and web_config.users and args.token:
+        print(
+            "artimon api: --token and the web config's basic_auth_users both need the Authorization "
+            "header: choose one",
+            file=sys.stderr,
+        )
         return 2
     ssl_context = None
     if args.vhms_ca is not None:
@@ -50,6 +60,7 @@ def run(args: argparse.Namespace) -> int:
         args.host,
         args.port,
         name="query-api",
+        web_config=web_config,
     )
     stop = stop_event()
     server.start()

@@ -11,16 +11,18 @@ from pathlib import Path
 
 import spark_jobs
 from artimon.commands._metrics import serve_metrics
+from artimon.commands._web import web_config_of
 from artimon.stack import LandingBacklog
 from spark_jobs import spark_session
 
 
 def run(args: argparse.Namespace) -> int:
+    web_config = web_config_of(args, "spark")
     spark = spark_session(args.master, f"artimon-{args.job}", conf=dict(args.conf))
     # raw_ingest's lag: the landing files it has not taken yet (a local landing directory)
     landing = getattr(args, "landing", "")
     collectors = [LandingBacklog(Path(landing))] if args.job == "raw_ingest" and "://" not in landing else []
-    metrics = serve_metrics(args, args.job, collectors)
+    metrics = serve_metrics(args, args.job, collectors, web_config)
     try:
         return int(getattr(spark_jobs, args.job).run_query(spark, args))
     finally:

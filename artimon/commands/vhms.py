@@ -12,6 +12,7 @@ import dataclasses
 import sys
 
 from artimon.commands._signals import stop_event
+from artimon.commands._web import web_config_of
 from artimon.stack import WalOptions
 from bookkeeper import TlsConfigError
 from bookkeeper.wire import server_context
@@ -39,6 +40,7 @@ def run(args: argparse.Namespace) -> int:
     except (VhmsError, TlsConfigError, ValueError) as exc:
         print(f"artimon vhms: {exc}", file=sys.stderr)
         return 2
+    web_config = web_config_of(args, "vhms")
     stop = stop_event()
     try:
         service = VhmsService(
@@ -52,6 +54,7 @@ def run(args: argparse.Namespace) -> int:
             **wal_options(args),
             limits=limits,
             ssl_context=ssl_context,
+            web_config=web_config,
         )
     except DataDirInUseError as exc:
         print(f"artimon vhms: {exc}", file=sys.stderr)

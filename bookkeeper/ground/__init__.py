@@ -3,7 +3,8 @@
 - the Avro sample batch (``sample_batch.avsc``, the body of the agent's events:
   :func:`encode_sample_batch`, :func:`decode_sample_batch`) and the raw landing files
   (``landing_batch.avsc``: :class:`LandingWriter`, :func:`encode_trailer`, :func:`recover`);
-- :class:`BackgroundServer`, an ASGI app served by uvicorn from a thread;
+- :class:`BackgroundServer`, an ASGI app served by uvicorn from a thread, behind Prometheus's
+  web configuration file when given one (:func:`load_web_config`: TLS, basic auth, headers);
 - ZooKeeper membership (:class:`Membership`: watched groups of members with their payloads,
   a grace period, re-read after session loss) and discovery (:func:`list_endpoints`, a
   one-shot listing for tools);
@@ -43,6 +44,7 @@ from bookkeeper.ground.files import fsync_path
 from bookkeeper.ground.httpserver import BackgroundServer
 from bookkeeper.ground.landing import LANDING_SCHEMA, LandingWriter, encode_trailer, recover
 from bookkeeper.ground.membership import Member, Membership, MembershipState
+from bookkeeper.ground.webconfig import WebConfig, WebConfigError, is_loopback, load_web_config
 
 __all__ = [
     "KEY_LIMIT",
@@ -57,6 +59,8 @@ __all__ = [
     "Member",
     "Membership",
     "MembershipState",
+    "WebConfig",
+    "WebConfigError",
     "combine_hashes",
     "concat",
     "decode_sample_batch",
@@ -65,8 +69,10 @@ __all__ = [
     "encode_sample_batch",
     "encode_trailer",
     "fsync_path",
+    "is_loopback",
     "key_hashes",
     "list_endpoints",
+    "load_web_config",
     "parse_duration",
     "recover",
     "row_keys",

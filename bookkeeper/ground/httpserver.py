@@ -1,5 +1,7 @@
 """An ASGI app (FastAPI) served by uvicorn from a daemon thread: how the agent's monitoring,
-VHMS's health endpoint and the query API run inside a bigger process."""
+VHMS's health endpoint and the query API run inside a bigger process. A web configuration
+file (:mod:`bookkeeper.ground.webconfig`, Prometheus's format) adds TLS, basic
+authentication, headers and a rate limit to any of them."""
 
 from __future__ import annotations
 
@@ -10,11 +12,15 @@ from typing import Any
 
 import uvicorn
 
+from bookkeeper.ground.webauth import WebConfigMiddleware
+from bookkeeper.ground.webconfig import WebConfig
+
 __all__ = ["BackgroundServer"]
 
 
 class BackgroundServer:
-    """``start()`` listens on ``host:port`` (0 = ephemeral; ``port`` then holds the real one)."""
+    """``start()`` listens on ``host:port`` (0 = ephemeral; ``port`` then holds the real one),
+    behind ``web_config`` when one is given."""
 
     def __init__(
         self,
@@ -25,18 +31,22 @@ class BackgroundServer:
         name: str = "http",
         limit_concurrency: int = 64,
         timeout_keep_alive: int = 65,
+        web_config: WebConfig | None = None,
     ) -> None:
         # an idle connection is kept longer than the longest scrape interval of the stack
         # (60 s rounds): uvicorn's 5 s met a 5 s scrape interval and closed connections as
         # requests went out on them
+        tls = web_config.tls if web_config is not None else None
         config = uvicorn.Config(
-            app,
+            app if web_config is None else WebConfigMiddleware(app, web_config),
             host=host,
             port=port,
             log_level="warning",
             timeout_keep_alive=timeout_keep_alive,
             limit_concurrency=limit_concurrency,
+            ssl_context_factory=None if tls is None else (lambda _config, _default: tls),
         )
+        self.scheme = "http" if tls is None else "https"
         self._server = uvicorn.Server(config)
         self._name = name
         self._thread: threading.Thread | None = None
@@ -45,7 +55,7 @@ class BackgroundServer:
 
     @property
     def url(self) -> str:
-        return f"http://{self.host}:{self.port}"
+        return f"{self.scheme}://{self.host}:{self.port}"
 
     def start(self, timeout: float = 30.0) -> None:
         """Listen, then serve from a thread. A port that cannot be had raises ``OSError``

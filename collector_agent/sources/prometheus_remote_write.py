@@ -36,7 +36,10 @@ labels, comma-separated), ``context`` (default ``prometheus``), ``maxBodySize`` 
 bytes, default 8 MiB), ``maxDecodedBytes`` (default 32 MiB), ``maxSeries`` (per request,
 default 100,000), ``maxSamples`` (per request, default 200,000), ``maxElements`` (a 2.0 or
 OTLP parse, default 1,000,000), ``readTimeout`` (s, default 30), ``maxConnections``
-(concurrent requests, default 64; more get uvicorn's 503).
+(concurrent requests, default 64; more get uvicorn's 503), ``webConfigFile`` (Prometheus's
+web configuration file: TLS, ``basic_auth_users``, headers; :mod:`bookkeeper.ground.webconfig`).
+A ``bind`` beyond loopback needs credentials: a ``webConfigFile`` with ``basic_auth_users`` or
+``client_auth_type: RequireAndVerifyClientCert``; without them the source refuses to start.
 
 Counted besides the source counters (``AppendBatchReceivedCount`` per request,
 ``EventReceivedCount``/``EventAcceptedCount`` per sample): ``RequestRefusedCount`` (400,
@@ -63,7 +66,14 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.responses import PlainTextResponse, Response
 from starlette.routing import Route
 
-from bookkeeper.ground import BackgroundServer, encode_sample_batch
+from bookkeeper.ground import (
+    BackgroundServer,
+    WebConfig,
+    WebConfigError,
+    encode_sample_batch,
+    is_loopback,
+    load_web_config,
+)
 from collector_agent.context import Context
 from collector_agent.event import Event
 from collector_agent.exceptions import ChannelException, WriteRequestError
@@ -130,11 +140,28 @@ class RemoteWriteSource(EventDrivenSource):
         )
         self.read_timeout = context.get_float("readTimeout", 30.0, minimum=0.1)
         self.max_connections = context.get_int("maxConnections", 64, minimum=1)
+        self.web_config = self._web_config(context)
+
+    def _web_config(self, context: Context) -> WebConfig | None:
+        path = context.get_str("webConfigFile", "")
+        try:
+            web_config = load_web_config(path) if path else None
+        except WebConfigError as exc:
+            raise context.error("webConfigFile", str(exc)) from None
+        if not is_loopback(self.bind) and (web_config is None or not web_config.authenticates):
+            raise context.error(
+                "bind",
+                f"{self.bind} is beyond loopback and a write endpoint there needs credentials: set "
+                "webConfigFile to a web configuration file with basic_auth_users or "
+                "client_auth_type: RequireAndVerifyClientCert",
+            )
+        return web_config
 
     @property
     def url(self) -> str:
         """Where a client sends its requests (``remote_write.url``)."""
-        return f"http://{self.bind}:{self.port}{self.path}"
+        scheme = "http" if self.web_config is None else self.web_config.scheme
+        return f"{scheme}://{self.bind}:{self.port}{self.path}"
 
     def start(self) -> None:
         app = Starlette(
@@ -149,6 +176,7 @@ class RemoteWriteSource(EventDrivenSource):
             self.requested_port,
             name=f"remote-write[{self.name}]",
             limit_concurrency=self.max_connections,
+            web_config=self.web_config,
         )
         self._server.start()
         self.port = self._server.port

@@ -34,7 +34,7 @@ from fastapi import FastAPI
 from fastapi.responses import PlainTextResponse
 
 from bookkeeper import DirectoryInUseError, MalformedFrameError
-from bookkeeper.ground import BackgroundServer, DirectoryLock
+from bookkeeper.ground import BackgroundServer, DirectoryLock, WebConfig
 from bookkeeper.wire import FramedThriftServer, ServerLimits, advertised_address
 from bookkeeper.zk import Registration, ZkAuth, resolve_zk
 from vhms.exceptions import DataDirInUseError, VhmsError, WalError
@@ -223,7 +223,8 @@ class VhmsService:
     ``<snapshot_dir>/wal`` replayed (``replayed`` says what it found), then, unless ``wal``
     is false, every ingest is logged before it is answered: ``wal_fsync`` ``always``
     (fsynced first: survives a power loss) or ``periodic`` (written first, fsynced every
-    ``wal_fsync_period`` seconds: survives a crash of the process).
+    ``wal_fsync_period`` seconds: survives a crash of the process). ``web_config`` (Prometheus's
+    web configuration file, read) puts the HTTP port behind TLS and basic auth.
     """
 
     def __init__(
@@ -241,6 +242,7 @@ class VhmsService:
         wal_fsync_period: float = 1.0,
         limits: ServerLimits = DEFAULT_SERVER_LIMITS,
         ssl_context: ssl.SSLContext | None = None,
+        web_config: WebConfig | None = None,
     ) -> None:
         self.store = store
         self.shard = shard
@@ -273,7 +275,7 @@ class VhmsService:
         )
         self.host, self.port = self.thrift.host, self.thrift.port
         self.http = (
-            BackgroundServer(_http_app(self), host, http_port, name="vhms-http")
+            BackgroundServer(_http_app(self), host, http_port, name="vhms-http", web_config=web_config)
             if http_port is not None
             else None
         )
