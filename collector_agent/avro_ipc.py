@@ -285,11 +285,10 @@ def decode_events(data: bytes, params: int, name: str) -> list[Event]:
     """The events of a call :func:`check_request` passed."""
     stream = io.BytesIO(data)
     stream.seek(params)
-    if name == "append":
-        records = [fastavro.schemaless_reader(stream, _EVENT_SCHEMA, None)]
-    else:
-        records = fastavro.schemaless_reader(stream, _BATCH_SCHEMA, None)  # type: ignore[assignment]
-    return [Event(r["headers"], r["body"]) for r in records]  # type: ignore[index]
+    schema = _EVENT_SCHEMA if name == "append" else _BATCH_SCHEMA
+    decoded: Any = fastavro.schemaless_reader(stream, schema, None)
+    records: list[dict[str, Any]] = [decoded] if name == "append" else decoded
+    return [Event(r["headers"], r["body"]) for r in records]
 
 
 def encode_events(events: list[Event]) -> bytes:

@@ -4,10 +4,11 @@ wheel (``ZooKeeperServer``), a single-node HDFS (``HdfsServer``), a Kafka cluste
 mode (``KafkaCluster``), a Spark standalone master and worker (``SparkCluster``),
 Prometheus (``PrometheusServer``, ``create_blocks``), Alertmanager
 (``AlertmanagerServer``) and an Apache Flume agent (``FlumeAgent``), with Apache's server
-jars resolved once with Maven (``resolve_jars``). Each process stands on one base, ``ServerProcess``: started on a data
-directory it holds, awaited until ready, stopped by its PID, killed for a simulated crash,
-restarted on the same data; a server of several is a ``ServerGroup`` of them, with the
-same lifecycle from their one base, ``Launcher``. See README.md."""
+jars resolved once with Maven (``resolve_jars``). Each process stands on one base,
+``ServerProcess``: started on a data directory it holds, awaited until ready, stopped by
+its PID, killed for a simulated crash, restarted on the same data; a server of several is
+a ``ServerGroup`` of them, with the same lifecycle from their one base, ``Launcher``. See
+README.md."""
 
 from __future__ import annotations
 
