@@ -58,8 +58,8 @@ def ip_filter(context: Context) -> Callable[[str], bool] | None:
     if not context.get_bool("ipFilter", False):
         return None
     rules: list[tuple[bool, str]] = []
-    for rule in context.get_list("ipFilterRules", []):
-        verdict, _, rest = rule.strip().partition(":")
+    for rule in filter(None, (r.strip() for r in context.get_str("ipFilterRules", "").split(","))):
+        verdict, _, rest = rule.partition(":")
         kind, _, pattern = rest.partition(":")
         if verdict not in ("allow", "deny") or kind != "ip" or not pattern:
             raise context.error("ipFilterRules", f"{rule!r} is not allow:ip:<glob> or deny:ip:<glob>")

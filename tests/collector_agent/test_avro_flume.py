@@ -14,8 +14,7 @@ from support import wait_until
 
 from artimon.servers import FlumeAgent, free_port
 from artimon.stack import agent_properties
-from collector_agent import Agent
-from collector_agent.event import Event
+from collector_agent import Agent, Event
 
 pytestmark = pytest.mark.slow
 

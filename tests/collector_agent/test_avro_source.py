@@ -1,0 +1,247 @@
+"""The ``avro`` source and sink between our own agents, and the source's edges: the Avro
+handshake's NONE round, limits, garbage, timeouts, a full channel, the IP filter."""
+
+from __future__ import annotations
+
+import io
+import socket
+import struct
+import time
+import zlib
+from collections.abc import Callable, Iterator
+
+import pytest
+from support import wait_until
+
+from artimon.stack import agent_properties
+from collector_agent import Agent, Event
+from collector_agent.avro_ipc import (
+    PROTOCOL_MD5,
+    PROTOCOL_TEXT,
+    encode_events,
+    read_handshake_response,
+    read_response,
+    write_call,
+)
+from collector_agent.avro_transport import FrameStream
+
+
+def receiver_properties(capacity: int = 10_000, **source: object) -> str:
+    avro = {"type": "avro", "bind": "127.0.0.1", "port": 0, "channels": "ch", "maxFrameSize": 65536}
+    channel = {
+        "type": "memory",
+        "capacity": capacity,
+        "transactionCapacity": min(capacity, 10_000),
+        "keep-alive": 0,
+    }
+    return agent_properties(
+        "r",
+        sources={"src": {**avro, **source}},
+        channels={"ch": channel, "unused": {"type": "memory"}},
+        sinks={"k": {"type": "null", "channel": "unused"}},
+    )
+
+
+@pytest.fixture
+def streams() -> Iterator[list[FrameStream]]:
+    opened: list[FrameStream] = []
+    yield opened
+    for stream in opened:
+        stream.sock.close()
+
+
+@pytest.fixture
+def receiver() -> Iterator[Callable[..., Agent]]:
+    started: list[Agent] = []
+
+    def start(capacity: int = 10_000, **source: object) -> Agent:
+        agent = Agent.from_properties(receiver_properties(capacity, **source), "r", {})
+        agent.start()
+        started.append(agent)
+        return agent
+
+    yield start
+    for agent in started:
+        agent.stop()
+
+
+def held(agent: Agent) -> list[tuple[dict[str, str], bytes]]:
+    with agent.channels["ch"].transaction() as tx:
+        return [(e.headers, e.body) for e in tx.take_batch(10_000)]
+
+
+def handshake(client_hash: bytes, protocol: str | None) -> bytes:
+    """A HandshakeRequest, encoded by hand from Avro's IPC spec."""
+    if protocol is None:
+        text = b"\x00"
+    else:
+        encoded = protocol.encode()
+        text = b"\x02" + _long(len(encoded)) + encoded
+    return client_hash + text + PROTOCOL_MD5 + b"\x00"
+
+
+def _long(value: int) -> bytes:
+    value = (value << 1) ^ (value >> 63)
+    out = bytearray()
+    while value > 0x7F:
+        out.append((value & 0x7F) | 0x80)
+        value >>= 7
+    return bytes(out + bytes([value]))
+
+
+def exchange(stream: FrameStream, message: bytes, serial: int = 1) -> io.BytesIO:
+    stream.write(serial, message, time.monotonic() + 5)
+    answer_serial, answer = stream.read(1 << 20, time.monotonic() + 5)
+    assert answer_serial == serial
+    return io.BytesIO(answer)
+
+
+def batch_call(events: list[Event], prefix: bytes = b"") -> bytes:
+    out = io.BytesIO(prefix)
+    out.seek(len(prefix))
+    write_call(out, "appendBatch", encode_events(events))
+    return out.getvalue()
+
+
+def connect(agent: Agent, streams: list[FrameStream]) -> FrameStream:
+    stream = FrameStream(socket.create_connection(("127.0.0.1", agent.sources["src"].port), timeout=5))
+    streams.append(stream)
+    return stream
+
+
+def closed(stream: FrameStream) -> bool:
+    try:
+        stream.read(1 << 20, time.monotonic() + 5)
+    except (EOFError, OSError):
+        return True
+    return False
+
+
+@pytest.mark.parametrize("compression", ["none", "deflate"])
+def test_our_sink_to_our_source(receiver: Callable[..., Agent], compression: str) -> None:
+    agent = receiver(**{"compression-type": compression})
+    sink = {
+        "type": "avro",
+        "hostname": "127.0.0.1",
+        "port": agent.sources["src"].port,
+        "batch-size": 50,
+        "compression-type": compression,
+        "channel": "c",
+    }
+    sender = Agent.from_properties(
+        agent_properties(
+            "s",
+            sources={"seq": {"type": "seq", "totalEvents": 0, "channels": "unused"}},
+            channels={
+                "c": {"type": "memory", "capacity": 1000, "transactionCapacity": 1000},
+                "unused": {"type": "memory"},
+            },
+            sinks={"k": sink},
+        ),
+        "s",
+        {},
+    )
+    sent = [Event({"n": str(i), "ü": "ß"}, bytes(range(i % 256)) * 3) for i in range(300)]
+    sender.start()
+    try:
+        with sender.channels["c"].transaction() as tx:
+            tx.put_batch(sent)
+        wait_until(lambda: agent.sources["src"].metrics()["EventAcceptedCount"] == 300, what="300 events")
+    finally:
+        sender.stop()
+    assert held(agent) == [(e.headers, e.body) for e in sent]
+    assert agent.sources["src"].metrics()["AppendBatchAcceptedCount"] == 6
+
+
+def test_an_unknown_hash_gets_none_then_the_protocol_text_is_accepted(
+    receiver: Callable[..., Agent], streams: list[FrameStream]
+) -> None:
+    agent = receiver()
+    stream = connect(agent, streams)
+    events = [Event({"h": "1"}, b"body")]
+    answer = exchange(stream, batch_call(events, handshake(b"\x01" * 16, None)))
+    assert read_handshake_response(answer) == "NONE" and answer.read() == b""  # no call answer
+    answer = exchange(stream, batch_call(events, handshake(b"\x01" * 16, PROTOCOL_TEXT)), serial=2)
+    assert read_handshake_response(answer) == "BOTH" and read_response(answer) == "OK"
+    assert read_response(exchange(stream, batch_call(events), serial=3)) == "OK"  # no handshake now
+    assert held(agent) == [({"h": "1"}, b"body")] * 2
+    metrics = agent.sources["src"].metrics()
+    assert metrics["HandshakeMatchNoneCount"] == 1 and metrics["HandshakeMatchBothCount"] == 1
+
+
+def test_another_protocol_is_refused(receiver: Callable[..., Agent], streams: list[FrameStream]) -> None:
+    agent = receiver()
+    stream = connect(agent, streams)
+    other = PROTOCOL_TEXT.replace('"appendBatch"', '"appendMany"')
+    stream.write(1, batch_call([], handshake(b"\x02" * 16, other)), time.monotonic() + 5)
+    assert closed(stream)
+    assert agent.sources["src"].metrics()["BadFrameCount"] == 1
+
+
+def test_a_batch_over_the_limit_is_answered_an_error_and_nothing_is_stored(
+    receiver: Callable[..., Agent], streams: list[FrameStream]
+) -> None:
+    agent = receiver(maxBatchEvents=10)
+    stream = connect(agent, streams)
+    answer = exchange(stream, batch_call([Event({}, b"x")] * 11, handshake(PROTOCOL_MD5, None)))
+    assert read_handshake_response(answer) == "BOTH"
+    with pytest.raises(ValueError, match="more than 10 events"):
+        read_response(answer)
+    assert closed(stream)
+    assert held(agent) == [] and agent.sources["src"].metrics()["RequestRefusedCount"] == 1
+
+
+def test_a_full_channel_answers_failed_and_keeps_nothing(
+    receiver: Callable[..., Agent], streams: list[FrameStream]
+) -> None:
+    agent = receiver(capacity=10)
+    stream = connect(agent, streams)
+    answer = exchange(stream, batch_call([Event({}, b"x")] * 11, handshake(PROTOCOL_MD5, None)))
+    assert read_handshake_response(answer) == "BOTH" and read_response(answer) == "FAILED"
+    assert held(agent) == []
+    assert read_response(exchange(stream, batch_call([Event({}, b"y")] * 10), serial=2)) == "OK"
+
+
+@pytest.mark.parametrize(
+    "garbage",
+    [
+        b"GET / HTTP/1.1\r\nHost: x\r\n\r\n",
+        struct.pack("!ii", 1, 0),  # a frame of no buffers
+        struct.pack("!iii", 1, 1, 1 << 30),  # a buffer over maxFrameSize
+        struct.pack("!iii", 1, 1, 8) + b"\xff" * 8,  # not a handshake
+    ],
+)
+def test_garbage_closes_its_connection_only(
+    receiver: Callable[..., Agent], garbage: bytes, streams: list[FrameStream]
+) -> None:
+    agent = receiver()
+    with socket.create_connection(("127.0.0.1", agent.sources["src"].port), timeout=5) as sock:
+        sock.sendall(garbage)
+        assert sock.recv(100) == b""
+    assert agent.sources["src"].metrics()["BadFrameCount"] == 1
+    stream = connect(agent, streams)
+    answer = exchange(stream, batch_call([Event({}, b"ok")], handshake(PROTOCOL_MD5, None)))
+    assert read_handshake_response(answer) == "BOTH" and read_response(answer) == "OK"
+
+
+def test_a_deflate_bomb_is_refused_at_the_frame_limit(receiver: Callable[..., Agent]) -> None:
+    agent = receiver(**{"compression-type": "deflate"})
+    bomb = zlib.compressobj()
+    with socket.create_connection(("127.0.0.1", agent.sources["src"].port), timeout=5) as sock:
+        sock.sendall(bomb.compress(struct.pack("!ii", 1, 60_000) + bytes(10_000_000)) + bomb.flush())
+        assert sock.recv(100) == b""
+    assert agent.sources["src"].metrics()["BadFrameCount"] == 1
+
+
+def test_a_silent_connection_is_closed(receiver: Callable[..., Agent]) -> None:
+    agent = receiver(firstFrameTimeout=0.3)
+    with socket.create_connection(("127.0.0.1", agent.sources["src"].port), timeout=5) as sock:
+        assert sock.recv(100) == b""
+    wait_until(lambda: agent.sources["src"].metrics()["SilentConnectionClosedCount"] == 1, what="counted")
+
+
+def test_the_ip_filter_refuses_a_denied_peer(receiver: Callable[..., Agent]) -> None:
+    agent = receiver(ipFilter="true", ipFilterRules="allow:ip:10.*,deny:ip:127.*")
+    with socket.create_connection(("127.0.0.1", agent.sources["src"].port), timeout=5) as sock:
+        assert sock.recv(100) == b""
+    wait_until(lambda: agent.sources["src"].metrics()["ConnectionFilteredCount"] == 1, what="counted")
