@@ -3,6 +3,7 @@ handshake's NONE round, limits, garbage, timeouts, a full channel, the IP filter
 
 from __future__ import annotations
 
+import contextlib
 import io
 import socket
 import struct
@@ -11,7 +12,7 @@ import zlib
 from collections.abc import Callable, Iterator
 
 import pytest
-from support import wait_until
+from support import TlsFiles, wait_until
 
 from artimon.stack import agent_properties
 from collector_agent import Agent, Event
@@ -117,9 +118,13 @@ def closed(stream: FrameStream) -> bool:
     return False
 
 
-@pytest.mark.parametrize("compression", ["none", "deflate"])
-def test_our_sink_to_our_source(receiver: Callable[..., Agent], compression: str) -> None:
-    agent = receiver(**{"compression-type": compression})
+@pytest.mark.parametrize(("compression", "tls"), [("none", False), ("deflate", False), ("deflate", True)])
+def test_our_sink_to_our_source(
+    receiver: Callable[..., Agent], tls_files: TlsFiles, compression: str, tls: bool
+) -> None:
+    server_tls = {"ssl": "true", "keystore": tls_files.server, "truststore": tls_files.ca} if tls else {}
+    client_tls = {"ssl": "true", "keystore": tls_files.client, "truststore": tls_files.ca} if tls else {}
+    agent = receiver(**{"compression-type": compression}, **server_tls)
     sink = {
         "type": "avro",
         "hostname": "127.0.0.1",
@@ -127,6 +132,7 @@ def test_our_sink_to_our_source(receiver: Callable[..., Agent], compression: str
         "batch-size": 50,
         "compression-type": compression,
         "channel": "c",
+        **client_tls,
     }
     sender = Agent.from_properties(
         agent_properties(
@@ -151,6 +157,17 @@ def test_our_sink_to_our_source(receiver: Callable[..., Agent], compression: str
         sender.stop()
     assert held(agent) == [(e.headers, e.body) for e in sent]
     assert agent.sources["src"].metrics()["AppendBatchAcceptedCount"] == 6
+
+
+def test_a_plain_client_of_a_tls_source_is_refused(
+    receiver: Callable[..., Agent], tls_files: TlsFiles
+) -> None:
+    agent = receiver(ssl="true", keystore=tls_files.server)
+    with socket.create_connection(("127.0.0.1", agent.sources["src"].port), timeout=5) as sock:
+        sock.sendall(batch_call([Event({}, b"x")], handshake(PROTOCOL_MD5, None)))
+        with contextlib.suppress(ConnectionResetError):
+            assert sock.recv(100) == b""
+    wait_until(lambda: agent.sources["src"].metrics()["TlsFailureCount"] == 1, what="counted")
 
 
 def test_an_unknown_hash_gets_none_then_the_protocol_text_is_accepted(
