@@ -5,17 +5,20 @@ from __future__ import annotations
 
 import contextlib
 import io
+import re
 import socket
 import struct
 import time
 import zlib
 from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
 
 import pytest
 from support import TlsFiles, wait_until
 
 from artimon.stack import agent_properties
-from collector_agent import Agent, Event
+from collector_agent import Agent, Context, Event, load_properties
 from collector_agent.avro_ipc import (
     PROTOCOL_MD5,
     PROTOCOL_TEXT,
@@ -25,6 +28,7 @@ from collector_agent.avro_ipc import (
     write_call,
 )
 from collector_agent.avro_transport import FrameStream
+from collector_agent.registry import resolve
 
 
 def receiver_properties(capacity: int = 10_000, **source: object) -> str:
@@ -262,3 +266,23 @@ def test_the_ip_filter_refuses_a_denied_peer(receiver: Callable[..., Agent]) -> 
     with socket.create_connection(("127.0.0.1", agent.sources["src"].port), timeout=5) as sock:
         assert sock.recv(100) == b""
     wait_until(lambda: agent.sources["src"].metrics()["ConnectionFilteredCount"] == 1, what="counted")
+
+
+def test_the_avro_example_of_the_docs_configures() -> None:
+    """The ``avro`` example of docs/agent.md builds an agent, every key known."""
+    page = (Path(__file__).resolve().parents[2] / "docs" / "agent.md").read_text()
+    (block,) = [b for b in re.findall(r"```properties\n(.*?)```", page, re.S) if "type = avro" in b]
+    Agent.from_properties(block, "a1", {})  # every key known, every value valid
+    values = load_properties(block)
+
+    def configured(kind: str, name: str) -> Any:
+        prefix = f"a1.{kind}s.{name}."
+        context = Context({k[len(prefix) :]: v for k, v in values.items() if k.startswith(prefix)}, prefix)
+        component = resolve(kind, context.get_str("type"), f"{prefix}type")(name)
+        component.configure(context)
+        return component
+
+    source, sink = configured("source", "r1"), configured("sink", "k1")
+    assert source.deflate and source.limits.max_connections == 16
+    assert source.allow("127.0.0.1") and not source.allow("10.0.0.1")
+    assert sink.batch_size == 500 and sink.reset_interval == 300 and sink.deflate
