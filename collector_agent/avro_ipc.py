@@ -39,6 +39,7 @@ from collector_agent.event import Event
 from collector_agent.exceptions import RequestRefusedError
 
 __all__ = [
+    "AVRO_FLUME_EVENT",
     "OBJECT_COST",
     "PROTOCOL_MD5",
     "PROTOCOL_TEXT",
@@ -64,15 +65,14 @@ STATUS = ("OK", "FAILED", "UNKNOWN")
 OBJECT_COST = 64
 _MAX_NAME = 256
 
+_PROTOCOL = json.loads(PROTOCOL_TEXT)
+# Flume's event record as the protocol declares it (named in the protocol's namespace): the
+# one schema of an AvroFlumeEvent, also the value of Flume's Kafka records
 _EVENT = {
-    "type": "record",
-    "name": "AvroFlumeEvent",
-    "fields": [
-        {"name": "headers", "type": {"type": "map", "values": "string"}},
-        {"name": "body", "type": "bytes"},
-    ],
+    **next(t for t in _PROTOCOL["types"] if t["name"] == "AvroFlumeEvent"),
+    "namespace": _PROTOCOL["namespace"],
 }
-_EVENT_SCHEMA = fastavro.parse_schema(_EVENT)
+AVRO_FLUME_EVENT = fastavro.parse_schema(_EVENT)
 _BATCH_SCHEMA = fastavro.parse_schema({"type": "array", "items": _EVENT})
 _MD5 = {"type": "fixed", "name": "MD5", "size": 16}
 _META = ["null", {"type": "map", "values": "bytes"}]
@@ -113,7 +113,7 @@ def _without_doc(value: Any) -> Any:
     return value
 
 
-_OURS = _without_doc(json.loads(PROTOCOL_TEXT))
+_OURS = _without_doc(_PROTOCOL)
 
 
 def known_protocol(text: str) -> bool:
@@ -285,7 +285,7 @@ def decode_events(data: bytes, params: int, name: str) -> list[Event]:
     """The events of a call :func:`check_request` passed."""
     stream = io.BytesIO(data)
     stream.seek(params)
-    schema = _EVENT_SCHEMA if name == "append" else _BATCH_SCHEMA
+    schema = AVRO_FLUME_EVENT if name == "append" else _BATCH_SCHEMA
     decoded: Any = fastavro.schemaless_reader(stream, schema, None)
     records: list[dict[str, Any]] = [decoded] if name == "append" else decoded
     return [Event(r["headers"], r["body"]) for r in records]
