@@ -198,6 +198,13 @@ class _Walker:
             for _ in range(count):
                 element()
 
+    def union(self, what: str) -> bool:
+        """A ``["null", X]`` union's branch: whether ``X`` follows."""
+        branch = self.long()
+        if branch not in (0, 1):
+            raise RequestRefusedError(f"{what}: union branch {branch} of 2")
+        return branch == 1
+
     def entry(self) -> None:
         """A map entry of a string or bytes value: two strings."""
         self.string("a map entry")
@@ -236,10 +243,10 @@ def read_handshake_request(data: bytes, limits: AvroLimits) -> tuple[Handshake, 
     call after it starts."""
     walker = _Walker(data, 0, limits.max_decoded_bytes)
     walker.skip(16, "the client hash")
-    if walker.long() == 1:
+    if walker.union("the client protocol"):
         walker.string("the client protocol")
     walker.skip(16, "the server hash")
-    if walker.long() == 1:
+    if walker.union("the handshake's metadata"):
         walker.blocks("the handshake's metadata", walker.entry)
     stream = io.BytesIO(data)
     record = fastavro.schemaless_reader(stream, _HANDSHAKE_REQUEST, None)

@@ -24,6 +24,7 @@ a ``NONE`` means a client did not send our protocol's MD5 at first).
 from __future__ import annotations
 
 import contextlib
+import enum
 import io
 import logging
 import socket
@@ -39,7 +40,7 @@ from collector_agent.avro_transport import FrameStream
 from collector_agent.event import Event
 from collector_agent.exceptions import RequestRefusedError
 
-__all__ = ["AvroServer"]
+__all__ = ["AvroServer", "ConnectionState"]
 
 log = logging.getLogger(__name__)
 
@@ -48,22 +49,32 @@ Handler = Callable[[str, list[Event]], str]
 _MAX_KNOWN_HASHES = 64
 
 
+class ConnectionState(enum.Enum):
+    HANDSHAKE = "handshake"
+    NEW = "new"
+    READING = "reading"
+    BUSY = "busy"
+    WRITING = "writing"
+    IDLE = "idle"
+
+
+# The counter a deadline passed in this state adds to (BUSY has none).
+_TIMEOUT_COUNTERS = {
+    ConnectionState.HANDSHAKE: "silent_closed",
+    ConnectionState.NEW: "silent_closed",
+    ConnectionState.IDLE: "idle_closed",
+    ConnectionState.READING: "slow_frames",
+    ConnectionState.WRITING: "slow_readers",
+}
+
+
 class _Connection:
     def __init__(self, sock: socket.socket, peer: str) -> None:
         self.sock = sock
         self.peer = peer
         self.accepted = self.progress = time.monotonic()
-        self.state = "new"
-        self.handshaken = False
-
-
-_TIMEOUT_COUNTERS = {
-    "handshake": "silent_closed",
-    "new": "silent_closed",
-    "idle": "idle_closed",
-    "reading": "slow_frames",
-    "writing": "slow_readers",
-}
+        self.state = ConnectionState.NEW
+        self.handshaken = False  # Avro's handshake succeeded: later requests carry none
 
 
 class AvroServer:
@@ -160,29 +171,29 @@ class AvroServer:
         try:
             connection.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             if self.ssl_context is not None:
-                connection.state = "handshake"
+                connection.state = ConnectionState.HANDSHAKE
                 connection.sock.settimeout(limits.first_frame_timeout)
                 connection.sock = self.ssl_context.wrap_socket(connection.sock, server_side=True)
-                connection.state = "new"
+                connection.state = ConnectionState.NEW
             stream = FrameStream(connection.sock, deflate=self.deflate)
             while not self._stopped.is_set():
-                if connection.state == "new":
+                if connection.state is ConnectionState.NEW:
                     stream.wait_first_byte(connection.accepted + limits.first_frame_timeout)
                 else:
                     stream.wait_first_byte(connection.progress + limits.idle_timeout)
                 connection.progress = time.monotonic()
-                connection.state = "reading"
+                connection.state = ConnectionState.READING
                 serial, request = stream.read(
                     limits.max_frame_size, connection.progress + limits.frame_timeout
                 )
-                connection.state = "busy"
+                connection.state = ConnectionState.BUSY
                 answer, refused = self._answer(connection, request)
-                connection.state = "writing"
+                connection.state = ConnectionState.WRITING
                 stream.write(serial, answer, time.monotonic() + limits.frame_timeout)
                 if refused:
                     return
                 connection.progress = time.monotonic()
-                connection.state = "idle"
+                connection.state = ConnectionState.IDLE
         except TimeoutError:
             self.stats[_TIMEOUT_COUNTERS.get(connection.state, "timeouts")] += 1
         except ssl.SSLError as exc:
@@ -211,7 +222,7 @@ class AvroServer:
         try:
             name, params = avro_ipc.check_request(request, start, self.request_limits)
             events = avro_ipc.decode_events(request, params, name) if name else []
-        except (RequestRefusedError, ValueError, EOFError, KeyError, TypeError) as exc:
+        except Exception as exc:  # fastavro raises whatever the bytes lead it to (UnicodeError...)
             self._count_and_log("refused_requests", "refused a request of %s: %s", connection.peer, exc)
             avro_ipc.write_response(out, None, error=f"refused: {exc}")
             return out.getvalue(), True
@@ -229,7 +240,7 @@ class AvroServer:
         """The match to answer a request's handshake, and where its call starts."""
         try:
             handshake, start = avro_ipc.read_handshake_request(request, self.request_limits)
-        except (ValueError, EOFError, KeyError, TypeError) as exc:
+        except Exception as exc:  # fastavro raises whatever the bytes lead it to
             raise RequestRefusedError(f"not an Avro handshake: {exc}") from None
         known = handshake.client_hash in self._known_hashes
         if not known and handshake.client_protocol is not None:

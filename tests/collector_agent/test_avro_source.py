@@ -15,13 +15,18 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from support import TlsFiles, wait_until
 
 from artimon.stack import agent_properties
-from collector_agent import Agent, Context, Event, load_properties
+from collector_agent import Agent, Context, Event, RequestRefusedError, load_properties
 from collector_agent.avro_ipc import (
     PROTOCOL_MD5,
     PROTOCOL_TEXT,
+    AvroLimits,
+    check_request,
+    decode_events,
     encode_events,
     read_handshake_response,
     read_response,
@@ -286,3 +291,35 @@ def test_the_avro_example_of_the_docs_configures() -> None:
     assert source.deflate and source.limits.max_connections == 16
     assert source.allow("127.0.0.1") and not source.allow("10.0.0.1")
     assert sink.batch_size == 500 and sink.reset_interval == 300 and sink.deflate
+
+
+_VALID = batch_call([Event({"k": "v", "ü": ""}, b"body"), Event({}, b"")] * 3)
+
+
+@st.composite
+def requests(draw: st.DrawFn) -> bytes:
+    """Bytes of no shape, or a valid request with some bytes changed, cut or added."""
+    if draw(st.booleans()):
+        return draw(st.binary(max_size=200))
+    data = bytearray(_VALID)
+    for _ in range(draw(st.integers(1, 4))):
+        at = draw(st.integers(0, len(data) - 1))
+        data[at : at + draw(st.integers(0, 3))] = draw(st.binary(max_size=3))
+        if not data:
+            break
+    return bytes(data)
+
+
+@given(requests())
+@settings(max_examples=400, deadline=None)
+def test_a_request_is_refused_by_name_or_decodes_within_its_limits(data: bytes) -> None:
+    limits = AvroLimits(max_batch_events=8, max_decoded_bytes=4096)
+    try:
+        name, params = check_request(data, 0, limits)
+    except RequestRefusedError:
+        return
+    try:
+        events = decode_events(data, params, name) if name else []
+    except UnicodeDecodeError:  # strings are checked as bytes; their UTF-8 by the decoder
+        return
+    assert len(events) <= limits.max_batch_events
