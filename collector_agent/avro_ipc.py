@@ -17,10 +17,10 @@ types and messages (``doc`` aside); otherwise it answers ``NONE`` with its own p
 the client repeats the call with its text.
 
 :func:`check_request` walks a request before anything is decoded and refuses
-(:class:`~collector_agent.exceptions.RequestRefusedError`) one that passes a limit of
-:class:`AvroLimits` (events per batch, what decoding would allocate, estimated as
-:data:`OBJECT_COST` per event, header or metadata entry plus their bytes), names another
-message, or runs past its frame's end.
+(:class:`~collector_agent.exceptions.RequestRefusedError`) one that passes a limit of the
+Thrift source's :class:`~collector_agent.flume_limits.RequestLimits` (events per batch,
+what decoding would allocate, estimated as :data:`OBJECT_COST` per event, header or
+metadata entry plus their bytes), names another message, or runs past its frame's end.
 """
 
 from __future__ import annotations
@@ -37,6 +37,7 @@ import fastavro
 
 from collector_agent.event import Event
 from collector_agent.exceptions import RequestRefusedError
+from collector_agent.flume_limits import RequestLimits
 
 __all__ = [
     "AVRO_FLUME_EVENT",
@@ -44,7 +45,6 @@ __all__ = [
     "PROTOCOL_MD5",
     "PROTOCOL_TEXT",
     "STATUS",
-    "AvroLimits",
     "Handshake",
     "check_request",
     "decode_events",
@@ -122,15 +122,6 @@ def known_protocol(text: str) -> bool:
         return bool(_without_doc(json.loads(text)) == _OURS)
     except ValueError:
         return False
-
-
-@dataclasses.dataclass(frozen=True)
-class AvroLimits:
-    """``max_batch_events``: events in one ``appendBatch``; ``max_decoded_bytes``: what
-    decoding one request may allocate, estimated (see the module doc)."""
-
-    max_batch_events: int = 10_000
-    max_decoded_bytes: int = 64 * 1024 * 1024
 
 
 @dataclasses.dataclass(frozen=True)
@@ -215,7 +206,7 @@ class _Walker:
         self.string("an event's body")
 
 
-def check_request(data: bytes, pos: int, limits: AvroLimits) -> tuple[str, int]:
+def check_request(data: bytes, pos: int, limits: RequestLimits) -> tuple[str, int]:
     """Walk the call that starts at ``pos`` (after any handshake): its message name and
     where its parameters start; refused as the module doc says."""
     walker = _Walker(data, pos, limits.max_decoded_bytes)
@@ -238,7 +229,7 @@ def check_request(data: bytes, pos: int, limits: AvroLimits) -> tuple[str, int]:
     return name, params
 
 
-def read_handshake_request(data: bytes, limits: AvroLimits) -> tuple[Handshake, int]:
+def read_handshake_request(data: bytes, limits: RequestLimits) -> tuple[Handshake, int]:
     """The handshake at the start of a request, walked before it is decoded, and where the
     call after it starts."""
     walker = _Walker(data, 0, limits.max_decoded_bytes)

@@ -39,6 +39,7 @@ from collector_agent import avro_ipc
 from collector_agent.avro_transport import FrameStream
 from collector_agent.event import Event
 from collector_agent.exceptions import RequestRefusedError
+from collector_agent.flume_limits import RequestLimits
 
 __all__ = ["AvroServer", "ConnectionState"]
 
@@ -87,7 +88,7 @@ class AvroServer:
         port: int,
         *,
         limits: ServerLimits,
-        request_limits: avro_ipc.AvroLimits,
+        request_limits: RequestLimits,
         deflate: bool = False,
         ssl_context: ssl.SSLContext | None = None,
         allow: Callable[[str], bool] | None = None,

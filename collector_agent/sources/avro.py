@@ -6,11 +6,8 @@ concurrent connections, default 64; Flume's 0 = unbounded is refused), ``compres
 (``none`` or ``deflate``: the client must say the same), ``ipFilter`` with
 ``ipFilterRules`` (``allow:ip:127.*,deny:ip:*``: the first rule whose glob matches the
 peer's address decides, no match allows; Flume's ``name:`` rules are refused), TLS
-(``ssl``, ``keystore``, ``keystore-password``, ``keystore-type``: PEM files,
-:mod:`collector_agent.tls`). Ours, as the Thrift source's: ``maxConnectionsPerPeer``
-(default 16), ``maxFrameSize`` (default 16 MiB), ``maxBatchEvents`` (default 10000),
-``maxDecodedBytes`` (default 64 MiB), ``firstFrameTimeout`` (s, 10), ``idleTimeout`` (s,
-300), ``frameTimeout`` (s, 30).
+(``ssl``, ``keystore``, ``keystore-password``, ``keystore-type``: PEM files). The limits,
+deadlines and TLS keys are every RPC source's (:mod:`collector_agent.sources.rpc`).
 
 ``appendBatch`` answers ``OK`` once its events are committed in every required channel,
 ``FAILED`` when a channel refused them (full: the client retries), a system error on
@@ -22,15 +19,13 @@ from __future__ import annotations
 import fnmatch
 import logging
 from collections.abc import Callable
+from typing import ClassVar
 
-from bookkeeper.wire import ServerLimits
-from collector_agent.avro_ipc import AvroLimits
 from collector_agent.avro_server import AvroServer
 from collector_agent.context import Context
 from collector_agent.event import Event
 from collector_agent.exceptions import ChannelException
-from collector_agent.sources.base import EventDrivenSource
-from collector_agent.tls import server_ssl_context
+from collector_agent.sources.rpc import RpcSource
 
 __all__ = ["AvroSource"]
 
@@ -73,34 +68,16 @@ def ip_filter(context: Context) -> Callable[[str], bool] | None:
     return allow
 
 
-class AvroSource(EventDrivenSource):
-    def __init__(self, name: str) -> None:
-        super().__init__(name)
-        self._server: AvroServer | None = None
-        self.port = 0
+class AvroSource(RpcSource):
+    server_counters: ClassVar[dict[str, str]] = _SERVER_COUNTERS
 
     def configure(self, context: Context) -> None:
         super().configure(context)
-        self.bind = context.get_str("bind")
-        self.requested_port = context.get_int("port", minimum=0, maximum=65535)
         compression = context.get_str("compression-type", "none").strip().lower()
         if compression not in ("none", "deflate"):
             raise context.error("compression-type", f"{compression!r} is neither none nor deflate")
         self.deflate = compression == "deflate"
-        self.limits = ServerLimits(
-            max_frame_size=context.get_int("maxFrameSize", 16 * 1024 * 1024, minimum=1024),
-            max_connections=context.get_int("threads", 64, minimum=1),
-            max_connections_per_peer=context.get_int("maxConnectionsPerPeer", 16, minimum=1),
-            first_frame_timeout=context.get_float("firstFrameTimeout", 10.0, minimum=0.1),
-            idle_timeout=context.get_float("idleTimeout", 300.0, minimum=0.1),
-            frame_timeout=context.get_float("frameTimeout", 30.0, minimum=0.1),
-        )
-        self.request_limits = AvroLimits(
-            max_batch_events=context.get_int("maxBatchEvents", 10_000, minimum=1),
-            max_decoded_bytes=context.get_int("maxDecodedBytes", 64 * 1024 * 1024, minimum=1024),
-        )
         self.allow = ip_filter(context)
-        self.ssl_context = server_ssl_context(context)
 
     def _deliver(self, name: str, events: list[Event]) -> str:
         counters = self.counters
@@ -120,8 +97,8 @@ class AvroSource(EventDrivenSource):
         counters.add("EventAcceptedCount", len(events))
         return "OK"
 
-    def start(self) -> None:
-        self._server = AvroServer(
+    def _server_for_start(self) -> AvroServer:
+        return AvroServer(
             self._deliver,
             self.bind,
             self.requested_port,
@@ -132,22 +109,3 @@ class AvroSource(EventDrivenSource):
             allow=self.allow,
             name=f"avro-source[{self.name}]",
         )
-        self.port = self._server.port
-        self._server.start()
-        super().start()
-
-    def stop(self) -> None:
-        if self._server is not None:
-            self._server.stop()
-            self._server = None
-        super().stop()
-
-    def metrics(self) -> dict[str, float]:
-        values = self.counters.snapshot()
-        values.update(dict.fromkeys(_SERVER_COUNTERS.values(), 0))
-        if self._server is not None:
-            values["OpenConnectionCount"] = self._server.open_connections
-            for stat, count in self._server.stats.items():
-                if stat in _SERVER_COUNTERS:
-                    values[_SERVER_COUNTERS[stat]] += count
-        return values

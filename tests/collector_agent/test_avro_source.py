@@ -24,7 +24,6 @@ from collector_agent import Agent, Context, Event, RequestRefusedError, load_pro
 from collector_agent.avro_ipc import (
     PROTOCOL_MD5,
     PROTOCOL_TEXT,
-    AvroLimits,
     check_request,
     decode_events,
     encode_events,
@@ -33,6 +32,7 @@ from collector_agent.avro_ipc import (
     write_call,
 )
 from collector_agent.avro_transport import FrameStream
+from collector_agent.flume_limits import RequestLimits
 from collector_agent.registry import resolve
 
 
@@ -313,7 +313,7 @@ def requests(draw: st.DrawFn) -> bytes:
 @given(requests())
 @settings(max_examples=400, deadline=None)
 def test_a_request_is_refused_by_name_or_decodes_within_its_limits(data: bytes) -> None:
-    limits = AvroLimits(max_batch_events=8, max_decoded_bytes=4096)
+    limits = RequestLimits(max_batch_events=8, max_decoded_bytes=4096)
     try:
         name, params = check_request(data, 0, limits)
     except RequestRefusedError:
