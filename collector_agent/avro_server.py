@@ -2,7 +2,8 @@
 it (:mod:`collector_agent.avro_ipc`, :mod:`collector_agent.avro_transport`), with a thread
 per connection under :class:`bookkeeper.wire.ServerLimits`.
 
-A connection lives through these states::
+A connection lives through the states of :class:`bookkeeper.wire.ConnectionState`, as a
+``FramedThriftServer``'s do::
 
     ACCEPTED --TLS--> HANDSHAKE --> NEW --a pack's first byte--> READING --the whole pack--> BUSY
     IDLE <--the answer written-- WRITING <--the handler answered----------------------------+
@@ -24,7 +25,6 @@ a ``NONE`` means a client did not send our protocol's MD5 at first).
 from __future__ import annotations
 
 import contextlib
-import enum
 import io
 import logging
 import socket
@@ -34,39 +34,20 @@ import time
 from collections import Counter
 from collections.abc import Callable
 
-from bookkeeper.wire import ServerLimits
+from bookkeeper.wire import TIMEOUT_COUNTERS, ConnectionState, ServerLimits
 from collector_agent import avro_ipc
 from collector_agent.avro_transport import FrameStream
 from collector_agent.event import Event
 from collector_agent.exceptions import RequestRefusedError
 from collector_agent.flume_limits import RequestLimits
 
-__all__ = ["AvroServer", "ConnectionState"]
+__all__ = ["AvroServer"]
 
 log = logging.getLogger(__name__)
 
 # (message name, events) -> "OK" or "FAILED"; raising answers a system error
 Handler = Callable[[str, list[Event]], str]
 _MAX_KNOWN_HASHES = 64
-
-
-class ConnectionState(enum.Enum):
-    HANDSHAKE = "handshake"
-    NEW = "new"
-    READING = "reading"
-    BUSY = "busy"
-    WRITING = "writing"
-    IDLE = "idle"
-
-
-# The counter a deadline passed in this state adds to (BUSY has none).
-_TIMEOUT_COUNTERS = {
-    ConnectionState.HANDSHAKE: "silent_closed",
-    ConnectionState.NEW: "silent_closed",
-    ConnectionState.IDLE: "idle_closed",
-    ConnectionState.READING: "slow_frames",
-    ConnectionState.WRITING: "slow_readers",
-}
 
 
 class _Connection:
@@ -196,7 +177,7 @@ class AvroServer:
                 connection.progress = time.monotonic()
                 connection.state = ConnectionState.IDLE
         except TimeoutError:
-            self.stats[_TIMEOUT_COUNTERS.get(connection.state, "timeouts")] += 1
+            self.stats[TIMEOUT_COUNTERS.get(connection.state, "timeouts")] += 1
         except ssl.SSLError as exc:
             self._count_and_log("tls_failures", "TLS with %s failed: %s", connection.peer, exc)
         except RequestRefusedError as exc:
