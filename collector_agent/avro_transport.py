@@ -13,10 +13,11 @@ message (Java cuts it every 8 KiB). With deflate, Flume puts Netty's ``JZlibEnco
 ``JZlibDecoder`` first in the pipeline: each direction of the connection is one zlib
 stream (RFC 1950), flushed (``Z_SYNC_FLUSH``) after every write; TLS, when on, wraps that.
 
-Refused (:class:`~collector_agent.exceptions.RequestRefusedError`, the connection is then
-closed): a count below 1 or above :data:`MAX_BUFFERS`, a negative length, buffers that add
-up past ``max_frame_size``, bytes that do not inflate. The buffer grows with the bytes that
-arrive (inflated at most :data:`_CHUNK` at a time), never to what a header announces.
+Refused (:class:`bookkeeper.MalformedFrameError`, :class:`bookkeeper.FrameTooLargeError`;
+the connection is then closed): a count below 1 or above :data:`MAX_BUFFERS`, a negative
+length, buffers that add up past ``max_frame_size``, bytes that do not inflate. The buffer
+grows with the bytes that arrive (inflated at most :data:`_CHUNK` at a time), never to what
+a header announces.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ import struct
 import time
 import zlib
 
-from collector_agent.exceptions import RequestRefusedError
+from bookkeeper import FrameTooLargeError, MalformedFrameError
 
 __all__ = ["MAX_BUFFERS", "FrameStream"]
 
@@ -67,7 +68,7 @@ class FrameStream:
         try:
             out = self._inflater.decompress(data, _CHUNK)
         except zlib.error as exc:
-            raise RequestRefusedError(f"the zlib stream does not inflate: {exc}") from None
+            raise MalformedFrameError(f"the zlib stream does not inflate: {exc}") from None
         if self._inflater.eof:
             raise EOFError("the peer ended its zlib stream")
         return out
@@ -86,13 +87,15 @@ class FrameStream:
         """One pack within ``deadline``: its serial and its buffers joined."""
         serial, count = _PAIR.unpack(self._take(8, deadline))
         if not 1 <= count <= MAX_BUFFERS:
-            raise RequestRefusedError(f"a frame of {count} buffers (1 to {MAX_BUFFERS})")
+            raise MalformedFrameError(f"a frame of {count} buffers (1 to {MAX_BUFFERS})")
         parts, total = [], 0
         for _ in range(count):
             (length,) = _INT.unpack(self._take(4, deadline))
             total += length + 4
-            if length < 0 or total > max_frame_size:
-                raise RequestRefusedError(
+            if length < 0:
+                raise MalformedFrameError(f"a frame buffer of {length} bytes")
+            if total > max_frame_size:
+                raise FrameTooLargeError(
                     f"a frame buffer of {length} bytes (frame at {total} of at most {max_frame_size})"
                 )
             parts.append(self._take(length, deadline))

@@ -36,6 +36,8 @@ _SERVER_COUNTERS = {
     "bad_frames": "BadFrameCount",
     "refused_requests": "RequestRefusedCount",
     "connections_refused": "ConnectionRefusedCount",
+    "evicted_full": "ConnectionEvictedCount",
+    "evicted_peer_limit": "ConnectionEvictedCount",
     "filtered": "ConnectionFilteredCount",
     "silent_closed": "SilentConnectionClosedCount",
     "idle_closed": "IdleConnectionClosedCount",

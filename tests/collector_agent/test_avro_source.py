@@ -328,3 +328,15 @@ def test_a_request_is_refused_by_name_or_decodes_within_its_limits(data: bytes) 
     except UnicodeDecodeError:  # strings are checked as bytes; their UTF-8 by the decoder
         return
     assert len(events) <= limits.max_batch_events
+
+
+def test_a_newcomer_closes_the_idlest_connection_when_the_source_is_full(
+    receiver: Callable[..., Agent], streams: list[FrameStream]
+) -> None:
+    agent = receiver(threads=2)
+    silent = [connect(agent, streams) for _ in range(2)]
+    wait_until(lambda: agent.sources["src"].metrics()["OpenConnectionCount"] == 2, what="two connections")
+    stream = connect(agent, streams)
+    answer = exchange(stream, batch_call([Event({}, b"in")], handshake(PROTOCOL_MD5, None)))
+    assert read_handshake_response(answer) == "BOTH" and read_response(answer) == "OK"
+    assert closed(silent[0]) and agent.sources["src"].metrics()["ConnectionEvictedCount"] == 1
