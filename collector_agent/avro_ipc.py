@@ -271,8 +271,10 @@ def write_handshake_response(out: io.BytesIO, match: str) -> None:
 def read_handshake_response(stream: io.BytesIO) -> str:
     """The match of a server's handshake response; ``RequestRefusedError`` if the server
     speaks another protocol."""
-    record = fastavro.schemaless_reader(stream, _HANDSHAKE_RESPONSE, None)
-    assert isinstance(record, dict)  # a record schema decodes to a dict
+    try:
+        record: Any = fastavro.schemaless_reader(stream, _HANDSHAKE_RESPONSE, None)
+    except Exception as exc:  # fastavro raises whatever the bytes lead it to
+        raise RequestRefusedError(f"not an Avro handshake response: {exc!r}") from None
     server = record["serverProtocol"]
     if server is not None and not known_protocol(server):
         raise RequestRefusedError("the server speaks another protocol than AvroSourceProtocol")

@@ -8,6 +8,7 @@ import io
 import re
 import socket
 import struct
+import threading
 import time
 import zlib
 from collections.abc import Callable, Iterator
@@ -21,7 +22,14 @@ from hypothesis import strategies as st
 from support import TlsFiles, wait_until
 
 from artimon.stack import agent_properties
-from collector_agent import Agent, Context, Event, RequestRefusedError, load_properties
+from collector_agent import (
+    Agent,
+    Context,
+    Event,
+    EventDeliveryException,
+    RequestRefusedError,
+    load_properties,
+)
 from collector_agent.avro_ipc import (
     PROTOCOL_MD5,
     PROTOCOL_TEXT,
@@ -35,6 +43,7 @@ from collector_agent.avro_ipc import (
 from collector_agent.avro_transport import FrameStream
 from collector_agent.flume_limits import RequestLimits
 from collector_agent.registry import resolve
+from collector_agent.sinks.avro import AvroSink
 
 
 def receiver_properties(capacity: int = 10_000, **source: object) -> str:
@@ -340,3 +349,24 @@ def test_a_newcomer_closes_the_idlest_connection_when_the_source_is_full(
     answer = exchange(stream, batch_call([Event({}, b"in")], handshake(PROTOCOL_MD5, None)))
     assert read_handshake_response(answer) == "BOTH" and read_response(answer) == "OK"
     assert closed(silent[0]) and agent.sources["src"].metrics()["ConnectionEvictedCount"] == 1
+
+
+@pytest.mark.parametrize(
+    "answer", [None, b"\x00\x00\x00\x01\x00\x00\x00\x01\x00\x00\x00\x04\xff\xff\xff\xff"]
+)
+def test_the_sink_fails_a_batch_on_a_silent_or_garbled_next_hop(answer: bytes | None) -> None:
+    with socket.create_server(("127.0.0.1", 0)) as server:
+        context = Context(
+            {"hostname": "127.0.0.1", "port": str(server.getsockname()[1]), "request-timeout": "300"}, "k."
+        )
+        sink = AvroSink("k")
+        sink.configure(context)
+        server.settimeout(5)
+        try:
+            with pytest.raises(EventDeliveryException, match="appendBatch failed"):
+                if answer is not None:
+                    threading.Thread(target=lambda: server.accept()[0].sendall(answer), daemon=True).start()
+                sink.deliver([Event({}, b"x")])
+        finally:
+            sink.stop()
+        assert sink.metrics()["ConnectionClosedCount"] >= 1
