@@ -25,25 +25,16 @@ from collector_agent.avro_server import AvroServer
 from collector_agent.context import Context
 from collector_agent.event import Event
 from collector_agent.exceptions import ChannelException
-from collector_agent.sources.rpc import RpcSource
+from collector_agent.sources.rpc import SERVER_COUNTERS, RpcSource
 
 __all__ = ["AvroSource"]
 
 log = logging.getLogger(__name__)
 
-# The server's counters by their /metrics name.
+# The Avro server's own counters by their /metrics name (beside every RPC server's).
 _SERVER_COUNTERS = {
-    "bad_frames": "BadFrameCount",
-    "refused_requests": "RequestRefusedCount",
-    "connections_refused": "ConnectionRefusedCount",
-    "evicted_full": "ConnectionEvictedCount",
-    "evicted_peer_limit": "ConnectionEvictedCount",
+    **SERVER_COUNTERS,
     "filtered": "ConnectionFilteredCount",
-    "silent_closed": "SilentConnectionClosedCount",
-    "idle_closed": "IdleConnectionClosedCount",
-    "slow_frames": "SlowFrameCount",
-    "slow_readers": "SlowReaderCount",
-    "tls_failures": "TlsFailureCount",
     "handshakes_both": "HandshakeMatchBothCount",
     "handshakes_client": "HandshakeMatchClientCount",
     "handshakes_none": "HandshakeMatchNoneCount",

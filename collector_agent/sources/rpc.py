@@ -22,7 +22,21 @@ from collector_agent.flume_limits import RequestLimits
 from collector_agent.sources.base import EventDrivenSource
 from collector_agent.tls import server_ssl_context
 
-__all__ = ["RpcServer", "RpcSource"]
+__all__ = ["SERVER_COUNTERS", "RpcServer", "RpcSource"]
+
+# What every RPC server counts (bookkeeper.wire.ConnectionServer.stats), by /metrics name.
+SERVER_COUNTERS = {
+    "bad_frames": "BadFrameCount",
+    "refused_requests": "RequestRefusedCount",
+    "connections_refused": "ConnectionRefusedCount",
+    "evicted_full": "ConnectionEvictedCount",
+    "evicted_peer_limit": "ConnectionEvictedCount",
+    "silent_closed": "SilentConnectionClosedCount",
+    "idle_closed": "IdleConnectionClosedCount",
+    "slow_frames": "SlowFrameCount",
+    "slow_readers": "SlowReaderCount",
+    "tls_failures": "TlsFailureCount",
+}
 
 
 class RpcServer(Protocol):
@@ -44,10 +58,10 @@ class RpcServer(Protocol):
 
 class RpcSource(EventDrivenSource):
     """A source serving an RPC protocol (see the module doc): a subclass builds its server in
-    ``_server_for_start()`` and names the server's counters it reports in
-    ``server_counters`` (server stat -> ``/metrics`` name; several stats may add to one)."""
+    ``_server_for_start()``; ``server_counters`` names the server's counters it reports
+    (server stat -> ``/metrics`` name; several stats may add to one)."""
 
-    server_counters: ClassVar[dict[str, str]] = {}
+    server_counters: ClassVar[dict[str, str]] = SERVER_COUNTERS
 
     def __init__(self, name: str) -> None:
         super().__init__(name)

@@ -16,7 +16,7 @@ connections closed by each limit) join the source's in ``/metrics``.
 from __future__ import annotations
 
 import logging
-from typing import Any, ClassVar
+from typing import Any
 
 from thriftpy2.protocol import TCompactProtocolFactory
 
@@ -34,20 +34,6 @@ log = logging.getLogger(__name__)
 _OK: int = flume_thrift.Status.OK
 _FAILED: int = flume_thrift.Status.FAILED
 _ERROR: int = flume_thrift.Status.ERROR
-
-# The server's counters (bookkeeper.wire.FramedThriftServer.stats) by their /metrics name.
-_SERVER_COUNTERS = {
-    "bad_frames": "BadFrameCount",
-    "refused_requests": "RequestRefusedCount",
-    "connections_refused": "ConnectionRefusedCount",
-    "evicted_full": "ConnectionEvictedCount",
-    "evicted_peer_limit": "ConnectionEvictedCount",
-    "silent_closed": "SilentConnectionClosedCount",
-    "idle_closed": "IdleConnectionClosedCount",
-    "slow_frames": "SlowFrameCount",
-    "slow_readers": "SlowReaderCount",
-    "tls_failures": "TlsFailureCount",
-}
 
 
 class _Handler:
@@ -94,8 +80,6 @@ class _Handler:
 
 
 class ThriftSource(RpcSource):
-    server_counters: ClassVar[dict[str, str]] = _SERVER_COUNTERS
-
     def configure(self, context: Context) -> None:
         super().configure(context)
         self.protocol = protocol_factory(context)

@@ -355,18 +355,30 @@ def test_a_newcomer_closes_the_idlest_connection_when_the_source_is_full(
     "answer", [None, b"\x00\x00\x00\x01\x00\x00\x00\x01\x00\x00\x00\x04\xff\xff\xff\xff"]
 )
 def test_the_sink_fails_a_batch_on_a_silent_or_garbled_next_hop(answer: bytes | None) -> None:
+    accepted: list[socket.socket] = []
+
+    def next_hop(server: socket.socket) -> None:
+        accepted.append(server.accept()[0])
+        if answer is not None:
+            accepted[0].sendall(answer)
+
     with socket.create_server(("127.0.0.1", 0)) as server:
-        context = Context(
-            {"hostname": "127.0.0.1", "port": str(server.getsockname()[1]), "request-timeout": "300"}, "k."
-        )
-        sink = AvroSink("k")
-        sink.configure(context)
         server.settimeout(5)
+        hop = threading.Thread(target=next_hop, args=(server,), daemon=True)
+        hop.start()
+        sink = AvroSink("k")
+        sink.configure(
+            Context(
+                {"hostname": "127.0.0.1", "port": str(server.getsockname()[1]), "request-timeout": "300"},
+                "k.",
+            )
+        )
         try:
             with pytest.raises(EventDeliveryException, match="appendBatch failed"):
-                if answer is not None:
-                    threading.Thread(target=lambda: server.accept()[0].sendall(answer), daemon=True).start()
                 sink.deliver([Event({}, b"x")])
         finally:
             sink.stop()
+            hop.join(5)
+            for sock in accepted:
+                sock.close()
         assert sink.metrics()["ConnectionClosedCount"] >= 1
