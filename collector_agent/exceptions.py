@@ -9,8 +9,8 @@
     ├── TransactionStateError   (also RuntimeError)  a transaction used out of order
     ├── EventDeliveryException                       a sink could not deliver a batch
     ├── MalformedEventError     (also ValueError)    events the next hop refuses as malformed
-    ├── RequestRefusedError     (also ValueError)    a Thrift request that breaks Flume's IDL or a
-    │                                                limit, refused before it is decoded
+    ├── RequestRefusedError     (also ValueError)    a Thrift or Avro request that breaks Flume's
+    │                                                IDL or a limit, refused before it is decoded
     ├── WriteRequestError       (also ValueError)    a Prometheus remote-write body that is not
     │                                                snappy, not a WriteRequest, or over a limit
     ├── ScrapeError             (also ValueError)    a scrape target's answer refused whole (too
@@ -72,7 +72,7 @@ class MalformedEventError(AgentError, ValueError):
 
 
 class RequestRefusedError(AgentError, ValueError):
-    """A Thrift source request that breaks Flume's IDL (a required field missing) or a limit
+    """A Thrift or Avro source request that breaks Flume's IDL (a required field missing) or a limit
     (events per batch, decoded bytes), refused before it is decoded; the message says which."""
 
 

@@ -18,24 +18,13 @@ from __future__ import annotations
 import io
 from collections.abc import Sequence
 
-from fastavro import parse_schema, schemaless_reader, schemaless_writer
+from fastavro import schemaless_reader, schemaless_writer
 
+from collector_agent.avro_ipc import AVRO_FLUME_EVENT
 from collector_agent.event import Event
 from collector_agent.exceptions import ForeignRecordError
 
 __all__ = ["KafkaHeaders", "RecordHeaders", "event_from_record", "record_from_event"]
-
-_AVRO_FLUME_EVENT = parse_schema(
-    {
-        "type": "record",
-        "name": "AvroFlumeEvent",
-        "namespace": "org.apache.flume.source.avro",
-        "fields": [
-            {"name": "headers", "type": {"type": "map", "values": "string"}},
-            {"name": "body", "type": "bytes"},
-        ],
-    }
-)
 
 RecordHeaders = list[tuple[str, str | bytes | None]]  # what the producer takes
 KafkaHeaders = (
@@ -47,7 +36,7 @@ def record_from_event(event: Event, flume_format: bool) -> tuple[bytes, RecordHe
     """``(value, record headers)`` of ``event``."""
     if flume_format:
         out = io.BytesIO()
-        schemaless_writer(out, _AVRO_FLUME_EVENT, {"headers": event.headers, "body": event.body})
+        schemaless_writer(out, AVRO_FLUME_EVENT, {"headers": event.headers, "body": event.body})
         return out.getvalue(), None
     if not event.headers:
         return event.body, None
@@ -60,7 +49,7 @@ def event_from_record(value: bytes | None, headers: KafkaHeaders | None, flume_f
     if flume_format:
         source = io.BytesIO(value)
         try:
-            decoded = schemaless_reader(source, _AVRO_FLUME_EVENT, None)
+            decoded = schemaless_reader(source, AVRO_FLUME_EVENT, None)
         except Exception as exc:  # fastavro raises whatever the bytes lead it to (EOF, UnicodeError...)
             raise ForeignRecordError(
                 f"a value of {len(value)} bytes is not an AvroFlumeEvent: {exc!r}"

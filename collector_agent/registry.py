@@ -38,6 +38,7 @@ REGISTRY: dict[str, dict[str, str]] = {
     "source": {
         "seq": "collector_agent.sources.seq:SequenceSource",
         "thrift": "collector_agent.sources.thrift:ThriftSource",
+        "avro": "collector_agent.sources.avro:AvroSource",
         "artimon_file": "collector_agent.sources.artimon_file:ArtimonFileSource",
         "artimon": "collector_agent.sources.artimon:ArtimonSource",
         "prometheus_remote_write": "collector_agent.sources.prometheus_remote_write:RemoteWriteSource",
@@ -56,6 +57,7 @@ REGISTRY: dict[str, dict[str, str]] = {
         "logger": "collector_agent.sinks.logger:LoggerSink",
         "null": "collector_agent.sinks.null:NullSink",
         "thrift": "collector_agent.sinks.thrift:ThriftSink",
+        "avro": "collector_agent.sinks.avro:AvroSink",
         "vhms": "collector_agent.sinks.vhms:VhmsSink",
         "raw": "collector_agent.sinks.raw:RawSink",
         "kafka": "collector_agent.sinks.kafka:KafkaSink",

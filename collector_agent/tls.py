@@ -1,6 +1,6 @@
-"""TLS keys of the agent's Thrift components, Flume's names adapted to PEM files.
+"""TLS keys of the agent's Thrift and Avro components, Flume's names adapted to PEM files.
 
-Flume's Thrift source and sink say ``ssl = true`` and name Java key stores; here the same
+Flume's Thrift and Avro sources and sinks say ``ssl = true`` and name Java key stores; here the same
 keys name PEM files, read by the standard library's :mod:`ssl`:
 
 - ``ssl``: ``true`` turns TLS on (default ``false``);

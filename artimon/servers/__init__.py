@@ -2,17 +2,19 @@
 ``hdfs``, ``kafka``, ``up``) that tests and benchmarks share: ZooKeeper from the pyspark
 wheel (``ZooKeeperServer``), a single-node HDFS (``HdfsServer``), a Kafka cluster in KRaft
 mode (``KafkaCluster``), a Spark standalone master and worker (``SparkCluster``),
-Prometheus (``PrometheusServer``, ``create_blocks``) and Alertmanager
-(``AlertmanagerServer``), with Apache's server jars resolved once with Maven
-(``resolve_jars``). Each process stands on one base, ``ServerProcess``: started on a data
-directory it holds, awaited until ready, stopped by its PID, killed for a simulated crash,
-restarted on the same data; a server of several is a ``ServerGroup`` of them, with the
-same lifecycle from their one base, ``Launcher``. See README.md."""
+Prometheus (``PrometheusServer``, ``create_blocks``), Alertmanager
+(``AlertmanagerServer``) and an Apache Flume agent (``FlumeAgent``), with Apache's server
+jars resolved once with Maven (``resolve_jars``). Each process stands on one base,
+``ServerProcess``: started on a data directory it holds, awaited until ready, stopped by
+its PID, killed for a simulated crash, restarted on the same data; a server of several is
+a ``ServerGroup`` of them, with the same lifecycle from their one base, ``Launcher``. See
+README.md."""
 
 from __future__ import annotations
 
 from artimon.servers.alertmanager import AlertmanagerServer
 from artimon.servers.base import Launcher, ServerGroup, ServerProcess, answers_ok, free_port, wait_ready
+from artimon.servers.flume import FLUME_ARTIFACTS, FLUME_JAR_SET, FlumeAgent, flume_jars
 from artimon.servers.hdfs import HADOOP_VERSION, HdfsServer, hadoop_classpath
 from artimon.servers.jars import JarResolutionError, jar_cache, resolve_jars
 from artimon.servers.kafka import KafkaCluster, kafka_jars, kafka_tool_command
@@ -21,8 +23,11 @@ from artimon.servers.spark import SparkCluster
 from artimon.servers.zookeeper import ZooKeeperServer, four_letter_word, pyspark_jars
 
 __all__ = [
+    "FLUME_ARTIFACTS",
+    "FLUME_JAR_SET",
     "HADOOP_VERSION",
     "AlertmanagerServer",
+    "FlumeAgent",
     "HdfsServer",
     "JarResolutionError",
     "KafkaCluster",
@@ -34,6 +39,7 @@ __all__ = [
     "ZooKeeperServer",
     "answers_ok",
     "create_blocks",
+    "flume_jars",
     "four_letter_word",
     "free_port",
     "hadoop_classpath",

@@ -4,7 +4,10 @@
   and :class:`IngestColumns` (samples as a store ingests them);
 - the bookkeeper endpoint's Thrift IDL (``endpoint.thrift``) and framed Thrift over plain
   or TLS sockets with size, time and connection limits (:class:`FramedThriftServer` and its
-  :class:`ServerLimits`, :class:`FramedClient`; :func:`server_context` and
+  :class:`ServerLimits`; its base, :class:`ConnectionServer`, accepting, making room,
+  TLS and deadlines for any framed protocol, with its :class:`Connection` and their
+  :class:`ConnectionState`, which the collector agent's Avro server shares;
+  :class:`FramedClient`; :func:`server_context` and
   :func:`client_context` build the TLS contexts from PEM files);
 - the address a server publishes (:func:`advertised_address`).
 
@@ -32,6 +35,8 @@ from bookkeeper.labels import (
     validate_name,
 )
 from bookkeeper.wire.client import FramedClient
+from bookkeeper.wire.connection_server import ConnectionServer
+from bookkeeper.wire.connections import Connection, ConnectionState
 from bookkeeper.wire.frames import DEFAULT_MAX_FRAME_SIZE, call, read_frame, write_frame
 from bookkeeper.wire.net import advertised_address
 from bookkeeper.wire.thrift_server import FramedThriftServer, ServerLimits
@@ -44,6 +49,9 @@ __all__ = [
     "MAX_LABEL_VALUE_LENGTH",
     "MAX_NAME_LENGTH",
     "PROTOCOL_VERSION",
+    "Connection",
+    "ConnectionServer",
+    "ConnectionState",
     "FramedClient",
     "FramedThriftServer",
     "IngestColumns",

@@ -1,13 +1,7 @@
 """``thrift``: Apache Flume's ``ThriftSourceProtocol`` server (``append``/``appendBatch``).
 
-Keys: ``bind`` (required, as in Flume: there is no all-interfaces default; ``0.0.0.0`` only
-when written), ``port`` (required, 0 = ephemeral), ``protocol`` (``compact``
-default, or ``binary``), ``threads`` (most concurrent connections, default 64),
-``maxConnectionsPerPeer`` (default 16), ``maxFrameSize`` (bytes, default 16 MiB),
-``maxBatchEvents`` (default 10000), ``maxDecodedBytes`` (default 64 MiB),
-``firstFrameTimeout`` (s, default 10), ``idleTimeout`` (s, default 300), ``frameTimeout``
-(s, default 30); TLS: ``ssl``, ``keystore``, ``keystore-key``, ``keystore-password``,
-``truststore`` (:mod:`collector_agent.tls`).
+Keys: ``protocol`` (``compact`` default, or ``binary``) and those of every RPC source
+(:mod:`collector_agent.sources.rpc`: ``bind``, ``port``, ``threads``, the limits, TLS).
 
 Each request frame is checked before it is decoded (:mod:`collector_agent.flume_limits`):
 one that breaks Flume's IDL (an event without ``headers`` or ``body``) or a limit (events
@@ -26,14 +20,13 @@ from typing import Any
 
 from thriftpy2.protocol import TCompactProtocolFactory
 
-from bookkeeper.wire import FramedThriftServer, ServerLimits
+from bookkeeper.wire import FramedThriftServer
 from collector_agent._flume_thrift import flume_thrift, protocol_factory
 from collector_agent.context import Context
 from collector_agent.event import Event
 from collector_agent.exceptions import ChannelException, RequestRefusedError
-from collector_agent.flume_limits import RequestLimits, check_request
-from collector_agent.sources.base import EventDrivenSource
-from collector_agent.tls import server_ssl_context
+from collector_agent.flume_limits import check_request
+from collector_agent.sources.rpc import RpcSource
 
 __all__ = ["ThriftSource"]
 
@@ -41,20 +34,6 @@ log = logging.getLogger(__name__)
 _OK: int = flume_thrift.Status.OK
 _FAILED: int = flume_thrift.Status.FAILED
 _ERROR: int = flume_thrift.Status.ERROR
-
-# The server's counters (bookkeeper.wire.FramedThriftServer.stats) by their /metrics name.
-_SERVER_COUNTERS = {
-    "bad_frames": "BadFrameCount",
-    "refused_requests": "RequestRefusedCount",
-    "connections_refused": "ConnectionRefusedCount",
-    "evicted_full": "ConnectionEvictedCount",
-    "evicted_peer_limit": "ConnectionEvictedCount",
-    "silent_closed": "SilentConnectionClosedCount",
-    "idle_closed": "IdleConnectionClosedCount",
-    "slow_frames": "SlowFrameCount",
-    "slow_readers": "SlowReaderCount",
-    "tls_failures": "TlsFailureCount",
-}
 
 
 class _Handler:
@@ -100,30 +79,10 @@ class _Handler:
         return _OK
 
 
-class ThriftSource(EventDrivenSource):
-    def __init__(self, name: str) -> None:
-        super().__init__(name)
-        self._server: FramedThriftServer | None = None
-        self.port = 0
-
+class ThriftSource(RpcSource):
     def configure(self, context: Context) -> None:
         super().configure(context)
-        self.bind = context.get_str("bind")
-        self.requested_port = context.get_int("port", minimum=0, maximum=65535)
         self.protocol = protocol_factory(context)
-        self.limits = ServerLimits(
-            max_frame_size=context.get_int("maxFrameSize", 16 * 1024 * 1024, minimum=1024),
-            max_connections=context.get_int("threads", 64, minimum=1),
-            max_connections_per_peer=context.get_int("maxConnectionsPerPeer", 16, minimum=1),
-            first_frame_timeout=context.get_float("firstFrameTimeout", 10.0, minimum=0.1),
-            idle_timeout=context.get_float("idleTimeout", 300.0, minimum=0.1),
-            frame_timeout=context.get_float("frameTimeout", 30.0, minimum=0.1),
-        )
-        self.request_limits = RequestLimits(
-            max_batch_events=context.get_int("maxBatchEvents", 10_000, minimum=1),
-            max_decoded_bytes=context.get_int("maxDecodedBytes", 64 * 1024 * 1024, minimum=1024),
-        )
-        self.ssl_context = server_ssl_context(context)
 
     def _check(self, frame: bytearray) -> None:
         """Refuse, before decoding, a request that breaks Flume's IDL or a limit."""
@@ -134,8 +93,8 @@ class ThriftSource(EventDrivenSource):
             log.debug("thrift source %s: refused a request: %s", self.name, exc)
             raise
 
-    def start(self) -> None:
-        self._server = FramedThriftServer(
+    def _server_for_start(self) -> FramedThriftServer:
+        return FramedThriftServer(
             flume_thrift.ThriftSourceProtocol,
             _Handler(self),
             self.bind,
@@ -146,22 +105,3 @@ class ThriftSource(EventDrivenSource):
             check_request=self._check,
             name=f"thrift-source[{self.name}]",
         )
-        self.port = self._server.port
-        self._server.start()
-        super().start()
-
-    def stop(self) -> None:
-        if self._server is not None:
-            self._server.stop()
-            self._server = None
-        super().stop()
-
-    def metrics(self) -> dict[str, float]:
-        values = self.counters.snapshot()
-        values.update(dict.fromkeys(_SERVER_COUNTERS.values(), 0))
-        if self._server is not None:
-            values["OpenConnectionCount"] = self._server.open_connections
-            for stat, count in self._server.stats.items():
-                if stat in _SERVER_COUNTERS:
-                    values[_SERVER_COUNTERS[stat]] += count
-        return values

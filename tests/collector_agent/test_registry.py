@@ -173,8 +173,9 @@ def test_the_remote_refusal_names_the_alias_rule(
             assert not agent.reload(with_type("a1.sources.r1.type", "os:abort"), {}, allow_classes=False)
         assert (
             "a1.sources.r1.type: source type 'os:abort' is not a registered alias, and this "
-            "configuration (from ZooKeeper) may name aliases only (known: artimon, artimon_file, jmx, kafka, "
-            "org.apache.flume.source.kafka.KafkaSource, prometheus, prometheus_remote_write, seq, thrift)"
+            "configuration (from ZooKeeper) may name aliases only (known: artimon, artimon_file, avro, jmx, "
+            "kafka, org.apache.flume.source.kafka.KafkaSource, prometheus, prometheus_remote_write, seq, "
+            "thrift)"
         ) in caplog.text
         assert "--allow-remote-classes" in caplog.text
     finally:
