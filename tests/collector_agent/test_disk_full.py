@@ -1,6 +1,7 @@
 """A file channel on a disk that fills up, then frees: puts that cannot be made durable fail
-before anything is handed on, and a take whose commit cannot be recorded is not delivered
-twice. On a real small filesystem: a tmpfs of a few MiB mounted for the test."""
+before anything is handed on, the channel's bookkeeping goes on in its reserve, puts resume
+as soon as there is room with no restart, and nothing a sink committed is delivered again,
+across a restart too. On a real small filesystem: a tmpfs mounted for the test."""
 
 from __future__ import annotations
 
@@ -8,22 +9,25 @@ import contextlib
 import errno
 import os
 import subprocess
-from collections.abc import Iterator
+import threading
+import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
-from collector_agent import BatchSink, ChannelFullException, Context, Event, FileChannel, Status
+from collector_agent import BatchSink, ChannelException, Context, Event, FileChannel, Status
+
+BODY = 1024
 
 
-@pytest.fixture
-def small_disk(tmp_path: Path) -> Iterator[Path]:
-    """A 6 MiB tmpfs, unmounted at the end; skipped where mounting is not permitted."""
-    mount = tmp_path / "disk"
+@contextlib.contextmanager
+def tmpfs(mount: Path, size: str) -> Iterator[Path]:
+    """A tmpfs of ``size`` at ``mount``, unmounted at the end; skipped unless root may mount."""
     mount.mkdir()
     try:
         done = subprocess.run(
-            ["mount", "-t", "tmpfs", "-o", "size=6m", "tmpfs", str(mount)],
+            ["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(mount)],
             capture_output=True,
             text=True,
             timeout=30,
@@ -31,7 +35,7 @@ def small_disk(tmp_path: Path) -> Iterator[Path]:
     except OSError as exc:
         pytest.skip(f"cannot run mount: {exc}")
     if done.returncode != 0:
-        pytest.skip(f"mounting a tmpfs is not permitted here (needs root): {done.stderr.strip()}")
+        pytest.skip(f"mounting a tmpfs needs root (as in CI); here: {done.stderr.strip()}")
     try:
         yield mount
     finally:
@@ -40,7 +44,7 @@ def small_disk(tmp_path: Path) -> Iterator[Path]:
 
 def fill_up(path: Path) -> None:
     """Write ``path`` until the disk refuses (as another process filling the disk would)."""
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o644)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
     try:
         while True:
             os.write(fd, b"\0" * 65536)
@@ -51,6 +55,36 @@ def fill_up(path: Path) -> None:
                 os.write(fd, b"\0" * 512)
     finally:
         os.close(fd)
+
+
+def body(n: int) -> bytes:
+    return f"{n:08d}".encode() * (BODY // 8)
+
+
+def number(event: Event) -> int:
+    return int(event.body[:8])
+
+
+def open_channel(directory: Path, reserve: int) -> FileChannel:
+    channel = FileChannel("full")
+    channel.configure(
+        Context(
+            {
+                "dataDirs": str(directory),
+                "minimumRequiredSpace": "1048576",
+                "reservedSpace": str(reserve),
+                "keep-alive": "0",
+            },
+            "a1.channels.full.",
+        )
+    )
+    channel.start()
+    return channel
+
+
+def put(channel: FileChannel, start: int, count: int) -> None:
+    with channel.transaction() as tx:
+        tx.put_batch([Event({}, body(n)) for n in range(start, start + count)])
 
 
 class Downstream(BatchSink):
@@ -64,23 +98,6 @@ class Downstream(BatchSink):
         self.received.extend(e.body for e in events)
 
 
-def open_channel(directory: Path) -> FileChannel:
-    channel = FileChannel("full")
-    channel.configure(
-        Context(
-            {"dataDirs": str(directory), "minimumRequiredSpace": "1048576", "keep-alive": "0"},
-            "a1.channels.full.",
-        )
-    )
-    channel.start()
-    return channel
-
-
-def put(channel: FileChannel, start: int, count: int) -> None:
-    with channel.transaction() as tx:
-        tx.put_batch([Event({}, f"{n:08d}".encode() * 128) for n in range(start, start + count)])
-
-
 def drain(sink: Downstream, channel: FileChannel) -> None:
     for _ in range(10_000):
         if sink.process() is Status.BACKOFF and channel.size == 0:
@@ -88,39 +105,177 @@ def drain(sink: Downstream, channel: FileChannel) -> None:
     raise AssertionError(f"{channel.size} events left in the channel")
 
 
-def test_a_full_disk_neither_loses_nor_duplicates(small_disk: Path) -> None:
-    channel = open_channel(small_disk / "channel")
-    sink = Downstream("next")
-    sink.configure(Context({"batchSize": "100"}, "a1.sinks.next."))
-    sink.channel = channel
-    sink.start()
-    try:
-        for start in range(0, 2000, 100):  # 2,000 acknowledged events, about 2 MiB
-            put(channel, start, 100)
-        fill_up(small_disk / "filler")
-        assert os.statvfs(small_disk).f_bavail == 0
+def test_a_full_disk_neither_loses_nor_duplicates(tmp_path: Path) -> None:
+    with tmpfs(tmp_path / "disk", "8m") as disk:
+        channel = open_channel(disk / "channel", reserve=1024 * 1024)
+        sink = Downstream("next")
+        sink.configure(Context({"batchSize": "100"}, "a1.sinks.next."))
+        sink.channel = channel
+        sink.start()
+        try:
+            for start in range(0, 2000, 100):  # 2,000 acknowledged events, about 2 MiB
+                put(channel, start, 100)
+            fill_up(disk / "filler")
+            assert os.statvfs(disk).f_bavail == 0
 
-        # a put that cannot be made durable fails, and nothing of it is visible
-        with pytest.raises(ChannelFullException):
-            put(channel, 2000, 100)
-        assert channel.size == 2000
+            # a put that cannot be made durable fails, and nothing of it is visible
+            with pytest.raises(ChannelException):
+                put(channel, 2000, 100)
+            assert channel.size == 2000
 
-        # every take commit fails to be recorded: the events are delivered once all the same
-        drain(sink, channel)
-        assert channel.metrics()["UnrecordedTakeCount"] == 2000
-        assert len(sink.received) == len(set(sink.received)) == 2000
+            # every take commits, recorded in the reserve the channel gave up
+            drain(sink, channel)
+            assert len(sink.received) == len(set(sink.received)) == 2000
+            assert channel.metrics()["ReserveReleaseCount"] >= 1
 
-        (small_disk / "filler").unlink()
-        for start in range(2000, 2500, 100):  # the source's retry, and more
-            put(channel, start, 100)
-        drain(sink, channel)
-        assert channel.metrics()["UnrecordedTakeCount"] == 0  # recorded with the next commits
-    finally:
-        sink.stop()
-        channel.stop()
-    assert sorted(sink.received) == [f"{n:08d}".encode() * 128 for n in range(2500)]
-    again = open_channel(small_disk / "channel")
-    try:
-        assert again.size == 0  # nothing delivered comes back
-    finally:
-        again.stop()
+            (disk / "filler").unlink()
+            for start in range(2000, 2500, 100):  # the source's retry, and more
+                put(channel, start, 100)
+            assert channel.space.reserve.short == 0  # allocated again by the first put
+            drain(sink, channel)
+        finally:
+            sink.stop()
+            channel.stop()
+        assert sorted(sink.received) == [body(n) for n in range(2500)]
+        again = open_channel(disk / "channel", reserve=1024 * 1024)
+        try:
+            assert again.size == 0  # nothing delivered comes back
+        finally:
+            again.stop()
+
+
+class Ledger:
+    """Every event's fate, kept by the source and sink threads of the scenario."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.put: set[int] = set()  # put and committed into the channel
+        self.refused = 0  # events of refused puts (the source kept and retried them)
+        self.refusals = 0  # refused put transactions
+        self.taken: list[int] = []  # every event handed to the sink, each time
+        self.committed: set[int] = set()  # events whose take the sink committed
+        self.uncommitted = 0  # events taken whose take commit failed (rolled back)
+        self.last_refusal = 0.0
+        self.last_put = 0.0
+
+
+def run_source(channel: FileChannel, ledger: Ledger, stop: threading.Event) -> None:
+    """Puts batches of 50 events; a refused batch is kept and tried again 20 ms later."""
+    next_event = 0
+    while not stop.is_set():
+        try:
+            put(channel, next_event, 50)
+        except ChannelException:
+            with ledger.lock:
+                ledger.refused += 50
+                ledger.refusals += 1
+                ledger.last_refusal = time.monotonic()
+            stop.wait(0.02)
+            continue
+        with ledger.lock:
+            ledger.put.update(range(next_event, next_event + 50))
+            ledger.last_put = time.monotonic()
+        next_event += 50
+        stop.wait(0.005)
+
+
+def run_sink(channel: FileChannel, ledger: Ledger, stop: threading.Event) -> None:
+    """Takes batches of 20 and commits them, slower than the source: the channel keeps a
+    backlog to drain while the disk is full and to hold across the restart."""
+    while not stop.is_set():
+        taken: list[int] = []
+        try:
+            with channel.transaction() as tx:
+                taken = [number(e) for e in tx.take_batch(20)]
+                with ledger.lock:
+                    ledger.taken.extend(taken)
+        except ChannelException:
+            with ledger.lock:
+                ledger.uncommitted += len(taken)
+            stop.wait(0.05)
+            continue
+        with ledger.lock:
+            ledger.committed.update(taken)
+        stop.wait(0.025)
+
+
+def wait_for(condition: Callable[[], bool], seconds: float, what: str) -> float:
+    started = time.monotonic()
+    while not condition():
+        if time.monotonic() - started > seconds:
+            raise AssertionError(f"not within {seconds} s: {what}")
+        time.sleep(0.02)
+    return time.monotonic() - started
+
+
+def threads(channel: FileChannel, ledger: Ledger, stop: threading.Event) -> list[threading.Thread]:
+    started = [
+        threading.Thread(target=run, args=(channel, ledger, stop), daemon=True) for run in (run_source, run_sink)
+    ]
+    for thread in started:
+        thread.start()
+    return started
+
+
+@pytest.mark.slow
+def test_a_full_disk_heals_by_itself_and_a_restart_redelivers_nothing(tmp_path: Path) -> None:
+    """Issue 28's scenario: a file channel on a 20 MiB disk that another writer fills; 12 MB
+    freed; puts resume within 10 s with no restart; a clean stop and start on the same
+    directory delivers nothing the sink had committed."""
+    with tmpfs(tmp_path / "disk", "20m") as disk:
+        channel = open_channel(disk / "channel", reserve=4 * 1024 * 1024)
+        ledger, stop = Ledger(), threading.Event()
+        running = threads(channel, ledger, stop)
+        try:
+            wait_for(lambda: len(ledger.put) >= 4000, 60, "4,000 events put")
+            fill_up(disk / "filler")
+            wait_for(lambda: ledger.refusals >= 20, 30, "puts refused on the full disk")
+            wait_for(lambda: time.monotonic() - ledger.last_put > 1.0, 10, "no put for a second")
+            with ledger.lock:
+                committed_while_full = len(ledger.committed)
+            wait_for(lambda: len(ledger.committed) > committed_while_full, 10, "takes commit on a full disk")
+
+            os.truncate(disk / "filler", os.path.getsize(disk / "filler") - 12_000_000)
+            freed = time.monotonic()
+            resumed = wait_for(lambda: ledger.last_put > freed, 10, "puts resumed after 12 MB freed")
+            wait_for(lambda: len(ledger.put) >= 6000, 60, "2,000 more events put")
+        finally:
+            stop.set()
+            for thread in running:
+                thread.join(timeout=30)
+            metrics = channel.metrics()
+            wal = disk / "channel" / "channel.db-wal"
+            wal_bytes = wal.stat().st_size if wal.exists() else 0
+            channel.stop()  # a clean stop, as at SIGTERM
+        left = channel.size
+
+        before_restart = set(ledger.committed)
+        again = open_channel(disk / "channel", reserve=4 * 1024 * 1024)
+        try:
+            assert again.size == left
+            redelivered: list[int] = []
+            while True:
+                with again.transaction() as tx:
+                    taken = [number(e) for e in tx.take_batch(500)]
+                if not taken:
+                    break
+                redelivered.extend(n for n in taken if n in before_restart)
+                ledger.taken.extend(taken)
+                ledger.committed.update(taken)
+        finally:
+            again.stop()
+
+    print(
+        f"\nevents put {len(ledger.put)}, refused {ledger.refused} ({ledger.refusals} puts, "
+        f"EventPutErrorCount {metrics['EventPutErrorCount']:.0f}), taken {len(ledger.taken)}, "
+        f"committed {len(ledger.committed)}, take commits failed {ledger.uncommitted} events, "
+        f"left at the stop {left}, redelivered after the restart {len(redelivered)}; "
+        f"reserve released {metrics['ReserveReleaseCount']:.0f} times; puts resumed {resumed:.2f} s "
+        f"after 12 MB were freed; the log's file {wal_bytes} bytes at the stop"
+    )
+    assert metrics["EventPutErrorCount"] == ledger.refusals > 0
+    assert resumed < 10
+    assert redelivered == []
+    assert ledger.committed == ledger.put  # nothing lost
+    duplicates = len(ledger.taken) - len(set(ledger.taken))
+    assert duplicates <= ledger.uncommitted  # only takes whose commit failed come again
