@@ -210,7 +210,8 @@ def wait_for(condition: Callable[[], bool], seconds: float, what: str) -> float:
 
 def threads(channel: FileChannel, ledger: Ledger, stop: threading.Event) -> list[threading.Thread]:
     started = [
-        threading.Thread(target=run, args=(channel, ledger, stop), daemon=True) for run in (run_source, run_sink)
+        threading.Thread(target=run, args=(channel, ledger, stop), daemon=True)
+        for run in (run_source, run_sink)
     ]
     for thread in started:
         thread.start()
