@@ -144,6 +144,42 @@ def test_a_full_disk_neither_loses_nor_duplicates(tmp_path: Path) -> None:
             again.stop()
 
 
+def test_a_take_that_cannot_be_recorded_is_not_committed(tmp_path: Path) -> None:
+    """The reserve already spent and the disk full again: a take's commit fails rather than
+    return unrecorded, and its events come back at the head (delivered again: at least once)."""
+    with tmpfs(tmp_path / "disk", "8m") as disk:
+        channel = open_channel(disk / "channel", reserve=1024 * 1024)
+        try:
+            for start in range(0, 500, 100):
+                put(channel, start, 100)
+            channel.commit_log.checkpoint("TRUNCATE")  # the log's file empty: a commit needs blocks
+            channel.space.release()  # as after an earlier full disk ...
+            fill_up(disk / "filler")  # ... and another writer took that room too
+
+            tx = channel.transaction()
+            tx.begin()
+            taken = [number(e) for e in tx.take_batch(100)]
+            with pytest.raises(ChannelException, match="disk is full"):
+                tx.commit()
+            tx.rollback()
+            tx.close()
+            assert channel.size == 500
+            assert channel.metrics()["EventTakeErrorCount"] == 1
+
+            (disk / "filler").unlink()
+            with channel.transaction() as tx:
+                assert [number(e) for e in tx.take_batch(100)] == taken
+        finally:
+            channel.stop()
+        again = open_channel(disk / "channel", reserve=1024 * 1024)
+        try:
+            assert again.size == 400
+            with again.transaction() as tx:
+                assert [number(e) for e in tx.take_batch(100)] == list(range(100, 200))
+        finally:
+            again.stop()
+
+
 class Ledger:
     """Every event's fate, kept by the source and sink threads of the scenario; the sink
     takes while ``draining`` is set."""

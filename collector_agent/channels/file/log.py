@@ -35,7 +35,6 @@ then brings back a put its source was told had failed: at least once).
 from __future__ import annotations
 
 import contextlib
-import logging
 import sqlite3
 import threading
 import time
@@ -54,8 +53,6 @@ from collector_agent.counters import CounterGroup
 from collector_agent.exceptions import ChannelException, ChannelFullException
 
 __all__ = ["PAGE_SIZE", "SCHEMA", "DamagedDatabase", "Log", "Op"]
-
-log = logging.getLogger(__name__)
 
 SCHEMA = (
     "CREATE TABLE IF NOT EXISTS batches (seq INTEGER PRIMARY KEY, count INTEGER NOT NULL,"
