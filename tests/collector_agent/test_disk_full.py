@@ -8,15 +8,20 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
+import signal
 import subprocess
 import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+import httpx
 import pytest
 
-from collector_agent import BatchSink, ChannelException, Context, Event, FileChannel, Status
+from artimon.servers import free_port
+from artimon.stack import agent_properties
+from artimon.testing import start_agent_process
+from collector_agent import Agent, BatchSink, ChannelException, Context, Event, FileChannel, Status
 
 BODY = 1024
 
@@ -327,3 +332,125 @@ def test_a_full_disk_heals_by_itself_and_a_restart_redelivers_nothing(tmp_path: 
     assert ledger.committed == ledger.put  # nothing lost
     duplicates = len(ledger.taken) - len(set(ledger.taken))
     assert duplicates <= ledger.uncommitted  # only takes whose commit failed come again
+
+
+def sender_properties(channel_dir: Path, port: int, total: int) -> str:
+    """A seq source of ``total`` events into a file channel on the small disk (its capacity
+    keeps the backlog small: the source is far faster than the sink), sent on by a Thrift
+    sink to the test's receiver."""
+    return agent_properties(
+        "a1",
+        sources={"r1": {"type": "seq", "channels": "c1", "batchSize": 100, "totalEvents": total}},
+        channels={
+            "c1": {
+                "type": "file",
+                "dataDirs": channel_dir,
+                "minimumRequiredSpace": 1048576,
+                "reservedSpace": 2097152,
+                "capacity": 20_000,
+                "keep-alive": 1,
+            }
+        },
+        sinks={
+            "k1": {"type": "thrift", "channel": "c1", "hostname": "127.0.0.1", "port": port, "batchSize": 500}
+        },
+    )
+
+
+def start_receiver() -> Agent:
+    """The next hop, in this process: a Thrift source into a memory channel the test reads."""
+    properties = agent_properties(
+        "r",
+        sources={"src": {"type": "thrift", "bind": "127.0.0.1", "port": 0, "channels": "ch"}},
+        channels={
+            "ch": {"type": "memory", "capacity": 2_000_000, "transactionCapacity": 100_000},
+            "unused": {"type": "memory"},
+        },
+        sinks={"k": {"type": "null", "channel": "unused"}},
+    )
+    receiver = Agent.from_properties(properties, "r", {})
+    receiver.start()
+    return receiver
+
+
+def received(receiver: Agent, into: list[int]) -> int:
+    """Move what the receiver holds into ``into``; how many it holds now."""
+    channel = receiver.channels["ch"]
+    while True:
+        with channel.transaction() as tx:
+            events = tx.take_batch(100_000)
+        if not events:
+            return len(into)
+        into.extend(int(e.body) for e in events)
+
+
+def terminate(agent: subprocess.Popen[str]) -> None:
+    """Stop ``agent`` as an operator does: SIGTERM, and wait for it to exit."""
+    agent.send_signal(signal.SIGTERM)
+    agent.wait(timeout=60)
+    if agent.stdout is not None:
+        agent.stdout.close()
+
+
+def metrics(port: int) -> dict[str, dict[str, float]]:
+    answer: dict[str, dict[str, float]] = httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=10).json()
+    return answer
+
+
+@pytest.mark.slow
+def test_an_agent_on_a_full_disk_heals_by_itself_and_its_restart_redelivers_nothing(tmp_path: Path) -> None:
+    """The same with a real agent process (seq source -> file channel -> Thrift sink), stopped
+    by SIGTERM and started again on the same directory."""
+    with tmpfs(tmp_path / "disk", "20m") as disk:
+        receiver = start_receiver()
+        port = receiver.sources["src"].port  # type: ignore[attr-defined]
+        config, monitor = tmp_path / "a1.properties", free_port()
+        config.write_text(sender_properties(disk / "c1", port, total=400_000))
+        got: list[int] = []
+        sender = start_agent_process(config, "a1", monitor_port=monitor)
+        try:
+            wait_for(lambda: received(receiver, got) >= 20_000, 60, "20,000 events through the agent")
+            fill_up(disk / "filler")
+            wait_for(lambda: metrics(monitor)["CHANNEL.c1"]["EventPutErrorCount"] >= 10, 30, "puts refused")
+            accepted = metrics(monitor)["SOURCE.r1"]["EventAcceptedCount"]
+            os.truncate(disk / "filler", os.path.getsize(disk / "filler") - 12_000_000)
+            resumed = wait_for(
+                lambda: metrics(monitor)["SOURCE.r1"]["EventAcceptedCount"] > accepted, 10, "puts resumed"
+            )
+            more = accepted + 100_000  # on a 20 MiB disk: far more than it holds, through its log
+            wait_for(
+                lambda: metrics(monitor)["SOURCE.r1"]["EventAcceptedCount"] >= more, 120, "100,000 more put"
+            )
+            before_stop = metrics(monitor)
+        finally:
+            terminate(sender)
+        received(receiver, got)
+        before_restart, delivered_before = set(got), len(got)
+
+        config.write_text(sender_properties(disk / "c1", port, total=0))  # no new events
+        again = start_agent_process(config, "a1", monitor_port=monitor)
+        try:
+            replayed = metrics(monitor)["CHANNEL.c1"]["ChannelSize"]
+            wait_for(lambda: metrics(monitor)["CHANNEL.c1"]["ChannelSize"] == 0, 60, "the restart drained")
+        finally:
+            terminate(again)
+        received(receiver, got)
+        receiver.stop()
+
+    after = got[delivered_before:]
+    redelivered = [n for n in after if n in before_restart]
+    source, channel, sink = (before_stop[key] for key in ("SOURCE.r1", "CHANNEL.c1", "SINK.k1"))
+    print(
+        f"\nat the last look before SIGTERM: put {source['EventAcceptedCount']:.0f}, refused "
+        f"{source['ChannelWriteFail'] * 100:.0f} ({source['ChannelWriteFail']:.0f} puts, EventPutErrorCount "
+        f"{channel['EventPutErrorCount']:.0f}), taken {channel['EventTakeSuccessCount']:.0f}, committed by "
+        f"the sink {sink['EventDrainSuccessCount']:.0f}, reserve released "
+        f"{channel['ReserveReleaseCount']:.0f} times; puts resumed {resumed:.2f} s after 12 MB were "
+        f"freed; received before the restart "
+        f"{delivered_before}, replayed at the restart {replayed:.0f}, received after it {len(after)}, "
+        f"redelivered {len(redelivered)}, duplicates in all {len(got) - len(set(got))}"
+    )
+    assert channel["EventPutErrorCount"] > 0
+    assert resumed < 10
+    assert redelivered == []
+    assert len(got) == len(set(got)) and set(got) == set(range(len(got)))  # once each, none lost
