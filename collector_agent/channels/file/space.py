@@ -74,11 +74,6 @@ class Reserve:
         self.held = self.size
         return True
 
-    def look_again(self) -> None:
-        """The disk refused a write: read the free space before the next put."""
-        with self._lock:
-            self._read_at = 0.0
-
     def release(self) -> int:
         """Give the reserve's blocks back to the disk; the bytes released."""
         released, self.held = self.held, 0
