@@ -185,6 +185,22 @@ def test_a_take_that_cannot_be_recorded_is_not_committed(tmp_path: Path) -> None
             again.stop()
 
 
+def test_a_restart_keeps_the_reserve_it_left(tmp_path: Path) -> None:
+    """The reserve's file holds its blocks across a restart: a disk with room for puts but
+    not for a second reserve still takes puts."""
+    with tmpfs(tmp_path / "disk", "8m") as disk:
+        open_channel(disk / "channel", reserve=2 * 1024 * 1024).stop()
+        fill_up(disk / "filler")
+        os.truncate(disk / "filler", os.path.getsize(disk / "filler") - 1536 * 1024)  # 1.5 MiB free
+        channel = open_channel(disk / "channel", reserve=2 * 1024 * 1024)
+        try:
+            assert channel.space.reserve.short == 0
+            put(channel, 0, 100)  # 100 KiB: leaves more than minimumRequiredSpace
+            assert channel.size == 100
+        finally:
+            channel.stop()
+
+
 class Ledger:
     """Every event's fate, kept by the source and sink threads of the scenario; the sink
     takes while ``draining`` is set."""

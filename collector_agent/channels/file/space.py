@@ -59,26 +59,40 @@ class Reserve:
         """Bytes the reserve misses (released, or never allocated)."""
         return self.size - self.held
 
-    def allocate(self) -> bool:
-        """Allocate the whole reserve; on failure (the disk lacks room) hold none of it."""
+    def measure(self) -> None:
+        """At start: what the file left by the last run holds already."""
         try:
-            fd = os.open(self.path, os.O_WRONLY | os.O_CREAT, 0o644)
-            try:
-                os.ftruncate(fd, 0)  # a smaller reserve than last time, or a partial one
-                os.posix_fallocate(fd, 0, self.size)
-            finally:
-                os.close(fd)
+            blocks = os.stat(self.path).st_blocks * 512
+        except FileNotFoundError:
+            blocks = 0
+        self.held = min(self.size, blocks)
+
+    def allocate(self) -> bool:
+        """Allocate what the reserve misses; whether all of it is held now (a disk short of
+        room may leave part of it allocated, which is kept)."""
+        try:
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
         except OSError:
-            self.release()
             return False
+        try:
+            if os.fstat(fd).st_size > self.size:  # a smaller reserve than last time
+                os.ftruncate(fd, self.size)
+            os.posix_fallocate(fd, 0, self.size)
+        except OSError:
+            return False
+        finally:
+            with contextlib.suppress(OSError):
+                self.held = min(self.size, os.fstat(fd).st_blocks * 512)
+            os.close(fd)
         self.held = self.size
         return True
 
     def release(self) -> int:
         """Give the reserve's blocks back to the disk; the bytes released."""
         released, self.held = self.held, 0
-        with contextlib.suppress(FileNotFoundError):
-            os.truncate(self.path, 0)
+        if released:
+            with contextlib.suppress(FileNotFoundError):
+                os.truncate(self.path, 0)
         return released
 
 
@@ -110,6 +124,7 @@ class DiskSpace:
         """At start: allocate the reserve if there is room (else the first put that finds
         room does), and read the free space (``OSError`` if it cannot be)."""
         with self._lock:
+            self.reserve.measure()
             self._free = self._look()
             self._read_at = time.monotonic()
 
@@ -141,8 +156,9 @@ class DiskSpace:
         allocating the reserve first if the disk has room for it and the minimum."""
         free = shutil.disk_usage(self.directory).free
         short = self.reserve.short
-        if short and free - short >= self.minimum and self.reserve.allocate():
-            log.info("channel %s: the disk has room again, reserve of %d bytes allocated", self.name, short)
+        if short and free - short >= self.minimum:
+            if self.reserve.allocate():
+                log.info("channel %s: reserve of %d bytes allocated", self.name, self.reserve.size)
             free = shutil.disk_usage(self.directory).free
         return free - self.reserve.short
 
