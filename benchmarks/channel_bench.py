@@ -8,7 +8,7 @@ replay (``start()`` of a new channel) of 1M events in under 10 s.
 
 The tight-disk case puts and takes 16 MiB (batches of 100 events of 1 KiB) through a file
 channel whose disk counts as tight (``minimumRequiredSpace`` set 70 MiB under the free
-space: its log is truncated every 1 MiB, ``space.py``) and through an ordinary one, side
+space: its log's file is kept to 1 MiB, ``checkpoint.py``) and through an ordinary one, side
 by side, and reports the ratio of the two (target: at least 0.8).
 
 Each put case puts one batch per transaction until about ``--seconds`` have passed; its take

@@ -20,10 +20,11 @@ crosses the threshold. Here it happens beside the committers instead:
   grows the file also waits for the file system's journal (a commit of 110 KB, measured:
   0.20 ms overwriting, 0.33 ms growing the file, which ``TRUNCATE`` emptied every time);
 - while the disk is tight (``space.py``: the channel's reserve released, or less free than
-  the minimum plus what the log's file keeps), the committer runs a ``TRUNCATE`` checkpoint
-  instead, every :data:`TIGHT_BYTES` and at once if the file may still hold blocks from
-  before: the log's file is emptied, so its blocks go back to the disk rather than waiting
-  for the next commits (a kept file of 80 MiB on a disk of 20 MiB is the whole disk);
+  the minimum plus what the log's file keeps), the committer runs its ``RESTART`` every
+  :data:`TIGHT_BYTES` instead, and the writer cuts the log's file to that size when it
+  starts it again (its ``journal_size_limit``, ``log.py``): the file gives its blocks back to
+  the disk rather than keeping 80 MiB (on a disk of 20 MiB, the whole disk), and commits
+  still overwrite blocks it has. A full disk empties it (``TRUNCATE``, ``log.py``);
 - a checkpoint that fails is logged and counted (``CheckpointErrorCount``); the log keeps
   the pages until the next one.
 
@@ -60,7 +61,6 @@ class Checkpointer:
         self.checkpoints = 0
         self._on_failure = on_failure
         self._tight = tight
-        self._file_kept = True  # the log's file may hold more blocks than its pages need
         self._pending = 0  # bytes committed since the log was last emptied
         self._since_copy = 0  # bytes committed since the thread was last woken
         self._lock = threading.Lock()  # one checkpoint at a time, and none after stop
@@ -91,9 +91,7 @@ class Checkpointer:
         """A commit wrote about ``size`` bytes into the log (called after it)."""
         self._pending += size
         self._since_copy += size
-        if self._tight() and (self._file_kept or self._pending >= TIGHT_BYTES):
-            self.checkpoint("TRUNCATE")
-        elif self._pending >= LIMIT_BYTES:
+        if self._pending >= (TIGHT_BYTES if self._tight() else LIMIT_BYTES):
             self.checkpoint("RESTART")
         elif self._since_copy >= TRIGGER_BYTES:
             self._since_copy = 0
@@ -117,7 +115,6 @@ class Checkpointer:
             # sure to have started the log again
             if mode != "PASSIVE" and not busy and copied == frames:
                 self._pending = 0
-                self._file_kept = mode == "RESTART"
 
     def _run(self) -> None:
         while self._running:

@@ -43,6 +43,7 @@ from pathlib import Path
 
 from collector_agent.channels.file.checkpoint import (
     LIMIT_BYTES,
+    TIGHT_BYTES,
     TRIGGER_BYTES,
     Checkpointer,
     start_checkpointer,
@@ -120,6 +121,7 @@ class Log:
         self._deferred_lock = threading.Lock()
         self._deferred_tried = 0.0
         self._checkpointer: Checkpointer | None = None
+        self._size_limit = LIMIT_BYTES + TRIGGER_BYTES  # the writer's journal_size_limit
 
     def set_fsync(self, fsync: bool) -> None:
         with self.write_lock:
@@ -147,6 +149,7 @@ class Log:
     def attach(self, writer: sqlite3.Connection, reader: sqlite3.Connection) -> None:
         """Use these connections (opened and read back) and start the checkpointer."""
         self.writer, self.reader = writer, reader
+        self._size_limit = LIMIT_BYTES + TRIGGER_BYTES  # as connect() set it
         self._checkpointer = start_checkpointer(
             self.database, self.name, writer, lambda: self._counters.add("CheckpointErrorCount"), self._tight
         )
@@ -219,6 +222,10 @@ class Log:
         if not batch:
             return None
         try:
+            limit = TIGHT_BYTES if self._tight() else LIMIT_BYTES + TRIGGER_BYTES
+            if limit != self._size_limit:  # the file kept when the log starts again (checkpoint.py)
+                conn.execute(f"PRAGMA journal_size_limit={limit}")
+                self._size_limit = limit
             conn.execute("BEGIN IMMEDIATE")
             for ticket in batch:
                 for sql, rows in ticket.ops:

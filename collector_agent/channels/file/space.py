@@ -23,8 +23,8 @@ checkpoint adds to the database, and a take that cannot be recorded cannot be co
 The reserve is space no other writer on the disk can take.
 
 "Tight" (:meth:`DiskSpace.tight`): the reserve is short, or the free space at the last look
-is less than the minimum plus what the log's file keeps while the channel runs; the
-checkpointer then truncates the log every :data:`~checkpoint.TIGHT_BYTES`.
+is less than the minimum plus what the log's file keeps while the channel runs; the log's
+file is then kept to :data:`~checkpoint.TIGHT_BYTES` (``checkpoint.py``).
 """
 
 from __future__ import annotations
