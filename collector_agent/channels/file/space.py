@@ -8,14 +8,15 @@ since, so a burst cannot overshoot it; a refused put reads the disk again, so pu
 at the first attempt after space returns.
 
 The reserve: ``<dataDirs>/reserve``, a file of ``reservedSpace`` bytes (floor 1 MiB)
-allocated at start. When SQLite refuses a write for a full disk (another process filled
-it, or a put's batch grew the database past the estimate), the channel releases the
-reserve (:meth:`DiskSpace.release`, the file emptied) and writes its bookkeeping into
-that room: the records of take commits and of rollbacks, and the checkpoint that copies
-SQLite's log into the database and truncates it (``checkpoint.py``). Puts never get it:
-while the reserve is short, its missing bytes count as used, so puts stay refused until
-the disk has room for the reserve again, and the first look that finds it (a put's)
-allocates it again before the put goes on.
+allocated at start (what the file left by the last run holds is kept). When SQLite
+refuses a write for a full disk (another process filled it, or a put's batch grew the
+database past the estimate), the channel releases the reserve (:meth:`DiskSpace.release`,
+the file emptied) and writes its bookkeeping into that room: the records of take commits
+and of rollbacks, and the checkpoint that copies SQLite's log into the database and
+truncates it (``checkpoint.py``). Puts never get it: while the reserve is short, its
+missing bytes count as used, so puts stay refused until the disk has room for the reserve
+again, and the first look that finds it (a put's) allocates it again before the put goes
+on.
 
 A pre-allocated file rather than only a bound on SQLite's log: the log can be kept small
 under pressure, but a full disk still refuses the frames a delete appends and the pages a
