@@ -6,6 +6,11 @@ Targets: memory channel at least 300K events/s with batches of 1,000; file chann
 50% of the bandwidth of a plain fsync'd append loop (same batches and bodies, same disk);
 replay (``start()`` of a new channel) of 1M events in under 10 s.
 
+The tight-disk case puts and takes 16 MiB (batches of 100 events of 1 KiB) through a file
+channel whose disk counts as tight (``minimumRequiredSpace`` set 70 MiB under the free
+space: its log's file is kept to 1 MiB, ``checkpoint.py``) and through an ordinary one, side
+by side, and reports the ratio of the two (target: at least 0.8).
+
 Each put case puts one batch per transaction until about ``--seconds`` have passed; its take
 case then takes those events back, one batch per transaction, until the channel is empty.
 The ceiling appends each batch's bodies to a plain file and fsyncs it, for as long, once
@@ -46,6 +51,9 @@ REPLAY_BODY, REPLAY_BATCH = 100, 10_000
 MEMORY_TARGET = 300_000  # events/s, batches of 1,000
 FSYNC_RATIO_TARGET = 0.5
 REPLAY_TARGET_PER_MILLION = 10.0  # seconds
+TIGHT_BYTES_PUT = 16 * 1024 * 1024  # body bytes of the tight-disk case
+TIGHT_HEADROOM = 70 * 1024 * 1024  # free space above minimumRequiredSpace there: tight under 80 MiB
+TIGHT_RATIO_TARGET = 0.8
 
 HEADERS = {"host": "bench-01.example.com", "timestamp": "1700000000000", "type": "metrics"}
 
@@ -74,7 +82,7 @@ def memory_channel(batch: int) -> MemoryChannel:
     return channel
 
 
-def file_channel(directory: Path, batch: int, capacity: int) -> FileChannel:
+def file_channel(directory: Path, batch: int, capacity: int, minimum_space: int = 1048576) -> FileChannel:
     channel = FileChannel("bench-file")
     channel.configure(
         Context(
@@ -82,7 +90,7 @@ def file_channel(directory: Path, batch: int, capacity: int) -> FileChannel:
                 "dataDirs": str(directory),
                 "capacity": str(capacity),
                 "transactionCapacity": str(batch),
-                "minimumRequiredSpace": "1048576",
+                "minimumRequiredSpace": str(minimum_space),
             }
         )
     )
@@ -180,6 +188,37 @@ def verdict(ok: bool) -> str:
     return "yes" if ok else "NO"
 
 
+def tight_disk(work: Path, seconds: float, done: Callable[[dict[str, Any]], None]) -> list[dict[str, Any]]:
+    """Put and take through an ordinary file channel and one on a tight disk, side by side."""
+    batch, body = 100, 1024
+    events = make_batch(batch, body)
+    max_events = TIGHT_BYTES_PUT // body
+    rows: list[dict[str, Any]] = []
+    for case in ("file", "file, tight disk"):
+        directory = work / case.replace(", ", "-").replace(" ", "-")
+        directory.mkdir()
+        minimum = 1048576
+        if "tight" in case:
+            minimum = max(minimum, shutil.disk_usage(directory).free - TIGHT_HEADROOM)
+        channel = file_channel(directory, batch, max_events + batch, minimum)
+        warm_up(channel, events)
+        if "tight" in case and not channel.space.tight():
+            raise AssertionError("the tight-disk channel does not count its disk as tight")
+        count, put_s = put_loop(channel, events, seconds, max_events)
+        take_s = take_loop(channel, batch, count)
+        channel.stop()
+        shutil.rmtree(directory)
+        for action, elapsed in (("put+commit", put_s), ("take+commit", take_s)):
+            entry = row(f"{case} {action} (16 MiB)", batch, body, count, elapsed)
+            done(entry)
+            rows.append(entry)
+    for ordinary, tight in zip(rows[:2], rows[2:], strict=True):
+        tight["ratio"] = tight["events/s"] / ordinary["events/s"]
+        tight["target"] = f"ratio >= {TIGHT_RATIO_TARGET}"
+        tight["met"] = verdict(tight["ratio"] >= TIGHT_RATIO_TARGET)
+    return rows
+
+
 def replay(directory: Path, total: int, done: Callable[[dict[str, Any]], None]) -> list[dict[str, Any]]:
     """Fill a file channel with ``total`` small events, stop it, and time ``start()`` of a
     new channel on the same directory (which replays them)."""
@@ -233,7 +272,7 @@ def main() -> None:
         args.dir.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix="channel_bench_", dir=args.dir))
     cases = [(batch, body) for batch in BATCHES for body in BODIES]
-    total = len(cases) * 6 + 2
+    total = len(cases) * 6 + 2 + 4
     step = 0
 
     def done(entry: dict[str, Any]) -> None:
@@ -302,6 +341,7 @@ def main() -> None:
                 entry["met"] = verdict(entry["ratio"] >= FSYNC_RATIO_TARGET)
                 rows.append(entry)
 
+        rows.extend(tight_disk(work, seconds, done))
         rows.extend(replay(work / "replay", replay_events, done))
     finally:
         shutil.rmtree(work, ignore_errors=True)

@@ -39,7 +39,6 @@ _GAUGES = {
     "flume_channel_fill_percentage",
     "flume_open_connection_count",
     "flume_unhealthy",
-    "flume_unrecorded_take_count",
     "flume_start_time",
     "flume_stop_time",
 }

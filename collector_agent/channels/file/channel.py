@@ -19,10 +19,14 @@ The contract:
 
 - A crash after ``prepare`` replays the prepared events as committed: at least once, never
   lost (a put into several durable channels: once a member has decided it, ``groups.py``).
-- A take's events leave at its commit; a record of it that a full disk refuses is written
-  later (``log.py``), and only a crash before then delivers them again.
+- A take's events leave at its commit, once it is recorded on disk: a take whose record
+  cannot be written fails its commit and its events go back to the head (``log.py``), so
+  nothing a sink committed is delivered again, across a restart too.
 - A put is refused at ``prepare`` when it would leave less than ``minimumRequiredSpace``
   free (``space.py``), and waits ``keep-alive`` seconds for room in a full channel (``queue.py``).
+- A full disk: the channel's bookkeeping (take records, rollbacks, the log's checkpoint and
+  truncation) goes on in its reserve (``reservedSpace``, ``space.py``); puts resume at the
+  first attempt after the disk has room again, with no restart.
 - A damaged event is set aside, a damaged database salvaged (``damage.py``, ``recovery.py``);
   a transaction in flight across a salvage fails, and its events come back.
 - A directory serves one channel at a time (``in_use.lock``, held with ``flock``; a second
@@ -38,6 +42,7 @@ Keys (Flume's names where Flume has them):
 | ``capacity`` | 1000000 | events the channel holds (queued, being put, being taken) |
 | ``transactionCapacity`` | 10000 | events one transaction may put or take |
 | ``minimumRequiredSpace`` | 524288000 | free bytes the disk must keep after a put (floor 1 MiB) |
+| ``reservedSpace`` | 4194304 | bytes held in ``<dataDirs>/reserve`` for a full disk (floor 1 MiB) |
 | ``keep-alive`` | 3 | seconds a put waits for room before ``ChannelFullException`` |
 | ``fsyncPerTransaction`` | true | false trades the last transactions on power loss for speed |
 | ``deadLetter.dir`` | ``artimon-data/dead-letter`` | where damaged events are set aside |
@@ -45,17 +50,20 @@ Keys (Flume's names where Flume has them):
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import sqlite3
+import threading
 import time
 from pathlib import Path
 
 from bookkeeper import DirectoryInUseError
 from bookkeeper.ground import DirectoryLock
 from collector_agent.channels.base import BasicChannel, Transaction
+from collector_agent.channels.file.checkpoint import LIMIT_BYTES, TRIGGER_BYTES
 from collector_agent.channels.file.damage import DeadLetters
-from collector_agent.channels.file.log import PAGE_SIZE, Log, Op
+from collector_agent.channels.file.log import PAGE_SIZE, DamagedDatabase, Log, Op
 from collector_agent.channels.file.queue import EventQueue
 from collector_agent.channels.file.reader import BatchReader
 from collector_agent.channels.file.recovery import DamagedRows, open_or_salvage, salvage_while_running
@@ -82,7 +90,7 @@ class FileChannel(BasicChannel):
         "ChannelSalvageCount",
         "EventSalvagedCount",
         "BatchUnreadableCount",
-        "UnrecordedTakeCount",
+        "ReserveReleaseCount",
         "EventUndoneCount",
         "CheckpointErrorCount",
         "Unhealthy",
@@ -94,10 +102,18 @@ class FileChannel(BasicChannel):
         self.transaction_capacity = 10_000
         self.keep_alive = 3.0
         self.queue = EventQueue(name)
-        self.space = DiskSpace(name, self.directory, slack=PAGE_SIZE)  # a page: SQLite's rounding, journal
-        self.commit_log = Log(
-            name, self.counters, epoch=lambda: self.queue.epoch, on_full=self.space.look_again
+        # slack, a page: SQLite's rounding, journal; tight below what the log's file keeps
+        self.space = DiskSpace(
+            name, self.directory, slack=PAGE_SIZE, tight_margin=LIMIT_BYTES + TRIGGER_BYTES
         )
+        self.commit_log = Log(
+            name,
+            self.counters,
+            epoch=lambda: self.queue.epoch,
+            on_full=self._disk_full,
+            tight=self.space.tight,
+        )
+        self.take_lock = threading.Lock()  # a take's commit: its batches' counts, then its record
         self.reader = BatchReader(name, self.commit_log, self.queue)
         self.dead_letters = DeadLetters(name, self.counters)
         self._dir_lock: DirectoryLock | None = None
@@ -110,6 +126,7 @@ class FileChannel(BasicChannel):
         if transaction_capacity > capacity:
             raise context.error("transactionCapacity", f"{transaction_capacity} exceeds capacity {capacity}")
         minimum_space = context.get_int("minimumRequiredSpace", 500 * 1024 * 1024, minimum=0)
+        reserved_space = context.get_int("reservedSpace", 4 * 1024 * 1024, minimum=0)
         keep_alive = context.get_float("keep-alive", 3.0, minimum=0.0)
         fsync = context.get_bool("fsyncPerTransaction", True)
         dead_letter_dir = Path(context.get_str("deadLetter.dir", "artimon-data/dead-letter"))
@@ -120,7 +137,7 @@ class FileChannel(BasicChannel):
         self.directory = directory
         self.dead_letters.directory = dead_letter_dir
         self.transaction_capacity = transaction_capacity
-        self.space.configure(directory, minimum_space)
+        self.space.configure(directory, minimum_space, reserved_space)
         self.keep_alive = keep_alive
         self.queue.resize(capacity)
         self.commit_log.set_fsync(fsync)
@@ -170,6 +187,7 @@ class FileChannel(BasicChannel):
         self.commit_log.database = self.database
         try:
             self._dir_lock = DirectoryLock(self.directory, f"file channel {self.name}").acquire()
+            self.space.open()
             writer, reader, batches, consumed = open_or_salvage(self.commit_log, self.counters)
         except DirectoryInUseError as exc:
             self._fail(str(exc))
@@ -188,13 +206,12 @@ class FileChannel(BasicChannel):
     def stop(self) -> None:
         super().stop()
         if self.commit_log.writer is not None:
-            self.retry_unrecorded(self.queue.epoch, force=True)
-        if self.commit_log.unrecorded_events:
+            self.retry_deferred(self.queue.epoch, force=True)
+        if self.commit_log.retry_due(force=True):
             log.error(
-                "channel %s: %d delivered events are not recorded as taken (disk full?); "
-                "they will be delivered again after the restart",
+                "channel %s: rolled-back puts are not deleted (disk full?); they will be "
+                "delivered after the restart",
                 self.name,
-                self.commit_log.unrecorded_events,
             )
         self._close()
 
@@ -235,13 +252,25 @@ class FileChannel(BasicChannel):
         elif lost:
             self.dead_letters.lost(lost)
 
-    def retry_unrecorded(self, epoch: int, force: bool = False) -> None:
-        """Retry the take records a full disk refused (at most once a second unless ``force``)."""
+    def retry_deferred(self, epoch: int, force: bool = False) -> None:
+        """Retry the deletes a full disk refused (at most once a second unless ``force``)."""
         if self.commit_log.retry_due(force):
-            self.record([], 0, epoch)
+            with contextlib.suppress(ChannelException):  # kept for the next try
+                self.record([], epoch)
 
-    def record(self, ops: list[Op], events: int, epoch: int) -> None:
-        """Write a take's records (``Log.record``), salvaging the database if it is damaged."""
-        damaged = self.commit_log.record(ops, events, epoch)
-        if damaged is not None:
-            self.recover(epoch, str(damaged))
+    def record(self, ops: list[Op], epoch: int, keep: bool = False) -> None:
+        """Write bookkeeping ``ops`` (``Log.record``), salvaging the database if it is
+        damaged; ``ChannelException`` if they are not written (``keep``: kept to retry)."""
+        try:
+            self.commit_log.record(ops, epoch, keep)
+        except DamagedDatabase as exc:
+            self.recover(epoch, str(exc))
+            raise ChannelException(str(exc)) from None
+
+    def _disk_full(self, essential: bool) -> None:
+        """SQLite refused a write for a full disk: read the disk before the next put, and
+        for bookkeeping release the reserve."""
+        if not essential:
+            self.space.look_again()
+        elif self.space.release():
+            self.counters.add("ReserveReleaseCount")

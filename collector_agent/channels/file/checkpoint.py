@@ -19,6 +19,12 @@ crosses the threshold. Here it happens beside the committers instead:
   overwrites blocks the file already has is one ``fdatasync`` of data, where one that
   grows the file also waits for the file system's journal (a commit of 110 KB, measured:
   0.20 ms overwriting, 0.33 ms growing the file, which ``TRUNCATE`` emptied every time);
+- while the disk is tight (``space.py``: the channel's reserve released, or less free than
+  the minimum plus what the log's file keeps), the committer runs its ``RESTART`` every
+  :data:`TIGHT_BYTES` instead, and the writer cuts the log's file to that size when it
+  starts it again (its ``journal_size_limit``, ``log.py``): the file gives its blocks back to
+  the disk rather than keeping 80 MiB (on a disk of 20 MiB, the whole disk), and commits
+  still overwrite blocks it has. A full disk empties it (``TRUNCATE``, ``log.py``);
 - a checkpoint that fails is logged and counted (``CheckpointErrorCount``); the log keeps
   the pages until the next one.
 
@@ -34,23 +40,27 @@ import threading
 from collections.abc import Callable
 from pathlib import Path
 
-__all__ = ["LIMIT_BYTES", "TRIGGER_BYTES", "Checkpointer", "start_checkpointer"]
+__all__ = ["LIMIT_BYTES", "TIGHT_BYTES", "TRIGGER_BYTES", "Checkpointer", "start_checkpointer"]
 
 log = logging.getLogger(__name__)
 
 TRIGGER_BYTES = 16 * 1024 * 1024
 LIMIT_BYTES = 64 * 1024 * 1024
+TIGHT_BYTES = 1024 * 1024
 
 
 class Checkpointer:
     """One per open database: :meth:`start` after the channel's connections are open,
     :meth:`stop` before they close or a salvage moves the file."""
 
-    def __init__(self, database: Path, name: str, on_failure: Callable[[], None]) -> None:
+    def __init__(
+        self, database: Path, name: str, on_failure: Callable[[], None], tight: Callable[[], bool]
+    ) -> None:
         self.database = database
         self.name = name
         self.checkpoints = 0
         self._on_failure = on_failure
+        self._tight = tight
         self._pending = 0  # bytes committed since the log was last emptied
         self._since_copy = 0  # bytes committed since the thread was last woken
         self._lock = threading.Lock()  # one checkpoint at a time, and none after stop
@@ -81,7 +91,7 @@ class Checkpointer:
         """A commit wrote about ``size`` bytes into the log (called after it)."""
         self._pending += size
         self._since_copy += size
-        if self._pending >= LIMIT_BYTES:
+        if self._pending >= (TIGHT_BYTES if self._tight() else LIMIT_BYTES):
             self.checkpoint("RESTART")
         elif self._since_copy >= TRIGGER_BYTES:
             self._since_copy = 0
@@ -89,7 +99,8 @@ class Checkpointer:
 
     def checkpoint(self, mode: str = "PASSIVE") -> None:
         """Copy the log into the database now: ``PASSIVE`` what no reader or writer holds,
-        ``RESTART`` all of it, waiting for them, and start the log again from its beginning."""
+        ``RESTART`` all of it, waiting for them, and start the log again from its beginning,
+        ``TRUNCATE`` as ``RESTART`` and empty the log's file."""
         with self._lock:
             if self._conn is None:
                 return
@@ -102,7 +113,7 @@ class Checkpointer:
             self.checkpoints += 1
             # a passive one runs beside commits that keep appending, so only a restart is
             # sure to have started the log again
-            if mode == "RESTART" and not busy and copied == frames:
+            if mode != "PASSIVE" and not busy and copied == frames:
                 self._pending = 0
 
     def _run(self) -> None:
@@ -114,11 +125,15 @@ class Checkpointer:
 
 
 def start_checkpointer(
-    database: Path, name: str, writer: sqlite3.Connection, on_failure: Callable[[], None]
+    database: Path,
+    name: str,
+    writer: sqlite3.Connection,
+    on_failure: Callable[[], None],
+    tight: Callable[[], bool],
 ) -> Checkpointer | None:
     """A started checkpointer for the database ``writer`` commits to; ``None`` if it cannot
     start (counted as a failure), and then SQLite checkpoints inside the commits."""
-    checkpointer = Checkpointer(database, name, on_failure)
+    checkpointer = Checkpointer(database, name, on_failure, tight)
     try:
         checkpointer.start()
     except sqlite3.Error as exc:

@@ -22,14 +22,19 @@ hands its statements over as a ticket; whoever holds the writer lock writes ever
 ticket in one transaction, and each ticket gets its outcome. A ticket of an older epoch (a
 salvage replaced the database since) fails unwritten.
 
-A take's record that a full disk refuses is kept (its events were delivered) and written
-with the next commits (``UnrecordedTakeCount`` events wait for it).
+Bookkeeping before puts: the records of take commits and rollbacks are "essential". When
+SQLite refuses a group commit for a full disk, the channel releases its reserve
+(``space.py``), the log is checkpointed and truncated, and the essential tickets are
+written again on their own; the puts among them fail (``ChannelFullException``). A take
+whose record still cannot be written fails its commit: its events go back to the head of
+the channel, so what a sink committed is on disk before the sink hears so. A rollback's
+deletes that cannot be written are kept and written with the next commits (a crash before
+then brings back a put its source was told had failed: at least once).
 """
 
 from __future__ import annotations
 
 import contextlib
-import logging
 import sqlite3
 import threading
 import time
@@ -38,6 +43,7 @@ from pathlib import Path
 
 from collector_agent.channels.file.checkpoint import (
     LIMIT_BYTES,
+    TIGHT_BYTES,
     TRIGGER_BYTES,
     Checkpointer,
     start_checkpointer,
@@ -48,8 +54,6 @@ from collector_agent.counters import CounterGroup
 from collector_agent.exceptions import ChannelException, ChannelFullException
 
 __all__ = ["PAGE_SIZE", "SCHEMA", "DamagedDatabase", "Log", "Op"]
-
-log = logging.getLogger(__name__)
 
 SCHEMA = (
     "CREATE TABLE IF NOT EXISTS batches (seq INTEGER PRIMARY KEY, count INTEGER NOT NULL,"
@@ -75,22 +79,30 @@ class DamagedDatabase(ChannelException):
 
 
 class _Ticket:
-    __slots__ = ("done", "epoch", "error", "ops")
+    __slots__ = ("done", "epoch", "error", "essential", "ops")
 
-    def __init__(self, ops: list[Op], epoch: int) -> None:
+    def __init__(self, ops: list[Op], epoch: int, essential: bool) -> None:
         self.ops = ops
         self.epoch = epoch
+        self.essential = essential
         self.done = False
         self.error: ChannelException | None = None
 
 
 class Log:
     """The writer and reader connections of one database (``None`` while closed), its
-    group commit, its unrecorded takes and its checkpointer. ``epoch`` tells the current
-    epoch; ``on_full`` is called when SQLite refuses a write for a full disk."""
+    group commit, its deferred deletes and its checkpointer. ``epoch`` tells the current
+    epoch; ``on_full(essential)`` is called when SQLite refuses a write for a full disk
+    (with ``True``, it releases the reserve for essential tickets); ``tight`` tells whether
+    the disk is short of space (``space.py``)."""
 
     def __init__(
-        self, name: str, counters: CounterGroup, epoch: Callable[[], int], on_full: Callable[[], None]
+        self,
+        name: str,
+        counters: CounterGroup,
+        epoch: Callable[[], int],
+        on_full: Callable[[bool], object],
+        tight: Callable[[], bool],
     ) -> None:
         self.name = name
         self.database = Path("channel.db")
@@ -102,13 +114,14 @@ class Log:
         self._counters = counters
         self._epoch = epoch
         self._on_full = on_full
+        self._tight = tight
         self._pending: list[_Ticket] = []
         self._pending_lock = threading.Lock()
-        self._unrecorded: list[Op] = []  # take records a failed write left to retry
-        self.unrecorded_events = 0  # the events of those records
-        self._unrecorded_lock = threading.Lock()
-        self._unrecorded_tried = 0.0
+        self._deferred: list[Op] = []  # a rollback's deletes a failed write left to retry
+        self._deferred_lock = threading.Lock()
+        self._deferred_tried = 0.0
         self._checkpointer: Checkpointer | None = None
+        self._size_limit = LIMIT_BYTES + TRIGGER_BYTES  # the writer's journal_size_limit
 
     def set_fsync(self, fsync: bool) -> None:
         with self.write_lock:
@@ -136,8 +149,9 @@ class Log:
     def attach(self, writer: sqlite3.Connection, reader: sqlite3.Connection) -> None:
         """Use these connections (opened and read back) and start the checkpointer."""
         self.writer, self.reader = writer, reader
+        self._size_limit = LIMIT_BYTES + TRIGGER_BYTES  # as connect() set it
         self._checkpointer = start_checkpointer(
-            self.database, self.name, writer, lambda: self._counters.add("CheckpointErrorCount")
+            self.database, self.name, writer, lambda: self._counters.add("CheckpointErrorCount"), self._tight
         )
 
     def close(self) -> None:
@@ -151,9 +165,9 @@ class Log:
                 conn.close()
         self.writer = self.reader = None
 
-    def checkpoint(self) -> None:
+    def checkpoint(self, mode: str = "PASSIVE") -> None:
         if self._checkpointer is not None:
-            self._checkpointer.checkpoint()
+            self._checkpointer.checkpoint(mode)
 
     def wrote(self, size: int) -> None:
         """Tell the checkpointer what a commit added to the log: its data, and the pages of
@@ -162,9 +176,10 @@ class Log:
         if checkpointer is not None:
             checkpointer.wrote(size + 3 * PAGE_SIZE)
 
-    def apply(self, ops: list[Op], epoch: int) -> None:
-        """Execute ``ops`` durably, grouped with whatever else is pending."""
-        ticket = _Ticket(ops, epoch)
+    def apply(self, ops: list[Op], epoch: int, essential: bool = False) -> None:
+        """Execute ``ops`` durably, grouped with whatever else is pending; ``essential``
+        bookkeeping may use the reserve (see the module doc)."""
+        ticket = _Ticket(ops, epoch, essential)
         with self._pending_lock:
             self._pending.append(ticket)
         with self.write_lock:
@@ -185,9 +200,20 @@ class Log:
             ticket.error = ChannelException(f"channel {self.name} was salvaged during this transaction")
             ticket.done = True
         error = self._execute(current)
+        essential = [t for t in current if t.essential]
+        if isinstance(error, ChannelFullException):
+            self._on_full(bool(essential))
+        if isinstance(error, ChannelFullException) and essential:
+            # the room a full disk leaves the bookkeeping: the reserve, the log's own blocks
+            self.checkpoint("TRUNCATE")
+            retried = self._execute(essential)
+            for ticket in essential:
+                ticket.error = retried
+                ticket.done = True
         for ticket in current:
-            ticket.error = error
-            ticket.done = True
+            if not ticket.done:
+                ticket.error = error
+                ticket.done = True
 
     def _execute(self, batch: list[_Ticket]) -> ChannelException | None:
         conn = self.writer
@@ -196,6 +222,10 @@ class Log:
         if not batch:
             return None
         try:
+            limit = TIGHT_BYTES if self._tight() else LIMIT_BYTES + TRIGGER_BYTES
+            if limit != self._size_limit:  # the file kept when the log starts again (checkpoint.py)
+                conn.execute(f"PRAGMA journal_size_limit={limit}")
+                self._size_limit = limit
             conn.execute("BEGIN IMMEDIATE")
             for ticket in batch:
                 for sql, rows in ticket.ops:
@@ -209,41 +239,33 @@ class Log:
             if is_damage(exc):
                 return DamagedDatabase(f"channel {self.name}: write failed: {exc}")
             if getattr(exc, "sqlite_errorcode", 0) & 0xFF == _SQLITE_FULL:
-                self._on_full()
                 return ChannelFullException(f"channel {self.name}: write failed, the disk is full: {exc}")
             return ChannelException(f"channel {self.name}: write failed: {exc}")
         return None
 
-    def record(self, ops: list[Op], events: int, epoch: int) -> DamagedDatabase | None:
-        """Write a take's ``ops`` (with any left over from failed writes); if that fails, keep
-        them for the next try: they describe what already happened. The error if the
-        database is damaged (the caller salvages it)."""
-        with self._unrecorded_lock:
-            ops, self._unrecorded = self._unrecorded + ops, []
-            events, self.unrecorded_events = self.unrecorded_events + events, 0
-            self._unrecorded_tried = time.monotonic()
-        if not ops:
-            return None
+    def record(self, ops: list[Op], epoch: int, keep: bool = False) -> None:
+        """Write bookkeeping ``ops`` now (essential), with the deletes earlier writes left;
+        ``ChannelException`` if that fails (``DamagedDatabase``: the caller salvages). With
+        ``keep`` (a rollback's deletes), failed ``ops`` are kept for the next try."""
+        with self._deferred_lock:
+            deferred, self._deferred = self._deferred, []
+            self._deferred_tried = time.monotonic()
+        if not ops and not deferred:
+            return
         try:
-            self.apply(ops, epoch)
-        except ChannelException as exc:
-            with self._unrecorded_lock:
-                self._unrecorded = ops + self._unrecorded
-                self.unrecorded_events += events
-                self._counters.set("UnrecordedTakeCount", self.unrecorded_events)
-            self._counters.add("EventTakeErrorCount")
-            log.warning("channel %s: %d taken events not recorded yet: %s", self.name, events, exc)
-            return exc if isinstance(exc, DamagedDatabase) else None
-        self._counters.set("UnrecordedTakeCount", 0)
-        return None
+            self.apply(deferred + ops, epoch, essential=True)
+        except ChannelException:
+            with self._deferred_lock:
+                self._deferred = deferred + (ops if keep else []) + self._deferred
+            raise
 
     def retry_due(self, force: bool = False) -> bool:
-        """Whether records a full disk refused wait for a retry (at most once a second
+        """Whether deletes a full disk refused wait for a retry (at most once a second
         unless ``force``)."""
-        return bool(self._unrecorded) and (force or time.monotonic() - self._unrecorded_tried >= 1.0)
+        return bool(self._deferred) and (force or time.monotonic() - self._deferred_tried >= 1.0)
 
-    def take_unrecorded(self) -> list[Op]:
-        """The records still to write, handed to a salvage (which writes them itself)."""
-        with self._unrecorded_lock:
-            unrecorded, self._unrecorded, self.unrecorded_events = self._unrecorded, [], 0
-        return unrecorded
+    def take_deferred(self) -> list[Op]:
+        """The deletes still to write, handed to a salvage (which writes them itself)."""
+        with self._deferred_lock:
+            deferred, self._deferred = self._deferred, []
+        return deferred

@@ -180,9 +180,16 @@ class EventQueue:
                     self._ranges.appendleft(list(taken))
                 self.size += taken[2] - taken[1]
 
-    def consume(self, per_batch: dict[int, int], epoch: int) -> list[int]:
-        """Count ``per_batch`` events of each batch as consumed; the batches now all
-        consumed, which leave the log."""
+    def finishing(self, per_batch: dict[int, int], epoch: int) -> list[int]:
+        """The batches that consuming ``per_batch`` events of each would finish (they leave
+        the log with that record)."""
+        with self.lock:
+            self._check(epoch)
+            return [seq for seq, n in per_batch.items() if self._consumed[seq] + n == self._counts[seq]]
+
+    def consume(self, per_batch: dict[int, int], epoch: int) -> None:
+        """Count ``per_batch`` events of each batch as consumed (their record is written);
+        the batches all consumed are forgotten."""
         with self.lock:
             self._check(epoch)
             finished = [seq for seq, n in per_batch.items() if self._consumed[seq] + n == self._counts[seq]]
@@ -193,7 +200,6 @@ class EventQueue:
             if self._set_aside and finished:
                 done = set(finished)
                 self._set_aside = {key for key in self._set_aside if key[0] not in done}
-        return finished
 
     # -- damage --------------------------------------------------------------------------------
 

@@ -9,8 +9,8 @@ no channel writes (:class:`DamagedRows`) are damage too. A database SQLite repor
 is salvaged, and the fresh one opened in its place.
 
 While running (:func:`salvage_while_running`, with the log's write lock and the reader's
-lock held), a damaged database is closed and salvaged, the takes a full disk had left
-unrecorded are written into the fresh one (their events were delivered), and the queue is
+lock held), a damaged database is closed and salvaged, the deletes of rolled-back puts a
+full disk had deferred are written into the fresh one, and the queue is
 rebuilt from it in a new epoch: transactions in flight fail their commit, and their events
 come back (at least once). What was waiting in batches that could not be read back is
 returned, for the dead-letter file. A salvage that fails leaves the channel closed in a new
@@ -121,20 +121,20 @@ def open_or_salvage(db: Log, counters: CounterGroup) -> Opened:
         return _open(db, counters)
 
 
-def _write_unrecorded(name: str, opened: Opened, unrecorded: list[Op]) -> Opened:
-    """Record in the fresh database the takes delivered before the damage (they stay taken);
-    if that fails, their events come back."""
+def _write_deferred(name: str, opened: Opened, deferred: list[Op]) -> Opened:
+    """Delete in the fresh database the rolled-back puts a full disk had left there; if
+    that fails, their events come back (at least once)."""
     writer, reader, batches, consumed = opened
     try:
         writer.execute("BEGIN IMMEDIATE")
-        for sql, rows in unrecorded:
+        for sql, rows in deferred:
             writer.executemany(sql, rows)
         writer.execute("COMMIT")
         batches, consumed = _rows(writer)
     except sqlite3.Error as exc:
         with contextlib.suppress(sqlite3.Error):
             writer.execute("ROLLBACK")
-        log.warning("channel %s: taken events not recorded, they come back: %s", name, exc)
+        log.warning("channel %s: rolled-back puts not deleted, they come back: %s", name, exc)
     return writer, reader, batches, consumed
 
 
@@ -146,18 +146,17 @@ def salvage_while_running(
     waiting = queue.waiting()
     db.close()
     reader.clear()
-    unrecorded = db.take_unrecorded()
+    deferred = db.take_deferred()
     try:
         _salvage(db, counters, reason)
         opened = _open(db, counters)
     except (OSError, sqlite3.Error, UnicodeDecodeError, DamagedRows) as exc:
         queue.new_epoch()
         return {}, f"salvage of {db.database} failed: {exc}"
-    if unrecorded:
-        opened = _write_unrecorded(db.name, opened, unrecorded)
+    if deferred:
+        opened = _write_deferred(db.name, opened, deferred)
     writer, reader_conn, batches, consumed = opened
     db.attach(writer, reader_conn)
     queue.replay(batches, consumed, new_epoch=True)
-    counters.set("UnrecordedTakeCount", 0)
     kept = {seq for seq, _ in batches}
     return {seq: n for seq, n in waiting.items() if seq not in kept and n > 0}, ""

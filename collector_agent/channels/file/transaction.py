@@ -8,8 +8,10 @@ driving the channel's parts (the state diagram is in ``channel.py``).
 - ``prepare``: the puts packed as one batch (``format.py``), the disk space spent
   (``space.py``) and the batch written by one group commit (``log.py``), undecided if it is a
   group's put (``groups.py``); ``decide`` writes it down as kept.
-- ``commit``: the takes consumed (out of the queue now, recorded in the log now or, if the
-  disk refuses, with a later commit) and the room they held released; the put's batch queued.
+- ``commit``: the takes recorded in the log, then consumed (out of the queue) and the room
+  they held released; the put's batch queued. A take whose record cannot be written (a
+  full disk even after the reserve was released) fails the commit with nothing consumed,
+  and the sink's rollback puts its events back at the head.
 - ``rollback``: a prepared batch deleted (with a later commit if the disk refuses), the room
   released, taken ranges back at the head.
 
@@ -20,6 +22,7 @@ database met on the way is salvaged (``recovery.py``) and the hook fails.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sqlite3
 from collections.abc import Sequence
@@ -85,7 +88,7 @@ class FileTransaction(Transaction):
             channel.queue.release(self._taken, self._epoch)
             channel.counters.add("EventTakeSuccessCount", self._delivered)
         else:
-            channel.retry_unrecorded(self._epoch)
+            channel.retry_deferred(self._epoch)
         if self._put_seq is not None:
             channel.queue.publish(self._put_seq, len(self._puts), self._epoch)
             channel.counters.add("EventPutSuccessCount", len(self._puts))
@@ -100,11 +103,12 @@ class FileTransaction(Transaction):
         if self._put_seq is not None:
             # if it cannot be deleted now, it is retried; a crash meanwhile duplicates it
             rows: list[tuple[object, ...]] = [(self._put_seq,)]
-            channel.record(
-                [("DELETE FROM batches WHERE seq = ?", rows), ("DELETE FROM groups WHERE seq = ?", rows)],
-                0,
-                self._epoch,
-            )
+            with contextlib.suppress(ChannelException):
+                channel.record(
+                    [("DELETE FROM batches WHERE seq = ?", rows), ("DELETE FROM groups WHERE seq = ?", rows)],
+                    self._epoch,
+                    keep=True,
+                )
         if self._puts:
             channel.queue.release(len(self._puts), self._epoch)
         if self._takes:
@@ -198,23 +202,31 @@ class FileTransaction(Transaction):
             queue.mark_set_aside(new)
 
     def _consume(self) -> None:
-        """Consume the taken ranges (delivered): out of the channel now, recorded durably now
-        or, if the disk refuses, with a later commit."""
+        """Record the taken ranges as consumed, then take them out of the channel; nothing
+        changes if the record cannot be written (``ChannelException``)."""
         channel = self.channel
         per_batch: dict[int, int] = {}
         for seq, first, last in self._takes:
             per_batch[seq] = per_batch.get(seq, 0) + last - first
-        finished = channel.queue.consume(per_batch, self._epoch)
+        # one take commit at a time between the count and the record: two commits that
+        # finish a batch together must agree on which one deletes it
+        with channel.take_lock:
+            finished = channel.queue.finishing(per_batch, self._epoch)
+            done = set(finished)
+            partial = [(seq, first, last) for seq, first, last in self._takes if seq not in done]
+            ops: list[Op] = []
+            if finished:
+                rows = [(seq,) for seq in finished]
+                ops.append(("DELETE FROM batches WHERE seq = ?", list(rows)))
+                ops.append(("DELETE FROM consumed WHERE seq = ?", list(rows)))
+                ops.append(("DELETE FROM groups WHERE seq = ?", list(rows)))
+            if partial:
+                ops.append(("INSERT INTO consumed (seq, first, last) VALUES (?, ?, ?)", list(partial)))
+            try:
+                channel.record(ops, self._epoch)
+            except ChannelException:
+                channel.counters.add("EventTakeErrorCount")
+                raise
+            channel.queue.consume(per_batch, self._epoch)
         channel.reader.forget(finished)
-        done = set(finished)
-        partial = [(seq, first, last) for seq, first, last in self._takes if seq not in done]
-        ops: list[Op] = []
-        if finished:
-            rows = [(seq,) for seq in finished]
-            ops.append(("DELETE FROM batches WHERE seq = ?", list(rows)))
-            ops.append(("DELETE FROM consumed WHERE seq = ?", list(rows)))
-            ops.append(("DELETE FROM groups WHERE seq = ?", list(rows)))
-        if partial:
-            ops.append(("INSERT INTO consumed (seq, first, last) VALUES (?, ?, ?)", list(partial)))
-        channel.record(ops, self._taken, self._epoch)
         channel.commit_log.wrote(0)
