@@ -28,8 +28,8 @@ from pathlib import Path
 
 import numpy as np
 import yaml
-
 from _report import report
+
 from artimon.servers import PrometheusServer, create_blocks
 from bookkeeper.ground import BackgroundServer
 from query_dsl import Limits, create_app
@@ -89,8 +89,10 @@ def demo_series(end_s: int, seed: int = 27) -> list[Series]:
         times = (end_s - INTERVAL_S * np.arange(points)[::-1]) * 1000 + 137 * index
         stamps = times / 1000
 
-        def add(name: str, values: np.ndarray, _times: np.ndarray = times, **labels: str) -> None:
-            out.append(Series(name, {"instance": instance, "job": "demo", **labels}, _times, values))
+        def add(
+            name: str, values: np.ndarray, _times: np.ndarray = times, _at: str = instance, **labels: str
+        ) -> None:
+            out.append(Series(name, {"instance": _at, "job": "demo", **labels}, _times, values))
 
         for mode, share in (("idle", 0.7), ("system", 0.1), ("user", 0.2)):
             add("demo_cpu_usage_seconds_total", np.cumsum(rng.uniform(0, 2 * share, points) * 4), mode=mode)
@@ -163,7 +165,6 @@ def run(queries: list[str], rounds: int) -> None:
     series = demo_series(end_s)
     query_end = end_s - 12 * 60
     with tempfile.TemporaryDirectory(prefix="promql-small-") as tmp, servers(Path(tmp), series) as sides:
-        theirs, ours = sides
         times: dict[str, list[list[float]]] = {q: [[], []] for q in queries}
         refused = [0, 0]
         for round_index in range(rounds + 1):  # round 0 settles both sides and is not counted
@@ -183,9 +184,8 @@ def run(queries: list[str], rounds: int) -> None:
     print(f"{len(queries)} queries, {len(series)} series, {rounds} rounds; load average {load[0]:.2f}")
     print(f"refused (not 200): prometheus {refused[0]}, artimon {refused[1]}")
     for what, pick in (("median", statistics.median), ("p95", _p95)):
-        print(
-            f"{what:7s} prometheus {pick(prom):7.2f} ms  artimon {pick(art):7.2f} ms  ratio {pick(art) / pick(prom):.2f}"
-        )
+        theirs, ours = pick(prom), pick(art)
+        print(f"{what:7s} prometheus {theirs:7.2f} ms  artimon {ours:7.2f} ms  ratio {ours / theirs:.2f}")
     print(f"total   prometheus {sum(prom):7.0f} ms  artimon {sum(art):7.0f} ms\n")
     slowest = sorted(per_query.items(), key=lambda item: -item[1][1])[:20]
     rows = [
