@@ -37,10 +37,18 @@ def _positions(present: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]
     return count, first, last
 
 
+_NARROW = 256  # series: below this, the row loop's per-row call costs more than striding
+
+
 def down(ufunc: np.ufunc, array: np.ndarray, reverse: bool = False) -> np.ndarray:
     """``ufunc.accumulate(array, axis=0)`` of a time-major array (from the last row up with
     ``reverse``), in place, a row at a time: contiguous rows, where numpy's accumulate down
-    the first axis strides across them (ten times slower for a block of series)."""
+    the first axis strides across them (ten times slower for a block of series); a narrow
+    array (a few series) in one call."""
+    if array.ndim == 2 and array.shape[1] < _NARROW:
+        view = array[::-1] if reverse else array
+        ufunc.accumulate(view, axis=0, out=view)
+        return array
     order = range(len(array) - 2, -1, -1) if reverse else range(1, len(array))
     step = 1 if reverse else -1
     for row in order:
