@@ -143,7 +143,7 @@ def _rates(
 VECTORIZED = frozenset({"rate", "increase", "delta", "irate", "idelta"})
 _BLOCK = 4096  # series at a time: a window's temporaries of a block fit a core's cache
 _BLOCK_CELLS = 1 << 19  # and at most this many series x evaluation times: the temporaries' bound
-_STACKED_CELLS = 1 << 15  # windows stacked into one call: the temporaries stay in a core's cache
+_STACKED_CELLS = 1 << 16  # windows stacked into one call: the temporaries stay in a core's cache
 RANGE_NAMES = frozenset(RANGE_FUNCTIONS) | VECTORIZED  # every function of a range vector
 
 
