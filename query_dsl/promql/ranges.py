@@ -20,7 +20,7 @@ from query_dsl.promql.selection import Samples
 from query_dsl.promql.values import present as is_sample
 from query_dsl.promql.values import settle
 
-__all__ = ["RANGE_NAMES", "VECTORIZED", "evaluate_range", "rate_blocks"]
+__all__ = ["RANGE_NAMES", "VECTORIZED", "evaluate_range", "rate_blocks", "stacked_cells"]
 
 
 def _cells(rows: np.ndarray, series: int) -> np.ndarray:
@@ -150,6 +150,13 @@ RANGE_NAMES = frozenset(RANGE_FUNCTIONS) | VECTORIZED  # every function of a ran
 def block_series(steps: int) -> int:
     """How many series :func:`rate_blocks` computes at a time over ``steps`` evaluation times."""
     return max(1, min(_BLOCK, _BLOCK_CELLS // max(steps, 1)))
+
+
+def stacked_cells(series: int, width: int, steps: int) -> int:
+    """The most cells :func:`evaluate_range` stacks into one call (``series`` over a time
+    axis of ``width``, ``steps`` windows): every window, else a chunk of about
+    ``_STACKED_CELLS``, else one window."""
+    return min(series * width * steps, max(_STACKED_CELLS, series * width))
 
 
 def rate_blocks(
