@@ -48,8 +48,8 @@ from query_dsl.promql.ranges import (
     VECTORIZED,
     block_series,
     evaluate_range,
+    range_temporaries,
     rate_blocks,
-    stacked_cells,
 )
 from query_dsl.promql.selection import Samples, coarse_warning, fetch_samples, reads_sample_times
 from query_dsl.promql.values import RangeValue, Scalar, String, Value, absent, present, stored_nan_samples
@@ -66,7 +66,6 @@ DEFAULT_SUBQUERY_STEP_MS = 60_000
 _CELL = 8
 _INSTANT_CELLS = 9  # a selector's value at each time: latest, picked, when, ok, ... per cell
 _RATE_CELLS = 24  # rate & co by blocks: the block's windows' first, last, times, counts
-_RANGE_CELLS = 10  # the other range functions: the stacked windows' copies per cell (values, times, mask...)
 _ELEMENTWISE_CELLS = 4  # an instant function or an operator: value, masks and the answer
 _AGGREGATE_CELLS = 4  # a reduce: sorted copies and the classes' sums (count_values charges its own)
 _TOPK_CELLS = 6  # topk/bottomk: keys, two argsorts, the mask and the answer
@@ -296,7 +295,7 @@ class Engine:
             block = min(series, block_series(steps))
             temporaries = block * (steps + width) * _RATE_CELLS
         else:  # the answer, and each call's stacked windows and their answer
-            temporaries = series * steps + stacked_cells(series, width, steps) * _RANGE_CELLS
+            temporaries = series * steps + range_temporaries(series, width, steps)
         what = f"{name}() over {series:,} series x {steps:,} evaluation times"
         self.need(series * steps + temporaries, 1, what)
 

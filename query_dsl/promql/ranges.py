@@ -20,7 +20,7 @@ from query_dsl.promql.selection import Samples
 from query_dsl.promql.values import present as is_sample
 from query_dsl.promql.values import settle
 
-__all__ = ["RANGE_NAMES", "VECTORIZED", "evaluate_range", "rate_blocks", "stacked_cells"]
+__all__ = ["RANGE_NAMES", "VECTORIZED", "evaluate_range", "range_temporaries", "rate_blocks"]
 
 
 def _cells(rows: np.ndarray, series: int) -> np.ndarray:
@@ -144,6 +144,7 @@ VECTORIZED = frozenset({"rate", "increase", "delta", "irate", "idelta"})
 _BLOCK = 4096  # series at a time: a window's temporaries of a block fit a core's cache
 _BLOCK_CELLS = 1 << 19  # and at most this many series x evaluation times: the temporaries' bound
 _STACKED_CELLS = 1 << 16  # windows stacked into one call: the temporaries stay in a core's cache
+_WINDOW_COPIES = 5  # a range function's copies per cell of the samples it is given
 RANGE_NAMES = frozenset(RANGE_FUNCTIONS) | VECTORIZED  # every function of a range vector
 
 
@@ -152,11 +153,13 @@ def block_series(steps: int) -> int:
     return max(1, min(_BLOCK, _BLOCK_CELLS // max(steps, 1)))
 
 
-def stacked_cells(series: int, width: int, steps: int) -> int:
-    """The most cells :func:`evaluate_range` stacks into one call (``series`` over a time
-    axis of ``width``, ``steps`` windows): every window, else a chunk of about
-    ``_STACKED_CELLS``, else one window."""
-    return min(series * width * steps, max(_STACKED_CELLS, series * width))
+def range_temporaries(series: int, width: int, steps: int) -> int:
+    """At most how many cells of temporaries :func:`evaluate_range` makes at once for a
+    function of ``RANGE_FUNCTIONS`` (``series`` over a time axis of ``width``, ``steps``
+    windows): one window's copies (it reads the samples in place) when one window fills a
+    call, else the stacked windows' (gathered, padded, masked: twice as many)."""
+    one_window = series * width * _WINDOW_COPIES
+    return max(one_window, min(series * width * steps, _STACKED_CELLS) * 2 * _WINDOW_COPIES)
 
 
 def rate_blocks(
@@ -233,6 +236,14 @@ def _stacked(
     cost one call, not one a time."""
     values, times = samples.values, samples.sample_times()
     series, count = values.shape[0], len(low)
+    if count == 1:  # one window fills the call (many series): its samples in place
+        lo, hi, end = int(low[0]), int(high[0]), int(ends[0])
+        window, window_times = values[:, lo:hi], times[:, lo:hi]
+        if samples.exact is not None:
+            inside = (window_times >= end - range_ms) & (window_times <= end)
+            window = np.where(inside, window, np.nan)
+        row_ends = np.full(series, end, dtype=np.int64)
+        return RANGE_FUNCTIONS[name](window, window_times, row_ends, range_ms, args)[:, None]
     width = int((high - low).max())
     index = low[:, None] + np.arange(width)
     inside = index < high[:, None]
