@@ -10,14 +10,17 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import sys
+from typing import TYPE_CHECKING
 
 from artimon.commands._signals import stop_event
 from artimon.commands._web import web_config_of
-from artimon.stack import WalOptions
 from bookkeeper import TlsConfigError
 from bookkeeper.wire import server_context
 from vhms import DEFAULT_RESOLUTIONS, DataDirInUseError, VhmsError
 from vhms.server import DEFAULT_SERVER_LIMITS, Store, VhmsService
+
+if TYPE_CHECKING:  # a type only: importing artimon.stack imports the whole stack (the query API too)
+    from artimon.stack import WalOptions
 
 
 def wal_options(args: argparse.Namespace) -> WalOptions:

@@ -150,9 +150,7 @@ def _quantile(node: Aggregation, m: Matrix, q: np.ndarray) -> Matrix:
     bounds = [*starts.tolist(), len(m)]
     out = np.full((len(firsts), len(m.timestamps)), np.nan)
     for index in range(len(firsts)):
-        members = m.values[order[bounds[index] : bounds[index + 1]]]
-        for column, value in enumerate(q.tolist()):
-            out[index, column] = quantile_of(value, members[:, column : column + 1], axis=0)[0]
+        out[index] = quantile_of(q, m.values[order[bounds[index] : bounds[index + 1]]], axis=0)
     table = _result_table(_named(m.table, node).take(firsts), node)
     return Matrix.from_table(table, m.timestamps, out, m.step_ms)
 

@@ -43,7 +43,14 @@ from query_dsl.promql.ast import (
 )
 from query_dsl.promql.functions import INSTANT_FUNCTIONS
 from query_dsl.promql.labels import ensure_unique
-from query_dsl.promql.ranges import RANGE_NAMES, VECTORIZED, block_series, evaluate_range, rate_blocks
+from query_dsl.promql.ranges import (
+    RANGE_NAMES,
+    VECTORIZED,
+    block_series,
+    evaluate_range,
+    range_temporaries,
+    rate_blocks,
+)
 from query_dsl.promql.selection import Samples, coarse_warning, fetch_samples, reads_sample_times
 from query_dsl.promql.values import RangeValue, Scalar, String, Value, absent, present, stored_nan_samples
 from query_dsl.series_table import SeriesTable
@@ -59,7 +66,6 @@ DEFAULT_SUBQUERY_STEP_MS = 60_000
 _CELL = 8
 _INSTANT_CELLS = 9  # a selector's value at each time: latest, picked, when, ok, ... per cell
 _RATE_CELLS = 24  # rate & co by blocks: the block's windows' first, last, times, counts
-_RANGE_CELLS = 5  # the other range functions: a window's copies per cell of its samples
 _ELEMENTWISE_CELLS = 4  # an instant function or an operator: value, masks and the answer
 _AGGREGATE_CELLS = 4  # a reduce: sorted copies and the classes' sums (count_values charges its own)
 _TOPK_CELLS = 6  # topk/bottomk: keys, two argsorts, the mask and the answer
@@ -288,8 +294,8 @@ class Engine:
         if name in VECTORIZED:
             block = min(series, block_series(steps))
             temporaries = block * (steps + width) * _RATE_CELLS
-        else:  # the answer, and each window's answer before it is copied in
-            temporaries = series * steps + series * width * _RANGE_CELLS
+        else:  # the answer, and each call's stacked windows and their answer
+            temporaries = series * steps + range_temporaries(series, width, steps)
         what = f"{name}() over {series:,} series x {steps:,} evaluation times"
         self.need(series * steps + temporaries, 1, what)
 

@@ -263,16 +263,21 @@ def _histogram_quantile(args: list[Value], times: np.ndarray) -> Value:
     table = m.table.take(rows).restrict(drop=("le",)).with_name("")
     classes, firsts = table.groups(list(table.columns))
     out = np.full((len(firsts), len(times)), np.nan)
+    computed = np.zeros(out.shape, dtype=bool)
     for cls in range(len(firsts)):
         members = np.flatnonzero(classes == cls)
         order = members[np.argsort(bounds[members], kind="stable")]
         upper = bounds[order]
         counts = m.values[rows[order]]
-        for column in range(len(times)):
-            found = present(counts[:, column])
-            if found.any():
-                value = _bucket_quantile(float(q[column]), upper[found], counts[found, column])
-                out[cls, column] = NAN_VALUE if math.isnan(value) else value
+        found = present(counts)
+        computed[cls] = found.any(axis=0)
+        whole = found.all(axis=0) & ~np.isnan(counts).any(axis=0)  # every bucket, a number
+        if whole.any():
+            out[cls, whole] = _bucket_quantiles(q[whole], upper, counts[:, whole])
+        for column in np.flatnonzero(~whole & computed[cls]).tolist():
+            kept = found[:, column]
+            out[cls, column] = _bucket_quantile(float(q[column]), upper[kept], counts[kept, column])
+    out[computed & np.isnan(out)] = NAN_VALUE
     return Matrix.from_table(table.take(firsts), times, out, m.step_ms)
 
 
@@ -311,6 +316,30 @@ def _bucket_quantile(q: float, upper: np.ndarray, counts: np.ndarray) -> float:
         count -= float(summed[b - 1])
         rank -= float(summed[b - 1])
     return float(bucket_start + (bucket_end - bucket_start) * (rank / count))
+
+
+def _bucket_quantiles(q: np.ndarray, upper: np.ndarray, counts: np.ndarray) -> np.ndarray:
+    """:func:`_bucket_quantile` at every column of ``counts`` ``[buckets, columns]`` at once
+    (every bucket present in each, no NaN count), ``q`` per column."""
+    out = np.full(len(q), np.nan)
+    if math.isinf(upper[-1]) and upper[-1] > 0:
+        unique, start = np.unique(upper, return_index=True)
+        if len(unique) >= 2:
+            summed = np.maximum.accumulate(np.add.reduceat(counts, start, axis=0), axis=0)
+            observations = summed[-1]
+            rank = q * observations
+            b = (summed[:-1] < rank).sum(axis=0)  # searchsorted, side "left", per column
+            below = np.where(b > 0, summed[np.maximum(b - 1, 0), np.arange(len(q))], 0.0)
+            bucket_start = np.where(b > 0, unique[np.maximum(b - 1, 0)], 0.0)
+            bucket_end = unique[np.minimum(b, len(unique) - 1)]
+            count = summed[b.clip(max=len(unique) - 1), np.arange(len(q))] - below
+            with np.errstate(all="ignore"):
+                out = bucket_start + (bucket_end - bucket_start) * ((rank - below) / count)
+            out = np.where(b == len(unique) - 1, unique[-2], out)
+            out = np.where((b == 0) & (unique[0] <= 0), unique[0], out)
+            out = np.where(observations == 0, np.nan, out)
+    out = np.where(q < 0, -math.inf, np.where(q > 1, math.inf, out))
+    return np.where(np.isnan(q), np.nan, out)
 
 
 def _days_in_month(moment: datetime) -> float:

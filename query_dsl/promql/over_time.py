@@ -1,9 +1,10 @@
 """The functions of one window's samples (``avg_over_time``, ``changes``, ``deriv``...):
-each takes the window's values ``[series, samples]`` (NaN where a series has no sample,
+each takes windows as rows: their values ``[rows, samples]`` (NaN where a row has no sample,
 :data:`~query_dsl.promql.values.NAN_VALUE` for a sample that is NaN), the samples' times
-(ms, ``[series, samples]``), the window's end and the range, and answers a value per series
-(NaN: no output; ``NAN_VALUE``: a NaN output, ``settle``d). :mod:`query_dsl.promql.ranges`
-cuts the windows and holds the vectorised ``rate`` family.
+(ms, ``[rows, samples]``), each row's window end (ms, ``[rows]``) and the range, and answers
+a value per row (NaN: no output; ``NAN_VALUE``: a NaN output, ``settle``d).
+:mod:`query_dsl.promql.ranges` cuts the windows (every series' window at every evaluation
+time, stacked) and holds the vectorised ``rate`` family.
 
 A NaN sample is a sample, as in Prometheus: ``count_over_time`` counts it,
 ``sum``/``avg``/``stddev`` and the regressions turn NaN, ``min``/``max`` pass it over unless
@@ -25,7 +26,7 @@ from query_dsl.promql.values import settle
 
 __all__ = ["RANGE_FUNCTIONS", "RangeFunction", "down", "previous_in_time"]
 
-RangeFunction = Callable[[np.ndarray, np.ndarray, int, int, tuple[float, ...]], np.ndarray]
+RangeFunction = Callable[[np.ndarray, np.ndarray, np.ndarray, int, tuple[float, ...]], np.ndarray]
 
 
 def _positions(present: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -37,10 +38,18 @@ def _positions(present: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]
     return count, first, last
 
 
+_NARROW = 256  # series: below this, the row loop's per-row call costs more than striding
+
+
 def down(ufunc: np.ufunc, array: np.ndarray, reverse: bool = False) -> np.ndarray:
     """``ufunc.accumulate(array, axis=0)`` of a time-major array (from the last row up with
     ``reverse``), in place, a row at a time: contiguous rows, where numpy's accumulate down
-    the first axis strides across them (ten times slower for a block of series)."""
+    the first axis strides across them (ten times slower for a block of series); a narrow
+    array (a few series) in one call."""
+    if array.ndim == 2 and array.shape[1] < _NARROW:
+        view = array[::-1] if reverse else array
+        ufunc.accumulate(view, axis=0, out=view)
+        return array
     order = range(len(array) - 2, -1, -1) if reverse else range(1, len(array))
     step = 1 if reverse else -1
     for row in order:
@@ -91,21 +100,21 @@ def _regression(values: np.ndarray, times: np.ndarray, origin: np.ndarray) -> tu
 
 
 def _deriv(
-    values: np.ndarray, times: np.ndarray, end_ms: int, range_ms: int, _: tuple[float, ...]
+    values: np.ndarray, times: np.ndarray, end_ms: np.ndarray, range_ms: int, _: tuple[float, ...]
 ) -> np.ndarray:
     first = np.argmax(is_sample(values), axis=1)
     return _regression(values, times, times[np.arange(len(values)), first])[0]
 
 
 def _predict_linear(
-    values: np.ndarray, times: np.ndarray, end_ms: int, range_ms: int, params: tuple[float, ...]
+    values: np.ndarray, times: np.ndarray, end_ms: np.ndarray, range_ms: int, params: tuple[float, ...]
 ) -> np.ndarray:
-    slope, intercept = _regression(values, times, np.full(len(values), end_ms))
+    slope, intercept = _regression(values, times, end_ms)
     return settle(slope * params[0] + intercept, _no_output(slope))
 
 
 def _holt_winters(
-    values: np.ndarray, times: np.ndarray, end_ms: int, range_ms: int, params: tuple[float, ...]
+    values: np.ndarray, times: np.ndarray, end_ms: np.ndarray, range_ms: int, params: tuple[float, ...]
 ) -> np.ndarray:
     """Double exponential smoothing of each series' samples (Prometheus's ``holt_winters``):
     the level after the last sample, with smoothing factor ``sf`` and trend factor ``tf``."""
@@ -143,7 +152,7 @@ def _no_output(values: np.ndarray) -> np.ndarray:
 
 
 def _changes(
-    values: np.ndarray, times: np.ndarray, end_ms: int, range_ms: int, _: tuple[float, ...]
+    values: np.ndarray, times: np.ndarray, end_ms: np.ndarray, range_ms: int, _: tuple[float, ...]
 ) -> np.ndarray:
     present = is_sample(values)
     previous, found = _previous(values, present)
@@ -153,7 +162,7 @@ def _changes(
 
 
 def _resets(
-    values: np.ndarray, times: np.ndarray, end_ms: int, range_ms: int, _: tuple[float, ...]
+    values: np.ndarray, times: np.ndarray, end_ms: np.ndarray, range_ms: int, _: tuple[float, ...]
 ) -> np.ndarray:
     present = is_sample(values)
     dropped = present & (values < _previous(values, present)[0])  # NaN compares false
@@ -171,7 +180,7 @@ def _over_time(name: str) -> RangeFunction:
     """``<name>_over_time`` for the aggregates of a window's samples."""
 
     def run(
-        values: np.ndarray, times: np.ndarray, end_ms: int, range_ms: int, _: tuple[float, ...]
+        values: np.ndarray, times: np.ndarray, end_ms: np.ndarray, range_ms: int, _: tuple[float, ...]
     ) -> np.ndarray:
         present = is_sample(values)
         with warnings.catch_warnings(), np.errstate(all="ignore"):
@@ -190,7 +199,7 @@ def _over_time(name: str) -> RangeFunction:
 
 
 def _last(
-    values: np.ndarray, times: np.ndarray, end_ms: int, range_ms: int, _: tuple[float, ...]
+    values: np.ndarray, times: np.ndarray, end_ms: np.ndarray, range_ms: int, _: tuple[float, ...]
 ) -> np.ndarray:
     present = is_sample(values)
     _count, _first, last = _positions(present)
@@ -198,13 +207,13 @@ def _last(
 
 
 def _present(
-    values: np.ndarray, times: np.ndarray, end_ms: int, range_ms: int, _: tuple[float, ...]
+    values: np.ndarray, times: np.ndarray, end_ms: np.ndarray, range_ms: int, _: tuple[float, ...]
 ) -> np.ndarray:
     return np.where(is_sample(values).any(axis=1), 1.0, np.nan)
 
 
 def _quantile(
-    values: np.ndarray, times: np.ndarray, end_ms: int, range_ms: int, params: tuple[float, ...]
+    values: np.ndarray, times: np.ndarray, end_ms: np.ndarray, range_ms: int, params: tuple[float, ...]
 ) -> np.ndarray:
     """Prometheus's quantile of each window's samples; with NaN samples, sorted first (Go's
     order), an interpolation that touches one is NaN."""

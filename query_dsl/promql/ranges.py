@@ -20,7 +20,7 @@ from query_dsl.promql.selection import Samples
 from query_dsl.promql.values import present as is_sample
 from query_dsl.promql.values import settle
 
-__all__ = ["RANGE_NAMES", "VECTORIZED", "evaluate_range", "rate_blocks"]
+__all__ = ["RANGE_NAMES", "VECTORIZED", "evaluate_range", "range_temporaries", "rate_blocks"]
 
 
 def _cells(rows: np.ndarray, series: int) -> np.ndarray:
@@ -143,12 +143,23 @@ def _rates(
 VECTORIZED = frozenset({"rate", "increase", "delta", "irate", "idelta"})
 _BLOCK = 4096  # series at a time: a window's temporaries of a block fit a core's cache
 _BLOCK_CELLS = 1 << 19  # and at most this many series x evaluation times: the temporaries' bound
+_STACKED_CELLS = 1 << 16  # windows stacked into one call: the temporaries stay in a core's cache
+_WINDOW_COPIES = 5  # a range function's copies per cell of the samples it is given
 RANGE_NAMES = frozenset(RANGE_FUNCTIONS) | VECTORIZED  # every function of a range vector
 
 
 def block_series(steps: int) -> int:
     """How many series :func:`rate_blocks` computes at a time over ``steps`` evaluation times."""
     return max(1, min(_BLOCK, _BLOCK_CELLS // max(steps, 1)))
+
+
+def range_temporaries(series: int, width: int, steps: int) -> int:
+    """At most how many cells of temporaries :func:`evaluate_range` makes at once for a
+    function of ``RANGE_FUNCTIONS`` (``series`` over a time axis of ``width``, ``steps``
+    windows): one window's copies (it reads the samples in place) when one window fills a
+    call, else the stacked windows' (gathered, padded, masked: twice as many)."""
+    one_window = series * width * _WINDOW_COPIES
+    return max(one_window, min(series * width * steps, _STACKED_CELLS) * 2 * _WINDOW_COPIES)
 
 
 def rate_blocks(
@@ -181,31 +192,72 @@ def evaluate_range(
         for start, part in rate_blocks(name, samples, ends, range_ms, check):
             out[start : start + len(part)] = part
         return out
-    function = RANGE_FUNCTIONS[name]
     values, axis = samples.values, samples.times
-    times = samples.sample_times()
     out = np.full((values.shape[0], len(ends)), np.nan)
     exact = samples.exact is not None
     # with own times, a sample lies up to a step after its bucket's start
     slack = samples.step_ms if exact else 0
     low = np.searchsorted(axis, ends - range_ms - slack, side="right" if exact else "left")
     high = np.searchsorted(axis, ends, side="right")
-    cache: dict[tuple[int, int, tuple[float, ...]], np.ndarray] = {}
-    for column, (lo, hi, end) in enumerate(zip(low.tolist(), high.tolist(), ends.tolist(), strict=True)):
-        if hi <= lo or not values.shape[0]:
-            continue
-        if not column % 64:
+    # one window per distinct (samples, arguments): without own times, the same answer
+    windows: dict[tuple[int, ...] | tuple[float, ...], list[int]] = {}
+    for column in np.flatnonzero(high > low).tolist() if values.shape[0] else []:
+        args = tuple(params[:, column].tolist())
+        key = (column,) if exact else (int(low[column]), int(high[column]), *args)
+        windows.setdefault(key, []).append(column)
+    by_args: dict[tuple[float, ...], list[list[int]]] = {}
+    for columns in windows.values():
+        by_args.setdefault(tuple(params[:, columns[0]].tolist()), []).append(columns)
+    for args, groups in by_args.items():
+        first = np.array([columns[0] for columns in groups])
+        width = int((high[first] - low[first]).max())
+        size = max(1, _STACKED_CELLS // max(values.shape[0] * width, 1))
+        for start in range(0, len(first), size):
             check()
-        args = tuple(float(p) for p in params[:, column])
-        key = (lo, hi, args)
-        if not exact and key in cache:
-            out[:, column] = cache[key]  # the same samples: the same answer
-            continue
+            chosen = first[start : start + size]
+            answer = _stacked(name, samples, low[chosen], high[chosen], ends[chosen], range_ms, args)
+            for index, columns in enumerate(groups[start : start + size]):
+                out[:, columns] = answer[:, index : index + 1]
+    return out
+
+
+def _stacked(
+    name: str,
+    samples: Samples,
+    low: np.ndarray,
+    high: np.ndarray,
+    ends: np.ndarray,
+    range_ms: int,
+    args: tuple[float, ...],
+) -> np.ndarray:
+    """``name`` over the windows ``[low, high)`` of the time axis (ending at ``ends``) in one
+    call: each series' window a row ``[series * windows, widest]``, NaN-padded (no sample);
+    the answer ``[series, windows]``. A dashboard's few series over many evaluation times
+    cost one call, not one a time."""
+    values, times = samples.values, samples.sample_times()
+    series, count = values.shape[0], len(low)
+    if count == 1:  # one window fills the call (many series): its samples in place
+        lo, hi, end = int(low[0]), int(high[0]), int(ends[0])
         window, window_times = values[:, lo:hi], times[:, lo:hi]
-        if exact:
+        if samples.exact is not None:
             inside = (window_times >= end - range_ms) & (window_times <= end)
             window = np.where(inside, window, np.nan)
-        answer = function(window, window_times, int(end), range_ms, args)
-        cache[key] = answer
-        out[:, column] = answer
-    return out
+        row_ends = np.full(series, end, dtype=np.int64)
+        return RANGE_FUNCTIONS[name](window, window_times, row_ends, range_ms, args)[:, None]
+    width = int((high - low).max())
+    index = low[:, None] + np.arange(width)
+    inside = index < high[:, None]
+    index = np.minimum(index, values.shape[1] - 1)
+    window, window_times = values[:, index], times[:, index]  # [series, windows, width]
+    if samples.exact is not None:
+        inside = inside & (window_times >= (ends - range_ms)[:, None]) & (window_times <= ends[:, None])
+    window = np.where(inside, window, np.nan)
+    row_ends = np.tile(ends.astype(np.int64), series)
+    answer = RANGE_FUNCTIONS[name](
+        window.reshape(series * count, width),
+        window_times.reshape(series * count, width),
+        row_ends,
+        range_ms,
+        args,
+    )
+    return answer.reshape(series, count)

@@ -16,7 +16,7 @@ import pytest
 from bookkeeper.ground import BackgroundServer
 from query_dsl import Limits
 from query_dsl.dashboards import EXAMPLES, MAX_FILE_BYTES, MAX_PANELS, DashboardDirectory
-from query_dsl.dashboards.render import draw
+from query_dsl.dashboards.figure import draw
 from query_dsl.exceptions import DashboardError, DashboardNotFoundError
 from query_dsl.http.api import create_app
 from query_dsl.matrix import Matrix
