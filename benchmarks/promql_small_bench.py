@@ -1,6 +1,6 @@
 """Small PromQL queries over HTTP, one at a time: the official compliance tester's queries
-(``promql-test-queries.yml`` of github.com/prometheus/compliance, Apache-2.0; a copy is
-benchmarks/data/, ``--queries`` names another) expanded as the tester expands them, sent as
+(``promql-test-queries.yml`` of github.com/prometheus/compliance: the copy
+benchmarks/promql_compliance.py cached from its snapshot, or ``--queries FILE``) expanded as the tester expands them, sent as
 the tester sends them (``query_range``, 10 minutes ending 12 minutes before the data's end,
 a 10 s step) to a real Prometheus and to Artimon's query API (uvicorn), both holding the
 same few dozen demo-like series (the names and labels of prometheus_demo_service, scraped
@@ -38,7 +38,8 @@ from query_dsl.testing import load_store
 from vhms import LocalClient
 from vhms.server import Store
 
-QUERIES = Path(__file__).with_name("data") / "promql-test-queries.yml"
+# where benchmarks/promql_compliance.py leaves the tester's query file (named by its commit)
+CACHED_QUERIES = Path.home() / ".cache" / "artimon" / "go" / "bin"
 INTERVAL_S = 5
 MINUTES = 100
 INSTANCES = [f"demo.promlabs.com:{port}" for port in (10000, 10001, 10002)]
@@ -72,6 +73,12 @@ def expand(query: str, names: list[str]) -> list[str]:
     for name in names:
         combos = [{**combo, name: value} for combo in combos for value in VARIANTS[name]]
     return [_ARGUMENT.sub(lambda m, c=combo: c[m.group(1)], query) for combo in combos]
+
+
+def cached_queries() -> Path | None:
+    """The newest query file promql_compliance.py cached, if it ran on this machine."""
+    found = sorted(CACHED_QUERIES.glob("promql-test-queries-*.yml"), key=lambda p: p.stat().st_mtime)
+    return found[-1] if found else None
 
 
 def load_queries(path: Path) -> list[str]:
@@ -197,9 +204,19 @@ def run(queries: list[str], rounds: int) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--queries", type=Path, default=QUERIES, help="a tester's promql-test-queries.yml")
+    parser.add_argument(
+        "--queries",
+        type=Path,
+        default=cached_queries(),
+        help=f"a tester's promql-test-queries.yml (default: the newest one cached in {CACHED_QUERIES})",
+    )
     parser.add_argument("--rounds", type=int, default=3)
     args = parser.parse_args()
+    if args.queries is None:
+        parser.error(
+            f"no query file: none cached in {CACHED_QUERIES}; run benchmarks/promql_compliance.py "
+            "once with --snapshots, or give --queries FILE from a snapshot of github.com/prometheus/compliance"
+        )
     run(load_queries(args.queries), args.rounds)
 
 
