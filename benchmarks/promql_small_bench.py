@@ -1,13 +1,14 @@
 """Small PromQL queries over HTTP, one at a time: the official compliance tester's queries
 (``promql-test-queries.yml`` of github.com/prometheus/compliance: the copy
 benchmarks/promql_compliance.py cached from its snapshot, or ``--queries FILE``) expanded as
-the tester expands them, sent as the tester sends them (``query_range``, 10 minutes ending
-12 minutes before the data's end, a 10 s step) to a real Prometheus and to Artimon's query API (uvicorn), both holding the
-same few dozen demo-like series (the names and labels of prometheus_demo_service, scraped
-every 5 s from three instances for 100 minutes). Each round sends every query to both sides
-in turn (which side goes first alternates); a query's time is its median over the rounds,
-the body read inside the timed interval. Printed: the median and p95 per side with their
-ratio, the load average, and the 20 slowest queries of Artimon's beside Prometheus's.
+the tester expands them, sent as the tester sends them (``query_range``, 10 minutes ending 12
+minutes before the data's end, a 10 s step) to a real Prometheus and to Artimon's query API
+(uvicorn), both holding the same few dozen demo-like series (the names and labels of
+prometheus_demo_service, scraped every 5 s from three instances for 100 minutes). Each round
+sends every query to both sides in turn (which side goes first alternates); a query's time is
+its median over the rounds, the body read inside the timed interval. Printed: the median and
+p95 per side with their ratio, the load average, and the 20 slowest queries of Artimon's beside
+Prometheus's.
 
     PYTHONPATH=. python benchmarks/promql_small_bench.py [--rounds 3] [--queries FILE]
 """
