@@ -105,9 +105,10 @@ def test_the_demo_is_quiet_and_stores_every_sample(tmp_path: Path) -> None:
             if up.poll() is None:
                 up.kill()
                 up.wait()
-    for name, output in outputs.items():
-        lines = output.rest()
-        ups[name].stdout.close()  # type: ignore[union-attr]
+    rests = {name: output.rest() for name, output in outputs.items()}
+    for up in ups.values():
+        up.stdout.close()  # type: ignore[union-attr]
+    for name, lines in rests.items():
         assert codes[name] == 0 and lines[-1] == "stopped.", (name, lines[-20:])
         check_rounds(lines, exact=name == "plain")
         logs = sorted((tmp_path / name / "logs").iterdir())
