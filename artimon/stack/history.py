@@ -84,17 +84,8 @@ class HistoryJob:
             master = self.local_master
             if self.cluster is not None:
                 master = self.cluster.start().master_url
-            # adaptive execution does not apply to a stream: off, rather than a warning per start.
-            # No batch without new files: such a batch (Spark runs one to evict deduplication
-            # state once the watermark moves) commits the last batch's offset again, and the
-            # file source's cleanSource then deletes that batch's landing files a second time
-            # ("Failed to remove ... skip removing file", FileStreamSource.commit); the state
-            # is evicted by the next batch with files instead, the output is the same
-            settings = {
-                "spark.sql.adaptive.enabled": "false",
-                "spark.sql.streaming.noDataMicroBatches.enabled": "false",
-                **self.conf,
-            }
+            # adaptive execution does not apply to a stream: off, rather than a warning per start
+            settings = {"spark.sql.adaptive.enabled": "false", **self.conf}
             self._spark = spark_session(
                 master, "artimon-up-raw_ingest", conf=settings, log_file=self.log_file
             )
