@@ -1,7 +1,7 @@
 """How long ``artimon --help`` takes in a fresh process, beside ``python -c pass`` (the
 interpreter's own start) and ``python -c "import bookkeeper"`` (the app library), and
-``artimon <command> --help`` for the heaviest commands; the median of N runs each, in one
-run (ratios, fair on a loaded machine). Prints a table, writes results/cli_bench.json.
+``artimon <command> --help`` for the heaviest commands and ``query`` (issue 31); the median
+of N runs each, in one run (ratios, fair on a loaded machine). Prints a table, writes results/cli_bench.json.
 
 The command table and each command's arguments are read without importing what a command
 runs (artimon/cli.py), so ``--help`` costs the interpreter, argparse and the modules of
@@ -26,6 +26,7 @@ CASES = {
     "python -c 'import bookkeeper'": ["-c", "import bookkeeper"],
     "artimon --help": ["-m", "artimon", "--help"],
     "artimon up --help": ["-m", "artimon", "up", "--help"],
+    "artimon query --help": ["-m", "artimon", "query", "--help"],
     "artimon spark --help": ["-m", "artimon", "spark", "--help"],
 }
 TARGET_S = 0.5

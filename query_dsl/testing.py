@@ -18,8 +18,10 @@ __all__ = ["demo_store", "load_store"]
 _MINUTE = 60_000
 _METHODS = {"GET": 0.7, "POST": 0.2, "PUT": 0.07, "DELETE": 0.03}
 _STATUSES = {"200": 0.93, "404": 0.04, "500": 0.03}
-_WEB = {"context": "demo.web", "dc": "par", "rack": "r1"}
-_STORAGE = {"context": "demo.storage", "dc": "par", "rack": "r2"}
+# the framework labels every up --demo series carries besides its own (host is the machine's name)
+_FRAMEWORK = {"env": "default", "host": "demo-host"}
+_WEB = {"context": "demo.web", "dc": "par", "rack": "r1", **_FRAMEWORK}
+_STORAGE = {"context": "demo.storage", "dc": "par", "rack": "r2", **_FRAMEWORK}
 
 
 def demo_store(end_ms: int | None = None, *, minutes: int = 60, seed: int = 42) -> Store:
@@ -46,7 +48,7 @@ def demo_store(end_ms: int | None = None, *, minutes: int = 60, seed: int = 42) 
             series[format_series("disk.used.bytes", labels)] = used
     for rack in ("r1", "r2", "r3", "r4"):
         temperature = 24.0 + int(rack[1:]) + rng.normal(0, 0.5, minutes)
-        labels = {"context": "demo.racks", "dc": "par", "rack": rack}
+        labels = {"context": "demo.racks", "dc": "par", "rack": rack, **_FRAMEWORK}
         series[format_series("rack.temperature.celsius", labels)] = temperature.round(2)
     series[format_series("app.up", _WEB)] = np.ones(minutes)
     store = Store()

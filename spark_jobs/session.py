@@ -6,8 +6,10 @@ outward address, reachable from the network, and no executor elsewhere needs the
 ``$SPARK_LOCAL_IP`` is 127.0.0.1 unless set, so Spark does not look for another); give
 ``spark.driver.bindAddress`` in ``conf`` to change it. With a cluster master Spark's own
 settings apply: executors must reach the driver. With ``log_file``, the JVM and its Python
-workers write their output there (the embedded stack's round lines stay readable), and
-Spark draws no progress bars."""
+workers write their output there (the embedded stack's round lines stay readable), Spark
+draws no progress bars, and its logging is ``log4j2.properties`` beside this module (a WARN
+in the file means something is wrong: the messages known to be harmless are listed there,
+each with why)."""
 
 from __future__ import annotations
 
@@ -19,6 +21,9 @@ from pathlib import Path
 from typing import Any
 
 __all__ = ["spark_session"]
+
+_LOG4J = Path(__file__).with_name("log4j2.properties")
+_PADDING_WARNING = "The behavior of DataFrame concatenation with empty or all-NA entries"
 
 
 def _on_loopback(master: str) -> bool:
@@ -48,6 +53,10 @@ def _settings(master: str, app: str, conf: dict[str, str] | None) -> dict[str, s
         # where a single writer would sort them by date and hour again
         "spark.sql.maxConcurrentOutputFileWriters": "4",
         "spark.driver.memory": os.environ.get("ARTIMON_SPARK_DRIVER_MEMORY", "4g"),
+        # pyspark's own worker pads applyInPandasWithState's output with all-NA rows and
+        # concatenates them (pyspark/worker.py), which pandas 2 deprecates with a FutureWarning
+        # per batch; the padding is dropped by its count column, the rows are right
+        "spark.executorEnv.PYTHONWARNINGS": f"ignore:{_PADDING_WARNING}:FutureWarning",
         **(
             {"spark.driver.bindAddress": "127.0.0.1", "spark.driver.host": "127.0.0.1"}
             if _on_loopback(master)
@@ -84,6 +93,9 @@ def spark_session(
     from pyspark.java_gateway import launch_gateway
 
     settings["spark.ui.showConsoleProgress"] = "false"
+    # Spark's defaults at WARN and the known-harmless messages listed (and why) in the file
+    java_options = f"-Dlog4j2.configurationFile={_LOG4J} {settings.get('spark.driver.extraJavaOptions', '')}"
+    settings["spark.driver.extraJavaOptions"] = java_options.strip()
     spark_conf = SparkConf().setAll(list(settings.items()))
     log_file.parent.mkdir(parents=True, exist_ok=True)
     with log_file.open("ab") as output:  # the JVM keeps its own descriptor of the file

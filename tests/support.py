@@ -1,11 +1,14 @@
 """What tests import by name (``from support import ...``): waiting with a deadline, the TLS
-files of the ``tls_files`` fixture, a process's memory, CPU time and threads from
-``/proc``, and the last values of series in a VHMS shard. A module of its own, not
-``conftest``: a directory's own conftest would shadow the top one's name."""
+files of the ``tls_files`` fixture, a process's output lines waited for (``Lines``), a
+process's memory, CPU time and threads from ``/proc``, and the last values of series in a
+VHMS shard. A module of its own, not ``conftest``: a directory's own conftest would shadow the
+top one's name."""
 
 from __future__ import annotations
 
 import os
+import queue
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -36,6 +39,41 @@ class TlsFiles:
     server: Path  # certificate chain and private key in one file
     client: Path
     other_ca: Path
+
+
+class Lines:
+    """A process's output lines, read by a thread, waited for with a deadline."""
+
+    def __init__(self, stream: object) -> None:
+        self.seen: list[str] = []
+        self._queue: queue.Queue[str] = queue.Queue()
+        self._thread = threading.Thread(target=self._read, args=(stream,), daemon=True)
+        self._thread.start()
+
+    def _read(self, stream: object) -> None:
+        for line in stream:  # type: ignore[attr-defined]
+            self._queue.put(line.rstrip("\n"))
+
+    def until(self, predicate: Callable[[str], bool], timeout: float, what: str) -> str:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            try:
+                line = self._queue.get(timeout=0.5)
+            except queue.Empty:
+                if not self._thread.is_alive() and self._queue.empty():
+                    break  # the process ended: no line will come
+                continue
+            self.seen.append(line)
+            if predicate(line):
+                return line
+        raise AssertionError(f"no {what} within {timeout} s; output so far:\n" + "\n".join(self.seen))
+
+    def rest(self) -> list[str]:
+        """Every line, once the process has ended (its output closed)."""
+        self._thread.join(timeout=30)
+        while not self._queue.empty():
+            self.seen.append(self._queue.get())
+        return self.seen
 
 
 def vm_rss_kb(pid: int) -> int:

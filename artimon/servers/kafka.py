@@ -7,7 +7,8 @@ role (one node: a quorum of one; three nodes: a quorum of three voters, so one n
 keeps a majority), formats each node's storage once (``kafka.tools.StorageTool format``,
 one cluster id kept in ``cluster.json`` with the ports), runs ``java -cp <jars> kafka.Kafka
 node.properties`` per node and waits until every broker answers a metadata request with
-itself registered. Replication defaults follow the size: with three brokers, internal
+itself registered (``wait_idempotent`` waits, in addition, until an idempotent producer gets
+its id at once). Replication defaults follow the size: with three brokers, internal
 topics and new topics get replication 3 and ``min.insync.replicas`` 2.
 
 ``stop()`` ends every node by its PID (SIGTERM, then SIGKILL after a grace period);
@@ -311,6 +312,35 @@ class KafkaCluster(ServerGroup):
             ", ".join(node.name for node in nodes),
             poll=0.2,
         )
+
+    def wait_idempotent(self, timeout: float = 60.0) -> None:
+        """Wait until the cluster hands an idempotent producer its producer id. A KRaft broker
+        fetches its first block of ids from the controller only when a producer first asks,
+        answering "coordinator load in progress" meanwhile, so every producer started first
+        would log a retry: a silent probe producer asks first. ``RuntimeError`` after
+        ``timeout`` seconds."""
+        from confluent_kafka import Producer
+
+        state: list[str] = []
+
+        def seen(stats: str) -> None:
+            state.append(json.loads(stats).get("eos", {}).get("idemp_state", ""))
+
+        probe = Producer(
+            {
+                "bootstrap.servers": self.bootstrap_servers,
+                "enable.idempotence": True,
+                "statistics.interval.ms": 100,
+                "log_level": 0,  # its own "retrying" lines are the wait this method is
+                "stats_cb": seen,
+            }
+        )
+        deadline = time.monotonic() + timeout
+        while not state or state[-1] != "Assigned":
+            if time.monotonic() > deadline:
+                where = self.bootstrap_servers
+                raise RuntimeError(f"no producer id from {where} within {timeout} s (state {state[-1:]})")
+            probe.poll(0.1)
 
     def create_topic(
         self,

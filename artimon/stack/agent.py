@@ -104,11 +104,13 @@ class Agents:
         return agent
 
     def metrics(self) -> dict[str, dict[str, float]]:
-        if self.agent is None:
-            raise RuntimeError("the agent is not running")
-        if self.store_agent is None:
-            return self.agent.metrics()
-        return {**self.agent.metrics(), **self.store_agent.metrics()}
+        """The counters of the agents running (none before they start)."""
+        return {
+            group: counters
+            for agent in (self.agent, self.store_agent)
+            if agent is not None
+            for group, counters in agent.metrics().items()
+        }
 
     def start(self) -> None:
         (self.data / "run").mkdir(parents=True, exist_ok=True)
@@ -116,11 +118,12 @@ class Agents:
         self._environment(monitor_port)
         if not self.properties.exists():
             self.properties.write_text(kafka_agents() if self.kafka else up_agent())
+        # the agents' /metrics serves before the agents start: their first scrape of it answers
+        self.monitor = MonitorServer(self.metrics, "up", self.host, monitor_port)
+        self.monitor.start()
         if self.kafka:  # the store side first: it is ready when the first round is published
             self.store_agent = self._start_agent("store")
         self.agent = self._start_agent("up")
-        self.monitor = MonitorServer(self.metrics, "up", self.host, monitor_port)
-        self.monitor.start()
         self.reporter = SelfReporter(self.metrics, self.agent.name)
         self.reporter.start()
         self.reporter.bookkeeper.serve(zk_hosts=self.zookeeper.hosts)  # polled like any app
@@ -137,13 +140,14 @@ class Agents:
     def stop(self) -> str | None:
         """The polling side first (its channels closed, its last landing file rolled), then
         the store side once it took what was published; the drain's line with Kafka."""
-        for part in (self.monitor, self._watchers.get("up"), self.agent):
+        for part in (self._watchers.get("up"), self.agent):
             if part is not None:
                 part.stop()
         drained = None
         if self.agent is not None and self.store_agent is not None:
             drained = drain_kafka(self.agent, self.store_agent)
-        for rest in (self._watchers.get("store"), self.store_agent, self.reporter):
+        # /metrics last: the store agent scrapes it until it stops
+        for rest in (self._watchers.get("store"), self.store_agent, self.monitor, self.reporter):
             if rest is not None:
                 rest.stop()
         if self.reporter is not None:

@@ -96,6 +96,7 @@ class Kafka:
             return
         self.cluster = KafkaCluster(self.directory).start()
         self.cluster.create_topic(KAFKA_TOPIC, exist_ok=True)
+        self.cluster.wait_idempotent()  # the agents' producers get their id without a retry
         os.environ["ARTIMON_KAFKA"] = self.cluster.bootstrap_servers
 
     def ready_lines(self) -> list[str]:

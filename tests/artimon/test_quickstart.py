@@ -8,18 +8,15 @@ from __future__ import annotations
 
 import json
 import os
-import queue
 import re
 import signal
 import socket
 import subprocess
 import sys
-import threading
-import time
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from support import Lines
 
 ROOT = Path(__file__).resolve().parents[2]
 ARTIMON = [sys.executable, "-m", "artimon"]
@@ -40,41 +37,6 @@ def dsl_examples() -> list[str]:
     text = (ROOT / "docs" / "dsl.md").read_text()
     section = text[text.index("## Ten worked examples") : text.index("## Limits")]
     return re.findall(r"^\s+`(.+)`$", section, re.M)
-
-
-class Lines:
-    """A process's output lines, read by a thread, waited for with a deadline."""
-
-    def __init__(self, stream: object) -> None:
-        self.seen: list[str] = []
-        self._queue: queue.Queue[str] = queue.Queue()
-        self._thread = threading.Thread(target=self._read, args=(stream,), daemon=True)
-        self._thread.start()
-
-    def _read(self, stream: object) -> None:
-        for line in stream:  # type: ignore[attr-defined]
-            self._queue.put(line.rstrip("\n"))
-
-    def until(self, predicate: Callable[[str], bool], timeout: float, what: str) -> str:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            try:
-                line = self._queue.get(timeout=0.5)
-            except queue.Empty:
-                if not self._thread.is_alive() and self._queue.empty():
-                    break  # the process ended: no line will come
-                continue
-            self.seen.append(line)
-            if predicate(line):
-                return line
-        raise AssertionError(f"no {what} within {timeout} s; output so far:\n" + "\n".join(self.seen))
-
-    def rest(self) -> list[str]:
-        """Every line, once the process has ended (its output closed)."""
-        self._thread.join(timeout=30)
-        while not self._queue.empty():
-            self.seen.append(self._queue.get())
-        return self.seen
 
 
 def query(text: str) -> tuple[list[dict], str]:

@@ -170,6 +170,16 @@ def test_the_demo_dashboard_draws_every_panel_and_refreshes(
     for panel, series in zip(panels.all(), ["3", "4", "1", "4", "6", "6", "1"], strict=True):
         expect(panel).to_have_attribute("data-state", "ok")
         expect(panel).to_have_attribute("data-series", series)
+    free_disk = panels.nth(5)  # a table on 5 of 12 columns: every column inside the panel, none clipped
+    expect(free_disk.locator(".table-shared")).to_have_text(
+        "context=demo.storage dc=par env=default host=demo-host rack=r2"
+    )
+    expect(free_disk.locator("table.series-table th")).to_have_text(
+        ["server", "volume", "last", "min", "max", "mean"]
+    )
+    body, mean = free_disk.locator(".body").bounding_box(), free_disk.locator("th").last.bounding_box()
+    assert body is not None and mean is not None
+    assert mean["x"] + mean["width"] <= body["x"] + body["width"] + 0.5, (mean, body)
     versions = panels.nth(6)  # app.up as a number, app.version as its text
     expect(versions).to_have_attribute("data-strings", "1")
     expect(versions.locator("table.strings-table tbody tr td")).to_contain_text(["app.version", "1.0.0"])

@@ -309,7 +309,15 @@
 
   function drawTable(panel, list) {
     clearBody(panel);
-    const labelNames = [...new Set(list.flatMap((s) => Object.keys(s.labels)))].sort();
+    const allNames = [...new Set(list.flatMap((s) => Object.keys(s.labels)))].sort();
+    // a label with one value in every row tells the rows apart no better than the title: it is
+    // said once above the table, so a narrow panel keeps room for last, min, max and mean
+    const everywhere = (n) => list.every((s) => s.labels[n] === list[0].labels[n]);
+    const shared = list.length > 1 ? allNames.filter(everywhere) : [];
+    const labelNames = allNames.filter((n) => !shared.includes(n));
+    if (shared.length) {
+      panel.body.append(element("div", "table-shared", shared.map((n) => `${n}=${list[0].labels[n]}`).join(" ")));
+    }
     const named = list.some((s) => s.name); // an operator's result has no name: no empty column
     const table = element("table", "series-table");
     const head = table.createTHead().insertRow();
