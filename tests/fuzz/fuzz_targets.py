@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import json
 import struct
+import tracemalloc
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -63,7 +64,8 @@ class Target:
 
 # -- Flume's ThriftSourceProtocol: the request walker, then thriftpy2's decoding ------------
 
-_FLUME_LIMITS = RequestLimits()
+# a small budget, so that the fuzzer's frames (64 KiB at most) can pass it
+_FLUME_LIMITS = RequestLimits(max_batch_events=10_000, max_decoded_bytes=64 * 1024)
 _FLUME_PROTOCOLS = (TCompactProtocolFactory(), TCyBinaryProtocolFactory())
 
 
@@ -86,7 +88,8 @@ def thrift_flume(data: bytes) -> None:
     """The first byte picks the protocol (compact, binary), the rest is one request frame:
     refused by the walker (``RequestRefusedError``), or decoded by thriftpy2 as the server
     does (whatever it raises closes the connection as a bad frame: the walker's part is that
-    decoding stays within its budget), then made events as the source's handler does."""
+    decoding stays within its budget, checked here with tracemalloc), then made events as
+    the source's handler does."""
     if not data:
         return
     factory = _FLUME_PROTOCOLS[data[0] & 1]
@@ -95,10 +98,16 @@ def thrift_flume(data: bytes) -> None:
         check_request(frame, data[0] & 1 == 0, _FLUME_LIMITS)
     except RequestRefusedError:
         return
+    tracemalloc.start()
     try:
         _, _, _, run = _FLUME_PROCESSOR.process_in(input_protocol(factory, frame))
+        _, peak = tracemalloc.get_traced_memory()
     except Exception:  # the server closes the connection: MalformedFrameError (bad_frames)
         return
+    finally:
+        tracemalloc.stop()
+    if peak > _FLUME_LIMITS.max_decoded_bytes + 2 * len(frame) + 16384:  # the frame's copy, and slack
+        raise AssertionError(f"a frame of {len(frame)} bytes the walker passed took {peak} bytes to decode")
     if run is not None:  # None: an unknown method, answered UNKNOWN_METHOD
         run()
 
@@ -121,9 +130,29 @@ def _flume_seeds() -> tuple[bytes, ...]:
     return tuple(seeds)
 
 
-# -- remote write 1.0 and 2.0, OTLP: protobuf under the receivers' default limits ----------
+# -- remote write 1.0 and 2.0, OTLP: protobuf, each request within docs/operations.md's bound
 
-_WRITE_LIMITS = WriteLimits()
+# small limits, so that the fuzzer's bodies (64 KiB at most) can reach them
+_WRITE_LIMITS = WriteLimits(
+    max_decoded_bytes=256 * 1024, max_series=1000, max_samples=2000, max_elements=10_000
+)
+# docs/operations.md §6: what decoding a request may allocate, from its limits (bytes)
+_DECODED_TWICE = 2 * _WRITE_LIMITS.max_decoded_bytes + 64 * 1024  # and slack for the runtime's own
+_V1_BOUND = _DECODED_TWICE + _WRITE_LIMITS.max_series * 120 + _WRITE_LIMITS.max_samples * 156
+_WHOLE_PARSE_BOUND = _DECODED_TWICE + _WRITE_LIMITS.max_elements * 56 + _WRITE_LIMITS.max_samples * 156
+
+
+def _within(bound: int, decode: Callable[[], object]) -> None:
+    """``decode()``, refused (``WriteRequestError``) or not, allocating at most ``bound``."""
+    tracemalloc.start()
+    try:
+        with contextlib.suppress(WriteRequestError):
+            decode()
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    if peak > bound:
+        raise AssertionError(f"decoding took {peak:,} bytes, more than the documented {bound:,}")
 
 
 def _body(data: bytes) -> bytes:
@@ -136,19 +165,19 @@ def _body(data: bytes) -> bytes:
 
 def remote_write_v1(data: bytes) -> None:
     if data:
-        with contextlib.suppress(WriteRequestError):
-            decode_write_request(_body(data), "fuzz", _WRITE_LIMITS)
+        body = _body(data)
+        _within(_V1_BOUND, lambda: decode_write_request(body, "fuzz", _WRITE_LIMITS))
 
 
 def remote_write_v2(data: bytes) -> None:
     if data:
-        with contextlib.suppress(WriteRequestError):
-            decode_write_request_v2(_body(data), "fuzz", _WRITE_LIMITS)
+        body = _body(data)
+        _within(_WHOLE_PARSE_BOUND, lambda: decode_write_request_v2(body, "fuzz", _WRITE_LIMITS))
 
 
 def otlp(data: bytes) -> None:
-    with contextlib.suppress(WriteRequestError):
-        decode_otlp_request(data, "fuzz", _WRITE_LIMITS, frozenset({"service.name"}))
+    promote = frozenset({"service.name"})
+    _within(_WHOLE_PARSE_BOUND, lambda: decode_otlp_request(data, "fuzz", _WRITE_LIMITS, promote))
 
 
 def _v1_seed() -> bytes:
@@ -205,14 +234,26 @@ _CONTENT_TYPES = ("text/plain; version=0.0.4", "application/openmetrics-text; ve
 
 def exposition(data: bytes) -> None:
     """The first byte picks the content type; the rest is two bodies (split at the first
-    ``\\xff``) scraped in turn from one target, so the second may reuse the first's shape."""
+    ``\\xff``) scraped in turn from one target, so the second may reuse the first's shape.
+    A parse allocates at most about 1.5 KB a sample (``sample_limit`` of them) and a few
+    copies of the body (docs/operations.md, the scrape's row)."""
     if not data:
         return
-    parser = ExpositionParser({"job": "fuzz", "instance": "h:1"}, data[0] & 2 == 0, 4096)
+    parser = ExpositionParser({"job": "fuzz", "instance": "h:1"}, data[0] & 2 == 0, 4096, _SAMPLE_LIMIT)
     content_type = _CONTENT_TYPES[data[0] & 1]
     for body in data[1:].split(b"\xff", 1):
-        with contextlib.suppress(ScrapeError):
-            parser.parse(body, content_type, "fuzz", 1_700_000_000_000)
+        tracemalloc.start()
+        try:
+            with contextlib.suppress(ScrapeError):
+                parser.parse(body, content_type, "fuzz", 1_700_000_000_000)
+            _, peak = tracemalloc.get_traced_memory()
+        finally:
+            tracemalloc.stop()
+        if peak > 1536 * _SAMPLE_LIMIT + 8 * len(body) + 65536:
+            raise AssertionError(f"a body of {len(body)} bytes took {peak:,} bytes to parse")
+
+
+_SAMPLE_LIMIT = 500
 
 
 _EXPOSITION_SEED = b"""# HELP http_requests_total Requests.
