@@ -24,8 +24,8 @@ the target's own label wins a conflict, without it the target's label is renamed
 ``exported_<name>`` (Prometheus's rule).
 
 Refused, the whole scrape (:class:`collector_agent.exceptions.ScrapeError`): a body that is
-not UTF-8, more lines that are not comments than ``sample_limit`` or more ``# HELP``,
-``# TYPE`` and ``# UNIT`` lines than twice it (both counted before anything is parsed), a
+not UTF-8, more lines that are not comments than ``sample_limit`` or more lines than four
+times it (both counted before anything is parsed), a
 line longer than ``max_line``, a body either parser refuses, a value that is not a number,
 two samples of one series. Refused one sample at a time and counted by reason
 (``refused``, :data:`SAMPLE_REFUSALS`), never kept one by one (the first reason's words
@@ -192,9 +192,10 @@ class ExpositionParser:
         return self._scrape(shape, values[shape.keep], exposed, context, timestamp_ms)
 
     def _check_counts(self, text: str) -> None:
-        """Refuse a body with more samples or family lines than the limit allows, counted
-        in C before any line becomes an object: lines not starting with ``#`` (an upper
-        bound of the samples: a blank line counts too) and ``# HELP/TYPE/UNIT`` anywhere."""
+        """Refuse a body of more samples or lines than the limit allows, counted in C before
+        any line becomes an object: lines not starting with ``#`` (an upper bound of the
+        samples: a blank line counts too), and all lines (a family's ``HELP``, ``TYPE`` and
+        ``UNIT`` make at most four lines a sample)."""
         lines = text.count("\n") + (not text.endswith("\n"))
         samples = lines - text.count("\n#") - text.startswith("#")
         if samples > self.sample_limit:
@@ -202,10 +203,9 @@ class ExpositionParser:
                 f"the body has {samples:,} lines that are not comments,"
                 f" more than sampleLimit={self.sample_limit:,}"
             )
-        described = text.count("# HELP ") + text.count("# TYPE ") + text.count("# UNIT ")
-        if described > 2 * self.sample_limit:
+        if lines > 4 * self.sample_limit:
             raise ScrapeError(
-                f"the body has {described:,} HELP, TYPE and UNIT lines, more than twice sampleLimit"
+                f"the body has {lines:,} lines, more than 4 x sampleLimit={self.sample_limit:,}"
             )
 
     @staticmethod

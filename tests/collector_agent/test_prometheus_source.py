@@ -565,8 +565,8 @@ def test_a_body_of_more_samples_than_the_limit_is_refused_before_it_is_parsed() 
     finally:
         tracemalloc.stop()
     assert time.monotonic() - started < 2 and peak < 2.5 * len(body)  # the decoded text, no more
-    comments = b"# TYPE a gauge\n" * 400_001
-    with pytest.raises(ScrapeError, match="HELP, TYPE and UNIT lines"):
+    comments = b"#\n" * 800_001  # 800,001 strings, 64 MB of objects, if split
+    with pytest.raises(ScrapeError, match="800,001 lines, more than 4 x sampleLimit"):
         parser.parse(comments, "text/plain", "c", 0)
     fits = b"# HELP a A.\n# TYPE a gauge\n" + b"".join(b'a{i="%d"} 1\n' % i for i in range(1000))
     small = ExpositionParser({"job": "j"}, honor_labels=False, max_line=1024, sample_limit=1000)
