@@ -69,7 +69,8 @@ def event_from_record(value: bytes | None, headers: KafkaHeaders | None, flume_f
         declared = _declared_headers(value)
         if declared > MAX_HEADERS:
             raise ForeignRecordError(
-                f"a value of {len(value)} bytes declares more than {MAX_HEADERS} headers ({declared} so far)"
+                f"a value of {len(value)} bytes is not an AvroFlumeEvent of at most {MAX_HEADERS} headers:"
+                f" it declares {declared} so far"
             )
         source = io.BytesIO(value)
         try:

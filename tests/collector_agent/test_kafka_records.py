@@ -32,7 +32,9 @@ def test_a_header_bomb_is_refused_before_it_is_decoded() -> None:
     value = record_from_event(Event({f"{i:x}": "" for i in range(200_000)}, b""), True)[0]
     tracemalloc.start()
     try:
-        with pytest.raises(ForeignRecordError, match=f"more than {MAX_HEADERS} headers"):
+        with pytest.raises(
+            ForeignRecordError, match=f"not an AvroFlumeEvent of at most {MAX_HEADERS} headers"
+        ):
             event_from_record(value, None, True)
         _, peak = tracemalloc.get_traced_memory()
     finally:
@@ -52,7 +54,7 @@ def test_headers_split_into_blocks_are_counted_across_them(sized: bool) -> None:
         return b"".join(block(i) for i in range(entries)) + _long(0) + _long(1) + b"x"
 
     assert len(event_from_record(value(MAX_HEADERS), None, True).headers) == MAX_HEADERS
-    with pytest.raises(ForeignRecordError, match="declares more than"):
+    with pytest.raises(ForeignRecordError, match="declares 1001 so far"):
         event_from_record(value(MAX_HEADERS + 1), None, True)
 
 
