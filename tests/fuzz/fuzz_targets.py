@@ -3,9 +3,11 @@
 Each target takes the fuzzer's bytes, hands them to its decoder as the receiver would, and
 lets only the decoder's documented refusal through: any other exception is a crash the
 fuzzer reports. Memory is bounded by the runner (``fuzz_runner``: libFuzzer's RSS limit per
-target), time per input by its timeout. ``seeds`` are valid inputs the fuzzer starts from;
-``modules`` are the prefixes of the Python modules whose branches guide it (atheris
-instruments them).
+target), time per input by its timeout; the Thrift, remote-write, OTLP and scrape targets
+also check each input's allocations (tracemalloc) against the bounds docs/operations.md
+states, under limits small enough for the fuzzer's inputs to reach. ``seeds`` are valid
+inputs the fuzzer starts from; ``modules`` are the prefixes of the Python modules whose
+branches guide it (atheris instruments them).
 """
 
 from __future__ import annotations
@@ -158,16 +160,16 @@ _CACHES: list[Any] = []
 _LRU_CACHE = type(functools.lru_cache(maxsize=1)(len))
 
 
-def _within(bound: int, decode: Callable[[], object]) -> None:
-    """``decode()``, refused (``WriteRequestError``) or not, allocating at most ``bound``,
-    from empty caches (a cache's table growing is not the request's cost)."""
+def _within(bound: int, decode: Callable[[], object], refused: type[Exception] = WriteRequestError) -> None:
+    """``decode()``, refused (``refused``) or not, allocating at most ``bound``, from empty
+    caches (a cache's table growing is not the request's cost)."""
     if not _CACHES:
         _CACHES.extend(_our_caches())
     for cache in _CACHES:
         cache.cache_clear()
     tracemalloc.start()
     try:
-        with contextlib.suppress(WriteRequestError):
+        with contextlib.suppress(refused):
             decode()
         _, peak = tracemalloc.get_traced_memory()
     finally:
@@ -263,19 +265,10 @@ def exposition(data: bytes) -> None:
     parser = ExpositionParser({"job": "fuzz", "instance": "h:1"}, data[0] & 2 == 0, 4096, _SAMPLE_LIMIT)
     content_type = _CONTENT_TYPES[data[0] & 1]
     for body in data[1:].split(b"\xff", 1):
-        if not _CACHES:
-            _CACHES.extend(_our_caches())
-        for cache in _CACHES:
-            cache.cache_clear()
-        tracemalloc.start()
-        try:
-            with contextlib.suppress(ScrapeError):
-                parser.parse(body, content_type, "fuzz", 1_700_000_000_000)
-            _, peak = tracemalloc.get_traced_memory()
-        finally:
-            tracemalloc.stop()
-        if peak > 1536 * _SAMPLE_LIMIT + 8 * len(body) + 65536:
-            raise AssertionError(f"a body of {len(body)} bytes took {peak:,} bytes to parse")
+        bound = 1536 * _SAMPLE_LIMIT + 8 * len(body) + 65536
+        _within(
+            bound, functools.partial(parser.parse, body, content_type, "fuzz", 1_700_000_000_000), ScrapeError
+        )
 
 
 _SAMPLE_LIMIT = 500
