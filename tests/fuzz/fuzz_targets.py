@@ -28,7 +28,9 @@ from thriftpy2.protocol import TCompactProtocolFactory, TCyBinaryProtocolFactory
 from thriftpy2.thrift import TMessageType, TProcessor
 from thriftpy2.transport import TCyMemoryBuffer
 
+from bookkeeper import MalformedFrameError, Sample, SampleBatch, VarType
 from bookkeeper.exceptions import TextFormatError
+from bookkeeper.ground import decode_sample_batch, encode_sample_batch
 from bookkeeper.textformat import parse_lines
 from bookkeeper.wire.frames import input_protocol
 from collector_agent._flume_thrift import flume_thrift
@@ -397,6 +399,13 @@ def kafka_record(data: bytes) -> None:
         event_from_record(data, None, True)
 
 
+def sample_batch(data: bytes) -> None:
+    """An event's body as the ``vhms`` and ``raw`` sinks read it: an Avro sample batch from
+    any upstream agent or Flume client."""
+    with contextlib.suppress(MalformedFrameError):
+        decode_sample_batch(data)
+
+
 def artimon_file(data: bytes) -> None:
     """A ``/var/run/artimon`` file's lines."""
     try:
@@ -412,6 +421,16 @@ def _file_channel_seed() -> bytes:
 
 
 _KAFKA_SEED = record_from_event(Event({"topic": "t", "k": "v"}, b"\x00body"), True)[0]
+_BATCH_SEED = encode_sample_batch(
+    SampleBatch.from_samples(
+        "app",
+        [
+            Sample("os.cpu", {"dc": "par"}, VarType.DOUBLE, 12.5, 1_700_000_000_000),
+            Sample("app.name", {}, VarType.STRING, "h\u00e9", 1_700_000_000_001),
+            Sample("app.up", {"x": "y"}, VarType.BOOLEAN, True, 1_700_000_000_002),
+        ],
+    )
+)
 _ARTIMON_SEED = b"1700000000000 os.cpu{dc=par,host=h1} 12.5\n1700000000000 app.up{} true\n" + (
     b"1700000000001 app.name{x=y} 'hello%20world'\n1700000000002 app.count{} 42\n"
 )
@@ -487,6 +506,7 @@ TARGETS: dict[str, Target] = {
             "file_channel", file_channel, (_file_channel_seed(),), ("collector_agent.channels.file.format",)
         ),
         Target("kafka_record", kafka_record, (_KAFKA_SEED,), ("collector_agent.kafka_records", "fastavro")),
+        Target("sample_batch", sample_batch, (_BATCH_SEED,), ("bookkeeper.ground.avro", "bookkeeper.batch")),
         Target(
             "artimon_file", artimon_file, (_ARTIMON_SEED,), ("bookkeeper.textformat", "bookkeeper.labels")
         ),
