@@ -15,8 +15,9 @@ that the text splits back unambiguously (the Warp 10 input format does the same)
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
-from functools import lru_cache
+from collections.abc import Callable, Mapping, Sequence
+from functools import lru_cache, wraps
+from typing import TypeVar
 from urllib.parse import quote, unquote
 
 import numpy as np
@@ -111,7 +112,25 @@ def format_series(name: str, labels: Mapping[str, str]) -> str:
     return f"{name}{{{format_labels(labels)}}}"
 
 
-@lru_cache(maxsize=1 << 18)  # label sets repeat from round to round and query to query
+# Texts are cached only if this short: senders choose them, and 2^18 long ones (a label set
+# may be 33 KB) would hold gigabytes (found by tests/fuzz: 5,000 lines of 30 KB label sets
+# kept 468 MiB); a longer text is parsed each time it comes.
+_CACHED_TEXT = 512
+_T = TypeVar("_T")
+_CACHED = 1 << 18  # label sets and series repeat from round to round and query to query
+
+
+def _short_cached(function: Callable[[str], _T]) -> Callable[[str], _T]:
+    cached = lru_cache(maxsize=_CACHED)(function)
+
+    @wraps(function)
+    def lookup(text: str) -> _T:
+        return cached(text) if len(text) <= _CACHED_TEXT else function(text)
+
+    return lookup
+
+
+@_short_cached
 def _parse_labels_cached(text: str) -> tuple[tuple[str, str], ...]:
     if not text:
         return ()
@@ -138,7 +157,7 @@ def parse_series(text: str) -> tuple[str, dict[str, str]]:
     return name, dict(labels)
 
 
-@lru_cache(maxsize=1 << 18)  # series repeat from query to query
+@_short_cached
 def parse_series_shared(text: str) -> tuple[str, dict[str, str]]:
     """:func:`parse_series` from a cache: the dict is shared, so it must not be changed."""
     name, brace, rest = text.partition("{")
@@ -150,7 +169,7 @@ def parse_series_shared(text: str) -> tuple[str, dict[str, str]]:
         raise InvalidLabelError(f"label set {rest[:-1]!r} has a bad percent-escape: {exc}") from None
 
 
-@lru_cache(maxsize=1 << 18)  # label sets repeat across the endpoints of an application
+@_short_cached  # label sets repeat across the endpoints of an application
 def _label_items(text: str) -> tuple[tuple[str, str], ...]:
     """A label set's canonical ``key=value`` items by key: merging items keeps the canonical
     form (``format_labels``) without escaping the values again."""

@@ -24,10 +24,19 @@ the target's own label wins a conflict, without it the target's label is renamed
 ``exported_<name>`` (Prometheus's rule).
 
 Refused, the whole scrape (:class:`collector_agent.exceptions.ScrapeError`): a body that is
-not UTF-8, a line longer than ``max_line``, a body either parser refuses, a value that is
-not a number, two samples of one series. Refused one sample at a time and counted
-(``refused``): a sample our name and label rules refuse (a label value over 1,024
-characters or with a control character, over 32 labels, a name outside ours).
+not UTF-8, more lines that are not comments than ``sample_limit`` or more lines than four
+times it (both counted before anything is parsed), a
+line longer than ``max_line``, a body either parser refuses, a value that is not a number,
+two samples of one series. Refused one sample at a time and counted by reason
+(``refused``, :data:`SAMPLE_REFUSALS`), never kept one by one (the first reason's words
+are): a sample our name and label rules refuse (a label value over 1,024 characters or with
+a control character, over 32 labels, a name outside ours).
+
+Work bounded by what was sent: the parser of record builds about 1.2 KB of objects per
+sample (measured: 100,000 samples of 15-byte lines peaked at 113 MiB), so a 32 MiB body of
+5-byte lines would take 8 GB; ``sample_limit`` stops it before the parse, from
+``str.count`` of newlines and comment starts, so one parse holds at most about
+``1.2 KB x sample_limit`` besides the body.
 """
 
 from __future__ import annotations
@@ -46,9 +55,16 @@ from bookkeeper import InvalidLabelError, InvalidNameError, SampleBatch, VarType
 from bookkeeper.wire import format_labels, validate_labels, validate_name
 from collector_agent.exceptions import ScrapeError
 
-__all__ = ["OPENMETRICS", "ExpositionParser", "Scrape"]
+__all__ = ["DEFAULT_SAMPLE_LIMIT", "OPENMETRICS", "SAMPLE_REFUSALS", "ExpositionParser", "Scrape"]
 
 OPENMETRICS = "application/openmetrics-text"
+DEFAULT_SAMPLE_LIMIT = 200_000
+# reason -> what it means; each is counted as SampleRefused<reason>Count by the source
+SAMPLE_REFUSALS = {
+    "InvalidName": "a sample name that breaks Artimon's rules",
+    "InvalidLabels": "a label that breaks Artimon's rules, or more than 32 labels",
+    "NotFinite": "a JMX attribute that is not a finite number (jmx source)",
+}
 
 # A sample line (of a body the parser of record accepted): the series text (a name, then
 # labels up to the line's last closing brace), a value, maybe a timestamp. Label values may
@@ -60,18 +76,22 @@ _CREATED_TYPES = frozenset({"counter", "histogram", "gaugehistogram", "summary"}
 # What prometheus_client's parsers raise on some malformed bodies besides ValueError.
 _PARSER_ERRORS = (ValueError, IndexError, KeyError, TypeError, AttributeError)
 
-_Entry = tuple[str, str] | str  # (name, canonical label text), or why our rules refuse the sample
+_Entry = tuple[str, str] | str  # (name, canonical label text), or the SAMPLE_REFUSALS reason
 
 
 @dataclass(frozen=True)
 class Scrape:
     """What one body gave: the batch, the samples exposed, the samples our rules refused
-    (with the first reason)."""
+    (by reason, and the first one's words)."""
 
     batch: SampleBatch
     exposed: int
-    refused: int
+    refused_by: dict[str, int]
     refusal: str
+
+    @property
+    def refused(self) -> int:
+        return sum(self.refused_by.values())
 
 
 @dataclass
@@ -83,7 +103,7 @@ class _Shape:
     label_sets: list[str]
     name_ids: np.ndarray
     label_set_ids: np.ndarray
-    refused: int
+    refused_by: dict[str, int]
     refusal: str
     lens: list[int] = field(default_factory=list)  # per line, how much a later body must repeat
     heads: list[str] = field(default_factory=list)  # per line, what it must repeat
@@ -96,10 +116,18 @@ class ExpositionParser:
     """The parser of one target: its labels, ``honor_labels``, the line limit, and the
     shape of its last accepted body (module doc). Not thread-safe: one scrape at a time."""
 
-    def __init__(self, target_labels: dict[str, str], honor_labels: bool, max_line: int) -> None:
+    def __init__(
+        self,
+        target_labels: dict[str, str],
+        honor_labels: bool,
+        max_line: int,
+        sample_limit: int = DEFAULT_SAMPLE_LIMIT,
+    ) -> None:
         self.target_labels = dict(target_labels)
         self.honor_labels = honor_labels
         self.max_line = max_line
+        self.sample_limit = sample_limit
+        self._words: dict[str, str] = {}  # per refusal reason, the words of its first sample
         self._shape: _Shape | None = None
         self._entries: dict[str, _Entry] = {}  # series text -> entry, for lines seen before
         self.full_parses = 0  # bodies that went through the parser of record
@@ -112,6 +140,7 @@ class ExpositionParser:
             raise ScrapeError(
                 f"the body is not UTF-8: byte {exc.start} ({body[exc.start : exc.start + 8]!r})"
             ) from None
+        self._check_counts(text)
         lines = text.split("\n")
         if len(text) > self.max_line:
             longest = max(map(len, lines))
@@ -161,6 +190,23 @@ class ExpositionParser:
         shape = self._shape_of(entries, dropped)
         values = np.array([float(sample.value) for sample in samples], dtype=np.float64)
         return self._scrape(shape, values[shape.keep], exposed, context, timestamp_ms)
+
+    def _check_counts(self, text: str) -> None:
+        """Refuse a body of more samples or lines than the limit allows, counted in C before
+        any line becomes an object: lines not starting with ``#`` (an upper bound of the
+        samples: a blank line counts too), and all lines (a family's ``HELP``, ``TYPE`` and
+        ``UNIT`` make at most four lines a sample)."""
+        lines = text.count("\n") + (not text.endswith("\n"))
+        samples = lines - text.count("\n#") - text.startswith("#")
+        if samples > self.sample_limit:
+            raise ScrapeError(
+                f"the body has {samples:,} lines that are not comments,"
+                f" more than sampleLimit={self.sample_limit:,}"
+            )
+        if lines > 4 * self.sample_limit:
+            raise ScrapeError(
+                f"the body has {lines:,} lines, more than 4 x sampleLimit={self.sample_limit:,}"
+            )
 
     @staticmethod
     def _known_shape(shape: _Shape, lines: list[str]) -> np.ndarray | None:
@@ -230,21 +276,22 @@ class ExpositionParser:
         try:
             return validate_name(name), format_labels(validate_labels(merged))
         except (InvalidNameError, InvalidLabelError) as exc:
-            return str(exc)
+            reason = "InvalidName" if isinstance(exc, InvalidNameError) else "InvalidLabels"
+            if reason not in self._words:
+                self._words[reason] = str(exc)
+            return reason
 
-    @staticmethod
-    def _shape_of(entries: list[_Entry], dropped: set[str]) -> _Shape:
+    def _shape_of(self, entries: list[_Entry], dropped: set[str]) -> _Shape:
         names: dict[str, int] = {}
         label_sets: dict[str, int] = {}
         keep: list[int] = []
         name_ids: list[int] = []
         set_ids: list[int] = []
         seen: set[tuple[int, int]] = set()
-        refused, refusal = 0, ""
+        refused: dict[str, int] = {}
         for row, entry in enumerate(entries):
             if isinstance(entry, str):
-                refused += 1
-                refusal = refusal or entry
+                refused[entry] = refused.get(entry, 0) + 1
                 continue
             name, label_text = entry
             if name in dropped:
@@ -263,7 +310,7 @@ class ExpositionParser:
             np.array(name_ids, dtype=np.int32),
             np.array(set_ids, dtype=np.int32),
             refused,
-            refusal,
+            self._words.get(next(iter(refused), ""), ""),
         )
 
     @staticmethod
@@ -281,7 +328,7 @@ class ExpositionParser:
             values=np.ascontiguousarray(values, dtype=np.float64).view(np.int64),
             timestamps=np.full(rows, timestamp_ms, dtype=np.int64),
         )
-        return Scrape(batch, exposed, shape.refused, shape.refusal)
+        return Scrape(batch, exposed, shape.refused_by, shape.refusal)
 
 
 def _numbers(tokens: list[str]) -> np.ndarray:

@@ -139,8 +139,9 @@ class JmxSource(PrometheusSource):
         samples, skipped = mbean_samples(beans, self.prefix, self.attributes)
         scrape = target.parser.batch_of(samples, target.labels["job"], round_ms)
         if skipped:
+            refused_by = {**scrape.refused_by, "NotFinite": len(skipped)}
             return Scrape(
-                scrape.batch, scrape.exposed + len(skipped), scrape.refused + len(skipped), skipped[0]
+                scrape.batch, scrape.exposed + len(skipped), refused_by, scrape.refusal or skipped[0]
             )
         return scrape
 

@@ -13,12 +13,15 @@ round's start, epoch ms) and ``artimon.agent``. Events go to the channel in batc
 
 The body is parsed by :mod:`collector_agent.sources.exposition` (the name and type mapping is
 there and in docs/agent.md). A target that fails (refuses, hangs past ``scrapeTimeout``,
-answers an HTTP error, more than ``bodySizeLimit`` bytes, a line over ``maxLineLength``,
+answers an HTTP error, more than ``bodySizeLimit`` bytes, more samples than
+``sampleLimit`` (counted before the parse), a line over ``maxLineLength``,
 bytes that are not UTF-8, a body the parser refuses, a series twice) is counted
 (``ScrapeFailCount``, per target in ``target_failures``, its last error in
 ``target_errors``), logged once per burst and per new error, and reported with ``up`` 0; the
 other targets' scrapes are not affected and nothing another target gave is lost. Samples our
-label rules refuse are left out and counted (``SampleRefusedCount``), the rest kept.
+label rules refuse are left out and counted (``SampleRefusedCount``, and by reason
+``SampleRefused<reason>Count``: :data:`collector_agent.sources.exposition.SAMPLE_REFUSALS`),
+the rest kept.
 
 Targets: ``targets`` (static, space-separated URLs, or ``host:port`` for
 ``http://host:port<metricsPath>``) under the job ``job`` (default: the source's name); or,
@@ -39,7 +42,8 @@ The round scheduler's states (``PrometheusSource.round_state``)::
 Keys: ``targets``, ``job``, ``metricsPath`` (``/metrics``), ``labels.<key>``, ``zk``,
 ``zkPath``, ``sessionTimeout`` (s, 10), ``interval`` (s, 60), ``scrapeTimeout`` (s, 10,
 at most the interval), ``honorLabels`` (false), ``bodySizeLimit`` (bytes, 32 MiB),
-``maxLineLength`` (characters, 64 KiB), ``threads`` (32), ``batchSize`` (100).
+``maxLineLength`` (characters, 64 KiB), ``sampleLimit`` (200,000), ``threads`` (32),
+``batchSize`` (100).
 """
 
 from __future__ import annotations
@@ -65,7 +69,13 @@ from collector_agent.context import Context
 from collector_agent.event import Event
 from collector_agent.exceptions import ScrapeError
 from collector_agent.sources.base import EventDrivenSource
-from collector_agent.sources.exposition import OPENMETRICS, ExpositionParser, Scrape
+from collector_agent.sources.exposition import (
+    DEFAULT_SAMPLE_LIMIT,
+    OPENMETRICS,
+    SAMPLE_REFUSALS,
+    ExpositionParser,
+    Scrape,
+)
 from collector_agent.sources.rounds import emit_until, next_round_after
 from collector_agent.sources.scrape import (
     Target,
@@ -108,6 +118,7 @@ class PrometheusSource(EventDrivenSource):
         "ScrapeRetryCount",
         "ScrapeTimeoutCount",
         "SampleRefusedCount",
+        *(f"SampleRefused{reason}Count" for reason in SAMPLE_REFUSALS),
         "EventDroppedCount",
         "TargetCount",
     )
@@ -124,6 +135,7 @@ class PrometheusSource(EventDrivenSource):
         self.honor_labels = context.get_bool("honorLabels", False)
         self.body_size_limit = context.get_int("bodySizeLimit", 32 * 1024 * 1024, minimum=1024)
         self.max_line = context.get_int("maxLineLength", 64 * 1024, minimum=256)
+        self.sample_limit = context.get_int("sampleLimit", DEFAULT_SAMPLE_LIMIT, minimum=1)
         self.threads = context.get_int("threads", 32, minimum=1)
         self.batch_size = context.get_int("batchSize", 100, minimum=1)
         self.session_timeout = context.get_float("sessionTimeout", 10.0, minimum=1.0)
@@ -162,7 +174,8 @@ class PrometheusSource(EventDrivenSource):
             # instance: the address unless a label sets it (as Prometheus keeps a target's own)
             {"instance": parts.netloc or url, **self.static_labels, **labels, "job": job}
         )
-        return Target(url, target_labels, ExpositionParser(target_labels, self.honor_labels, self.max_line))
+        parser = ExpositionParser(target_labels, self.honor_labels, self.max_line, self.sample_limit)
+        return Target(url, target_labels, parser)
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -359,6 +372,8 @@ class PrometheusSource(EventDrivenSource):
                 log.info("source %s: %s answers again", self.name, target.url)
         if scrape is not None and scrape.refused:
             self.counters.add("SampleRefusedCount", scrape.refused)
+            for reason, count in scrape.refused_by.items():
+                self.counters.add(f"SampleRefused{reason}Count", count)
         refusal = scrape.refusal if scrape is not None else ""
         if refusal and self._refusals.get(target.url) != refusal:  # once per new reason
             log.warning(

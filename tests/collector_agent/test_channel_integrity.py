@@ -20,6 +20,7 @@ import pytest
 from artimon.stack import agent_properties
 from bookkeeper.ground import DirectoryLock
 from collector_agent import Agent, BatchSink, ChannelException, Context, Event, FileChannel, register
+from collector_agent.channels.file.format import unpack_events
 
 
 def open_channel(directory: Path, dead_letters: Path, name: str = "fc") -> FileChannel:
@@ -284,3 +285,12 @@ def test_a_channel_that_cannot_start_leaves_the_agent_running_and_starts_when_it
     finally:
         agent.stop()
         other.release()
+
+
+@pytest.mark.parametrize("version", [1, 2, 7])
+@pytest.mark.parametrize("count", [0, 1, 3])
+def test_a_blob_of_any_bytes_gives_one_entry_per_event(version: int, count: int) -> None:
+    """Found by tests/fuzz (file_channel): a format-1 blob of no event with bytes in it gave
+    one Damaged entry."""
+    for blob in (b"", b"\x00", b"\x03\x00\x00\x00\x00\x00\x00\x00abc", bytes(range(40))):
+        assert len(unpack_events(blob, count, version)) == count

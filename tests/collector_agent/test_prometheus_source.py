@@ -13,6 +13,7 @@ import subprocess
 import sys
 import threading
 import time
+import tracemalloc
 import urllib.request
 from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -548,3 +549,37 @@ def test_random_bodies_are_read_or_refused_the_same_cold_or_warm(
     assert outcome(warm, changed.encode(), kind) == outcome(
         ExpositionParser({"job": "j"}, False, 64), changed.encode(), kind
     )
+
+
+def test_a_body_of_more_samples_than_the_limit_is_refused_before_it_is_parsed() -> None:
+    """A 30 MB body of 5-byte lines would make 6 million samples, 7 GB of the parser's
+    objects: refused from a count of its lines, within milliseconds and a few MB."""
+    body = b"".join(b"a%d 1\n" % i for i in range(10)) * 600_000
+    parser = ExpositionParser({"job": "j"}, honor_labels=False, max_line=1024, sample_limit=200_000)
+    tracemalloc.start()
+    started = time.monotonic()
+    try:
+        with pytest.raises(ScrapeError, match="6,000,000 lines that are not comments, more than sampleLimit"):
+            parser.parse(body, "text/plain", "c", 0)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert time.monotonic() - started < 2 and peak < 2.5 * len(body)  # the decoded text, no more
+    comments = b"#\n" * 800_001  # 800,001 strings, 64 MB of objects, if split
+    with pytest.raises(ScrapeError, match="800,001 lines, more than 4 x sampleLimit"):
+        parser.parse(comments, "text/plain", "c", 0)
+    fits = b"# HELP a A.\n# TYPE a gauge\n" + b"".join(b'a{i="%d"} 1\n' % i for i in range(1000))
+    small = ExpositionParser({"job": "j"}, honor_labels=False, max_line=1024, sample_limit=1000)
+    assert small.parse(fits, "text/plain", "c", 0).exposed == 1000
+
+
+def test_refused_samples_are_counted_by_reason_and_explained_once() -> None:
+    long = "x" * 1100
+    body = "".join(f'm{{a="{long}{i}"}} 1\n{"n" * 300}{i} 2\nok{{i="{i}"}} 3\n' for i in range(500))
+    parser = ExpositionParser({"job": "j"}, honor_labels=False, max_line=4096)
+    scrape = parser.parse(body.encode(), "text/plain", "c", 0)
+    assert scrape.refused_by == {"InvalidLabels": 500, "InvalidName": 500} and scrape.refused == 1000
+    assert "label 'a' value" in scrape.refusal and len(scrape.batch.names) == 1
+    again = parser.parse(body.replace("} 3", "} 4").encode(), "text/plain", "c", 0)  # the known shape
+    assert again.refused_by == scrape.refused_by and again.refusal == scrape.refusal
+    assert parser.full_parses == 1

@@ -185,6 +185,8 @@ def _walk(data: bytes, start: int, count: int) -> list[Stored]:
 
 
 def _unpack_legacy(data: bytes, count: int) -> list[Stored]:
+    if not count:
+        return []  # nothing to set aside: trailing bytes of no event are no Damaged event
     out: list[Stored] = []
     offset = 0
     for _ in range(count):
