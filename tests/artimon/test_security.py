@@ -114,8 +114,11 @@ def test_a_command_given_an_auth_file_registers_with_the_acl(
 def test_up_makes_its_credentials_once_private_and_takes_given_ones(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.delenv(AUTH_ENV, raising=False)
-    monkeypatch.delenv(AUTH_FILE_ENV, raising=False)
+    # setitem first, so that monkeypatch restores the variables' state from before the test
+    # (stack_credentials sets AUTH_FILE_ENV itself; a later delenv alone would restore that)
+    for name in (AUTH_ENV, AUTH_FILE_ENV):
+        monkeypatch.setitem(os.environ, name, "")
+        monkeypatch.delenv(name)
     data = tmp_path / "data"
     path = data / CREDENTIALS_FILE
     assert stack_credentials(data) == f"{AUTH_FILE_ENV}={path}"
