@@ -22,6 +22,7 @@ import numpy as np
 from query_dsl.exceptions import QueryTypeError
 from query_dsl.matrix import Matrix
 from query_dsl.promql.ast import Aggregation
+from query_dsl.promql.labels import prometheus_order
 from query_dsl.promql.result import format_value
 from query_dsl.promql.stats import quantile_of
 from query_dsl.promql.values import NAN_VALUE, absent, is_nan_value, present
@@ -163,8 +164,9 @@ def _top(node: Aggregation, m: Matrix, k: np.ndarray) -> Matrix:
     if too_big.any():
         raise QueryTypeError(f"Scalar value {float(k[too_big][0]):g} overflows int64")
     counts = np.clip(np.nan_to_num(k, nan=0.0), 0, len(m)).astype(np.int64)  # k < 1: none; k > series: all
+    labelled = prometheus_order(m)  # ties go to the series first in label order, as Prometheus's heap
     for index in range(len(firsts)):
-        members = np.flatnonzero(classes == index)
+        members = labelled[classes[labelled] == index]
         values = m.values[members]
         missing = absent(values)  # no sample last, NaN samples before them (as Prometheus's heap)
         key = np.where(missing, np.inf, np.where(np.isnan(values), np.finfo(np.float64).max, sign * values))

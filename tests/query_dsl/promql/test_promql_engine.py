@@ -90,3 +90,18 @@ def test_answers_are_in_prometheus_order_of_label_sets(series: list[tuple[str, d
     keys = [sort_key({"__name__": n, **ls} if n else ls) for n, ls in series]
     ordered = [keys[i] for i in prometheus_order(m)]
     assert ordered == sorted(keys)
+
+
+@pytest.mark.parametrize("op", ["topk", "bottomk"])
+def test_a_tie_at_the_kth_place_goes_to_the_series_first_in_label_order(now_s: int, op: str) -> None:
+    """Prometheus's heap keeps the series it met first among equal values, and it meets them
+    in label order; the store's own order (of arrival) must not decide (the compliance
+    tester's ``bottomk without(instance) (2, demo_memory_usage_bytes)`` met such a tie)."""
+    store = Store("15s:100")
+    times = np.array([now_s * 1000])
+    for instance, value in (("c", 5.0), ("b", 9.0), ("a", 5.0)):  # arrival: c before a
+        store.ingest([f"mem{{instance={instance},job=demo}}"], np.array([value]), times)
+    k = 1 if op == "bottomk" else 2
+    answer = instant_query(LocalClient(store), f"{op} without(instance) ({k}, mem)", now_s)
+    kept = sorted(item["metric"]["instance"] for item in answer.to_prometheus_json()["result"])
+    assert kept == (["a"] if op == "bottomk" else ["a", "b"])
