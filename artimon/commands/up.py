@@ -36,7 +36,10 @@
   reads the topic as two consumer groups, into VHMS and into the landing files (and scrapes
   the stack's own ``/metrics`` into VHMS).
 
-Then a line per round. Every listener binds --host, 127.0.0.1 by default. Third-party output
+Then a line per round. Every listener binds --host, 127.0.0.1 by default. With
+--web.config.file every HTTP port (the query API, VHMS's, the agent's monitoring) is served
+behind that file, the agent scraping them as a user of up's own
+(:mod:`artimon.stack.webconfig`). Third-party output
 (Spark, its Python workers, warnings) goes to <data-dir>/logs/. The stop, in reverse: the
 agent (its channels closed, its last landing file rolled), the alerts, Spark (after bringing
 the history up to date), the API, the demo, Kafka, VHMS (a last snapshot written), HDFS,
