@@ -2,7 +2,9 @@
 operator's file (TLS, a bcrypt user); the query API answers only over TLS and only to the
 file's user; ``up``'s own agent scrapes the stack's ports as a user of its own (its password
 in the data directory, mode 0600) trusting the served certificate, so its self-metrics
-rounds store with no failed scrape. ``up`` runs as an operator runs it, in its own process."""
+rounds store with no failed scrape; a remote-write source added to its agent takes the same
+file through ``${ARTIMON_WEB_CONFIG_FILE}``. ``up`` runs as an operator runs it, in its own
+process."""
 
 from __future__ import annotations
 
@@ -20,7 +22,8 @@ import httpx
 import pytest
 from support import Lines, TlsFiles, wait_until
 
-from artimon.stack import SELF_USER
+from artimon.servers import free_port
+from artimon.stack import SELF_USER, up_agent
 from bookkeeper.zk import AUTH_ENV, AUTH_FILE_ENV
 
 SELF_SOURCES = ("api", "vhms", "agent")
@@ -49,6 +52,14 @@ def self_scrape_failures(client: httpx.Client, monitor: str) -> dict[str, float]
 @pytest.mark.slow
 def test_up_serves_every_port_behind_the_file_and_scrapes_itself(tmp_path: Path, tls_files: TlsFiles) -> None:
     data = tmp_path / "data"
+    data.mkdir()
+    receiver = free_port()  # a remote-write source added to up's agent, behind the same file
+    properties = re.sub(r"^(up\.sources = .*)$", r"\1 prom", up_agent(), count=1, flags=re.MULTILINE)
+    remote_write = {"type": "prometheus_remote_write", "bind": "127.0.0.1", "port": receiver}
+    remote_write |= {"channels": "durable", "webConfigFile": "${ARTIMON_WEB_CONFIG_FILE}"}
+    (data / "agent.properties").write_text(
+        properties + "".join(f"up.sources.prom.{key} = {value}\n" for key, value in remote_write.items())
+    )
     env = {k: v for k, v in os.environ.items() if k not in ("ARTIMON_ZK", AUTH_ENV, AUTH_FILE_ENV)}
     args = ["up", "--demo", "--no-spark", "--interval", "1", "--data-dir", str(data)]
     args += ["--zk-port", "0", "--api-port", "0", "--thrift-port", "0"]
@@ -101,6 +112,9 @@ def test_up_serves_every_port_behind_the_file_and_scrapes_itself(tmp_path: Path,
             # up's own user is not the operator's: it works, and only with its password
             own = (SELF_USER, password.read_text().strip())
             assert client.get(promql, params=query, auth=own).status_code == 200
+            write = f"https://127.0.0.1:{receiver}/api/v1/write"
+            assert client.post(write, content=b"x").status_code == 401
+            assert client.post(write, content=b"x", auth=("alice", "s3cret")).status_code in (400, 415)
     finally:
         process.send_signal(signal.SIGTERM)
         try:
