@@ -21,7 +21,9 @@ header is dropped on a redirect to another host (urllib3's rule), as Go's client
 
 from __future__ import annotations
 
+import logging
 import ssl
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -34,11 +36,15 @@ from collector_agent.context import Context
 __all__ = ["scrape_pool_options"]
 
 _MAX_PASSWORD_FILE = 64 * 1024
+log = logging.getLogger(__name__)
+# urllib3 warns at every request to a target whose certificate is not checked; a source asked
+# for that says it once, when configured (urllib3 serves only the scrapes in the agent)
+warnings.filterwarnings("ignore", category=urllib3.exceptions.InsecureRequestWarning)
 
 
 def _key(context: Context, key: str) -> str | None:
     value = context.get_optional(key)
-    return value.strip() or None if value is not None else None
+    return (value.strip() or None) if value is not None else None
 
 
 def _ssl_options(context: Context) -> dict[str, Any]:
@@ -59,6 +65,9 @@ def _ssl_options(context: Context) -> dict[str, Any]:
     tls.verify_flags |= ssl.VERIFY_X509_PARTIAL_CHAIN
     options: dict[str, Any] = {"ssl_context": tls}
     if insecure:
+        log.warning(
+            "%s: the targets' certificates are not checked", context.full_key("tlsInsecureSkipVerify")
+        )
         options.update(cert_reqs="CERT_NONE", assert_hostname=False)
     if server_name is not None:
         options["server_hostname"] = server_name

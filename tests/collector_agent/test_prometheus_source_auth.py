@@ -110,6 +110,35 @@ def test_the_target_s_own_certificate_as_the_ca_is_trusted(
 
 
 @pytest.mark.parametrize(
+    ("keys", "scrapes"),
+    [
+        ({"tlsServerName": "localhost"}, True),  # a name the certificate bears, not the host dialled
+        ({"tlsServerName": "elsewhere.example"}, False),
+        ({"tlsCaFile": "", "tlsInsecureSkipVerify": "true"}, True),  # the system's CAs, unchecked
+    ],
+)
+@pytest.mark.filterwarnings("ignore::urllib3.exceptions.InsecureRequestWarning")  # the product's filter
+def test_server_name_and_insecure_skip_verify(
+    target: BackgroundServer, tls_files: TlsFiles, tmp_path: Path, keys: dict[str, object], scrapes: bool
+) -> None:
+    agent = scraping(
+        target,
+        scheme="https",
+        basicAuthUsername="prometheus",
+        basicAuthPasswordFile=password_file(tmp_path, "s3cret"),
+        **{"tlsCaFile": tls_files.ca, **keys},
+    )
+    try:
+        counter = "ScrapeSuccessCount" if scrapes else "ScrapeFailCount"
+        wait_until(lambda: counters(agent)[counter] >= 2, 20, counter)
+        assert counters(agent)["ScrapeFailCount" if scrapes else "ScrapeSuccessCount"] == 0
+    finally:
+        agent.stop()
+    if not scrapes:
+        assert "elsewhere.example" in agent.sources["scrape"].target_errors[target.url + "/metrics"]
+
+
+@pytest.mark.parametrize(
     ("wrong", "words"),
     [("ca", "certificate verify failed"), ("password", "HTTP status 401"), ("scheme", "Connection aborted")],
 )
