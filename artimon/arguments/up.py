@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from artimon.arguments._web import add_web_config_argument
 from artimon.arguments.api import add_budget_arguments
 from artimon.arguments.vhms import add_resolutions_argument, add_wal_arguments
 
@@ -57,3 +58,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_resolutions_argument(parser, "the poll interval for 2 hours, then 5m:48,15m:96,1h:72")
     add_wal_arguments(parser)
     add_budget_arguments(parser)
+    add_web_config_argument(
+        parser,
+        "every HTTP port of the stack (query API, VHMS, the agent's monitoring; "
+        "up's agent scrapes them as a user of its own)",
+    )

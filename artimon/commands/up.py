@@ -36,7 +36,10 @@
   reads the topic as two consumer groups, into VHMS and into the landing files (and scrapes
   the stack's own ``/metrics`` into VHMS).
 
-Then a line per round. Every listener binds --host, 127.0.0.1 by default. Third-party output
+Then a line per round. Every listener binds --host, 127.0.0.1 by default. With
+--web.config.file every HTTP port (the query API, VHMS's, the agent's monitoring) is served
+behind that file, the agent scraping them as a user of up's own
+(:mod:`artimon.stack.webconfig`). Third-party output
 (Spark, its Python workers, warnings) goes to <data-dir>/logs/. The stop, in reverse: the
 agent (its channels closed, its last landing file rolled), the alerts, Spark (after bringing
 the history up to date), the API, the demo, Kafka, VHMS (a last snapshot written), HDFS,
@@ -59,6 +62,7 @@ import warnings
 from pathlib import Path
 
 from artimon.commands._signals import stop_event
+from artimon.commands._web import web_config_of
 from artimon.commands.api import query_budgets
 from artimon.commands.vhms import wal_options
 from artimon.servers import ZooKeeperServer
@@ -76,9 +80,10 @@ from artimon.stack import (
     ZooKeeper,
     report_rounds,
     stack_credentials,
+    stack_web_config,
 )
 from bookkeeper import DirectoryInUseError, ZkAuthError
-from bookkeeper.ground import DirectoryLock
+from bookkeeper.ground import DirectoryLock, WebConfig, WebConfigError
 from vhms import DataDirInUseError, VhmsError, parse_resolutions
 
 
@@ -97,7 +102,7 @@ def _third_party_to(logs: Path) -> None:
 
 
 def _components(
-    args: argparse.Namespace, data: Path, interval: float, credentials: str
+    args: argparse.Namespace, data: Path, interval: float, credentials: str, web_config: WebConfig | None
 ) -> tuple[list[Component], Agents]:
     """The stack of these flags, in the order it starts; and its agents (for the round lines)."""
     external = os.environ.get("ARTIMON_ZK")
@@ -112,10 +117,19 @@ def _components(
         host=host,
         wal=wal_options(args),
         resolutions=args.resolutions,
+        web_config=web_config,
     )
     limits, budget = query_budgets(args)
     api = QueryApi(
-        vhms, zookeeper, data, host=host, port=args.api_port, demo=args.demo, limits=limits, budget=budget
+        vhms,
+        zookeeper,
+        data,
+        host=host,
+        port=args.api_port,
+        demo=args.demo,
+        limits=limits,
+        budget=budget,
+        web_config=web_config,
     )
     agents = Agents(
         zookeeper,
@@ -126,6 +140,7 @@ def _components(
         host=host,
         thrift_port=args.thrift_port,
         kafka=args.kafka,
+        web_config=web_config,
     )
     spark = (
         None
@@ -158,24 +173,26 @@ def run(args: argparse.Namespace) -> int:
             print(f"artimon up: --resolutions: {exc}", file=sys.stderr)
             return 2
     data = args.data_dir.resolve()
+    web_config = web_config_of(args, "up")
     try:
         with DirectoryLock(data, "artimon up"):
-            return _run(args, data)
+            return _run(args, data, web_config)
     except (DirectoryInUseError, DataDirInUseError) as exc:
         print(f"artimon up: {exc}", file=sys.stderr)
         return 1
-    except ZkAuthError as exc:
+    except (ZkAuthError, WebConfigError) as exc:
         print(f"artimon up: {exc}", file=sys.stderr)
         return 2
 
 
-def _run(args: argparse.Namespace, data: Path) -> int:
+def _run(args: argparse.Namespace, data: Path, web_config: WebConfig | None) -> int:
     interval = args.interval or (5.0 if args.demo else 60.0)
     os.environ["ARTIMON_DATA_DIR"] = str(data)  # for the agent's properties and the alerts' notifiers
     credentials = stack_credentials(data)  # before any component reads them
+    served = stack_web_config(data, web_config, args.web_config_file)
     _third_party_to(data / "logs")
     stop = stop_event()
-    components, agents = _components(args, data, interval, credentials)
+    components, agents = _components(args, data, interval, credentials, served)
     supervisor = Supervisor(components, say=_say)
     try:
         supervisor.start()

@@ -8,6 +8,7 @@ and the test stack of ``artimon.testing``), and the one builder of agent propert
 | the properties of ``up``'s agent(s) | ``agents.py`` |
 | ZooKeeper, HDFS, Kafka as components | ``servers.py`` |
 | the stack's ZooKeeper credentials (``<data-dir>/zk.auth``) | ``credentials.py`` |
+| ``--web.config.file`` on every HTTP port, the self-scrape's own user | ``webconfig.py`` |
 | VHMS in process, its rings, its write-ahead log options | ``vhms.py`` |
 | the demo applications | ``apps.py`` |
 | the query API and dashboards | ``api.py`` |
@@ -33,11 +34,13 @@ from artimon.stack.rounds import report_rounds
 from artimon.stack.servers import Hdfs, Kafka, ZooKeeper
 from artimon.stack.supervisor import Component, State, Supervisor
 from artimon.stack.vhms import Vhms, WalOptions, resolutions_for
+from artimon.stack.webconfig import SELF_USER, stack_web_config
 
 __all__ = [
     "CREDENTIALS_FILE",
     "KAFKA_TOPIC",
     "READY_QUERY",
+    "SELF_USER",
     "Agents",
     "Alerts",
     "Component",
@@ -59,5 +62,6 @@ __all__ = [
     "report_rounds",
     "resolutions_for",
     "stack_credentials",
+    "stack_web_config",
     "up_agent",
 ]

@@ -19,6 +19,7 @@ from artimon.stack.agents import kafka_agents, up_agent
 from artimon.stack.api import QueryApi
 from artimon.stack.servers import ZooKeeper
 from artimon.stack.vhms import Vhms
+from bookkeeper.ground import WebConfig
 from collector_agent import Agent, ConfigWatcher, MonitorServer, SelfReporter
 
 
@@ -70,7 +71,9 @@ class Agents:
         host: str,
         thrift_port: int,
         kafka: bool,
+        web_config: WebConfig | None = None,
     ) -> None:
+        self.web_config = web_config
         self.zookeeper, self.vhms, self.api, self.data = zookeeper, vhms, api, data
         self.interval = interval
         self.host = host
@@ -84,10 +87,11 @@ class Agents:
         self.reporter: SelfReporter | None = None
 
     def _environment(self, monitor_port: int) -> None:
+        scheme = self.web_config.scheme if self.web_config is not None else "http"
         os.environ.update(
             ARTIMON_API_METRICS=f"{self.api.url}/metrics",
             ARTIMON_VHMS_METRICS=self.vhms.metrics_url,
-            ARTIMON_AGENT_METRICS=f"http://{self.host}:{monitor_port}/metrics?format=prometheus",
+            ARTIMON_AGENT_METRICS=f"{scheme}://{self.host}:{monitor_port}/metrics?format=prometheus",
             ARTIMON_ZK=self.zookeeper.hosts,
             ARTIMON_INTERVAL=f"{self.interval:g}",
             ARTIMON_ROLL_INTERVAL=str(max(5, int(self.interval * 2))),
@@ -119,7 +123,7 @@ class Agents:
         if not self.properties.exists():
             self.properties.write_text(kafka_agents() if self.kafka else up_agent())
         # the agents' /metrics serves before the agents start: their first scrape of it answers
-        self.monitor = MonitorServer(self.metrics, "up", self.host, monitor_port)
+        self.monitor = MonitorServer(self.metrics, "up", self.host, monitor_port, web_config=self.web_config)
         self.monitor.start()
         if self.kafka:  # the store side first: it is ready when the first round is published
             self.store_agent = self._start_agent("store")

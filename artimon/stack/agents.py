@@ -2,7 +2,9 @@
 and written to ``<data-dir>/agent.properties`` (or ``agents-kafka.properties`` with
 ``--kafka``) at the first start. ``${...}`` are set by ``up`` at each start: ``ARTIMON_ZK``,
 ``ARTIMON_INTERVAL``, ``ARTIMON_ROLL_INTERVAL``, ``ARTIMON_THRIFT_PORT``, ``ARTIMON_HOST``,
-``ARTIMON_DATA_DIR``, ``ARTIMON_KAFKA`` and the ``ARTIMON_<PART>_METRICS`` URLs.
+``ARTIMON_DATA_DIR``, ``ARTIMON_KAFKA``, the ``ARTIMON_<PART>_METRICS`` URLs, and
+``ARTIMON_SELF_CA``, ``ARTIMON_SELF_USER``, ``ARTIMON_SELF_PASSWORD_FILE``,
+``ARTIMON_WEB_CONFIG_FILE`` (:mod:`artimon.stack.webconfig`; empty without a web config file).
 """
 
 from __future__ import annotations
@@ -35,6 +37,10 @@ def _self_sources(channel: str) -> dict[str, Keys]:
             "job": "artimon",
             "labels.instance": name,
             "interval": "${ARTIMON_INTERVAL}",
+            # empty unless `up --web.config.file` (artimon/stack/webconfig.py)
+            "tlsCaFile": "${ARTIMON_SELF_CA}",
+            "basicAuthUsername": "${ARTIMON_SELF_USER}",
+            "basicAuthPasswordFile": "${ARTIMON_SELF_PASSWORD_FILE}",
             "channels": channel,
         }
         for name in _SELF

@@ -13,7 +13,7 @@ from pathlib import Path
 from artimon.stack.metrics import LandingBacklog, ZooKeeperMetrics
 from artimon.stack.servers import ZooKeeper
 from artimon.stack.vhms import Vhms
-from bookkeeper.ground import BackgroundServer
+from bookkeeper.ground import BackgroundServer, WebConfig
 from query_dsl import EXAMPLES, Limits, MemoryBudget, create_app
 from query_dsl.alerts import AlertEngineMetrics
 from vhms import LocalClient
@@ -37,7 +37,9 @@ class QueryApi:
         demo: bool,
         limits: Limits | None = None,
         budget: MemoryBudget | None = None,
+        web_config: WebConfig | None = None,
     ) -> None:
+        self.web_config = web_config
         self.vhms = vhms
         self.limits = limits
         self.budget = budget
@@ -72,7 +74,9 @@ class QueryApi:
         app = create_app(
             source, limits=self.limits, dashboards_dir=self.dashboards, extra_metrics=own, budget=self.budget
         )
-        self.server = BackgroundServer(app, self.host, self.port, name="query-api")
+        self.server = BackgroundServer(
+            app, self.host, self.port, name="query-api", web_config=self.web_config
+        )
         self.server.start()
 
     def ready_lines(self) -> list[str]:

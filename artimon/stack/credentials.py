@@ -18,7 +18,7 @@ from pathlib import Path
 from bookkeeper import ZkAuthError
 from bookkeeper.zk import AUTH_ENV, AUTH_FILE_ENV, ZkAuth, resolve_zk_auth
 
-__all__ = ["CREDENTIALS_FILE", "stack_credentials"]
+__all__ = ["CREDENTIALS_FILE", "stack_credentials", "write_private"]
 
 CREDENTIALS_FILE = "zk.auth"
 _USER = "artimon"
@@ -49,13 +49,18 @@ def stack_credentials(data: Path) -> str:
 
 
 def _create(path: Path) -> None:
-    """``artimon:<random>`` into ``path``, mode 0600 from its creation, whole or not at all."""
+    """``artimon:<random>`` into ``path``."""
     path.parent.mkdir(parents=True, exist_ok=True)
+    write_private(path, f"{_USER}:{secrets.token_urlsafe(24)}\n")
+
+
+def write_private(path: Path, text: str) -> None:
+    """``text`` into ``path``, mode 0600 from its creation, whole or not at all."""
     partial = path.with_name(f".{path.name}.{os.getpid()}")
     fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     try:
         os.fchmod(fd, 0o600)  # a file left by a crash had its mode already; keep it 0600 anyway
-        os.write(fd, f"{_USER}:{secrets.token_urlsafe(24)}\n".encode())
+        os.write(fd, text.encode())
         os.fsync(fd)
     finally:
         os.close(fd)

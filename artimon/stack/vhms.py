@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import TypedDict
 
 from artimon.stack.servers import ZooKeeper
+from bookkeeper.ground import WebConfig
 from vhms import DEFAULT_RESOLUTIONS
 from vhms.server import Store, VhmsService
 
@@ -50,6 +51,7 @@ class Vhms:
         host: str,
         wal: WalOptions,
         resolutions: str | None = None,
+        web_config: WebConfig | None = None,
     ) -> None:
         self.zookeeper = zookeeper
         self.service = VhmsService(
@@ -59,6 +61,7 @@ class Vhms:
             snapshot_dir=directory,
             snapshot_every=300,
             **wal,
+            web_config=web_config,
         )
 
     @property

@@ -93,6 +93,7 @@ _HEADERS = {
     "X-XSS-Protection": None,
     "Strict-Transport-Security": None,
 }
+_CERTIFICATE_RE = re.compile(r"-----BEGIN CERTIFICATE-----[A-Za-z0-9+/=\s]+?-----END CERTIFICATE-----")
 _BCRYPT_RE = re.compile(r"\$2[aby]\$(0[4-9]|[12]\d|3[01])\$[./A-Za-z0-9]{53}")
 
 
@@ -103,11 +104,14 @@ class WebConfigError(ValueError):
 @dataclass(frozen=True)
 class WebConfig:
     """A web configuration file, read: ``tls`` is the server's context (``None``: plain
-    HTTP), ``users`` the bcrypt hash of each user, ``headers`` added to every answer,
-    ``rate_interval_s`` and ``rate_burst`` a token bucket for all requests (0: none)."""
+    HTTP) and ``certificates`` the certificate chain it serves (PEM, its ``CERTIFICATE``
+    blocks only: what a client of this very process pins), ``users`` the bcrypt hash of each
+    user, ``headers`` added to every answer, ``rate_interval_s`` and ``rate_burst`` a token
+    bucket for all requests (0: none)."""
 
     path: Path
     tls: ssl.SSLContext | None = None
+    certificates: str = ""
     users: dict[str, bytes] = field(default_factory=dict)
     headers: tuple[tuple[str, str], ...] = ()
     rate_interval_s: float = 0.0
@@ -155,9 +159,11 @@ def load_web_config(path: str | Path) -> WebConfig:
         raise WebConfigError(f"web config {path}: not YAML: {type(exc).__name__}") from None
     top = _mapping(path, "", {} if document is None else document, _TOP_KEYS)
     rate_interval_s, rate_burst = _rate_limit(path, top.get("rate_limit"))
+    tls, certificates = _tls_context(path, top.get("tls_server_config"))
     return WebConfig(
         path=path,
-        tls=_tls_context(path, top.get("tls_server_config")),
+        tls=tls,
+        certificates=certificates,
         users=_users(path, top.get("basic_auth_users")),
         headers=_headers(path, top.get("http_server_config")),
         rate_interval_s=rate_interval_s,
@@ -200,10 +206,11 @@ def _bool(path: Path, key: str, value: Any) -> bool:
     return value
 
 
-def _tls_context(path: Path, value: Any) -> ssl.SSLContext | None:
+def _tls_context(path: Path, value: Any) -> tuple[ssl.SSLContext | None, str]:
+    """The server's context and the PEM of the certificate chain it serves."""
     tls = _mapping(path, "tls_server_config", value, _TLS_KEYS)
     if not any(tls.get(key) not in (None, "") for key in _TLS_ON):
-        return None
+        return None, ""
     key = "tls_server_config"
     for unsupported in ("client_allowed_sans", "curve_preferences"):
         if tls.get(unsupported) is not None:
@@ -213,13 +220,13 @@ def _tls_context(path: Path, value: Any) -> ssl.SSLContext | None:
     context.maximum_version = _version(path, f"{key}.max_version", tls.get("max_version", "TLS13"))
     if context.minimum_version > context.maximum_version:
         raise _error(path, f"{key}.min_version", "is above max_version")
-    _load_certificate(path, tls, context)
+    certificates = _load_certificate(path, tls, context)
     _client_auth(path, tls, context)
     if tls.get("cipher_suites") is not None:
         _ciphers(path, _strings(path, f"{key}.cipher_suites", tls["cipher_suites"]), context)
     if _bool(path, f"{key}.prefer_server_cipher_suites", tls.get("prefer_server_cipher_suites", True)):
         context.options |= ssl.OP_CIPHER_SERVER_PREFERENCE
-    return context
+    return context, certificates
 
 
 def _version(path: Path, key: str, value: Any) -> ssl.TLSVersion:
@@ -243,7 +250,8 @@ def _pem(path: Path, tls: dict[str, Any], inline: str, file_key: str) -> tuple[s
     return None
 
 
-def _load_certificate(path: Path, tls: dict[str, Any], context: ssl.SSLContext) -> None:
+def _load_certificate(path: Path, tls: dict[str, Any], context: ssl.SSLContext) -> str:
+    """Load the chain and key into ``context``; the chain's ``CERTIFICATE`` blocks."""
     cert = _pem(path, tls, "cert", "cert_file")
     key = _pem(path, tls, "key", "key_file")
     if cert is None:
@@ -264,6 +272,7 @@ def _load_certificate(path: Path, tls: dict[str, Any], context: ssl.SSLContext) 
         except (ssl.SSLError, OSError) as exc:
             why = f"cannot load the certificate and key: {exc}"
             raise _error(path, "tls_server_config.cert", why) from None
+        return "".join(f"{block}\n" for block in _CERTIFICATE_RE.findall(Path(files[0]).read_text("latin-1")))
 
 
 def _client_auth(path: Path, tls: dict[str, Any], context: ssl.SSLContext) -> None:

@@ -43,7 +43,8 @@ Keys: ``targets``, ``job``, ``metricsPath`` (``/metrics``), ``labels.<key>``, ``
 ``zkPath``, ``sessionTimeout`` (s, 10), ``interval`` (s, 60), ``scrapeTimeout`` (s, 10,
 at most the interval), ``honorLabels`` (false), ``bodySizeLimit`` (bytes, 32 MiB),
 ``maxLineLength`` (characters, 64 KiB), ``sampleLimit`` (200,000), ``threads`` (32),
-``batchSize`` (100).
+``batchSize`` (100); how targets are reached, Prometheus's ``scheme``, ``tls_config`` and
+``basic_auth``: ``scheme``, ``tls*``, ``basicAuth*`` (:mod:`collector_agent.sources.scrape_client`).
 """
 
 from __future__ import annotations
@@ -85,6 +86,7 @@ from collector_agent.sources.scrape import (
     target_url,
     with_report,
 )
+from collector_agent.sources.scrape_client import scrape_pool_options
 
 __all__ = ["PrometheusSource", "ScrapeState"]
 
@@ -127,6 +129,10 @@ class PrometheusSource(EventDrivenSource):
         super().configure(context)
         self.job = context.get_str("job", self.name)
         self.metrics_path = context.get_str("metricsPath", self.default_path(context))
+        self.scheme = context.get_str("scheme", "http")
+        if self.scheme not in ("http", "https"):
+            raise context.error("scheme", f"{self.scheme!r} is not http or https")
+        self._pool_options, self._auth_headers = scrape_pool_options(context)
         self.static_labels = dict(context.subset("labels").values)
         self.interval = context.get_float("interval", 60.0, minimum=0.1)
         self.scrape_timeout = context.get_float("scrapeTimeout", min(10.0, self.interval), minimum=0.01)
@@ -166,7 +172,7 @@ class PrometheusSource(EventDrivenSource):
         return "/metrics"
 
     def _urls(self, specs: list[str]) -> list[str]:
-        return [target_url(spec, self.metrics_path) for spec in specs]
+        return [target_url(spec, self.metrics_path, self.scheme) for spec in specs]
 
     def _new_target(self, url: str, job: str, labels: Mapping[str, str]) -> Target:
         parts = urlsplit(url)
@@ -190,12 +196,14 @@ class PrometheusSource(EventDrivenSource):
                 "Accept-Encoding": "gzip",
                 "X-Prometheus-Scrape-Timeout-Seconds": f"{self.scrape_timeout:g}",
                 "User-Agent": "artimon-collector-agent",
+                **self._auth_headers,
             },
             timeout=urllib3.Timeout(connect=self.scrape_timeout, read=self.scrape_timeout),
             # redirects followed as Prometheus does (Spark's servlet adds a trailing slash)
             retries=urllib3.Retry(
                 total=3, connect=0, read=0, status=0, other=0, redirect=3, raise_on_redirect=True
             ),
+            **self._pool_options,
         )
         self._pool = concurrent.futures.ThreadPoolExecutor(
             self.threads, thread_name_prefix=f"scrape-{self.name}"
@@ -242,7 +250,7 @@ class PrometheusSource(EventDrivenSource):
             for member in members:
                 url, labels = member.payload
                 try:
-                    url = target_url(url or member.name, self.metrics_path)
+                    url = target_url(url or member.name, self.metrics_path, self.scheme)
                     old = previous.get(url)
                     if old is not None and old.labels.get("job") == job:
                         targets[url] = old
@@ -323,6 +331,8 @@ class PrometheusSource(EventDrivenSource):
         except urllib3.exceptions.HTTPError as exc:
             raise ScrapeError(failure_text(exc, self.scrape_timeout)) from None
         try:
+            if response.status == 401:
+                raise ScrapeError("HTTP status 401: credentials missing or refused (basicAuthUsername)")
             if response.status != 200:
                 raise ScrapeError(f"HTTP status {response.status}")
             declared = response.headers.get("content-length")

@@ -32,9 +32,9 @@ class Target:
     parser: ExpositionParser = field(repr=False)
 
 
-def target_url(spec: str, metrics_path: str) -> str:
-    """``spec`` as a URL: a URL is kept, ``host:port`` becomes ``http://host:port<path>``."""
-    url = spec if "://" in spec else f"http://{spec}{metrics_path}"
+def target_url(spec: str, metrics_path: str, scheme: str) -> str:
+    """``spec`` as a URL: a URL is kept, ``host:port`` becomes ``<scheme>://host:port<path>``."""
+    url = spec if "://" in spec else f"{scheme}://{spec}{metrics_path}"
     parts = urlsplit(url)
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise ValueError(f"scrape target {spec!r} is not an http(s) URL or host:port")

@@ -105,6 +105,7 @@ def test_the_agents_of_up_parse() -> None:
             *("ARTIMON_ZK", "ARTIMON_INTERVAL", "ARTIMON_ROLL_INTERVAL", "ARTIMON_THRIFT_PORT"),
             *("ARTIMON_HOST", "ARTIMON_DATA_DIR", "ARTIMON_KAFKA"),
             *("ARTIMON_API_METRICS", "ARTIMON_VHMS_METRICS", "ARTIMON_AGENT_METRICS"),
+            *("ARTIMON_SELF_CA", "ARTIMON_SELF_USER", "ARTIMON_SELF_PASSWORD_FILE"),
         )
     }
     assert set(parse_agent(load_properties(up_agent(), environ), "up").sinks) == {"store", "land"}

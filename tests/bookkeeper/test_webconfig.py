@@ -83,6 +83,24 @@ def test_inline_certificate_key_and_client_ca(tmp_path: Path, tls_files: TlsFile
     config = load_web_config(write(tmp_path, text))
     assert config.tls is not None and config.tls.verify_mode == ssl.CERT_OPTIONAL
     assert not config.authenticates  # a certificate if given is no credential required
+    assert config.certificates == load_web_config(write(tmp_path, tls_block(tls_files), "f.yml")).certificates
+
+
+def test_the_served_chain_is_kept_without_its_key(tmp_path: Path, tls_files: TlsFiles) -> None:
+    """What a client of this very process pins (``artimon up``'s self-scrape)."""
+    config = load_web_config(write(tmp_path, tls_block(tls_files)))
+    blocks = config.certificates.count("-----BEGIN CERTIFICATE-----")
+    assert blocks == tls_files.server.read_text().count("-----BEGIN CERTIFICATE-----") >= 1
+    assert "PRIVATE KEY" not in config.certificates
+    pinned = ssl.create_default_context(cadata=config.certificates)
+    pinned.verify_flags |= ssl.VERIFY_X509_PARTIAL_CHAIN
+    server = BackgroundServer(FastAPI(), web_config=config)
+    server.start()
+    try:
+        assert httpx.get(f"{server.url}/nothing", verify=pinned, timeout=5).status_code == 404
+    finally:
+        server.stop()
+    assert load_web_config(write(tmp_path, "", "plain.yml")).certificates == ""
 
 
 GARBAGE = [
