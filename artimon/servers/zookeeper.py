@@ -207,7 +207,7 @@ class ZooKeeperEnsemble(ServerGroup):
             )
             for i, address in enumerate(addresses, 1)
         ]
-        self._processes = self.members
+        self._processes = list[ServerProcess](self.members)
 
     @property
     def hosts(self) -> str:

@@ -14,10 +14,11 @@ from pathlib import Path
 
 import pytest
 from kazoo.client import KazooClient
+from support import wait_until
 
+from artimon.servers import ZooKeeperEnsemble
 from artimon.site import STATE_DIR, Network, Site, unavailable_reason
 from artimon.site.hosts import ip
-from support import wait_until
 
 pytestmark = pytest.mark.skipif(unavailable_reason() is not None, reason=str(unavailable_reason()))
 
@@ -116,12 +117,13 @@ def test_a_crashed_runs_namespaces_bridge_and_processes_are_removed_by_the_next_
     assert Path(f"/proc/{sleeper}").exists()
     with Network(1) as network:  # its start removes what the dead run left
         assert _leftovers(prefix) == []
-        wait_until(lambda: not Path(f"/proc/{sleeper}").exists(), timeout=10, what="the leftover sleeper gone")
+        wait_until(lambda: not Path(f"/proc/{sleeper}").exists(), timeout=10, what="the sleeper gone")
     assert _leftovers(network.prefix) == []
 
 
-def _modes(site: Site) -> dict[str, str]:
-    return {host: site.component(host, "zookeeper").mode() for host in ("h1", "h2", "h3")}  # type: ignore[attr-defined]
+def _modes(ensemble: ZooKeeperEnsemble) -> dict[str, str]:
+    """Each member's mode by its host (member i runs on host h<i>)."""
+    return {f"h{i}": member.mode() for i, member in enumerate(ensemble.members, 1)}
 
 
 @pytest.mark.slow
@@ -132,25 +134,26 @@ def test_zookeeper_ensemble_of_three_elects_a_new_leader_and_takes_a_partitioned
         prefix = site.network.prefix
         ensemble = site.zookeeper_ensemble(["h1", "h2", "h3"])
         pids = [member.pid for member in ensemble.members]
-        assert sorted(_modes(site).values()) == ["follower", "follower", "leader"]
+        assert sorted(_modes(ensemble).values()) == ["follower", "follower", "leader"]
         # the client runs in the root namespace, which has 198.18.0.254 on the bridge
         client = KazooClient(hosts=ensemble.hosts, timeout=10.0)
         client.start(timeout=30)
         try:
             client.create("/site/before", b"1", makepath=True)
-            old_leader = next(host for host, mode in _modes(site).items() if mode == "leader")
+            old_leader = next(host for host, mode in _modes(ensemble).items() if mode == "leader")
             site.kill(old_leader, "zookeeper")
+            survivors = [host for host in ("h1", "h2", "h3") if host != old_leader]
             wait_until(
-                lambda: sorted(m for h, m in _modes(site).items() if h != old_leader) == ["follower", "leader"],
+                lambda: sorted(_modes(ensemble)[host] for host in survivors) == ["follower", "leader"],
                 timeout=60,
                 what="a new leader among the two left",
             )
             wait_until(lambda: client.connected, timeout=30, what="the client reconnected")
             client.create("/site/after-leader-killed", b"2")
             site.restart(old_leader, "zookeeper", timeout=60)
-            assert _modes(site)[old_leader] == "follower"
+            assert _modes(ensemble)[old_leader] == "follower"
 
-            follower = next(host for host, mode in _modes(site).items() if mode == "follower")
+            follower = next(host for host, mode in _modes(ensemble).items() if mode == "follower")
             inside = site.host(follower).namespace
             site.partition(follower)
             wait_until(
@@ -160,7 +163,9 @@ def test_zookeeper_ensemble_of_three_elects_a_new_leader_and_takes_a_partitioned
             )
             client.create("/site/during-partition", b"3")  # two of three still make a quorum
             site.heal(follower)
-            wait_until(lambda: _modes(site)[follower] in ("follower", "leader"), timeout=60, what="rejoin")
+            wait_until(
+                lambda: _modes(ensemble)[follower] in ("follower", "leader"), timeout=60, what="rejoined"
+            )
             assert set(client.get_children("/site")) == {"before", "after-leader-killed", "during-partition"}
         finally:
             client.stop()
