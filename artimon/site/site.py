@@ -78,6 +78,10 @@ class Site:
         """Start the component again on its data, awaited until ready."""
         return self.component(host, component).start(timeout)
 
+    def exited(self) -> list[str]:
+        """The components that are not running (killed, or exited on their own)."""
+        return [f"{component} on {host}" for (host, component), p in self.components.items() if not p.running]
+
     def stop(self) -> None:
         """Stop every component, then remove the hosts and the bridge."""
         try:

@@ -173,3 +173,23 @@ def test_zookeeper_ensemble_of_three_elects_a_new_leader_and_takes_a_partitioned
     assert _leftovers(prefix) == []
     assert [pid for pid in pids if pid is not None and Path(f"/proc/{pid}").exists()] == []
     assert os.path.exists(tmp_path / "zookeeper" / "zk1" / "data" / "myid")
+
+
+def test_artimon_site_up_then_down(tmp_path: Path) -> None:
+    artimon = [sys.executable, "-m", "artimon", "site"]
+    up = subprocess.Popen(
+        [*artimon, "up", "--hosts", "2", "--data-dir", str(tmp_path)], stdout=subprocess.PIPE, text=True
+    )
+    assert up.stdout is not None
+    lines = [up.stdout.readline() for _ in range(3)]
+    assert lines[0].startswith("h1  198.18.0.1 ") and lines[1].startswith("h2  198.18.0.2 ")
+    prefix = lines[2].split()[1]
+    assert lines[2] == f"site {prefix} is up. Ctrl-C (or artimon site down) removes it.\n"
+    assert f"{prefix}-h2" in _leftovers(prefix)
+    down = subprocess.run([*artimon, "down"], capture_output=True, text=True, timeout=90, check=False)
+    assert down.returncode == 0, down.stderr
+    assert f"site {prefix} of PID {up.pid} stopped." in down.stdout
+    assert up.wait(timeout=30) == 0
+    assert up.stdout.read() == f"site {prefix} removed.\n"
+    up.stdout.close()
+    assert _leftovers(prefix) == []
