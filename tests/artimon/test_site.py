@@ -17,10 +17,10 @@ from kazoo.client import KazooClient
 from support import wait_until
 
 from artimon.servers import ZooKeeperEnsemble
-from artimon.site import STATE_DIR, Network, Site, unavailable_reason
+from artimon.site import STATE_DIR, Network, Site, clean_leftovers, live_sites, unavailable_reason
 from artimon.site.hosts import ip
 
-pytestmark = pytest.mark.skipif(unavailable_reason() is not None, reason=str(unavailable_reason()))
+needs_root = pytest.mark.skipif(unavailable_reason() is not None, reason=str(unavailable_reason()))
 
 
 def _leftovers(prefix: str) -> list[str]:
@@ -65,6 +65,7 @@ def _listener(network: Network, host: str) -> subprocess.Popen[str]:
     return process
 
 
+@needs_root
 def test_hosts_reach_each_other_on_the_bridge_and_nothing_outside() -> None:
     with Network(3) as network:
         prefix = network.prefix
@@ -96,6 +97,7 @@ def test_hosts_reach_each_other_on_the_bridge_and_nothing_outside() -> None:
     assert _leftovers(prefix) == []
 
 
+@needs_root
 def test_a_crashed_runs_namespaces_bridge_and_processes_are_removed_by_the_next_run() -> None:
     script = textwrap.dedent("""
         import subprocess, sys, time
@@ -126,6 +128,7 @@ def _modes(ensemble: ZooKeeperEnsemble) -> dict[str, str]:
     return {f"h{i}": member.mode() for i, member in enumerate(ensemble.members, 1)}
 
 
+@needs_root
 @pytest.mark.slow
 def test_zookeeper_ensemble_of_three_elects_a_new_leader_and_takes_a_partitioned_follower_back(
     tmp_path: Path,
@@ -175,6 +178,7 @@ def test_zookeeper_ensemble_of_three_elects_a_new_leader_and_takes_a_partitioned
     assert os.path.exists(tmp_path / "zookeeper" / "zk1" / "data" / "myid")
 
 
+@needs_root
 def test_artimon_site_up_then_down(tmp_path: Path) -> None:
     artimon = [sys.executable, "-m", "artimon", "site"]
     up = subprocess.Popen(
@@ -193,3 +197,18 @@ def test_artimon_site_up_then_down(tmp_path: Path) -> None:
     assert up.stdout.read() == f"site {prefix} removed.\n"
     up.stdout.close()
     assert _leftovers(prefix) == []
+
+
+def test_state_files_that_are_not_a_sites_record_are_left_alone(tmp_path: Path) -> None:
+    """Garbage, a name outside ``art-*`` or an oversized file is not acted on; a record of a
+    live owner is a live site, not a leftover."""
+    (tmp_path / "art-000001.json").write_text("not json")
+    outside = {"prefix": "art-000002", "pid": 2**22 + 1, "pid_started": 1, "bridge": "eth0"}
+    (tmp_path / "art-000002.json").write_text(json.dumps({**outside, "namespaces": [], "links": []}))
+    (tmp_path / "art-000003.json").write_text(" " * (65 << 10))
+    started = int(Path("/proc/self/stat").read_text().rsplit(")", 1)[1].split()[19])
+    mine = {"prefix": "art-000004", "pid": os.getpid(), "pid_started": started, "bridge": "art-000004-br"}
+    (tmp_path / "art-000004.json").write_text(json.dumps({**mine, "namespaces": [], "links": []}))
+    assert clean_leftovers(tmp_path) == []
+    assert [record.prefix for record in live_sites(tmp_path)] == ["art-000004"]
+    assert sorted(path.name for path in tmp_path.iterdir()) == [f"art-00000{i}.json" for i in range(1, 5)]
