@@ -43,6 +43,7 @@ COMMANDS: dict[str, str] = {
     "zk": "run a ZooKeeper server from the jars in the pyspark wheel",
     "hdfs": "run a single-node HDFS (NameNode + DataNode) from Hadoop's jars",
     "kafka": "run an Apache Kafka cluster (KRaft) from Apache's jars",
+    "site": "run a site of many hosts (network namespaces) on this machine",
     "endpoints": "list the bookkeeper endpoints in ZooKeeper",
     "read": "read one bookkeeper endpoint and print its variables",
 }
@@ -70,6 +71,7 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
     "zk": ("artimon zk --port 2181 --data-dir zk-data",),
     "hdfs": ("artimon hdfs --data-dir hdfs-data",),
     "kafka": ("artimon kafka --data-dir kafka-data",),
+    "site": ("sudo artimon site up --hosts 4 --zookeeper", "sudo artimon site down"),
     "endpoints": ("artimon endpoints --zk 127.0.0.1:2181",),
     "read": ("artimon read 127.0.0.1:41234",),
 }

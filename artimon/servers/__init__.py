@@ -1,12 +1,12 @@
 """Launchers of real servers, product code of the ``artimon`` command (``artimon zk``,
 ``hdfs``, ``kafka``, ``up``) that tests and benchmarks share: ZooKeeper from the pyspark
-wheel (``ZooKeeperServer``), a single-node HDFS (``HdfsServer``), a Kafka cluster in KRaft
-mode (``KafkaCluster``), a Spark standalone master and worker (``SparkCluster``),
-Prometheus (``PrometheusServer``, ``create_blocks``), Alertmanager
-(``AlertmanagerServer``) and an Apache Flume agent (``FlumeAgent``), with Apache's server
-jars resolved once with Maven (``resolve_jars``). Each process stands on one base,
-``ServerProcess``: started on a data directory it holds, awaited until ready, stopped by
-its PID, killed for a simulated crash, restarted on the same data; a server of several is
+wheel (``ZooKeeperServer``, an ensemble of them: ``ZooKeeperEnsemble``), a single-node
+HDFS (``HdfsServer``), a Kafka cluster in KRaft mode (``KafkaCluster``), a Spark standalone
+master and worker (``SparkCluster``), Prometheus (``PrometheusServer``, ``create_blocks``),
+Alertmanager (``AlertmanagerServer``) and an Apache Flume agent (``FlumeAgent``), with
+Apache's server jars resolved once with Maven (``resolve_jars``). Each process stands on one
+base, ``ServerProcess``: started on a data directory it holds, awaited until ready, stopped
+by its PID, killed for a simulated crash, restarted on the same data; a server of several is
 a ``ServerGroup`` of them, with the same lifecycle from their one base, ``Launcher``. See
 README.md."""
 
@@ -20,12 +20,19 @@ from artimon.servers.jars import JarResolutionError, jar_cache, resolve_jars
 from artimon.servers.kafka import KafkaCluster, kafka_jars, kafka_tool_command
 from artimon.servers.prometheus import PrometheusServer, create_blocks
 from artimon.servers.spark import SparkCluster
-from artimon.servers.zookeeper import ZooKeeperServer, four_letter_word, pyspark_jars
+from artimon.servers.zookeeper import (
+    QUORUM_PORTS,
+    ZooKeeperEnsemble,
+    ZooKeeperServer,
+    four_letter_word,
+    pyspark_jars,
+)
 
 __all__ = [
     "FLUME_ARTIFACTS",
     "FLUME_JAR_SET",
     "HADOOP_VERSION",
+    "QUORUM_PORTS",
     "AlertmanagerServer",
     "FlumeAgent",
     "HdfsServer",
@@ -36,6 +43,7 @@ __all__ = [
     "ServerGroup",
     "ServerProcess",
     "SparkCluster",
+    "ZooKeeperEnsemble",
     "ZooKeeperServer",
     "answers_ok",
     "create_blocks",

@@ -16,6 +16,12 @@ by the launcher and the JVM from ``start()`` until the JVM has exited: a second 
 the same directory is refused with :class:`~bookkeeper.DirectoryInUseError` naming the
 holder's PID instead of writing the same transaction log.
 
+An ensemble (:class:`ZooKeeperEnsemble`) is one such server per address, each told the
+others (``server.<id>=<address>:2888:3888`` lines, its ``myid`` file) and run by
+``QuorumPeerMain``; each may run under a command ``wrapper`` (``ip netns exec <host>``, how
+a site puts it on a host, see :mod:`artimon.site`). A member is ready once the quorum has it
+(``srvr`` answers ``Mode: leader`` or ``Mode: follower``).
+
 Lifecycle: NEW --start()--> RUNNING --stop()--> STOPPED --start()--> RUNNING
 """
 
@@ -28,10 +34,12 @@ import socket
 from collections.abc import Sequence
 from pathlib import Path
 
-from artimon.servers.base import ServerProcess, free_port
+from artimon.servers.base import ServerGroup, ServerProcess, free_port, wait_ready
 from bookkeeper.wire import advertised_address
 
-__all__ = ["ZooKeeperServer", "four_letter_word", "pyspark_jars"]
+__all__ = ["QUORUM_PORTS", "ZooKeeperEnsemble", "ZooKeeperServer", "four_letter_word", "pyspark_jars"]
+
+QUORUM_PORTS = (2888, 3888)  # an ensemble member's peer and leader-election ports, on its own address
 
 
 def pyspark_jars() -> Path:
@@ -63,7 +71,9 @@ def four_letter_word(
 
 
 class ZooKeeperServer(ServerProcess):
-    """One standalone ZooKeeper server process (see the module doc)."""
+    """One ZooKeeper server process (see the module doc): standalone, or with ``peers`` (the
+    ensemble's addresses, ``server_id`` its 1-based place among them) a member of an ensemble;
+    ``wrapper`` prefixes its command."""
 
     def __init__(
         self,
@@ -75,7 +85,15 @@ class ZooKeeperServer(ServerProcess):
         heap: str = "256m",
         java: str | None = None,
         jvm_options: Sequence[str] = (),
+        peers: Sequence[str] = (),
+        server_id: int = 0,
+        wrapper: Sequence[str] = (),
     ) -> None:
+        if peers and not 1 <= server_id <= len(peers):
+            raise ValueError(f"server_id {server_id} is not one of the ensemble's 1..{len(peers)}")
+        self.peers = list(peers)
+        self.server_id = server_id
+        self.wrapper = list(wrapper)
         self.jvm_options = list(jvm_options)  # e.g. a -javaagent (Jolokia, for the jmx source's tests)
         self.host = host
         self.port = port or free_port(host)
@@ -84,10 +102,10 @@ class ZooKeeperServer(ServerProcess):
         self.java = java or shutil.which("java") or "java"
         super().__init__(
             data_dir,
-            f"zookeeper server on port {self.port}",
+            f"zookeeper server on {host}:{self.port}" if peers else f"zookeeper server on port {self.port}",
             "zookeeper.log",
             pid_file="zookeeper.pid",
-            holder=f"zookeeper launcher for port {self.port}",
+            holder=f"zookeeper launcher for {host}:{self.port}",
         )
 
     @property
@@ -111,15 +129,26 @@ class ZooKeeperServer(ServerProcess):
                     "maxClientCnxns=0",
                     "autopurge.snapRetainCount=3",
                     "autopurge.purgeInterval=1",
+                    *self._quorum_lines(),
                     "",
                 ]
             )
         )
         return config
 
+    def _quorum_lines(self) -> list[str]:
+        if not self.peers:
+            return []
+        (self.data_dir / "data" / "myid").write_text(f"{self.server_id}\n")
+        peer, election = QUORUM_PORTS
+        servers = [f"server.{i}={address}:{peer}:{election}" for i, address in enumerate(self.peers, 1)]
+        return ["initLimit=10", "syncLimit=5", *servers]
+
     def _start(self, timeout: float) -> None:
         config = self._write_config()
+        main = "QuorumPeerMain" if self.peers else "ZooKeeperServerMain"
         command = [
+            *self.wrapper,
             self.java,
             f"-Xmx{self.heap}",
             "-XX:+UseSerialGC",
@@ -127,7 +156,7 @@ class ZooKeeperServer(ServerProcess):
             *self.jvm_options,
             "-cp",
             f"{pyspark_jars()}/*",
-            "org.apache.zookeeper.server.ZooKeeperServerMain",
+            f"org.apache.zookeeper.server{'.quorum' if self.peers else ''}.{main}",
             str(config),
         ]
         self._launch(command, self._serving, timeout)
@@ -135,3 +164,63 @@ class ZooKeeperServer(ServerProcess):
     def _serving(self) -> bool:
         answer = four_letter_word(advertised_address(self.host), self.port, "srvr", timeout=1.0)
         return answer.startswith("Zookeeper version:")
+
+    def mode(self) -> str:
+        """``leader``, ``follower`` or ``standalone`` while it serves, else ``''``."""
+        answer = four_letter_word(advertised_address(self.host), self.port, "srvr", timeout=1.0)
+        for line in answer.splitlines():
+            if line.startswith("Mode: "):
+                return line.removeprefix("Mode: ").strip()
+        return ""
+
+
+class ZooKeeperEnsemble(ServerGroup):
+    """A ZooKeeper ensemble of one member per address (see the module doc), the member of
+    ``addresses[i]`` in ``data_dir/zk<i+1>`` under ``wrappers[i]``; started once every member
+    serves (a quorum and a leader). Kill or restart one through :attr:`members`."""
+
+    def __init__(
+        self,
+        data_dir: str | os.PathLike[str],
+        addresses: Sequence[str],
+        *,
+        wrappers: Sequence[Sequence[str]] = (),
+        port: int = 2181,
+        tick_time_ms: int = 1000,
+        heap: str = "192m",
+    ) -> None:
+        if wrappers and len(wrappers) != len(addresses):
+            raise ValueError(f"{len(wrappers)} wrappers for {len(addresses)} ensemble members")
+        self.name = f"zookeeper ensemble of {len(addresses)}"
+        self._lock = None  # each member holds its own directory
+        self.port = port
+        self.members = [
+            ZooKeeperServer(
+                Path(data_dir) / f"zk{i}",
+                port,
+                host=address,
+                tick_time_ms=tick_time_ms,
+                heap=heap,
+                peers=addresses,
+                server_id=i,
+                wrapper=wrappers[i - 1] if wrappers else (),
+            )
+            for i, address in enumerate(addresses, 1)
+        ]
+        self._processes = list[ServerProcess](self.members)
+
+    @property
+    def hosts(self) -> str:
+        """The connect string of every member."""
+        return ",".join(f"{member.host}:{member.port}" for member in self.members)
+
+    def leader(self) -> ZooKeeperServer | None:
+        """The member that says it leads, if one does."""
+        return next((member for member in self.members if member.mode() == "leader"), None)
+
+    def _start(self, timeout: float) -> None:
+        for member in self.members:
+            if not member.running:
+                member.start(timeout=0)  # none serves before a quorum runs: wait on them all
+        if timeout:
+            wait_ready(self.members, lambda: all(m._serving() for m in self.members), timeout, self.name)
