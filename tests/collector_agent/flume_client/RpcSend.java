@@ -15,19 +15,20 @@ import org.apache.flume.api.RpcClientFactory;
 import org.apache.flume.event.EventBuilder;
 
 /**
- * Sends events through Flume's SDK: {@code RpcSend <client.properties> <events> <batch>}.
+ * Sends events through Flume's SDK: {@code RpcSend <client.properties> <events> <batch> [<body bytes>]}.
  * The client is whatever {@code RpcClientFactory.getInstance(properties)} makes of the file
  * (default Avro, failover, load balancing). Event n has the headers {@code n = <n>} and
- * {@code tag = välue-ß} and the body {@link #body(int)}. A batch the client fails to deliver is
- * sent again on a new client (at least once); the last line printed is
+ * {@code tag = välue-ß} and the body {@link #body(int, int)}. A batch the client fails to deliver is
+ * sent again on a new client (at least once). It prints {@code ready} before its first event
+ * (the JVM started, its classes loaded), and last
  * {@code sent <events> retried <batches>}.
  */
 public final class RpcSend {
   private RpcSend() {}
 
-  /** 1 + n % 200 bytes, byte i being (n * 31 + i) & 0xff. */
-  static byte[] body(int n) {
-    byte[] body = new byte[1 + n % 200];
+  /** {@code size} bytes (1 + n % 200 if size is 0), byte i being (n * 31 + i) & 0xff. */
+  static byte[] body(int n, int size) {
+    byte[] body = new byte[size > 0 ? size : 1 + n % 200];
     for (int i = 0; i < body.length; i++) {
       body[i] = (byte) ((n * 31 + i) & 0xff);
     }
@@ -41,8 +42,11 @@ public final class RpcSend {
     }
     int events = Integer.parseInt(args[1]);
     int batchSize = Integer.parseInt(args[2]);
+    int bodySize = args.length > 3 ? Integer.parseInt(args[3]) : 0;
     long deadline = System.nanoTime() + 300_000_000_000L;
     int retried = 0;
+    System.out.println("ready");
+    System.out.flush();
     RpcClient client = null;
     for (int start = 0; start < events; start += batchSize) {
       List<Event> batch = new ArrayList<>();
@@ -50,7 +54,7 @@ public final class RpcSend {
         Map<String, String> headers = new HashMap<>();
         headers.put("n", Integer.toString(n));
         headers.put("tag", "v\u00e4lue-\u00df");
-        batch.add(EventBuilder.withBody(body(n), headers));
+        batch.add(EventBuilder.withBody(body(n, bodySize), headers));
       }
       while (true) {
         try {
