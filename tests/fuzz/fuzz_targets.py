@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import gc
+import io
 import json
 import struct
 import tracemalloc
@@ -33,6 +34,7 @@ from bookkeeper.exceptions import TextFormatError
 from bookkeeper.ground import decode_sample_batch, encode_sample_batch
 from bookkeeper.textformat import parse_lines
 from bookkeeper.wire.frames import input_protocol
+from collector_agent import avro_ipc
 from collector_agent._flume_thrift import flume_thrift
 from collector_agent.channels.file.format import Damaged, pack_events, unpack_events
 from collector_agent.config import load_properties, parse_agent
@@ -133,6 +135,54 @@ def _flume_seeds() -> tuple[bytes, ...]:
     for flag, factory in enumerate(_FLUME_PROTOCOLS):
         seeds.append(bytes([flag]) + _flume_seed(factory, "appendBatch", [event, event]))
         seeds.append(bytes([flag]) + _flume_seed(factory, "append", event))
+    return tuple(seeds)
+
+
+# -- Flume's AvroSourceProtocol: the handshake and request walker, then fastavro's decoding --
+
+
+def avro_flume(data: bytes) -> None:
+    """The first byte says whether the request opens its connection (an Avro handshake
+    first), the rest is one request as the Avro source reads it: refused by the walkers
+    (``RequestRefusedError``), or decoded by fastavro within the walker's budget (checked
+    with tracemalloc), raising at most ``UnicodeDecodeError`` (a header that is not UTF-8:
+    the source answers it an error), never anything else."""
+    if not data:
+        return
+    request, start = data[1:], 0
+    tracemalloc.start()
+    try:
+        if data[0] & 1:
+            _, start = avro_ipc.read_handshake_request(request, _FLUME_LIMITS)
+        name, params = avro_ipc.check_request(request, start, _FLUME_LIMITS)
+        events = avro_ipc.decode_events(request, params, name) if name else []
+        _, peak = tracemalloc.get_traced_memory()
+    except (RequestRefusedError, UnicodeDecodeError):
+        return
+    finally:
+        tracemalloc.stop()
+    if peak > _FLUME_LIMITS.max_decoded_bytes + 2 * len(request) + 16384:
+        raise AssertionError(
+            f"a request of {len(request)} bytes the walker passed took {peak} bytes to decode"
+        )
+    if name == "append" and len(events) != 1:
+        raise AssertionError(f"append decoded to {len(events)} events")
+
+
+def _avro_seeds() -> tuple[bytes, ...]:
+    events = [Event({"host": "a", "k": "v\u00e9"}, b"payload"), Event({}, b"")]
+    seeds = []
+    for name, params in (
+        ("appendBatch", avro_ipc.encode_events(events)),
+        ("append", avro_ipc.encode_events(events[:1])[1:-1]),
+        ("", b""),
+    ):
+        for opening in (False, True):
+            out = io.BytesIO()
+            if opening:
+                avro_ipc.write_handshake_request(out, with_protocol=name == "append")
+            avro_ipc.write_call(out, name, params)
+            seeds.append(bytes([opening]) + out.getvalue())
     return tuple(seeds)
 
 
@@ -447,6 +497,7 @@ TARGETS: dict[str, Target] = {
     target.name: target
     for target in (
         Target("thrift_flume", thrift_flume, _flume_seeds(), ("collector_agent.flume_limits",)),
+        Target("avro_flume", avro_flume, _avro_seeds(), ("collector_agent.avro_ipc",)),
         Target(
             "remote_write_v1",
             remote_write_v1,
