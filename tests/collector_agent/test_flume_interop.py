@@ -155,8 +155,9 @@ def test_our_sink_to_flumes_source_and_file_roll(
     for start in range(0, EVENTS, 10_000):
         with ours.channels["c"].transaction() as tx:
             tx.put_batch(sent[start : start + 10_000])
-    # Flume's sources count a batch after its channel commit, so the sink may drain it first
-    counters = (("SOURCE.r", "EventAcceptedCount"), ("SINK.k", "EventDrainSuccessCount"))
+    # the channel's count, not the source's: Flume 1.11's thrift source under-counts accepted
+    # batches under load (a run logged 74,000 accepted, 100,000 put in its channel)
+    counters = (("CHANNEL.c", "EventPutSuccessCount"), ("SINK.k", "EventDrainSuccessCount"))
     wait_until(lambda: all(flume.counter(*c) >= EVENTS for c in counters), timeout=120, what="file_roll")
     assert [flume.counter(*c) for c in counters] == [EVENTS, EVENTS]
     flume.stop()
