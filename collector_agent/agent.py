@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from typing import Any
 
 from collector_agent.builder import Built, SinkGroup, build
@@ -30,6 +31,9 @@ from collector_agent.sources.base import Source
 __all__ = ["Agent"]
 
 log = logging.getLogger(__name__)
+
+DRAIN_IDLE_S = 1.0  # a stop waits for its sinks while they empty their channels...
+DRAIN_MAX_S = 15.0  # ...for this long at most
 
 
 class Agent:
@@ -156,12 +160,37 @@ class Agent:
                 if name in self._source_runners:
                     self._source_runners[name].stop()
                 source.stop()
+            self._drain()
             for group in self._groups.values():
                 group.runner.stop()
                 group.processor.stop()
             for channel in self.channels.values():
                 channel.stop()
             log.info("agent %s stopped", self.name)
+
+    def _drain(self) -> None:
+        """With the sources stopped, let the sinks take what their channels still hold, so a
+        clean stop hands on what was accepted (a durable channel would keep it for the next
+        start, a memory channel would lose it). Ends when the channels are empty, when they
+        made no progress for ``DRAIN_IDLE_S`` (the next hop is down: the sinks back off), or
+        after ``DRAIN_MAX_S``."""
+        channels = {id(sink.channel): sink.channel for group in self._groups.values() for sink in group.sinks}
+        deadline = time.monotonic() + DRAIN_MAX_S
+        held, progressed = sum(c.size for c in channels.values()), time.monotonic()
+        while held and time.monotonic() < min(deadline, progressed + DRAIN_IDLE_S):
+            time.sleep(0.02)
+            now = sum(c.size for c in channels.values())
+            if now < held:
+                held, progressed = now, time.monotonic()
+        if held:
+            kept = sum(c.size for c in channels.values() if c.durable_id is not None)
+            report = log.info if kept == held else log.warning
+            report(
+                "agent %s stops with %d events in its channels, %d of them kept for its next start",
+                self.name,
+                held,
+                kept,
+            )
 
     def reload(self, text: str, environ: dict[str, str] | None = None, *, allow_classes: bool = True) -> bool:
         """Apply a new configuration by difference; ``False`` (and the old one keeps

@@ -6,7 +6,7 @@ from pathlib import Path
 import httpx
 
 from artimon.stack import agent_properties
-from collector_agent import Agent
+from collector_agent import Agent, Event
 from collector_agent.monitoring import MonitorServer, SelfReporter
 from collector_agent.reloader import ConfigWatcher
 
@@ -48,6 +48,18 @@ def test_seq_to_memory_to_null_moves_everything(wait: Callable[..., None]) -> No
         agent.stop()
     after = agent.metrics()
     assert after["CHANNEL.c1"]["StopTime"] > 0 and after["SINK.k1"]["StopTime"] > 0
+
+
+def test_a_stop_hands_on_what_its_channels_hold() -> None:
+    agent = Agent.from_properties(pipeline(0, 100, capacity=100_000), "a1", {})
+    agent.start()
+    for _ in range(50):  # the source is idle: these wait in c1 for the sink
+        with agent.channels["c1"].transaction() as tx:
+            tx.put_batch([Event({}, b"x")] * 1000)
+    agent.stop()
+    metrics = agent.metrics()
+    assert metrics["SINK.k1"]["EventDrainSuccessCount"] == 50_000
+    assert metrics["CHANNEL.c1"]["ChannelSize"] == 0
 
 
 def test_reload_keeps_a_channels_events_and_restarts_only_what_changed(wait: Callable[..., None]) -> None:
