@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from support import Lines
+from support import Lines, wait_until
 
 ROOT = Path(__file__).resolve().parents[1]
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
@@ -134,6 +134,8 @@ def demo(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Demo]:
         output.until(lambda line: line.startswith("[ready] spark"), 300, "Spark's ready line")
         for _ in range(2):
             output.until(lambda line: line.startswith("round "), 60, "a round")
+        history = cwd / "artimon-data" / "history" / "parquet"  # what docs/spark.md's analyze reads
+        wait_until(lambda: any(history.rglob("*.parquet")), 180, "the demo's first history batch")
         yield Demo(cwd, alerts)
     finally:
         for process in processes:

@@ -184,7 +184,7 @@ def test_the_scrape_examples_of_the_docs_configure() -> None:
     blocks = [
         b
         for b in re.findall(r"```properties\n(.*?)```", page, re.S)
-        if "type = jmx" in b or "prometheus" in b
+        if "type = jmx" in b or "type = prometheus" in b  # whole sources, not the key fragments
     ]
     types = []
     for block in blocks:
