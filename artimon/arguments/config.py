@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from artimon.arguments import HelpFormatter
+
 __all__ = ["add_arguments"]
 
 
@@ -22,7 +24,10 @@ def _common(parser: argparse.ArgumentParser) -> None:
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     actions = parser.add_subparsers(dest="action", metavar="<action>", required=True)
     push = actions.add_parser(
-        "push", help="check a properties file, write it as the next version, wait for the agents"
+        "push",
+        help="check a properties file, write it as the next version, wait for the agents",
+        epilog="example:\n  artimon config push -f edge.properties --group edge",
+        formatter_class=HelpFormatter,
     )
     push.add_argument("-f", "--conf-file", type=Path, required=True, help="the properties file")
     _common(push)
@@ -44,14 +49,23 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="check module:Class types as agents run with --allow-remote-classes do",
     )
-    pull = actions.add_parser("pull", help="print the current configuration (or --version N)")
+    pull = actions.add_parser(
+        "pull",
+        help="print the current configuration (or --version N)",
+        epilog="examples:\n  artimon config pull --group edge\n  artimon config pull --group edge --history",
+        formatter_class=HelpFormatter,
+    )
     _common(pull)
     pull.add_argument("--version", type=int, default=None, help="this kept version, not the current one")
     pull.add_argument(
         "--history", action="store_true", help="list the kept versions and what each agent runs instead"
     )
     diff = actions.add_parser(
-        "diff", help="a unified diff from the current configuration to a file (or between two versions)"
+        "diff",
+        help="a unified diff from the current configuration to a file (or between two versions)",
+        epilog="examples:\n  artimon config diff -f edge.properties --group edge\n"
+        "  artimon config diff --group edge --version 3 --version 4",
+        formatter_class=HelpFormatter,
     )
     _common(diff)
     diff.add_argument("-f", "--conf-file", type=Path, default=None, help="the local properties file")

@@ -1,7 +1,9 @@
 """Run a collector agent from a Flume-style properties file, until Ctrl-C.
 
 The file is re-read every --reload-interval seconds and applied by difference (a bad new
-configuration is refused and the running one kept). GET /metrics on the monitoring port
+configuration is refused and the running one kept). With --config-group G (or
+--config-from-zk) it also follows its central configuration in ZooKeeper, as written by
+artimon config push, and reports what it runs. GET /metrics on the monitoring port
 gives Flume's counters as JSON (?format=prometheus for Prometheus). With --zk the same
 counters are served as a bookkeeper endpoint on --report-host; every listener binds
 127.0.0.1 unless a flag says otherwise.
