@@ -165,7 +165,8 @@ class ConfigFollower:
         for target in self.targets:
             try:
                 pointer = store.current(target, watch=self._trigger)
-            except CentralConfigError as exc:
+            except CentralConfigError as exc:  # a pointer that is not one: what runs stays
+                self._follows = target.key
                 self._refuse((target.key, 0), str(exc))
                 break
             if pointer is None:

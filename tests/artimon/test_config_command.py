@@ -22,7 +22,8 @@ from artimon.stack import agent_properties
 from artimon.testing import StackProcess, start_ready_process
 from bookkeeper import resolve_zk
 from bookkeeper.testing import AppProcess, formula_value, start_app
-from collector_agent import AgentReport, ConfigStore, ConfigTarget
+from bookkeeper.zk import ZkAuth
+from collector_agent import Agent, AgentReport, ConfigFollower, ConfigStore, ConfigTarget
 
 INTERVAL = 3  # seconds per round
 APPS, ENDPOINTS, VARIABLES = 2, 2, 5
@@ -54,10 +55,18 @@ def edge(zk_hosts: str, *, batch: int = 100, capacity: int = 10_000, roll: objec
     )
 
 
-def config(*args: str, env: dict[str, str], zk_hosts: str) -> subprocess.CompletedProcess[str]:
+def config(
+    *args: str,
+    env: dict[str, str],
+    zk_hosts: str,
+    target: tuple[str, str] = ("--group", "edge"),
+    top: tuple[str, ...] = (),
+) -> subprocess.CompletedProcess[str]:
+    """``artimon [top] config ARGS --group edge`` with ``env`` (and no credentials of ours)."""
+    own = {k: v for k, v in os.environ.items() if not k.startswith("ARTIMON_ZK_AUTH")}
     return subprocess.run(
-        [sys.executable, "-m", "artimon", "config", *args, "--group", "edge", "--zk", zk_hosts],
-        env={**os.environ, **env},
+        [sys.executable, "-m", "artimon", *top, "config", *args, *target, "--zk", zk_hosts],
+        env={**own, **env},
         capture_output=True,
         text=True,
         timeout=300,
@@ -218,3 +227,52 @@ def test_push_refuses_a_bad_config_applies_a_good_one_everywhere_and_rolls_back_
     missing = sorted(key for key in expected if key not in held)
     assert missing == [], f"rounds lost: {missing}"
     assert {key: held[key] for key in expected} == expected
+
+
+def test_push_and_pull_with_the_platforms_credentials_and_anonymous_clients_refused(
+    tmp_path: Path, zk_hosts: str, wait: Callable[..., None]
+) -> None:
+    secret = tmp_path / "zk.auth"  # as artimon up makes it
+    secret.write_text("artimon:s3cr3t-for-the-test\n")
+    secret.chmod(0o600)
+    auth = ZkAuth.from_file(secret)
+    text = agent_properties(
+        "a1",
+        sources={"r1": {"type": "seq", "totalEvents": 0, "channels": "c1"}},
+        channels={"c1": {"type": "memory"}},
+        sinks={"k1": {"type": "null", "channel": "c1"}},
+    )
+    local = tmp_path / "solo.properties"
+    local.write_text(text.replace("type = null", "type = logger"))
+    agent = Agent.from_properties(text, "a1", {})
+    agent.start()
+    follower = ConfigFollower(agent, zk_hosts, agent_id="solo", zk_auth=auth, refresh=1.0)
+    follower.start()
+    connect, layout = resolve_zk(zk_hosts)
+    admin = KazooClient(hosts=connect, auth_data=auth.auth_data)
+    admin.start(timeout=30)
+    solo = ("--agent", "solo")
+    try:
+        wait(lambda: admin.exists(layout.config_status("solo")), what="the agent's report")
+        pushed = config(
+            "push",
+            "-f",
+            str(local),
+            env={"ARTIMON_ZK_AUTH_FILE": str(secret)},
+            zk_hosts=zk_hosts,
+            target=solo,
+        )
+        assert pushed.returncode == 0, pushed.stdout + pushed.stderr
+        assert "  solo: applied version 1" in pushed.stdout and agent.spec.sinks["k1"].type == "logger"
+        assert admin.get_acls(f"{layout.agent_config('solo')}/v0000000001")[0] == auth.acl(private=True)
+        for action in (("pull",), ("push", "-f", str(local))):
+            anonymous = config(*action, env={}, zk_hosts=zk_hosts, target=solo)
+            assert anonymous.returncode == 2, anonymous.stdout + anonymous.stderr
+            assert "access refused" in anonymous.stderr
+        pulled = config("pull", env={}, zk_hosts=zk_hosts, target=solo, top=("--zk-auth-file", str(secret)))
+        assert pulled.returncode == 0 and pulled.stdout == local.read_text()
+    finally:
+        admin.stop()
+        admin.close()
+        follower.stop()
+        agent.stop()

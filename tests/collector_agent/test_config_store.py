@@ -174,3 +174,31 @@ def test_a_second_agent_with_the_same_id_does_not_overwrite_the_first_report(
             follower.stop()
         for agent in agents:
             agent.stop()
+
+
+def test_a_garbage_pointer_or_version_is_refused_and_reported_and_the_next_push_applies(
+    zk_hosts: str, store: ConfigStore, wait: Callable[..., None]
+) -> None:
+    agent = Agent.from_properties(properties(), "a1", {})
+    agent.start()
+    follower = ConfigFollower(agent, zk_hosts, group="edge", refresh=1.0)
+    follower.start()
+    current = f"{store.layout.group_config('edge')}/current"
+    try:
+        store.write(GROUP, properties(1))
+        wait(lambda: follower.running == ("group/edge", 1), what="version 1")
+        store.client.set(current, b"\x00garbage")
+        wait(
+            lambda: _report(store, "a1").refused == 0 and "not JSON" in _report(store, "a1").reason,
+            what="refusal",
+        )  # type: ignore[union-attr]
+        store.client.set(current, Pointer(1, 0, 0, "x").to_json())
+        store.client.create(f"{store.layout.group_config('edge')}/v0000000002", b"\xff\xfe")
+        store.client.set(current, Pointer(2, 1, 0, "x").to_json())
+        wait(lambda: _report(store, "a1").refused == 2, what="the refusal of a version that is not UTF-8")  # type: ignore[union-attr]
+        assert "is not UTF-8 text" in _report(store, "a1").reason and agent.reloads == 1  # type: ignore[union-attr]
+        store.write(GROUP, properties(2))
+        wait(lambda: _report(store, "a1").version == 3, what="the next push applied")  # type: ignore[union-attr]
+    finally:
+        follower.stop()
+        agent.stop()
