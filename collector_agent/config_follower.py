@@ -244,11 +244,14 @@ class ConfigFollower:
             return
         path = self._layout.config_status(self.agent_id)
         acl = self._auth.acl(private=True) if self._auth is not None else None
+        session = self._zk.client_id
+        if session is None:
+            return  # no session: reported when one is made (CONNECTED)
         try:
             stat = self._zk.exists(path)
             if stat is None:
                 self._zk.create(path, report, acl=acl, ephemeral=True)
-            elif stat.ephemeralOwner == self._zk.client_id[0]:
+            elif stat.ephemeralOwner == session[0]:
                 self._zk.set(path, report)
             else:
                 self._complain(
