@@ -134,7 +134,8 @@ def _push(args: argparse.Namespace, store: ConfigStore, target: ConfigTarget) ->
     followers = _followers(store, target)
     pointer = store.write(target, text, keep=args.keep)
     was = f"was {pointer.previous}" if pointer.previous else "its first"
-    print(f"{target}: version {pointer.version} is current ({was}); {len(followers)} agents follow it")
+    follow = "1 agent follows it" if len(followers) == 1 else f"{len(followers)} agents follow it"
+    print(f"{target}: version {pointer.version} is current ({was}); {follow}")
     if args.no_wait or not followers:
         return 0
     answers = _wait(store, followers, pointer.version, args.timeout, rollback=False)

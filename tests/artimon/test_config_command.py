@@ -276,3 +276,24 @@ def test_push_and_pull_with_the_platforms_credentials_and_anonymous_clients_refu
         admin.close()
         follower.stop()
         agent.stop()
+
+
+def test_an_agent_that_does_not_answer_is_named_and_nothing_is_rolled_back(
+    tmp_path: Path, zk_hosts: str, store: ConfigStore
+) -> None:
+    # a report of an agent of the group that never applies anything (hung, or partitioned)
+    silent = AgentReport("edge", "", 0, 0, "", 0)
+    store.secure(store.layout.config_statuses)
+    store.client.create(store.layout.config_status("edge-9"), silent.to_json(), ephemeral=True)
+    local = tmp_path / "edge.properties"
+    local.write_text(edge(zk_hosts))
+    pushed = config(
+        "push", "-f", str(local), "--timeout", "2", env={"LANDING": str(tmp_path)}, zk_hosts=zk_hosts
+    )
+    assert pushed.returncode == 3, pushed.stdout + pushed.stderr
+    assert "group edge: version 1 is current (its first); 1 agent follows it" in pushed.stdout
+    assert "group edge: no answer within 2 s from edge-9" in pushed.stderr
+    current = store.current(GROUP)
+    assert current is not None and current.version == 1  # it applies the version when it comes back
+    again = config("push", "-f", str(local), env={"LANDING": str(tmp_path)}, zk_hosts=zk_hosts)
+    assert again.returncode == 0 and "version 1 is current and the same; nothing pushed" in again.stdout
