@@ -100,8 +100,15 @@ def _str(raw: dict[str, Any], key: str, what: str, limit: int = 256) -> str:
     return value
 
 
+class _JsonRecord:
+    """A record stored as one sorted JSON object (its dataclass fields)."""
+
+    def to_json(self) -> bytes:
+        return json.dumps(asdict(self), sort_keys=True).encode()  # type: ignore[call-overload]
+
+
 @dataclass(frozen=True)
-class Pointer:
+class Pointer(_JsonRecord):
     """The ``current`` znode: the version agents apply, the one it replaced (0: none), when
     and by whom it was set, and the version it rolled back from (0: not a rollback)."""
 
@@ -110,9 +117,6 @@ class Pointer:
     at_ms: int
     by: str
     rolled_back_from: int = 0
-
-    def to_json(self) -> bytes:
-        return json.dumps(asdict(self), sort_keys=True).encode()
 
     @classmethod
     def from_json(cls, data: bytes) -> Pointer:
@@ -128,7 +132,7 @@ class Pointer:
 
 
 @dataclass(frozen=True)
-class AgentReport:
+class AgentReport(_JsonRecord):
     """What an agent says in ``/config/status/<agent-id>``: its group (``""``: none), what
     it follows (a target's ``key``, ``""``: nothing yet), the version it runs from there (0:
     none yet), the last version it refused (0: none) and why, and when it last changed."""
@@ -139,9 +143,6 @@ class AgentReport:
     refused: int
     reason: str
     at_ms: int
-
-    def to_json(self) -> bytes:
-        return json.dumps(asdict(self), sort_keys=True).encode()
 
     @classmethod
     def from_json(cls, data: bytes) -> AgentReport:
