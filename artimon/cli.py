@@ -45,6 +45,7 @@ COMMANDS: dict[str, str] = {
     "kafka": "run an Apache Kafka cluster (KRaft) from Apache's jars",
     "site": "run a site of many hosts (network namespaces) on this machine",
     "endpoints": "list the bookkeeper endpoints in ZooKeeper",
+    "config": "push, pull or diff agents' central configuration in ZooKeeper",
     "read": "read one bookkeeper endpoint and print its variables",
 }
 
@@ -73,6 +74,10 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
     "kafka": ("artimon kafka --data-dir kafka-data",),
     "site": ("sudo artimon site up --hosts 4 --zookeeper", "sudo artimon site down"),
     "endpoints": ("artimon endpoints --zk 127.0.0.1:2181",),
+    "config": (
+        "artimon config push -f edge.properties --group edge",
+        "artimon config diff -f edge.properties --group edge",
+    ),
     "read": ("artimon read 127.0.0.1:41234",),
 }
 

@@ -11,15 +11,20 @@ from collector_agent.channels.base import BasicChannel, PutGroup, Transaction, T
 from collector_agent.channels.file.channel import FileChannel
 from collector_agent.channels.memory import MemoryChannel
 from collector_agent.config import AgentSpec, load_properties, parse_agent
+from collector_agent.config_follower import ConfigFollower, FollowerState
+from collector_agent.config_store import AgentReport, ConfigStore, ConfigTarget, Pointer
 from collector_agent.context import Context
 from collector_agent.event import Event
 from collector_agent.exceptions import (
     AgentError,
+    CentralConfigError,
     ChannelException,
     ChannelFullException,
+    ConfigConflictError,
     ConfigurationError,
     EventDeliveryException,
     ForeignRecordError,
+    MalformedConfigError,
     MalformedEventError,
     RequestRefusedError,
     ScrapeError,
@@ -37,13 +42,19 @@ from collector_agent.status import Status
 __all__ = [
     "Agent",
     "AgentError",
+    "AgentReport",
     "AgentSpec",
     "BasicChannel",
     "BatchSink",
+    "CentralConfigError",
     "ChannelException",
     "ChannelFullException",
     "ChannelProcessor",
     "Component",
+    "ConfigConflictError",
+    "ConfigFollower",
+    "ConfigStore",
+    "ConfigTarget",
     "ConfigWatcher",
     "ConfigurationError",
     "Context",
@@ -51,11 +62,14 @@ __all__ = [
     "EventDeliveryException",
     "EventDrivenSource",
     "FileChannel",
+    "FollowerState",
     "ForeignRecordError",
     "LifecycleState",
+    "MalformedConfigError",
     "MalformedEventError",
     "MemoryChannel",
     "MonitorServer",
+    "Pointer",
     "PollableSource",
     "PutGroup",
     "RequestRefusedError",

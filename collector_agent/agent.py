@@ -48,16 +48,20 @@ class Agent:
         self._lock = threading.RLock()
         self.reloads = 0
         self.reload_failures = 0
+        self.last_reload_error = ""  # why the last reload was refused or applied in part
         self.warnings: list[str] = []  # keys of the configuration that no component knows
         self._pending: Built | None = None
         self._stopping = threading.Event()
         self._supervisor: threading.Thread | None = None
 
     @classmethod
-    def from_properties(cls, text: str, name: str, environ: dict[str, str] | None = None) -> Agent:
-        """Parse and check ``text`` for agent ``name`` (``ConfigurationError`` on any problem)."""
+    def from_properties(
+        cls, text: str, name: str, environ: dict[str, str] | None = None, *, allow_classes: bool = True
+    ) -> Agent:
+        """Parse and check ``text`` for agent ``name`` (``ConfigurationError`` on any problem);
+        ``allow_classes=False`` checks it as a configuration from ZooKeeper (aliases only)."""
         agent = cls(parse_agent(load_properties(text, environ), name))
-        agent._pending = build(agent.spec, {})
+        agent._pending = build(agent.spec, {}, allow_classes)
         agent.warnings = agent._pending.warnings
         return agent
 
@@ -212,7 +216,7 @@ class Agent:
                 kept = {n: c for n, c in self.channels.items() if n not in replaced}
                 built = build(new, kept, allow_classes)
             except ConfigurationError as exc:
-                self.reload_failures += 1
+                self._failed(str(exc))
                 log.error(
                     "agent %s: new configuration refused, keeping the running one: %s",
                     self.name,
@@ -257,11 +261,12 @@ class Agent:
                     {n for n in new.sinkgroups if n not in self._groups},
                     {n for n in new.sources if n not in self.sources},
                 )
-            except Exception:
-                self.reload_failures += 1
+            except Exception as exc:
+                self._failed(f"applied in part: a component failed to start: {exc}")
                 log.exception("agent %s: reload applied in part; a component failed to start", self.name)
                 return False
             self.reloads += 1
+            self.last_reload_error = ""
             log.info(
                 "agent %s reloaded: restarted %d sources, %d sink groups; replaced %d channels",
                 self.name,
@@ -270,6 +275,10 @@ class Agent:
                 len(replaced),
             )
             return True
+
+    def _failed(self, reason: str) -> None:
+        self.reload_failures += 1
+        self.last_reload_error = reason
 
     def metrics(self) -> dict[str, dict[str, float]]:
         """Every component's counters by Flume group name (``CHANNEL.c1``, ``SOURCE.r1``...)."""

@@ -5,7 +5,10 @@ Under a root (default ``/artimon``; an ``ARTIMON_ZK`` of ``host:port/other`` pic
     /contexts/<context>/<ip>:<port>:<uuid>   ephemeral   JSON EndpointInfo (this module)
     /agents/<group>/<agent-id>               ephemeral   JSON AgentInfo (this module)
     /vhms/<shard>/<ip>:<port>                ephemeral   JSON: shard, host, port, http_port
-    /config/agents/<agent-name>              persistent  agent properties
+    /config/groups/<group>/current           persistent  JSON: the version agents of the group apply
+    /config/groups/<group>/v<N>              persistent  agent properties, version N (10 digits)
+    /config/agents/<agent-id>/current, v<N>  persistent  the same for one agent (overrides its group)
+    /config/status/<agent-id>                ephemeral   JSON: the version an agent runs or refused
 
 Path segments that come from users (context, group, shard, agent names) are percent-encoded
 so that a ``/`` in a context name cannot escape its directory.
@@ -92,8 +95,22 @@ class ZkLayout:
     def vhms_member(self, shard: str, ip: str, port: int) -> str:
         return f"{self.vhms_shard(shard)}/{ip}:{port}"
 
-    def agent_config(self, agent_name: str) -> str:
-        return f"{self.agent_configs}/{_segment(agent_name)}"
+    @property
+    def group_configs(self) -> str:
+        return f"{self.config}/groups"
+
+    @property
+    def config_statuses(self) -> str:
+        return f"{self.config}/status"
+
+    def agent_config(self, agent_id: str) -> str:
+        return f"{self.agent_configs}/{_segment(agent_id)}"
+
+    def group_config(self, group: str) -> str:
+        return f"{self.group_configs}/{_segment(group)}"
+
+    def config_status(self, agent_id: str) -> str:
+        return f"{self.config_statuses}/{_segment(agent_id)}"
 
     @staticmethod
     def context_name(segment: str) -> str:

@@ -141,7 +141,7 @@ def _every_parser() -> dict[str, argparse.ArgumentParser]:
 
 def test_every_option_has_help_and_shows_its_default_and_every_command_an_example() -> None:
     parsers = _every_parser()
-    assert len(parsers) == len(COMMANDS) + 3
+    assert len(parsers) == len(COMMANDS) + 6  # spark's 3 jobs, config's push, pull and diff
     for name, parser in parsers.items():
         text = parser.format_help()
         assert "``" not in text and ":class:" not in text and ":func:" not in text, (name, text)
