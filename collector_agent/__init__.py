@@ -26,6 +26,7 @@ from collector_agent.exceptions import (
     TransactionStateError,
     WriteRequestError,
 )
+from collector_agent.ledger import RoundLedger
 from collector_agent.lifecycle import Component, LifecycleState
 from collector_agent.monitoring import MonitorServer, SelfReporter
 from collector_agent.registry import register
@@ -59,6 +60,7 @@ __all__ = [
     "PollableSource",
     "PutGroup",
     "RequestRefusedError",
+    "RoundLedger",
     "ScrapeError",
     "SelfReporter",
     "Sink",

@@ -51,6 +51,9 @@ The round scheduler's states (``ArtimonSource.round_state``, a :class:`RoundStat
 Events the channel still refuses at a round's deadline are dropped and counted
 (``EventDroppedCount``, one per endpoint's batch) and logged with the round.
 
+Each batch polled is told to the agent's round ledger (:mod:`collector_agent.ledger`: round,
+endpoint, samples), which then follows it to its terminals.
+
 Keys: ``zk`` (default ``$ARTIMON_ZK``), ``interval`` (s, 60), ``group`` (``default``),
 ``agentId`` (host-pid), ``contexts`` (regex on the context, ``.*``), ``labels.<key>``
 (regex on an endpoint label), ``threads`` (32), ``connectTimeout`` (s, 5), ``readTimeout``
@@ -423,4 +426,6 @@ class ArtimonSource(EventDrivenSource):
             "artimon.round": str(round_ms),
             "artimon.agent": self.agent_id,
         }
+        if self.ledger is not None:
+            self.ledger.expect(round_ms, headers["artimon.endpoint"], len(batch))
         return Event(headers, encode_sample_batch(batch))
