@@ -54,7 +54,7 @@ def http_sender(urls: Sequence[str], timeout: float = TIMEOUT_S) -> Callable[[li
 class LedgerReporter:
     """See the module doc; thread-safe (the listener's thread and the job's)."""
 
-    def __init__(self, spark: Any, checkpoint: str, send: Callable[[list[str]], None]) -> None:
+    def __init__(self, spark: Any, checkpoint: str, send: Callable[[list[str]], object]) -> None:
         self._jvm = spark._jvm
         self._conf = spark._jsc.hadoopConfiguration()
         self.checkpoint = checkpoint.rstrip("/")
@@ -144,7 +144,7 @@ class _Listener(StreamingQueryListener):
         """The job reports once more itself when its query has ended."""
 
 
-def watch_commits(spark: Any, checkpoint: str, send: Callable[[list[str]], None]) -> LedgerReporter:
+def watch_commits(spark: Any, checkpoint: str, send: Callable[[list[str]], object]) -> LedgerReporter:
     """A reporter on ``checkpoint`` called after each micro-batch of the session's queries
     until its :meth:`~LedgerReporter.close`."""
     reporter = LedgerReporter(spark, checkpoint, send)
