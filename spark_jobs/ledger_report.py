@@ -4,13 +4,14 @@ micro-batch read (the agent knows which rounds' batches it landed in which file;
 
 Spark's file source writes, for micro-batch *n*, the files it reads in
 ``<checkpoint>/sources/0/<n>`` (every tenth batch a compacted ``<n>.compact`` that holds the
-earlier entries too): a ``v1`` line, then a JSON object per file with its ``path`` and
-``batchId``. The batch is committed, its Parquet files in the history, once
-``<checkpoint>/commits/<n>`` exists. After each micro-batch (a ``StreamingQueryListener``'s
-progress event) and once more when the query ends, :meth:`LedgerReporter.report` reads
-the batches committed since its last report through the job's Hadoop file system
-(``file://`` or ``hdfs://``) and hands their landing files' names to ``send``: with
-``--ledger URL`` (repeatable), a ``POST`` of ``{"files": [...]}`` to each agent's ``/ledger``.
+earlier entries too, after which Spark may remove the earlier files): a ``v1`` line, then a
+JSON object per file with its ``path`` and ``batchId``. The batch is committed, its Parquet
+files in the history, once ``<checkpoint>/commits/<n>`` exists. After each micro-batch (a
+``StreamingQueryListener``'s progress event) and once more when the query ends,
+:meth:`LedgerReporter.report` reads the batches committed since its last report through the
+job's Hadoop file system (``file://`` or ``hdfs://``) and hands their landing files' names to
+``send``: with ``--ledger URL`` (repeatable), a ``POST`` of ``{"files": [...]}`` to each
+agent's ``/ledger``.
 
 A send that fails is counted (``failures``), logged once per burst, and its names are sent
 again with the next report (the newest ``MAX_PENDING``). A reporter starts by sending the
@@ -78,7 +79,7 @@ class LedgerReporter:
             committed = sorted(self._batches(f"{self.checkpoint}/commits"))
             last = self._reported
             new = committed[-RESTART_BATCHES:] if last is None else [b for b in committed if b > last]
-            files = self._pending + [name for batch in new for name in self._files_of(batch)]
+            files = self._pending + (self._files_of(new) if new else [])
             if new:
                 self._reported = new[-1]
             if not files:
@@ -117,11 +118,27 @@ class LedgerReporter:
         finally:
             stream.close()
 
-    def _files_of(self, batch: int) -> list[str]:
+    def _files_of(self, batches: list[int]) -> list[str]:
+        """The landing files of ``batches``: each in its own log file, or, once Spark removed
+        that after a compaction, in the first compacted file at or after it."""
         sources = f"{self.checkpoint}/sources/0"
-        text = self._read(f"{sources}/{batch}") or self._read(f"{sources}/{batch}.compact") or ""
-        entries = [json.loads(line) for line in text.splitlines()[1:] if line.strip()]
-        return [str(e["path"]).rpartition("/")[2] for e in entries if e.get("batchId") == batch]
+        fs, path = self._path(sources)
+        names = {status.getPath().getName() for status in fs.listStatus(path)} if fs.exists(path) else set()
+        compacts = sorted(int(name.partition(".")[0]) for name in names if name.endswith(".compact"))
+        wanted: dict[str, set[int]] = {}
+        for batch in batches:
+            if str(batch) in names:
+                wanted.setdefault(str(batch), set()).add(batch)
+            else:
+                after = next((c for c in compacts if c >= batch), None)
+                if after is not None:
+                    wanted.setdefault(f"{after}.compact", set()).add(batch)
+        files = []
+        for name, of in wanted.items():
+            text = self._read(f"{sources}/{name}") or ""
+            entries = [json.loads(line) for line in text.splitlines()[1:] if line.strip()]
+            files += [str(e["path"]).rpartition("/")[2] for e in entries if e.get("batchId") in of]
+        return files
 
 
 class _Listener(StreamingQueryListener):
