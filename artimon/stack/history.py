@@ -109,7 +109,7 @@ class HistoryJob:
             )
             self._args = args
             if self.ledger is not None:
-                from spark_jobs.ledger_report import watch_commits
+                from spark_jobs import watch_commits
 
                 self._reporter = watch_commits(self._spark, self.checkpoint, self.ledger)
             self._query = raw_ingest.start(self._spark, args)

@@ -49,10 +49,8 @@ The round scheduler's states (``ArtimonSource.round_state``, a :class:`RoundStat
     any state --stop()--> STOPPED
 
 Events the channel still refuses at a round's deadline are dropped and counted
-(``EventDroppedCount``, one per endpoint's batch) and logged with the round.
-
-Each batch polled is told to the agent's round ledger (:mod:`collector_agent.ledger`: round,
-endpoint, samples), which then follows it to its terminals.
+(``EventDroppedCount``, one per endpoint's batch) and logged with the round. Each batch
+polled is told to the agent's round ledger (:mod:`collector_agent.ledger`).
 
 Keys: ``zk`` (default ``$ARTIMON_ZK``), ``interval`` (s, 60), ``group`` (``default``),
 ``agentId`` (host-pid), ``contexts`` (regex on the context, ``.*``), ``labels.<key>``
