@@ -50,11 +50,24 @@ _MAX_NAME = 1024  # a landing file's name, an endpoint's key
 
 @dataclass
 class _Round:
-    expected: dict[str, int] = field(default_factory=dict)  # endpoint -> samples polled
-    committed: dict[str, dict[str, int]] = field(default_factory=dict)  # terminal -> endpoint -> samples
-    landed: dict[str, str] = field(default_factory=dict)  # endpoint -> landing file
+    """A round's batches: per terminal, the endpoints whose batch it still lacks, and totals.
+    The per-endpoint maps shrink as the terminals take the batches: a complete round keeps
+    its totals only."""
+
+    expected: dict[str, int] = field(default_factory=dict)  # endpoint -> samples, until complete
+    endpoints: int = 0
+    samples: int = 0
+    pending: dict[str, dict[str, int]] = field(default_factory=dict)  # terminal -> endpoint -> samples
+    held: Counter[str] = field(default_factory=Counter)  # terminal -> samples it holds
+    landed: dict[str, str] = field(default_factory=dict)  # endpoint -> landing file, until in the history
     dropped: dict[str, int] = field(default_factory=dict)  # endpoint -> samples dropped at the source
     refused: Counter[str] = field(default_factory=Counter)  # terminal -> samples refused
+
+    @property
+    def state(self) -> str:
+        if self.dropped or self.refused:
+            return "incomplete"
+        return "waiting" if not self.pending or any(self.pending.values()) else "complete"
 
 
 class RoundLedger:
@@ -69,12 +82,14 @@ class RoundLedger:
         self._rounds: dict[int, _Round] = {}  # by round time
         self._files: dict[str, list[tuple[int, str, int]]] = {}  # landing file -> (round, endpoint, samples)
         self._where: dict[str, dict[str, int]] = {}  # terminal -> places that declared it -> how many times
+        self._reported: set[str] = set()  # terminals that reported from another process
         self.counts: Counter[str] = Counter()
 
     # -- what the components say -----------------------------------------------------------
 
     def declare(self, terminal: str, where: str) -> None:
-        """A component in front of ``terminal`` started (``where``: ``sink k1 (channel c1)``)."""
+        """A component in front of ``terminal`` started (``where``: ``sink k1 (channel c1)``);
+        the rounds expected from now on wait for it."""
         with self._lock:
             places = self._where.setdefault(_terminal(terminal), {})
             places[where] = places.get(where, 0) + 1
@@ -95,7 +110,14 @@ class RoundLedger:
             if entry is None:
                 entry = self._rounds[round_ms] = _Round()
                 self._evict()
-            entry.expected[endpoint] = max(samples, entry.expected.get(endpoint, 0))
+            before = entry.expected.get(endpoint)
+            if before is not None and before >= samples:
+                return
+            entry.endpoints += before is None
+            entry.samples += samples - (before or 0)
+            entry.expected[endpoint] = samples
+            for terminal in self._awaited() | set(entry.pending):
+                entry.pending.setdefault(terminal, {})[endpoint] = samples
 
     def drop(self, round_ms: int, endpoint: str) -> None:
         """The channel refused the batch until the round's deadline: it is lost."""
@@ -123,9 +145,9 @@ class RoundLedger:
             entry = self._rounds.get(round_ms)
             if entry is None:
                 self.counts["UntrackedCommitCount"] += 1
-                return
-            entry.landed[endpoint] = file
-            self._files.setdefault(file, []).append((round_ms, endpoint, samples))
+            elif endpoint in entry.pending.get("history", {}):
+                entry.landed[endpoint] = file
+                self._files.setdefault(file, []).append((round_ms, endpoint, samples))
 
     def files_committed(self, files: Iterable[str]) -> int:
         """``raw_ingest`` committed these landing files (names, or URIs: the last segment is
@@ -149,13 +171,16 @@ class RoundLedger:
         try:
             files, terminal, commits = _parse_report(report)
         except ValueError:
-            self.counts["ReportsRefusedCount"] += 1
+            with self._lock:
+                self.counts["ReportsRefusedCount"] += 1
             raise
-        self.counts["ReportsReceivedCount"] += 1
-        recorded = self.files_committed(files)
-        for round_ms, endpoint, samples in commits:
-            self.commit(terminal, round_ms, endpoint, samples)
-        return recorded + len(commits)
+        with self._lock:
+            self.counts["ReportsReceivedCount"] += 1
+            if commits:
+                self._reported.add(terminal)
+            for round_ms, endpoint, samples in commits:
+                self._commit(terminal, round_ms, endpoint, samples)
+        return self.files_committed(files) + len(commits)
 
     # -- what it says ------------------------------------------------------------------------
 
@@ -182,33 +207,31 @@ class RoundLedger:
         }
 
     def gauges(self) -> dict[str, float]:
-        """The ``LEDGER.rounds`` group of ``/metrics``."""
-        view = self.view()
+        """The ``LEDGER.rounds`` group of ``/metrics`` (the cost of a look at each round)."""
+        now_ms = int(self._clock() * 1000)
+        with self._lock:
+            unfinished = [round_ms for round_ms, entry in self._rounds.items() if entry.state != "complete"]
+            tracked, counts = len(self._rounds), dict(self.counts)
         return {
-            "RoundsTracked": view["rounds_tracked"],
-            "RoundsIncomplete": view["rounds_incomplete"],
-            "OldestIncompleteRoundAgeSeconds": view["oldest_incomplete_age_s"],
-            **{
-                name: self.counts.get(name, 0)
-                for name in (
-                    "RoundsEvictedCount",
-                    "IncompleteRoundsEvictedCount",
-                    "UntrackedCommitCount",
-                    "ReportsReceivedCount",
-                    "ReportsRefusedCount",
-                )
-            },
+            "RoundsTracked": tracked,
+            "RoundsIncomplete": len(unfinished),
+            "OldestIncompleteRoundAgeSeconds": round((now_ms - min(unfinished)) / 1000, 3)
+            if unfinished
+            else 0.0,
+            **{name: counts.get(name, 0) for name in _COUNTED},
         }
 
     # -- inside ------------------------------------------------------------------------------
+
+    def _awaited(self) -> set[str]:
+        return {terminal for terminal, places in self._where.items() if places} | self._reported
 
     def _evict(self) -> None:
         while len(self._rounds) > self.max_rounds:
             round_ms = min(self._rounds)
             entry = self._rounds.pop(round_ms)
             self.counts["RoundsEvictedCount"] += 1
-            declared = {terminal for terminal, places in self._where.items() if places}
-            if self._state(entry, declared | set(entry.committed))[0] != "complete":
+            if entry.state != "complete":
                 self.counts["IncompleteRoundsEvictedCount"] += 1
                 log.warning("round ledger: round %d left the ledger incomplete", round_ms)
             for file in set(entry.landed.values()):
@@ -220,42 +243,34 @@ class RoundLedger:
 
     def _commit(self, terminal: str, round_ms: int, endpoint: str, samples: int) -> None:
         entry = self._rounds.get(round_ms)
-        if entry is None:
+        if entry is None or (terminal not in entry.pending and not entry.expected):
             self.counts["UntrackedCommitCount"] += 1
             return
-        held = entry.committed.setdefault(terminal, {})
-        held[endpoint] = max(samples, held.get(endpoint, 0))
-
-    def _state(self, entry: _Round, terminals: Iterable[str]) -> tuple[str, dict[str, list[str]]]:
-        """The round's state and, per terminal, the endpoints it still lacks."""
-        missing = {
-            terminal: [
-                endpoint
-                for endpoint, samples in entry.expected.items()
-                if entry.committed.get(terminal, {}).get(endpoint, 0) < samples
-            ]
-            for terminal in sorted(terminals)
-        }
-        missing = {terminal: endpoints for terminal, endpoints in missing.items() if endpoints}
-        if entry.dropped or entry.refused:
-            return "incomplete", missing
-        return ("waiting" if missing or not terminals else "complete"), missing
+        if terminal not in entry.pending:  # a terminal heard of for the first time
+            entry.pending[terminal] = dict(entry.expected)
+        lacking = entry.pending[terminal].get(endpoint)
+        if lacking is None or samples < lacking:  # held already (counted once), or not whole
+            return
+        del entry.pending[terminal][endpoint]
+        entry.held[terminal] += lacking
+        if terminal == "history":
+            entry.landed.pop(endpoint, None)
+        if not entry.pending[terminal]:  # a dict emptied by deletes keeps its table: clear() frees it
+            entry.pending[terminal].clear()
+            if terminal == "history":
+                entry.landed.clear()
+            if entry.state == "complete":
+                entry.expected.clear()
 
     def _describe(self, round_ms: int, entry: _Round, places: Mapping[str, list[str]]) -> dict[str, Any]:
-        terminals = set(places) | set(entry.committed)
-        state, missing = self._state(entry, terminals)
         described: dict[str, Any] = {
             "round": round_ms,
             "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(round_ms / 1000)),
-            "state": state,
-            "endpoints": len(entry.expected),
-            "expected": sum(entry.expected.values()),
+            "state": entry.state,
+            "endpoints": entry.endpoints,
+            "expected": entry.samples,
             "committed": {
-                terminal: sum(
-                    min(samples, entry.expected.get(endpoint, 0))
-                    for endpoint, samples in entry.committed.get(terminal, {}).items()
-                )
-                for terminal in sorted(terminals)
+                terminal: min(entry.held[terminal], entry.samples) for terminal in sorted(entry.pending)
             },
         }
         if entry.dropped:
@@ -265,27 +280,40 @@ class RoundLedger:
         described["waiting"] = [
             {
                 "terminal": terminal,
-                "endpoints": len(endpoints),
-                "samples": sum(
-                    entry.expected[e] - entry.committed.get(terminal, {}).get(e, 0) for e in endpoints
-                ),
-                "where": self._where_waiting(entry, terminal, endpoints, places.get(terminal, [])),
+                "endpoints": len(lacking),
+                "samples": sum(lacking.values()),
+                "where": _where_waiting(entry, terminal, lacking, places.get(terminal, [])),
             }
-            for terminal, endpoints in missing.items()
+            for terminal, lacking in sorted(entry.pending.items())
+            if lacking
         ]
         return described
 
-    @staticmethod
-    def _where_waiting(entry: _Round, terminal: str, endpoints: list[str], places: list[str]) -> list[str]:
-        where: set[str] = set()
-        for endpoint in endpoints:
-            if endpoint in entry.dropped:
-                where.add("dropped at the source")
-            elif terminal == "history" and endpoint in entry.landed:
-                where.add(f"landing file {entry.landed[endpoint]} (not yet committed by raw_ingest)")
-            else:
-                where.update(places or [f"no {terminal} report yet"])
-        return sorted(where)
+
+_COUNTED = (
+    "RoundsEvictedCount",
+    "IncompleteRoundsEvictedCount",
+    "UntrackedCommitCount",
+    "ReportsReceivedCount",
+    "ReportsRefusedCount",
+)
+MAX_FILES_NAMED = 5  # landing files named per waiting round; the rest counted
+
+
+def _where_waiting(entry: _Round, terminal: str, lacking: Mapping[str, int], places: list[str]) -> list[str]:
+    dropped = sum(1 for endpoint in lacking if endpoint in entry.dropped)
+    files = sorted({entry.landed[e] for e in lacking if terminal == "history" and e in entry.landed})
+    in_channel = (
+        len(lacking) - dropped - sum(1 for e in lacking if terminal == "history" and e in entry.landed)
+    )
+    where = [f"landing file {name} (not yet committed by raw_ingest)" for name in files[:MAX_FILES_NAMED]]
+    if len(files) > MAX_FILES_NAMED:
+        where.append(f"{len(files) - MAX_FILES_NAMED} more landing files")
+    if in_channel:
+        where += places or [f"no {terminal} report yet"]
+    if dropped:
+        where.append("dropped at the source")
+    return sorted(where)
 
 
 def round_of(headers: Mapping[str, str]) -> tuple[int, str] | None:

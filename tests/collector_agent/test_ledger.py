@@ -113,11 +113,57 @@ def test_the_ledger_keeps_the_last_rounds_and_counts_what_it_evicts() -> None:
         RoundLedger(max_rounds=0)
 
 
-def test_a_withdrawn_sink_is_no_longer_named_as_where_a_round_waits() -> None:
+def test_a_round_waits_for_the_terminals_declared_when_it_was_polled() -> None:
     ledger = fed_ledger()
-    ledger.withdraw("history", "sink raw (channel land)")
+    ledger.withdraw("history", "sink raw (channel land)")  # a reload removed the raw sink
     assert set(ledger.view()["terminals"]) == {"vhms"}
-    assert [w["terminal"] for w in round_of(ledger, R1)["waiting"]] == ["vhms"]  # type: ignore[attr-defined]
+    assert {w["terminal"]: w["where"] for w in round_of(ledger, R1)["waiting"]} == {  # type: ignore[attr-defined]
+        "history": ["no history report yet"],
+        "vhms": ["sink out (channel ch)"],
+    }
+    ledger.expect(R2, A, 10)
+    ledger.commit("vhms", R2, A, 10)
+    assert round_of(ledger, R2)["state"] == "complete" and round_of(ledger, R2)["committed"] == {"vhms": 10}
+
+
+def test_a_terminal_reporting_from_another_process_is_awaited_from_then_on() -> None:
+    ledger = RoundLedger()
+    ledger.declare("history", "sink raw (channel land)")
+    ledger.expect(R1, A, 10)
+    ledger.expect(R1, B, 5)
+    ledger.apply_report({"terminal": "vhms", "commits": [[R1, A, 10]]})
+    assert {w["terminal"]: w["samples"] for w in round_of(ledger, R1)["waiting"]} == {  # type: ignore[attr-defined]
+        "history": 15,
+        "vhms": 5,
+    }
+    ledger.expect(R2, A, 10)
+    assert [w["terminal"] for w in round_of(ledger, R2)["waiting"]] == ["history", "vhms"]  # type: ignore[attr-defined]
+
+
+def test_a_complete_round_keeps_its_totals_only() -> None:
+    ledger = fed_ledger()
+    for terminal in ("vhms", "history"):
+        ledger.commit(terminal, R1, A, 10)
+        ledger.commit(terminal, R1, B, 5)
+    entry = ledger._rounds[R1]
+    assert entry.state == "complete" and not entry.expected and not any(entry.pending.values())
+    ledger.commit("vhms", R1, A, 10)  # a replay of a complete round changes nothing
+    assert round_of(ledger, R1)["committed"] == {"history": 15, "vhms": 15}
+
+
+def test_a_round_names_at_most_five_landing_files() -> None:
+    ledger = RoundLedger()
+    ledger.declare("history", "sink raw (channel land)")
+    for n in range(8):
+        ledger.expect(R1, f"10.0.0.{n}:7000:u", 1)
+        ledger.land(f"raw-{n}.avro", R1, f"10.0.0.{n}:7000:u", 1)
+    ledger.expect(R1, "10.0.0.9:7000:u", 1)
+    [waiting] = round_of(ledger, R1)["waiting"]  # type: ignore[misc]
+    assert waiting["where"] == [
+        "3 more landing files",
+        *(f"landing file raw-{n}.avro (not yet committed by raw_ingest)" for n in range(5)),
+        "sink raw (channel land)",
+    ]
 
 
 @pytest.mark.parametrize(
