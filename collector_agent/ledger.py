@@ -8,8 +8,8 @@ sink names the landing file each batch went into (:meth:`~RoundLedger.land`), an
 ``raw_ingest`` reports the landing files a committed micro-batch read
 (:meth:`~RoundLedger.files_committed`: their batches become ``history`` commits). Terminals in
 other processes report over the agent's monitoring port (``POST /ledger``,
-:meth:`~RoundLedger.apply_report`). Counts are kept per (round, endpoint) as the largest
-reported, so a batch delivered twice (at-least-once) is counted once.
+:meth:`~RoundLedger.apply_report`). A terminal holds a batch once it reported at least the
+batch's samples; a batch delivered twice (at-least-once) is counted once.
 
 A round's state (``RoundLedger.view``)::
 
@@ -20,8 +20,13 @@ A round's state (``RoundLedger.view``)::
 
 A round waits *somewhere*: at ``vhms`` in the channel of the ``vhms`` sink(s) that declared
 themselves (``sink k1 (channel c1)``); at ``history`` in the landing files Spark has not
-committed yet, or, not landed yet, in the ``raw`` sink's channel. The terminals awaited are
-those that declared themselves (the agent's own sinks, at start) or reported.
+committed yet, or, not landed yet, in the ``raw`` sink's channel. A round awaits the
+terminals declared when it was polled (the agent's own sinks declare theirs at start), and a
+terminal of another process from its first report on.
+
+Cost: a round keeps, per terminal, only the endpoints whose batch that terminal still lacks,
+and a complete round its totals only; ``gauges`` looks at each round once, ``view`` reads the
+lacking endpoints of the rounds that wait.
 
 Bounded: the last ``max_rounds`` rounds (default 120); an older round is evicted and
 counted (``RoundsEvictedCount``; ``IncompleteRoundsEvictedCount`` if it was not complete).
