@@ -31,6 +31,7 @@ from collector_agent.exceptions import (
     TransactionStateError,
     WriteRequestError,
 )
+from collector_agent.ledger import RoundLedger
 from collector_agent.lifecycle import Component, LifecycleState
 from collector_agent.monitoring import MonitorServer, SelfReporter
 from collector_agent.registry import register
@@ -73,6 +74,7 @@ __all__ = [
     "PollableSource",
     "PutGroup",
     "RequestRefusedError",
+    "RoundLedger",
     "ScrapeError",
     "SelfReporter",
     "Sink",

@@ -9,7 +9,8 @@ as long each time (at most 30 s) until it starts. A reload checks the whole new
 configuration first (nothing changes if any key is bad), then restarts only what changed:
 a channel that keeps its name and type keeps its object and its events (new settings are
 applied in place); a source or sink group restarts when its own settings changed or a
-channel it uses was replaced.
+channel it uses was replaced. Every source and sink it starts is handed the agent's round
+ledger (``ledger``, :mod:`collector_agent.ledger`), which outlives reloads.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from collector_agent.builder import Built, SinkGroup, build
 from collector_agent.channels.base import BasicChannel
 from collector_agent.config import AgentSpec, load_properties, parse_agent
 from collector_agent.exceptions import AgentError, ConfigurationError
+from collector_agent.ledger import RoundLedger
 from collector_agent.lifecycle import LifecycleState
 from collector_agent.runners import Runner
 from collector_agent.sinks.base import Sink
@@ -39,8 +41,9 @@ DRAIN_MAX_S = 15.0  # ...for this long at most
 class Agent:
     """A running (or runnable) agent; see the module doc."""
 
-    def __init__(self, spec: AgentSpec) -> None:
+    def __init__(self, spec: AgentSpec, ledger: RoundLedger | None = None) -> None:
         self.spec = spec
+        self.ledger = ledger or RoundLedger()
         self.channels: dict[str, BasicChannel] = {}
         self.sources: dict[str, Source] = {}
         self._source_runners: dict[str, Runner] = {}
@@ -56,11 +59,18 @@ class Agent:
 
     @classmethod
     def from_properties(
-        cls, text: str, name: str, environ: dict[str, str] | None = None, *, allow_classes: bool = True
+        cls,
+        text: str,
+        name: str,
+        environ: dict[str, str] | None = None,
+        *,
+        allow_classes: bool = True,
+        ledger: RoundLedger | None = None,
     ) -> Agent:
         """Parse and check ``text`` for agent ``name`` (``ConfigurationError`` on any problem);
-        ``allow_classes=False`` checks it as a configuration from ZooKeeper (aliases only)."""
-        agent = cls(parse_agent(load_properties(text, environ), name))
+        ``allow_classes=False`` checks it as a configuration from ZooKeeper (aliases only);
+        ``ledger``: a round ledger shared with other agents of this process (else its own)."""
+        agent = cls(parse_agent(load_properties(text, environ), name), ledger)
         agent._pending = build(agent.spec, {}, allow_classes)
         agent.warnings = agent._pending.warnings
         return agent
@@ -105,11 +115,14 @@ class Agent:
         self.channels = dict(built.channels)
         for name in groups:
             group = built.groups[name]
+            for sink in group.sinks:
+                sink.ledger = self.ledger
             group.processor.start()
             group.runner.start()
             self._groups[name] = group
         for name in sources:
             source = built.sources[name]
+            source.ledger = self.ledger
             source.start()
             self.sources[name] = source
             if name in built.source_runners:
@@ -281,11 +294,13 @@ class Agent:
         self.last_reload_error = reason
 
     def metrics(self) -> dict[str, dict[str, float]]:
-        """Every component's counters by Flume group name (``CHANNEL.c1``, ``SOURCE.r1``...)."""
+        """Every component's counters by Flume group name (``CHANNEL.c1``, ``SOURCE.r1``...), and
+        the round ledger's gauges (``LEDGER.rounds``)."""
         with self._lock:
             components: list[Any] = [
                 *self.sources.values(),
                 *self.channels.values(),
                 *self.sinks.values(),
             ]
-        return {f"{c.kind}.{c.name}": c.metrics() for c in components}
+        groups = {f"{c.kind}.{c.name}": c.metrics() for c in components}
+        return groups | {"LEDGER.rounds": self.ledger.gauges()}

@@ -20,6 +20,10 @@ again from its checkpoint after a growing backoff (``--max-retries``); a permiss
 or a quota exceeded on the history path ends it with :class:`~spark_jobs.HistoryPathError`
 naming the path, and the landing files stay for the next run.
 
+With ``--ledger URL`` (repeatable: each agent that lands files here) the job reports the
+landing files of each committed micro-batch to the agents' round ledgers
+(``ledger_report.py``), which then count those rounds' batches as stored in the history.
+
 A micro-batch writes its own files, in which a series' samples of the batch lie side by
 side: the longer the batch, the fewer bytes a sample takes (docs/spark.md), hence an
 ``--interval`` of minutes; the history lags VHMS by as much.
@@ -39,6 +43,7 @@ from spark_jobs.dedupe import dedupe_records
 from spark_jobs.exceptions import HistoryPathError
 from spark_jobs.explode import explode_batches
 from spark_jobs.history_fs import run_with_retries
+from spark_jobs.ledger_report import http_sender, watch_commits
 from spark_jobs.schema import DEDUPE_STATE, DEDUPED, GROUPED, KEPT, LANDING, SAMPLES
 
 __all__ = ["PARQUET_OPTIONS", "configure", "ingest_once", "run_query", "start"]
@@ -78,6 +83,13 @@ def configure(parser: argparse.ArgumentParser) -> None:
         help="restarts while HDFS is unavailable (safe mode, a daemon down)",
     )
     parser.add_argument("--max-backoff", type=float, default=60.0, help="seconds between restarts at most")
+    parser.add_argument(
+        "--ledger",
+        action="append",
+        default=[],
+        metavar="URL",
+        help="an agent's round ledger (http://host:port/ledger) told each committed landing file; repeatable",
+    )
 
 
 def local_uri(path: str) -> str:
@@ -134,13 +146,18 @@ def _run(spark: Any, args: argparse.Namespace, timeout: float | None = None) -> 
         queries.append(start(spark, args))
         queries[-1].awaitTermination(timeout)
 
-    run_with_retries(
-        attempt,
-        [args.output, args.checkpoint],
-        max_retries=args.max_retries,
-        max_backoff_s=args.max_backoff,
-        progressed=lambda: bool(queries) and queries[-1].lastProgress is not None,
-    )
+    reporter = watch_commits(spark, args.checkpoint, http_sender(args.ledger)) if args.ledger else None
+    try:
+        run_with_retries(
+            attempt,
+            [args.output, args.checkpoint],
+            max_retries=args.max_retries,
+            max_backoff_s=args.max_backoff,
+            progressed=lambda: bool(queries) and queries[-1].lastProgress is not None,
+        )
+    finally:
+        if reporter is not None:
+            reporter.close()  # a last report: the last batch's progress event may not have come yet
 
 
 def run_query(spark: Any, args: argparse.Namespace) -> int:

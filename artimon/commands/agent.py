@@ -66,7 +66,12 @@ def run(args: argparse.Namespace) -> int:
             reporter.bookkeeper.serve(args.report_host, zk_hosts=zk_hosts)
         if not args.no_monitor:
             monitor = MonitorServer(
-                agent.metrics, agent.name, args.monitor_host, args.monitor_port, web_config=web_config
+                agent.metrics,
+                agent.name,
+                args.monitor_host,
+                args.monitor_port,
+                web_config=web_config,
+                ledger=agent.ledger,
             )
             monitor.start()
     except (OSError, RuntimeError) as exc:  # an address that is not ours, a port taken

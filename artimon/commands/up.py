@@ -145,7 +145,15 @@ def _components(
     spark = (
         None
         if args.no_spark
-        else History(data, vhms, demo=args.demo, hdfs=hdfs, cluster=args.cluster, say=_say)
+        else History(
+            data,
+            vhms,
+            demo=args.demo,
+            hdfs=hdfs,
+            cluster=args.cluster,
+            say=_say,
+            ledger=agents.ledger.files_committed,
+        )
     )
     components: list[Component | None] = [
         zookeeper,

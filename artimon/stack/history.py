@@ -6,7 +6,8 @@ of an empty VHMS from the history); its failure is logged and the job starts all
 The history lives under ``<data>/history`` (``file://``), or under ``root`` when given
 (``hdfs://127.0.0.1:<port>/artimon/history`` with ``up --hdfs``). With a ``cluster``
 (``artimon up --cluster``) the thread starts its standalone master and worker first and the
-jobs run on them; ``stop`` stops them last.
+jobs run on them; ``stop`` stops them last. With a ``ledger`` (the agents' round ledger),
+each committed micro-batch's landing files are told to it (``spark_jobs/ledger_report.py``).
 
 States: NEW --start()--> STARTING --(session and query up)--> RUNNING --stop()--> STOPPED;
 a failure while starting is kept and reported by ``stop``, the rest of the stack runs on.
@@ -52,8 +53,11 @@ class HistoryJob:
         cluster: SparkCluster | None = None,
         conf: dict[str, str] | None = None,
         local_master: str = "local[2]",
+        ledger: Callable[[list[str]], object] | None = None,
     ) -> None:
         self.landing = data / "landing"
+        self.ledger = ledger
+        self._reporter: Any = None
         self.conf = conf or {}
         self.local_master = local_master
         # URIs, never bare paths: a HADOOP_CONF_DIR in the environment would send those to its HDFS
@@ -104,6 +108,10 @@ class HistoryJob:
                 ]
             )
             self._args = args
+            if self.ledger is not None:
+                from spark_jobs import watch_commits
+
+                self._reporter = watch_commits(self._spark, self.checkpoint, self.ledger)
             self._query = raw_ingest.start(self._spark, args)
         except Exception as exc:  # the stack runs on without its history; stop() reports it
             self.error = exc
@@ -128,6 +136,8 @@ class HistoryJob:
 
             catch_up = argparse.Namespace(**{**vars(self._args), "once": True})
             raw_ingest.start(self._spark, catch_up).awaitTermination(timeout)
+            if self._reporter is not None:
+                self._reporter.close()
             return f"spark raw_ingest: history up to date in {self.output}"
         finally:
             if self._spark is not None:
@@ -182,6 +192,7 @@ class History:
         hdfs: Hdfs | None,
         cluster: bool,
         say: Callable[[str], None],
+        ledger: Callable[[list[str]], object] | None = None,
     ) -> None:
         self.vhms = vhms
         self.job = HistoryJob(
@@ -190,6 +201,7 @@ class History:
             on_ready=lambda where: say(f"[ready] spark      raw_ingest {where}"),
             root=f"{hdfs.uri}/artimon/history" if hdfs else None,
             cluster=SparkCluster(data / "spark") if cluster else None,
+            ledger=ledger,
             **(DEMO_SPARK if demo and "ARTIMON_SPARK_DRIVER_MEMORY" not in os.environ else {}),
         )
         self.say = say

@@ -11,6 +11,10 @@ Keys: ``directory`` (required), ``prefix`` (default the sink's name), ``batchSiz
 ``rollSize`` (bytes, 134217728), ``rollInterval`` (s, 60), ``codec`` (``deflate`` or
 ``null``), and the batch sinks' dead-letter keys: an event whose body is not a sample batch
 is refused as malformed.
+
+Each batch landed is told to the agent's round ledger with its landing file's final name
+(:mod:`collector_agent.ledger`); the ``history`` terminal holds it once ``raw_ingest``
+reports that file committed.
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ from bookkeeper.ground import LandingWriter, decode_sample_batch, encode_trailer
 from collector_agent.context import Context
 from collector_agent.event import Event
 from collector_agent.exceptions import MalformedEventError
+from collector_agent.ledger import round_of
 from collector_agent.sinks.base import BatchSink
 from collector_agent.status import Status
 
@@ -64,10 +69,18 @@ class RawSink(BatchSink):
                 log.warning("sink %s: recovered %s with %d committed records", self.name, final.name, kept)
             else:
                 leftover.unlink()
+        if self.ledger is not None:
+            self.ledger.declare("history", self._place)
         super().start()
+
+    @property
+    def _place(self) -> str:
+        return f"sink {self.name} (channel {self.channel.name})"
 
     def stop(self) -> None:
         self._roll()
+        if self.ledger is not None:
+            self.ledger.withdraw("history", self._place)
         super().stop()
 
     def _open(self) -> LandingWriter:
@@ -104,9 +117,10 @@ class RawSink(BatchSink):
 
     def deliver(self, events: list[Event]) -> None:
         bad = []
+        sizes = []
         for position, event in enumerate(events):
             try:
-                decode_sample_batch(event.body)  # a landing file Spark cannot read would stop the job
+                sizes.append(len(decode_sample_batch(event.body)))  # Spark must read every landing file
             except MalformedFrameError:
                 bad.append(position)
         if bad:
@@ -124,3 +138,9 @@ class RawSink(BatchSink):
         before = writer.size
         writer.write_block(records)  # fsynced: the take may commit
         self.counters.add("BytesWrittenCount", writer.size - before)
+        if self.ledger is not None:
+            final = writer.path.name[: -len(".tmp")]
+            for event, samples in zip(events, sizes, strict=True):
+                polled = round_of(event.headers)
+                if polled is not None:
+                    self.ledger.land(final, *polled, samples)

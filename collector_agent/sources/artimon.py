@@ -49,7 +49,8 @@ The round scheduler's states (``ArtimonSource.round_state``, a :class:`RoundStat
     any state --stop()--> STOPPED
 
 Events the channel still refuses at a round's deadline are dropped and counted
-(``EventDroppedCount``, one per endpoint's batch) and logged with the round.
+(``EventDroppedCount``, one per endpoint's batch) and logged with the round. Each batch
+polled is told to the agent's round ledger (:mod:`collector_agent.ledger`).
 
 Keys: ``zk`` (default ``$ARTIMON_ZK``), ``interval`` (s, 60), ``group`` (``default``),
 ``agentId`` (host-pid), ``contexts`` (regex on the context, ``.*``), ``labels.<key>``
@@ -423,4 +424,6 @@ class ArtimonSource(EventDrivenSource):
             "artimon.round": str(round_ms),
             "artimon.agent": self.agent_id,
         }
+        if self.ledger is not None:
+            self.ledger.expect(round_ms, headers["artimon.endpoint"], len(batch))
         return Event(headers, encode_sample_batch(batch))
