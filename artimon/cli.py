@@ -45,6 +45,7 @@ COMMANDS: dict[str, str] = {
     "kafka": "run an Apache Kafka cluster (KRaft) from Apache's jars",
     "site": "run a site of many hosts (network namespaces) on this machine",
     "endpoints": "list the bookkeeper endpoints in ZooKeeper",
+    "status": "show the site in one screen: who is alive, who owns what, lag, what is degraded",
     "read": "read one bookkeeper endpoint and print its variables",
 }
 
@@ -73,6 +74,7 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
     "kafka": ("artimon kafka --data-dir kafka-data",),
     "site": ("sudo artimon site up --hosts 4 --zookeeper", "sudo artimon site down"),
     "endpoints": ("artimon endpoints --zk 127.0.0.1:2181",),
+    "status": ("artimon status", "artimon status --zk h1:2181,h2:2181,h3:2181/artimon --json"),
     "read": ("artimon read 127.0.0.1:41234",),
 }
 

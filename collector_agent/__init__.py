@@ -26,6 +26,7 @@ from collector_agent.exceptions import (
     TransactionStateError,
     WriteRequestError,
 )
+from collector_agent.group import owner
 from collector_agent.lifecycle import Component, LifecycleState
 from collector_agent.monitoring import MonitorServer, SelfReporter
 from collector_agent.registry import register
@@ -69,6 +70,7 @@ __all__ = [
     "TransactionStateError",
     "WriteRequestError",
     "load_properties",
+    "owner",
     "parse_agent",
     "register",
 ]

@@ -41,6 +41,8 @@ _GAUGES = {
     "flume_unhealthy",
     "flume_start_time",
     "flume_stop_time",
+    "flume_last_round_time",
+    "flume_round_interval",
 }
 
 

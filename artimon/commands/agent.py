@@ -16,6 +16,7 @@ import sys
 
 from artimon.commands._signals import stop_event
 from artimon.commands._web import web_config_of
+from artimon.status import agent_service
 from collector_agent import Agent, AgentError, ConfigurationError, ConfigWatcher, MonitorServer, SelfReporter
 
 
@@ -56,6 +57,8 @@ def run(args: argparse.Namespace) -> int:
                 agent.metrics, agent.name, args.monitor_host, args.monitor_port, web_config=web_config
             )
             monitor.start()
+        # artimon status finds the monitoring through this
+        registration = agent_service([agent], zk_hosts, monitor.url) if monitor else None
     except (OSError, RuntimeError) as exc:  # an address that is not ours, a port taken
         print(f"artimon agent: cannot listen: {exc}", file=sys.stderr)
         agent.stop()
@@ -76,6 +79,8 @@ def run(args: argparse.Namespace) -> int:
         stop.wait()
     finally:
         watcher.stop()
+        if registration is not None:
+            registration.close()
         if monitor is not None:
             monitor.stop()
         agent.stop()

@@ -6,6 +6,8 @@ Under a root (default ``/artimon``; an ``ARTIMON_ZK`` of ``host:port/other`` pic
     /agents/<group>/<agent-id>               ephemeral   JSON AgentInfo (this module)
     /vhms/<shard>/<ip>:<port>                ephemeral   JSON: shard, host, port, http_port
     /config/agents/<agent-name>              persistent  agent properties
+    /services/<kind>/<name>                  ephemeral   JSON: kind, name, url, host, started
+                                                         (what ``artimon status`` probes)
 
 Path segments that come from users (context, group, shard, agent names) are percent-encoded
 so that a ``/`` in a context name cannot escape its directory.
@@ -91,6 +93,13 @@ class ZkLayout:
 
     def vhms_member(self, shard: str, ip: str, port: int) -> str:
         return f"{self.vhms_shard(shard)}/{ip}:{port}"
+
+    @property
+    def services(self) -> str:
+        return f"{self.root}/services"
+
+    def service(self, kind: str, name: str) -> str:
+        return f"{self.services}/{_segment(kind)}/{_segment(name)}"
 
     def agent_config(self, agent_name: str) -> str:
         return f"{self.agent_configs}/{_segment(agent_name)}"

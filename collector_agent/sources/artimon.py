@@ -124,6 +124,8 @@ class ArtimonSource(EventDrivenSource):
         "AssignedEndpointCount",
         "AgentCount",
         "RegistrationRefusedCount",
+        "LastRoundTime",
+        "RoundInterval",
     )
 
     def configure(self, context: Context) -> None:
@@ -207,6 +209,7 @@ class ArtimonSource(EventDrivenSource):
         self._thread = threading.Thread(target=self._round_loop, name=f"{self.name}-rounds", daemon=True)
         self._thread.start()
         super().start()
+        self.counters.set("RoundInterval", int(self.interval * 1000))
 
     def stop(self) -> None:
         self._stop.set()
@@ -284,6 +287,7 @@ class ArtimonSource(EventDrivenSource):
                 "RegistrationRefusedCount", self._endpoint_watch.refused + self._agent_watch.refused
             )
             self._poll_round(round_ms, self._mine(round_ms), round_ms + int(interval_ms * 0.95))
+            self.counters.set("LastRoundTime", round_ms)
             self.round_state = RoundState.CATCHING_UP
             if self.catchup and not self._stop.is_set():
                 self._stop.wait(max(0.0, (round_ms + interval_ms * self.catchup) / 1000 - time.time()))
@@ -308,6 +312,7 @@ class ArtimonSource(EventDrivenSource):
             self.counters.add("StartupPollCount", len(mine))
             self.round_state = RoundState.POLLING
             self._poll_round(round_ms, mine, round_ms + int(interval_ms * 0.95))
+            self.counters.set("LastRoundTime", round_ms)
 
     def _catch_up(self, round_ms: int) -> None:
         """Poll, for ``round_ms``, the endpoints of agents that died since it began."""
