@@ -73,7 +73,7 @@ def probe_agent(info: ServiceInfo, timeout: float, now_ms: int) -> AgentProcess:
             continue
         if group.startswith("SOURCE.") and counters.get("RoundInterval"):
             rounds.append((int(counters.get("LastRoundTime", 0)), int(counters["RoundInterval"])))
-        if group.startswith("SOURCE.") and "KafkaEmptyCount" in counters:
+        if group.startswith("SOURCE.") and "KafkaEmptyCount" in counters and "store" not in agent.roles:
             agent.roles.append("store")
         if group.startswith("CHANNEL."):
             agent.backlog += int(counters.get("ChannelSize", 0))
