@@ -28,7 +28,7 @@ from artimon.status.model import (
     ZkMember,
 )
 from artimon.status.page import add_status_routes, render_html
-from artimon.status.register import StackRegistrations, agent_service, register_service
+from artimon.status.register import StackRegistrations, agent_service, launcher_service, register_service
 from artimon.status.text import render_text
 
 __all__ = [
@@ -47,6 +47,7 @@ __all__ = [
     "agent_service",
     "collect",
     "findings",
+    "launcher_service",
     "register_service",
     "render_html",
     "render_text",

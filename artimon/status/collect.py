@@ -113,7 +113,7 @@ def _groups(status: SiteStatus, registry: Registry) -> None:
 def _agent_findings(agent: AgentProcess) -> list[Finding]:
     where = f"agent {agent.name}"
     if not agent.up:
-        return [Finding(where, f"down: its monitoring at {agent.url} answers not: {agent.error}")]
+        return [Finding(where, f"down: its monitoring at {agent.url} does not answer: {agent.error}")]
     found = []
     if agent.lag_s and agent.interval_s and agent.lag_s > agent.interval_s:
         found.append(Finding(where, f"late: its next round is {agent.lag_s:.1f} s overdue"))

@@ -2,9 +2,10 @@
 monitoring, a query API, and the servers a launcher runs (Kafka, a Spark master, HDFS),
 each an ephemeral ``/services/<kind>/<name>`` holding its URL (:class:`ServiceInfo`), made by
 the process that serves it, or for a server it launched, by the launcher on that host
-(``artimon up`` for its own). It lives as long as the process's session and comes back
-after a session expiry (:class:`bookkeeper.zk.Registration`); its parent stays, so a kind
-left empty says that its last member is gone.
+(``artimon up`` for its own; ``artimon kafka`` and ``artimon hdfs`` with ``$ARTIMON_ZK``
+set). It lives as long as the process's session and comes back after a session expiry
+(:class:`bookkeeper.zk.Registration`); its parent stays, so a kind left empty says that its
+last member is gone.
 
 :class:`StackRegistrations` is ``artimon up``'s: the last component to start, the first to
 stop, it registers what the stack runs.
@@ -12,6 +13,7 @@ stop, it registers what the stack runs.
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
@@ -23,7 +25,7 @@ from collector_agent import Agent
 if TYPE_CHECKING:
     from artimon.stack import Agents, Hdfs, History, Kafka, QueryApi, ZooKeeper
 
-__all__ = ["StackRegistrations", "agent_service", "register_service"]
+__all__ = ["StackRegistrations", "agent_service", "launcher_service", "register_service"]
 
 
 def register_service(
@@ -58,6 +60,16 @@ def agent_service(agents: Sequence[Agent], zk_hosts: str | None, url: str) -> Re
         return None
     name = url.split("://", 1)[-1].split("/", 1)[0]
     return register_service(zk, "agent", name, url, members=[f"{g}/{a}" for _, g, a in memberships])
+
+
+def launcher_service(kind: str, url: str, expect: int) -> Registration | None:
+    """A launcher's registration of the server it runs (``artimon kafka``, ``artimon
+    hdfs``), in ``$ARTIMON_ZK`` when it is set (else ``None``: a server of its own)."""
+    zk = os.environ.get("ARTIMON_ZK")
+    if not zk:
+        return None
+    name = url.split("://", 1)[-1].split("/", 1)[0].split(",", 1)[0]
+    return register_service(zk, kind, name, url, expect=expect)
 
 
 class StackRegistrations:

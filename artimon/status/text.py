@@ -60,8 +60,8 @@ def render_text(status: SiteStatus) -> str:
         lines.append("agents")
         lines += [_agent_line(agent) for agent in status.agents]
     for shard in status.shards:
-        agree = "replicas agree" if shard.agree else "REPLICAS DISAGREE"
         up = sum(r.up for r in shard.replicas)
+        agree = "NO REPLICA ANSWERS" if not up else "replicas agree" if shard.agree else "REPLICAS DISAGREE"
         lines.append(f"vhms shard {shard.shard}: {up}/{len(shard.replicas)} up, {agree}")
         lines += [_replica_line(replica) for replica in shard.replicas]
     if status.services:

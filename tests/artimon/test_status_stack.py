@@ -1,7 +1,8 @@
 """``artimon status`` on real stacks: a healthy ``artimon up --kafka`` (every part alive,
 the JSON's schema asserted, the page in headless Chromium), the test stack with its VHMS
-and then its agent killed -9 (each named down while it lasts, with why), and a ZooKeeper
-ensemble of 3 on 127.0.0.1 whose leader is killed (shown down, the new leader named).
+and then its agent killed -9 (each named down while it lasts, with why), a ZooKeeper
+ensemble of 3 on 127.0.0.1 whose leader is killed (shown down, the new leader named), and
+HDFS and a Spark master counting their DataNode and worker (each killed, named).
 
 Waits poll the view with deadlines (a loaded machine takes its time), never sleep."""
 
@@ -22,8 +23,8 @@ import pytest
 from playwright.sync_api import expect, sync_playwright
 from support import Lines, wait_until
 
-from artimon.servers import ZooKeeperEnsemble
-from artimon.status import SiteStatus, collect
+from artimon.servers import HdfsServer, SparkCluster, ZooKeeperEnsemble
+from artimon.status import SiteStatus, collect, launcher_service, register_service
 from artimon.testing import Stack
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -280,3 +281,46 @@ def test_a_killed_zookeeper_member_is_shown_down_and_the_new_leader_named(tmp_pa
         assert down == {before.leader: "connection refused: not running"}
         assert [f.component for f in after.degraded] == [f"zookeeper {before.leader}"]
         assert after.registry == "", "two members of three keep the quorum: the tree is read"
+
+
+@pytest.mark.slow
+def test_status_reads_hdfs_and_a_spark_master_their_launchers_registered(
+    tmp_path: Path, zk_hosts: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What ``artimon hdfs`` registers with ``$ARTIMON_ZK`` set (:func:`launcher_service`),
+    and a Spark master as ``up --cluster`` registers it: their DataNode and worker counted,
+    each killed -9 named with how many are alive."""
+    monkeypatch.setenv("ARTIMON_ZK", zk_hosts)
+    views: list[SiteStatus] = []
+
+    def services_alive() -> bool:
+        services = {s.kind: s for s in _view(zk_hosts, views).services}
+        return set(services) == {"hdfs", "spark"} and all(s.up and s.alive == 1 for s in services.values())
+
+    with (
+        HdfsServer(tmp_path / "hdfs") as hdfs,
+        SparkCluster(tmp_path / "spark", worker_memory="512m") as spark,
+    ):
+        registrations = [
+            launcher_service("hdfs", hdfs.webhdfs, 1),
+            register_service(zk_hosts, "spark", f"127.0.0.1:{spark.web_port}", spark.web_url, expect=1),
+        ]
+        try:
+            wait_until(services_alive, LOADED, "HDFS and Spark answering with one member each")
+            assert views[-1].healthy, views[-1].degraded
+            hdfs.kill_datanode()
+            spark.kill_worker()
+            wait_until(
+                lambda: (
+                    len([f for f in _view(zk_hosts, views).degraded if "0 of 1 members alive" in f.why]) == 2
+                ),
+                LOADED,
+                "the DataNode and the worker named",
+            )
+        finally:
+            for registration in registrations:
+                if registration is not None:
+                    registration.close()
+    found = {f.component.split()[0]: f.why for f in views[-1].degraded}
+    assert found["hdfs"].startswith("0 of 1 members alive (NameNode Operational, DataNodes 0 live, 1 dead)")
+    assert found["spark"].startswith("0 of 1 members alive (master ALIVE, 0 of 1 workers ALIVE)")
