@@ -16,7 +16,6 @@ import sys
 
 from artimon.commands._signals import stop_event
 from artimon.commands._web import web_config_of
-from artimon.status import agent_service
 from collector_agent import Agent, AgentError, ConfigurationError, ConfigWatcher, MonitorServer, SelfReporter
 
 
@@ -57,7 +56,9 @@ def run(args: argparse.Namespace) -> int:
                 agent.metrics, agent.name, args.monitor_host, args.monitor_port, web_config=web_config
             )
             monitor.start()
-        # artimon status finds the monitoring through this
+        # how artimon status finds the monitoring; imported once the agent runs, not before
+        from artimon.status import agent_service
+
         registration = agent_service([agent], zk_hosts, monitor.url) if monitor else None
     except (OSError, RuntimeError) as exc:  # an address that is not ours, a port taken
         print(f"artimon agent: cannot listen: {exc}", file=sys.stderr)

@@ -7,14 +7,14 @@ in FastAPI's thread pool)."""
 from __future__ import annotations
 
 from html import escape
-
-from fastapi import APIRouter, Depends, FastAPI
-from fastapi.responses import HTMLResponse, JSONResponse
+from typing import TYPE_CHECKING
 
 from artimon.status.collect import collect
 from artimon.status.model import SiteStatus
 from artimon.status.text import render_text
-from query_dsl.http import authorize
+
+if TYPE_CHECKING:
+    from fastapi import FastAPI
 
 __all__ = ["add_status_routes", "render_html"]
 
@@ -51,6 +51,12 @@ def render_html(status: SiteStatus) -> str:
 
 def add_status_routes(app: FastAPI, zk_hosts: str | None, *, timeout: float = 1.0) -> None:
     """Serve the view of the site whose ZooKeeper is ``zk_hosts`` on ``app``."""
+    # here, not at the top: an agent imports this package to register, and no query API
+    from fastapi import APIRouter, Depends
+    from fastapi.responses import HTMLResponse, JSONResponse
+
+    from query_dsl.http import authorize
+
     router = APIRouter()
 
     @router.get("/status", include_in_schema=False, dependencies=[Depends(authorize)])

@@ -287,7 +287,6 @@ class ArtimonSource(EventDrivenSource):
                 "RegistrationRefusedCount", self._endpoint_watch.refused + self._agent_watch.refused
             )
             self._poll_round(round_ms, self._mine(round_ms), round_ms + int(interval_ms * 0.95))
-            self.counters.set("LastRoundTime", round_ms)
             self.round_state = RoundState.CATCHING_UP
             if self.catchup and not self._stop.is_set():
                 self._stop.wait(max(0.0, (round_ms + interval_ms * self.catchup) / 1000 - time.time()))
@@ -312,7 +311,6 @@ class ArtimonSource(EventDrivenSource):
             self.counters.add("StartupPollCount", len(mine))
             self.round_state = RoundState.POLLING
             self._poll_round(round_ms, mine, round_ms + int(interval_ms * 0.95))
-            self.counters.set("LastRoundTime", round_ms)
 
     def _catch_up(self, round_ms: int) -> None:
         """Poll, for ``round_ms``, the endpoints of agents that died since it began."""
@@ -342,6 +340,7 @@ class ArtimonSource(EventDrivenSource):
             with self._lock:
                 self._assigned_members = self._members_at(round_ms, dict(self._agents))
             self.counters.set("AssignedEndpointCount", len(endpoints))
+            self.counters.set("LastRoundTime", round_ms)
         futures = {
             self._pool.submit(self._poll, key, info, round_ms, deadline_ms): key
             for key, info in endpoints.items()
