@@ -22,6 +22,8 @@ import time
 from collections import Counter
 from concurrent.futures import Future, ThreadPoolExecutor
 
+import httpx
+
 from artimon.status.model import (
     AgentGroup,
     AgentProcess,
@@ -48,18 +50,21 @@ def collect(zk: str | None = None, *, timeout: float = 1.0) -> SiteStatus:
     ``$ARTIMON_ZK``; default ``$ARTIMON_ZK``, then ``127.0.0.1:2181``)."""
     started, now_ms = time.monotonic(), int(time.time() * 1000)
     connect, layout = resolve_zk(zk)
-    with ThreadPoolExecutor(_THREADS, thread_name_prefix="status-probe") as pool:
+    # one client for every probe: a client each would build an SSL context each (CPU, under the GIL)
+    with httpx.Client() as http, ThreadPoolExecutor(_THREADS, thread_name_prefix="status-probe") as pool:
         asked = [pool.submit(ask_member, address.strip(), timeout) for address in connect.split(",")]
         registry = read_registry(connect, layout, timeout)
         read = registry if isinstance(registry, Registry) else Registry()
         agent_services = read.services.get("agent", {}).values()
-        agents = [pool.submit(probe_agent, info, timeout, now_ms) for info in agent_services]
+        agents = [pool.submit(probe_agent, http, info, timeout, now_ms) for info in agent_services]
         replicas = {
-            shard: [pool.submit(probe_replica, name, payload, timeout) for name, payload in members.items()]
+            shard: [
+                pool.submit(probe_replica, http, name, payload, timeout) for name, payload in members.items()
+            ]
             for shard, members in read.shards.items()
         }
         services = [
-            pool.submit(probe_service, info, timeout)
+            pool.submit(probe_service, http, info, timeout)
             for kind, named in sorted(read.services.items())
             if kind != "agent"
             for info in named.values()

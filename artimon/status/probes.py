@@ -34,10 +34,10 @@ class ProbeError(Exception):
     """Why a probe failed, in a few words."""
 
 
-def get_json(url: str, timeout: float) -> Any:
+def get_json(http: httpx.Client, url: str, timeout: float) -> Any:
     """``url``'s JSON answer, read within ``timeout`` and at most :data:`MAX_BYTES`."""
     try:
-        with httpx.stream("GET", url, timeout=timeout) as response:
+        with http.stream("GET", url, timeout=timeout) as response:
             body = b""
             for chunk in response.iter_bytes():
                 body += chunk
@@ -57,10 +57,10 @@ def get_json(url: str, timeout: float) -> Any:
         raise ProbeError(f"not JSON: {body[:80]!r}") from None
 
 
-def probe_agent(info: ServiceInfo, timeout: float, now_ms: int) -> AgentProcess:
+def probe_agent(http: httpx.Client, info: ServiceInfo, timeout: float, now_ms: int) -> AgentProcess:
     agent = AgentProcess(info.name, info.url, False, members=list(info.members))
     try:
-        metrics = get_json(f"{info.url}/metrics", timeout)
+        metrics = get_json(http, f"{info.url}/metrics", timeout)
         if not isinstance(metrics, dict):
             raise ProbeError("its /metrics is not a JSON object")
     except ProbeError as exc:
@@ -90,7 +90,7 @@ def probe_agent(info: ServiceInfo, timeout: float, now_ms: int) -> AgentProcess:
     return agent
 
 
-def probe_replica(name: str, payload: dict[str, Any], timeout: float) -> Replica:
+def probe_replica(http: httpx.Client, name: str, payload: dict[str, Any], timeout: float) -> Replica:
     http_port = payload.get("http_port")
     url = f"http://{payload.get('host')}:{http_port}" if isinstance(http_port, int) else ""
     replica = Replica(name, url, False)
@@ -98,7 +98,7 @@ def probe_replica(name: str, payload: dict[str, Any], timeout: float) -> Replica
         replica.error = "registered without an HTTP port: nothing to ask"
         return replica
     try:
-        stats = get_json(f"{url}/stats", timeout)
+        stats = get_json(http, f"{url}/stats", timeout)
         replica.series = int(stats["series"])
         heads = [h for h in stats.get("heads_ms", [])[:1] if isinstance(h, int)]
         replica.head_ms = heads[0] if heads else None
@@ -112,14 +112,14 @@ def probe_replica(name: str, payload: dict[str, Any], timeout: float) -> Replica
     return replica
 
 
-def _api(service: Service, timeout: float) -> None:
-    answer = get_json(f"{service.url}/health", timeout)
+def _api(http: httpx.Client, service: Service, timeout: float) -> None:
+    answer = get_json(http, f"{service.url}/health", timeout)
     if not (isinstance(answer, dict) and answer.get("status") == "ok"):
         raise ProbeError(f"/health says {str(answer)[:80]}")
 
 
-def _spark(service: Service, timeout: float) -> None:
-    answer = get_json(f"{service.url}/json/", timeout)
+def _spark(http: httpx.Client, service: Service, timeout: float) -> None:
+    answer = get_json(http, f"{service.url}/json/", timeout)
     if not isinstance(answer, dict):
         raise ProbeError("its /json/ is not a JSON object")
     workers = [w for w in answer.get("workers", []) if isinstance(w, dict)]
@@ -129,8 +129,8 @@ def _spark(service: Service, timeout: float) -> None:
         raise ProbeError(f"the master is {answer.get('status')}")
 
 
-def _hdfs(service: Service, timeout: float) -> None:
-    answer = get_json(f"{service.url}{_FSNAMESYSTEM}", timeout)
+def _hdfs(http: httpx.Client, service: Service, timeout: float) -> None:
+    answer = get_json(http, f"{service.url}{_FSNAMESYSTEM}", timeout)
     beans = answer.get("beans") if isinstance(answer, dict) else None
     if not beans:
         raise ProbeError("the NameNode's JMX has no FSNamesystemState")
@@ -140,7 +140,7 @@ def _hdfs(service: Service, timeout: float) -> None:
     service.detail = f"NameNode {state.get('FSState', '?')}, DataNodes {service.alive} live, {dead} dead"
 
 
-def _kafka(service: Service, timeout: float) -> None:
+def _kafka(http: httpx.Client, service: Service, timeout: float) -> None:
     from confluent_kafka.admin import AdminClient  # only when a site has Kafka
 
     bootstrap = service.url.removeprefix("kafka://")
@@ -159,12 +159,12 @@ def _kafka(service: Service, timeout: float) -> None:
 _PROBES = {"api": _api, "spark": _spark, "hdfs": _hdfs, "kafka": _kafka}
 
 
-def probe_service(info: ServiceInfo, timeout: float) -> Service:
+def probe_service(http: httpx.Client, info: ServiceInfo, timeout: float) -> Service:
     """A query API, Kafka, a Spark master or HDFS (see the module doc)."""
     service = Service(info.kind, info.name, info.url, False, expect=info.expect)
     started = time.monotonic()
     try:
-        _PROBES[info.kind](service, timeout)
+        _PROBES[info.kind](http, service, timeout)
     except ProbeError as exc:
         service.error = str(exc)
         return service

@@ -108,13 +108,15 @@ class _Reader:
 
 def read_registry(connect: str, layout: ZkLayout, timeout: float) -> Registry | str:
     """The tree (see :class:`Registry`), or why it could not be read."""
-    client = KazooClient(hosts=connect, timeout=max(timeout * 4, 4.0), logger=_QUIET)
+    # the session timeout asked is what a silent member costs (a connect, then a request of
+    # timeout / members); the server raises it to its minimum, which a short read can live with
+    client = KazooClient(hosts=connect, timeout=timeout, logger=_QUIET)
     try:
-        client.start(timeout=timeout)
+        client.start(timeout=2 * timeout)  # one silent member, then another that answers
     except KazooTimeoutError:
         client.stop()
         client.close()
-        return f"no ZooKeeper member of {connect} took a session within {timeout:g} s"
+        return f"no ZooKeeper member of {connect} took a session within {2 * timeout:g} s"
     try:
         return _read(_Reader(client, timeout), layout)
     except (KazooException, KazooTimeoutError) as exc:

@@ -14,6 +14,7 @@ import time
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
+import httpx
 import pytest
 from kazoo.client import KazooClient
 
@@ -87,26 +88,31 @@ def _agent(url: str) -> ServiceInfo:
 
 
 def test_probes_are_bounded_in_time_and_size_and_say_why(http_server: str) -> None:
+    with httpx.Client() as http:
+        _probes_are_bounded(http, http_server)
+
+
+def _probes_are_bounded(http: httpx.Client, http_server: str) -> None:
     silent = socket.socket()
     silent.bind(("127.0.0.1", 0))
     silent.listen(8)  # accepts connections (the kernel does), never answers
     try:
         started = time.monotonic()
-        hung = probe_agent(_agent(f"http://127.0.0.1:{silent.getsockname()[1]}"), 0.5, 0)
+        hung = probe_agent(http, _agent(f"http://127.0.0.1:{silent.getsockname()[1]}"), 0.5, 0)
         took = time.monotonic() - started
     finally:
         silent.close()
     assert not hung.up and hung.error == "no answer within 0.5 s"
     assert took < 5, f"a silent agent held the probe {took:.1f} s"
 
-    flood = probe_agent(_agent(f"{http_server}/flood"), 5.0, 0)
+    flood = probe_agent(http, _agent(f"{http_server}/flood"), 5.0, 0)
     assert not flood.up and flood.error.startswith("answer over ")
-    garbage = probe_agent(_agent(f"{http_server}/garbage"), 5.0, 0)
+    garbage = probe_agent(http, _agent(f"{http_server}/garbage"), 5.0, 0)
     assert not garbage.up and garbage.error.startswith("not JSON")
-    failing = probe_agent(_agent(f"{http_server}/other"), 5.0, 0)
+    failing = probe_agent(http, _agent(f"{http_server}/other"), 5.0, 0)
     assert not failing.up and failing.error == "HTTP 500"
     closed = probe_service(
-        ServiceInfo("spark", f"127.0.0.1:{free_port()}", f"http://127.0.0.1:{free_port()}", "h", 1), 1.0
+        http, ServiceInfo("spark", f"127.0.0.1:{free_port()}", f"http://127.0.0.1:{free_port()}", "h", 1), 1.0
     )
     assert not closed.up and closed.error.startswith("cannot connect")
 
