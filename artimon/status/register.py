@@ -28,6 +28,11 @@ if TYPE_CHECKING:
 __all__ = ["StackRegistrations", "agent_service", "launcher_service", "register_service"]
 
 
+def _address_of(url: str) -> str:
+    """The first ``host:port`` of ``url`` (Kafka's names several): a service's name."""
+    return url.split("://", 1)[-1].split("/", 1)[0].split(",", 1)[0]
+
+
 def register_service(
     zk_hosts: str | None,
     kind: str,
@@ -58,8 +63,9 @@ def agent_service(agents: Sequence[Agent], zk_hosts: str | None, url: str) -> Re
     zk = zk_hosts or (memberships[0][0] if memberships else None)
     if zk is None:
         return None
-    name = url.split("://", 1)[-1].split("/", 1)[0]
-    return register_service(zk, "agent", name, url, members=[f"{g}/{a}" for _, g, a in memberships])
+    return register_service(
+        zk, "agent", _address_of(url), url, members=[f"{g}/{a}" for _, g, a in memberships]
+    )
 
 
 def launcher_service(kind: str, url: str, expect: int) -> Registration | None:
@@ -68,8 +74,7 @@ def launcher_service(kind: str, url: str, expect: int) -> Registration | None:
     zk = os.environ.get("ARTIMON_ZK")
     if not zk:
         return None
-    name = url.split("://", 1)[-1].split("/", 1)[0].split(",", 1)[0]
-    return register_service(zk, kind, name, url, expect=expect)
+    return register_service(zk, kind, _address_of(url), url, expect=expect)
 
 
 class StackRegistrations:
@@ -92,10 +97,6 @@ class StackRegistrations:
         self.kafka, self.hdfs, self.history = kafka, hdfs, history
         self.registrations: list[Registration] = []
 
-    def _address(self, url: str) -> str:
-        """The first ``host:port`` of ``url`` (Kafka's names several)."""
-        return url.split("://", 1)[-1].split("/", 1)[0].split(",", 1)[0]
-
     def start(self) -> None:
         zk = self.zookeeper.hosts
         running = [a for a in (self.agents.agent, self.agents.store_agent) if a is not None]
@@ -110,7 +111,7 @@ class StackRegistrations:
         if self.history is not None and self.history.job.cluster is not None:
             wanted.append(("spark", self.history.job.cluster.web_url, 1))
         for kind, url, expect in wanted:
-            self.registrations.append(register_service(zk, kind, self._address(url), url, expect=expect))
+            self.registrations.append(register_service(zk, kind, _address_of(url), url, expect=expect))
 
     def ready_lines(self) -> list[str]:
         count = len(self.registrations)
