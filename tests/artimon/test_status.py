@@ -1,7 +1,8 @@
 """``artimon status``'s parts against real servers of this session: the service payload and
 its refusals, probes bounded in time and size (a silent server, garbage, a flood), the view
 of a real ZooKeeper holding registrations (a dead API named down, an emptied kind, an
-agent group with no agent alive), the text and the page, the command's exit status."""
+agent group with no agent alive, two replicas of a shard that disagree), the text and the
+page, the command's exit status."""
 
 from __future__ import annotations
 
@@ -22,6 +23,8 @@ from artimon.servers import free_port
 from artimon.status import ServiceInfo, SiteStatus, collect, register_service, render_html, render_text
 from artimon.status.probes import probe_agent, probe_service
 from bookkeeper.zk import resolve_zk
+from query_dsl.testing import demo_store
+from vhms.server import Store, VhmsService
 
 GOOD = ServiceInfo("api", "127.0.0.1:8080", "http://127.0.0.1:8080", "127.0.0.1", 1, [], 0)
 
@@ -179,3 +182,27 @@ def test_the_command_says_a_dead_zookeeper_at_once_with_exit_status_1() -> None:
 def test_an_empty_status_renders() -> None:
     empty = SiteStatus(0, 0.0, "127.0.0.1:2181/artimon", [], None, "")
     assert empty.healthy and "healthy" in render_text(empty) and 'class="ok"' in render_html(empty)
+
+
+def test_replicas_of_a_shard_that_disagree_are_named(zk_hosts: str) -> None:
+    """Two real VHMS services registered as replicas of one shard, one holding the demo's
+    series and one empty (a replica restarted empty, not caught up yet)."""
+    now = int(time.time() * 1000)
+    full, empty = (
+        VhmsService(store, shard="s1", http_port=0) for store in (demo_store(now), Store("60s:60"))
+    )
+    for service in (full, empty):
+        service.start(zk_hosts)
+    try:
+        for service in (full, empty):
+            assert service.registration is not None and service.registration.registered.wait(30)
+        status = collect(zk_hosts, timeout=2.0)
+    finally:
+        for service in (full, empty):
+            service.stop()
+    (shard,) = status.shards
+    assert [r.up for r in shard.replicas] == [True, True] and not shard.agree
+    assert sorted(r.series for r in shard.replicas if r.series is not None) == [0, full.store.series]
+    (finding,) = [f for f in status.degraded if f.component == "vhms shard s1"]
+    assert finding.why.startswith("replicas disagree: ") and f"{full.store.series} series" in finding.why
+    assert "REPLICAS DISAGREE" in render_text(status)
