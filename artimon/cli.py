@@ -46,6 +46,7 @@ COMMANDS: dict[str, str] = {
     "site": "run a site of many hosts (network namespaces) on this machine",
     "endpoints": "list the bookkeeper endpoints in ZooKeeper",
     "config": "push, pull or diff agents' central configuration in ZooKeeper",
+    "status": "show the site in one screen: who is alive, who owns what, lag, what is degraded",
     "read": "read one bookkeeper endpoint and print its variables",
 }
 
@@ -78,6 +79,7 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
         "artimon config push -f edge.properties --group edge",
         "artimon config diff -f edge.properties --group edge",
     ),
+    "status": ("artimon status", "artimon status --zk h1:2181,h2:2181,h3:2181/artimon --json"),
     "read": ("artimon read 127.0.0.1:41234",),
 }
 

@@ -31,6 +31,7 @@ from collector_agent.exceptions import (
     TransactionStateError,
     WriteRequestError,
 )
+from collector_agent.group import owner
 from collector_agent.ledger import RoundLedger
 from collector_agent.lifecycle import Component, LifecycleState
 from collector_agent.monitoring import MonitorServer, SelfReporter
@@ -85,6 +86,7 @@ __all__ = [
     "TransactionStateError",
     "WriteRequestError",
     "load_properties",
+    "owner",
     "parse_agent",
     "register",
 ]

@@ -28,6 +28,7 @@ from collector_agent.ledger import RoundLedger
 from collector_agent.lifecycle import LifecycleState
 from collector_agent.runners import Runner
 from collector_agent.sinks.base import Sink
+from collector_agent.sources.artimon import ArtimonSource
 from collector_agent.sources.base import Source
 
 __all__ = ["Agent"]
@@ -78,6 +79,13 @@ class Agent:
     @property
     def name(self) -> str:
         return self.spec.name
+
+    def memberships(self) -> list[tuple[str, str, str]]:
+        """``(ZooKeeper, group, agent id)`` of each of its sources that joins an agent group
+        (the ``artimon`` source's ``/agents/<group>/<agent-id>``)."""
+        with self._lock:
+            sources = list(self.sources.values())
+        return [(str(s.zk_hosts), s.group, s.agent_id) for s in sources if isinstance(s, ArtimonSource)]
 
     @property
     def sinks(self) -> dict[str, Sink]:

@@ -50,6 +50,8 @@ _GAUGES = {
     "flume_rounds_tracked",
     "flume_rounds_incomplete",
     "flume_oldest_incomplete_round_age_seconds",
+    "flume_last_round_time",
+    "flume_round_interval",
 }
 MAX_REPORT_BYTES = 8 * 1024 * 1024
 

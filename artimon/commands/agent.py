@@ -74,6 +74,10 @@ def run(args: argparse.Namespace) -> int:
                 ledger=agent.ledger,
             )
             monitor.start()
+        # how artimon status finds the monitoring; imported once the agent runs, not before
+        from artimon.status import agent_service
+
+        registration = agent_service([agent], zk_hosts, monitor.url) if monitor else None
     except (OSError, RuntimeError) as exc:  # an address that is not ours, a port taken
         print(f"artimon agent: cannot listen: {exc}", file=sys.stderr)
         agent.stop()
@@ -100,6 +104,8 @@ def run(args: argparse.Namespace) -> int:
         if follower is not None:
             follower.stop()
         watcher.stop()
+        if registration is not None:
+            registration.close()
         if monitor is not None:
             monitor.stop()
         agent.stop()

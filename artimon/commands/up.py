@@ -34,7 +34,10 @@
   them). With --kafka, two agents of <data-dir>/agents-kafka.properties instead: ``up`` polls
   into a file channel drained by a Kafka sink onto the topic artimon-samples, and ``store``
   reads the topic as two consumer groups, into VHMS and into the landing files (and scrapes
-  the stack's own ``/metrics`` into VHMS).
+  the stack's own ``/metrics`` into VHMS);
+- the registrations ``artimon status`` reads (``/services/<kind>/<name>``: the agents'
+  monitoring, the query API, Kafka, HDFS and the Spark master started here;
+  :mod:`artimon.status`), the view also served at the query API's ``/status``.
 
 Then a line per round. Every listener binds --host, 127.0.0.1 by default. With
 --web.config.file every HTTP port (the query API, VHMS's, the agent's monitoring) is served
@@ -82,6 +85,7 @@ from artimon.stack import (
     stack_credentials,
     stack_web_config,
 )
+from artimon.status import StackRegistrations
 from bookkeeper import DirectoryInUseError, ZkAuthError
 from bookkeeper.ground import DirectoryLock, WebConfig, WebConfigError
 from vhms import DataDirInUseError, VhmsError, parse_resolutions
@@ -155,16 +159,18 @@ def _components(
             ledger=agents.ledger.files_committed,
         )
     )
+    kafka = Kafka(data / "kafka") if args.kafka else None
     components: list[Component | None] = [
         zookeeper,
         hdfs,
         vhms,
-        Kafka(data / "kafka") if args.kafka else None,
+        kafka,
         Demo(zookeeper, host) if args.demo else None,
         api,
         spark,
         Alerts(vhms, api, data, demo=args.demo),
         agents,
+        StackRegistrations(zookeeper, agents, api, kafka=kafka, hdfs=hdfs, history=spark),
     ]
     return [component for component in components if component is not None], agents
 

@@ -17,7 +17,8 @@ the same directory is refused with :class:`~bookkeeper.DirectoryInUseError` nami
 holder's PID instead of writing the same transaction log.
 
 An ensemble (:class:`ZooKeeperEnsemble`) is one such server per address, each told the
-others (``server.<id>=<address>:2888:3888`` lines, its ``myid`` file) and run by
+others (``server.<id>=<address>:2888:3888`` lines, its ``myid`` file; members sharing one
+address, say 127.0.0.1 in a test, get free client and quorum ports each) and run by
 ``QuorumPeerMain``; each may run under a command ``wrapper`` (``ip netns exec <host>``, how
 a site puts it on a host, see :mod:`artimon.site`). A member is ready once the quorum has it
 (``srvr`` answers ``Mode: leader`` or ``Mode: follower``).
@@ -141,7 +142,10 @@ class ZooKeeperServer(ServerProcess):
             return []
         (self.data_dir / "data" / "myid").write_text(f"{self.server_id}\n")
         peer, election = QUORUM_PORTS
-        servers = [f"server.{i}={address}:{peer}:{election}" for i, address in enumerate(self.peers, 1)]
+        servers = [
+            f"server.{i}={address}" if address.count(":") == 2 else f"server.{i}={address}:{peer}:{election}"
+            for i, address in enumerate(self.peers, 1)
+        ]
         return ["initLimit=10", "syncLimit=5", *servers]
 
     def _start(self, timeout: float) -> None:
@@ -194,14 +198,16 @@ class ZooKeeperEnsemble(ServerGroup):
         self.name = f"zookeeper ensemble of {len(addresses)}"
         self._lock = None  # each member holds its own directory
         self.port = port
+        shared = len(set(addresses)) < len(addresses)  # members on one address: ports of their own
+        peers = [f"{a}:{free_port(a)}:{free_port(a)}" for a in addresses] if shared else list(addresses)
         self.members = [
             ZooKeeperServer(
                 Path(data_dir) / f"zk{i}",
-                port,
+                0 if shared else port,
                 host=address,
                 tick_time_ms=tick_time_ms,
                 heap=heap,
-                peers=addresses,
+                peers=peers,
                 server_id=i,
                 wrapper=wrappers[i - 1] if wrappers else (),
             )

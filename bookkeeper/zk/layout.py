@@ -9,6 +9,8 @@ Under a root (default ``/artimon``; an ``ARTIMON_ZK`` of ``host:port/other`` pic
     /config/groups/<group>/v<N>              persistent  agent properties, version N (10 digits)
     /config/agents/<agent-id>/current, v<N>  persistent  the same for one agent (overrides its group)
     /config/status/<agent-id>                ephemeral   JSON: the version an agent runs or refused
+    /services/<kind>/<name>                  ephemeral   JSON: kind, name, url, host, started
+                                                         (what ``artimon status`` probes)
 
 Path segments that come from users (context, group, shard, agent names) are percent-encoded
 so that a ``/`` in a context name cannot escape its directory.
@@ -111,6 +113,13 @@ class ZkLayout:
 
     def config_status(self, agent_id: str) -> str:
         return f"{self.config_statuses}/{_segment(agent_id)}"
+
+    @property
+    def services(self) -> str:
+        return f"{self.root}/services"
+
+    def service(self, kind: str, name: str) -> str:
+        return f"{self.services}/{_segment(kind)}/{_segment(name)}"
 
     @staticmethod
     def context_name(segment: str) -> str:

@@ -125,6 +125,8 @@ class ArtimonSource(EventDrivenSource):
         "AssignedEndpointCount",
         "AgentCount",
         "RegistrationRefusedCount",
+        "LastRoundTime",
+        "RoundInterval",
     )
 
     def configure(self, context: Context) -> None:
@@ -208,6 +210,7 @@ class ArtimonSource(EventDrivenSource):
         self._thread = threading.Thread(target=self._round_loop, name=f"{self.name}-rounds", daemon=True)
         self._thread.start()
         super().start()
+        self.counters.set("RoundInterval", int(self.interval * 1000))
 
     def stop(self) -> None:
         self._stop.set()
@@ -338,6 +341,7 @@ class ArtimonSource(EventDrivenSource):
             with self._lock:
                 self._assigned_members = self._members_at(round_ms, dict(self._agents))
             self.counters.set("AssignedEndpointCount", len(endpoints))
+            self.counters.set("LastRoundTime", round_ms)
         futures = {
             self._pool.submit(self._poll, key, info, round_ms, deadline_ms): key
             for key, info in endpoints.items()
