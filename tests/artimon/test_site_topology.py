@@ -1,7 +1,11 @@
 """The grown-up topology on eight namespace hosts (``artimon.site.Topology``): every part a
 real server in its host's namespace, binding its host's address; samples of applications
 with known counters go app -> polling agent -> Kafka -> store agent -> VHMS (both replicas
-of each shard) and are read back through both query APIs. Root only (namespaces)."""
+of each shard) and are read back through both query APIs; then, one after another while
+rounds flow, a Kafka node, the ZooKeeper leader, a store agent and a DataNode are killed
+(kill -9) and started again and the store agents' host is partitioned, and every sample the
+applications exposed is in VHMS once, with its value, on both replicas of its shard (the
+accounting table is printed). Root only (namespaces)."""
 
 from __future__ import annotations
 
@@ -11,6 +15,7 @@ import subprocess
 import sys
 import time
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
 
 import httpx
@@ -90,66 +95,157 @@ def _listening(host: Host) -> str:
     return done.stdout
 
 
+def _expected(contexts: list[str], first: int, last: int) -> Held:
+    step = INTERVAL * 1000
+    return {
+        (context, i, r): float(formula_value(i, r, step))
+        for context in contexts
+        for i in range(VARIABLES)
+        for r in range(first, last + 1, step)
+    }
+
+
+def _stored(topology: Topology, expected: Held, first: int, last: int) -> dict[tuple[str, str], Held]:
+    """Wait until VHMS holds every sample of rounds ``first`` to ``last``; then each shard's
+    replicas must agree and the shards together hold exactly ``expected``."""
+
+    def complete() -> bool:
+        held = _replicas(topology, first, last)
+        return {key for replica in held.values() for key in replica} >= expected.keys()
+
+    wait_until(complete, timeout=240, what=f"rounds {first}..{last} in VHMS")
+    held = _replicas(topology, first, last)
+    for shard in ("s1", "s2"):
+        one, other = [replica for (s, _), replica in held.items() if s == shard]
+        assert one == other and one, f"the replicas of shard {shard} disagree"
+    assert {key: value for replica in held.values() for key, value in replica.items()} == expected
+    return held
+
+
+def _through_kafka(topology: Topology, samples: int) -> None:
+    """The rounds were published by the polling agents (the group shares the endpoints out)
+    and taken by the store agents."""
+    published = sum(
+        _agent_counters(a.monitor_url)["SINK.publish"]["EventDrainSuccessCount"]
+        for a in topology.polling_agents.values()
+    )
+    taken = sum(
+        _agent_counters(a.monitor_url)["SOURCE.samples"]["EventAcceptedCount"] for a in topology.store_agents
+    )
+    assert published >= samples and taken >= samples
+
+
+def _round_now() -> int:
+    step = INTERVAL * 1000
+    return int(time.time() * 1000) // step * step
+
+
+def _hold(rounds: int) -> None:
+    time.sleep(rounds * INTERVAL)  # the fault lasts this long: a schedule, not a wait for an outcome
+
+
+Window = tuple[str, int, int]  # (fault, first round, last round)
+
+
+def _faults(site: Site, topology: Topology) -> list[Window]:
+    """One fault after another while rounds flow, each healed before the next; their windows."""
+    windows: list[Window] = []
+
+    def fault(name: str, inject: Callable[[], None], heal: Callable[[], None], rounds: int = 3) -> None:
+        began = _round_now()
+        inject()
+        _hold(rounds)
+        heal()
+        windows.append((name, began, _round_now()))
+
+    fault("Kafka node on h2 kill -9", lambda: site.kill("h2", "kafka"), lambda: site.restart("h2", "kafka"))
+    leader = topology.zookeeper.leader()
+    assert leader is not None
+    old = next(h.name for h in site.hosts if h.address == leader.host)
+    fault(
+        f"ZooKeeper leader on {old} kill -9",
+        lambda: site.kill(old, "zookeeper"),
+        lambda: site.restart(old, "zookeeper", timeout=120),
+    )
+    fault(
+        "store agent 1 kill -9",
+        lambda: site.kill("h5", "store agent 1"),
+        lambda: site.restart("h5", "store agent 1"),
+    )
+    fault(
+        "HDFS DataNode on h3 kill -9",
+        lambda: site.kill("h3", "hdfs datanode"),
+        lambda: site.restart("h3", "hdfs datanode", timeout=120),
+    )
+    fault(
+        "store agents' host h5 partitioned", lambda: site.partition("h5"), lambda: site.heal("h5"), rounds=10
+    )
+    return windows
+
+
+def _accounting(expected: Held, held: dict[tuple[str, str], Held], windows: list[Window]) -> str:
+    """A line per fault window (and the whole run): samples the apps exposed, in VHMS once
+    (both replicas of their shard), missing, with another value."""
+    rows = [f"{'window':<40} {'rounds':>6} {'exposed':>8} {'in VHMS':>8} {'missing':>8} {'wrong':>6}"]
+    union = {key: value for replica in held.values() for key, value in replica.items()}
+    first, last = min(k[2] for k in expected), max(k[2] for k in expected)
+    for name, begin, end in [*windows, ("the whole run", first, last)]:
+        keys = [key for key in expected if begin <= key[2] <= end]
+        found = [key for key in keys if key in union]
+        wrong = sum(union[key] != expected[key] for key in found)
+        rounds = (end - begin) // (INTERVAL * 1000) + 1
+        rows.append(
+            f"{name:<40} {rounds:>6} {len(keys):>8} {len(found):>8} {len(keys) - len(found):>8} {wrong:>6}"
+        )
+    return "\n".join(rows)
+
+
+def _check_placement(site: Site) -> None:
+    """Every part is on its host, and each host's servers listen on its own address."""
+    assert site.exited() == []
+    roles = {component for _, component in site.components}
+    assert roles == {
+        "zookeeper", "kafka", "hdfs namenode", "hdfs datanode", "spark master", "spark worker",
+        "vhms s1", "vhms s2", "store agent 1", "store agent 2", "query api", "apps", "polling agent",
+    }  # fmt: skip
+    assert sorted(h for h, c in site.components if c == "polling agent") == ["h6", "h7", "h8"]
+    for host in site.hosts:
+        for line in _listening(host).splitlines():
+            address = line.split()[3].rpartition(":")[0].removeprefix("[::ffff:").strip("[]")
+            assert address in (host.address, "127.0.0.1", "::1"), (host.name, line)
+
+
 @needs_root
 @pytest.mark.slow
-def test_the_full_topology_on_eight_hosts_carries_samples_from_apps_to_both_query_apis(
-    tmp_path: Path,
-) -> None:
+def test_the_full_topology_on_eight_hosts_carries_every_sample_once_through_faults(tmp_path: Path) -> None:
     began = time.monotonic()
     with Site(8, tmp_path) as site:
         layout = Layout.of(8)
         topology = Topology(site, layout, interval=INTERVAL, apps=_formula_apps).start(timeout=300)
         up_s = time.monotonic() - began
-        assert site.exited() == []
-        roles = {component for _, component in site.components}
-        assert roles == {
-            "zookeeper", "kafka", "hdfs namenode", "hdfs datanode", "spark master", "spark worker",
-            "vhms s1", "vhms s2", "store agent 1", "store agent 2", "query api", "apps", "polling agent",
-        }  # fmt: skip
-        assert sorted(h for h, c in site.components if c == "polling agent") == ["h6", "h7", "h8"]
-        # each host's servers listen on its own address, nothing on a wildcard
-        for host in site.hosts:
-            for line in _listening(host).splitlines():
-                address = line.split()[3].rpartition(":")[0].removeprefix("[::ffff:").strip("[]")
-                assert address in (host.address, "127.0.0.1", "::1"), (host.name, line)
-
-        step = INTERVAL * 1000
-        first = (int(time.time() * 1000) // step + 2) * step  # a round every polling agent polls
-        last = first + (ROUNDS - 1) * step
+        _check_placement(site)
         contexts = [f"app-{name}" for name in layout.app_hosts]
-        expected = {
-            (context, i, r): float(formula_value(i, r, step))
-            for context in contexts
-            for i in range(VARIABLES)
-            for r in range(first, last + 1, step)
-        }
-
-        def stored() -> bool:
-            held = _replicas(topology, first, last)
-            return {key for replica in held.values() for key in replica} == expected.keys()
-
-        wait_until(stored, timeout=120, what=f"rounds {first}..{last} in VHMS")
-        # replicas of a shard agree, whatever their order of ingest; the shards split the series
-        held = _replicas(topology, first, last)
-        for shard in ("s1", "s2"):
-            first_replica, second_replica = [h for (s, _), h in held.items() if s == shard]
-            assert first_replica == second_replica and first_replica
-        assert {k: v for replica in held.values() for k, v in replica.items()} == expected
-        # the samples went through Kafka: published by the polling agents (the group shares the
-        # endpoints out), taken by the store agents
-        published = sum(
-            _agent_counters(a.monitor_url)["SINK.publish"]["EventDrainSuccessCount"]
-            for a in topology.polling_agents.values()
-        )
-        taken = sum(
-            _agent_counters(a.monitor_url)["SOURCE.samples"]["EventAcceptedCount"]
-            for a in topology.store_agents
-        )
-        assert published >= ROUNDS * len(contexts) and taken >= ROUNDS * len(contexts)
+        first = _round_now() + 2 * INTERVAL * 1000  # a round every polling agent polls
+        last = first + (ROUNDS - 1) * INTERVAL * 1000
+        _stored(topology, _expected(contexts, first, last), first, last)
+        _through_kafka(topology, ROUNDS * len(contexts))
         for api in topology.apis:
-            assert _api_counters(api.url, first, last) == expected
+            assert _api_counters(api.url, first, last) == _expected(contexts, first, last)
             names = httpx.get(f"{api.url}/api/v1/series", params={"match": "test.counter"}, timeout=60).json()
             assert len(names["series"]) == len(contexts) * VARIABLES
         flowing_s = time.monotonic() - began - up_s
-    print(f"\nsite of 8 hosts: up in {up_s:.0f} s, {ROUNDS} rounds checked in {flowing_s:.0f} s, "
-          f"down in {time.monotonic() - began - up_s - flowing_s:.0f} s")  # fmt: skip
+
+        windows = _faults(site, topology)
+        assert site.exited() == []
+        last = _round_now() + INTERVAL * 1000
+        expected = _expected(contexts, first, last)
+        held = _stored(topology, expected, first, last)
+        for api in topology.apis:
+            assert _api_counters(api.url, first, last) == expected
+        faults_s = time.monotonic() - began - up_s - flowing_s
+        print("\n" + _accounting(expected, held, windows))
+    print(
+        f"site of 8 hosts: up in {up_s:.0f} s, {ROUNDS} rounds checked in {flowing_s:.0f} s, "
+        f"{len(windows)} faults and the check after them in {faults_s:.0f} s, "
+        f"down in {time.monotonic() - began - up_s - flowing_s - faults_s:.0f} s"
+    )
