@@ -138,10 +138,10 @@ class SparkCluster(ServerGroup):
         return self._workers[0].port
 
     def worker_alive(self) -> bool:
-        """Whether the master counts every running worker as ALIVE."""
+        """Whether the master counts every worker (on the port of its last start) as ALIVE."""
         workers = self.status().get("workers", [])
         alive = {(w.get("host"), w.get("port")) for w in workers if w.get("state") == "ALIVE"}
-        return all((w.placement.address, w.port) in alive for w in self._workers if w.running)
+        return all((w.placement.address, w.port) in alive for w in self._workers)
 
     def _environment(self, daemon: _Daemon) -> dict[str, str]:
         spark_home = pyspark_jars().parent
