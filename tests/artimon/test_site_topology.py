@@ -200,6 +200,24 @@ def _accounting(expected: Held, held: dict[tuple[str, str], Held], windows: list
     return "\n".join(rows)
 
 
+def _site_rss_mib(site: Site) -> float:
+    """The resident memory of every process on the site's hosts, in MiB."""
+    total = 0
+    for host in site.hosts:
+        pids = subprocess.run(
+            ["ip", "netns", "pids", host.namespace], capture_output=True, text=True, timeout=30
+        )
+        for pid in pids.stdout.split():
+            try:
+                status = Path(f"/proc/{pid}/status").read_text()
+            except OSError:
+                continue  # gone meanwhile
+            total += next(
+                (int(line.split()[1]) for line in status.splitlines() if line.startswith("VmRSS:")), 0
+            )
+    return total / 1024
+
+
 def _check_placement(site: Site) -> None:
     """Every part is on its host, and each host's servers listen on its own address."""
     assert site.exited() == []
@@ -243,9 +261,11 @@ def test_the_full_topology_on_eight_hosts_carries_every_sample_once_through_faul
         for api in topology.apis:
             assert _api_counters(api.url, first, last) == expected
         faults_s = time.monotonic() - began - up_s - flowing_s
+        rss_mib = _site_rss_mib(site)
         print("\n" + _accounting(expected, held, windows))
     print(
         f"site of 8 hosts: up in {up_s:.0f} s, {ROUNDS} rounds checked in {flowing_s:.0f} s, "
         f"{len(windows)} faults and the check after them in {faults_s:.0f} s, "
-        f"down in {time.monotonic() - began - up_s - flowing_s - faults_s:.0f} s"
+        f"down in {time.monotonic() - began - up_s - flowing_s - faults_s:.0f} s; "
+        f"its processes' resident memory {rss_mib:.0f} MiB"
     )
