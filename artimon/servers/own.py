@@ -172,5 +172,7 @@ class CommandServer(ServerProcess):
     def _start(self, timeout: float) -> None:
         self.data_dir.mkdir(parents=True, exist_ok=True)
         self._log_start = self.log_path.stat().st_size if self.log_path.exists() else 0
-        ready = lambda: len(self.lines()) >= self.ready_lines  # noqa: E731
-        self._launch(self.command, ready, timeout, env={**os.environ, **self.env})
+        self._launch(self.command, self._printed, timeout, env={**os.environ, **self.env})
+
+    def _printed(self) -> bool:
+        return len(self.lines()) >= self.ready_lines
