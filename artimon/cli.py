@@ -73,7 +73,11 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
     "zk": ("artimon zk --port 2181 --data-dir zk-data",),
     "hdfs": ("artimon hdfs --data-dir hdfs-data",),
     "kafka": ("artimon kafka --data-dir kafka-data",),
-    "site": ("sudo artimon site up --hosts 4 --zookeeper", "sudo artimon site down"),
+    "site": (
+        "sudo artimon site up --hosts 4 --zookeeper",
+        "sudo artimon site up --hosts 8 --topology full",
+        "sudo artimon site down",
+    ),
     "endpoints": ("artimon endpoints --zk 127.0.0.1:2181",),
     "config": (
         "artimon config push -f edge.properties --group edge",
