@@ -233,4 +233,4 @@ class Registration:
         except NoNodeError:
             self._tampered = True
             return False
-        return data == self.payload
+        return bool(data == self.payload)
