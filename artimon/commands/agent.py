@@ -39,14 +39,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"artimon agent: {exc}", file=sys.stderr)
         return 1 if args.check else 2
     if args.check:
-        for warning in agent.warnings:
-            print(f"warning: {warning}")
-        spec = agent.spec
-        print(
-            f"{args.conf_file}: agent {args.name} is valid: {len(spec.sources)} sources, "
-            f"{len(spec.channels)} channels, {len(spec.sinks)} sinks, {len(agent.warnings)} warnings"
-        )
-        return 0
+        return _checked(agent, args)
     web_config = web_config_of(args, "agent")
     stop = stop_event()
     zk_hosts = args.zk or os.environ.get("ARTIMON_ZK")
@@ -86,16 +79,7 @@ def run(args: argparse.Namespace) -> int:
         return 2
     watcher = ConfigWatcher(agent, args.conf_file, interval=args.reload_interval)
     watcher.start()
-    follower = None
-    if zk_hosts and (args.config_from_zk or args.config_group):
-        follower = ConfigFollower(
-            agent,
-            zk_hosts,
-            agent_id=args.agent_id,
-            group=args.config_group,
-            allow_remote_classes=args.allow_remote_classes,
-        )
-        follower.start()
+    follower = _follower(agent, zk_hosts, args)
     where = f"; metrics on {monitor.url}/metrics" if monitor else ""
     print(f"agent {agent.name} running{where}. Ctrl-C stops it.", flush=True)
     try:
@@ -113,3 +97,30 @@ def run(args: argparse.Namespace) -> int:
         reporter.bookkeeper.close()
     print(f"agent {agent.name} stopped.", flush=True)
     return 0
+
+
+def _checked(agent: Agent, args: argparse.Namespace) -> int:
+    """``--check``: the configuration's warnings and a summary line."""
+    for warning in agent.warnings:
+        print(f"warning: {warning}")
+    spec = agent.spec
+    print(
+        f"{args.conf_file}: agent {args.name} is valid: {len(spec.sources)} sources, "
+        f"{len(spec.channels)} channels, {len(spec.sinks)} sinks, {len(agent.warnings)} warnings"
+    )
+    return 0
+
+
+def _follower(agent: Agent, zk_hosts: str | None, args: argparse.Namespace) -> ConfigFollower | None:
+    """The started follower of the agent's central configuration, if it has one."""
+    if not (zk_hosts and (args.config_from_zk or args.config_group)):
+        return None
+    follower = ConfigFollower(
+        agent,
+        zk_hosts,
+        agent_id=args.agent_id,
+        group=args.config_group,
+        allow_remote_classes=args.allow_remote_classes,
+    )
+    follower.start()
+    return follower

@@ -109,25 +109,16 @@ class RoundState(enum.Enum):
 
 
 class ArtimonSource(EventDrivenSource):
+    # fmt: off
     counter_names = (
         *EventDrivenSource.counter_names,
-        "RoundCount",
-        "RoundOverrunCount",
-        "RoundSkippedCount",
-        "PollAttemptCount",
-        "PollSuccessCount",
-        "PollFailCount",
-        "PollTimeoutCount",
-        "CatchupPollCount",
-        "StartupPollCount",
-        "EventDroppedCount",
-        "EndpointCount",
-        "AssignedEndpointCount",
-        "AgentCount",
-        "RegistrationRefusedCount",
-        "LastRoundTime",
-        "RoundInterval",
+        "RoundCount", "RoundOverrunCount", "RoundSkippedCount",
+        "PollAttemptCount", "PollSuccessCount", "PollFailCount", "PollTimeoutCount",
+        "CatchupPollCount", "StartupPollCount", "EventDroppedCount",
+        "EndpointCount", "AssignedEndpointCount", "AgentCount", "RegistrationRefusedCount",
+        "LastRoundTime", "RoundInterval",
     )
+    # fmt: on
 
     def configure(self, context: Context) -> None:
         super().configure(context)
