@@ -27,8 +27,8 @@ __all__ = ["PromQLResult", "format_value"]
 
 
 # measured with tracemalloc (tests/query_dsl/test_budget.py), with some room
-_CELL_BYTES = 72  # every [series, time] cell: its text's slot, its gap flag, as arrays and lists
-_POINT_BYTES = 80  # a point answered: its [t, "v"] list, its slot in the row, its JSON
+_CELL_BYTES = 24  # every [series, time] cell: its flags and flat indices
+_POINT_BYTES = 500  # a point answered: its value's text as str and bytes (each distinct), its slots
 _TIME_BYTES = 200  # an evaluation time: its number in seconds, shared by the rows
 _SERIES_BYTES = 1000  # a series' label dict and its JSON
 
