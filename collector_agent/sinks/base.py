@@ -55,6 +55,7 @@ class Sink(Component):
         "EventWriteFail",
         "ChannelReadFail",
         "DeadLetterCount",
+        "ChecksumMismatchCount",
     )
     channel: BasicChannel
 

@@ -27,6 +27,7 @@ class Source(Component):
         "EventReadFail",
         "ChannelWriteFail",
         "GenericProcessingFail",
+        "ChecksumMismatchCount",
     )
     channel_processor: ChannelProcessor
 

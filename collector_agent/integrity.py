@@ -1,0 +1,115 @@
+"""End to end integrity (Flume OG's end-to-end mode, in NG's terms): a checksum stamped once,
+checked at every hop, a mismatch set aside and counted, never stored.
+
+- **What is stamped**: header ``artimon.crc`` = the CRC-32 (zlib's, IEEE) of the body
+  followed by the event's identity in the landing files' form (:func:`identity`: the
+  ``artimon.round``, ``artimon.endpoint`` and ``artimon.agent`` headers as
+  :func:`bookkeeper.ground.encode_identity` encodes them), eight lowercase hex digits. Other
+  headers (those interceptors add on the way) are not covered: they identify nothing.
+- **Who stamps**: the first agent that takes the event, in its source's channel processor
+  (:meth:`SetAside.admit`): a poll, a push receiver, and an RPC or Kafka source meeting an
+  event without a stamp (Apache Flume's agents send none). An event that already carries one
+  is checked there instead.
+- **Who checks** (:meth:`SetAside.keep`): every source receiving stamped events (Thrift, Avro,
+  Kafka), every channel's take (memory, file, Kafka), the ``raw`` sink's landing record
+  (which carries the stamp on to Spark's Parquet writer, ``spark_jobs.raw_ingest``). A take
+  is what hands events to a sink, so the VHMS sink's deliveries are checked just before they
+  are encoded for VHMS.
+- **A mismatch** goes to the component's dead-letter file (``deadLetter.dir``, reason
+  ``checksum mismatch``, fsynced) and is counted in its ``ChecksumMismatchCount``; the rest
+  of the batch goes on. An event without a stamp has nothing to be checked against and
+  passes (an event put straight into a channel by a program).
+
+Why CRC-32 rather than the file channel's CRC32C: Spark computes CRC-32 natively
+(``crc32(to_avro(record))``), so the Parquet writer checks a landing record in the JVM,
+without a Python call per record; zlib's CRC-32 costs about the same as a CRC32C here.
+"""
+
+from __future__ import annotations
+
+import logging
+import zlib
+from collections.abc import Mapping, Sequence
+from functools import lru_cache
+from pathlib import Path
+
+from bookkeeper.ground import encode_identity
+from collector_agent.counters import CounterGroup
+from collector_agent.dead_letters import write_dead_letters
+from collector_agent.event import Event
+
+__all__ = ["MISMATCH", "STAMP", "SetAside", "checksum", "identity", "mismatches", "stamp_value"]
+
+log = logging.getLogger(__name__)
+
+STAMP = "artimon.crc"
+MISMATCH = "checksum mismatch"
+
+
+@lru_cache(maxsize=8192)
+def identity(round_ms: str | None, endpoint: str | None, agent: str | None) -> bytes:
+    """The identifying headers' bytes, as they follow the body in a landing record."""
+    return encode_identity(int(round_ms) if round_ms and round_ms.isdigit() else None, endpoint, agent)
+
+
+def checksum(body: bytes, headers: Mapping[str, str]) -> int:
+    """The CRC-32 an event's stamp holds."""
+    get = headers.get
+    return zlib.crc32(
+        identity(get("artimon.round"), get("artimon.endpoint"), get("artimon.agent")), zlib.crc32(body)
+    )
+
+
+def stamp_value(value: int) -> str:
+    return f"{value:08x}"
+
+
+def mismatches(events: Sequence[Event], stamp: bool = False) -> list[int]:
+    """Indexes of the stamped events whose stamp is not their checksum; with ``stamp``, the
+    events without one are stamped on the way (one pass over the batch)."""
+    bad: list[int] = []
+    crc = zlib.crc32
+    for position, event in enumerate(events):
+        headers = event.headers
+        get = headers.get
+        found = get(STAMP)
+        if found is None and not stamp:
+            continue
+        ident = identity(get("artimon.round"), get("artimon.endpoint"), get("artimon.agent"))
+        value = f"{crc(ident, crc(event.body)):08x}"
+        if found is None:
+            headers[STAMP] = value
+        elif found != value:
+            bad.append(position)
+    return bad
+
+
+class SetAside:
+    """A component's checks: mismatches to its dead-letter file, counted in its
+    ``ChecksumMismatchCount``. ``role`` is ``source``, ``channel`` or ``sink``."""
+
+    def __init__(self, counters: CounterGroup, role: str, directory: Path) -> None:
+        self.counters = counters
+        self.role = role
+        self.directory = directory
+
+    def admit(self, events: list[Event]) -> list[Event]:
+        """What a source lets in: stamped if they were not, those whose stamp is wrong set aside."""
+        return self._drop(events, mismatches(events, stamp=True))
+
+    def keep(self, events: list[Event]) -> list[Event]:
+        """``events`` without those whose stamp is wrong (set aside)."""
+        return self._drop(events, mismatches(events))
+
+    def _drop(self, events: list[Event], bad: list[int]) -> list[Event]:
+        if not bad:
+            return events
+        refused = set(bad)
+        aside = [events[i] for i in bad]
+        # written and fsynced before the caller lets them go (a take commits, a batch is acknowledged)
+        path = write_dead_letters(self.directory, self.counters.name, aside, role=self.role, reason=MISMATCH)
+        self.counters.add("ChecksumMismatchCount", len(aside))
+        log.error(
+            "%s %s: %d events set aside in %s: %s", self.role, self.counters.name, len(aside), path, MISMATCH
+        )
+        return [event for i, event in enumerate(events) if i not in refused]
