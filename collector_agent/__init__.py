@@ -26,6 +26,7 @@ from collector_agent.exceptions import (
     TransactionStateError,
     WriteRequestError,
 )
+from collector_agent.integrity import STAMP_HEADER, event_checksum
 from collector_agent.lifecycle import Component, LifecycleState
 from collector_agent.monitoring import MonitorServer, SelfReporter
 from collector_agent.registry import register
@@ -35,6 +36,7 @@ from collector_agent.sources.base import EventDrivenSource, PollableSource, Sour
 from collector_agent.status import Status
 
 __all__ = [
+    "STAMP_HEADER",
     "Agent",
     "AgentError",
     "AgentSpec",
@@ -68,6 +70,7 @@ __all__ = [
     "TransactionState",
     "TransactionStateError",
     "WriteRequestError",
+    "event_checksum",
     "load_properties",
     "parse_agent",
     "register",

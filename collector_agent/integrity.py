@@ -38,11 +38,11 @@ from collector_agent.counters import CounterGroup
 from collector_agent.dead_letters import write_dead_letters
 from collector_agent.event import Event
 
-__all__ = ["MISMATCH", "STAMP", "SetAside", "checksum", "identity", "mismatches", "stamp_value"]
+__all__ = ["MISMATCH", "STAMP_HEADER", "SetAside", "event_checksum", "identity", "mismatches"]
 
 log = logging.getLogger(__name__)
 
-STAMP = "artimon.crc"
+STAMP_HEADER = "artimon.crc"
 MISMATCH = "checksum mismatch"
 
 
@@ -52,16 +52,12 @@ def identity(round_ms: str | None, endpoint: str | None, agent: str | None) -> b
     return encode_identity(int(round_ms) if round_ms and round_ms.isdigit() else None, endpoint, agent)
 
 
-def checksum(body: bytes, headers: Mapping[str, str]) -> int:
+def event_checksum(body: bytes, headers: Mapping[str, str]) -> int:
     """The CRC-32 an event's stamp holds."""
     get = headers.get
     return zlib.crc32(
         identity(get("artimon.round"), get("artimon.endpoint"), get("artimon.agent")), zlib.crc32(body)
     )
-
-
-def stamp_value(value: int) -> str:
-    return f"{value:08x}"
 
 
 def mismatches(events: Sequence[Event], stamp: bool = False) -> list[int]:
@@ -72,13 +68,13 @@ def mismatches(events: Sequence[Event], stamp: bool = False) -> list[int]:
     for position, event in enumerate(events):
         headers = event.headers
         get = headers.get
-        found = get(STAMP)
+        found = get(STAMP_HEADER)
         if found is None and not stamp:
             continue
         ident = identity(get("artimon.round"), get("artimon.endpoint"), get("artimon.agent"))
         value = f"{crc(ident, crc(event.body)):08x}"
         if found is None:
-            headers[STAMP] = value
+            headers[STAMP_HEADER] = value
         elif found != value:
             bad.append(position)
     return bad

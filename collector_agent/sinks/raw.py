@@ -27,7 +27,7 @@ from bookkeeper.ground import LandingWriter, decode_sample_batch, encode_checksu
 from collector_agent.context import Context
 from collector_agent.event import Event
 from collector_agent.exceptions import MalformedEventError
-from collector_agent.integrity import STAMP, checksum, identity
+from collector_agent.integrity import STAMP_HEADER, event_checksum, identity
 from collector_agent.sinks.base import BatchSink
 from collector_agent.status import Status
 
@@ -117,8 +117,8 @@ class RawSink(BatchSink):
         records = []
         for event in events:
             get = event.headers.get
-            stamp = get(STAMP)  # checked by the channel's take
-            crc = int(stamp, 16) if stamp is not None else checksum(event.body, event.headers)
+            stamp = get(STAMP_HEADER)  # checked by the channel's take
+            crc = int(stamp, 16) if stamp is not None else event_checksum(event.body, event.headers)
             ident = identity(get("artimon.round"), get("artimon.endpoint"), get("artimon.agent"))
             records.append(event.body + ident + encode_checksum(crc))
         writer = self._open()
