@@ -1,37 +1,40 @@
 """End to end integrity (Flume OG's end-to-end mode, in NG's terms): a checksum stamped once,
-checked at every hop, a mismatch set aside and counted, never stored.
+checked wherever an event's bytes were outside the agent's hands, a mismatch set aside and
+counted, never stored.
 
-- **What is stamped**: header ``artimon.crc`` = the CRC-32 (zlib's, IEEE) of the body
-  followed by the event's identity in the landing files' form (:func:`identity`: the
-  ``artimon.round``, ``artimon.endpoint`` and ``artimon.agent`` headers as
-  :func:`bookkeeper.ground.encode_identity` encodes them), eight lowercase hex digits. Other
-  headers (those interceptors add on the way) are not covered: they identify nothing.
+- **What is stamped**: header ``artimon.crc`` = the CRC32C (``google-crc32c``, as the file
+  channel's frames and VHMS's write-ahead log) of the body followed by the event's identity
+  in the landing files' form (:func:`identity`: the ``artimon.round``, ``artimon.endpoint``
+  and ``artimon.agent`` headers as :func:`bookkeeper.ground.encode_identity` encodes them),
+  eight lowercase hex digits. Other headers (those interceptors add on the way) are not
+  covered: they identify nothing.
 - **Who stamps**: the first agent that takes the event, in its source's channel processor
   (:meth:`SetAside.admit`): a poll, a push receiver, and an RPC or Kafka source meeting an
   event without a stamp (Apache Flume's agents send none). An event that already carries one
   is checked there instead.
-- **Who checks** (:meth:`SetAside.keep`): every source receiving stamped events (Thrift, Avro,
-  Kafka), every channel's take (memory, file, Kafka), the ``raw`` sink's landing record
-  (which carries the stamp on to Spark's Parquet writer, ``spark_jobs.raw_ingest``). A take
-  is what hands events to a sink, so the VHMS sink's deliveries are checked just before they
-  are encoded for VHMS.
+- **Who checks**: every source receiving stamped events (Thrift, Avro, Kafka: the wire and
+  the topic), the take of a channel whose events come back from outside the process (the
+  Kafka channel; any channel class unless it says otherwise, :meth:`SetAside.keep`), the
+  ``raw`` sink's landing record (which carries the stamp on to Spark's Parquet writer,
+  ``spark_jobs/integrity.py``). The ``file`` channel checks its own CRC32C of each frame
+  (headers, stamp included, and body) on take, and the ``memory`` channel hands on the very
+  objects its source checked: a second CRC over the same bytes would cost without finding
+  more. So the VHMS sink delivers what its channel's take (or, behind a memory channel, its
+  source) checked.
 - **A mismatch** goes to the component's dead-letter file (``deadLetter.dir``, reason
   ``checksum mismatch``, fsynced) and is counted in its ``ChecksumMismatchCount``; the rest
   of the batch goes on. An event without a stamp has nothing to be checked against and
   passes (an event put straight into a channel by a program).
-
-Why CRC-32 rather than the file channel's CRC32C: Spark computes CRC-32 natively
-(``crc32(to_avro(record))``), so the Parquet writer checks a landing record in the JVM,
-without a Python call per record; zlib's CRC-32 costs about the same as a CRC32C here.
 """
 
 from __future__ import annotations
 
 import logging
-import zlib
 from collections.abc import Mapping, Sequence
 from functools import lru_cache
 from pathlib import Path
+
+import google_crc32c
 
 from bookkeeper.ground import encode_identity
 from collector_agent.counters import CounterGroup
@@ -53,18 +56,17 @@ def identity(round_ms: str | None, endpoint: str | None, agent: str | None) -> b
 
 
 def event_checksum(body: bytes, headers: Mapping[str, str]) -> int:
-    """The CRC-32 an event's stamp holds."""
+    """The CRC32C an event's stamp holds."""
     get = headers.get
-    return zlib.crc32(
-        identity(get("artimon.round"), get("artimon.endpoint"), get("artimon.agent")), zlib.crc32(body)
-    )
+    ident = identity(get("artimon.round"), get("artimon.endpoint"), get("artimon.agent"))
+    return int(google_crc32c.extend(google_crc32c.value(body), ident))
 
 
 def mismatches(events: Sequence[Event], stamp: bool = False) -> list[int]:
     """Indexes of the stamped events whose stamp is not their checksum; with ``stamp``, the
     events without one are stamped on the way (one pass over the batch)."""
     bad: list[int] = []
-    crc = zlib.crc32
+    value_of, extend = google_crc32c.value, google_crc32c.extend
     for position, event in enumerate(events):
         headers = event.headers
         get = headers.get
@@ -72,7 +74,7 @@ def mismatches(events: Sequence[Event], stamp: bool = False) -> list[int]:
         if found is None and not stamp:
             continue
         ident = identity(get("artimon.round"), get("artimon.endpoint"), get("artimon.agent"))
-        value = f"{crc(ident, crc(event.body)):08x}"
+        value = f"{extend(value_of(event.body), ident):08x}"
         if found is None:
             headers[STAMP_HEADER] = value
         elif found != value:

@@ -1,7 +1,7 @@
 """The Parquet writer's integrity check: a landing record whose bytes are not those its
 agent stamped never reaches the history (``collector_agent/integrity.py`` has the stamp).
 
-A landing record's ``checksum`` field is the CRC-32 of the record's Avro bytes before it
+A landing record's ``checksum`` field is the CRC32C of the record's Avro bytes before it
 (the event's body and its round, endpoint and agent). Spark hands the decoded record over,
 so :func:`check_landed` encodes it again, as fastavro wrote it (an array or a map as one
 block then the end block, strings and bytes after their length, the common labels in key
@@ -9,7 +9,7 @@ order as ``encode_sample_batch`` writes them: Spark's reader keeps no map order)
 compares; Avro's encoding of a value is unique but for the blocking and a map's order, which
 our writers never vary. The
 strings of a batch's lists are encoded for all records at once in numpy; a record costs a
-CRC-32 call per field. A record without a checksum (an older landing file) passes.
+CRC32C extension per field. A record without a checksum (an older landing file) passes.
 
 A mismatch is marked in the ``damage`` column (``checksum mismatch``), logged with its
 endpoint, round and landing file, and counted by ``raw_ingest`` (the query's observed metric
@@ -19,9 +19,9 @@ endpoint, round and landing file, and counted by ``raw_ingest`` (the query's obs
 from __future__ import annotations
 
 import logging
-import zlib
 from collections.abc import Iterator
 
+import google_crc32c
 import numpy as np
 import pyarrow as pa
 
@@ -34,6 +34,10 @@ log = logging.getLogger(__name__)
 MISMATCH = "checksum mismatch"
 _LISTS = ("names", "label_sets")
 _BINARIES = ("name_ids", "label_set_ids", "types", "values", "timestamps")
+
+
+def _extend(value: int, data: bytes) -> int:
+    return int(google_crc32c.extend(value, data))
 
 
 def _long(value: int) -> bytes:
@@ -88,25 +92,25 @@ class _EncodedLists:
     def __init__(self, column: pa.ListArray) -> None:
         self.lists = np.asarray(column.offsets)
         data, self.starts = _encoded_strings(column.values)
-        self.view = memoryview(data)
+        self.data = data.tobytes()  # google_crc32c takes bytes, not a view
 
     def crc(self, record: int, value: int) -> int:
         first, end = self.lists[record], self.lists[record + 1]
         if end == first:
-            return zlib.crc32(b"\x00", value)
-        value = zlib.crc32(_long(int(end - first)), value)
-        value = zlib.crc32(self.view[self.starts[first] : self.starts[end]], value)
-        return zlib.crc32(b"\x00", value)
+            return _extend(value, b"\x00")
+        value = _extend(value, _long(int(end - first)))
+        value = _extend(value, self.data[self.starts[first] : self.starts[end]])
+        return _extend(value, b"\x00")
 
 
 class _Bytes:
     def __init__(self, column: pa.Array) -> None:
         self.offsets = _offsets(column)
-        self.view = memoryview(_data(column))
+        self.data = _data(column).tobytes()
 
     def crc(self, record: int, value: int) -> int:
         first, end = int(self.offsets[record]), int(self.offsets[record + 1])
-        return zlib.crc32(self.view[first:end], zlib.crc32(_long(end - first), value))
+        return _extend(_extend(value, _long(end - first)), self.data[first:end])
 
 
 def _string(text: str) -> bytes:
@@ -123,7 +127,7 @@ def _map(entries: list[tuple[str, str]]) -> bytes:
 
 
 def _checksums(batch: pa.RecordBatch) -> list[int]:
-    """The CRC-32 of each record's bytes before its checksum field."""
+    """The CRC32C of each record's bytes before its checksum field."""
     column = batch.column
     lists = [_EncodedLists(column(name)) for name in _LISTS]
     binaries = [_Bytes(column(name)) for name in _BINARIES]
@@ -136,13 +140,13 @@ def _checksums(batch: pa.RecordBatch) -> list[int]:
     agents = column("agent").to_pylist()
     out = []
     for record in range(batch.num_rows):
-        value = zlib.crc32(_string(contexts[record]) + _long(snapshots[record]) + _map(labels[record]))
+        value = _extend(0, _string(contexts[record]) + _long(snapshots[record]) + _map(labels[record]))
         for encoded in lists:
             value = encoded.crc(record, value)
         for binary in binaries:
             value = binary.crc(record, value)
         value = strings.crc(record, value)
-        out.append(zlib.crc32(encode_identity(rounds[record], endpoints[record], agents[record]), value))
+        out.append(_extend(value, encode_identity(rounds[record], endpoints[record], agents[record])))
     return out
 
 

@@ -29,10 +29,12 @@ Transaction states (Flume's ``BasicTransactionSemantics``, plus PREPARED)::
   that some member had decided is kept by all (every member had prepared it), and one that
   none had decided is undone by all (none had been acknowledged).
 - ``rollback`` returns taken events to the head of the channel in their original order.
-- A take checks the integrity stamp of what it takes (``collector_agent/integrity.py``): an
-  event whose stamp is wrong is set aside (the dead-letter file of ``deadLetter.dir``,
-  ``ChecksumMismatchCount``), consumed with the take and never handed to the sink; a
-  rolled-back take meets it again and sets it aside again.
+- A take checks the integrity stamp of what it takes (``collector_agent/integrity.py``) unless
+  the channel class says its events never left the process or are checked otherwise
+  (``checks_taken = False``: ``memory``, ``file``): an event whose stamp is wrong is set
+  aside (the dead-letter file of ``deadLetter.dir``, ``ChecksumMismatchCount``), consumed
+  with the take and never handed to the sink; a rolled-back take meets it again and sets it
+  aside again.
 - A channel keeps one transaction per thread: ``transaction()`` returns the thread's open
   one, or a new one once the previous is CLOSED.
 """
@@ -160,7 +162,7 @@ class Transaction:
         taken = self._do_take(min(limit, room))
         self._take_count += len(taken)
         self.channel.counters.add("EventTakeAttemptCount", max(1, len(taken)))
-        return self.channel.integrity.keep(taken) if taken else taken
+        return self.channel.integrity.keep(taken) if taken and self.channel.checks_taken else taken
 
     def prepare(self, group: PutGroup | None = None) -> None:
         self._require("prepare", TransactionState.OPEN)
@@ -233,6 +235,7 @@ class BasicChannel(Component):
     )
 
     transaction_capacity: int = 100  # events one transaction may put or take (configured)
+    checks_taken: ClassVar[bool] = True  # whether a take checks the integrity stamps
 
     def __init__(self, name: str) -> None:
         super().__init__(name)

@@ -127,7 +127,7 @@ def agent_a(drop: Path, data: Path, dead: Path, relay_port: int) -> Agent:
 
 
 def agent_b(kafka: KafkaCluster, topic: str, vhms_port: int, landing: Path, dead: Path) -> Agent:
-    memory = {"type": "memory", "capacity": 1000, "deadLetter.dir": dead}
+    memory = {"type": "memory", "capacity": 1000}
     bootstrap = kafka.bootstrap_servers
     properties = agent_properties(
         "b",
