@@ -3,11 +3,12 @@ checked wherever an event's bytes were outside the agent's hands, a mismatch set
 counted, never stored.
 
 - **What is stamped**: header ``artimon.crc`` = the CRC32C (``google-crc32c``, as the file
-  channel's frames and VHMS's write-ahead log) of the body followed by the event's identity
-  in the landing files' form (:func:`identity`: the ``artimon.round``, ``artimon.endpoint``
-  and ``artimon.agent`` headers as :func:`bookkeeper.ground.encode_identity` encodes them),
-  eight lowercase hex digits. Other headers (those interceptors add on the way) are not
-  covered: they identify nothing.
+  channel's frames and VHMS's write-ahead log) of the body, XOR the CRC32C of the event's
+  identity in the landing files' form (:func:`identity`: the ``artimon.round``,
+  ``artimon.endpoint`` and ``artimon.agent`` headers as
+  :func:`bookkeeper.ground.encode_identity` encodes them; its CRC is cached, so an event
+  costs one CRC call), eight lowercase hex digits. Other headers (those interceptors add on
+  the way) are not covered: they identify nothing.
 - **Who stamps**: the first agent that takes the event, in its source's channel processor
   (:meth:`SetAside.admit`): a poll, a push receiver, and an RPC or Kafka source meeting an
   event without a stamp (Apache Flume's agents send none). An event that already carries one
@@ -55,29 +56,35 @@ def identity(round_ms: str | None, endpoint: str | None, agent: str | None) -> b
     return encode_identity(int(round_ms) if round_ms and round_ms.isdigit() else None, endpoint, agent)
 
 
+@lru_cache(maxsize=8192)
+def _identity_crc(round_ms: str | None, endpoint: str | None, agent: str | None) -> int:
+    return int(google_crc32c.value(identity(round_ms, endpoint, agent)))
+
+
 def event_checksum(body: bytes, headers: Mapping[str, str]) -> int:
-    """The CRC32C an event's stamp holds."""
+    """What an event's stamp holds (see the module doc)."""
     get = headers.get
-    ident = identity(get("artimon.round"), get("artimon.endpoint"), get("artimon.agent"))
-    return int(google_crc32c.extend(google_crc32c.value(body), ident))
+    return int(google_crc32c.value(body)) ^ _identity_crc(
+        get("artimon.round"), get("artimon.endpoint"), get("artimon.agent")
+    )
 
 
 def mismatches(events: Sequence[Event], stamp: bool = False) -> list[int]:
     """Indexes of the stamped events whose stamp is not their checksum; with ``stamp``, the
     events without one are stamped on the way (one pass over the batch)."""
     bad: list[int] = []
-    value_of, extend = google_crc32c.value, google_crc32c.extend
+    value, identity_crc = google_crc32c.value, _identity_crc
     for position, event in enumerate(events):
         headers = event.headers
         get = headers.get
         found = get(STAMP_HEADER)
         if found is None and not stamp:
             continue
-        ident = identity(get("artimon.round"), get("artimon.endpoint"), get("artimon.agent"))
-        value = f"{extend(value_of(event.body), ident):08x}"
+        ident = identity_crc(get("artimon.round"), get("artimon.endpoint"), get("artimon.agent"))
+        crc = "%08x" % (value(event.body) ^ ident)  # twice as fast as an f-string
         if found is None:
-            headers[STAMP_HEADER] = value
-        elif found != value:
+            headers[STAMP_HEADER] = crc
+        elif found != crc:
             bad.append(position)
     return bad
 

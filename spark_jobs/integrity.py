@@ -1,15 +1,15 @@
 """The Parquet writer's integrity check: a landing record whose bytes are not those its
 agent stamped never reaches the history (``collector_agent/integrity.py`` has the stamp).
 
-A landing record's ``checksum`` field is the CRC32C of the record's Avro bytes before it
-(the event's body and its round, endpoint and agent). Spark hands the decoded record over,
-so :func:`check_landed` encodes it again, as fastavro wrote it (an array or a map as one
-block then the end block, strings and bytes after their length, the common labels in key
-order as ``encode_sample_batch`` writes them: Spark's reader keeps no map order), and
-compares; Avro's encoding of a value is unique but for the blocking and a map's order, which
-our writers never vary. The
-strings of a batch's lists are encoded for all records at once in numpy; a record costs a
-CRC32C extension per field. A record without a checksum (an older landing file) passes.
+A landing record's ``checksum`` field is the CRC32C of the record's sample-batch bytes (the
+event's body) XOR the CRC32C of its round, endpoint and agent as encoded after them. Spark
+hands the decoded record over, so :func:`check_landed` encodes it again as fastavro wrote
+it (an array or a map as one block then the end block, strings and bytes after their
+length, the common labels in key order as ``encode_sample_batch`` writes them: Spark's
+reader keeps no map order) and compares; Avro's encoding of a value is unique but for the
+blocking and a map's order, which our writers never vary. The strings of a batch's lists
+are encoded for all records at once in numpy; a record costs a CRC32C extension per field.
+A record without a checksum (an older landing file) passes.
 
 A mismatch is marked in the ``damage`` column (``checksum mismatch``), logged with its
 endpoint, round and landing file, and counted by ``raw_ingest`` (the query's observed metric
@@ -127,7 +127,7 @@ def _map(entries: list[tuple[str, str]]) -> bytes:
 
 
 def _checksums(batch: pa.RecordBatch) -> list[int]:
-    """The CRC32C of each record's bytes before its checksum field."""
+    """Each record's checksum, worked out again from its fields."""
     column = batch.column
     lists = [_EncodedLists(column(name)) for name in _LISTS]
     binaries = [_Bytes(column(name)) for name in _BINARIES]
@@ -146,7 +146,7 @@ def _checksums(batch: pa.RecordBatch) -> list[int]:
         for binary in binaries:
             value = binary.crc(record, value)
         value = strings.crc(record, value)
-        out.append(_extend(value, encode_identity(rounds[record], endpoints[record], agents[record])))
+        out.append(value ^ _extend(0, encode_identity(rounds[record], endpoints[record], agents[record])))
     return out
 
 

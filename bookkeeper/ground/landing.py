@@ -3,8 +3,9 @@ sink writes and Spark's ``raw_ingest`` job reads.
 
 Each record is a ``LandingBatch`` (schema ``landing_batch.avsc``): the fields of a sample
 batch (``sample_batch.avsc``) followed by the event's ``round_ms``, ``endpoint`` and
-``agent`` (the trailer), and its ``checksum``: the CRC-32 of every byte of the record before
-it, the event's integrity stamp, which Spark checks before a record reaches Parquet. Because
+``agent`` (the trailer), and its ``checksum``, the event's integrity stamp (the CRC32C of
+the sample batch's bytes XOR that of the round's, endpoint's and agent's), which Spark
+checks before a record reaches Parquet. Because
 Avro encodes a record as its fields one after the other, an event body (an encoded sample
 batch) plus the encoded trailer and checksum *is* an encoded landing record: the sink never
 decodes a batch to write it.

@@ -55,7 +55,6 @@ class Sink(Component):
         "EventWriteFail",
         "ChannelReadFail",
         "DeadLetterCount",
-        "ChecksumMismatchCount",
     )
     channel: BasicChannel
 
