@@ -91,7 +91,7 @@ def mismatches(events: Sequence[Event], stamp: bool = False) -> list[int]:
 
 class SetAside:
     """A component's checks: mismatches to its dead-letter file, counted in its
-    ``ChecksumMismatchCount``. ``role`` is ``source``, ``channel`` or ``sink``."""
+    ``ChecksumMismatchCount``. ``role`` is ``source`` or ``channel``."""
 
     def __init__(self, counters: CounterGroup, role: str, directory: Path) -> None:
         self.counters = counters

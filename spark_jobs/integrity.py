@@ -62,7 +62,8 @@ def _data(column: pa.Array) -> np.ndarray:
 
 def _encoded_strings(strings: pa.Array) -> tuple[np.ndarray, np.ndarray]:
     """Every string of ``strings`` as Avro writes it (its length, a varint, then its bytes),
-    one after the other, and where each begins (one more entry: the end)."""
+    one after the other, and where each begins (one more entry: the end). The strings'
+    bytes keep their order, so they fill every position the lengths leave free."""
     offsets = _offsets(strings).astype(np.int64)
     lengths = np.diff(offsets)
     zigzag = lengths.astype(np.uint64) << np.uint64(1)
@@ -71,18 +72,16 @@ def _encoded_strings(strings: pa.Array) -> tuple[np.ndarray, np.ndarray]:
         widths += zigzag >= np.uint64(1 << shift)
     starts = np.zeros(len(lengths) + 1, dtype=np.int64)
     np.cumsum(widths + lengths, out=starts[1:])
-    out = np.empty(int(starts[-1]), dtype=np.uint8)
+    varints = np.empty((len(lengths), 5), dtype=np.uint8)
+    is_length = np.zeros(int(starts[-1]), dtype=bool)
     for byte in range(5):
-        wide = widths > byte
-        if not wide.any():
-            break
-        part = (zigzag[wide] >> np.uint64(7 * byte)) & np.uint64(0x7F)
-        more = (widths[wide] > byte + 1).astype(np.uint64) << np.uint64(7)
-        out[starts[:-1][wide] + byte] = (part | more).astype(np.uint8)
-    if len(lengths) and offsets[-1] > offsets[0]:
-        destination = np.repeat(starts[:-1] + widths - offsets[:-1], lengths)
-        destination += np.arange(offsets[0], offsets[-1])
-        out[destination] = _data(strings)[offsets[0] : offsets[-1]]
+        more = (widths > byte + 1).astype(np.uint64) << np.uint64(7)
+        varints[:, byte] = ((zigzag >> np.uint64(7 * byte)) & np.uint64(0x7F)) | more
+        is_length[starts[:-1][widths > byte] + byte] = True
+    out = np.empty(int(starts[-1]), dtype=np.uint8)
+    out[is_length] = varints[np.arange(5) < widths[:, None]]
+    if len(lengths):
+        out[~is_length] = _data(strings)[offsets[0] : offsets[-1]]
     return out, starts
 
 
