@@ -41,6 +41,7 @@ from bookkeeper.ground import encode_identity
 from collector_agent.counters import CounterGroup
 from collector_agent.dead_letters import write_dead_letters
 from collector_agent.event import Event
+from collector_agent.exceptions import ChannelException
 
 __all__ = ["MISMATCH", "STAMP_HEADER", "SetAside", "event_checksum", "identity", "mismatches"]
 
@@ -111,8 +112,16 @@ class SetAside:
             return events
         refused = set(bad)
         aside = [events[i] for i in bad]
-        # written and fsynced before the caller lets them go (a take commits, a batch is acknowledged)
-        path = write_dead_letters(self.directory, self.counters.name, aside, role=self.role, reason=MISMATCH)
+        # written and fsynced before the caller lets them go (a take commits, a batch is acknowledged);
+        # if they cannot be, the take or the put fails as a channel's would, and nothing is let go
+        try:
+            path = write_dead_letters(
+                self.directory, self.counters.name, aside, role=self.role, reason=MISMATCH
+            )
+        except OSError as exc:
+            raise ChannelException(
+                f"{self.role} {self.counters.name}: dead letters not written: {exc}"
+            ) from exc
         self.counters.add("ChecksumMismatchCount", len(aside))
         log.error(
             "%s %s: %d events set aside in %s: %s", self.role, self.counters.name, len(aside), path, MISMATCH
