@@ -32,6 +32,7 @@ from collector_agent.exceptions import (
     WriteRequestError,
 )
 from collector_agent.group import owner
+from collector_agent.integrity import STAMP_HEADER, event_checksum
 from collector_agent.ledger import RoundLedger
 from collector_agent.lifecycle import Component, LifecycleState
 from collector_agent.monitoring import MonitorServer, SelfReporter
@@ -42,6 +43,7 @@ from collector_agent.sources.base import EventDrivenSource, PollableSource, Sour
 from collector_agent.status import Status
 
 __all__ = [
+    "STAMP_HEADER",
     "Agent",
     "AgentError",
     "AgentReport",
@@ -85,6 +87,7 @@ __all__ = [
     "TransactionState",
     "TransactionStateError",
     "WriteRequestError",
+    "event_checksum",
     "load_properties",
     "owner",
     "parse_agent",

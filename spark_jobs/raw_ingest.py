@@ -11,7 +11,9 @@ row per sample sorted by series and time (``explode.py``), and appends Parquet u
 makes the output exactly-once across restarts. ``--once`` processes what is there and exits
 (``trigger(availableNow)``). A landing file damaged after it was closed (cut short,
 overwritten) is read up to the damage; Spark logs a warning naming it and the stream goes on
-with the other files. Processed landing files are kept, deleted or archived
+with the other files. A record whose bytes are not those its agent stamped (``integrity.py``)
+is logged and counted (the progress's observed metrics ``integrity``:
+``ChecksumMismatchCount``), never stored. Processed landing files are kept, deleted or archived
 (``--processed``) by Spark's file source cleanup.
 
 On ``hdfs://`` the job outlives its file system's bad moments (``history_fs.py``): while the
@@ -43,10 +45,21 @@ from spark_jobs.dedupe import dedupe_records
 from spark_jobs.exceptions import HistoryPathError
 from spark_jobs.explode import explode_batches
 from spark_jobs.history_fs import run_with_retries
+from spark_jobs.integrity import check_landed
 from spark_jobs.ledger_report import http_sender, watch_commits
-from spark_jobs.schema import DEDUPE_STATE, DEDUPED, GROUPED, KEPT, LANDING, SAMPLES
+from spark_jobs.schema import CHECKED, DEDUPE_STATE, DEDUPED, GROUPED, KEPT, LANDED, SAMPLES
 
-__all__ = ["PARQUET_OPTIONS", "configure", "ingest_once", "run_query", "start"]
+__all__ = [
+    "INTEGRITY_METRICS",
+    "PARQUET_OPTIONS",
+    "checksum_mismatches",
+    "configure",
+    "ingest_once",
+    "run_query",
+    "start",
+]
+
+INTEGRITY_METRICS = "integrity"  # the observed metrics of a micro-batch's integrity check
 
 # Rows come sorted by series and time (explode.py). Parquet's v2 pages delta-encode the
 # sorted keys (DELTA_BYTE_ARRAY: each key is its prefix shared with the previous one plus
@@ -103,7 +116,7 @@ def start(spark: Any, args: argparse.Namespace) -> Any:
     """Start the streaming query; returns it (``awaitTermination`` to wait)."""
     reader = (
         spark.readStream.format("org.apache.spark.sql.avro.AvroFileFormat")
-        .schema(LANDING)
+        .schema(LANDED)
         .option("pathGlobFilter", "*.avro")
         .option("maxFilesPerTrigger", args.max_files)
         .option("ignoreCorruptFiles", "true")
@@ -114,7 +127,11 @@ def start(spark: Any, args: argparse.Namespace) -> Any:
             if not args.archive_dir:
                 raise ValueError("--processed archive needs --archive-dir")
             reader = reader.option("sourceArchiveDir", local_uri(args.archive_dir))
-    records = reader.load(local_uri(args.landing))
+    landed = reader.load(local_uri(args.landing)).withColumn("file", F.input_file_name())
+    checked = landed.mapInArrow(check_landed, CHECKED).observe(
+        INTEGRITY_METRICS, F.count("damage").alias("ChecksumMismatchCount")
+    )
+    records = checked.where(F.col("damage").isNull())
     grouped = records.select(
         F.to_json(F.map_from_entries(F.array_sort(F.map_entries("common_labels")))).alias("group"),
         F.timestamp_millis(F.coalesce("round_ms", "snapshot_ms")).alias("event"),
@@ -138,8 +155,19 @@ def start(spark: Any, args: argparse.Namespace) -> Any:
     return writer.start(args.output)
 
 
-def _run(spark: Any, args: argparse.Namespace, timeout: float | None = None) -> None:
-    """The query until it ends, started again from its checkpoint while HDFS is unavailable."""
+def checksum_mismatches(query: Any) -> int:
+    """Landing records ``query`` refused as not what their agent stamped, over its recent
+    progress (Spark keeps the last ``spark.sql.streaming.numRecentProgressUpdates``)."""
+    total = 0
+    for progress in query.recentProgress:
+        metrics = progress.observedMetrics.get(INTEGRITY_METRICS)
+        total += metrics["ChecksumMismatchCount"] if metrics is not None else 0
+    return total
+
+
+def _run(spark: Any, args: argparse.Namespace, timeout: float | None = None) -> list[Any]:
+    """The query until it ends, started again from its checkpoint while HDFS is unavailable;
+    the queries started."""
     queries: list[Any] = []
 
     def attempt() -> None:
@@ -158,6 +186,7 @@ def _run(spark: Any, args: argparse.Namespace, timeout: float | None = None) -> 
     finally:
         if reporter is not None:
             reporter.close()  # a last report: the last batch's progress event may not have come yet
+    return queries
 
 
 def run_query(spark: Any, args: argparse.Namespace) -> int:
@@ -169,12 +198,13 @@ def run_query(spark: Any, args: argparse.Namespace) -> int:
     return 0
 
 
-def ingest_once(spark: Any, landing: str, output: str, checkpoint: str, **options: Any) -> None:
+def ingest_once(spark: Any, landing: str, output: str, checkpoint: str, **options: Any) -> int:
     """Process what the landing directory holds and return (``--once``), with the command's
-    defaults for every other option: for tests, benchmarks and scripts."""
+    defaults for every other option: for tests, benchmarks and scripts. Returns how many
+    landing records were refused by the integrity check."""
     parser = argparse.ArgumentParser()
     configure(parser)
     args = parser.parse_args(["--landing", landing, "--output", output, "--checkpoint", checkpoint, "--once"])
     for key, value in options.items():
         setattr(args, key, value)
-    _run(spark, args)
+    return sum(checksum_mismatches(query) for query in _run(spark, args))

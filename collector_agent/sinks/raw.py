@@ -10,7 +10,9 @@ and renamed, so nothing committed is lost and nothing half-written is read.
 Keys: ``directory`` (required), ``prefix`` (default the sink's name), ``batchSize`` (100),
 ``rollSize`` (bytes, 134217728), ``rollInterval`` (s, 60), ``codec`` (``deflate`` or
 ``null``), and the batch sinks' dead-letter keys: an event whose body is not a sample batch
-is refused as malformed.
+is refused as malformed. Each record carries the event's integrity stamp (its ``checksum``
+field, computed here for an event that came without one), which ``raw_ingest`` checks
+before the record reaches Parquet (``collector_agent/integrity.py``).
 
 Each batch landed is told to the agent's round ledger with its landing file's final name
 (:mod:`collector_agent.ledger`); the ``history`` terminal holds it once ``raw_ingest``
@@ -25,10 +27,11 @@ import time
 from pathlib import Path
 
 from bookkeeper import MalformedFrameError
-from bookkeeper.ground import LandingWriter, decode_sample_batch, encode_trailer, recover
+from bookkeeper.ground import LandingWriter, decode_sample_batch, encode_checksum, recover
 from collector_agent.context import Context
 from collector_agent.event import Event
 from collector_agent.exceptions import MalformedEventError
+from collector_agent.integrity import STAMP_HEADER, event_checksum, identity
 from collector_agent.ledger import round_of
 from collector_agent.sinks.base import BatchSink
 from collector_agent.status import Status
@@ -127,13 +130,11 @@ class RawSink(BatchSink):
             raise MalformedEventError(f"{len(bad)} events are not sample batches", bad)
         records = []
         for event in events:
-            round_ms = event.headers.get("artimon.round")
-            trailer = encode_trailer(
-                int(round_ms) if round_ms and round_ms.isdigit() else None,
-                event.headers.get("artimon.endpoint"),
-                event.headers.get("artimon.agent"),
-            )
-            records.append(event.body + trailer)
+            get = event.headers.get
+            stamp = get(STAMP_HEADER)  # checked by the channel's take
+            crc = int(stamp, 16) if stamp is not None else event_checksum(event.body, event.headers)
+            ident = identity(get("artimon.round"), get("artimon.endpoint"), get("artimon.agent"))
+            records.append(event.body + ident + encode_checksum(crc))
         writer = self._open()
         before = writer.size
         writer.write_block(records)  # fsynced: the take may commit

@@ -29,6 +29,7 @@ class Source(Component):
         "EventReadFail",
         "ChannelWriteFail",
         "GenericProcessingFail",
+        "ChecksumMismatchCount",
     )
     channel_processor: ChannelProcessor
     ledger: RoundLedger | None = None

@@ -19,7 +19,7 @@ import fastavro
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from support import TlsFiles, wait_until
+from support import TlsFiles, unstamped, wait_until
 
 from artimon.stack import agent_properties
 from collector_agent import (
@@ -87,7 +87,7 @@ def receiver() -> Iterator[Callable[..., Agent]]:
 
 def held(agent: Agent) -> list[tuple[dict[str, str], bytes]]:
     with agent.channels["ch"].transaction() as tx:
-        return [(e.headers, e.body) for e in tx.take_batch(10_000)]
+        return [(unstamped(e.headers, e.body), e.body) for e in tx.take_batch(10_000)]
 
 
 # Avro's IPC spec's HandshakeRequest, written here from the spec, apart from the code's

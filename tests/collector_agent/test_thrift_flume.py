@@ -10,6 +10,7 @@ from collections.abc import Callable, Iterator
 import pytest
 from flume_gen import ThriftSourceProtocol
 from flume_gen.ttypes import Status, ThriftFlumeEvent
+from support import unstamped
 from thrift.protocol import TBinaryProtocol, TCompactProtocol
 from thrift.transport import TSocket, TTransport
 
@@ -46,7 +47,7 @@ def receiver() -> Iterator[Callable[..., Agent]]:
 
 def held(agent: Agent) -> list[tuple[dict[str, str], bytes]]:
     with agent.channels["ch"].transaction() as tx:
-        return [(e.headers, e.body) for e in tx.take_batch(100_000)]
+        return [(unstamped(e.headers, e.body), e.body) for e in tx.take_batch(100_000)]
 
 
 def official_client(
