@@ -1,6 +1,11 @@
-"""``raw_ingest``: the landing directory to Parquet, partitioned by date and hour.
+"""``raw_ingest``: the landing directory, or the agents' Kafka topic, to Parquet, partitioned
+by date and hour.
 
-Structured Streaming reads the landing files (Avro, through
+With ``--kafka BOOTSTRAP`` (a site with Kafka between its agents) it reads the topic
+(``--topic``) with Spark's own Kafka source, offsets kept in the checkpoint
+(``kafka_records.py``; the session needs the connector's jars, which ``artimon spark`` and
+``artimon up`` add); ``--max-records`` caps a micro-batch. Without it, Structured Streaming
+reads the landing files (Avro, through
 ``org.apache.spark.sql.avro.AvroFileFormat``: the ``avro`` short name is not registered in
 the pip wheel; only ``*.avro``, never the ``.avro.tmp`` being written), groups the landing
 records by endpoint (their framework labels) to drop the samples an agent's replay brings
@@ -12,13 +17,14 @@ makes the output exactly-once across restarts. ``--once`` processes what is ther
 (``trigger(availableNow)``). A landing file damaged after it was closed (cut short,
 overwritten) is read up to the damage; Spark logs a warning naming it and the stream goes on
 with the other files. Processed landing files are kept, deleted or archived
-(``--processed``) by Spark's file source cleanup.
+(``--processed``) by Spark's file source cleanup. Either way the records go through the
+same dedupe and explode.
 
 On ``hdfs://`` the job outlives its file system's bad moments (``history_fs.py``): while the
 NameNode is in safe mode or a daemon is down it logs a line per attempt and starts the query
 again from its checkpoint after a growing backoff (``--max-retries``); a permission denied
 or a quota exceeded on the history path ends it with :class:`~spark_jobs.HistoryPathError`
-naming the path, and the landing files stay for the next run.
+naming the path, and the landing files (or the topic's records) stay for the next run.
 
 A micro-batch writes its own files, in which a series' samples of the batch lie side by
 side: the longer the batch, the fewer bytes a sample takes (docs/spark.md), hence an
@@ -39,6 +45,7 @@ from spark_jobs.dedupe import dedupe_records
 from spark_jobs.exceptions import HistoryPathError
 from spark_jobs.explode import explode_batches
 from spark_jobs.history_fs import run_with_retries
+from spark_jobs.kafka_records import kafka_records
 from spark_jobs.schema import DEDUPE_STATE, DEDUPED, GROUPED, KEPT, LANDING, SAMPLES
 
 __all__ = ["PARQUET_OPTIONS", "configure", "ingest_once", "run_query", "start"]
@@ -57,7 +64,15 @@ PARQUET_OPTIONS = {
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--landing", required=True, help="the raw sink's landing directory")
+    source = parser.add_mutually_exclusive_group(required=True)
+    source.add_argument("--landing", help="the raw sink's landing directory")
+    source.add_argument(
+        "--kafka", metavar="BOOTSTRAP", help="read the topic of these brokers (host:port,...)"
+    )
+    parser.add_argument("--topic", default="artimon-samples", help="with --kafka: the agents' topic")
+    parser.add_argument(
+        "--max-records", type=int, default=None, help="with --kafka: records per micro-batch at most"
+    )
     parser.add_argument("--output", required=True, help="Parquet root: file:///... or hdfs://...")
     parser.add_argument("--checkpoint", required=True, help="checkpoint directory (same filesystem kind)")
     parser.add_argument("--once", action="store_true", help="process what is there and exit")
@@ -87,8 +102,7 @@ def local_uri(path: str) -> str:
     return path if "://" in path else Path(path).resolve().as_uri()
 
 
-def start(spark: Any, args: argparse.Namespace) -> Any:
-    """Start the streaming query; returns it (``awaitTermination`` to wait)."""
+def _landing_records(spark: Any, args: argparse.Namespace) -> Any:
     reader = (
         spark.readStream.format("org.apache.spark.sql.avro.AvroFileFormat")
         .schema(LANDING)
@@ -102,7 +116,15 @@ def start(spark: Any, args: argparse.Namespace) -> Any:
             if not args.archive_dir:
                 raise ValueError("--processed archive needs --archive-dir")
             reader = reader.option("sourceArchiveDir", local_uri(args.archive_dir))
-    records = reader.load(local_uri(args.landing))
+    return reader.load(local_uri(args.landing))
+
+
+def start(spark: Any, args: argparse.Namespace) -> Any:
+    """Start the streaming query; returns it (``awaitTermination`` to wait)."""
+    if args.kafka:
+        records = kafka_records(spark, args.kafka, args.topic, args.max_records)
+    else:
+        records = _landing_records(spark, args)
     grouped = records.select(
         F.to_json(F.map_from_entries(F.array_sort(F.map_entries("common_labels")))).alias("group"),
         F.timestamp_millis(F.coalesce("round_ms", "snapshot_ms")).alias("event"),

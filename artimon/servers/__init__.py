@@ -1,14 +1,14 @@
 """Launchers of real servers, product code of the ``artimon`` command (``artimon zk``,
 ``hdfs``, ``kafka``, ``up``) that tests and benchmarks share: ZooKeeper from the pyspark
-wheel (``ZooKeeperServer``, an ensemble of them: ``ZooKeeperEnsemble``), a single-node
-HDFS (``HdfsServer``), a Kafka cluster in KRaft mode (``KafkaCluster``), a Spark standalone
-master and worker (``SparkCluster``), Prometheus (``PrometheusServer``, ``create_blocks``),
-Alertmanager (``AlertmanagerServer``) and an Apache Flume agent (``FlumeAgent``), with
-Apache's server jars resolved once with Maven (``resolve_jars``). Each process stands on one
-base, ``ServerProcess``: started on a data directory it holds, awaited until ready, stopped
-by its PID, killed for a simulated crash, restarted on the same data; a server of several is
-a ``ServerGroup`` of them, with the same lifecycle from their one base, ``Launcher``. See
-README.md."""
+wheel (``ZooKeeperServer``, an ensemble of them: ``ZooKeeperEnsemble``), a single-node HDFS
+(``HdfsServer``), a Kafka cluster in KRaft mode (``KafkaCluster``), a Spark standalone
+master and worker (``SparkCluster``) and Spark's Kafka connector (``spark_kafka_conf``),
+Prometheus (``PrometheusServer``, ``create_blocks``), Alertmanager (``AlertmanagerServer``)
+and an Apache Flume agent (``FlumeAgent``), with Apache's server jars resolved once with
+Maven (``resolve_jars``). Each process stands on one base, ``ServerProcess``: started on a
+data directory it holds, awaited until ready, stopped by its PID, killed for a simulated
+crash, restarted on the same data; a server of several is a ``ServerGroup`` of them, with
+the same lifecycle from their one base, ``Launcher``. See README.md."""
 
 from __future__ import annotations
 
@@ -20,6 +20,12 @@ from artimon.servers.jars import JarResolutionError, jar_cache, resolve_jars
 from artimon.servers.kafka import KafkaCluster, kafka_jars, kafka_tool_command
 from artimon.servers.prometheus import PrometheusServer, create_blocks
 from artimon.servers.spark import SparkCluster
+from artimon.servers.spark_kafka import (
+    SPARK_KAFKA_ARTIFACTS,
+    SPARK_KAFKA_JAR_SET,
+    spark_kafka_conf,
+    spark_kafka_jars,
+)
 from artimon.servers.zookeeper import (
     QUORUM_PORTS,
     ZooKeeperEnsemble,
@@ -33,6 +39,8 @@ __all__ = [
     "FLUME_JAR_SET",
     "HADOOP_VERSION",
     "QUORUM_PORTS",
+    "SPARK_KAFKA_ARTIFACTS",
+    "SPARK_KAFKA_JAR_SET",
     "AlertmanagerServer",
     "FlumeAgent",
     "HdfsServer",
@@ -56,5 +64,7 @@ __all__ = [
     "kafka_tool_command",
     "pyspark_jars",
     "resolve_jars",
+    "spark_kafka_conf",
+    "spark_kafka_jars",
     "wait_ready",
 ]
