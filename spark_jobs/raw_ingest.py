@@ -174,12 +174,14 @@ def run_query(spark: Any, args: argparse.Namespace) -> int:
     return 0
 
 
-def ingest_once(spark: Any, landing: str, output: str, checkpoint: str, **options: Any) -> None:
-    """Process what the landing directory holds and return (``--once``), with the command's
-    defaults for every other option: for tests, benchmarks and scripts."""
+def ingest_once(spark: Any, landing: str | None, output: str, checkpoint: str, **options: Any) -> None:
+    """Process what the landing directory holds, or with ``landing`` None and
+    ``kafka=BOOTSTRAP`` (``topic=``) what the topic holds, and return (``--once``), with the
+    command's defaults for every other option: for tests, benchmarks and scripts."""
     parser = argparse.ArgumentParser()
     configure(parser)
-    args = parser.parse_args(["--landing", landing, "--output", output, "--checkpoint", checkpoint, "--once"])
+    source = ["--landing", landing] if landing is not None else ["--kafka", options.pop("kafka")]
+    args = parser.parse_args([*source, "--output", output, "--checkpoint", checkpoint, "--once"])
     for key, value in options.items():
         setattr(args, key, value)
     _run(spark, args)
