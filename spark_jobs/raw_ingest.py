@@ -1,6 +1,11 @@
-"""``raw_ingest``: the landing directory to Parquet, partitioned by date and hour.
+"""``raw_ingest``: the landing directory, or the agents' Kafka topic, to Parquet, partitioned
+by date and hour.
 
-Structured Streaming reads the landing files (Avro, through
+With ``--kafka BOOTSTRAP`` (a site with Kafka between its agents) it reads the topic
+(``--topic``) with Spark's own Kafka source, offsets kept in the checkpoint
+(``kafka_records.py``; the session needs the connector's jars, which ``artimon spark`` and
+``artimon up`` add); ``--max-records`` caps a micro-batch. Without it, Structured Streaming
+reads the landing files (Avro, through
 ``org.apache.spark.sql.avro.AvroFileFormat``: the ``avro`` short name is not registered in
 the pip wheel; only ``*.avro``, never the ``.avro.tmp`` being written), groups the landing
 records by endpoint (their framework labels) to drop the samples an agent's replay brings
@@ -14,13 +19,14 @@ overwritten) is read up to the damage; Spark logs a warning naming it and the st
 with the other files. A record whose bytes are not those its agent stamped (``integrity.py``)
 is logged and counted (the progress's observed metrics ``integrity``:
 ``ChecksumMismatchCount``), never stored. Processed landing files are kept, deleted or archived
-(``--processed``) by Spark's file source cleanup.
+(``--processed``) by Spark's file source cleanup. Either way the records go through the
+same dedupe and explode.
 
 On ``hdfs://`` the job outlives its file system's bad moments (``history_fs.py``): while the
 NameNode is in safe mode or a daemon is down it logs a line per attempt and starts the query
 again from its checkpoint after a growing backoff (``--max-retries``); a permission denied
 or a quota exceeded on the history path ends it with :class:`~spark_jobs.HistoryPathError`
-naming the path, and the landing files stay for the next run.
+naming the path, and the landing files (or the topic's records) stay for the next run.
 
 With ``--ledger URL`` (repeatable: each agent that lands files here) the job reports the
 landing files of each committed micro-batch to the agents' round ledgers
@@ -46,6 +52,7 @@ from spark_jobs.exceptions import HistoryPathError
 from spark_jobs.explode import explode_batches
 from spark_jobs.history_fs import run_with_retries
 from spark_jobs.integrity import check_landed
+from spark_jobs.kafka_records import kafka_records
 from spark_jobs.ledger_report import http_sender, watch_commits
 from spark_jobs.schema import CHECKED, DEDUPE_STATE, DEDUPED, GROUPED, KEPT, LANDED, SAMPLES
 
@@ -75,7 +82,15 @@ PARQUET_OPTIONS = {
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--landing", required=True, help="the raw sink's landing directory")
+    source = parser.add_mutually_exclusive_group(required=True)
+    source.add_argument("--landing", help="the raw sink's landing directory")
+    source.add_argument(
+        "--kafka", metavar="BOOTSTRAP", help="read the topic of these brokers (host:port,...)"
+    )
+    parser.add_argument("--topic", default="artimon-samples", help="with --kafka: the agents' topic")
+    parser.add_argument(
+        "--max-records", type=int, default=None, help="with --kafka: records per micro-batch at most"
+    )
     parser.add_argument("--output", required=True, help="Parquet root: file:///... or hdfs://...")
     parser.add_argument("--checkpoint", required=True, help="checkpoint directory (same filesystem kind)")
     parser.add_argument("--once", action="store_true", help="process what is there and exit")
@@ -112,8 +127,7 @@ def local_uri(path: str) -> str:
     return path if "://" in path else Path(path).resolve().as_uri()
 
 
-def start(spark: Any, args: argparse.Namespace) -> Any:
-    """Start the streaming query; returns it (``awaitTermination`` to wait)."""
+def _landing_records(spark: Any, args: argparse.Namespace) -> Any:
     reader = (
         spark.readStream.format("org.apache.spark.sql.avro.AvroFileFormat")
         .schema(LANDED)
@@ -131,7 +145,15 @@ def start(spark: Any, args: argparse.Namespace) -> Any:
     checked = landed.mapInArrow(check_landed, CHECKED).observe(
         INTEGRITY_METRICS, F.count("damage").alias("ChecksumMismatchCount")
     )
-    records = checked.where(F.col("damage").isNull())
+    return checked.where(F.col("damage").isNull())
+
+
+def start(spark: Any, args: argparse.Namespace) -> Any:
+    """Start the streaming query; returns it (``awaitTermination`` to wait)."""
+    if args.kafka:
+        records = kafka_records(spark, args.kafka, args.topic, args.max_records)
+    else:
+        records = _landing_records(spark, args)
     grouped = records.select(
         F.to_json(F.map_from_entries(F.array_sort(F.map_entries("common_labels")))).alias("group"),
         F.timestamp_millis(F.coalesce("round_ms", "snapshot_ms")).alias("event"),
@@ -198,13 +220,15 @@ def run_query(spark: Any, args: argparse.Namespace) -> int:
     return 0
 
 
-def ingest_once(spark: Any, landing: str, output: str, checkpoint: str, **options: Any) -> int:
-    """Process what the landing directory holds and return (``--once``), with the command's
-    defaults for every other option: for tests, benchmarks and scripts. Returns how many
-    landing records were refused by the integrity check."""
+def ingest_once(spark: Any, landing: str | None, output: str, checkpoint: str, **options: Any) -> int:
+    """Process what the landing directory holds, or with ``landing`` None and
+    ``kafka=BOOTSTRAP`` (``topic=``) what the topic holds, and return (``--once``), with the
+    command's defaults for every other option: for tests, benchmarks and scripts. Returns how
+    many landing records were refused by the integrity check."""
     parser = argparse.ArgumentParser()
     configure(parser)
-    args = parser.parse_args(["--landing", landing, "--output", output, "--checkpoint", checkpoint, "--once"])
+    source = ["--landing", landing] if landing is not None else ["--kafka", options.pop("kafka")]
+    args = parser.parse_args([*source, "--output", output, "--checkpoint", checkpoint, "--once"])
     for key, value in options.items():
         setattr(args, key, value)
     return sum(checksum_mismatches(query) for query in _run(spark, args))

@@ -20,9 +20,10 @@
 - the demo applications (--demo);
 - the HTTP query API with the dashboard page (saved dashboards in <data-dir>/dashboards);
 - Spark's raw_ingest (in ``local[2]``, or with --cluster on a standalone master and worker of
-  its own) turning the landing files into Parquet history (and, when VHMS starts empty while
-  that history exists, sending the store's retention window of it back into VHMS first); its
-  ready line comes when its JVM is up;
+  its own) turning the landing files, or with --kafka the topic artimon-samples (Spark's
+  Kafka source, its connector's jars resolved with Maven on the first run), into Parquet
+  history (and, when VHMS starts empty while that history exists, sending the store's
+  retention window of it back into VHMS first); its ready line comes when its JVM is up;
 - the alerting rules of <data-dir>/alerts.yaml (the demo's with --demo);
 - the agent of <data-dir>/agent.properties (written at the first start, re-read on change:
   edit it and the agent reloads): its artimon source polls every registered bookkeeper (the
@@ -33,8 +34,8 @@
   agent's) under the job ``artimon`` into VHMS only (the saved dashboard "artimon" shows
   them). With --kafka, two agents of <data-dir>/agents-kafka.properties instead: ``up`` polls
   into a file channel drained by a Kafka sink onto the topic artimon-samples, and ``store``
-  reads the topic as two consumer groups, into VHMS and into the landing files (and scrapes
-  the stack's own ``/metrics`` into VHMS);
+  reads the topic into VHMS (and scrapes the stack's own ``/metrics`` into VHMS); Spark
+  reads the same topic for the history, so no landing file is written;
 - the registrations ``artimon status`` reads (``/services/<kind>/<name>``: the agents'
   monitoring, the query API, Kafka, HDFS and the Spark master started here;
   :mod:`artimon.status`), the view also served at the query API's ``/status``.
@@ -155,6 +156,7 @@ def _components(
             demo=args.demo,
             hdfs=hdfs,
             cluster=args.cluster,
+            kafka=args.kafka,
             say=_say,
             ledger=agents.ledger.files_committed,
         )

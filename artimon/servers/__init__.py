@@ -2,7 +2,8 @@
 ``hdfs``, ``kafka``, ``up``) that tests and benchmarks share: ZooKeeper from the pyspark
 wheel (``ZooKeeperServer``, an ensemble of them: ``ZooKeeperEnsemble``), a single-node
 HDFS (``HdfsServer``), a Kafka cluster in KRaft mode (``KafkaCluster``), a Spark standalone
-master and worker (``SparkCluster``), Prometheus (``PrometheusServer``, ``create_blocks``),
+master and worker (``SparkCluster``) and Spark's Kafka connector (``spark_kafka_conf``),
+Prometheus (``PrometheusServer``, ``create_blocks``),
 Alertmanager (``AlertmanagerServer``) and an Apache Flume agent (``FlumeAgent``), with
 Apache's server jars resolved once with Maven (``resolve_jars``); Artimon's own processes
 (``VhmsShard``, ``QueryApiServer``, ``AgentServer``, and any ``CommandServer``). Each process
@@ -35,6 +36,12 @@ from artimon.servers.kafka import KafkaCluster, kafka_jars, kafka_tool_command
 from artimon.servers.own import AgentServer, CommandServer, QueryApiServer, VhmsShard
 from artimon.servers.prometheus import PrometheusServer, create_blocks
 from artimon.servers.spark import SparkCluster
+from artimon.servers.spark_kafka import (
+    SPARK_KAFKA_ARTIFACTS,
+    SPARK_KAFKA_JAR_SET,
+    spark_kafka_conf,
+    spark_kafka_jars,
+)
 from artimon.servers.zookeeper import (
     QUORUM_PORTS,
     ZooKeeperEnsemble,
@@ -49,6 +56,8 @@ __all__ = [
     "HADOOP_VERSION",
     "LOCAL",
     "QUORUM_PORTS",
+    "SPARK_KAFKA_ARTIFACTS",
+    "SPARK_KAFKA_JAR_SET",
     "AgentServer",
     "AlertmanagerServer",
     "CommandServer",
@@ -80,5 +89,7 @@ __all__ = [
     "placed",
     "pyspark_jars",
     "resolve_jars",
+    "spark_kafka_conf",
+    "spark_kafka_jars",
     "wait_ready",
 ]
