@@ -4,8 +4,7 @@ a memory channel, a null sink), each tier its own process; and the same with Thr
 a table, writes results/flume_bench.json.
 
 Per case (implementation, RPC, batch size), both tiers start from the same properties text
-(Flume's keys; each implementation ignores the one sink key the other spells differently:
-ours ``batchSize`` for Thrift, Flume's ``batch-size``); Flume's SDK client
+(Flume's keys, ``batch-size`` for both RPC sinks); Flume's SDK client
 (``tests/collector_agent/flume_client/RpcSend.java``, compiled here with ``javac``, the same
 driver for both) sends to the first tier, ``--events`` events per body size after a warm-up
 of a tenth of them, in batches of the case's size. A run starts when the driver is ready (its
@@ -68,7 +67,7 @@ def tier_properties(name: str, rpc: str, batch: int, port: int, downstream: int 
             "minimumRequiredSpace": 1048576,
         }
         sink = {"type": rpc, "hostname": "127.0.0.1", "port": downstream, "channel": "c"}
-        sink |= {"batch-size": batch, "batchSize": batch}
+        sink["batch-size"] = batch
     return agent_properties(name, sources={"r": source}, channels={"c": channel}, sinks={"k": sink})
 
 
