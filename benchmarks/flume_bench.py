@@ -15,7 +15,7 @@ interleaved: Flume's and ours alternate for each RPC and batch size.
 
 Target (issue 30): our events per CPU second at least Flume's on this file-channel path.
 
-Run: python benchmarks/flume_bench.py [--quick] [--events N]
+Run: python benchmarks/flume_bench.py [--quick] [--events N] [--rpc avro|thrift ...]
 """
 
 from __future__ import annotations
@@ -197,6 +197,7 @@ def main() -> None:
     )
     parser.add_argument("--quick", action="store_true", help="10,000 events a case")
     parser.add_argument("--events", type=int, default=100_000, help="per case and body size")
+    parser.add_argument("--rpc", choices=RPCS, action="append", help="only this RPC (repeatable)")
     options = parser.parse_args()
     events = 10_000 if options.quick else options.events
     progress(f"load average before: {os.getloadavg()}")
@@ -204,7 +205,7 @@ def main() -> None:
     work = Path(tempfile.mkdtemp(prefix="flume-bench-"))
     try:
         driver = compile_driver(work)
-        for rpc in RPCS:
+        for rpc in options.rpc or RPCS:
             for batch in BATCHES:
                 for flavour in ("flume", "ours"):
                     rows += case(flavour, rpc, batch, events, work / f"{flavour}-{rpc}-{batch}", driver)
