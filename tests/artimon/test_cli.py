@@ -233,6 +233,7 @@ def test_up_demo_runs_the_pipeline_into_vhms(tmp_path) -> None:
         "dashboard",
         "alerts",
         "agent",
+        "status",
     ]
     assert "spark" in ready  # on a thread of its own: when the JVM is up
     vhms_line = next(line for line in lines if line.startswith("[ready] vhms"))
