@@ -25,7 +25,7 @@ import google_crc32c
 import numpy as np
 import pyarrow as pa
 
-from bookkeeper.ground import encode_identity
+from bookkeeper.ground import encode_avro_long, encode_identity
 
 __all__ = ["MISMATCH", "check_landed"]
 
@@ -38,17 +38,6 @@ _BINARIES = ("name_ids", "label_set_ids", "types", "values", "timestamps")
 
 def _extend(value: int, data: bytes) -> int:
     return int(google_crc32c.extend(value, data))
-
-
-def _long(value: int) -> bytes:
-    """Avro's zig-zag varint."""
-    value = (value << 1) ^ (value >> 63)
-    out = bytearray()
-    while value & ~0x7F:
-        out.append((value & 0x7F) | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
 
 
 def _offsets(column: pa.Array) -> np.ndarray:
@@ -97,7 +86,7 @@ class _EncodedLists:
         first, end = self.lists[record], self.lists[record + 1]
         if end == first:
             return _extend(value, b"\x00")
-        value = _extend(value, _long(int(end - first)))
+        value = _extend(value, encode_avro_long(int(end - first)))
         value = _extend(value, self.data[self.starts[first] : self.starts[end]])
         return _extend(value, b"\x00")
 
@@ -109,12 +98,12 @@ class _Bytes:
 
     def crc(self, record: int, value: int) -> int:
         first, end = int(self.offsets[record]), int(self.offsets[record + 1])
-        return _extend(_extend(value, _long(end - first)), self.data[first:end])
+        return _extend(_extend(value, encode_avro_long(end - first)), self.data[first:end])
 
 
 def _string(text: str) -> bytes:
     encoded = text.encode()
-    return _long(len(encoded)) + encoded
+    return encode_avro_long(len(encoded)) + encoded
 
 
 def _map(entries: list[tuple[str, str]]) -> bytes:
@@ -122,7 +111,7 @@ def _map(entries: list[tuple[str, str]]) -> bytes:
     if not entries:
         return b"\x00"
     pairs = (_string(k) + _string(v) for k, v in sorted(entries))
-    return b"".join([_long(len(entries)), *pairs, b"\x00"])
+    return b"".join([encode_avro_long(len(entries)), *pairs, b"\x00"])
 
 
 def _checksums(batch: pa.RecordBatch) -> list[int]:
@@ -139,7 +128,8 @@ def _checksums(batch: pa.RecordBatch) -> list[int]:
     agents = column("agent").to_pylist()
     out = []
     for record in range(batch.num_rows):
-        value = _extend(0, _string(contexts[record]) + _long(snapshots[record]) + _map(labels[record]))
+        head = _string(contexts[record]) + encode_avro_long(snapshots[record]) + _map(labels[record])
+        value = _extend(0, head)
         for encoded in lists:
             value = encoded.crc(record, value)
         for binary in binaries:

@@ -3,7 +3,7 @@
 - the Avro sample batch (``sample_batch.avsc``, the body of the agent's events:
   :func:`encode_sample_batch`, :func:`decode_sample_batch`) and the raw landing files
   (``landing_batch.avsc``: :class:`LandingWriter`, :func:`encode_trailer` (:func:`encode_identity`
-  and :func:`encode_checksum`), :func:`recover`);
+  and :func:`encode_checksum`, on Avro's zig-zag varint :func:`encode_avro_long`), :func:`recover`);
 - :class:`BackgroundServer`, an ASGI app served by uvicorn from a thread, behind Prometheus's
   web configuration file when given one (:func:`load_web_config`: TLS, basic auth, headers);
 - ZooKeeper membership (:class:`Membership`: watched groups of members with their payloads,
@@ -46,6 +46,7 @@ from bookkeeper.ground.httpserver import BackgroundServer
 from bookkeeper.ground.landing import (
     LANDING_SCHEMA,
     LandingWriter,
+    encode_avro_long,
     encode_checksum,
     encode_identity,
     encode_trailer,
@@ -74,6 +75,7 @@ __all__ = [
     "decode_sample_batch",
     "dense_classes",
     "die_with_parent_command",
+    "encode_avro_long",
     "encode_checksum",
     "encode_identity",
     "encode_sample_batch",

@@ -30,6 +30,7 @@ import fastavro
 __all__ = [
     "LANDING_SCHEMA",
     "LandingWriter",
+    "encode_avro_long",
     "encode_checksum",
     "encode_identity",
     "encode_trailer",
@@ -48,7 +49,7 @@ _TRAILER_SCHEMA: Any = fastavro.parse_schema(
 )
 
 
-def _long(value: int) -> bytes:
+def encode_avro_long(value: int) -> bytes:
     """Avro's zig-zag varint."""
     value = (value << 1) ^ (value >> 63)
     out = bytearray()
@@ -85,7 +86,7 @@ def encode_identity(round_ms: int | None, endpoint: str | None, agent: str | Non
 
 def encode_checksum(value: int | None) -> bytes:
     """The encoded ``checksum`` field, the last of a landing record."""
-    return b"\x00" if value is None else b"\x02" + _long(value)
+    return b"\x00" if value is None else b"\x02" + encode_avro_long(value)
 
 
 def encode_trailer(
@@ -107,10 +108,10 @@ class LandingWriter:
         self._file = open(path, "wb")  # noqa: SIM115 - lives as long as the writer
         metadata = {"avro.schema": json.dumps(LANDING_SCHEMA).encode(), "avro.codec": codec.encode()}
         header = bytearray(MAGIC)
-        header += _long(len(metadata))
+        header += encode_avro_long(len(metadata))
         for key, value in metadata.items():
-            header += _long(len(key)) + key.encode() + _long(len(value)) + value
-        header += _long(0) + self.sync
+            header += encode_avro_long(len(key)) + key.encode() + encode_avro_long(len(value)) + value
+        header += encode_avro_long(0) + self.sync
         self._file.write(header)
         self.size = len(header)
         self.records = 0
@@ -121,7 +122,7 @@ class LandingWriter:
         if self.codec == "deflate":
             compressor = zlib.compressobj(6, zlib.DEFLATED, -15)
             data = compressor.compress(data) + compressor.flush()
-        block = _long(len(records)) + _long(len(data)) + data + self.sync
+        block = encode_avro_long(len(records)) + encode_avro_long(len(data)) + data + self.sync
         self._file.write(block)
         self._file.flush()
         os.fsync(self._file.fileno())
