@@ -36,7 +36,7 @@ from kazoo.client import KazooClient
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 from kazoo.protocol.states import ZnodeStat
 
-from bookkeeper.zk import ZkAuth, ZkLayout, secure_path
+from bookkeeper.zk import ZkAuth, ZkLayout, json_object, secure_path
 from collector_agent.exceptions import CentralConfigError, ConfigConflictError, MalformedConfigError
 
 __all__ = [
@@ -74,18 +74,6 @@ class ConfigTarget:
         return f"{self.kind} {self.name}"
 
 
-def _record(data: bytes, what: str) -> dict[str, Any]:
-    if len(data) > MAX_RECORD_BYTES:
-        raise MalformedConfigError(f"{what} of {len(data)} bytes exceeds {MAX_RECORD_BYTES}")
-    try:
-        raw = json.loads(data)
-    except (ValueError, UnicodeError):
-        raise MalformedConfigError(f"{what} is not JSON: {data[:200]!r}") from None
-    if not isinstance(raw, dict):
-        raise MalformedConfigError(f"{what} is not a JSON object: {data[:200]!r}")
-    return raw
-
-
 def _int(raw: dict[str, Any], key: str, what: str, low: int = 0) -> int:
     value = raw.get(key)
     if isinstance(value, bool) or not isinstance(value, int) or not low <= value < 2**63:
@@ -121,7 +109,7 @@ class Pointer(_JsonRecord):
     @classmethod
     def from_json(cls, data: bytes) -> Pointer:
         what = "configuration pointer"
-        raw = _record(data, what)
+        raw = json_object(data, what, MAX_RECORD_BYTES, MalformedConfigError)
         return cls(
             _int(raw, "version", what, low=1),
             _int(raw, "previous", what),
@@ -147,7 +135,7 @@ class AgentReport(_JsonRecord):
     @classmethod
     def from_json(cls, data: bytes) -> AgentReport:
         what = "agent configuration report"
-        raw = _record(data, what)
+        raw = json_object(data, what, MAX_RECORD_BYTES, MalformedConfigError)
         return cls(
             _str(raw, "group", what),
             _str(raw, "follows", what, limit=600),

@@ -33,7 +33,16 @@ from urllib.parse import quote, unquote
 
 from bookkeeper.exceptions import MalformedFrameError
 
-__all__ = ["DEFAULT_ROOT", "MAX_LABELS", "MAX_PAYLOAD", "AgentInfo", "EndpointInfo", "ZkLayout", "resolve_zk"]
+__all__ = [
+    "DEFAULT_ROOT",
+    "MAX_LABELS",
+    "MAX_PAYLOAD",
+    "AgentInfo",
+    "EndpointInfo",
+    "ZkLayout",
+    "json_object",
+    "resolve_zk",
+]
 
 DEFAULT_ROOT = "/artimon"
 DEFAULT_ZK = "127.0.0.1:2181"
@@ -127,15 +136,17 @@ class ZkLayout:
         return unquote(segment)
 
 
-def _object(data: bytes, what: str) -> dict[str, Any]:
-    if len(data) > MAX_PAYLOAD:
-        raise MalformedFrameError(f"{what} payload of {len(data)} bytes exceeds {MAX_PAYLOAD}")
+def json_object(data: bytes, what: str, limit: int, error: type[Exception]) -> dict[str, Any]:
+    """``data`` as a JSON object of at most ``limit`` bytes; ``error`` naming ``what`` when
+    it is larger, not JSON, or not an object (a znode's payload or record, read as untrusted)."""
+    if len(data) > limit:
+        raise error(f"{what} of {len(data)} bytes exceeds {limit}")
     try:
         raw = json.loads(data)
     except (ValueError, UnicodeError):
-        raise MalformedFrameError(f"{what} payload is not JSON: {data[:200]!r}") from None
+        raise error(f"{what} is not JSON: {data[:200]!r}") from None
     if not isinstance(raw, dict):
-        raise MalformedFrameError(f"{what} payload is not a JSON object: {data[:200]!r}")
+        raise error(f"{what} is not a JSON object: {data[:200]!r}")
     return raw
 
 
@@ -177,7 +188,7 @@ class EndpointInfo:
     def from_json(cls, data: bytes) -> EndpointInfo:
         """Parse a znode payload; ``MalformedFrameError`` if it is not an endpoint's."""
         what = "endpoint"
-        raw = _object(data, what)
+        raw = json_object(data, f"{what} payload", MAX_PAYLOAD, MalformedFrameError)
         labels = raw.get("labels", {})
         if not isinstance(labels, dict) or len(labels) > MAX_LABELS:
             raise MalformedFrameError(
@@ -225,7 +236,7 @@ class AgentInfo:
     def from_json(cls, data: bytes) -> AgentInfo:
         """Parse a znode payload; ``MalformedFrameError`` if it is not an agent's."""
         what = "agent"
-        raw = _object(data, what)
+        raw = json_object(data, f"{what} payload", MAX_PAYLOAD, MalformedFrameError)
         source = _text(raw, "source", what)
         if len(source) > 256:
             raise MalformedFrameError(f"agent payload has a source name of {len(source)} characters")
