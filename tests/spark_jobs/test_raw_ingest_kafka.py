@@ -14,13 +14,12 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import pytest
 from confluent_kafka import Producer
 
 from artimon.servers import KafkaCluster, SparkCluster
-from bookkeeper.batch import SampleBatch
 from bookkeeper.ground import decode_sample_batch, encode_sample_batch
+from spark_jobs.testing import item_batch
 
 pytestmark = [pytest.mark.slow, pytest.mark.spark]
 
@@ -37,18 +36,7 @@ def kafka3(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaCluster]:
 
 def _batch(endpoint: int, round_index: int, variables: int) -> tuple[bytes, dict[str, str]]:
     round_ms = START_MS + round_index * 60_000
-    batch = SampleBatch(
-        context=f"app{endpoint}",
-        snapshot_ms=round_ms,
-        common_labels={"context": f"app{endpoint}", "host": f"h{endpoint}"},
-        names=NAMES,
-        label_sets=[f"item={i}" for i in range(variables)],
-        name_ids=(np.arange(variables) % len(NAMES)).astype(np.int32),
-        label_set_ids=np.arange(variables, dtype=np.int32),
-        types=np.zeros(variables, dtype=np.uint8),
-        values=np.arange(variables, dtype=np.int64) + round_index,
-        timestamps=np.full(variables, round_ms - 500, dtype=np.int64),
-    )
+    batch = item_batch(endpoint, round_ms, variables, round_index, NAMES)
     headers = {
         "artimon.endpoint": f"10.0.0.{endpoint}:1:u",
         "artimon.round": str(round_ms),
