@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import io
+import shutil
 import socket
 import threading
 import time
@@ -11,6 +12,7 @@ import httpx
 import numpy as np
 import pytest
 
+from artimon.servers import VhmsShard
 from bookkeeper.wire import IngestColumns
 from vhms import CatchingUpError, ShardedClient, SnapshotError, VhmsClient, VhmsError
 from vhms.server import CatchUp, Store, VhmsService
@@ -181,4 +183,34 @@ def test_a_replica_restarted_empty_catches_up(
 
 def _health(service: VhmsService) -> str:
     assert service.http is not None
-    return httpx.get(f"{service.http.url}/health", timeout=10).json()["status"]
+    answer = httpx.get(f"{service.http.url}/health", timeout=10)
+    assert answer.status_code == (200 if service.caught_up.is_set() else 503)
+    return answer.json()["status"]
+
+
+def test_a_member_process_killed_and_restarted_empty_is_ready_once_caught_up(
+    tmp_path: Path, zk_hosts: str, wait: Callable[..., None]
+) -> None:
+    a = VhmsShard(tmp_path / "a", "s0", zk_hosts, resolutions=RESOLUTIONS)
+    b = VhmsShard(tmp_path / "b", "s0", zk_hosts, resolutions=RESOLUTIONS)
+    writer = ShardedClient(zk_hosts, member_backoff=0.5, name="test-writer")
+    try:
+        with a, b:
+            wait(lambda: len(writer.shards.get("s0", [])) == 2, timeout=60)
+            for i in range(10):
+                _round(writer, KEYS, i)
+            assert b.kill() > 0
+            for i in range(10, 30):  # b misses them (or, before its session ends, fails them)
+                _round(writer, KEYS + LATE_KEYS, i)
+            shutil.rmtree(tmp_path / "b" / "s0")  # its disk lost
+            b.start()  # ready (/health 200) once caught up
+            with (
+                VhmsClient(a.address, a.port, timeout=30) as on_a,
+                VhmsClient(b.address, b.port, timeout=30) as on_b,
+            ):
+                from_a, from_b = answers(on_a), answers(on_b)
+            assert same(from_a, from_b)
+            finest = sum(int((~np.isnan(v)).sum()) for k, v in from_b.items() if k.startswith("1s "))
+            assert finest == 30 * len(KEYS) + 20 * len(LATE_KEYS)
+    finally:
+        writer.close()

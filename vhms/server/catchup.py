@@ -49,10 +49,11 @@ MAX_CHUNK_BYTES = 64 * 1024 * 1024
 
 @dataclasses.dataclass(frozen=True)
 class CatchUp:
-    """How a starting member catches up (``VhmsService.start(catch_up=...)``): after ``delay``
-    seconds (for the writers to see its registration, so that live ingest reaches it before
-    it reads its peer), chunks of at most ``chunk_bytes`` of ring data, each call within
-    ``timeout`` seconds; ``ssl_context`` (a client context) when the members speak TLS."""
+    """How a starting member catches up (``VhmsService.start(catch_up=...)``): when the shard
+    has other members, after ``delay`` seconds (for the writers to see its registration, so
+    that live ingest reaches it before it reads its peer), chunks of at most ``chunk_bytes``
+    of ring data, each call within ``timeout`` seconds; ``ssl_context`` (a client context)
+    when the members speak TLS."""
 
     delay: float = 2.0
     timeout: float = 30.0
@@ -233,12 +234,15 @@ def catch_up(
     options: CatchUp,
     stop: threading.Event,
 ) -> tuple[str, int] | None:
-    """After ``options.delay``, the shard's other live members as the sharded client reads
-    them from ZooKeeper, and :func:`pull` from them; returns the peer caught up from."""
-    if stop.wait(options.delay):
-        return None
+    """The shard's other live members as the sharded client reads them from ZooKeeper (none:
+    done at once), after ``options.delay`` again, and :func:`pull` from them; returns the
+    peer caught up from."""
     with ShardedClient(zk_hosts, zk_auth=zk_auth, timeout=options.timeout, name="vhms-catch-up") as view:
         view.wait_ready(options.timeout)
+        if not [address for address in view.shards.get(shard, []) if address != me]:
+            return None
+        if stop.wait(options.delay):
+            return None
         peers = [address for address in view.shards.get(shard, []) if address != me]
     source = pull(
         store,

@@ -31,7 +31,7 @@ from typing import Any
 
 import numpy as np
 from fastapi import FastAPI
-from fastapi.responses import PlainTextResponse
+from fastapi.responses import JSONResponse, PlainTextResponse
 
 from bookkeeper import DirectoryInUseError, MalformedFrameError
 from bookkeeper.ground import BackgroundServer, DirectoryLock, WebConfig
@@ -207,9 +207,17 @@ def _http_app(service: VhmsService) -> FastAPI:
     app = FastAPI(title=f"VHMS shard {service.shard}", docs_url=None, redoc_url=None)
 
     @app.get("/health")
-    def health() -> dict[str, object]:
-        status = "ok" if service.caught_up.is_set() else "catching up"
-        return {"status": status, "shard": service.shard, "series": service.store.series}
+    def health() -> JSONResponse:
+        """200 ``ok``; 503 ``catching up`` while it pulls from a peer (not ready for reads)."""
+        ready = service.caught_up.is_set()
+        return JSONResponse(
+            {
+                "status": "ok" if ready else "catching up",
+                "shard": service.shard,
+                "series": service.store.series,
+            },
+            status_code=200 if ready else 503,
+        )
 
     @app.get("/metrics")
     def metrics() -> PlainTextResponse:
