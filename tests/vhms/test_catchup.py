@@ -3,6 +3,8 @@ from __future__ import annotations
 import io
 import shutil
 import socket
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -121,6 +123,32 @@ def test_a_silent_peer_times_out_and_the_next_one_is_read() -> None:
     finally:
         silent.close()
         peer.stop()
+
+
+def test_a_chunk_over_the_frame_limit_is_refused_not_read() -> None:
+    wide = Store("1s:300000")  # one series: 2.4 MB of ring data, over 2 * 1 + 1 MiB
+    wide.ingest_columns(columns(KEYS[:1], NOW, 1.0))
+    peer = VhmsService(wide, http_port=None)
+    peer.start(register=False)
+    try:
+        local = Store("1s:300000")
+        args = {"timeout": 10.0, "ssl_context": None, "stop": threading.Event()}
+        assert pull(local, [(peer.host, peer.port)], chunk_bytes=1, **args) is None
+        assert local.stats["catchup_peer_failures"] == 1 and local.series == 0
+        assert pull(local, [(peer.host, peer.port)], chunk_bytes=2 << 20, **args) == (peer.host, peer.port)
+        assert local.series == 1
+    finally:
+        peer.stop()
+
+
+def test_the_command_refuses_a_peer_ca_without_a_certificate() -> None:
+    refused = subprocess.run(
+        [sys.executable, "-m", "artimon", "vhms", "--no-register", "--catch-up", "--tls-peer-ca", "ca.pem"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert refused.returncode == 2 and "need --tls-cert" in refused.stderr
 
 
 def _member(path: Path, zk_hosts: str, delay: float) -> VhmsService:
