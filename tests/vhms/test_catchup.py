@@ -213,6 +213,8 @@ def _health(service: VhmsService) -> str:
     assert service.http is not None
     answer = httpx.get(f"{service.http.url}/health", timeout=10)
     assert answer.status_code == (200 if service.caught_up.is_set() else 503)
+    stats = httpx.get(f"{service.http.url}/stats", timeout=10).json()
+    assert stats["catching_up"] is not service.caught_up.is_set()
     return answer.json()["status"]
 
 

@@ -63,6 +63,7 @@ def http_app(service: VhmsService) -> FastAPI:
         return {
             "shard": service.shard,
             "series": store.series,
+            "catching_up": not service.caught_up.is_set(),
             "resolutions": [str(r) for r in store.resolutions],
             "heads_ms": [r.head * r.step_ms if r.head >= 0 else None for r in store.rings],
             "counters": dict(store.stats),
