@@ -180,7 +180,7 @@ def test_a_replica_restarted_empty_catches_up(
         wait(lambda: len(writer.shards.get("s0", [])) == 1, timeout=60)
         for i in range(10, 30):  # missed by b
             _round(writer, KEYS + LATE_KEYS, i)
-        b = _member(tmp_path / "b-empty", zk_hosts, 8.0)
+        b = _member(tmp_path / "b-empty", zk_hosts, 15.0)  # long: the reads below happen within it
         assert not b.caught_up.is_set()
         assert b.http is not None and "catching up" in _health(b)
         wait(lambda: len(writer.shards.get("s0", [])) == 2, timeout=60)
