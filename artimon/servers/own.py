@@ -56,7 +56,8 @@ class _ArtimonProcess(ServerProcess):
 class VhmsShard(_ArtimonProcess):
     """One member (a replica) of VHMS shard ``shard``, registered in ZooKeeper ``zk``, its
     snapshots and write-ahead log in ``data_dir/<shard>``; Thrift on ``port``, HTTP on
-    ``http_port`` (the placement's 7001 and 7002 by default)."""
+    ``http_port`` (the placement's 7001 and 7002 by default). It catches up from the shard's
+    other members at start (``--catch-up``): ready once it has."""
 
     def __init__(
         self,
@@ -77,6 +78,7 @@ class VhmsShard(_ArtimonProcess):
         arguments = ["vhms", "--shard", shard, "--zk", zk, "--data-dir", str(Path(data_dir).resolve())]
         arguments += ["--host", self.address, "--port", str(self.port), "--http-port", str(self.http_port)]
         arguments += ["--resolutions", resolutions] if resolutions else []
+        arguments += ["--catch-up"]  # a member restarted empty pulls its peer's store; ready once whole
         name = f"VHMS shard {shard} on {self.address}:{self.port}"
         super().__init__(data_dir, name, placement, arguments, f"{self.http_url}/health")
 
