@@ -152,14 +152,19 @@ def test_every_series_and_round_lands_once_with_its_value_through_faults(
                 120,
                 f"{channel} to drain",
             )
+        polls = {k: v for k, v in stack.agent_metrics()["SOURCE.poll"].items() if k.startswith("Poll")}
         stack.stop_agent()  # cleanly: the raw sink rolls its last landing file
         held = stack.vhms_values(first, last)
+    warnings = [
+        line for line in stack.agent_config.with_suffix(".log").read_text().splitlines() if "WARNING" in line
+    ]
 
     expected = stack.expected(first, last)
     missing = sorted(set(expected) - set(held))
     wrong = sorted((k, held[k], v) for k, v in expected.items() if k in held and held[k] != v)
     assert not missing and not wrong, (
-        f"VHMS: {len(missing)} missing {missing[:5]}, wrong {wrong[:5]}; {faults}"
+        f"VHMS: {len(missing)} missing {missing[:5]}, wrong {wrong[:5]}; {faults}; polls {polls}; "
+        f"the agent's warnings: {warnings[-20:]}"
     )
     assert max(backlog) >= 2 * events_per_round, backlog  # the channel filled while the sink was slow
     assert max(rss) < RSS_BOUND, rss
