@@ -16,6 +16,7 @@ import json
 import threading
 from collections import OrderedDict
 from collections.abc import Iterable
+from typing import Any
 
 import orjson
 
@@ -30,7 +31,7 @@ __all__ = ["DECODED_CACHE_BYTES", "BatchReader"]
 DECODED_CACHE_BYTES = 64 * 1024 * 1024
 
 
-def _headers(raw: bytes) -> object:
+def _headers(raw: bytes) -> Any:
     """Stored headers JSON, read by orjson, or by the standard library where orjson refuses
     (a lone surrogate's escape, which the standard library writes)."""
     try:
