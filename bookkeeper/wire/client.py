@@ -60,7 +60,7 @@ class FramedClient:
         self.host = host
         self.port = port
         self.service = service
-        self.protocol_factory = protocol_factory
+        self.protocol_factory = protocol_factory or TCyBinaryProtocolFactory()  # type: ignore[no-untyped-call]
         self.connect_timeout = connect_timeout
         self.timeout = timeout
         self.max_frame_size = max_frame_size
@@ -113,8 +113,8 @@ class FramedClient:
 
     def call(self, api: str, *args: Any, idempotent: bool = False) -> Any:
         """``api(*args)`` and its result; see the module doc for what a failure does."""
-        factory = self.protocol_factory or TCyBinaryProtocolFactory()  # type: ignore[no-untyped-call]
-        return self.call_encoded(api, partial(encode_call, factory, self.service, api, args), idempotent)
+        encode = partial(encode_call, self.protocol_factory, self.service, api, args)
+        return self.call_encoded(api, encode, idempotent)
 
     def call_encoded(self, api: str, encode: Callable[[int], bytes], idempotent: bool = False) -> Any:
         """As :meth:`call`, the request being ``encode(seqid)``: the message calling ``api``
@@ -137,14 +137,13 @@ class FramedClient:
         assert self._sock is not None  # connect() opened it or raised
         self._seqid = (self._seqid + 1) & 0x7FFFFFFF
         self._sock.settimeout(self.timeout)
-        factory = self.protocol_factory or TCyBinaryProtocolFactory()  # type: ignore[no-untyped-call]
         try:
             return exchange(
                 self._sock,
                 self.service,
                 api,
                 encode(self._seqid),
-                factory,
+                self.protocol_factory,
                 self.max_frame_size,
                 self._seqid,
                 time.monotonic() + self.timeout,
