@@ -16,7 +16,10 @@ answer there.
 
 from __future__ import annotations
 
+import io
 from collections.abc import Sequence
+
+from thriftpy2.protocol.compact import write_varint
 
 from collector_agent.event import Event
 from collector_agent.flume_limits import OBJECT_COST, RequestLimits
@@ -51,6 +54,16 @@ def _varint(data: bytes, pos: int) -> tuple[int, int]:
     raise _Irregular
 
 
+def _after(data: bytes, pos: int, field: int) -> tuple[int, int]:
+    """The varint after the field header ``field`` at ``pos``, and the position after it."""
+    if data[pos] != field:
+        raise _Irregular
+    value = data[pos + 1]
+    if value & 0x80:
+        return _varint(data, pos + 1)
+    return value, pos + 2
+
+
 def _events(data: bytes, pos: int, count: int) -> tuple[list[Event], int, int]:
     """``count`` events from ``pos``: them, the position after them, what they cost."""
     events: list[Event] = []
@@ -58,12 +71,7 @@ def _events(data: bytes, pos: int, count: int) -> tuple[list[Event], int, int]:
     cost = 0
     end = len(data)
     for _ in range(count):
-        if data[pos] != _HEADERS:
-            raise _Irregular
-        size = data[pos + 1]
-        pos += 2
-        if size & 0x80:
-            size, pos = _varint(data, pos - 1)
+        size, pos = _after(data, pos, _HEADERS)
         headers: dict[str, str] = {}
         if size:
             if data[pos] != _STRINGS:
@@ -87,12 +95,7 @@ def _events(data: bytes, pos: int, count: int) -> tuple[list[Event], int, int]:
                 cost += 2 * OBJECT_COST + length
             if len(headers) != size or pos > end:  # a repeated key; a string past the end
                 raise _Irregular
-        if data[pos] != _BODY:
-            raise _Irregular
-        length = data[pos + 1]
-        pos += 2
-        if length & 0x80:
-            length, pos = _varint(data, pos - 1)
+        length, pos = _after(data, pos, _BODY)
         body = data[pos : pos + length]
         pos += length
         if pos >= end or data[pos] != _STOP:
@@ -146,12 +149,9 @@ def _read(data: bytes, limits: RequestLimits) -> tuple[str, int, list[Event]] | 
 
 
 def _write_varint(value: int) -> bytes:
-    out = bytearray()
-    while value > 0x7F:
-        out.append((value & 0x7F) | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
+    out = io.BytesIO()
+    write_varint(out, value)
+    return out.getvalue()
 
 
 _SMALL = [_write_varint(n) for n in range(1 << 14)]
