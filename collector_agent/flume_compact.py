@@ -64,8 +64,10 @@ def _after(data: bytes, pos: int, field: int) -> tuple[int, int]:
     return value, pos + 2
 
 
-def _events(data: bytes, pos: int, count: int) -> tuple[list[Event], int, int]:
-    """``count`` events from ``pos``: them, the position after them, what they cost."""
+def _events(data: bytes, pos: int, count: int, budget: int) -> tuple[list[Event], int]:
+    """``count`` events from ``pos`` costing no more than ``budget`` (checked as they are
+    read: a map's declared size before its entries, the rest event by event), and the
+    position after them."""
     events: list[Event] = []
     add = events.append
     cost = 0
@@ -74,10 +76,10 @@ def _events(data: bytes, pos: int, count: int) -> tuple[list[Event], int, int]:
         size, pos = _after(data, pos, _HEADERS)
         headers: dict[str, str] = {}
         if size:
-            if data[pos] != _STRINGS:
+            cost += OBJECT_COST * size
+            if data[pos] != _STRINGS or cost > budget or 2 * size > end - pos:
                 raise _Irregular
             pos += 1
-            cost += OBJECT_COST * size
             for _ in range(size):
                 length = data[pos]
                 pos += 1
@@ -102,8 +104,10 @@ def _events(data: bytes, pos: int, count: int) -> tuple[list[Event], int, int]:
             raise _Irregular
         pos += 1
         cost += 2 * OBJECT_COST + length
+        if cost > budget:
+            raise _Irregular
         add(Event(headers, body))
-    return events, pos, cost
+    return events, pos
 
 
 def read_call(frame: bytes | bytearray, limits: RequestLimits) -> tuple[str, int, list[Event]] | None:
@@ -139,18 +143,18 @@ def _read(data: bytes, limits: RequestLimits) -> tuple[str, int, list[Event]] | 
             return None
         if count == 15:
             count, pos = _varint(data, pos)
-        if count > limits.max_batch_events:
-            return None
         cost += OBJECT_COST * count
-    events, pos, events_cost = _events(data, pos, count)
-    if cost + events_cost > limits.max_decoded_bytes or data[pos] != _STOP or pos + 1 != len(data):
+        if count > limits.max_batch_events or cost > limits.max_decoded_bytes:
+            return None
+    events, pos = _events(data, pos, count, limits.max_decoded_bytes - cost)
+    if data[pos] != _STOP or pos + 1 != len(data):
         return None
     return api, seqid, events
 
 
 def _write_varint(value: int) -> bytes:
     out = io.BytesIO()
-    write_varint(out, value)
+    write_varint(out, value)  # type: ignore[no-untyped-call]
     return out.getvalue()
 
 

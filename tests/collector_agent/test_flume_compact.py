@@ -4,6 +4,7 @@ path (the limits' walk, then thriftpy2)."""
 
 from __future__ import annotations
 
+import tracemalloc
 from typing import Any
 
 import pytest
@@ -119,3 +120,18 @@ def test_past_a_limit_the_general_path_refuses_naming_why() -> None:
     assert read_call(frame, small) is None
     with pytest.raises(RequestRefusedError, match="decoding would pass the limit"):
         check_request(frame, True, small)
+
+
+def test_a_huge_declared_map_is_left_to_the_general_path_before_anything_is_built() -> None:
+    """2^28 headers declared, and bytes for 500,000 distinct ones: nothing of them is built."""
+    entries = b"".join(b"\x06%06d\x01v" % i for i in range(500_000))
+    frame = b"\x82\x21\x01\x0bappendBatch\x19\x1c\x1b\x80\x80\x80\x80\x01\x88" + entries + b"\x18\x00\x00\x00"
+    tracemalloc.start()
+    try:
+        assert read_call(frame, LIMITS) is None
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < 2 * len(frame) + 1024 * 1024  # the frame's copy, no headers
+    with pytest.raises(RequestRefusedError):
+        check_request(frame, True, LIMITS)
