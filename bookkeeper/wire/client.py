@@ -26,12 +26,15 @@ import socket
 import ssl
 import threading
 import time
+from collections.abc import Callable
+from functools import partial
 from typing import Any
 
+from thriftpy2.protocol import TCyBinaryProtocolFactory
 from thriftpy2.thrift import TException
 
 from bookkeeper.exceptions import EndpointUnavailableError, TlsError, WireError
-from bookkeeper.wire.frames import DEFAULT_MAX_FRAME_SIZE, call
+from bookkeeper.wire.frames import DEFAULT_MAX_FRAME_SIZE, encode_call, exchange
 from bookkeeper.wire.tls import handshake
 
 __all__ = ["FramedClient"]
@@ -57,7 +60,7 @@ class FramedClient:
         self.host = host
         self.port = port
         self.service = service
-        self.protocol_factory = protocol_factory
+        self.protocol_factory = protocol_factory or TCyBinaryProtocolFactory()  # type: ignore[no-untyped-call]
         self.connect_timeout = connect_timeout
         self.timeout = timeout
         self.max_frame_size = max_frame_size
@@ -110,34 +113,40 @@ class FramedClient:
 
     def call(self, api: str, *args: Any, idempotent: bool = False) -> Any:
         """``api(*args)`` and its result; see the module doc for what a failure does."""
+        encode = partial(encode_call, self.protocol_factory, self.service, api, args)
+        return self.call_encoded(api, encode, idempotent)
+
+    def call_encoded(self, api: str, encode: Callable[[int], bytes], idempotent: bool = False) -> Any:
+        """As :meth:`call`, the request being ``encode(seqid)``: the message calling ``api``
+        in this client's protocol, encoded by the caller."""
         if not self._busy.acquire(blocking=False):
             raise WireError(f"{api} to {self.address}: a call is already under way on this client")
         try:
             reused = self._sock is not None
             try:
-                return self._call_once(api, args)
+                return self._call_once(api, encode)
             except EndpointUnavailableError:
                 if not (idempotent and reused):
                     raise
-            return self._call_once(api, args)
+            return self._call_once(api, encode)
         finally:
             self._busy.release()
 
-    def _call_once(self, api: str, args: tuple[Any, ...]) -> Any:
+    def _call_once(self, api: str, encode: Callable[[int], bytes]) -> Any:
         self.connect()
         assert self._sock is not None  # connect() opened it or raised
         self._seqid = (self._seqid + 1) & 0x7FFFFFFF
         self._sock.settimeout(self.timeout)
         try:
-            return call(
+            return exchange(
                 self._sock,
                 self.service,
                 api,
-                *args,
-                protocol_factory=self.protocol_factory,
-                max_frame_size=self.max_frame_size,
-                seqid=self._seqid,
-                deadline=time.monotonic() + self.timeout,
+                encode(self._seqid),
+                self.protocol_factory,
+                self.max_frame_size,
+                self._seqid,
+                time.monotonic() + self.timeout,
             )
         except TException:
             raise  # declared by the service: the answer was read whole, the stream is in step

@@ -26,6 +26,8 @@ from bookkeeper.exceptions import EndpointUnavailableError, FrameTooLargeError, 
 __all__ = [
     "DEFAULT_MAX_FRAME_SIZE",
     "call",
+    "encode_call",
+    "exchange",
     "frame_size",
     "input_protocol",
     "read_frame",
@@ -108,18 +110,38 @@ def call(
     ``FrameTooLargeError`` / ``MalformedFrameError`` when its answer is not acceptable.
     """
     factory = protocol_factory or TCyBinaryProtocolFactory()  # type: ignore[no-untyped-call]
+    request = encode_call(factory, service, api, args, seqid)
+    return exchange(sock, service, api, request, factory, max_frame_size, seqid, deadline)
+
+
+def encode_call(protocol_factory: Any, service: Any, api: str, args: tuple[Any, ...], seqid: int) -> bytes:
+    """The message calling ``api(*args)`` of ``service``."""
     out = TCyMemoryBuffer()
-    oprot = factory.get_protocol(out)
+    oprot = protocol_factory.get_protocol(out)
     oprot.write_message_begin(api, TMessageType.CALL, seqid)
-    call_args = getattr(service, api + "_args")(*args)
-    call_args.write(oprot)
+    getattr(service, api + "_args")(*args).write(oprot)
     oprot.write_message_end()
+    return bytes(out.getvalue())
+
+
+def exchange(
+    sock: socket.socket,
+    service: Any,
+    api: str,
+    request: bytes,
+    protocol_factory: Any,
+    max_frame_size: int,
+    seqid: int,
+    deadline: float | None,
+) -> Any:
+    """Send ``request``, the encoded call ``api`` with ``seqid``, and read its answer as
+    :func:`call` does."""
     try:
-        write_frame(sock, out.getvalue())
+        write_frame(sock, request)
         frame = read_frame(sock, max_frame_size, deadline)
     except (EOFError, OSError) as exc:
         raise EndpointUnavailableError(f"{api}: {exc or type(exc).__name__}") from None
-    iprot = input_protocol(factory, frame)
+    iprot = input_protocol(protocol_factory, frame)
     try:
         name, mtype, rseqid = iprot.read_message_begin()
         if mtype == TMessageType.EXCEPTION:

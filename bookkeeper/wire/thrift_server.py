@@ -60,7 +60,9 @@ class FramedThriftServer(ConnectionServer):
 
     ``ssl_context`` (:func:`bookkeeper.wire.server_context`) makes it speak TLS only;
     ``check_request(frame)`` runs on each request frame before it is decoded and refuses it
-    by raising ``ValueError``."""
+    by raising ``ValueError``. ``read_call(frame)``, tried first on each request frame, may
+    decode it itself: it answers ``(api, seqid, run)``, ``run()`` being the handler's call,
+    or ``None`` to leave the frame to ``check_request`` and thriftpy2."""
 
     def __init__(
         self,
@@ -73,12 +75,15 @@ class FramedThriftServer(ConnectionServer):
         limits: ServerLimits | None = None,
         ssl_context: ssl.SSLContext | None = None,
         check_request: Callable[[bytearray], None] | None = None,
+        read_call: Callable[[bytearray], tuple[str, int, Callable[[], Any]] | None] | None = None,
         name: str = "thrift",
     ) -> None:
         super().__init__(host, port, limits=limits, ssl_context=ssl_context, name=name)
+        self._service = service
         self._processor = TProcessor(service, handler)
         self._protocol_factory = protocol_factory or TCyBinaryProtocolFactory()  # type: ignore[no-untyped-call]
         self._check_request = check_request
+        self._read_call = read_call
 
     # -- serving -----------------------------------------------------------------------------
 
@@ -87,13 +92,14 @@ class FramedThriftServer(ConnectionServer):
         while not self._stopped.is_set():
             frame = self._read_request(connection)
             self._enter(connection, ConnectionState.BUSY)
-            if self._check_request is not None:
+            call = self._read_call(frame) if self._read_call is not None else None
+            if call is None and self._check_request is not None:
                 try:
                     self._check_request(frame)
                 except ValueError as exc:
                     self._refuse(connection, frame, exc)
                     return
-            reply = self._process(frame)
+            reply = self._process(frame) if call is None else self._answer(*call)
             self.stats["requests"] += 1
             self._enter(connection, ConnectionState.WRITING)
             connection.sock.settimeout(limits.frame_timeout)
@@ -144,12 +150,21 @@ class FramedThriftServer(ConnectionServer):
             api, seqid, result, run = processor.process_in(input_protocol(self._protocol_factory, frame))
         except Exception as exc:  # whatever the decoder raises on garbage
             raise MalformedFrameError(f"undecodable request: {exc!r}") from None
-        out: Any = TCyMemoryBuffer()
-        oprot = self._protocol_factory.get_protocol(out)
         if isinstance(result, TApplicationException):
-            processor.send_exception(oprot, api, result, seqid)
+            out: Any = TCyMemoryBuffer()
+            processor.send_exception(self._protocol_factory.get_protocol(out), api, result, seqid)
             return bytes(out.getvalue())
         assert run is not None  # process_in gives a callable with every non-exception result
+        return self._run(api, seqid, result, run)
+
+    def _answer(self, api: str, seqid: int, run: Callable[[], Any]) -> bytes:
+        """Run a call ``read_call`` decoded and encode its answer."""
+        return self._run(api, seqid, getattr(self._service, api + "_result")(), run)
+
+    def _run(self, api: str, seqid: int, result: Any, run: Callable[[], Any]) -> bytes:
+        processor = self._processor
+        out: Any = TCyMemoryBuffer()
+        oprot = self._protocol_factory.get_protocol(out)
         try:
             result.success = run()
         except Exception as exc:

@@ -46,6 +46,7 @@ from collector_agent.exceptions import (
     ScrapeError,
     WriteRequestError,
 )
+from collector_agent.flume_compact import read_call
 from collector_agent.flume_limits import RequestLimits, check_request
 from collector_agent.kafka_records import event_from_record, record_from_event
 from collector_agent.otlp import decode_otlp_request
@@ -78,18 +79,21 @@ _FLUME_PROTOCOLS = (TCompactProtocolFactory(), TCyBinaryProtocolFactory())
 
 
 class _FlumeHandler:
-    """What the Thrift source's handler makes of the decoded events."""
+    """What the Thrift source's handler makes of the decoded events (the last call's kept)."""
+
+    def __init__(self) -> None:
+        self.events: list[Event] = []
 
     def append(self, event: Any) -> int:
         return self.appendBatch([event])
 
     def appendBatch(self, events: list[Any]) -> int:
-        for event in events or []:
-            Event(dict(event.headers or {}), bytes(event.body or b""))
+        self.events = [Event(dict(e.headers or {}), bytes(e.body or b"")) for e in events or []]
         return 0
 
 
-_FLUME_PROCESSOR = TProcessor(flume_thrift.ThriftSourceProtocol, _FlumeHandler())
+_FLUME_HANDLER = _FlumeHandler()
+_FLUME_PROCESSOR = TProcessor(flume_thrift.ThriftSourceProtocol, _FLUME_HANDLER)
 
 
 def thrift_flume(data: bytes) -> None:
@@ -97,20 +101,28 @@ def thrift_flume(data: bytes) -> None:
     refused by the walker (``RequestRefusedError``), or decoded by thriftpy2 as the server
     does (whatever it raises closes the connection as a bad frame: the walker's part is that
     decoding stays within its budget, checked here with tracemalloc), then made events as
-    the source's handler does."""
+    the source's handler does. A compact frame that the one-pass read
+    (``collector_agent.flume_compact``) takes must be one the walker passes and thriftpy2
+    decodes into the same events."""
     if not data:
         return
+    compact = data[0] & 1 == 0
     factory = _FLUME_PROTOCOLS[data[0] & 1]
     frame = bytearray(data[1:])
+    taken = read_call(frame, _FLUME_LIMITS) if compact else None
     try:
-        check_request(frame, data[0] & 1 == 0, _FLUME_LIMITS)
+        check_request(frame, compact, _FLUME_LIMITS)
     except RequestRefusedError:
+        if taken is not None:
+            raise AssertionError("the one-pass read took a frame the walker refuses") from None
         return
     tracemalloc.start()
     try:
-        _, _, _, run = _FLUME_PROCESSOR.process_in(input_protocol(factory, frame))
+        api, seqid, _, run = _FLUME_PROCESSOR.process_in(input_protocol(factory, frame))
         _, peak = tracemalloc.get_traced_memory()
     except Exception:  # the server closes the connection: MalformedFrameError (bad_frames)
+        if taken is not None:
+            raise AssertionError("the one-pass read took a frame thriftpy2 cannot decode") from None
         return
     finally:
         tracemalloc.stop()
@@ -118,6 +130,8 @@ def thrift_flume(data: bytes) -> None:
         raise AssertionError(f"a frame of {len(frame)} bytes the walker passed took {peak} bytes to decode")
     if run is not None:  # None: an unknown method, answered UNKNOWN_METHOD
         run()
+    if taken is not None and taken != (api, seqid, _FLUME_HANDLER.events):
+        raise AssertionError("the one-pass read and thriftpy2 read a frame differently")
 
 
 def _flume_seed(factory: object, api: str, *args: object) -> bytes:
@@ -496,7 +510,12 @@ _LARK = (
 TARGETS: dict[str, Target] = {
     target.name: target
     for target in (
-        Target("thrift_flume", thrift_flume, _flume_seeds(), ("collector_agent.flume_limits",)),
+        Target(
+            "thrift_flume",
+            thrift_flume,
+            _flume_seeds(),
+            ("collector_agent.flume_limits", "collector_agent.flume_compact"),
+        ),
         Target("avro_flume", avro_flume, _avro_seeds(), ("collector_agent.avro_ipc",)),
         Target(
             "remote_write_v1",

@@ -16,6 +16,9 @@ import json
 import threading
 from collections import OrderedDict
 from collections.abc import Iterable
+from typing import Any
+
+import orjson
 
 from collector_agent.channels.file.format import Damaged, Stored, unpack_events
 from collector_agent.channels.file.log import Log
@@ -26,6 +29,15 @@ from collector_agent.exceptions import ChannelException
 __all__ = ["DECODED_CACHE_BYTES", "BatchReader"]
 
 DECODED_CACHE_BYTES = 64 * 1024 * 1024
+
+
+def _headers(raw: bytes) -> Any:
+    """Stored headers JSON, read by orjson, or by the standard library where orjson refuses
+    (a lone surrogate's escape, which the standard library writes)."""
+    try:
+        return orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        return json.loads(raw)
 
 
 class BatchReader:
@@ -43,7 +55,7 @@ class BatchReader:
 
     def events_of(self, ranges: list[Range], events: list[Event]) -> list[tuple[int, int, Damaged]]:
         """Append the sound events of ``ranges`` to ``events``; the damaged ones, returned."""
-        loads, add = json.loads, events.append
+        add = events.append
         parsed: dict[bytes, dict[str, str]] = {}
         damaged: list[tuple[int, int, Damaged]] = []
         for seq, first, last in ranges:
@@ -56,7 +68,7 @@ class BatchReader:
                 headers = parsed.get(raw_headers)
                 if headers is None:
                     try:
-                        headers = loads(raw_headers)
+                        headers = _headers(raw_headers)
                     except ValueError:
                         headers = None
                     if not isinstance(headers, dict):  # only where no checksum vouches for it
