@@ -17,6 +17,7 @@ from functools import partial
 import numpy as np
 
 from query_dsl.promql.over_time import RANGE_FUNCTIONS, down, previous_in_time
+from query_dsl.promql.running_sums import RUNNING_SUMS, running_sums
 from query_dsl.promql.selection import Samples
 from query_dsl.promql.values import present as is_sample
 from query_dsl.promql.values import settle
@@ -273,6 +274,7 @@ _BLOCK_CELLS = 1 << 19  # and at most this many series x evaluation times: the t
 _STACKED_CELLS = 1 << 16  # windows stacked into one call: the temporaries stay in a core's cache
 _WINDOW_COPIES = 5  # a range function's copies per cell of the samples it is given
 RANGE_NAMES = frozenset(RANGE_FUNCTIONS) | VECTORIZED  # every function of a range vector
+_FEW_SERIES = 256  # a dashboard's series: their counts and sums over many windows by running sums
 
 
 def block_series(steps: int) -> int:
@@ -320,6 +322,10 @@ def evaluate_range(
             out[start : start + len(part)] = part
         return out
     values, axis = samples.values, samples.times
+    if name in RUNNING_SUMS and len(ends) > 1 and len(values) <= _FEW_SERIES:
+        summed = running_sums(name, samples, ends, range_ms)
+        if summed is not None:
+            return summed
     out = np.full((values.shape[0], len(ends)), np.nan)
     exact = samples.exact is not None
     low, high = _window_rows(axis, ends, range_ms, exact, samples.step_ms)

@@ -1,0 +1,103 @@
+"""``count_over_time``, ``present_over_time``, ``sum_over_time`` and ``avg_over_time`` of a few
+series over many long windows, by running sums: each window's count (and sum) is the
+difference of two running totals along the time axis, plus the samples of the window's edge
+rows whose own time decides whether they are in it. A range query of a dashboard (61
+windows of an hour over a dozen series at a 5 s scrape) cut every window out and reduced it:
+[series x windows x 720] cells copied and reduced five times, 4-5 ms of a query that
+Prometheus answers in one; here [series x times] once.
+
+Exact, never rounded differently from reducing each window: counts are integers, and sums
+are taken in int64 only when every sample is an integer small enough that every partial sum
+is exact in float64 too (a gauge of bytes, a counter of requests); otherwise (a fraction, an
+infinity, a NaN sample) :func:`running_sums` answers None and the caller reduces the windows.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from query_dsl.promql.selection import Samples
+from query_dsl.promql.values import present
+
+__all__ = ["RUNNING_SUMS", "running_sums"]
+
+RUNNING_SUMS = frozenset({"count_over_time", "present_over_time", "sum_over_time", "avg_over_time"})
+_EXACT = 2.0**53  # float64 holds every integer below this exactly
+
+
+def _running(cells: np.ndarray) -> np.ndarray:
+    """Running totals of ``cells`` (``[series, times]``, int64) with a leading 0 column:
+    the total of columns ``[a, b)`` is ``out[:, b] - out[:, a]``."""
+    out = np.zeros((cells.shape[0], cells.shape[1] + 1), dtype=np.int64)
+    np.cumsum(cells, axis=1, out=out[:, 1:])
+    return out
+
+
+def _between(running: np.ndarray, low: np.ndarray, high: np.ndarray) -> np.ndarray:
+    """Totals of columns ``[low, high)`` per window (``low <= high``): ``[series, windows]``."""
+    return running[:, high] - running[:, low]
+
+
+def _edges(samples: Samples, ends: np.ndarray, range_ms: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Each window's core rows ``[low, high)``, whose samples are in it when present, and
+    its edge rows ``[windows, k]`` (-1: none), whose samples' own times decide: a sample lies
+    in ``[bucket, bucket + step)``, so only a bucket that starts before the window or less
+    than a step before its end can hold one outside it."""
+    axis, step = samples.times, samples.step_ms
+    start = ends - range_ms
+    if samples.exact is None:  # a sample at its bucket's start: the rows are exact
+        return (
+            np.searchsorted(axis, start, side="left"),
+            np.searchsorted(axis, ends, side="right"),
+            np.empty((len(ends), 0), dtype=np.int64),
+        )
+    first = np.searchsorted(axis, start - step, side="right")
+    low = np.searchsorted(axis, start, side="left")
+    last = np.searchsorted(axis, ends, side="right")
+    high = np.maximum(np.searchsorted(axis, ends - step, side="right"), low)
+    count = (low - first) + (last - high)
+    edges = np.full((len(ends), int(count.max(initial=0))), -1, dtype=np.int64)
+    for window, rows in enumerate(
+        zip(first.tolist(), low.tolist(), high.tolist(), last.tolist(), strict=True)
+    ):
+        picked = [*range(rows[0], rows[1]), *range(rows[2], rows[3])]
+        edges[window, : len(picked)] = picked
+    return low, np.minimum(high, last), edges
+
+
+def running_sums(name: str, samples: Samples, ends: np.ndarray, range_ms: int) -> np.ndarray | None:
+    """``name`` (one of :data:`RUNNING_SUMS`) over each window ``[end - range_ms, end]`` of
+    ``ends``: ``[series, ends]``; None where a sum would not be exact (see the module doc)."""
+    values = samples.values
+    sampled = present(values)
+    summing = name in ("sum_over_time", "avg_over_time")
+    if summing:
+        numbers = values[sampled]
+        bound = _EXACT / max(values.shape[1], 1)
+        if not (np.isfinite(numbers).all() and (numbers == np.trunc(numbers)).all()):
+            return None
+        if len(numbers) and np.abs(numbers).max() >= bound:
+            return None
+    low, high, edges = _edges(samples, ends, range_ms)
+    counts = _between(_running(sampled.astype(np.int64)), low, high)
+    integers = np.where(sampled, values, 0.0).astype(np.int64) if summing else None
+    totals = _between(_running(integers), low, high) if integers is not None else None
+    if edges.shape[1]:
+        rows = np.maximum(edges, 0)
+        own = samples.sample_times()[:, rows]  # [series, windows, k]
+        inside = (
+            sampled[:, rows] & (edges >= 0) & (own >= (ends - range_ms)[:, None]) & (own <= ends[:, None])
+        )
+        counts = counts + inside.sum(axis=2)
+        if integers is not None and totals is not None:
+            totals = totals + np.where(inside, integers[:, rows], 0).sum(axis=2)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        if name == "count_over_time":
+            out = counts.astype(np.float64)
+        elif name == "present_over_time":
+            out = np.ones(counts.shape)
+        elif name == "sum_over_time":
+            out = totals.astype(np.float64)  # type: ignore[union-attr]
+        else:
+            out = totals.astype(np.float64) / counts  # type: ignore[union-attr]
+    return np.where(counts > 0, out, np.nan)
