@@ -1,0 +1,57 @@
+"""count/present/sum/avg_over_time by running sums (query_dsl/promql/running_sums.py) answer
+what reducing every window answers, bit for bit: own sample times at the windows' edges,
+gaps, NaN samples, fractions (which go back to the windows)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from query_dsl.promql.ranges import evaluate_range
+from query_dsl.promql.running_sums import RUNNING_SUMS, running_sums
+from query_dsl.promql.selection import Samples
+from query_dsl.promql.values import NAN_VALUE
+from query_dsl.series_table import SeriesTable
+
+STEP = 5_000
+
+
+def _samples(seed: int, own_times: bool, integers: bool) -> Samples:
+    rng = np.random.default_rng(seed)
+    series, width = 7, 400
+    axis = 1_700_000_000_000 + np.arange(width) * STEP
+    values = rng.integers(-(10**9), 10**9, (series, width)).astype(np.float64)
+    if not integers:
+        values += rng.random((series, width))
+    values[rng.random((series, width)) < 0.2] = np.nan  # gaps
+    values[1, 100:300] = np.nan
+    exact = axis[None, :] + rng.integers(0, STEP, (series, width)) if own_times else None
+    table = SeriesTable.from_lists(["x"] * series, [{"i": str(i)} for i in range(series)])
+    return Samples(table, axis, values, STEP, exact)
+
+
+@pytest.mark.parametrize("name", sorted(RUNNING_SUMS))
+@pytest.mark.parametrize(("own_times", "range_ms"), [(True, 3_600_000), (True, 61_000), (False, 900_000)])
+def test_running_sums_answer_what_the_windows_do(name: str, own_times: bool, range_ms: int) -> None:
+    samples = _samples(len(name) + range_ms, own_times, integers=True)
+    ends = samples.times[-1] - np.arange(0, 600_000, 7_000)[::-1] - 1_234
+    expected = np.concatenate(  # a window at a time: each reduced where it lies
+        [
+            evaluate_range(name, samples, ends[i : i + 1], range_ms, np.zeros((0, 1)), lambda: None)
+            for i in range(len(ends))
+        ],
+        axis=1,
+    )
+    found = running_sums(name, samples, ends, range_ms)
+    assert found is not None
+    assert np.array_equal(found.view(np.uint64), expected.view(np.uint64))
+
+
+def test_sums_that_would_round_go_back_to_the_windows() -> None:
+    fractions = _samples(1, True, integers=False)
+    ends = fractions.times[-1] - np.arange(0, 60_000, 10_000)
+    assert running_sums("sum_over_time", fractions, ends, 3_600_000) is None
+    assert running_sums("count_over_time", fractions, ends, 3_600_000) is not None
+    nan_sample = _samples(2, True, integers=True)
+    nan_sample.values[0, -3] = NAN_VALUE
+    assert running_sums("avg_over_time", nan_sample, ends, 3_600_000) is None
