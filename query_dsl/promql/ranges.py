@@ -17,7 +17,7 @@ from functools import partial
 import numpy as np
 
 from query_dsl.promql.over_time import RANGE_FUNCTIONS, down, previous_in_time
-from query_dsl.promql.running_sums import RUNNING_SUMS, running_sums
+from query_dsl.promql.running_sums import RUNNING_SUMS, edge_rows, running_sums
 from query_dsl.promql.selection import Samples
 from query_dsl.promql.values import present as is_sample
 from query_dsl.promql.values import settle
@@ -274,6 +274,7 @@ _BLOCK_CELLS = 1 << 19  # and at most this many series x evaluation times: the t
 _STACKED_CELLS = 1 << 16  # windows stacked into one call: the temporaries stay in a core's cache
 _WINDOW_COPIES = 5  # a range function's copies per cell of the samples it is given
 RANGE_NAMES = frozenset(RANGE_FUNCTIONS) | VECTORIZED  # every function of a range vector
+_TIMED = frozenset({"deriv", "predict_linear"})  # the functions of RANGE_FUNCTIONS that read times
 _FEW_SERIES = 256  # a dashboard's series: their counts and sums over many windows by running sums
 
 
@@ -376,18 +377,21 @@ def _stacked(
         return RANGE_FUNCTIONS[name](window, window_times, row_ends, range_ms, args)[:, None]
     width = int((high - low).max())
     index = low[:, None] + np.arange(width)
-    inside = index < high[:, None]
+    padding = index >= high[:, None]
     index = np.minimum(index, values.shape[1] - 1)
-    window, window_times = values[:, index], times[:, index]  # [series, windows, width]
-    if samples.exact is not None:
-        inside = inside & (window_times >= (ends - range_ms)[:, None]) & (window_times <= ends[:, None])
-    window = np.where(inside, window, np.nan)
+    window = values[:, index]  # [series, windows, width], a copy
+    window[:, padding] = np.nan
+    if samples.exact is not None:  # only the edge rows' own times can put a sample outside
+        _low, _high, edges = edge_rows(samples, ends, range_ms)
+        if edges.shape[1]:
+            own = samples.exact[:, np.maximum(edges, 0)]  # [series, windows, edges]
+            outside = (edges >= 0) & ((own < (ends - range_ms)[:, None]) | (own > ends[:, None]))
+            at_series, at_window, at_edge = np.nonzero(outside)
+            window[at_series, at_window, edges[at_window, at_edge] - low[at_window]] = np.nan
+    rows = series * count
+    # the samples' times only for the functions that read them (the regressions): zeros else
+    zeros = np.broadcast_to(np.int64(0), (rows, width))
+    window_times = times[:, index].reshape(rows, width) if name in _TIMED else zeros
     row_ends = np.tile(ends.astype(np.int64), series)
-    answer = RANGE_FUNCTIONS[name](
-        window.reshape(series * count, width),
-        window_times.reshape(series * count, width),
-        row_ends,
-        range_ms,
-        args,
-    )
+    answer = RANGE_FUNCTIONS[name](window.reshape(rows, width), window_times, row_ends, range_ms, args)
     return answer.reshape(series, count)

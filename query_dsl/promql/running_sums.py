@@ -19,7 +19,7 @@ import numpy as np
 from query_dsl.promql.selection import Samples
 from query_dsl.promql.values import present
 
-__all__ = ["RUNNING_SUMS", "running_sums"]
+__all__ = ["RUNNING_SUMS", "edge_rows", "running_sums"]
 
 RUNNING_SUMS = frozenset({"count_over_time", "present_over_time", "sum_over_time", "avg_over_time"})
 _EXACT = 2.0**53  # float64 holds every integer below this exactly
@@ -38,7 +38,7 @@ def _between(running: np.ndarray, low: np.ndarray, high: np.ndarray) -> np.ndarr
     return running[:, high] - running[:, low]
 
 
-def _edges(samples: Samples, ends: np.ndarray, range_ms: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def edge_rows(samples: Samples, ends: np.ndarray, range_ms: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Each window's core rows ``[low, high)``, whose samples are in it when present, and
     its edge rows ``[windows, k]`` (-1: none), whose samples' own times decide: a sample lies
     in ``[bucket, bucket + step)``, so only a bucket that starts before the window or less
@@ -78,7 +78,7 @@ def running_sums(name: str, samples: Samples, ends: np.ndarray, range_ms: int) -
             return None
         if len(numbers) and np.abs(numbers).max() >= bound:
             return None
-    low, high, edges = _edges(samples, ends, range_ms)
+    low, high, edges = edge_rows(samples, ends, range_ms)
     counts = _between(_running(sampled.astype(np.int64)), low, high)
     integers = np.where(sampled, values, 0.0).astype(np.int64) if summing else None
     totals = _between(_running(integers), low, high) if integers is not None else None

@@ -7,6 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from query_dsl.promql.over_time import RANGE_FUNCTIONS
 from query_dsl.promql.ranges import evaluate_range
 from query_dsl.promql.running_sums import RUNNING_SUMS, running_sums
 from query_dsl.promql.selection import Samples
@@ -55,3 +56,24 @@ def test_sums_that_would_round_go_back_to_the_windows() -> None:
     nan_sample = _samples(2, True, integers=True)
     nan_sample.values[0, -3] = NAN_VALUE
     assert running_sums("avg_over_time", nan_sample, ends, 3_600_000) is None
+
+
+@pytest.mark.parametrize("name", sorted(RANGE_FUNCTIONS))
+def test_stacked_windows_answer_what_each_window_does(name: str) -> None:
+    """Many windows in one call (their edge rows masked by their own times) against each
+    window reduced where it lies."""
+    samples = _samples(len(name), True, integers=False)
+    ends = samples.times[-1] - np.arange(0, 600_000, 10_000)[::-1] - 2_345
+    params = np.full((1, len(ends)), 0.3) if name in ("quantile_over_time", "predict_linear") else None
+    if name == "holt_winters":
+        params = np.full((2, len(ends)), 0.5)
+    args = np.zeros((0, len(ends))) if params is None else params
+    expected = np.concatenate(
+        [
+            evaluate_range(name, samples, ends[i : i + 1], 900_000, args[:, i : i + 1], lambda: None)
+            for i in range(len(ends))
+        ],
+        axis=1,
+    )
+    found = evaluate_range(name, samples, ends, 900_000, args, lambda: None)
+    np.testing.assert_allclose(found, expected, rtol=1e-12, equal_nan=True)
