@@ -38,7 +38,7 @@ if TYPE_CHECKING:
 __all__ = ["INLINE_CPU_S", "INLINE_LEASH_S", "REMEMBERED", "Placement"]
 
 INLINE_CPU_S = 0.002  # a request cheaper than this, last time, runs on the loop
-INLINE_LEASH_S = 0.05  # wall time: the CPU bound with room for a loaded machine's preemption
+INLINE_LEASH_S = 0.1  # wall time: the CPU bound with room for a loaded machine's preemption (~20 ms a slice)
 REMEMBERED = 4096
 
 T = TypeVar("T")

@@ -19,6 +19,7 @@ import numpy as np
 from query_dsl.promql.over_time import RANGE_FUNCTIONS, down, previous_in_time
 from query_dsl.promql.running_sums import RUNNING_SUMS, edge_rows, running_sums
 from query_dsl.promql.selection import Samples
+from query_dsl.promql.sliding_extremes import EXTREMES, sliding_extremes
 from query_dsl.promql.values import present as is_sample
 from query_dsl.promql.values import settle
 
@@ -323,10 +324,15 @@ def evaluate_range(
             out[start : start + len(part)] = part
         return out
     values, axis = samples.values, samples.times
-    if name in RUNNING_SUMS and len(ends) > 1 and len(values) <= _FEW_SERIES:
-        summed = running_sums(name, samples, ends, range_ms)
-        if summed is not None:
-            return summed
+    if len(ends) > 1 and len(values) <= _FEW_SERIES:
+        room = range_temporaries(len(values), values.shape[1], len(ends))  # what the engine charged
+        few: np.ndarray | None = None
+        if name in RUNNING_SUMS:
+            few = running_sums(name, samples, ends, range_ms)
+        elif name in EXTREMES:
+            few = sliding_extremes(name, samples, ends, range_ms, room)
+        if few is not None:
+            return few
     out = np.full((values.shape[0], len(ends)), np.nan)
     exact = samples.exact is not None
     low, high = _window_rows(axis, ends, range_ms, exact, samples.step_ms)

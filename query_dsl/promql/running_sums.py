@@ -19,7 +19,7 @@ import numpy as np
 from query_dsl.promql.selection import Samples
 from query_dsl.promql.values import present
 
-__all__ = ["RUNNING_SUMS", "edge_rows", "running_sums"]
+__all__ = ["RUNNING_SUMS", "edge_inside", "edge_rows", "running_sums", "window_counts"]
 
 RUNNING_SUMS = frozenset({"count_over_time", "present_over_time", "sum_over_time", "avg_over_time"})
 _EXACT = 2.0**53  # float64 holds every integer below this exactly
@@ -65,6 +65,26 @@ def edge_rows(samples: Samples, ends: np.ndarray, range_ms: int) -> tuple[np.nda
     return low, np.minimum(high, last), edges
 
 
+def edge_inside(
+    samples: Samples, sampled: np.ndarray, edges: np.ndarray, ends: np.ndarray, range_ms: int
+) -> np.ndarray:
+    """Whether each edge row (``edge_rows``'s) holds a sample inside its window:
+    ``[series, windows, edges]``."""
+    own = samples.sample_times()[:, np.maximum(edges, 0)]
+    inside: np.ndarray = (own >= (ends - range_ms)[:, None]) & (own <= ends[:, None])
+    inside &= sampled[:, np.maximum(edges, 0)] & (edges >= 0)
+    return inside
+
+
+def window_counts(samples: Samples, sampled: np.ndarray, ends: np.ndarray, range_ms: int) -> np.ndarray:
+    """How many samples each window holds: ``[series, windows]``."""
+    low, high, edges = edge_rows(samples, ends, range_ms)
+    counts = _between(_running(sampled.astype(np.int64)), low, high)
+    if edges.shape[1]:
+        counts = counts + edge_inside(samples, sampled, edges, ends, range_ms).sum(axis=2)
+    return counts
+
+
 def running_sums(name: str, samples: Samples, ends: np.ndarray, range_ms: int) -> np.ndarray | None:
     """``name`` (one of :data:`RUNNING_SUMS`) over each window ``[end - range_ms, end]`` of
     ``ends``: ``[series, ends]``; None where a sum would not be exact (see the module doc)."""
@@ -84,10 +104,7 @@ def running_sums(name: str, samples: Samples, ends: np.ndarray, range_ms: int) -
     totals = _between(_running(integers), low, high) if integers is not None else None
     if edges.shape[1]:
         rows = np.maximum(edges, 0)
-        own = samples.sample_times()[:, rows]  # [series, windows, k]
-        inside = (
-            sampled[:, rows] & (edges >= 0) & (own >= (ends - range_ms)[:, None]) & (own <= ends[:, None])
-        )
+        inside = edge_inside(samples, sampled, edges, ends, range_ms)
         counts = counts + inside.sum(axis=2)
         if integers is not None and totals is not None:
             totals = totals + np.where(inside, integers[:, rows], 0).sum(axis=2)

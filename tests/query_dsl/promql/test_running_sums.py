@@ -77,3 +77,24 @@ def test_stacked_windows_answer_what_each_window_does(name: str) -> None:
     )
     found = evaluate_range(name, samples, ends, 900_000, args, lambda: None)
     np.testing.assert_allclose(found, expected, rtol=1e-12, equal_nan=True)
+
+
+@pytest.mark.parametrize("name", ["min_over_time", "max_over_time", "count_over_time"])
+def test_nan_samples_in_long_windows(name: str) -> None:
+    """A NaN sample is passed over by min and max unless the window holds nothing else (the
+    answer is then a NaN sample), and counted."""
+    samples = _samples(9, True, integers=True)
+    samples.values[2, :] = np.nan
+    samples.values[2, 380:390] = NAN_VALUE  # the last windows of series 2: NaN samples only
+    samples.values[3, 200:] = NAN_VALUE
+    ends = samples.times[-1] - np.arange(0, 120_000, 5_000)[::-1]
+    args = np.zeros((0, len(ends)))
+    expected = np.concatenate(
+        [
+            evaluate_range(name, samples, ends[i : i + 1], 60_000, args[:, :1], lambda: None)
+            for i in range(len(ends))
+        ],
+        axis=1,
+    )
+    found = evaluate_range(name, samples, ends, 60_000, args, lambda: None)
+    assert np.array_equal(found.view(np.uint64), expected.view(np.uint64))
