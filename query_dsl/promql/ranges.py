@@ -17,7 +17,7 @@ from functools import partial
 import numpy as np
 
 from query_dsl.promql.over_time import RANGE_FUNCTIONS, down, previous_in_time
-from query_dsl.promql.running_sums import RUNNING_SUMS, edge_rows, running_sums
+from query_dsl.promql.running_sums import PAIRS, RUNNING_SUMS, edge_rows, running_pairs, running_sums
 from query_dsl.promql.selection import Samples
 from query_dsl.promql.sliding_extremes import EXTREMES, sliding_extremes
 from query_dsl.promql.values import present as is_sample
@@ -329,6 +329,8 @@ def evaluate_range(
         few: np.ndarray | None = None
         if name in RUNNING_SUMS:
             few = running_sums(name, samples, ends, range_ms)
+        elif name in PAIRS:
+            few = running_pairs(name, samples, ends, range_ms)
         elif name in EXTREMES:
             few = sliding_extremes(name, samples, ends, range_ms, room)
         if few is not None:

@@ -10,16 +10,30 @@ Exact, never rounded differently from reducing each window: counts are integers,
 are taken in int64 only when every sample is an integer small enough that every partial sum
 is exact in float64 too (a gauge of bytes, a counter of requests); otherwise (a fraction, an
 infinity, a NaN sample) :func:`running_sums` answers None and the caller reduces the windows.
+``changes`` and ``resets`` (:func:`running_pairs`) count flagged pairs of consecutive
+samples the same way, less the pair of each window's first sample, whose other half lies
+before the window.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
+from query_dsl.promql.over_time import previous_in_time
 from query_dsl.promql.selection import Samples
 from query_dsl.promql.values import present
 
-__all__ = ["RUNNING_SUMS", "edge_inside", "edge_rows", "running_sums", "window_counts"]
+__all__ = [
+    "PAIRS",
+    "RUNNING_SUMS",
+    "edge_inside",
+    "edge_rows",
+    "running_pairs",
+    "running_sums",
+    "window_counts",
+]
+
+PAIRS = frozenset({"changes", "resets"})
 
 RUNNING_SUMS = frozenset({"count_over_time", "present_over_time", "sum_over_time", "avg_over_time"})
 _EXACT = 2.0**53  # float64 holds every integer below this exactly
@@ -83,6 +97,43 @@ def window_counts(samples: Samples, sampled: np.ndarray, ends: np.ndarray, range
     if edges.shape[1]:
         counts = counts + edge_inside(samples, sampled, edges, ends, range_ms).sum(axis=2)
     return counts
+
+
+def _pair_flags(name: str, values: np.ndarray, sampled: np.ndarray) -> np.ndarray:
+    """Per sample, whether it and the series' sample before it (anywhere) make a change
+    (``changes``: they differ, not both NaN) or a reset (``resets``: it is lower)."""
+    previous, found = previous_in_time(values.T, sampled.T)
+    previous, found = previous.T, found.T
+    if name == "changes":
+        both_nan = np.isnan(values) & np.isnan(previous)
+        flags: np.ndarray = sampled & found & (values != previous) & ~both_nan
+    else:
+        flags = sampled & (values < previous)  # NaN compares false
+    return flags
+
+
+def running_pairs(name: str, samples: Samples, ends: np.ndarray, range_ms: int) -> np.ndarray:
+    """``changes`` or ``resets`` over each window: the pairs of consecutive samples flagged
+    along the whole axis, less the first sample's in each window (its pair reaches outside)."""
+    values = samples.values
+    sampled = present(values)
+    flags = _pair_flags(name, values, sampled)
+    low, high, edges = edge_rows(samples, ends, range_ms)
+    counts = _between(_running(sampled.astype(np.int64)), low, high)
+    totals = _between(_running(flags.astype(np.int64)), low, high)
+    width = values.shape[1]
+    following = np.where(sampled, np.arange(width), width)  # each row's next sample: its row, or past the end
+    np.minimum.accumulate(following[:, ::-1], axis=1, out=following[:, ::-1])
+    ahead = np.append(following, np.full((len(values), 1), width), axis=1)[:, np.minimum(low, width)]
+    first = np.where(ahead < high, ahead, width)  # [series, windows]: the first sample of the core
+    if edges.shape[1]:
+        inside = edge_inside(samples, sampled, edges, ends, range_ms)
+        counts = counts + inside.sum(axis=2)
+        totals = totals + (inside & flags[:, np.maximum(edges, 0)]).sum(axis=2)
+        first = np.minimum(first, np.where(inside, edges, width).min(axis=2))
+    lead = np.append(flags, np.zeros((len(values), 1), dtype=bool), axis=1)
+    totals = totals - np.take_along_axis(lead, first, axis=1)
+    return np.where(counts > 0, totals.astype(np.float64), np.nan)
 
 
 def running_sums(name: str, samples: Samples, ends: np.ndarray, range_ms: int) -> np.ndarray | None:

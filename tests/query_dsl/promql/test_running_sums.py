@@ -79,7 +79,7 @@ def test_stacked_windows_answer_what_each_window_does(name: str) -> None:
     np.testing.assert_allclose(found, expected, rtol=1e-12, equal_nan=True)
 
 
-@pytest.mark.parametrize("name", ["min_over_time", "max_over_time", "count_over_time"])
+@pytest.mark.parametrize("name", ["min_over_time", "max_over_time", "count_over_time", "changes", "resets"])
 def test_nan_samples_in_long_windows(name: str) -> None:
     """A NaN sample is passed over by min and max unless the window holds nothing else (the
     answer is then a NaN sample), and counted."""
@@ -87,6 +87,7 @@ def test_nan_samples_in_long_windows(name: str) -> None:
     samples.values[2, :] = np.nan
     samples.values[2, 380:390] = NAN_VALUE  # the last windows of series 2: NaN samples only
     samples.values[3, 200:] = NAN_VALUE
+    samples.values[4, 300:390:3] = 7.0  # a flat stretch: no change
     ends = samples.times[-1] - np.arange(0, 120_000, 5_000)[::-1]
     args = np.zeros((0, len(ends)))
     expected = np.concatenate(
