@@ -17,7 +17,14 @@ from functools import partial
 import numpy as np
 
 from query_dsl.promql.over_time import RANGE_FUNCTIONS, down, previous_in_time
-from query_dsl.promql.running_sums import PAIRS, RUNNING_SUMS, edge_rows, running_pairs, running_sums
+from query_dsl.promql.running_sums import (
+    PAIRS,
+    RUNNING_SUMS,
+    edge_rows,
+    running_last,
+    running_pairs,
+    running_sums,
+)
 from query_dsl.promql.selection import Samples
 from query_dsl.promql.sliding_extremes import EXTREMES, sliding_extremes
 from query_dsl.promql.values import present as is_sample
@@ -331,6 +338,8 @@ def evaluate_range(
             few = running_sums(name, samples, ends, range_ms)
         elif name in PAIRS:
             few = running_pairs(name, samples, ends, range_ms)
+        elif name == "last_over_time":
+            few = running_last(samples, ends, range_ms)
         elif name in EXTREMES:
             few = sliding_extremes(name, samples, ends, range_ms, room)
         if few is not None:

@@ -10,7 +10,8 @@ Exact, never rounded differently from reducing each window: counts are integers,
 are taken in int64 only when every sample is an integer small enough that every partial sum
 is exact in float64 too (a gauge of bytes, a counter of requests); otherwise (a fraction, an
 infinity, a NaN sample) :func:`running_sums` answers None and the caller reduces the windows.
-``changes`` and ``resets`` (:func:`running_pairs`) count flagged pairs of consecutive
+``last_over_time`` (:func:`running_last`) reads each window's latest sample from the latest
+row with one; ``changes`` and ``resets`` (:func:`running_pairs`) count flagged pairs of consecutive
 samples the same way, less the pair of each window's first sample, whose other half lies
 before the window.
 """
@@ -21,13 +22,14 @@ import numpy as np
 
 from query_dsl.promql.over_time import previous_in_time
 from query_dsl.promql.selection import Samples
-from query_dsl.promql.values import present
+from query_dsl.promql.values import present, settle
 
 __all__ = [
     "PAIRS",
     "RUNNING_SUMS",
     "edge_inside",
     "edge_rows",
+    "running_last",
     "running_pairs",
     "running_sums",
     "window_counts",
@@ -134,6 +136,24 @@ def running_pairs(name: str, samples: Samples, ends: np.ndarray, range_ms: int) 
     lead = np.append(flags, np.zeros((len(values), 1), dtype=bool), axis=1)
     totals = totals - np.take_along_axis(lead, first, axis=1)
     return np.where(counts > 0, totals.astype(np.float64), np.nan)
+
+
+def running_last(samples: Samples, ends: np.ndarray, range_ms: int) -> np.ndarray:
+    """``last_over_time`` over each window: the latest sample at or before the core's last
+    row, or the last of its edge rows inside it."""
+    values = samples.values
+    sampled = present(values)
+    width = values.shape[1]
+    low, high, edges = edge_rows(samples, ends, range_ms)
+    latest = np.where(sampled, np.arange(width), -1)  # each row's latest sample: its row, or none
+    np.maximum.accumulate(latest, axis=1, out=latest)
+    behind = np.append(np.full((len(values), 1), -1), latest, axis=1)[:, np.minimum(high, width)]
+    last = np.where(behind >= low, behind, -1)  # [series, windows]
+    if edges.shape[1]:
+        inside = edge_inside(samples, sampled, edges, ends, range_ms)
+        last = np.maximum(last, np.where(inside, edges, -1).max(axis=2))
+    answer = np.take_along_axis(values, np.maximum(last, 0), axis=1)
+    return settle(answer, last < 0)
 
 
 def running_sums(name: str, samples: Samples, ends: np.ndarray, range_ms: int) -> np.ndarray | None:

@@ -79,7 +79,9 @@ def test_stacked_windows_answer_what_each_window_does(name: str) -> None:
     np.testing.assert_allclose(found, expected, rtol=1e-12, equal_nan=True)
 
 
-@pytest.mark.parametrize("name", ["min_over_time", "max_over_time", "count_over_time", "changes", "resets"])
+@pytest.mark.parametrize(
+    "name", ["min_over_time", "max_over_time", "count_over_time", "changes", "resets", "last_over_time"]
+)
 def test_nan_samples_in_long_windows(name: str) -> None:
     """A NaN sample is passed over by min and max unless the window holds nothing else (the
     answer is then a NaN sample), and counted."""
