@@ -51,7 +51,8 @@ def _running(cells: np.ndarray) -> np.ndarray:
 
 def _between(running: np.ndarray, low: np.ndarray, high: np.ndarray) -> np.ndarray:
     """Totals of columns ``[low, high)`` per window (``low <= high``): ``[series, windows]``."""
-    return running[:, high] - running[:, low]
+    totals: np.ndarray = running[:, high] - running[:, low]
+    return totals
 
 
 def edge_rows(samples: Samples, ends: np.ndarray, range_ms: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
