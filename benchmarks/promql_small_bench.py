@@ -3,14 +3,16 @@
 benchmarks/promql_compliance.py cached from its snapshot, or ``--queries FILE``) expanded as
 the tester expands them, sent as the tester sends them (``query_range``, 10 minutes ending 12
 minutes before the data's end, a 10 s step) to a real Prometheus and to Artimon's query API
-(uvicorn), both holding the same few dozen demo-like series (the names and labels of
-prometheus_demo_service, scraped every 5 s from three instances for 100 minutes). Each round
-sends every query to both sides in turn (which side goes first alternates); a query's time is
+(uvicorn, in a process of its own as Prometheus is: this script's ``--serve``), both holding
+the same few dozen demo-like series (the names and labels of prometheus_demo_service, scraped
+every 5 s from three instances for 100 minutes). ``--baseline DIR`` adds a side, ``before``:
+the query API of another checkout (main before a change) over the same series. Each round
+sends every query to every side in turn (which side goes first rotates); a query's time is
 its median over the rounds, the body read inside the timed interval. Printed: the median and
-p95 per side with their ratio, the load average, and the 20 slowest queries of Artimon's beside
-Prometheus's.
+p95 per side with their ratio to Prometheus's, the load average, and the 20 slowest queries
+of Artimon's beside the other sides'.
 
-    PYTHONPATH=. python benchmarks/promql_small_bench.py [--rounds 3] [--queries FILE]
+    PYTHONPATH=. python benchmarks/promql_small_bench.py [--rounds 3] [--queries FILE] [--baseline DIR]
 """
 
 from __future__ import annotations
@@ -19,8 +21,12 @@ import argparse
 import http.client
 import os
 import re
+import socket
 import statistics
+import subprocess
+import sys
 import tempfile
+import threading
 import time
 import urllib.parse
 from collections.abc import Iterator
@@ -143,64 +149,118 @@ class Side:
         return time.perf_counter() - started, response.status
 
 
+def serve(port: int, end_s: int) -> None:
+    """The Artimon side (``--serve``, in a child process): the demo series ending at ``end_s``
+    in VHMS, the query API over them on ``port``, until terminated."""
+    store = Store(f"{INTERVAL_S}s:{MINUTES * 60 // INTERVAL_S + 240}")
+    load_store(demo_series(end_s), store)
+    api = create_app(LocalClient(store), limits=Limits(timeout_s=30))
+    BackgroundServer(api, "127.0.0.1", port, name="promql-small").start()
+    threading.Event().wait()
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def start_artimon(checkout: Path, end_s: int) -> tuple[subprocess.Popen[bytes], str]:
+    """This script's ``--serve`` with ``checkout``'s code first on ``sys.path``, once it answers."""
+    port = _free_port()
+    child = subprocess.Popen(
+        [sys.executable, __file__, f"--serve={port}", f"--end={end_s}"],
+        env={**os.environ, "PYTHONPATH": str(checkout)},
+        stdout=subprocess.DEVNULL,
+    )
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline and child.poll() is None:
+        try:
+            probe = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
+            probe.request("GET", "/prometheus/api/v1/labels")
+            if probe.getresponse().status == 200:
+                return child, f"http://127.0.0.1:{port}"
+        except OSError:
+            time.sleep(0.2)
+    child.kill()
+    raise RuntimeError(f"the query API of {checkout} did not answer on port {port}")
+
+
 @contextmanager
-def servers(home: Path, series: list[Series]) -> Iterator[tuple[Side, Side]]:
-    """A real Prometheus and Artimon's query API, both loaded with ``series``."""
+def servers(home: Path, series: list[Series], end_s: int, baseline: Path | None) -> Iterator[dict[str, Side]]:
+    """A real Prometheus and Artimon's query API (and ``baseline``'s), all holding ``series``."""
     prometheus = PrometheusServer(home / "prometheus")
     create_blocks(write_openmetrics(series, home / "data.om"), prometheus.tsdb_dir)
-    store = Store(f"{INTERVAL_S}s:{MINUTES * 60 // INTERVAL_S + 240}")
-    load_store(series, store)
-    artimon = BackgroundServer(
-        create_app(LocalClient(store), limits=Limits(timeout_s=30)), name="promql-small"
-    )
+    checkouts = {"artimon": Path(__file__).resolve().parents[1], **({"before": baseline} if baseline else {})}
+    children: list[subprocess.Popen[bytes]] = []
     with prometheus:
-        artimon.start()
         try:
-            yield (
-                Side(prometheus.url, "/api/v1/query_range"),
-                Side(artimon.url, "/prometheus/api/v1/query_range"),
-            )
+            sides = {"prometheus": Side(prometheus.url, "/api/v1/query_range")}
+            for name, checkout in checkouts.items():
+                child, url = start_artimon(checkout, end_s)
+                children.append(child)
+                sides[name] = Side(url, "/prometheus/api/v1/query_range")
+            yield sides
         finally:
-            artimon.stop()
+            for child in children:
+                child.terminate()
+                child.wait(timeout=30)
 
 
 def _p95(values: list[float]) -> float:
     return float(np.percentile(values, 95))
 
 
-def run(queries: list[str], rounds: int) -> None:
+def _time(
+    sides: dict[str, Side], queries: list[str], rounds: int, query_end: int
+) -> dict[str, dict[str, float]]:
+    """Each query's median time (ms) per side over ``rounds``, after a round that settles
+    every side and counts what they refuse."""
+    names = list(sides)
+    times: dict[str, dict[str, list[float]]] = {q: {name: [] for name in names} for q in queries}
+    refused = dict.fromkeys(names, 0)
+    for round_index in range(rounds + 1):  # round 0 settles the sides and is not counted
+        for number, query in enumerate(queries):
+            params = {"query": query, "start": str(query_end - 600), "end": str(query_end), "step": "10"}
+            turn = (number + round_index) % len(names)
+            for name in names[turn:] + names[:turn]:
+                elapsed, status = sides[name].ask(params)
+                if round_index:
+                    times[query][name].append(elapsed * 1000)
+                elif status != 200:
+                    refused[name] += 1
+    print("refused (not 200): " + ", ".join(f"{name} {count}" for name, count in refused.items()))
+    return {q: {name: statistics.median(t) for name, t in by_side.items()} for q, by_side in times.items()}
+
+
+def run(queries: list[str], rounds: int, baseline: Path | None) -> None:
     end_s = int(time.time()) // 60 * 60 - 60
     series = demo_series(end_s)
-    query_end = end_s - 12 * 60
-    with tempfile.TemporaryDirectory(prefix="promql-small-") as tmp, servers(Path(tmp), series) as sides:
-        times: dict[str, list[list[float]]] = {q: [[], []] for q in queries}
-        refused = [0, 0]
-        for round_index in range(rounds + 1):  # round 0 settles both sides and is not counted
-            for number, query in enumerate(queries):
-                params = {"query": query, "start": str(query_end - 600), "end": str(query_end), "step": "10"}
-                order = (0, 1) if (number + round_index) % 2 == 0 else (1, 0)
-                for side in order:
-                    elapsed, status = sides[side].ask(params)
-                    if round_index:
-                        times[query][side].append(elapsed * 1000)
-                    elif status != 200:
-                        refused[side] += 1
+    with (
+        tempfile.TemporaryDirectory(prefix="promql-small-") as tmp,
+        servers(Path(tmp), series, end_s, baseline) as sides,
+    ):
+        per_query = _time(sides, queries, rounds, end_s - 12 * 60)
         load = os.getloadavg()
-    per_query = {q: (statistics.median(t[0]), statistics.median(t[1])) for q, t in times.items()}
-    prom = [p for p, _ in per_query.values()]
-    art = [a for _, a in per_query.values()]
+    names = list(sides)
     print(f"{len(queries)} queries, {len(series)} series, {rounds} rounds; load average {load[0]:.2f}")
-    print(f"refused (not 200): prometheus {refused[0]}, artimon {refused[1]}")
-    for what, pick in (("median", statistics.median), ("p95", _p95)):
-        theirs, ours = pick(prom), pick(art)
-        print(f"{what:7s} prometheus {theirs:7.2f} ms  artimon {ours:7.2f} ms  ratio {ours / theirs:.2f}")
-    print(f"total   prometheus {sum(prom):7.0f} ms  artimon {sum(art):7.0f} ms\n")
-    slowest = sorted(per_query.items(), key=lambda item: -item[1][1])[:20]
+    for what, pick in (("median", statistics.median), ("p95", _p95), ("total", sum)):
+        figures = {name: pick([times[name] for times in per_query.values()]) for name in names}
+        theirs = figures["prometheus"]
+        print(
+            f"{what:7s} "
+            + "  ".join(f"{name} {figures[name]:8.2f} ms ({figures[name] / theirs:.2f})" for name in names)
+        )
+    slowest = sorted(per_query.items(), key=lambda item: -item[1]["artimon"])[:20]
     rows = [
-        {"query": q[:90], "artimon ms": round(a, 2), "prometheus ms": round(p, 2), "ratio": round(a / p, 1)}
-        for q, (p, a) in slowest
+        {
+            "query": q[:90],
+            **{f"{name} ms": round(times[name], 2) for name in names},
+            "ratio": round(times["artimon"] / times["prometheus"], 1),
+        }
+        for q, times in slowest
     ]
-    report("promql_small_bench", rows, ["query", "artimon ms", "prometheus ms", "ratio"])
+    report("promql_small_bench", rows, ["query", *(f"{name} ms" for name in names), "ratio"])
 
 
 def main() -> None:
@@ -212,14 +272,25 @@ def main() -> None:
         help=f"a tester's promql-test-queries.yml (default: the newest one cached in {CACHED_QUERIES})",
     )
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument(
+        "--baseline",
+        type=Path,
+        default=None,
+        help="a checkout of Artimon (e.g. /work/main) whose query API is timed beside this one's ('before')",
+    )
+    parser.add_argument("--serve", type=int, default=None, help=argparse.SUPPRESS)  # a child: the API
+    parser.add_argument("--end", type=int, default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.serve is not None:
+        serve(args.serve, args.end)
+        return
     if args.queries is None:
         parser.error(
             f"no query file: none cached in {CACHED_QUERIES}; run benchmarks/promql_compliance.py "
             "once with --snapshots, or give --queries FILE from a snapshot of "
             "github.com/prometheus/compliance"
         )
-    run(load_queries(args.queries), args.rounds)
+    run(load_queries(args.queries), args.rounds, args.baseline)
 
 
 if __name__ == "__main__":

@@ -91,26 +91,42 @@ class MemoryBudget:
             self.in_use += nbytes
             self.peak = max(self.peak, self.in_use)
 
+    def take_now(self, nbytes: int, what: str) -> None:
+        """Take ``nbytes`` if they are free now, else :class:`QueryBusyError` at once, neither
+        counted as a wait nor as a refusal: the caller (a query run on the event loop, which
+        must not wait) runs again where it may wait."""
+        with self._changed:
+            if self.in_use + nbytes > self.max_bytes:
+                message = f"{what} needs {size_text(nbytes)} that are not free now"
+                raise QueryBusyError(message, retry_after_s=1)
+            self.in_use += nbytes
+            self.peak = max(self.peak, self.in_use)
+
     def release(self, nbytes: int) -> None:
         with self._changed:
             self.in_use -= nbytes
             self._changed.notify_all()
 
-    def query(self, max_bytes: int = DEFAULT_QUERY_BYTES) -> QueryBudget:
-        """A query's budget drawing on this one (at most all of it)."""
-        return QueryBudget(min(max_bytes, self.max_bytes), self)
+    def query(self, max_bytes: int = DEFAULT_QUERY_BYTES, *, wait: bool = True) -> QueryBudget:
+        """A query's budget drawing on this one (at most all of it); with ``wait`` false, its
+        charges never wait (:meth:`take_now`)."""
+        return QueryBudget(min(max_bytes, self.max_bytes), self, wait=wait)
 
 
 class QueryBudget:
     """One query's working set: ``used`` bytes now (``peak`` at most), at most ``max_bytes``,
-    drawn from ``pool`` when there is one. A context manager that gives everything back.
-    Used by the one thread that runs the query (the pool is the shared part)."""
+    drawn from ``pool`` when there is one (waiting for it unless ``wait`` is false). A context
+    manager that gives everything back. Used by the one thread that runs the query (the pool
+    is the shared part)."""
 
-    def __init__(self, max_bytes: int = DEFAULT_QUERY_BYTES, pool: MemoryBudget | None = None) -> None:
+    def __init__(
+        self, max_bytes: int = DEFAULT_QUERY_BYTES, pool: MemoryBudget | None = None, *, wait: bool = True
+    ) -> None:
         if max_bytes <= 0:
             raise ValueError(f"a query's memory budget must be positive, got {max_bytes}")
         self.max_bytes = max_bytes
         self.pool = pool
+        self.wait = wait
         self.used = 0
         self.peak = 0
 
@@ -127,7 +143,10 @@ class QueryBudget:
                 "(max_bytes; artimon api --query-max-mib)"
             )
         if self.pool is not None:
-            self.pool.acquire(nbytes, what)
+            if self.wait:
+                self.pool.acquire(nbytes, what)
+            else:
+                self.pool.take_now(nbytes, what)
         self.used = total
         self.peak = max(self.peak, total)
 

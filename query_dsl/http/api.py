@@ -43,13 +43,15 @@ from query_dsl.http.body_limit import BodyLimitMiddleware
 from query_dsl.http.context import Api, ApiContext, authorize
 from query_dsl.http.errors import error_response as _error
 from query_dsl.http.errors import limit_response
+from query_dsl.http.placement import Placement
 from query_dsl.http.prom_api import prometheus_router
-from query_dsl.http.self_metrics import ApiMetrics, BudgetMetrics, Collector
+from query_dsl.http.prom_fast import PrometheusFastPath
+from query_dsl.http.self_metrics import ApiMetrics, BudgetMetrics, Collector, PlacementMetrics
 from query_dsl.http.web import web_router
 from query_dsl.matrix import Matrix
 from query_dsl.parser import MAX_QUERY_LENGTH
 from query_dsl.sources import DataSource
-from vhms import LimitExceededError, VhmsError
+from vhms import LimitExceededError, LocalClient, VhmsError
 
 __all__ = ["QueryRequest", "create_app", "query_router", "to_csv"]
 
@@ -274,15 +276,17 @@ def create_app(
     )
     directory = DashboardDirectory(dashboards_dir) if dashboards_dir is not None else None
     pool = budget or MemoryBudget()
-    app.state.api = ApiContext(
-        source, limits, token, ApiMetrics([*extra_metrics, BudgetMetrics(pool)]), directory, pool
-    )
+    placement = Placement(inline=isinstance(source, LocalClient))
+    metrics = ApiMetrics([*extra_metrics, BudgetMetrics(pool), PlacementMetrics(placement)])
+    app.state.api = ApiContext(source, limits, token, metrics, directory, pool, placement)
     app.exception_handler(StarletteHTTPException)(_http_error)  # FastAPI's own, routing's 404 and 405 too
     app.exception_handler(RequestValidationError)(_invalid_request)
     app.include_router(query_router)
     # Prometheus's API under /prometheus (query_dsl.http.prom_api): Grafana's data source, promtool
     app.include_router(prometheus_router, dependencies=[Depends(authorize)])
     app.include_router(web_router)
+    # Prometheus's routes in pure ASGI (the routes above document them), inside the body limit
+    app.add_middleware(PrometheusFastPath)
     app.add_middleware(BodyLimitMiddleware)  # every route, the dashboard's too
     return app
 

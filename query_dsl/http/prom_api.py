@@ -11,14 +11,17 @@ Answers are ``{"status": "success", "data": ..., "warnings": [...]}``; errors
 422 ``execution`` (the query failed while it ran, a limit was hit: its memory budget's is
 Prometheus's ``--query.max-samples`` message), 503 ``timeout``, 503 ``unavailable`` with
 ``Retry-After`` (the queries running hold the process's memory budget).
-Bodies are bounded by the query API's own middleware, queries by its length limit.
+Bodies are bounded by the query API's own middleware, queries by its length limit. The query
+API serves the routes of ``ROUTES`` through :mod:`query_dsl.http.prom_fast` (pure ASGI), each
+request on the event loop or in the thread pool as :mod:`query_dsl.http.placement` places it.
 """
 
 from __future__ import annotations
 
 import re
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import numpy as np
@@ -27,7 +30,6 @@ from fastapi import APIRouter, Request
 from fastapi.responses import Response
 from pydantic import BaseModel
 from starlette.background import BackgroundTask
-from starlette.concurrency import run_in_threadpool
 
 from query_dsl.budget import QueryBudget
 from query_dsl.evaluator import Limits
@@ -53,25 +55,47 @@ from query_dsl.promql.format import format_expr
 from query_dsl.promql.selection import fetch_samples
 from vhms import VhmsError
 
-__all__ = ["BASE_PATH", "prometheus_router"]
+__all__ = [
+    "BASE_PATH",
+    "ROUTES",
+    "Answer",
+    "Handler",
+    "error_answer",
+    "prometheus_router",
+    "request_key",
+    "respond",
+]
 
 BASE_PATH = "/prometheus"
 VERSION = "2.42.0"  # the Prometheus whose API and semantics these answers follow
 
 
-def _answer(data: Any, warnings: list[str] | None = None) -> Response:
+def _envelope(data: Any, warnings: list[str]) -> bytes:
     """The success envelope around ``data``: a value, or a query's ``data`` as JSON text."""
     text = data if isinstance(data, bytes) else orjson.dumps(data)
     tail = b',"warnings":' + orjson.dumps(warnings) if warnings else b""
-    return Response(b'{"status":"success","data":' + text + tail + b"}", media_type="application/json")
+    return b'{"status":"success","data":' + text + tail + b"}"
 
 
-def _error(error: ApiError) -> Response:
+@dataclass
+class Answer:
+    """An answer of Prometheus's API: its code, its JSON text and its extra headers; the
+    query's ``budget`` is held until the answer is sent (:meth:`close`)."""
+
+    status: int
+    body: bytes
+    headers: dict[str, str] = field(default_factory=dict)
+    budget: QueryBudget | None = None
+
+    def close(self) -> None:
+        if self.budget is not None:
+            self.budget.close()
+
+
+def error_answer(error: ApiError) -> Answer:
     body = {"status": "error", "errorType": error.kind, "error": str(error)[:2000]}
-    headers = {"Retry-After": str(error.retry_after_s)} if error.retry_after_s is not None else None
-    return Response(
-        orjson.dumps(body), status_code=error.status, media_type="application/json", headers=headers
-    )
+    headers = {"Retry-After": str(error.retry_after_s)} if error.retry_after_s is not None else {}
+    return Answer(error.status, orjson.dumps(body), headers)
 
 
 class PrometheusError(BaseModel):
@@ -100,36 +124,61 @@ _ANSWERS: dict[int | str, dict[str, Any]] = {
 
 Handler = Callable[[ApiContext, list[tuple[str, str]], QueryBudget], tuple[Any, list[str]]]
 prometheus_router = APIRouter(prefix=BASE_PATH, tags=["prometheus"])
+ROUTES: dict[str, Handler] = {}  # path (under BASE_PATH) -> handler, for GET and POST
 
 
-async def _serve(request: Request, handler: Handler) -> Response:
+def request_key(route: str, pairs: list[tuple[str, str]]) -> Hashable:
+    """What a request's cost depends on (:mod:`query_dsl.http.placement`): its route, its
+    query or selectors (hashed: a query is up to 10,000 characters), and its number of
+    evaluation steps (a range query's) or the seconds it spans (a series lookup's); not where
+    in time it lies, which a dashboard's refresh moves."""
+    texts = hash(tuple(value for name, value in pairs if name in ("query", "match[]")))
+    try:
+        span = time_param(first(pairs, "end"), 0, "end") - time_param(first(pairs, "start"), 0, "start")
+        step = duration_param(first(pairs, "step") or "1", "step")
+    except ApiError:
+        return (route, texts, None)
+    return (route, texts, round(span / step) if step > 0 else None)
+
+
+async def respond(api: ApiContext, route: str, pairs: list[tuple[str, str]], handler: Handler) -> Answer:
+    """``handler``'s answer to ``pairs``, or Prometheus's error; run on the event loop or in
+    the thread pool as ``api.placement`` places it (a wide answer takes a while)."""
+    try:
+        body, budget = await api.placement.run(
+            api, request_key(route, pairs), lambda context, spend: _envelope(*handler(context, pairs, spend))
+        )
+    except (ApiError, QueryError, VhmsError, ValueError) as exc:
+        return error_answer(classify(exc))
+    return Answer(200, body, budget=budget)
+
+
+def _response(answer: Answer) -> Response:
+    response = Response(
+        answer.body, status_code=answer.status, media_type="application/json", headers=answer.headers
+    )
+    response.background = BackgroundTask(answer.close)  # the budget held until the answer is sent
+    return response
+
+
+async def _serve(request: Request, route: str, handler: Handler) -> Response:
     """``handler``'s answer to the request's parameters, or Prometheus's error."""
     try:
         pairs = await read_params(request)
-        api = await api_context(request)
-
-        def run() -> Response:
-            budget = api.query_budget()
-            try:
-                answer = _answer(*handler(api, pairs, budget))
-            except BaseException:
-                budget.close()
-                raise
-            answer.background = BackgroundTask(budget.close)  # held until the answer is sent
-            return answer
-
-        # evaluated and written off the event loop: a wide answer takes a while
-        return await run_in_threadpool(run)
-    except (ApiError, QueryError, VhmsError, ValueError) as exc:
-        return _error(classify(exc))
+    except ApiError as exc:
+        return _response(error_answer(exc))
+    return _response(await respond(await api_context(request), route, pairs, handler))
 
 
 def _route(path: str, parameters: list[dict[str, Any]], handler: Handler) -> None:
-    """``handler`` at ``path``, for GET and POST (a form body), documented with ``parameters``."""
+    """``handler`` at ``path``, for GET and POST (a form body), documented with ``parameters``;
+    the query API serves it through :mod:`query_dsl.http.prom_fast` (``ROUTES``), FastAPI's
+    routing where this router is included without it."""
 
     async def endpoint(request: Request) -> Response:
-        return await _serve(request, handler)
+        return await _serve(request, path, handler)
 
+    ROUTES[path] = handler
     endpoint.__name__ = "prometheus_" + re.sub(r"\W", "_", path.strip("/"))
     for method in ("GET", "POST"):
         prometheus_router.add_api_route(
@@ -279,4 +328,5 @@ _route("/api/v1/format_query", QUERY_PARAMS[:1], _format_query)
     name="prometheus_label_values",
 )
 async def values_endpoint(name: str, request: Request) -> Response:
-    return await _serve(request, lambda api, pairs, _: _label_values(api, name, pairs))
+    route = f"/api/v1/label/{name}/values"
+    return await _serve(request, route, lambda api, pairs, _: _label_values(api, name, pairs))

@@ -22,6 +22,7 @@ from query_dsl.parser import MAX_QUERY_LENGTH
 from vhms import LimitExceededError
 
 __all__ = [
+    "FORM",
     "QUERY_PARAMS",
     "RANGE_PARAMS",
     "SERIES_PARAMS",
@@ -29,7 +30,9 @@ __all__ = [
     "classify",
     "duration_param",
     "first",
+    "form_params",
     "limits_param",
+    "query_params",
     "query_text",
     "read_params",
     "time_param",
@@ -89,18 +92,28 @@ def duration_param(value: str, name: str) -> float:
     )
 
 
+FORM = "application/x-www-form-urlencoded"
+
+
 async def read_params(request: Request) -> list[tuple[str, str]]:
     """The query string's parameters, then a POSTed form's."""
     pairs = list(request.query_params.multi_items())
-    if request.method == "POST":
-        content_type = request.headers.get("content-type", "")
-        if content_type.startswith("application/x-www-form-urlencoded"):
-            body = await request.body()
-            try:
-                pairs += parse_qsl(body.decode("utf-8"), keep_blank_values=True, strict_parsing=False)
-            except (UnicodeDecodeError, ValueError):
-                raise ApiError("bad_data", "the form body is not URL-encoded UTF-8", 400) from None
+    if request.method == "POST" and request.headers.get("content-type", "").startswith(FORM):
+        pairs += form_params(await request.body())
     return pairs
+
+
+def query_params(query_string: bytes) -> list[tuple[str, str]]:
+    """A request's query string as (name, value) pairs, as Starlette reads it."""
+    return parse_qsl(query_string.decode("latin-1"), keep_blank_values=True)
+
+
+def form_params(body: bytes) -> list[tuple[str, str]]:
+    """A URL-encoded form body's (name, value) pairs."""
+    try:
+        return parse_qsl(body.decode("utf-8"), keep_blank_values=True, strict_parsing=False)
+    except (UnicodeDecodeError, ValueError):
+        raise ApiError("bad_data", "the form body is not URL-encoded UTF-8", 400) from None
 
 
 def first(pairs: list[tuple[str, str]], name: str) -> str | None:

@@ -7,7 +7,9 @@ in the Prometheus text format with prometheus_client's process metrics
 ``prometheus`` source (``artimon up``'s) collects both into VHMS, and ``histogram_quantile``
 reads the latencies back; and the memory budget all queries share (:class:`BudgetMetrics`:
 ``artimon_query_budget_bytes``, ``artimon_query_budget_in_use_bytes``, its peak, the
-charges that waited and those refused with a 503).
+charges that waited and those refused with a 503); and where the requests of Prometheus's API
+ran (:class:`PlacementMetrics`: ``artimon_query_inline_runs``, ``artimon_query_pool_runs``,
+``artimon_query_inline_given_up``; :mod:`query_dsl.http.placement`).
 """
 
 from __future__ import annotations
@@ -23,8 +25,9 @@ from prometheus_client.metrics_core import CounterMetricFamily, GaugeMetricFamil
 
 from bookkeeper import Bookkeeper, Histogram
 from query_dsl.budget import MemoryBudget
+from query_dsl.http.placement import Placement
 
-__all__ = ["ApiMetrics", "BudgetMetrics", "Collector", "metrics_app"]
+__all__ = ["ApiMetrics", "BudgetMetrics", "Collector", "PlacementMetrics", "metrics_app"]
 
 log = logging.getLogger(__name__)
 
@@ -95,6 +98,27 @@ class BudgetMetrics:
         )
         yield CounterMetricFamily(
             "artimon_query_budget_refusals", "charges refused after waiting (503)", value=budget.refusals
+        )
+
+
+class PlacementMetrics:
+    """A :class:`Placement`'s counts, as a collector."""
+
+    def __init__(self, placement: Placement) -> None:
+        self.placement = placement
+
+    def collect(self) -> Iterable[Metric]:
+        placement = self.placement
+        yield CounterMetricFamily(
+            "artimon_query_inline_runs", "requests run on the event loop", value=placement.inline_runs
+        )
+        yield CounterMetricFamily(
+            "artimon_query_pool_runs", "requests run in the thread pool", value=placement.pool_runs
+        )
+        yield CounterMetricFamily(
+            "artimon_query_inline_given_up",
+            "requests given up on the event loop past its leash, then run in the pool",
+            value=placement.given_up,
         )
 
 

@@ -17,7 +17,16 @@ from functools import partial
 import numpy as np
 
 from query_dsl.promql.over_time import RANGE_FUNCTIONS, down, previous_in_time
+from query_dsl.promql.running_sums import (
+    PAIRS,
+    RUNNING_SUMS,
+    edge_rows,
+    running_last,
+    running_pairs,
+    running_sums,
+)
 from query_dsl.promql.selection import Samples
+from query_dsl.promql.sliding_extremes import EXTREMES, sliding_extremes
 from query_dsl.promql.values import present as is_sample
 from query_dsl.promql.values import settle
 
@@ -273,6 +282,8 @@ _BLOCK_CELLS = 1 << 19  # and at most this many series x evaluation times: the t
 _STACKED_CELLS = 1 << 16  # windows stacked into one call: the temporaries stay in a core's cache
 _WINDOW_COPIES = 5  # a range function's copies per cell of the samples it is given
 RANGE_NAMES = frozenset(RANGE_FUNCTIONS) | VECTORIZED  # every function of a range vector
+_TIMED = frozenset({"deriv", "predict_linear"})  # the functions of RANGE_FUNCTIONS that read times
+_FEW_SERIES = 256  # a dashboard's series: their counts and sums over many windows by running sums
 
 
 def block_series(steps: int) -> int:
@@ -320,6 +331,19 @@ def evaluate_range(
             out[start : start + len(part)] = part
         return out
     values, axis = samples.values, samples.times
+    if len(ends) > 1 and len(values) <= _FEW_SERIES:
+        room = range_temporaries(len(values), values.shape[1], len(ends))  # what the engine charged
+        few: np.ndarray | None = None
+        if name in RUNNING_SUMS:
+            few = running_sums(name, samples, ends, range_ms)
+        elif name in PAIRS:
+            few = running_pairs(name, samples, ends, range_ms)
+        elif name == "last_over_time":
+            few = running_last(samples, ends, range_ms)
+        elif name in EXTREMES:
+            few = sliding_extremes(name, samples, ends, range_ms, room)
+        if few is not None:
+            return few
     out = np.full((values.shape[0], len(ends)), np.nan)
     exact = samples.exact is not None
     low, high = _window_rows(axis, ends, range_ms, exact, samples.step_ms)
@@ -370,18 +394,21 @@ def _stacked(
         return RANGE_FUNCTIONS[name](window, window_times, row_ends, range_ms, args)[:, None]
     width = int((high - low).max())
     index = low[:, None] + np.arange(width)
-    inside = index < high[:, None]
+    padding = index >= high[:, None]
     index = np.minimum(index, values.shape[1] - 1)
-    window, window_times = values[:, index], times[:, index]  # [series, windows, width]
-    if samples.exact is not None:
-        inside = inside & (window_times >= (ends - range_ms)[:, None]) & (window_times <= ends[:, None])
-    window = np.where(inside, window, np.nan)
+    window = values[:, index]  # [series, windows, width], a copy
+    window[:, padding] = np.nan
+    if samples.exact is not None:  # only the edge rows' own times can put a sample outside
+        _low, _high, edges = edge_rows(samples, ends, range_ms)
+        if edges.shape[1]:
+            own = samples.exact[:, np.maximum(edges, 0)]  # [series, windows, edges]
+            outside = (edges >= 0) & ((own < (ends - range_ms)[:, None]) | (own > ends[:, None]))
+            at_series, at_window, at_edge = np.nonzero(outside)
+            window[at_series, at_window, edges[at_window, at_edge] - low[at_window]] = np.nan
+    rows = series * count
+    # the samples' times only for the functions that read them (the regressions): zeros else
+    zeros = np.broadcast_to(np.int64(0), (rows, width))
+    window_times = times[:, index].reshape(rows, width) if name in _TIMED else zeros
     row_ends = np.tile(ends.astype(np.int64), series)
-    answer = RANGE_FUNCTIONS[name](
-        window.reshape(series * count, width),
-        window_times.reshape(series * count, width),
-        row_ends,
-        range_ms,
-        args,
-    )
+    answer = RANGE_FUNCTIONS[name](window.reshape(rows, width), window_times, row_ends, range_ms, args)
     return answer.reshape(series, count)

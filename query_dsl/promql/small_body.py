@@ -1,0 +1,87 @@
+"""The JSON text of a small answer (:data:`SMALL_CELLS` cells at most), byte for byte what
+:mod:`query_dsl.promql.body` writes, by plain bytes joins: pyarrow's kernels, a dozen calls
+of fixed cost each, took 0.2 ms for the 61 points of ``42`` and 0.7 ms for 12 series x 61
+points, more than evaluating them; here a point is one concatenation of its time's text and
+its value's, a series one join, all in ``str`` (a value's text is made as ``str``: encoding
+each to bytes cost a third of the writing), encoded once at the end.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+import orjson
+
+from query_dsl.series_table import SeriesTable
+
+__all__ = ["SMALL_CELLS", "small_matrix_body", "small_vector_body"]
+
+SMALL_CELLS = 4096  # where the columnar writer (body.py) becomes the faster (measured: about 3-5K cells)
+
+
+def _seconds(ms: int) -> float | int:
+    return ms // 1000 if ms % 1000 == 0 else ms / 1000
+
+
+def _json(text: str) -> str:
+    return orjson.dumps(text).decode()
+
+
+def _metrics(table: SeriesTable) -> list[str]:
+    """``"__name__":"x","k":"v"`` per series, as ``body._metrics`` writes it."""
+    names = table.names
+    named = ['"__name__":' + _json(name) if name else "" for name in names.values]
+    columns = [
+        ([_json(label) + ":" + _json(value) for value in column.values], column.codes.tolist())
+        for label, column in sorted(table.columns.items())
+    ]
+    out = []
+    for row, code in enumerate(names.codes.tolist()):
+        parts = [named[code]] if named[code] else []
+        parts += [texts[codes[row]] for texts, codes in columns if codes[row] >= 0]
+        out.append(",".join(parts))
+    return out
+
+
+def small_vector_body(
+    table: SeriesTable, time_ms: int, values: np.ndarray, value_texts: Callable[[np.ndarray], list[str]]
+) -> bytes:
+    """``body.vector_body``'s text (``value_texts`` as ``str``)."""
+    if not len(table):
+        return b'{"resultType":"vector","result":[]}'
+    head = '},"value":[' + repr(_seconds(time_ms)) + ',"'
+    records = [
+        '{"metric":{' + metric + head + text + '"]}'
+        for metric, text in zip(_metrics(table), value_texts(values), strict=True)
+    ]
+    return ('{"resultType":"vector","result":[' + ",".join(records) + "]}").encode()
+
+
+def small_matrix_body(
+    table: SeriesTable,
+    times: np.ndarray,
+    values: np.ndarray,
+    kept: np.ndarray,
+    value_texts: Callable[[np.ndarray], list[str]],
+) -> bytes:
+    """``body.matrix_body``'s text (``value_texts`` as ``str``): each series' points where
+    ``kept``, at ``times`` (shared ``[points]`` or each series' own ``[series, points]``, ms)."""
+    if not len(table):
+        return b'{"resultType":"matrix","result":[]}'
+    cells = np.flatnonzero(kept.reshape(-1))
+    if times.ndim == 1:
+        heads = ["[" + repr(_seconds(t)) + ',"' for t in times.tolist()]
+        stamps = [heads[column] for column in (cells % kept.shape[1]).tolist()]
+    else:
+        own = np.ascontiguousarray(times).reshape(-1)[cells]
+        stamps = ["[" + repr(_seconds(t)) + ',"' for t in own.tolist()]
+    points = list(map(str.__add__, stamps, value_texts(np.ascontiguousarray(values).reshape(-1)[cells])))
+    ends = np.cumsum(kept.sum(axis=1)).tolist()
+    records = []
+    start = 0
+    for metric, end in zip(_metrics(table), ends, strict=True):
+        series = '"],'.join(points[start:end]) + '"]' if end > start else ""
+        records.append('{"metric":{' + metric + '},"values":[' + series + "]}")
+        start = end
+    return ('{"resultType":"matrix","result":[' + ",".join(records) + "]}").encode()

@@ -1,0 +1,73 @@
+"""The small-answer writer (query_dsl/promql/small_body.py) writes the columnar writer's bytes
+(query_dsl/promql/body.py), and values' texts are Go's (``format_value``)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from query_dsl.promql import format_value
+from query_dsl.promql.body import matrix_body, vector_body
+from query_dsl.promql.result import _texts, _value_strs, _value_texts
+from query_dsl.promql.small_body import small_matrix_body, small_vector_body
+from query_dsl.series_table import SeriesTable
+
+
+def _table(count: int) -> SeriesTable:
+    names = [f"m{i % 3}" if i % 5 else "" for i in range(count)]
+    labels = [
+        {"instance": f"i{i % 7}", **({"le": str(i)} if i % 2 else {}), 'é"\\x': 'q"\\\n'}
+        for i in range(count)
+    ]
+    return SeriesTable.from_lists(names, labels)
+
+
+@pytest.mark.parametrize(("series", "times", "seed"), [(1, 61, 1), (12, 61, 2), (30, 7, 3), (5, 1, 4)])
+def test_the_small_writer_writes_the_columnar_bytes(series: int, times: int, seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    table = _table(series)
+    axis = np.arange(times) * 10_000 + 1_700_000_000_123
+    values = np.round(rng.normal(size=(series, times)) * 10.0 ** rng.integers(-6, 18), rng.integers(0, 5))
+    values[rng.random((series, times)) < 0.1] = np.nan
+    values[0, 0], values[-1, -1] = -0.0, np.inf
+    kept = rng.random((series, times)) < 0.9
+    kept[:, 0] = True
+    own = axis[None, :] + rng.integers(0, 1000, (series, times))
+    for stamps in (axis, own):
+        assert small_matrix_body(table, stamps, values, kept, _value_strs) == matrix_body(
+            table, stamps, values, kept, _value_texts
+        )
+    at = 1_700_000_000_500
+    last = values[:, -1]
+    assert small_vector_body(table, at, last, _value_strs) == vector_body(table, at, last, _value_texts)
+    empty = _table(0)
+    assert small_vector_body(empty, at, last[:0], _value_strs) == vector_body(
+        empty, at, last[:0], _value_texts
+    )
+
+
+def test_value_texts_are_go_s() -> None:
+    rng = np.random.default_rng(5)
+    values = np.concatenate(
+        [
+            rng.normal(size=5000) * 10.0 ** rng.integers(-8, 20, 5000),
+            np.round(rng.normal(size=1000) * 1e6),
+            [
+                0.0,
+                -0.0,
+                np.nan,
+                np.inf,
+                -np.inf,
+                1e16,
+                -1e16,
+                1e-4,
+                -1e-4,
+                9.999e-5,
+                2.0**53,
+                1e15 + 0.5,
+                5e-324,
+            ],
+        ]
+    )
+    for part in (values, values[values == np.trunc(values)], values[:0], np.array([0.5, 0.25])):
+        assert _texts(part) == [format_value(v) for v in part.tolist()]
