@@ -41,6 +41,7 @@ __all__ = ["kafka_records"]
 
 _SAMPLE_BATCH = json.dumps(SAMPLE_BATCH_SCHEMA)
 API_TIMEOUT_MS = 15_000
+REQUEST_TIMEOUT_MS = 10_000
 OFFSET_ATTEMPTS = 12
 
 
@@ -62,7 +63,9 @@ def kafka_records(spark: Any, bootstrap: str, topic: str, max_records: int | Non
         # a broker lost: the driver's offset request waits for the partition leader it knew
         # until the admin client's default.api.timeout.ms (60 s by default) before Spark asks
         # again with fresh metadata; 15 s tried up to 12 times keeps the 3 minutes of patience
+        # (a request's own timeout may not pass the call's: 10 s, 30 by default)
         .option("kafka.default.api.timeout.ms", str(API_TIMEOUT_MS))
+        .option("kafka.request.timeout.ms", str(REQUEST_TIMEOUT_MS))
         .option("fetchOffset.numRetries", str(OFFSET_ATTEMPTS))
     )
     if max_records is not None:
