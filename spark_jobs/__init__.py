@@ -1,7 +1,8 @@
 """Artimon's Spark jobs: raw landing files to Parquet (``raw_ingest``), queries over the
 history (``analyze``), VHMS rebuilt from it (``backfill_vhms``), and the session they share
 (``spark_session``), whether a history exists (``history_exists``), the report of committed
-landing files to the agents' round ledgers (``watch_commits``) and the errors of the jobs.
+micro-batches (landing files, or rounds from Kafka) to the agents' round ledgers
+(``watch_commits``) and the errors of the jobs.
 Loaded when first used: importing pyspark takes seconds. See README.md."""
 
 from __future__ import annotations

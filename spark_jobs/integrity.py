@@ -1,25 +1,35 @@
-"""The Parquet writer's integrity check: a landing record whose bytes are not those its
-agent stamped never reaches the history (``collector_agent/integrity.py`` has the stamp).
+"""The Parquet writer's integrity check: a record whose bytes are not those its agent stamped
+never reaches the history (``collector_agent/integrity.py`` has the stamp: the CRC32C of the
+event's body, the sample batch, XOR the CRC32C of its round, endpoint and agent as a landing
+record encodes them after the body).
 
-A landing record's ``checksum`` field is the CRC32C of the record's sample-batch bytes (the
-event's body) XOR the CRC32C of its round, endpoint and agent as encoded after them. Spark
-hands the decoded record over, so :func:`check_landed` encodes it again as fastavro wrote
-it (an array or a map as one block then the end block, strings and bytes after their
-length, the common labels in key order as ``encode_sample_batch`` writes them: Spark's
-reader keeps no map order) and compares; Avro's encoding of a value is unique but for the
-blocking and a map's order, which our writers never vary. The strings of a batch's lists
-are encoded for all records at once in numpy; a record costs a CRC32C extension per field.
-A record without a checksum (an older landing file) passes.
+**A landing record** (:func:`check_landed`) carries the stamp as its ``checksum`` field.
+Spark hands the decoded record over, so the check encodes it again as fastavro wrote it (an
+array or a map as one block then the end block, strings and bytes after their length, the
+common labels in key order as ``encode_sample_batch`` writes them: Spark's reader keeps no
+map order) and compares; Avro's encoding of a value is unique but for the blocking and a
+map's order, which our writers never vary. The strings of a batch's lists are encoded for all
+records at once in numpy; a record costs a CRC32C extension per field. A record without a
+checksum (an older landing file) passes.
+
+**A Kafka record** (:func:`check_records`, ``raw_ingest --kafka``) carries the stamp as its
+``artimon.crc`` header and the body as its value, bytes as the agent's Kafka sink sent them:
+the check is one CRC32C of the value (the identity's is cached), before the value is decoded.
+A record without the header (a producer that does not stamp) passes; a stamp that is not the
+eight hex digits of the checksum is a mismatch.
 
 A mismatch is marked in the ``damage`` column (``checksum mismatch``), logged with its
-endpoint, round and landing file, and counted by ``raw_ingest`` (the query's observed metric
-``ChecksumMismatchCount``); the record stays in its landing file, nothing of it is stored.
+endpoint, round and where it is (landing file; topic, partition and offset), and counted by
+``raw_ingest`` (the query's observed metric ``ChecksumMismatchCount``); the record stays in
+its landing file or its topic, nothing of it is stored.
 """
 
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Iterator
+from functools import lru_cache
 
 import google_crc32c
 import numpy as np
@@ -27,11 +37,14 @@ import pyarrow as pa
 
 from bookkeeper.ground import encode_avro_long, encode_identity
 
-__all__ = ["MISMATCH", "check_landed"]
+__all__ = ["MISMATCH", "STAMP_HEADER", "check_landed", "check_records"]
 
 log = logging.getLogger(__name__)
 
 MISMATCH = "checksum mismatch"
+STAMP_HEADER = "artimon.crc"  # collector_agent.STAMP_HEADER (spark_jobs does not import the agent)
+_ROUND = re.compile(r"[0-9]{1,18}")
+_IDENTITY = ("round", "endpoint", "agent")
 _LISTS = ("names", "label_sets")
 _BINARIES = ("name_ids", "label_set_ids", "types", "values", "timestamps")
 
@@ -154,6 +167,44 @@ def check_landed(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
                         batch.column("endpoint")[record],
                         batch.column("round_ms")[record],
                         batch.column("file")[record],
+                        MISMATCH,
+                    )
+        yield pa.RecordBatch.from_arrays(
+            [*batch.columns, pa.array(damage, pa.string())], [*batch.schema.names, "damage"]
+        )
+
+
+@lru_cache(maxsize=8192)
+def _identity_crc(round_text: str | None, endpoint: str | None, agent: str | None) -> int:
+    """The CRC32C of an event's identity from its headers, as ``collector_agent.identity``
+    encodes it (a round that is not a number is none)."""
+    round_ms = int(round_text) if round_text and _ROUND.fullmatch(round_text) else None
+    return _extend(0, encode_identity(round_ms, endpoint, agent))
+
+
+def check_records(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """``mapInArrow`` over the topic's records (:data:`~spark_jobs.schema.RECORDS`): each with
+    a ``damage`` column, null when the record is as its agent stamped it or carries no stamp."""
+    for batch in batches:
+        stamps = batch.column("stamp").to_pylist()
+        damage: list[str | None] = [None] * batch.num_rows
+        if any(stamp is not None for stamp in stamps):
+            values = _Bytes(batch.column("value"))
+            rounds, endpoints, agents = (batch.column(name).to_pylist() for name in _IDENTITY)
+            for record, stamp in enumerate(stamps):
+                if stamp is None:
+                    continue
+                first, end = int(values.offsets[record]), int(values.offsets[record + 1])
+                identity = _identity_crc(rounds[record], endpoints[record], agents[record])
+                if "%08x" % (_extend(0, values.data[first:end]) ^ identity) != stamp:
+                    damage[record] = MISMATCH
+                    log.error(
+                        "kafka record of %s at round %s (%s-%s@%s): %s, set aside",
+                        endpoints[record],
+                        rounds[record],
+                        batch.column("topic")[record],
+                        batch.column("partition")[record],
+                        batch.column("offset")[record],
                         MISMATCH,
                     )
         yield pa.RecordBatch.from_arrays(

@@ -7,16 +7,20 @@ A record is what the agent's Kafka sink publishes in its default form
 (``bookkeeper/ground/sample_batch.avsc``, decoded in the JVM by ``from_avro``), and the
 event's headers ``artimon.round``, ``artimon.endpoint`` and ``artimon.agent`` are record
 headers, which become the landing record's ``round_ms``, ``endpoint`` and ``agent`` as the
-raw sink's trailer carries them. The result has the columns of a landing file
-(:data:`~spark_jobs.schema.LANDING`), so the dedupe and the Parquet writing are the landing
-path's own.
+raw sink's trailer carries them. Before its value is decoded, each record's integrity stamp
+(header ``artimon.crc``) is checked against the bytes of its value and identity
+(:func:`~spark_jobs.integrity.check_records`, in ``mapInArrow``). The result has the columns
+of a landing file (:data:`~spark_jobs.schema.LANDING`) and the check's ``damage`` (null: the
+record can be stored), so the integrity count, the dedupe and the Parquet writing are the
+landing path's own.
 
 Offsets are the query's: Spark keeps them in the checkpoint (no consumer group commits), so
 a query started again goes on from the last committed micro-batch, and a micro-batch's
 Parquet files and its offsets commit together (exactly-once output). The first start reads
 the topic from its earliest record. A value that is not a sample batch (a foreign record, an
 AvroFlumeEvent) is skipped (``from_avro``'s permissive mode) and counted in the query's
-progress as rows in, none out; a record lost from the topic before it was read (retention)
+progress as rows in, none out, unless its stamp says its bytes were altered (then it is kept,
+all null but its ``damage``, to be counted); a record lost from the topic before it was read (retention)
 fails the query (``failOnDataLoss``) rather than leaving a silent hole in the history.
 """
 
@@ -30,11 +34,15 @@ from pyspark.sql import functions as F
 from pyspark.sql.avro.functions import from_avro
 
 from bookkeeper.ground import SAMPLE_BATCH_SCHEMA
-from spark_jobs.schema import LANDING
+from spark_jobs.integrity import STAMP_HEADER, check_records
+from spark_jobs.schema import LANDING, RECORDS, RECORDS_CHECKED
 
 __all__ = ["kafka_records"]
 
 _SAMPLE_BATCH = json.dumps(SAMPLE_BATCH_SCHEMA)
+API_TIMEOUT_MS = 15_000
+REQUEST_TIMEOUT_MS = 10_000
+OFFSET_ATTEMPTS = 12
 
 
 def _header(name: str) -> Column:
@@ -52,19 +60,36 @@ def kafka_records(spark: Any, bootstrap: str, topic: str, max_records: int | Non
         .option("startingOffsets", "earliest")
         .option("includeHeaders", "true")
         .option("failOnDataLoss", "true")
+        # a broker lost: the driver's offset request waits for the partition leader it knew
+        # until the admin client's default.api.timeout.ms (60 s by default) before Spark asks
+        # again with fresh metadata; 15 s tried up to 12 times keeps the 3 minutes of patience
+        # (a request's own timeout may not pass the call's: 10 s, 30 by default)
+        .option("kafka.default.api.timeout.ms", str(API_TIMEOUT_MS))
+        .option("kafka.request.timeout.ms", str(REQUEST_TIMEOUT_MS))
+        .option("fetchOffset.numRetries", str(OFFSET_ATTEMPTS))
     )
     if max_records is not None:
         reader = reader.option("maxOffsetsPerTrigger", max_records)
-    batches = reader.load().select(
-        from_avro(F.col("value"), _SAMPLE_BATCH, {"mode": "PERMISSIVE"}).alias("batch"),
+    records = reader.load().select(
+        "value",
         _header("artimon.round").alias("round"),
         _header("artimon.endpoint").alias("endpoint"),
         _header("artimon.agent").alias("agent"),
+        _header(STAMP_HEADER).alias("stamp"),
+        *(name for name in RECORDS.fieldNames()[5:]),  # topic, partition, offset
+    )
+    batches = records.mapInArrow(check_records, RECORDS_CHECKED).select(
+        from_avro(F.col("value"), _SAMPLE_BATCH, {"mode": "PERMISSIVE"}).alias("batch"),
+        "round",
+        "endpoint",
+        "agent",
+        "damage",
     )
     carried = [name for name in LANDING.fieldNames() if name not in ("round_ms", "endpoint", "agent")]
-    return batches.where(F.col("batch").isNotNull()).select(
+    return batches.where(F.col("batch").isNotNull() | F.col("damage").isNotNull()).select(
         *(F.col(f"batch.{name}").alias(name) for name in carried),
         F.when(F.col("round").rlike("^[0-9]{1,18}$"), F.col("round").cast("long")).alias("round_ms"),
         "endpoint",
         "agent",
+        "damage",
     )

@@ -2,9 +2,10 @@
 by date and hour.
 
 With ``--kafka BOOTSTRAP`` (a site with Kafka between its agents) it reads the topic
-(``--topic``) with Spark's own Kafka source, offsets kept in the checkpoint
-(``kafka_records.py``; the session needs the connector's jars, which ``artimon spark`` and
-``artimon up`` add); ``--max-records`` caps a micro-batch. Without it, Structured Streaming
+(``--topic``) with Spark's own Kafka source, offsets kept in the checkpoint, each record's
+integrity stamp checked on its value's bytes (``kafka_records.py``; the session needs the
+connector's jars, which ``artimon spark`` and ``artimon up`` add); ``--max-records`` caps a
+micro-batch. Without it, Structured Streaming
 reads the landing files (Avro, through
 ``org.apache.spark.sql.avro.AvroFileFormat``: the ``avro`` short name is not registered in
 the pip wheel; only ``*.avro``, never the ``.avro.tmp`` being written), groups the landing
@@ -16,9 +17,9 @@ row per sample sorted by series and time (``explode.py``), and appends Parquet u
 makes the output exactly-once across restarts. ``--once`` processes what is there and exits
 (``trigger(availableNow)``). A landing file damaged after it was closed (cut short,
 overwritten) is read up to the damage; Spark logs a warning naming it and the stream goes on
-with the other files. A record whose bytes are not those its agent stamped (``integrity.py``)
-is logged and counted (the progress's observed metrics ``integrity``:
-``ChecksumMismatchCount``), never stored. Processed landing files are kept, deleted or archived
+with the other files. A record (landing file or Kafka) whose bytes are not those its agent
+stamped (``integrity.py``) is logged and counted (the progress's observed metrics
+``integrity``: ``ChecksumMismatchCount``), never stored. Processed landing files are kept, deleted or archived
 (``--processed``) by Spark's file source cleanup. Either way the records go through the
 same dedupe and explode.
 
@@ -28,9 +29,10 @@ again from its checkpoint after a growing backoff (``--max-retries``); a permiss
 or a quota exceeded on the history path ends it with :class:`~spark_jobs.HistoryPathError`
 naming the path, and the landing files (or the topic's records) stay for the next run.
 
-With ``--ledger URL`` (repeatable: each agent that lands files here) the job reports the
-landing files of each committed micro-batch to the agents' round ledgers
-(``ledger_report.py``), which then count those rounds' batches as stored in the history.
+With ``--ledger URL`` (repeatable: each agent that polls for this history) the job reports
+each committed micro-batch to the agents' round ledgers (``ledger_report.py``): the landing
+files it read, or with ``--kafka`` the round, endpoint and samples of each record it stored;
+the ledgers then count those rounds' batches as stored in the history.
 
 A micro-batch writes its own files, in which a series' samples of the batch lie side by
 side: the longer the batch, the fewer bytes a sample takes (docs/spark.md), hence an
@@ -53,7 +55,7 @@ from spark_jobs.explode import explode_batches
 from spark_jobs.history_fs import run_with_retries
 from spark_jobs.integrity import check_landed
 from spark_jobs.kafka_records import kafka_records
-from spark_jobs.ledger_report import http_sender, watch_commits
+from spark_jobs.ledger_report import ROUNDS_METRICS, http_sender, watch_commits
 from spark_jobs.schema import CHECKED, DEDUPE_STATE, DEDUPED, GROUPED, KEPT, LANDED, SAMPLES
 
 __all__ = [
@@ -142,23 +144,40 @@ def _landing_records(spark: Any, args: argparse.Namespace) -> Any:
                 raise ValueError("--processed archive needs --archive-dir")
             reader = reader.option("sourceArchiveDir", local_uri(args.archive_dir))
     landed = reader.load(local_uri(args.landing)).withColumn("file", F.input_file_name())
-    checked = landed.mapInArrow(check_landed, CHECKED).observe(
-        INTEGRITY_METRICS, F.count("damage").alias("ChecksumMismatchCount")
-    )
-    return checked.where(F.col("damage").isNull())
+    return landed.mapInArrow(check_landed, CHECKED)
 
 
-def start(spark: Any, args: argparse.Namespace) -> Any:
-    """Start the streaming query; returns it (``awaitTermination`` to wait)."""
+def _stored(records: Any, report_rounds: bool) -> Any:
+    """The records that can be stored (their ``damage`` null), the others counted in the
+    micro-batch's observed metrics; with ``report_rounds``, the (round, endpoint, samples) of
+    each stored record that names them too (:data:`ROUNDS_METRICS`, for the round ledgers)."""
+    counted = records.observe(INTEGRITY_METRICS, F.count("damage").alias("ChecksumMismatchCount"))
+    stored = counted.where(F.col("damage").isNull())
+    if not report_rounds:
+        return stored
+    named = F.col("round_ms").isNotNull() & F.col("endpoint").isNotNull()
+    batch = F.struct("round_ms", "endpoint", F.length("types").alias("samples"))
+    return stored.observe(ROUNDS_METRICS, F.collect_set(F.when(named, batch)).alias("batches"))
+
+
+def start(spark: Any, args: argparse.Namespace, *, report_rounds: bool | None = None) -> Any:
+    """Start the streaming query; returns it (``awaitTermination`` to wait). ``report_rounds``
+    (by default: with ``--kafka`` and ``--ledger``) collects each micro-batch's rounds for the
+    round ledgers (:data:`ROUNDS_METRICS`)."""
     if args.kafka:
         records = kafka_records(spark, args.kafka, args.topic, args.max_records)
     else:
         records = _landing_records(spark, args)
-    grouped = records.select(
-        F.to_json(F.map_from_entries(F.array_sort(F.map_entries("common_labels")))).alias("group"),
-        F.timestamp_millis(F.coalesce("round_ms", "snapshot_ms")).alias("event"),
-        *(field.name for field in GROUPED.fields[2:]),
-    ).withWatermark("event", args.watermark)
+    report = bool(args.kafka and args.ledger) if report_rounds is None else report_rounds
+    grouped = (
+        _stored(records, report)
+        .select(
+            F.to_json(F.map_from_entries(F.array_sort(F.map_entries("common_labels")))).alias("group"),
+            F.timestamp_millis(F.coalesce("round_ms", "snapshot_ms")).alias("event"),
+            *(field.name for field in GROUPED.fields[2:]),
+        )
+        .withWatermark("event", args.watermark)
+    )
     deduplicated = grouped.groupBy("group").applyInPandasWithState(
         dedupe_records, DEDUPED, DEDUPE_STATE, "append", GroupStateTimeout.EventTimeTimeout
     )
@@ -196,7 +215,9 @@ def _run(spark: Any, args: argparse.Namespace, timeout: float | None = None) -> 
         queries.append(start(spark, args))
         queries[-1].awaitTermination(timeout)
 
-    reporter = watch_commits(spark, args.checkpoint, http_sender(args.ledger)) if args.ledger else None
+    reporter = None
+    if args.ledger:
+        reporter = watch_commits(spark, args.checkpoint, http_sender(args.ledger), rounds=bool(args.kafka))
     try:
         run_with_retries(
             attempt,
@@ -206,8 +227,8 @@ def _run(spark: Any, args: argparse.Namespace, timeout: float | None = None) -> 
             progressed=lambda: bool(queries) and queries[-1].lastProgress is not None,
         )
     finally:
-        if reporter is not None:
-            reporter.close()  # a last report: the last batch's progress event may not have come yet
+        if reporter is not None:  # a last report: the last batch's progress event may not have come yet
+            reporter.close([update for query in queries for update in query.recentProgress])
     return queries
 
 
@@ -224,7 +245,7 @@ def ingest_once(spark: Any, landing: str | None, output: str, checkpoint: str, *
     """Process what the landing directory holds, or with ``landing`` None and
     ``kafka=BOOTSTRAP`` (``topic=``) what the topic holds, and return (``--once``), with the
     command's defaults for every other option: for tests, benchmarks and scripts. Returns how
-    many landing records were refused by the integrity check."""
+    many records were refused by the integrity check."""
     parser = argparse.ArgumentParser()
     configure(parser)
     source = ["--landing", landing] if landing is not None else ["--kafka", options.pop("kafka")]

@@ -9,6 +9,7 @@ from pyspark.sql.types import (
     BinaryType,
     ByteType,
     DoubleType,
+    IntegerType,
     LongType,
     MapType,
     StringType,
@@ -17,7 +18,18 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-__all__ = ["CHECKED", "DEDUPED", "DEDUPE_STATE", "GROUPED", "KEPT", "LANDED", "LANDING", "SAMPLES"]
+__all__ = [
+    "CHECKED",
+    "DEDUPED",
+    "DEDUPE_STATE",
+    "GROUPED",
+    "KEPT",
+    "LANDED",
+    "LANDING",
+    "RECORDS",
+    "RECORDS_CHECKED",
+    "SAMPLES",
+]
 
 LANDING = StructType(
     [
@@ -42,6 +54,23 @@ LANDING = StructType(
 # with the landing file each came from and why it cannot be stored (null: it can).
 LANDED = StructType([*LANDING.fields, StructField("checksum", LongType())])
 CHECKED = StructType([*LANDED.fields, StructField("file", StringType()), StructField("damage", StringType())])
+
+# The topic's records as raw_ingest --kafka checks them (integrity.py) before it decodes their
+# value: the event's body, its identifying headers and its stamp (null: a header missing),
+# where the record is; as checked, with why it cannot be stored (null: it can).
+RECORDS = StructType(
+    [
+        StructField("value", BinaryType()),
+        StructField("round", StringType()),
+        StructField("endpoint", StringType()),
+        StructField("agent", StringType()),
+        StructField("stamp", StringType()),
+        StructField("topic", StringType()),
+        StructField("partition", IntegerType()),
+        StructField("offset", LongType()),
+    ]
+)
+RECORDS_CHECKED = StructType([*RECORDS.fields, StructField("damage", StringType())])
 
 # The landing records as the dedupe groups them: by their common labels as canonical JSON
 # (an endpoint's identity), with the event time the watermark follows.

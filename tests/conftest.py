@@ -16,7 +16,7 @@ import pytest
 from hypothesis import strategies as st
 from support import TlsFiles, wait_until
 
-from artimon.servers import SparkCluster, ZooKeeperServer
+from artimon.servers import SparkCluster, ZooKeeperServer, spark_kafka_conf
 
 
 @pytest.fixture(scope="session")
@@ -51,17 +51,19 @@ def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     """The session's SparkSession, started by the first test that asks: its jobs run on a
     standalone master and worker of their own from the pyspark wheel, as a cluster runs
     them (executors in their own JVM, their own Python workers); ``ARTIMON_TEST_SPARK=local``
-    runs them on ``local[2]`` instead."""
+    runs them on ``local[2]`` instead. Its class path has Spark's Kafka connector
+    (``raw_ingest --kafka``)."""
     from spark_jobs.session import spark_session  # pyspark's import is slow: only when asked
 
     if os.environ.get("ARTIMON_TEST_SPARK", "cluster") == "local":
-        session = spark_session("local[2]", "artimon-tests")
+        session = spark_session("local[2]", "artimon-tests", conf=spark_kafka_conf())
         yield session
         session.stop()
         return
     cluster = SparkCluster(tmp_path_factory.mktemp("spark"), worker_cores=2, worker_memory="3g").start()
     try:
-        session = spark_session(cluster.master_url, "artimon-tests", conf={"spark.executor.memory": "2g"})
+        conf = {"spark.executor.memory": "2g", **spark_kafka_conf()}
+        session = spark_session(cluster.master_url, "artimon-tests", conf=conf)
         try:
             yield session
         finally:

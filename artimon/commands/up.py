@@ -158,7 +158,7 @@ def _components(
             cluster=args.cluster,
             kafka=args.kafka,
             say=_say,
-            ledger=agents.ledger.files_committed,
+            ledger=agents.ledger,
         )
     )
     kafka = Kafka(data / "kafka") if args.kafka else None

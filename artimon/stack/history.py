@@ -10,7 +10,9 @@ brokers of ``up --kafka``) the job reads the agents' topic with Spark's Kafka so
 landing files. With a ``cluster``
 (``artimon up --cluster``) the thread starts its standalone master and worker first and the
 jobs run on them; ``stop`` stops them last. With a ``ledger`` (the agents' round ledger),
-each committed micro-batch's landing files are told to it (``spark_jobs/ledger_report.py``).
+each committed micro-batch is reported to it (``spark_jobs/ledger_report.py``): the landing
+files it read, or from Kafka the rounds of the records it stored; reading Kafka, the job
+itself declares the ledger's ``history`` terminal (no ``raw`` sink does).
 
 States: NEW --start()--> STARTING --(session and query up)--> RUNNING --stop()--> STOPPED;
 a failure while starting is kept and reported by ``stop``, the rest of the stack runs on.
@@ -31,6 +33,7 @@ from artimon.servers import SparkCluster, spark_kafka_conf
 from artimon.stack.agents import KAFKA_TOPIC
 from artimon.stack.servers import Hdfs
 from artimon.stack.vhms import Vhms
+from collector_agent import RoundLedger
 from vhms import VhmsClient
 from vhms.server import VhmsService
 
@@ -57,7 +60,7 @@ class HistoryJob:
         cluster: SparkCluster | None = None,
         conf: dict[str, str] | None = None,
         local_master: str = "local[2]",
-        ledger: Callable[[list[str]], object] | None = None,
+        ledger: RoundLedger | None = None,
         kafka: str | None = None,
     ) -> None:
         self.landing = data / "landing"
@@ -82,7 +85,13 @@ class HistoryJob:
 
     def start(self) -> None:
         self.landing.mkdir(parents=True, exist_ok=True)
+        if self.ledger is not None and self.kafka:  # the rounds polled from now on await the history
+            self.ledger.declare("history", self._place)
         self._thread.start()
+
+    @property
+    def _place(self) -> str:
+        return f"raw_ingest of kafka topic {KAFKA_TOPIC}"
 
     def _start(self) -> None:
         try:
@@ -115,11 +124,13 @@ class HistoryJob:
                 ]
             )
             self._args = args
-            if self.ledger is not None and not self.kafka:  # landing files to tell: not with Kafka
+            if self.ledger is not None:
                 from spark_jobs import watch_commits
 
-                self._reporter = watch_commits(self._spark, self.checkpoint, self.ledger)
-            self._query = raw_ingest.start(self._spark, args)
+                rounds = bool(self.kafka)
+                report = self.ledger.apply_report
+                self._reporter = watch_commits(self._spark, self.checkpoint, report, rounds=rounds)
+            self._query = raw_ingest.start(self._spark, args, report_rounds=self._reports_rounds)
         except Exception as exc:  # the stack runs on without its history; stop() reports it
             self.error = exc
             log.exception("spark raw_ingest did not start")
@@ -127,6 +138,11 @@ class HistoryJob:
         on = f" on {self.cluster.master_url} (web UI {self.cluster.web_url})" if self.cluster else ""
         source = f"kafka topic {KAFKA_TOPIC} of {self.kafka}" if self.kafka else str(self.landing)
         self.on_ready(f"{source} -> {self.output} every {self.interval}{on} (its log: {self.log_file})")
+
+    @property
+    def _reports_rounds(self) -> bool:
+        """Whether the query collects its rounds for the ledger (reading Kafka)."""
+        return self._reporter is not None and bool(self.kafka)
 
     def _source(self) -> list[str]:
         """raw_ingest's arguments for what it reads: the topic, or the landing files (deleted
@@ -150,11 +166,14 @@ class HistoryJob:
             from spark_jobs import raw_ingest
 
             catch_up = argparse.Namespace(**{**vars(self._args), "once": True})
-            raw_ingest.start(self._spark, catch_up).awaitTermination(timeout)
+            last = raw_ingest.start(self._spark, catch_up, report_rounds=self._reports_rounds)
+            last.awaitTermination(timeout)
             if self._reporter is not None:
-                self._reporter.close()
+                self._reporter.close([*self._query.recentProgress, *last.recentProgress])
             return f"spark raw_ingest: history up to date in {self.output}"
         finally:
+            if self.ledger is not None and self.kafka:
+                self.ledger.withdraw("history", self._place)
             if self._spark is not None:
                 self._spark.stop()
             if self.cluster is not None:
@@ -209,7 +228,7 @@ class History:
         cluster: bool,
         kafka: bool,
         say: Callable[[str], None],
-        ledger: Callable[[list[str]], object] | None = None,
+        ledger: RoundLedger | None = None,
     ) -> None:
         self.vhms = vhms
         self.kafka = kafka

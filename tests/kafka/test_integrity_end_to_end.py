@@ -1,12 +1,14 @@
 """Integrity end to end: bytes altered at each hop in turn (a file channel's frame, a Thrift
 frame on the wire through a relay, a Kafka record, a landing file) are set aside and counted
 where they are met, never stored in VHMS or in the Parquet history; the unaltered events are
-stored exactly once in both.
+stored exactly once in both. The history is written twice: from the landing files, and by
+``raw_ingest --kafka`` from the topic, where the altered Kafka record is met again.
 
 Agent A: ``artimon_file`` (stamps each module's batch) -> file channel -> ``thrift`` sink ->
 a relay that flips a byte of one body -> agent B: ``thrift`` source -> ``kafka`` sink -> the
 topic (where the test also produces a record of its own, altered after it was stamped) ->
-``kafka`` source -> ``vhms`` sink and ``raw`` sink -> the landing file -> ``raw_ingest``."""
+``kafka`` source -> ``vhms`` sink and ``raw`` sink -> the landing file -> ``raw_ingest``; and
+the topic -> ``raw_ingest --kafka``."""
 
 from __future__ import annotations
 
@@ -272,17 +274,26 @@ def test_bytes_altered_at_each_hop_are_set_aside_counted_and_never_stored(
         for key in store.fetch("requests", MINUTE - 60_000, MINUTE + 60_000, resolution=60).keys
     )
     assert in_vhms == dict.fromkeys(stored, VARIABLES)  # the landing file was altered after VHMS had it
-    refused = spark_ingest(spark, landing, tmp_path)
-    assert refused == 1
-    rows = pq.read_table(tmp_path / "parquet", columns=["context"]).to_pylist()
-    assert Counter(row["context"] for row in rows) == dict.fromkeys(
+    assert spark_ingest(spark, tmp_path / "from-landing", landing=landing.as_uri()) == 1
+    assert history(tmp_path / "from-landing") == dict.fromkeys(
         ["ok-a", "ok-b", "ok-c", "kafka-ok"], VARIABLES
     )
 
+    # 5. the topic read by raw_ingest --kafka: the altered record met again, set aside and counted
+    assert spark_ingest(spark, tmp_path / "from-kafka", kafka=kafka.bootstrap_servers, topic=topic) == 1
+    assert history(tmp_path / "from-kafka") == {**dict.fromkeys(stored, VARIABLES), "land-x": VARIABLES + 1}
 
-def spark_ingest(spark: Any, landing: Path, scratch: Path) -> int:
+
+def spark_ingest(spark: Any, scratch: Path, landing: str | None = None, **options: Any) -> int:
+    """``raw_ingest --once`` into ``scratch``; how many records it refused."""
     from spark_jobs import raw_ingest  # pyspark's import is slow: only here
 
-    return raw_ingest.ingest_once(
-        spark, landing.as_uri(), (scratch / "parquet").as_uri(), (scratch / "ck").as_uri()
+    parquet, checkpoint = (scratch / "parquet").as_uri(), (scratch / "ck").as_uri()
+    return raw_ingest.ingest_once(spark, landing, parquet, checkpoint, **options)
+
+
+def history(scratch: Path) -> Counter[str]:
+    """The samples of each context in the Parquet history under ``scratch``."""
+    return Counter(
+        row["context"] for row in pq.read_table(scratch / "parquet", columns=["context"]).to_pylist()
     )

@@ -1,7 +1,8 @@
 """The Parquet writer's integrity check on Arrow batches as Spark hands them over: a landing
 record is encoded again exactly as its agent wrote it (long strings, empty lists, null
 fields, common labels in any order), so every intact record passes and every altered one is
-marked."""
+marked; a Kafka record's value and identity headers are checked as they came (an altered
+body or header, a stamp of another form, marked; no stamp, passed)."""
 
 from __future__ import annotations
 
@@ -14,7 +15,8 @@ import pyarrow as pa
 from bookkeeper import Bookkeeper
 from bookkeeper.ground import LANDING_SCHEMA, encode_checksum, encode_identity, encode_sample_batch
 from collector_agent import event_checksum
-from spark_jobs.integrity import MISMATCH, check_landed
+from spark_jobs.integrity import MISMATCH, check_landed, check_records
+from spark_jobs.schema import RECORDS
 
 PARSED = fastavro.parse_schema(LANDING_SCHEMA)
 ARROW = pa.schema(
@@ -67,3 +69,30 @@ def test_intact_records_pass_and_altered_ones_are_marked() -> None:
     assert [n for n, reason in enumerate(damage) if reason is not None] == sorted(altered)
     assert {damage[n] for n in altered} == {MISMATCH}
     assert out.num_rows == batch.num_rows and out.column("endpoint") == batch.column("endpoint")
+
+
+def test_kafka_records_are_checked_on_their_bytes() -> None:
+    records = []
+    for n in range(10):
+        record = landed(n, False)
+        body = encode_sample_batch(Bookkeeper(f"app-{n}", environ={}).snapshot())
+        headers = {"artimon.round": str(record["round_ms"]), "artimon.endpoint": record["endpoint"]}
+        if record["agent"]:
+            headers["artimon.agent"] = record["agent"]
+        stamp = f"{event_checksum(body, headers):08x}"
+        records.append({"value": body, **headers, "stamp": stamp, "partition": n, "offset": n})
+    records[2]["value"] = records[2]["value"].replace(b"app-2", b"apq-2")  # the body altered
+    records[5]["artimon.round"] = "1"  # an identifying header altered
+    records[7]["stamp"] = "0x" + records[7]["stamp"]  # a stamp of another form
+    records[8]["stamp"] = None  # not stamped: nothing to check against
+    names = {"round": "artimon.round", "endpoint": "artimon.endpoint", "agent": "artimon.agent"}
+    rows = [
+        {**{field: record.get(names.get(field, field)) for field in RECORDS.fieldNames()}, "topic": "t"}
+        for record in records
+    ]
+    types = {"value": pa.binary(), "partition": pa.int32(), "offset": pa.int64()}
+    schema = pa.schema([(name, types.get(name, pa.string())) for name in RECORDS.fieldNames()])
+    (out,) = check_records(iter(pa.Table.from_pylist(rows, schema=schema).to_batches()))
+    damage = out.column("damage").to_pylist()
+    assert [n for n, reason in enumerate(damage) if reason is not None] == [2, 5, 7]
+    assert out.num_rows == len(records) and out.column("value").to_pylist() == [r["value"] for r in records]
