@@ -28,9 +28,12 @@ DENSE_OVER_TIME = frozenset({*_FOLDS, "count_over_time", "last_over_time"})
 def _rows(values: np.ndarray, rows: np.ndarray) -> np.ndarray:
     """``values[rows]``, a view where ``rows`` are consecutive (a range query at the buckets'
     step: each window one row further on)."""
+    picked: np.ndarray
     if len(rows) > 1 and rows[-1] - rows[0] == len(rows) - 1 and (np.diff(rows) == 1).all():
-        return values[int(rows[0]) : int(rows[-1]) + 1]
-    return values[rows]
+        picked = values[int(rows[0]) : int(rows[-1]) + 1]
+    else:
+        picked = values[rows]
+    return picked
 
 
 def over_time_rows(
