@@ -63,13 +63,22 @@ def _metrics(table: SeriesTable) -> pa.Array:
     return pc.binary_slice(joined, 0, -1)  # the last comma (none: an empty label set stays empty)
 
 
-def _distinct_texts(values: np.ndarray, format_all: Callable[[np.ndarray], list[bytes]]) -> pa.Array:
-    """Each of ``values`` (1-D) as ``format_all`` writes it, each distinct value formatted once."""
+def _distinct(
+    values: np.ndarray, format_all: Callable[[np.ndarray], list[bytes]]
+) -> tuple[list[bytes], np.ndarray]:
+    """Each distinct value of ``values`` (1-D) as ``format_all`` writes it, formatted once,
+    and each value's index among them."""
     floats = values.dtype == np.float64
     distinct, inverse = np.unique(values.view(np.uint64) if floats else values, return_inverse=True)
     if floats:  # by their bits: -0 is not 0, a NaN sample's NaN not another's
         distinct = distinct.view(np.float64)
-    return _binary(format_all(distinct)).take(pa.array(inverse.reshape(-1)))
+    return format_all(distinct), inverse.reshape(-1)
+
+
+def _distinct_texts(values: np.ndarray, format_all: Callable[[np.ndarray], list[bytes]]) -> pa.Array:
+    """Each of ``values`` (1-D) as ``format_all`` writes it, each distinct value formatted once."""
+    texts, codes = _distinct(values, format_all)
+    return _binary(texts).take(pa.array(codes))
 
 
 def _time_texts(times: np.ndarray) -> list[bytes]:
@@ -78,11 +87,17 @@ def _time_texts(times: np.ndarray) -> list[bytes]:
     return [repr(_seconds(t)).encode() for t in times.tolist()]
 
 
-def _points(times: pa.Array, values: pa.Array) -> pa.Array:
-    """``[t,"v"]`` per cell."""
-    return pc.binary_join_element_wise(
-        _literal(b"["), times, _literal(b',"'), values, _literal(b'"]'), _literal(b"")
-    )
+def _points(times: tuple[list[bytes], np.ndarray], values: tuple[list[bytes], np.ndarray]) -> pa.Array:
+    """``[t,"v"],`` per cell, as two pieces a cell: ``[t,"`` of its time and ``v"],`` of its
+    value, each written once per distinct time and value (``(texts, each cell's index)``) and
+    gathered in one take."""
+    time_texts, time_codes = times
+    value_texts, value_codes = values
+    pieces = [b"[" + text + b',"' for text in time_texts] + [text + b'"],' for text in value_texts]
+    codes = np.empty(2 * len(time_codes), dtype=np.int64)
+    codes[0::2] = time_codes
+    codes[1::2] = value_codes + len(time_texts)
+    return _binary(pieces).take(pa.array(codes))
 
 
 def _records(parts: list[pa.Array | pa.Scalar]) -> bytes:
@@ -125,14 +140,17 @@ def matrix_body(
     if not len(table):
         return b'{"resultType":"matrix","result":[]}'
     cells = np.flatnonzero(kept.reshape(-1))
+    if times.ndim == 2 and (times == times[:1]).all():  # own times, the same for every series
+        times = times[0]
     if times.ndim == 1:
-        stamps = _binary(_time_texts(times)).take(pa.array(cells % kept.shape[1]))
+        stamps = _time_texts(times), cells % kept.shape[1]
     else:
-        stamps = _distinct_texts(np.ascontiguousarray(times).reshape(-1)[cells], _time_texts)
-    points = _points(stamps, _distinct_texts(np.ascontiguousarray(values).reshape(-1)[cells], value_texts))
+        stamps = _distinct(np.ascontiguousarray(times).reshape(-1)[cells], _time_texts)
+    points = _points(stamps, _distinct(np.ascontiguousarray(values).reshape(-1)[cells], value_texts))
     offsets = np.zeros(len(table) + 1, dtype=np.int64)
-    np.cumsum(kept.sum(axis=1), out=offsets[1:])
-    series = pc.binary_join(pa.LargeListArray.from_arrays(pa.array(offsets), points), _literal(b","))
+    np.cumsum(kept.sum(axis=1) * 2, out=offsets[1:])
+    joined = pc.binary_join(pa.LargeListArray.from_arrays(pa.array(offsets), points), _literal(b""))
+    series = pc.binary_slice(joined, 0, -1)  # each series' last comma
     body = _records(
         [_literal(b'{"metric":{'), _metrics(table), _literal(b'},"values":['), series, _literal(b"]},")]
     )

@@ -16,6 +16,7 @@ from functools import partial
 
 import numpy as np
 
+from query_dsl.promql.dense_over_time import DENSE_OVER_TIME, over_time_rows
 from query_dsl.promql.over_time import RANGE_FUNCTIONS, down, previous_in_time
 from query_dsl.promql.running_sums import (
     PAIRS,
@@ -68,6 +69,16 @@ def _times_at(own: np.ndarray, rows: np.ndarray) -> np.ndarray:
     if times.shape[1] > 1 and (times == times[:, :1]).all():
         times = times[:, :1]
     return times.astype(np.float64)
+
+
+def _shared_rows(own: np.ndarray) -> np.ndarray:
+    """Time-major own times ``[times, series]`` as ``[times, 1]`` where every series' sample
+    of a row has the same time (samples written together: a scrape, a batch), so that a
+    window's bounds and its extrapolation's intervals are computed once per window, not per
+    series (one pass over the times against a gather and a compare per window)."""
+    if own.shape[1] > 1 and (not own.strides[1] or (own == own[:, :1]).all()):  # stride 0: bucket times
+        return own[:, :1]
+    return own
 
 
 def dense_from(values: np.ndarray) -> int | None:
@@ -266,7 +277,7 @@ def _rates(name: str, samples: Samples, ends: np.ndarray, range_ms: int) -> np.n
         return np.full((len(ends), values.shape[1]), np.nan)
     gappy = np.isnan(values).any(axis=0)
     if not gappy.any():
-        return _dense_rates(name, values, own, window, ends, range_ms, exact)
+        return _dense_rates(name, values, _shared_rows(own), window, ends, range_ms, exact)
     out = np.empty((len(ends), values.shape[1]))
     for columns, rates in ((~gappy, _dense_rates), (gappy, _gappy_rates)):
         picked = np.flatnonzero(columns)
@@ -330,6 +341,9 @@ def evaluate_range(
         for start, part in rate_blocks(name, samples, ends, range_ms, check):
             out[start : start + len(part)] = part
         return out
+    dense = _dense_over_time(name, samples, ends, range_ms, check) if name in DENSE_OVER_TIME else None
+    if dense is not None:
+        return dense
     values, axis = samples.values, samples.times
     if len(ends) > 1 and len(values) <= _FEW_SERIES:
         room = range_temporaries(len(values), values.shape[1], len(ends))  # what the engine charged
@@ -367,6 +381,30 @@ def evaluate_range(
             for index, columns in enumerate(groups[start : start + size]):
                 out[:, columns] = answer[:, index : index + 1]
     return out
+
+
+def _dense_over_time(
+    name: str, samples: Samples, ends: np.ndarray, range_ms: int, check: Callable[[], None]
+) -> np.ndarray | None:
+    """``name`` (one of ``DENSE_OVER_TIME``) over each window, time-major and a block of
+    series at a time, where every series has a sample in every bucket and a bucket's samples
+    share one time (``over_time_rows``); else None."""
+    values = samples.values
+    if not values.size or np.isnan(values).any():
+        return None
+    own = _shared_rows(samples.sample_times().T)
+    if own.shape[1] != 1:
+        return None
+    exact = samples.exact is not None
+    window = _window_rows(samples.times, ends, range_ms, exact, samples.step_ms)
+    first, last, valid = (rows[:, 0] for rows in _dense_bounds(own, window, ends, range_ms, exact))
+    out = np.empty((len(ends), len(values)))  # time-major, as the samples
+    size = block_series(len(ends))
+    for start in range(0, len(values), size):
+        check()
+        block = values[start : start + size].T
+        out[:, start : start + size] = over_time_rows(name, block, first, last, valid)
+    return out.T
 
 
 def _stacked(

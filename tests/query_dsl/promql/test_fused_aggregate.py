@@ -95,24 +95,29 @@ def test_series_of_two_names_whose_labels_clash_are_refused_as_prometheus_does()
     st.sampled_from(["rate", "increase", "delta", "irate", "idelta"]),
     st.sampled_from([15_000, 45_000, 60_000, 150_000]),
     st.booleans(),
+    st.booleans(),
 )
 def test_the_dense_path_answers_what_the_path_for_gaps_does(
-    series: int, buckets: int, seed: int, function: str, range_ms: int, exact: bool
+    series: int, buckets: int, seed: int, function: str, range_ms: int, exact: bool, shared: bool
 ) -> None:
     """Series with a sample in every bucket skip the fills and counts that gaps need
     (``_dense_rates``, gathering whole rows): the same answer as the way for gaps
-    (``_gappy_rates``), own sample times or not."""
+    (``_gappy_rates``), own sample times or not; where every series' sample of a bucket has
+    the same time (``shared``), the windows' times once per window (``_shared_rows``)."""
     rng = np.random.default_rng(seed)
     times = np.arange(buckets, dtype=np.int64) * STEP + 1_000_000
     values = np.cumsum(rng.choice([0.0, 1.0, 2.5, 7.0], (series, buckets)), axis=1)
     values = np.where(rng.random((series, buckets)) < 0.1, rng.random((series, buckets)), values)  # resets
-    own = times[None, :] + rng.integers(0, STEP, (series, buckets)) if exact else None
+    own = times[None, :] + rng.integers(0, STEP, (1 if shared else series, buckets)) if exact else None
+    own = None if own is None else np.repeat(own, series // len(own), axis=0)
     table = SeriesTable.from_lists(["x"] * series, [{"r": str(r)} for r in range(series)])
     samples = Samples(table, times, values, STEP, own)
     ends = np.arange(times[0] - STEP, times[-1] + 3 * STEP, STEP // 3, dtype=np.int64)
     exact = own is not None
     window = ranges_module._window_rows(times, ends, range_ms, exact, STEP)
     time_major = np.ascontiguousarray(values.T), np.ascontiguousarray(samples.sample_times().T)
-    dense = ranges_module._dense_rates(function, *time_major, window, ends, range_ms, exact)
+    own_rows = ranges_module._shared_rows(time_major[1])
+    assert (own_rows.shape[1] == 1) == (shared or not exact or series == 1)
+    dense = ranges_module._dense_rates(function, time_major[0], own_rows, window, ends, range_ms, exact)
     gaps = ranges_module._gappy_rates(function, *time_major, window, ends, range_ms, exact)
     np.testing.assert_array_equal(dense, gaps)
