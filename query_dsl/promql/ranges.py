@@ -21,13 +21,13 @@ from query_dsl.promql.over_time import RANGE_FUNCTIONS, down, previous_in_time
 from query_dsl.promql.running_sums import (
     PAIRS,
     RUNNING_SUMS,
-    edge_rows,
     running_last,
     running_pairs,
     running_sums,
 )
 from query_dsl.promql.selection import Samples
 from query_dsl.promql.sliding_extremes import EXTREMES, sliding_extremes
+from query_dsl.promql.stacked import stacked_windows
 from query_dsl.promql.values import present as is_sample
 from query_dsl.promql.values import settle
 
@@ -293,7 +293,6 @@ _BLOCK_CELLS = 1 << 19  # and at most this many series x evaluation times: the t
 _STACKED_CELLS = 1 << 16  # windows stacked into one call: the temporaries stay in a core's cache
 _WINDOW_COPIES = 5  # a range function's copies per cell of the samples it is given
 RANGE_NAMES = frozenset(RANGE_FUNCTIONS) | VECTORIZED  # every function of a range vector
-_TIMED = frozenset({"deriv", "predict_linear"})  # the functions of RANGE_FUNCTIONS that read times
 _FEW_SERIES = 256  # a dashboard's series: their counts and sums over many windows by running sums
 
 
@@ -377,7 +376,7 @@ def evaluate_range(
         for start in range(0, len(first), size):
             check()
             chosen = first[start : start + size]
-            answer = _stacked(name, samples, low[chosen], high[chosen], ends[chosen], range_ms, args)
+            answer = stacked_windows(name, samples, low[chosen], high[chosen], ends[chosen], range_ms, args)
             for index, columns in enumerate(groups[start : start + size]):
                 out[:, columns] = answer[:, index : index + 1]
     return out
@@ -405,48 +404,3 @@ def _dense_over_time(
         block = values[start : start + size].T
         out[:, start : start + size] = over_time_rows(name, block, first, last, valid)
     return out.T
-
-
-def _stacked(
-    name: str,
-    samples: Samples,
-    low: np.ndarray,
-    high: np.ndarray,
-    ends: np.ndarray,
-    range_ms: int,
-    args: tuple[float, ...],
-) -> np.ndarray:
-    """``name`` over the windows ``[low, high)`` of the time axis (ending at ``ends``) in one
-    call: each series' window a row ``[series * windows, widest]``, NaN-padded (no sample);
-    the answer ``[series, windows]``. A dashboard's few series over many evaluation times
-    cost one call, not one a time."""
-    values, times = samples.values, samples.sample_times()
-    series, count = values.shape[0], len(low)
-    if count == 1:  # one window fills the call (many series): its samples in place
-        lo, hi, end = int(low[0]), int(high[0]), int(ends[0])
-        window, window_times = values[:, lo:hi], times[:, lo:hi]
-        if samples.exact is not None:
-            inside = (window_times >= end - range_ms) & (window_times <= end)
-            window = np.where(inside, window, np.nan)
-        row_ends = np.full(series, end, dtype=np.int64)
-        return RANGE_FUNCTIONS[name](window, window_times, row_ends, range_ms, args)[:, None]
-    width = int((high - low).max())
-    index = low[:, None] + np.arange(width)
-    padding = index >= high[:, None]
-    index = np.minimum(index, values.shape[1] - 1)
-    window = values[:, index]  # [series, windows, width], a copy
-    window[:, padding] = np.nan
-    if samples.exact is not None:  # only the edge rows' own times can put a sample outside
-        _low, _high, edges = edge_rows(samples, ends, range_ms)
-        if edges.shape[1]:
-            own = samples.exact[:, np.maximum(edges, 0)]  # [series, windows, edges]
-            outside = (edges >= 0) & ((own < (ends - range_ms)[:, None]) | (own > ends[:, None]))
-            at_series, at_window, at_edge = np.nonzero(outside)
-            window[at_series, at_window, edges[at_window, at_edge] - low[at_window]] = np.nan
-    rows = series * count
-    # the samples' times only for the functions that read them (the regressions): zeros else
-    zeros = np.broadcast_to(np.int64(0), (rows, width))
-    window_times = times[:, index].reshape(rows, width) if name in _TIMED else zeros
-    row_ends = np.tile(ends.astype(np.int64), series)
-    answer = RANGE_FUNCTIONS[name](window.reshape(rows, width), window_times, row_ends, range_ms, args)
-    return answer.reshape(series, count)
