@@ -25,7 +25,7 @@ import itertools
 import numpy as np
 
 from vhms.resolutions import Resolution
-from vhms.server.codec import Block, encode_block
+from vhms.server.codec import Block, decode_many, encode_block
 from vhms.server.rings import MASK, SHIFT, PlainRing, decode_values, encode_values
 
 __all__ = ["CoarseRing"]
@@ -179,11 +179,15 @@ class CoarseRing:
         numbers = buckets // self.block
         for number in np.unique(numbers[sealed]).tolist():
             rows = np.flatnonzero(sealed & (numbers == number))
-            within = buckets[rows] - number * self.block
+            parts, columns = [], []
             for start, stop in itertools.pairwise(edges):
                 encoded = self._chunk_block(number, int(chunk_of[start]))
                 if encoded is not None:
-                    out[rows, start:stop] = encoded.decode(ids[start:stop] & MASK)[within]
+                    parts.append((encoded, ids[start:stop] & MASK))
+                    columns.append(np.arange(start, stop))
+            if parts:
+                decoded = decode_many(parts)[buckets[rows] - number * self.block]
+                out[np.ix_(rows, np.concatenate(columns))] = decoded
 
     def export(self, count: int) -> np.ndarray:
         """The ``[slots, count]`` stored bits of the first ``count`` series, bucket ``b`` at

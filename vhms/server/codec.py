@@ -24,11 +24,12 @@ running sum of the sizes its header gives (not stored).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["Block", "encode_block"]
+__all__ = ["Block", "decode_many", "encode_block"]
 
 _EMPTY_BITS = np.float64(np.nan).view(np.uint64)
 _MAX_SCALE = 12
@@ -71,74 +72,86 @@ class Block:
     def nbytes(self) -> int:
         return int(self.header.nbytes + self.data.nbytes)
 
-    def _keep(self, header: np.ndarray) -> np.ndarray:
-        """Which bytes of each series' fields (``K + 1`` of 8 bytes: first, least, deltas) and
-        mask are stored, from its header: ``[series, 8 * (K + 1) + mask bytes]``."""
-        k = self.buckets
-        first = (header[:, 1] & 15).astype(np.int16)
-        least = (header[:, 1] >> 4).astype(np.int16)
-        trailing = (header[:, 2] & 15).astype(np.int16)
-        width = (header[:, 2] >> 4).astype(np.int16)
-        byte = np.arange(8, dtype=np.int16)
-        fields = np.empty((len(header), k + 1, 8), dtype=bool)
-        fields[:, 0] = byte < first[:, None]
-        fields[:, 1] = byte < least[:, None]
-        fields[:, 2:] = ((byte >= trailing[:, None]) & (byte < (trailing + width)[:, None]))[:, None, :]
-        gappy = (header[:, 0] & 4) != 0
-        mask = np.broadcast_to(gappy[:, None], (len(header), (k + 7) // 8))
-        return np.concatenate([fields.reshape(len(header), -1), mask], axis=1)
-
-    def _sizes(self, header: np.ndarray) -> np.ndarray:
-        k = self.buckets
-        gappy = ((header[:, 0] & 4) != 0).astype(np.int64) * ((k + 7) // 8)
-        sizes: np.ndarray = (
-            (header[:, 1] & 15).astype(np.int64)
-            + (header[:, 1] >> 4)
-            + (k - 1) * (header[:, 2] >> 4).astype(np.int64)
-            + gappy
-        )
-        return sizes
-
     def decode(self, local: np.ndarray) -> np.ndarray:
         """The stored bits ``[K, len(local)]`` of the series at ``local`` (column numbers of the
         block; those at or past :attr:`series` read as empty)."""
-        k = self.buckets
+        return decode_many([(self, local)])
+
+
+def _keep(header: np.ndarray, k: int) -> np.ndarray:
+    """Which bytes of each series' fields (``K + 1`` of 8 bytes: first, least, deltas) and
+    mask are stored, from its header: ``[series, 8 * (K + 1) + mask bytes]``."""
+    first = (header[:, 1] & 15).astype(np.int16)
+    least = (header[:, 1] >> 4).astype(np.int16)
+    trailing = (header[:, 2] & 15).astype(np.int16)
+    width = (header[:, 2] >> 4).astype(np.int16)
+    byte = np.arange(8, dtype=np.int16)
+    fields = np.empty((len(header), k + 1, 8), dtype=bool)
+    fields[:, 0] = byte < first[:, None]
+    fields[:, 1] = byte < least[:, None]
+    fields[:, 2:] = ((byte >= trailing[:, None]) & (byte < (trailing + width)[:, None]))[:, None, :]
+    gappy = (header[:, 0] & 4) != 0
+    mask = np.broadcast_to(gappy[:, None], (len(header), (k + 7) // 8))
+    return np.concatenate([fields.reshape(len(header), -1), mask], axis=1)
+
+
+def _sizes(header: np.ndarray, k: int) -> np.ndarray:
+    gappy = ((header[:, 0] & 4) != 0).astype(np.int64) * ((k + 7) // 8)
+    sizes: np.ndarray = (
+        (header[:, 1] & 15).astype(np.int64)
+        + (header[:, 1] >> 4)
+        + (k - 1) * (header[:, 2] >> 4).astype(np.int64)
+        + gappy
+    )
+    return sizes
+
+
+def decode_many(parts: Sequence[tuple[Block, np.ndarray]]) -> np.ndarray:
+    """The stored bits ``[K, ...]`` of several blocks' series side by side (each part a block
+    of ``K`` buckets and column numbers in it, those at or past its series empty): the bytes
+    of each part picked, then decoded in one pass."""
+    k = parts[0][0].buckets
+    out = np.zeros((k, sum(len(local) for _, local in parts)), dtype=np.uint64)
+    headers, pieces, columns = [], [], []
+    column = 0
+    for block, local in parts:
         local = np.asarray(local, dtype=np.int64)
-        out = np.zeros((k, len(local)), dtype=np.uint64)
-        inside = local < self.series
+        inside = np.flatnonzero(local < block.series)
         picked = local[inside]
-        if not len(picked):
-            return out
-        header = self.header[picked]
-        sizes = self._sizes(self.header)
-        offsets = np.cumsum(sizes) - sizes
-        size = sizes[picked]
-        starts = np.cumsum(size) - size
-        index = np.arange(int(size.sum()), dtype=np.int64) + np.repeat(offsets[picked] - starts, size)
-        matrix = np.zeros((len(picked), 8 * (k + 1) + (k + 7) // 8), dtype=np.uint8)
-        matrix[self._keep(header)] = self.data[index]
-        fields = np.ascontiguousarray(matrix[:, : 8 * (k + 1)]).view(np.uint64)  # [series, K + 1]
-        kind = header[:, 0] & 3
-        values = np.zeros((len(picked), k), dtype=np.uint64)
-        decimal = kind == _DECIMAL
-        if decimal.any():
-            part = fields[decimal]
-            deltas = part[:, 2:].view(np.int64) + _unzigzag(part[:, 1])[:, None]
-            m = np.cumsum(np.concatenate([_unzigzag(part[:, 0])[:, None], deltas], axis=1), axis=1)
-            scale = _POWERS[header[decimal, 0] >> 3]
-            values[decimal] = (m.astype(np.float64) / scale[:, None]).view(np.uint64) ^ _EMPTY_BITS
-        raw = kind == _RAW
-        if raw.any():
-            part = fields[raw]
-            values[raw] = np.bitwise_xor.accumulate(
-                np.concatenate([part[:, :1], part[:, 2:]], axis=1), axis=1
-            )
-        gappy = (header[:, 0] & 4) != 0
-        if gappy.any():
-            bits = np.unpackbits(matrix[gappy, 8 * (k + 1) :], axis=1, count=k, bitorder="little")
-            values[gappy] *= bits.astype(np.uint64)
-        out[:, np.flatnonzero(inside)] = values.T
+        if len(picked):
+            sizes = _sizes(block.header, k)
+            size = sizes[picked]
+            starts = np.cumsum(size) - size
+            offsets = (np.cumsum(sizes) - sizes)[picked]
+            pieces.append(block.data[np.arange(int(size.sum())) + np.repeat(offsets - starts, size)])
+            headers.append(block.header[picked])
+            columns.append(inside + column)
+        column += len(local)
+    if not headers:
         return out
+    header = np.concatenate(headers)
+    matrix = np.zeros((len(header), 8 * (k + 1) + (k + 7) // 8), dtype=np.uint8)
+    matrix[_keep(header, k)] = np.concatenate(pieces)
+    fields = np.ascontiguousarray(matrix[:, : 8 * (k + 1)]).view(np.uint64)  # [series, K + 1]
+    kind = header[:, 0] & 3
+    values = np.zeros((len(header), k), dtype=np.uint64)
+    decimal = kind == _DECIMAL
+    if decimal.any():
+        part = fields[decimal]
+        deltas = part[:, 2:].view(np.int64) + _unzigzag(part[:, 1])[:, None]
+        m = np.cumsum(np.concatenate([_unzigzag(part[:, 0])[:, None], deltas], axis=1), axis=1)
+        scale = _POWERS[header[decimal, 0] >> 3]
+        values[decimal] = (m.astype(np.float64) / scale[:, None]).view(np.uint64) ^ _EMPTY_BITS
+    raw = kind == _RAW
+    if raw.any():
+        part = fields[raw]
+        values[raw] = np.bitwise_xor.accumulate(np.concatenate([part[:, :1], part[:, 2:]], axis=1), axis=1)
+    gappy = (header[:, 0] & 4) != 0
+    if gappy.any():
+        bits = np.unpackbits(matrix[gappy, 8 * (k + 1) :], axis=1, count=k, bitorder="little")
+        values[gappy] *= bits.astype(np.uint64)
+    out[:, np.concatenate(columns)] = values.T
+    return out
 
 
 def encode_block(stored: np.ndarray) -> Block:
@@ -204,7 +217,6 @@ def encode_block(stored: np.ndarray) -> Block:
     header[:, 0] = kind | (gappy.astype(np.uint8) << 2) | (np.maximum(scale, 0).astype(np.uint8) << 3)
     header[:, 1] = first | (least << 4)
     header[:, 2] = trailing | (width << 4)
-    block = Block(k, header, np.zeros(0, dtype=np.uint8))
     mask = np.packbits(present, axis=1, bitorder="little")
     matrix = np.concatenate([fields.view(np.uint8).reshape(n, -1), mask], axis=1)
-    return Block(k, header, matrix[block._keep(header)])
+    return Block(k, header, matrix[_keep(header, k)])
