@@ -197,7 +197,9 @@ class CoarseRing:
             return out
         buckets = np.arange(self.head - self.slots + 1, self.head + 1, dtype=np.int64)
         rows = np.zeros((len(buckets), count), dtype=np.uint64)
-        self.fill(np.arange(count, dtype=np.int64), buckets, rows)
+        for first in range(0, count, 1 << SHIFT):  # a chunk at a time: bounded temporaries
+            last = min(first + (1 << SHIFT), count)
+            self.fill(np.arange(first, last, dtype=np.int64), buckets, rows[:, first:last])
         out[buckets % self.slots] = rows
         return out
 

@@ -24,6 +24,7 @@ running sum of the sizes its header gives (not stored).
 
 from __future__ import annotations
 
+import mmap
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -154,6 +155,17 @@ def decode_many(parts: Sequence[tuple[Block, np.ndarray]]) -> np.ndarray:
     return out
 
 
+def _mapped(array: np.ndarray) -> np.ndarray:
+    """A copy of ``array`` in anonymous memory of its own: a block lives for days, and among
+    the heap's short-lived temporaries it would keep their freed pages from going back."""
+    if not array.nbytes:
+        return array
+    copy = np.frombuffer(mmap.mmap(-1, array.nbytes, flags=mmap.MAP_PRIVATE), dtype=array.dtype)
+    copy = copy.reshape(array.shape)
+    copy[...] = array
+    return copy
+
+
 def encode_block(stored: np.ndarray) -> Block:
     """Compress ``stored`` (``[K, n]`` stored bits, any layout) into a :class:`Block`."""
     k, n = stored.shape
@@ -219,4 +231,4 @@ def encode_block(stored: np.ndarray) -> Block:
     header[:, 2] = trailing | (width << 4)
     mask = np.packbits(present, axis=1, bitorder="little")
     matrix = np.concatenate([fields.view(np.uint8).reshape(n, -1), mask], axis=1)
-    return Block(k, header, matrix[_keep(header, k)])
+    return Block(k, _mapped(header), _mapped(matrix[_keep(header, k)]))
