@@ -185,9 +185,16 @@ class CoarseRing:
                 if encoded is not None:
                     parts.append((encoded, ids[start:stop] & MASK))
                     columns.append(np.arange(start, stop))
-            if parts:
-                decoded = decode_many(parts)[buckets[rows] - number * self.block]
-                out[np.ix_(rows, np.concatenate(columns))] = decoded
+            if not parts:
+                continue
+            within = slice(
+                int(buckets[rows[0]]) - number * self.block, int(buckets[rows[-1]]) - number * self.block + 1
+            )
+            decoded = decode_many(parts)[within]  # the block's buckets asked: a run of rows
+            if len(parts) == len(edges) - 1:  # every chunk has the block: all the columns
+                out[rows[0] : rows[-1] + 1] = decoded
+            else:
+                out[rows[0] : rows[-1] + 1, np.concatenate(columns)] = decoded
 
     def export(self, count: int) -> np.ndarray:
         """The ``[slots, count]`` stored bits of the first ``count`` series, bucket ``b`` at

@@ -124,7 +124,11 @@ def decode_many(parts: Sequence[tuple[Block, np.ndarray]]) -> np.ndarray:
             size = sizes[picked]
             starts = np.cumsum(size) - size
             offsets = (np.cumsum(sizes) - sizes)[picked]
-            pieces.append(block.data[np.arange(int(size.sum())) + np.repeat(offsets - starts, size)])
+            if int(picked[-1] - picked[0]) == len(picked) - 1:  # a run of series: a run of bytes
+                first = int(offsets[0])
+                pieces.append(block.data[first : first + int(size.sum())])
+            else:
+                pieces.append(block.data[np.arange(int(size.sum())) + np.repeat(offsets - starts, size)])
             headers.append(block.header[picked])
             columns.append(inside + column)
         column += len(local)
