@@ -28,6 +28,7 @@ RESOLUTIONS = [
     "60s:6,3m:10:mean,9m:7:count,27m:9",
     "60s:60,5m:48,15m:96,1h:72",
 ]
+SELECTORS = ["m{i=3}", "m{i~3|7|11|16400}", ""]
 
 
 def _plain_twin(resolutions: str, series: int) -> Store:
@@ -55,13 +56,14 @@ def _values(rng: np.random.Generator, kinds: np.ndarray, state: np.ndarray) -> n
 def _same(compressed: Store, plain: Store, end_ms: int) -> None:
     for ring in compressed.resolutions:
         start = end_ms - ring.span_s * 1000
-        ours = compressed.fetch("", start, end_ms, resolution=ring.step_s)
-        theirs = plain.fetch("", start, end_ms, resolution=ring.step_s)
-        assert ours.keys == theirs.keys
-        assert (
-            np.ascontiguousarray(ours.values).view(np.uint64)
-            == np.ascontiguousarray(theirs.values).view(np.uint64)
-        ).all(), ring
+        for selector in SELECTORS:  # a few columns of a block decoded, more merged in, then all
+            ours = compressed.fetch(selector, start, end_ms, resolution=ring.step_s)
+            theirs = plain.fetch(selector, start, end_ms, resolution=ring.step_s)
+            assert ours.keys == theirs.keys
+            assert (
+                np.ascontiguousarray(ours.values).view(np.uint64)
+                == np.ascontiguousarray(theirs.values).view(np.uint64)
+            ).all(), (ring, selector)
     span = compressed.resolutions[-1].span_s * 1000
     ours = compressed.fetch("", end_ms - span, end_ms, sample_times=True)
     theirs = plain.fetch("", end_ms - span, end_ms, sample_times=True)
@@ -71,9 +73,9 @@ def _same(compressed: Store, plain: Store, end_ms: int) -> None:
     assert (ours.sample_times == theirs.sample_times).all()
 
 
-def _run(resolutions: str, seed: int, series: int, rounds: int, tmp: Path) -> None:
+def _run(resolutions: str, seed: int, series: int, rounds: int, tmp: Path, cache: int) -> None:
     rng = np.random.default_rng(seed)
-    compressed = Store(resolutions, max_series=series, max_series_per_query=series)
+    compressed = Store(resolutions, max_series=series, max_series_per_query=series, decoded_cache_bytes=cache)
     plain = _plain_twin(resolutions, series)
     assert all(isinstance(ring, CoarseRing) for ring in compressed.rings[1:])
     keys = [f"m{{i={i}}}" for i in range(series)]
@@ -104,13 +106,17 @@ def _run(resolutions: str, seed: int, series: int, rounds: int, tmp: Path) -> No
 
 
 @settings(max_examples=12, deadline=None)
-@given(resolutions=st.sampled_from(RESOLUTIONS), seed=st.integers(0, 2**32 - 1))
+@given(
+    resolutions=st.sampled_from(RESOLUTIONS),
+    seed=st.integers(0, 2**32 - 1),
+    cache=st.sampled_from([0, 4096, 64 << 20]),  # none; entries evicted, some too big to keep; all kept
+)
 def test_compressed_coarse_rings_answer_as_plain_ones(
-    tmp_path_factory: pytest.TempPathFactory, resolutions: str, seed: int
+    tmp_path_factory: pytest.TempPathFactory, resolutions: str, seed: int, cache: int
 ) -> None:
-    _run(resolutions, seed, series=37, rounds=120, tmp=tmp_path_factory.mktemp("snapshot"))
+    _run(resolutions, seed, series=37, rounds=120, tmp=tmp_path_factory.mktemp("snapshot"), cache=cache)
 
 
 def test_across_chunks(tmp_path: Path) -> None:
     """Series past the first chunk of 16,384 have blocks of their own chunk."""
-    _run("60s:10,5m:8,15m:12,1h:6", seed=5, series=CHUNK + 40, rounds=40, tmp=tmp_path)
+    _run("60s:10,5m:8,15m:12,1h:6", seed=5, series=CHUNK + 40, rounds=40, tmp=tmp_path, cache=1 << 20)

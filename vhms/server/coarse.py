@@ -25,7 +25,8 @@ import itertools
 import numpy as np
 
 from vhms.resolutions import Resolution
-from vhms.server.codec import Block, decode_many, encode_block
+from vhms.server.codec import Block, encode_block
+from vhms.server.decoded import DecodedBlocks
 from vhms.server.rings import MASK, SHIFT, PlainRing, decode_values, encode_values
 
 __all__ = ["CoarseRing"]
@@ -38,12 +39,13 @@ class CoarseRing:
 
     times = None  # only the finest ring keeps sample times
 
-    def __init__(self, resolution: Resolution, finest: PlainRing) -> None:
+    def __init__(self, resolution: Resolution, finest: PlainRing, cache: DecodedBlocks) -> None:
         self.resolution = resolution
         self.step_ms = resolution.step_ms
         self.slots = resolution.slots
         self.aggregate = resolution.aggregate
         self.finest = finest
+        self.cache = cache
         self.ratio = self.step_ms // finest.step_ms
         self.block = max(1, min(self.slots // 4, _MAX_BLOCK))
         plain_slots = -(-finest.slots // self.ratio) + self.block + 2
@@ -88,6 +90,7 @@ class CoarseRing:
         self.plain.advance(newest)
         for number in [n for n in self.blocks if (n + 1) * self.block <= oldest]:
             del self.blocks[number]
+            self.cache.forget(self.step_ms, number)
 
     def _buckets(self, number: int) -> np.ndarray:
         return np.arange(number * self.block, (number + 1) * self.block, dtype=np.int64)
@@ -148,6 +151,7 @@ class CoarseRing:
             chunks = self.blocks.setdefault(number, [])
             chunks.extend([None] * (chunk + 1 - len(chunks)))
             chunks[chunk] = encode_block(block)
+            self.cache.forget(self.step_ms, number, chunk)
 
     def _groups(
         self, buckets: np.ndarray, ids: np.ndarray, sealed: np.ndarray
@@ -162,8 +166,8 @@ class CoarseRing:
 
     def fill(self, ids: np.ndarray, buckets: np.ndarray, out: np.ndarray) -> None:
         """Copy into time-major ``out`` ``[buckets, ids]`` (zeros) the stored bits of sorted
-        ``ids`` where the ring holds the bucket: the plain rows as they are, each sealed
-        block decoded once per chunk for the ids asked."""
+        ``ids`` where the ring holds the bucket: the plain rows as they are, the sealed
+        blocks' through the cache of decoded blocks, a block of each chunk at a time."""
         if not len(ids) or not len(buckets):
             return
         covered = self.covers(buckets)
@@ -176,25 +180,24 @@ class CoarseRing:
             return
         chunk_of = ids >> SHIFT
         edges = [0, *(np.flatnonzero(np.diff(chunk_of)) + 1).tolist(), len(ids)]  # ids are sorted
-        numbers = buckets // self.block
-        for number in np.unique(numbers[sealed]).tolist():
-            rows = np.flatnonzero(sealed & (numbers == number))
-            parts, columns = [], []
-            for start, stop in itertools.pairwise(edges):
-                encoded = self._chunk_block(number, int(chunk_of[start]))
-                if encoded is not None:
-                    parts.append((encoded, ids[start:stop] & MASK))
-                    columns.append(np.arange(start, stop))
-            if not parts:
+        runs = [
+            (start, stop, int(chunk_of[start]), ids[start:stop] & MASK)
+            for start, stop in itertools.pairwise(edges)
+        ]
+        held = np.flatnonzero(sealed)  # a run of rows: the sealed buckets are the oldest covered
+        first, last = int(buckets[held[0]]), int(buckets[held[-1]])
+        for number in range(first // self.block, last // self.block + 1):
+            chunks = self.blocks.get(number)
+            if chunks is None:
                 continue
-            within = slice(
-                int(buckets[rows[0]]) - number * self.block, int(buckets[rows[-1]]) - number * self.block + 1
-            )
-            decoded = decode_many(parts)[within]  # the block's buckets asked: a run of rows
-            if len(parts) == len(edges) - 1:  # every chunk has the block: all the columns
-                out[rows[0] : rows[-1] + 1] = decoded
-            else:
-                out[rows[0] : rows[-1] + 1, np.concatenate(columns)] = decoded
+            low, high = max(first, number * self.block), min(last, (number + 1) * self.block - 1)
+            rows = slice(int(held[0]) + low - first, int(held[0]) + high - first + 1)
+            within = slice(low - number * self.block, high - number * self.block + 1)
+            for start, stop, chunk, local in runs:
+                encoded = chunks[chunk] if chunk < len(chunks) else None
+                if encoded is not None:
+                    decoded = self.cache.read((self.step_ms, number, chunk), encoded, local)
+                    out[rows, start:stop] = decoded[within]
 
     def export(self, count: int) -> np.ndarray:
         """The ``[slots, count]`` stored bits of the first ``count`` series, bucket ``b`` at
@@ -214,6 +217,7 @@ class CoarseRing:
         """Fill the first ``columns.shape[1]`` series from ``[slots, count]`` in a snapshot's
         layout (the head set, the ring grown and the finest ring loaded first)."""
         self.blocks.clear()
+        self.cache.forget(self.step_ms)
         if self.head < 0:
             return
         buckets = np.arange(self.head - self.slots + 1, self.head + 1, dtype=np.int64)

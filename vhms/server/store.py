@@ -33,6 +33,7 @@ from vhms.resolutions import Resolution, parse_resolutions
 from vhms.results import NAME, CoarseSpan, FetchResult
 from vhms.selector import Selector, parse_selector
 from vhms.server.coarse import CoarseRing
+from vhms.server.decoded import DecodedBlocks
 from vhms.server.index import SeriesIndex
 from vhms.server.rings import (
     CHUNK,
@@ -64,7 +65,8 @@ class Store:
     ``max_select_s`` the time a selector may take to choose its series (its regexes tried
     against every value of a label); samples more than ``max_future_s`` ahead of this
     machine's clock are refused (a wild clock would otherwise push every ring forward and
-    clear it).
+    clear it). ``decoded_cache_bytes`` bounds the cache of decoded sealed blocks that
+    fetches from the coarse rings read through (:mod:`vhms.server.decoded`; 0: none).
     """
 
     def __init__(
@@ -76,6 +78,7 @@ class Store:
         max_points_per_query: int = 50_000_000,
         max_select_s: float = 5.0,
         max_future_s: float = 600.0,
+        decoded_cache_bytes: int = 64 << 20,
     ) -> None:
         if resolutions is None:
             parsed = parse_resolutions()
@@ -85,14 +88,15 @@ class Store:
             parsed = list(resolutions)
         self.resolutions = parsed
         self.index = SeriesIndex(max_series)
+        self.stats: Counter[str] = Counter()
+        self.decoded = DecodedBlocks(decoded_cache_bytes, self.stats)
         finest = PlainRing(parsed[0], timed=True)
-        self.rings: list[Ring] = [finest, *(CoarseRing(r, finest) for r in parsed[1:])]
+        self.rings: list[Ring] = [finest, *(CoarseRing(r, finest, self.decoded) for r in parsed[1:])]
         self.max_series_per_query = max_series_per_query
         self.max_points_per_query = max_points_per_query
         self.max_select_s = max_select_s
         self.max_future_ms = int(max_future_s * 1000)
         self.strings: dict[int, tuple[int, str]] = {}
-        self.stats: Counter[str] = Counter()
         self._lock = threading.RLock()
 
     @property
