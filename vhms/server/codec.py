@@ -24,13 +24,14 @@ running sum of the sizes its header gives (not stored).
 
 from __future__ import annotations
 
+import itertools
 import mmap
-from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
+from numpy.lib.stride_tricks import sliding_window_view
 
-__all__ = ["Block", "decode_many", "encode_block"]
+__all__ = ["Block", "encode_block"]
 
 _EMPTY_BITS = np.float64(np.nan).view(np.uint64)
 _MAX_SCALE = 12
@@ -75,8 +76,33 @@ class Block:
 
     def decode(self, local: np.ndarray) -> np.ndarray:
         """The stored bits ``[K, len(local)]`` of the series at ``local`` (column numbers of the
-        block; those at or past :attr:`series` read as empty)."""
-        return decode_many([(self, local)])
+        block; those at or past :attr:`series` read as empty). The series are taken a layout
+        at a time (the same field widths: their bytes one gather, placed into their 8-byte
+        fields by slices), sorted by kind so that each kind is decoded over a run of rows."""
+        k = self.buckets
+        local = np.asarray(local, dtype=np.int64)
+        out = np.zeros((k, len(local)), dtype=np.uint64)
+        inside = np.flatnonzero(local < self.series)
+        if not len(inside):
+            return out
+        picked = local[inside]
+        header = self.header[picked]
+        kind = (header[:, 0] & 3).astype(np.int32)
+        layout = (
+            (kind << 17) | ((header[:, 0] & 4).astype(np.int32) << 14) | (header[:, 1].astype(np.int32) << 8)
+        )
+        layout |= header[:, 2]
+        order = np.argsort(layout, kind="stable")
+        layout = layout[order]
+        sizes = _sizes(self.header, k)
+        fields, masks = _assemble(self.data, (np.cumsum(sizes) - sizes)[picked[order]], layout, k)
+        values = _values(fields, masks, layout, header[order, 0] >> 3)
+        unsorted = values.take(np.argsort(order), axis=0)
+        if len(inside) == len(local):
+            out[...] = unsorted.T
+        else:
+            out[:, inside] = unsorted.T
+        return out
 
 
 def _keep(header: np.ndarray, k: int) -> np.ndarray:
@@ -97,66 +123,69 @@ def _keep(header: np.ndarray, k: int) -> np.ndarray:
 
 
 def _sizes(header: np.ndarray, k: int) -> np.ndarray:
-    gappy = ((header[:, 0] & 4) != 0).astype(np.int64) * ((k + 7) // 8)
+    """Each series' bytes in a block, from its header."""
+    h = header.astype(np.int32)
     sizes: np.ndarray = (
-        (header[:, 1] & 15).astype(np.int64)
-        + (header[:, 1] >> 4)
-        + (k - 1) * (header[:, 2] >> 4).astype(np.int64)
-        + gappy
+        (h[:, 1] & 15) + (h[:, 1] >> 4) + (k - 1) * (h[:, 2] >> 4) + ((h[:, 0] >> 2) & 1) * ((k + 7) // 8)
     )
     return sizes
 
 
-def decode_many(parts: Sequence[tuple[Block, np.ndarray]]) -> np.ndarray:
-    """The stored bits ``[K, ...]`` of several blocks' series side by side (each part a block
-    of ``K`` buckets and column numbers in it, those at or past its series empty): the bytes
-    of each part picked, then decoded in one pass."""
-    k = parts[0][0].buckets
-    out = np.zeros((k, sum(len(local) for _, local in parts)), dtype=np.uint64)
-    headers, pieces, columns = [], [], []
-    column = 0
-    for block, local in parts:
-        local = np.asarray(local, dtype=np.int64)
-        inside = np.flatnonzero(local < block.series)
-        picked = local[inside]
-        if len(picked):
-            sizes = _sizes(block.header, k)
-            size = sizes[picked]
-            starts = np.cumsum(size) - size
-            offsets = (np.cumsum(sizes) - sizes)[picked]
-            if int(picked[-1] - picked[0]) == len(picked) - 1:  # a run of series: a run of bytes
-                first = int(offsets[0])
-                pieces.append(block.data[first : first + int(size.sum())])
-            else:
-                pieces.append(block.data[np.arange(int(size.sum())) + np.repeat(offsets - starts, size)])
-            headers.append(block.header[picked])
-            columns.append(inside + column)
-        column += len(local)
-    if not headers:
-        return out
-    header = np.concatenate(headers)
-    matrix = np.zeros((len(header), 8 * (k + 1) + (k + 7) // 8), dtype=np.uint8)
-    matrix[_keep(header, k)] = np.concatenate(pieces)
-    fields = np.ascontiguousarray(matrix[:, : 8 * (k + 1)]).view(np.uint64)  # [series, K + 1]
-    kind = header[:, 0] & 3
-    values = np.zeros((len(header), k), dtype=np.uint64)
-    decimal = kind == _DECIMAL
-    if decimal.any():
-        part = fields[decimal]
-        deltas = part[:, 2:].view(np.int64) + _unzigzag(part[:, 1])[:, None]
-        m = np.cumsum(np.concatenate([_unzigzag(part[:, 0])[:, None], deltas], axis=1), axis=1)
-        scale = _POWERS[header[decimal, 0] >> 3]
-        values[decimal] = (m.astype(np.float64) / scale[:, None]).view(np.uint64) ^ _EMPTY_BITS
-    raw = kind == _RAW
-    if raw.any():
-        part = fields[raw]
-        values[raw] = np.bitwise_xor.accumulate(np.concatenate([part[:, :1], part[:, 2:]], axis=1), axis=1)
-    gappy = (header[:, 0] & 4) != 0
-    if gappy.any():
-        bits = np.unpackbits(matrix[gappy, 8 * (k + 1) :], axis=1, count=k, bitorder="little")
-        values[gappy] *= bits.astype(np.uint64)
-    out[:, np.concatenate(columns)] = values.T
-    return out
+def _assemble(
+    data: np.ndarray, offsets: np.ndarray, layout: np.ndarray, k: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """The fields ``[n, K + 1]`` (first, least, deltas as 8-byte words) and gap bits ``[n,
+    mask bytes]`` of series sorted by ``layout`` (kind << 17 | gappy << 16 | header bytes 1
+    and 2), their bytes at ``offsets`` of ``data``: one gather and a few slices per layout."""
+    n = len(layout)
+    fields = np.zeros((n, k + 1), dtype=np.uint64)
+    as_bytes = fields.view(np.uint8).reshape(n, k + 1, 8)
+    mask_bytes = (k + 7) // 8
+    masks = np.zeros((n, mask_bytes), dtype=np.uint8)
+    starts = [0, *(np.flatnonzero(np.diff(layout)) + 1).tolist(), n]
+    for low, high in itertools.pairwise(starts):
+        code = int(layout[low])
+        first, least, trailing, width = code >> 8 & 15, code >> 12 & 15, code & 15, code >> 4 & 15
+        gappy = code >> 16 & 1
+        end = first + least + (k - 1) * width
+        size = end + gappy * mask_bytes
+        if not size:
+            continue
+        part = sliding_window_view(data, size)[offsets[low:high]]  # a row of bytes a series
+        as_bytes[low:high, 0, :first] = part[:, :first]
+        as_bytes[low:high, 1, :least] = part[:, first : first + least]
+        if width:
+            deltas = part[:, first + least : end].reshape(high - low, k - 1, width)
+            as_bytes[low:high, 2:, trailing : trailing + width] = deltas
+        if gappy:
+            masks[low:high] = part[:, end:]
+    return fields, masks
+
+
+def _values(fields: np.ndarray, masks: np.ndarray, layout: np.ndarray, scale: np.ndarray) -> np.ndarray:
+    """The stored bits ``[n, K]`` of series sorted by ``layout`` (so each kind is a run of
+    rows) from their fields, gap bits and decimal scales."""
+    n, k = fields.shape[0], fields.shape[1] - 1
+    values = np.zeros((n, k), dtype=np.uint64)
+    decimal_from, raw_from, raw_to = np.searchsorted(layout >> 17, [_DECIMAL, _RAW, _RAW + 1]).tolist()
+    if raw_from > decimal_from:
+        part = fields[decimal_from:raw_from]
+        m = np.empty((raw_from - decimal_from, k), dtype=np.int64)
+        m[:, 0] = _unzigzag(part[:, 0])
+        m[:, 1:] = part[:, 2:].view(np.int64) + _unzigzag(part[:, 1])[:, None]
+        np.cumsum(m, axis=1, out=m)
+        decimal = values[decimal_from:raw_from]
+        np.divide(m, _POWERS[scale[decimal_from:raw_from]][:, None], out=decimal.view(np.float64))
+        decimal ^= _EMPTY_BITS
+    if raw_to > raw_from:
+        raw = values[raw_from:raw_to]
+        raw[:, 0] = fields[raw_from:raw_to, 0]
+        raw[:, 1:] = fields[raw_from:raw_to, 2:]
+        np.bitwise_xor.accumulate(raw, axis=1, out=raw)
+    gappy = np.flatnonzero((layout >> 16) & 1)
+    if len(gappy):
+        values[gappy] *= np.unpackbits(masks[gappy], axis=1, count=k, bitorder="little").astype(np.uint64)
+    return values
 
 
 def _mapped(array: np.ndarray) -> np.ndarray:

@@ -23,7 +23,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from vhms.server.codec import Block, decode_many
+from vhms.server.codec import Block
 
 __all__ = ["DecodedBlocks"]
 
@@ -85,14 +85,14 @@ class DecodedBlocks:
     def _decoded(self, entry: _Entry | None, block: Block, want: np.ndarray) -> _Entry:
         """``entry`` (or a new one) grown by the columns of ``want`` it lacks."""
         held = np.zeros(0, dtype=np.int64) if entry is None or entry.columns is None else entry.columns
-        columns = np.union1d(held, want)
-        if len(columns) * _WHOLE_FRACTION >= block.series:
-            return _Entry(None, decode_many([(block, np.arange(block.series))]))
-        missing = np.setdiff1d(want, held, assume_unique=True)
+        if len(held) + len(want) >= block.series // _WHOLE_FRACTION:
+            return _Entry(None, block.decode(np.arange(block.series)))
+        missing = want[~np.isin(want, held, assume_unique=True, kind="sort")] if len(held) else want
+        columns = np.sort(np.concatenate([held, missing])) if len(held) else want
         values = np.empty((block.buckets, len(columns)), dtype=np.uint64)
         if entry is not None:
             values[:, np.searchsorted(columns, held)] = entry.values
-        values[:, np.searchsorted(columns, missing)] = decode_many([(block, missing)])
+        values[:, np.searchsorted(columns, missing)] = block.decode(missing)
         return _Entry(columns, values)
 
     def _keep(self, key: Key, entry: _Entry) -> None:
