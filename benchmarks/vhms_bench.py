@@ -13,6 +13,8 @@ kept compressed): <= 1.5 KB at 1.5M (moonshot 1.0 KB). "Every bucket written" is
 of a workload ingested forward in time (``Workload``: 60% counters, 20% gauges of two
 decimals, 10% flat, 10% full-precision floats; rounds as sparse as still write every bucket
 of every default ring: ``retention_times``), so the coarse rings hold what they would hold.
+Issue 27 (``--baseline``): a fetch from the compressed coarse rings within 1.5x the CPU time of
+the same buckets in plain coarse rings, side by side in one run (``_coarse_baseline.py``).
 Issue 14: a fetch fanned out to 4 shards of 100K series merges >= 5x faster than the loop by
 key it replaced (kept here as ``loop_merge``, the reference).
 Issue 15: ingest through the service (Thrift, batches of 10K, from client processes) with
@@ -22,7 +24,7 @@ log off in the same run.
 Whisper keeps a file per series: it is measured on a sample of series (``--whisper-series``)
 and compared per sample and per series.
 
-Run: python benchmarks/vhms_bench.py [--quick]
+Run: python benchmarks/vhms_bench.py [--quick] [--store-only] [--sizes N,...] [--baseline]
 """
 
 from __future__ import annotations
@@ -41,6 +43,7 @@ from typing import Any
 
 import numpy as np
 import whisper
+from _coarse_baseline import compare
 from _report import report
 
 from bookkeeper.wire import IngestColumns
@@ -53,6 +56,7 @@ from vhms.server.rings import encode_values
 MINUTE = 60_000
 BATCH = 10_000
 ROUNDS = 5
+BASELINE_MAX = 200_000  # --baseline: a plain twin of the store beside it
 
 
 def progress(message: str) -> None:
@@ -147,7 +151,7 @@ def encoded_sizes(count: int) -> dict[str, float]:
     return sizes
 
 
-def bench_store(count: int, rows: list[dict[str, object]]) -> None:
+def bench_store(count: int, rows: list[dict[str, object]], baseline: bool = False) -> None:
     load = os.getloadavg()[0]
     steady_target = 5e6 if load < 1.5 else 3e6
     keys = make_keys(count)
@@ -284,6 +288,11 @@ def bench_store(count: int, rows: list[dict[str, object]]) -> None:
             for step, (ms, shape) in fetches.items()
         ),
     ]
+    if baseline and count <= BASELINE_MAX:
+        progress(f"{count:,} series: coarse fetches against plain coarse rings (--baseline)")
+        compare(store, end, ["app.metric{grp=g7}", "app.metric{dc=dc0}"], rows)
+    elif baseline:
+        progress(f"{count:,} series: no --baseline above {BASELINE_MAX:,} series (the plain twin's memory)")
     del store
     gc.collect()
 
@@ -490,6 +499,11 @@ def main() -> None:
     parser.add_argument("--whisper-series", type=int, default=None)
     parser.add_argument("--store-only", action="store_true", help="the in-process store only")
     parser.add_argument("--sizes", default=None, help="series counts, comma-separated")
+    parser.add_argument(
+        "--baseline",
+        action="store_true",
+        help="coarse fetches' CPU against the same buckets in plain coarse rings (sizes <= 200K)",
+    )
     args = parser.parse_args()
     rows: list[dict[str, object]] = []
     sizes = (
@@ -500,7 +514,7 @@ def main() -> None:
         else [100_000, 1_500_000]
     )
     for count in sizes:
-        bench_store(count, rows)
+        bench_store(count, rows, args.baseline)
     for name, size in encoded_sizes(100_000).items():
         rows.append(
             {"case": f"a sealed 5-minute bucket of {name} (blocks of 12)", "vhms": size, "unit": "bytes"}

@@ -14,8 +14,9 @@ rows given back to the kernel) as soon as its last bucket is closed. The plain p
 ring of ``ceil(finest slots / ratio) + K + 2`` slots: enough for the open buckets and the
 closed ones of an unsealed block, so a slot is never recycled before its bucket is sealed.
 A block leaves when its last bucket leaves the retention. A late sample for a sealed bucket
-decodes that block's chunk, changes it and encodes it again. Reads decode block-wise, only
-the series asked for.
+decodes that block's chunk, changes it and encodes it again (and drops it from the cache).
+Reads take a sealed block of a chunk at a time through the store's cache of decoded blocks
+(:mod:`vhms.server.decoded`).
 """
 
 from __future__ import annotations

@@ -29,7 +29,6 @@ import mmap
 from dataclasses import dataclass
 
 import numpy as np
-from numpy.lib.stride_tricks import sliding_window_view
 
 __all__ = ["Block", "encode_block"]
 
@@ -151,7 +150,8 @@ def _assemble(
         size = end + gappy * mask_bytes
         if not size:
             continue
-        part = sliding_window_view(data, size)[offsets[low:high]]  # a row of bytes a series
+        windows = np.ndarray((len(data) - size + 1, size), np.uint8, data, strides=(1, 1))  # a view
+        part = windows[offsets[low:high]]  # a row of bytes a series
         as_bytes[low:high, 0, :first] = part[:, :first]
         as_bytes[low:high, 1, :least] = part[:, first : first + least]
         if width:

@@ -114,15 +114,19 @@ def _pick(entry: _Entry, want: np.ndarray) -> np.ndarray | None:
     lacks one of them."""
     if not len(want):
         return entry.values[:, :0]
-    if entry.columns is None:
-        positions = want
-    else:
-        positions = np.searchsorted(entry.columns, want)
-        if int(positions[-1]) >= len(entry.columns) or not (entry.columns[positions] == want).all():
+    columns = entry.columns
+    low, high = int(want[0]), int(want[-1])
+    if high - low == len(want) - 1:  # a run: its ends found, and as many columns between them
+        first = low if columns is None else int(np.searchsorted(columns, low))
+        last = first + high - low
+        if columns is not None and (last >= len(columns) or columns[first] != low or columns[last] != high):
             return None
-    first, last = int(positions[0]), int(positions[-1])
-    if last - first == len(positions) - 1:
         return entry.values[:, first : last + 1]
+    if columns is None:
+        return entry.values[:, want]
+    positions = np.searchsorted(columns, want)
+    if int(positions[-1]) >= len(columns) or not (columns[positions] == want).all():
+        return None
     return entry.values[:, positions]
 
 
