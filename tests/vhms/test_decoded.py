@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import time
 from collections import Counter
+from pathlib import Path
 
 import numpy as np
 import pytest
 
-from vhms.server import Store
+from vhms.server import Store, load_snapshot, save_snapshot
 from vhms.server.codec import encode_block
 from vhms.server.decoded import DecodedBlocks
 from vhms.server.rings import encode_values
@@ -97,3 +98,19 @@ def test_a_store_reads_through_it_and_a_late_sample_invalidates() -> None:
     assert store.fetch("c", start, end, resolution=300).values[0, 0] == 7.0
     assert store.stats["decoded_cache_invalidations"] > 0
     assert store.fetch("b", start, end, resolution=300).values[0, 0] == -4
+
+
+def test_a_snapshot_reads_past_the_cache(tmp_path: Path) -> None:
+    minute = 60_000
+    now = int(time.time() * 1000) // (60 * minute) * (60 * minute)
+    store = Store("60s:10,5m:8", decoded_cache_bytes=1 << 20)
+    for m in range(40):
+        store.ingest(["a{}", "b{}"], np.array([m, -m], dtype=np.float64), np.full(2, now - (40 - m) * minute))
+    store.fetch("b", now - 40 * minute, now, resolution=300)
+    before = (dict(store.stats), store.decoded.bytes)
+    save_snapshot(store, tmp_path)  # every sealed block decoded once, none kept
+    assert (dict(store.stats), store.decoded.bytes) == before
+    restored = Store("60s:10,5m:8")
+    assert load_snapshot(restored, tmp_path)
+    ours, theirs = (s.fetch("", now - 40 * minute, now, resolution=300) for s in (store, restored))
+    assert (ours.values.view(np.uint64) == theirs.values.view(np.uint64)).all()

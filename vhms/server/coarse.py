@@ -165,10 +165,12 @@ class CoarseRing:
         pairs = np.unique(np.stack([numbers[sealed], chunk_of[sealed]]), axis=1).T.tolist()
         return [(n, c, sealed & (numbers == n) & (chunk_of == c)) for n, c in pairs]
 
-    def fill(self, ids: np.ndarray, buckets: np.ndarray, out: np.ndarray) -> None:
+    def fill(self, ids: np.ndarray, buckets: np.ndarray, out: np.ndarray, cached: bool = True) -> None:
         """Copy into time-major ``out`` ``[buckets, ids]`` (zeros) the stored bits of sorted
         ``ids`` where the ring holds the bucket: the plain rows as they are, the sealed
-        blocks' through the cache of decoded blocks, a block of each chunk at a time."""
+        blocks' a block of each chunk at a time, through the cache of decoded blocks unless
+        ``cached`` is false (a snapshot reads every block once: it would only evict the
+        blocks that fetches ask again)."""
         if not len(ids) or not len(buckets):
             return
         covered = self.covers(buckets)
@@ -196,9 +198,13 @@ class CoarseRing:
             within = slice(low - number * self.block, high - number * self.block + 1)
             for start, stop, chunk, local in runs:
                 encoded = chunks[chunk] if chunk < len(chunks) else None
-                if encoded is not None:
+                if encoded is None:
+                    continue
+                if cached:
                     decoded = self.cache.read((self.step_ms, number, chunk), encoded, local)
-                    out[rows, start:stop] = decoded[within]
+                else:
+                    decoded = encoded.decode(local)
+                out[rows, start:stop] = decoded[within]
 
     def export(self, count: int) -> np.ndarray:
         """The ``[slots, count]`` stored bits of the first ``count`` series, bucket ``b`` at
@@ -210,7 +216,7 @@ class CoarseRing:
         rows = np.zeros((len(buckets), count), dtype=np.uint64)
         for first in range(0, count, 1 << SHIFT):  # a chunk at a time: bounded temporaries
             last = min(first + (1 << SHIFT), count)
-            self.fill(np.arange(first, last, dtype=np.int64), buckets, rows[:, first:last])
+            self.fill(np.arange(first, last, dtype=np.int64), buckets, rows[:, first:last], cached=False)
         out[buckets % self.slots] = rows
         return out
 
