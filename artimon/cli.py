@@ -45,6 +45,8 @@ COMMANDS: dict[str, str] = {
     "kafka": "run an Apache Kafka cluster (KRaft) from Apache's jars",
     "site": "run a site of many hosts (network namespaces) on this machine",
     "endpoints": "list the bookkeeper endpoints in ZooKeeper",
+    "config": "push, pull or diff agents' central configuration in ZooKeeper",
+    "status": "show the site in one screen: who is alive, who owns what, lag, what is degraded",
     "read": "read one bookkeeper endpoint and print its variables",
 }
 
@@ -71,8 +73,17 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
     "zk": ("artimon zk --port 2181 --data-dir zk-data",),
     "hdfs": ("artimon hdfs --data-dir hdfs-data",),
     "kafka": ("artimon kafka --data-dir kafka-data",),
-    "site": ("sudo artimon site up --hosts 4 --zookeeper", "sudo artimon site down"),
+    "site": (
+        "sudo artimon site up --hosts 4 --zookeeper",
+        "sudo artimon site up --hosts 8 --topology full",
+        "sudo artimon site down",
+    ),
     "endpoints": ("artimon endpoints --zk 127.0.0.1:2181",),
+    "config": (
+        "artimon config push -f edge.properties --group edge",
+        "artimon config diff -f edge.properties --group edge",
+    ),
+    "status": ("artimon status", "artimon status --zk h1:2181,h2:2181,h3:2181/artimon --json"),
     "read": ("artimon read 127.0.0.1:41234",),
 }
 

@@ -3,12 +3,15 @@ variables move like real ones, each in a context of its own, registered in ZooKe
 
 from __future__ import annotations
 
+import argparse
 import random
+import signal
+import sys
 import threading
 
 from bookkeeper import Bookkeeper
 
-__all__ = ["DemoApps"]
+__all__ = ["DemoApps", "main"]
 
 _METHODS = {"GET": 0.7, "POST": 0.2, "PUT": 0.07, "DELETE": 0.03}
 _STATUSES = {"200": 0.93, "404": 0.04, "500": 0.03}
@@ -81,3 +84,27 @@ class DemoApps:
         for rack, temperature in self._temperatures.items():
             base = 24.0 + int(rack[1:])
             temperature.set(round(base + rnd.gauss(0, 0.5), 2))
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m artimon.demo --zk HOSTS --host ADDRESS``: the demo applications in a process
+    of their own (a site's app host runs them so), ``READY`` printed once they serve, until
+    SIGTERM."""
+    parser = argparse.ArgumentParser(prog="python -m artimon.demo", description=main.__doc__)
+    parser.add_argument("--zk", required=True, help="the ZooKeeper connect string they register in")
+    parser.add_argument("--host", default="127.0.0.1", help="the address they serve on")
+    args = parser.parse_args(argv)
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    apps = DemoApps(args.zk, host=args.host)
+    apps.start()
+    print(f"READY {len(apps.bookkeepers)} demo applications on {args.host}", flush=True)
+    try:
+        stop.wait()
+    finally:
+        apps.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -4,8 +4,7 @@ a memory channel, a null sink), each tier its own process; and the same with Thr
 a table, writes results/flume_bench.json.
 
 Per case (implementation, RPC, batch size), both tiers start from the same properties text
-(Flume's keys; each implementation ignores the one sink key the other spells differently:
-ours ``batchSize`` for Thrift, Flume's ``batch-size``); Flume's SDK client
+(Flume's keys, ``batch-size`` for both RPC sinks); Flume's SDK client
 (``tests/collector_agent/flume_client/RpcSend.java``, compiled here with ``javac``, the same
 driver for both) sends to the first tier, ``--events`` events per body size after a warm-up
 of a tenth of them, in batches of the case's size. A run starts when the driver is ready (its
@@ -16,7 +15,7 @@ interleaved: Flume's and ours alternate for each RPC and batch size.
 
 Target (issue 30): our events per CPU second at least Flume's on this file-channel path.
 
-Run: python benchmarks/flume_bench.py [--quick] [--events N]
+Run: python benchmarks/flume_bench.py [--quick] [--events N] [--rpc avro|thrift ...]
 """
 
 from __future__ import annotations
@@ -68,7 +67,7 @@ def tier_properties(name: str, rpc: str, batch: int, port: int, downstream: int 
             "minimumRequiredSpace": 1048576,
         }
         sink = {"type": rpc, "hostname": "127.0.0.1", "port": downstream, "channel": "c"}
-        sink |= {"batch-size": batch, "batchSize": batch}
+        sink["batch-size"] = batch
     return agent_properties(name, sources={"r": source}, channels={"c": channel}, sinks={"k": sink})
 
 
@@ -198,6 +197,7 @@ def main() -> None:
     )
     parser.add_argument("--quick", action="store_true", help="10,000 events a case")
     parser.add_argument("--events", type=int, default=100_000, help="per case and body size")
+    parser.add_argument("--rpc", choices=RPCS, action="append", help="only this RPC (repeatable)")
     options = parser.parse_args()
     events = 10_000 if options.quick else options.events
     progress(f"load average before: {os.getloadavg()}")
@@ -205,7 +205,7 @@ def main() -> None:
     work = Path(tempfile.mkdtemp(prefix="flume-bench-"))
     try:
         driver = compile_driver(work)
-        for rpc in RPCS:
+        for rpc in options.rpc or RPCS:
             for batch in BATCHES:
                 for flavour in ("flume", "ours"):
                     rows += case(flavour, rpc, batch, events, work / f"{flavour}-{rpc}-{batch}", driver)

@@ -1,7 +1,10 @@
 """Landing files to Parquet with Spark's ``raw_ingest`` on ``local[2]``: samples per second
 and Parquet bytes per sample, with the history on ``file://`` and on a real single-node
 ``hdfs://`` (``HdfsServer``, started here) side by side in one run, the same landing files
-for both. Prints a table, writes results/spark_bench.json.
+for both; and beside them ``raw_ingest --kafka``, the same batches read from a topic of four
+partitions on a single-node Kafka (``KafkaCluster``, started here) into ``file://``, with its
+time as a ratio of the landing files' (``--fs file`` leaves HDFS out, ``--fs hdfs`` Kafka).
+Prints a table, writes results/spark_bench.json.
 
 Targets: >= 100K samples/s on this machine (1.5M a minute with margin) and <= 4 bytes per
 sample on disk (Prometheus stores 1 to 2), on both (issue 9); ``hdfs://`` within 1.5x the
@@ -33,13 +36,15 @@ import shutil
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 from _report import report
+from confluent_kafka import Producer
 
-from artimon.servers import HdfsServer, SparkCluster
+from artimon.servers import HdfsServer, KafkaCluster, SparkCluster, spark_kafka_conf
 from bookkeeper.batch import SampleBatch
 from bookkeeper.ground import LandingWriter, encode_sample_batch, encode_trailer
 from spark_jobs import analyze, raw_ingest
@@ -51,25 +56,24 @@ ROUND = 1_700_000_000_000
 ANALYZE_QUERY = 'fetch("app.requests") | map(rate, 5m) | reduce(sum, by=[dc])'
 ANALYZE_SERIES = (10_000, 100_000)
 ANALYZE_MINUTES = 60
+TOPIC = "artimon-samples"
 
 
 def progress(message: str) -> None:
     print(message, file=sys.stderr, flush=True)
 
 
-def land(directory: Path, samples: int) -> int:
+def rounds(samples: int) -> Iterator[list[tuple[bytes, int, str]]]:
+    """Each round's records: (sample batch, round time, endpoint), 1,000 endpoints a round."""
     batches = samples // VARIABLES
     endpoints = min(1000, batches)
-    rounds = batches // endpoints
     rng = np.random.default_rng(9)
     label_sets = [f"item={i}" for i in range(VARIABLES)]
     names = [f"app.metric{n}" for n in range(30)]
     name_ids = (np.arange(VARIABLES) % 30).astype(np.int32)
     base = rng.integers(0, 10**6, size=(endpoints, VARIABLES))
-    written = 0
-    for r in range(rounds):
-        writer = LandingWriter(directory / f"raw-{r}.avro")
-        block = []
+    for r in range(batches // endpoints):
+        records = []
         for e in range(endpoints):
             values = base[e] + r * rng.integers(0, 50, size=VARIABLES)
             batch = SampleBatch(
@@ -89,18 +93,35 @@ def land(directory: Path, samples: int) -> int:
                 values=values.astype(np.int64),
                 timestamps=np.full(VARIABLES, ROUND + r * 60_000 - 500, dtype=np.int64),
             )
-            block.append(
-                encode_sample_batch(batch)
-                + encode_trailer(ROUND + r * 60_000, f"10.0.{e // 250}.{e % 250}:1:u", "a1")
+            records.append((encode_sample_batch(batch), ROUND + r * 60_000, f"10.0.{e // 250}.{e % 250}:1:u"))
+        yield records
+
+
+def land(directory: Path, samples: int, kafka: KafkaCluster | None) -> int:
+    """A landing file per round, as the raw sink writes them, and with ``kafka`` the same
+    batches on its topic, as the Kafka sink publishes them; the samples written."""
+    producer = Producer({"bootstrap.servers": kafka.bootstrap_servers, "acks": "all"}) if kafka else None
+    written = 0
+    for r, records in enumerate(rounds(samples)):
+        writer = LandingWriter(directory / f"raw-{r}.avro")
+        for start in range(0, len(records), 100):
+            block = records[start : start + 100]
+            writer.write_block(
+                [body + encode_trailer(round_ms, endpoint, "a1") for body, round_ms, endpoint in block]
             )
-            if len(block) == 100:
-                writer.write_block(block)
-                block = []
-        if block:
-            writer.write_block(block)
         writer.close()
-        written += endpoints * VARIABLES
-        progress(f"landed round {r + 1}/{rounds}")
+        for body, round_ms, endpoint in records if producer else ():
+            headers = [
+                ("artimon.round", str(round_ms)),
+                ("artimon.endpoint", endpoint),
+                ("artimon.agent", "a1"),
+            ]
+            producer.produce(TOPIC, body, key=endpoint, headers=headers)
+            producer.poll(0)
+        written += len(records) * VARIABLES
+        progress(f"landed round {r + 1}")
+    if producer is not None and producer.flush(120) != 0:
+        raise RuntimeError("the topic did not take every batch")
     return written
 
 
@@ -118,16 +139,24 @@ def parquet_bytes(spark: Any, uri: str) -> int:
 
 
 def ingest(
-    root: str, landing: Path, samples: int, landing_bytes: int, hdfs_conf: Path | None
+    root: str,
+    landing: Path,
+    samples: int,
+    landing_bytes: int,
+    hdfs_conf: Path | None = None,
+    kafka: str | None = None,
 ) -> dict[str, Any]:
-    """One ``raw_ingest --once`` into ``root`` in a fresh session; its row of the table."""
+    """One ``raw_ingest --once`` (of the landing files, or of ``kafka``'s topic) into
+    ``root`` in a fresh session; its row of the table."""
     if hdfs_conf is not None:  # the Hadoop way: Spark's JVM reads the cluster's client settings
         os.environ["HADOOP_CONF_DIR"] = str(hdfs_conf)
-    spark = spark_session("local[2]", "artimon-spark-bench")
+    # the connector in every session: pyspark keeps its first JVM, whose class path is fixed at launch
+    spark = spark_session("local[2]", "artimon-spark-bench", conf=spark_kafka_conf())
     try:
         load_before = os.getloadavg()[0]
         started = time.perf_counter()
-        raw_ingest.ingest_once(spark, str(landing), f"{root}/parquet", f"{root}/checkpoint")
+        source = {"landing": None, "kafka": kafka, "topic": TOPIC} if kafka else {"landing": str(landing)}
+        raw_ingest.ingest_once(spark, output=f"{root}/parquet", checkpoint=f"{root}/checkpoint", **source)
         seconds = time.perf_counter() - started
         load_after = os.getloadavg()[0]
         size = parquet_bytes(spark, f"{root}/parquet")
@@ -135,7 +164,8 @@ def ingest(
         spark.stop()
         os.environ.pop("HADOOP_CONF_DIR", None)
     return {
-        "case": f"raw_ingest --once, local[2], {samples:,} samples, {root.partition(':')[0]}://",
+        "case": f"raw_ingest --once{' --kafka' if kafka else ''}, local[2], {samples:,} samples, "
+        f"{root.partition(':')[0]}://",
         "seconds": seconds,
         "samples/s": samples / seconds,
         "target_rate": ">= 100K/s",
@@ -152,23 +182,40 @@ def ingest(
 def bench_ingest(samples_wanted: int, only_fs: str | None) -> None:
     work = Path(tempfile.mkdtemp(prefix="spark-bench-"))
     hdfs: HdfsServer | None = None
+    kafka = KafkaCluster(work / "kafka", partitions=4) if only_fs != "hdfs" else None
     try:
+        if kafka is not None:
+            kafka.start().create_topic(TOPIC)
         landing = work / "landing"
         landing.mkdir()
-        samples = land(landing, samples_wanted)
+        samples = land(landing, samples_wanted, kafka)
         landing_bytes = sum(p.stat().st_size for p in landing.glob("*.avro"))
         rows = []
         if only_fs != "hdfs":
-            rows.append(ingest(f"file://{work}/history", landing, samples, landing_bytes, None))
+            rows.append(ingest(f"file://{work}/history", landing, samples, landing_bytes))
+        if kafka is not None:
+            rows.append(
+                ingest(
+                    f"file://{work}/kafka-history",
+                    landing,
+                    samples,
+                    landing_bytes,
+                    kafka=kafka.bootstrap_servers,
+                )
+            )
+            ratio = rows[-1]["seconds"] / rows[0]["seconds"]
+            rows[-1]["kafka/landing time"] = ratio
         if only_fs != "file":
             hdfs = HdfsServer(work / "hdfs").start()
             progress(f"HDFS ready at {hdfs.uri} in {hdfs.started_in_s:.1f} s")
             rows.append(ingest(f"{hdfs.uri}/artimon/history", landing, samples, landing_bytes, hdfs.conf_dir))
-        if len(rows) == 2:
-            ratio = rows[1]["seconds"] / rows[0]["seconds"]
-            rows[1].update({"hdfs/file time": ratio, "target_ratio": "<= 1.5", "ratio_met": ratio <= 1.5})
-        report("spark_bench", rows, list(rows[-1]))
+        if only_fs is None:
+            ratio = rows[-1]["seconds"] / rows[0]["seconds"]
+            rows[-1].update({"hdfs/file time": ratio, "target_ratio": "<= 1.5", "ratio_met": ratio <= 1.5})
+        report("spark_bench", rows, list(dict.fromkeys(key for row in rows for key in row)))
     finally:
+        if kafka is not None:
+            kafka.stop()
         if hdfs is not None:
             hdfs.stop()
         shutil.rmtree(work, ignore_errors=True)

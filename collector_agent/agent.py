@@ -9,7 +9,8 @@ as long each time (at most 30 s) until it starts. A reload checks the whole new
 configuration first (nothing changes if any key is bad), then restarts only what changed:
 a channel that keeps its name and type keeps its object and its events (new settings are
 applied in place); a source or sink group restarts when its own settings changed or a
-channel it uses was replaced.
+channel it uses was replaced. Every source and sink it starts is handed the agent's round
+ledger (``ledger``, :mod:`collector_agent.ledger`), which outlives reloads.
 """
 
 from __future__ import annotations
@@ -23,9 +24,11 @@ from collector_agent.builder import Built, SinkGroup, build
 from collector_agent.channels.base import BasicChannel
 from collector_agent.config import AgentSpec, load_properties, parse_agent
 from collector_agent.exceptions import AgentError, ConfigurationError
+from collector_agent.ledger import RoundLedger
 from collector_agent.lifecycle import LifecycleState
 from collector_agent.runners import Runner
 from collector_agent.sinks.base import Sink
+from collector_agent.sources.artimon import ArtimonSource
 from collector_agent.sources.base import Source
 
 __all__ = ["Agent"]
@@ -39,8 +42,9 @@ DRAIN_MAX_S = 15.0  # ...for this long at most
 class Agent:
     """A running (or runnable) agent; see the module doc."""
 
-    def __init__(self, spec: AgentSpec) -> None:
+    def __init__(self, spec: AgentSpec, ledger: RoundLedger | None = None) -> None:
         self.spec = spec
+        self.ledger = ledger or RoundLedger()
         self.channels: dict[str, BasicChannel] = {}
         self.sources: dict[str, Source] = {}
         self._source_runners: dict[str, Runner] = {}
@@ -48,22 +52,40 @@ class Agent:
         self._lock = threading.RLock()
         self.reloads = 0
         self.reload_failures = 0
+        self.last_reload_error = ""  # why the last reload was refused or applied in part
         self.warnings: list[str] = []  # keys of the configuration that no component knows
         self._pending: Built | None = None
         self._stopping = threading.Event()
         self._supervisor: threading.Thread | None = None
 
     @classmethod
-    def from_properties(cls, text: str, name: str, environ: dict[str, str] | None = None) -> Agent:
-        """Parse and check ``text`` for agent ``name`` (``ConfigurationError`` on any problem)."""
-        agent = cls(parse_agent(load_properties(text, environ), name))
-        agent._pending = build(agent.spec, {})
+    def from_properties(
+        cls,
+        text: str,
+        name: str,
+        environ: dict[str, str] | None = None,
+        *,
+        allow_classes: bool = True,
+        ledger: RoundLedger | None = None,
+    ) -> Agent:
+        """Parse and check ``text`` for agent ``name`` (``ConfigurationError`` on any problem);
+        ``allow_classes=False`` checks it as a configuration from ZooKeeper (aliases only);
+        ``ledger``: a round ledger shared with other agents of this process (else its own)."""
+        agent = cls(parse_agent(load_properties(text, environ), name), ledger)
+        agent._pending = build(agent.spec, {}, allow_classes)
         agent.warnings = agent._pending.warnings
         return agent
 
     @property
     def name(self) -> str:
         return self.spec.name
+
+    def memberships(self) -> list[tuple[str, str, str]]:
+        """``(ZooKeeper, group, agent id)`` of each of its sources that joins an agent group
+        (the ``artimon`` source's ``/agents/<group>/<agent-id>``)."""
+        with self._lock:
+            sources = list(self.sources.values())
+        return [(str(s.zk_hosts), s.group, s.agent_id) for s in sources if isinstance(s, ArtimonSource)]
 
     @property
     def sinks(self) -> dict[str, Sink]:
@@ -101,11 +123,14 @@ class Agent:
         self.channels = dict(built.channels)
         for name in groups:
             group = built.groups[name]
+            for sink in group.sinks:
+                sink.ledger = self.ledger
             group.processor.start()
             group.runner.start()
             self._groups[name] = group
         for name in sources:
             source = built.sources[name]
+            source.ledger = self.ledger
             source.start()
             self.sources[name] = source
             if name in built.source_runners:
@@ -212,7 +237,7 @@ class Agent:
                 kept = {n: c for n, c in self.channels.items() if n not in replaced}
                 built = build(new, kept, allow_classes)
             except ConfigurationError as exc:
-                self.reload_failures += 1
+                self._failed(str(exc))
                 log.error(
                     "agent %s: new configuration refused, keeping the running one: %s",
                     self.name,
@@ -257,11 +282,12 @@ class Agent:
                     {n for n in new.sinkgroups if n not in self._groups},
                     {n for n in new.sources if n not in self.sources},
                 )
-            except Exception:
-                self.reload_failures += 1
+            except Exception as exc:
+                self._failed(f"applied in part: a component failed to start: {exc}")
                 log.exception("agent %s: reload applied in part; a component failed to start", self.name)
                 return False
             self.reloads += 1
+            self.last_reload_error = ""
             log.info(
                 "agent %s reloaded: restarted %d sources, %d sink groups; replaced %d channels",
                 self.name,
@@ -271,12 +297,18 @@ class Agent:
             )
             return True
 
+    def _failed(self, reason: str) -> None:
+        self.reload_failures += 1
+        self.last_reload_error = reason
+
     def metrics(self) -> dict[str, dict[str, float]]:
-        """Every component's counters by Flume group name (``CHANNEL.c1``, ``SOURCE.r1``...)."""
+        """Every component's counters by Flume group name (``CHANNEL.c1``, ``SOURCE.r1``...), and
+        the round ledger's gauges (``LEDGER.rounds``)."""
         with self._lock:
             components: list[Any] = [
                 *self.sources.values(),
                 *self.channels.values(),
                 *self.sinks.values(),
             ]
-        return {f"{c.kind}.{c.name}": c.metrics() for c in components}
+        groups = {f"{c.kind}.{c.name}": c.metrics() for c in components}
+        return groups | {"LEDGER.rounds": self.ledger.gauges()}

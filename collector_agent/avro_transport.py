@@ -11,7 +11,10 @@ Avro's ``NettyTransceiver`` and ``NettyServer`` exchange *data packs*::
 The serial pairs an answer with its request; the buffers, concatenated, are one Avro IPC
 message (Java cuts it every 8 KiB). With deflate, Flume puts Netty's ``JZlibEncoder`` and
 ``JZlibDecoder`` first in the pipeline: each direction of the connection is one zlib
-stream (RFC 1950), flushed (``Z_SYNC_FLUSH``) after every write; TLS, when on, wraps that.
+stream (RFC 1950), flushed (``Z_SYNC_FLUSH``) after every write. Flume 1.11's client with
+``ssl`` as well puts its TLS records *inside* the zlib stream (the first bytes on the wire
+are ``78 9c``, inflating to a TLS ClientHello): :func:`deflate_setting` refuses the two
+together rather than speak a layering only Flume's Netty pipeline has.
 
 Refused (:class:`bookkeeper.MalformedFrameError`, :class:`bookkeeper.FrameTooLargeError`;
 the connection is then closed): a count below 1 or above :data:`MAX_BUFFERS`, a negative
@@ -28,13 +31,27 @@ import time
 import zlib
 
 from bookkeeper import FrameTooLargeError, MalformedFrameError
+from collector_agent.context import Context
 
-__all__ = ["MAX_BUFFERS", "FrameStream"]
+__all__ = ["MAX_BUFFERS", "FrameStream", "deflate_setting"]
 
 MAX_BUFFERS = 1 << 16
 _CHUNK = 64 * 1024
 _INT = struct.Struct("!i")
 _PAIR = struct.Struct("!ii")
+
+
+def deflate_setting(context: Context) -> bool:
+    """Whether ``compression-type`` says ``deflate`` (else ``none``); refused beside ``ssl``
+    (see the module doc)."""
+    compression = context.get_str("compression-type", "none").strip().lower()
+    if compression not in ("none", "deflate"):
+        raise context.error("compression-type", f"{compression!r} is neither none nor deflate")
+    if compression == "deflate" and context.get_bool("ssl", False):
+        raise context.error(
+            "compression-type", "deflate with ssl: Flume runs TLS inside the zlib stream, not supported"
+        )
+    return compression == "deflate"
 
 
 class FrameStream:

@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from collector_agent.channel_processor import ChannelProcessor
 from collector_agent.channels.base import BasicChannel
 from collector_agent.config import AgentSpec, ComponentSpec, SinkGroupSpec
 from collector_agent.context import Context
+from collector_agent.integrity import SetAside
 from collector_agent.interceptors.base import Interceptor
 from collector_agent.registry import resolve
 from collector_agent.runners import Runner
@@ -101,7 +103,10 @@ def _build_source(
         )()
         interceptor.configure(interceptor_context)
         interceptors.append(interceptor)
-    source.channel_processor = ChannelProcessor(selector, interceptors)
+    dead_letter_dir = Path(context.get_str("deadLetter.dir", "artimon-data/dead-letter"))
+    source.channel_processor = ChannelProcessor(
+        selector, interceptors, SetAside(source.counters, "source", dead_letter_dir)
+    )
     batch_size = getattr(source, "batch_size", None)
     for channel in bound.values():
         limit = limits.get(channel.name)

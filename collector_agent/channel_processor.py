@@ -21,6 +21,7 @@ from collections.abc import Sequence
 from collector_agent.channels.base import BasicChannel, PutGroup, Transaction, TransactionState
 from collector_agent.event import Event
 from collector_agent.exceptions import ChannelException, TransactionStateError
+from collector_agent.integrity import SetAside
 from collector_agent.interceptors.base import Interceptor
 from collector_agent.selectors.base import ChannelSelector
 
@@ -30,9 +31,15 @@ log = logging.getLogger(__name__)
 
 
 class ChannelProcessor:
-    def __init__(self, selector: ChannelSelector, interceptors: Sequence[Interceptor] = ()) -> None:
+    def __init__(
+        self,
+        selector: ChannelSelector,
+        interceptors: Sequence[Interceptor] = (),
+        integrity: SetAside | None = None,
+    ) -> None:
         self.selector = selector
         self.interceptors = list(interceptors)
+        self.integrity = integrity  # the source's: stamps what comes unstamped, checks the rest
         self.optional_failures = 0
 
     def process(self, event: Event) -> None:
@@ -40,8 +47,11 @@ class ChannelProcessor:
 
     def process_batch(self, events: Sequence[Event]) -> None:
         """Put ``events`` into their channels; ``ChannelException`` (or its subclass
-        ``ChannelFullException``) if a required channel refused them: then none holds them."""
+        ``ChannelFullException``) if a required channel refused them: then none holds them.
+        With ``integrity``, events whose stamp is wrong are set aside first (``integrity.py``)."""
         batch = list(events)
+        if self.integrity is not None:
+            batch = self.integrity.admit(batch)
         for interceptor in self.interceptors:
             batch = interceptor.intercept(batch)
         if not batch:

@@ -15,8 +15,12 @@
     │                                                snappy, not a WriteRequest, or over a limit
     ├── ScrapeError             (also ValueError)    a scrape target's answer refused whole (too
     │                                                big, too slow, not UTF-8, not the format)
-    └── ForeignRecordError      (also ValueError)    a Kafka record that is not one of our events
-                                                     (set aside as a dead letter)
+    ├── ForeignRecordError      (also ValueError)    a Kafka record that is not one of our events
+    │                                                (set aside as a dead letter)
+    └── CentralConfigError                           the central configuration in ZooKeeper
+        ├── ConfigConflictError                      another push moved the version meanwhile
+        └── MalformedConfigError (also ValueError)    a version, pointer or status znode that is
+                                                     not one (too big, not JSON, a bad field)
 """
 
 from __future__ import annotations
@@ -25,11 +29,14 @@ from collections.abc import Sequence
 
 __all__ = [
     "AgentError",
+    "CentralConfigError",
     "ChannelException",
     "ChannelFullException",
+    "ConfigConflictError",
     "ConfigurationError",
     "EventDeliveryException",
     "ForeignRecordError",
+    "MalformedConfigError",
     "MalformedEventError",
     "RequestRefusedError",
     "ScrapeError",
@@ -89,3 +96,15 @@ class ScrapeError(AgentError, ValueError):
 class ForeignRecordError(AgentError, ValueError):
     """A Kafka record that cannot be an event (random bytes where an ``AvroFlumeEvent`` was
     expected, a header that is not UTF-8); the message says why."""
+
+
+class CentralConfigError(AgentError):
+    """The central configuration in ZooKeeper cannot be read or written as asked."""
+
+
+class ConfigConflictError(CentralConfigError):
+    """Another writer moved a configuration's current version between our read and our write."""
+
+
+class MalformedConfigError(CentralConfigError, ValueError):
+    """A configuration znode whose content is not what Artimon writes there."""

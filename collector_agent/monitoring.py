@@ -7,6 +7,10 @@ JSON shape (``GET /metrics``)::
                     "EventPutAttemptCount": 22, ..., "StartTime": 1344882209413, "StopTime": 0},
      "SOURCE.r1": {...}, "SINK.k1": {...}}
 
+``GET /ledger`` is the round ledger (:mod:`collector_agent.ledger`: which rounds are fully
+stored, which wait and where); ``POST /ledger`` takes a report of a terminal in another
+process (a JSON object of at most ``MAX_REPORT_BYTES``; 400 with the reason if refused, 413
+if too large). Its gauges are the ``LEDGER.rounds`` group of ``/metrics``.
 ``GET /health`` answers ``{"status": "ok", "agent": ...}`` while the agent runs.
 ``GET /metrics?format=prometheus`` gives ``flume_<counter>{type="CHANNEL",component="c1",
 agent="a1"} value`` lines. The self-report keeps ``flume.<counter>{type=..., component=...}``
@@ -16,16 +20,18 @@ agent polling that endpoint monitors the agents themselves.
 
 from __future__ import annotations
 
+import json
 import logging
 import re
 import threading
 from collections.abc import Callable
 
-from fastapi import FastAPI, Query
+from fastapi import FastAPI, Query, Request
 from fastapi.responses import JSONResponse, PlainTextResponse, Response
 
 from bookkeeper import Bookkeeper
 from bookkeeper.ground import BackgroundServer, WebConfig
+from collector_agent.ledger import RoundLedger
 
 __all__ = ["MonitorServer", "SelfReporter", "prometheus_text"]
 
@@ -41,7 +47,13 @@ _GAUGES = {
     "flume_unhealthy",
     "flume_start_time",
     "flume_stop_time",
+    "flume_rounds_tracked",
+    "flume_rounds_incomplete",
+    "flume_oldest_incomplete_round_age_seconds",
+    "flume_last_round_time",
+    "flume_round_interval",
 }
+MAX_REPORT_BYTES = 8 * 1024 * 1024
 
 
 def prometheus_text(metrics: Metrics, agent: str) -> str:
@@ -65,8 +77,10 @@ def _escape(value: str) -> str:
     return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
 
 
-def create_app(metrics: Callable[[], Metrics], agent: str) -> FastAPI:
+def create_app(metrics: Callable[[], Metrics], agent: str, ledger: RoundLedger | None = None) -> FastAPI:
     app = FastAPI(title=f"Artimon agent {agent}", docs_url=None, redoc_url=None)
+    if ledger is not None:
+        _add_ledger_routes(app, ledger, agent)
 
     @app.get("/metrics", response_model=None)
     def get_metrics(format: str = Query("json", pattern="^(json|prometheus)$")) -> Response:
@@ -86,8 +100,31 @@ def create_app(metrics: Callable[[], Metrics], agent: str) -> FastAPI:
     return app
 
 
+def _add_ledger_routes(app: FastAPI, ledger: RoundLedger, agent: str) -> None:
+    @app.get("/ledger")
+    def get_ledger() -> dict[str, object]:
+        return {"agent": agent, **ledger.view()}
+
+    @app.post("/ledger")
+    async def post_ledger(request: Request) -> JSONResponse:
+        declared = request.headers.get("content-length", "")
+        if declared.isdigit() and int(declared) > MAX_REPORT_BYTES:
+            return JSONResponse({"error": f"a report is at most {MAX_REPORT_BYTES} bytes"}, 413)
+        body = bytearray()
+        async for chunk in request.stream():
+            body += chunk
+            if len(body) > MAX_REPORT_BYTES:
+                return JSONResponse({"error": f"a report is at most {MAX_REPORT_BYTES} bytes"}, 413)
+        try:
+            recorded = ledger.apply_report(json.loads(body))
+        except ValueError as exc:  # json.JSONDecodeError and UnicodeDecodeError are ValueErrors
+            return JSONResponse({"error": str(exc)[:200]}, 400)
+        return JSONResponse({"recorded": recorded})
+
+
 class MonitorServer(BackgroundServer):
-    """The monitoring app served from a daemon thread on ``host:port`` (0 = ephemeral)."""
+    """The monitoring app served from a daemon thread on ``host:port`` (0 = ephemeral);
+    with a ``ledger``, ``/ledger`` too."""
 
     def __init__(
         self,
@@ -97,9 +134,10 @@ class MonitorServer(BackgroundServer):
         port: int = 41414,
         *,
         web_config: WebConfig | None = None,
+        ledger: RoundLedger | None = None,
     ) -> None:
         super().__init__(
-            create_app(metrics, agent),
+            create_app(metrics, agent, ledger),
             host,
             port,
             name="agent-monitor",

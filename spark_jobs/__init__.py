@@ -1,6 +1,7 @@
 """Artimon's Spark jobs: raw landing files to Parquet (``raw_ingest``), queries over the
 history (``analyze``), VHMS rebuilt from it (``backfill_vhms``), and the session they share
-(``spark_session``), whether a history exists (``history_exists``) and the errors of the jobs.
+(``spark_session``), whether a history exists (``history_exists``), the report of committed
+landing files to the agents' round ledgers (``watch_commits``) and the errors of the jobs.
 Loaded when first used: importing pyspark takes seconds. See README.md."""
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from spark_jobs.history_fs import history_exists
 
 if typing.TYPE_CHECKING:
     from spark_jobs import analyze, backfill_vhms, raw_ingest
+    from spark_jobs.ledger_report import watch_commits
     from spark_jobs.session import spark_session
 
 __all__ = [
@@ -23,6 +25,7 @@ __all__ = [
     "history_exists",
     "raw_ingest",
     "spark_session",
+    "watch_commits",
 ]
 
 _JOBS = {"analyze", "backfill_vhms", "raw_ingest"}
@@ -33,4 +36,6 @@ def __getattr__(name: str) -> typing.Any:
         return importlib.import_module(f"spark_jobs.{name}")
     if name == "spark_session":
         return importlib.import_module("spark_jobs.session").spark_session
+    if name == "watch_commits":
+        return importlib.import_module("spark_jobs.ledger_report").watch_commits
     raise AttributeError(f"module 'spark_jobs' has no attribute {name!r}")

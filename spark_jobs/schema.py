@@ -17,7 +17,7 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-__all__ = ["DEDUPED", "DEDUPE_STATE", "GROUPED", "KEPT", "LANDING", "SAMPLES"]
+__all__ = ["CHECKED", "DEDUPED", "DEDUPE_STATE", "GROUPED", "KEPT", "LANDED", "LANDING", "SAMPLES"]
 
 LANDING = StructType(
     [
@@ -37,6 +37,11 @@ LANDING = StructType(
         StructField("agent", StringType()),
     ]
 )
+
+# The landing records as read (their integrity stamp last), and as checked (integrity.py):
+# with the landing file each came from and why it cannot be stored (null: it can).
+LANDED = StructType([*LANDING.fields, StructField("checksum", LongType())])
+CHECKED = StructType([*LANDED.fields, StructField("file", StringType()), StructField("damage", StringType())])
 
 # The landing records as the dedupe groups them: by their common labels as canonical JSON
 # (an endpoint's identity), with the event time the watermark follows.

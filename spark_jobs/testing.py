@@ -1,6 +1,8 @@
-"""A synthetic Parquet history in ``raw_ingest``'s layout, written with pyarrow (no Spark,
-no landing files): for tests and benchmarks of what reads the history (``analyze``) at
-sizes that landing and ingesting would make slow to prepare."""
+"""Synthetic data for tests and benchmarks of the Spark jobs: a Parquet history in
+``raw_ingest``'s layout, written with pyarrow (no Spark, no landing files), for what reads
+the history (``analyze``) at sizes that landing and ingesting would make slow to prepare;
+and an endpoint's sample batch of one round (:func:`item_batch`), for what lands or
+publishes them."""
 
 from __future__ import annotations
 
@@ -10,7 +12,27 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-__all__ = ["write_counters"]
+from bookkeeper import SampleBatch
+
+__all__ = ["item_batch", "write_counters"]
+
+
+def item_batch(endpoint: int, round_ms: int, variables: int, offset: int, names: list[str]) -> SampleBatch:
+    """Endpoint ``endpoint``'s round at ``round_ms``: integers ``<names[i % len]>{item=<i>}``
+    worth ``i + offset`` for ``i`` below ``variables``, read 500 ms before the round, in
+    context ``app<endpoint>`` with the common labels ``context`` and ``host=h<endpoint>``."""
+    return SampleBatch(
+        context=f"app{endpoint}",
+        snapshot_ms=round_ms,
+        common_labels={"context": f"app{endpoint}", "host": f"h{endpoint}"},
+        names=names,
+        label_sets=[f"item={i}" for i in range(variables)],
+        name_ids=(np.arange(variables) % len(names)).astype(np.int32),
+        label_set_ids=np.arange(variables, dtype=np.int32),
+        types=np.zeros(variables, dtype=np.uint8),
+        values=np.arange(variables, dtype=np.int64) + offset,
+        timestamps=np.full(variables, round_ms - 500, dtype=np.int64),
+    )
 
 
 def write_counters(root: Path, series: int, minutes: int, start_ms: int, dcs: int = 4) -> None:

@@ -1,8 +1,8 @@
 """What tests import by name (``from support import ...``): waiting with a deadline, the TLS
 files of the ``tls_files`` fixture, a process's output lines waited for (``Lines``), a
-process's memory, CPU time and threads from ``/proc``, and the last values of series in a
-VHMS shard. A module of its own, not ``conftest``: a directory's own conftest would shadow the
-top one's name."""
+process's memory, CPU time and threads from ``/proc``, the last values of series in a VHMS
+shard, headers without their integrity stamp (``unstamped``). A module of its own, not
+``conftest``: a directory's own conftest would shadow the top one's name."""
 
 from __future__ import annotations
 
@@ -19,6 +19,15 @@ import numpy as np
 
 if TYPE_CHECKING:
     from vhms.server import VhmsService
+
+
+def unstamped(headers: dict[str, str], body: bytes) -> dict[str, str]:
+    """``headers`` without the integrity stamp the receiving source added, checked first."""
+    from collector_agent import STAMP_HEADER, event_checksum
+
+    rest = dict(headers)
+    assert rest.pop(STAMP_HEADER) == f"{event_checksum(body, rest):08x}"
+    return rest
 
 
 def wait_until(condition: Callable[[], object], timeout: float = 20.0, what: str = "condition") -> None:

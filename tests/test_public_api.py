@@ -21,6 +21,7 @@ PACKAGES = [
     "artimon",
     "artimon.servers",
     "artimon.stack",
+    "artimon.status",
 ]
 
 

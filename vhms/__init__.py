@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from vhms.client import Address, ShardedClient, VhmsClient, merge_results
 from vhms.exceptions import (
+    CatchingUpError,
     DataDirInUseError,
     FetchLimitError,
     LimitExceededError,
@@ -41,6 +42,7 @@ __all__ = [
     "MAX_SELECTOR_LENGTH",
     "NAME",
     "Address",
+    "CatchingUpError",
     "CoarseSpan",
     "DataDirInUseError",
     "FetchLimitError",

@@ -38,6 +38,7 @@ from bookkeeper.ground import LabelColumn, LabelColumns, Member, Membership, con
 from bookkeeper.wire import FramedClient, IngestColumns
 from bookkeeper.zk import MAX_PAYLOAD, ZkAuth, make_client, resolve_zk, resolve_zk_auth
 from vhms.exceptions import (
+    CatchingUpError,
     FetchLimitError,
     ProtocolVersionError,
     SelectorError,
@@ -61,6 +62,7 @@ _KINDS: dict[str, type[VhmsError]] = {
     "FetchLimitError": FetchLimitError,
     "WalError": WalError,
     "ProtocolVersionError": ProtocolVersionError,
+    "CatchingUpError": CatchingUpError,
 }
 
 
@@ -152,6 +154,14 @@ class VhmsClient(FramedClient):
 
     def label_values(self, label: str) -> list[str]:
         return list(self._vhms_call("label_values", label))
+
+    def catch_up_chunk(self, first_series: int, max_bytes: int) -> tuple[bytes, int, int]:
+        """A chunk of the member's store for a replica catching up (``vhms.server.catchup``):
+        its ``.npz`` bytes, the next chunk's first series, the member's series count."""
+        reply = self._vhms_call("catch_up_chunk", first_series, max_bytes)
+        if reply.next_series is None or reply.total_series is None:
+            raise WireError(f"VHMS {self.address}: a catch-up chunk without its bounds")
+        return reply.data or b"", int(reply.next_series), int(reply.total_series)
 
     def __enter__(self) -> VhmsClient:
         return self
@@ -314,6 +324,10 @@ class ShardedClient:
 
     def _set_members(self, members: dict[str, list[Address]]) -> None:
         with self._lock:
+            known = {address for addresses in self._members.values() for address in addresses}
+            for address in {a for addresses in members.values() for a in addresses} - known:
+                self._down_until.pop(address, None)  # registered anew: a new process, not passed over
+                self._failures_in_row.pop(address, None)
             if set(members) != set(self._members):
                 self._ring = HashRing(members, self.virtual_nodes)
                 log.info("%s: VHMS shards now %s", self.name, sorted(members))
@@ -458,6 +472,10 @@ class ShardedClient:
         for address in self._candidates(addresses):
             try:
                 result = self._call(address, method)
+            except CatchingUpError as exc:  # alive, not yet whole: the next member answers
+                self.stats["catching_up_skips"] += 1
+                errors.append(f"{address[0]}:{address[1]}: {exc}")
+                continue
             except (WireError, OSError) as exc:
                 self._failed(shard, address, exc)
                 errors.append(f"{address[0]}:{address[1]}: {exc}")

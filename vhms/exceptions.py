@@ -13,12 +13,14 @@
     ├── WalError                                 the write-ahead log could not make an ingest durable
     │   └── WalPolicyError    (also ValueError)  an unknown fsync policy
     ├── UnavailableError                         no live member of a shard could do the work
+    │   └── CatchingUpError                      a member still catching up from its peer refused a read
     └── ProtocolVersionError                     a peer of another ingest protocol version
 """
 
 from __future__ import annotations
 
 __all__ = [
+    "CatchingUpError",
     "DataDirInUseError",
     "FetchLimitError",
     "LimitExceededError",
@@ -78,6 +80,11 @@ class WalPolicyError(WalError, ValueError):
 
 class UnavailableError(VhmsError):
     """No live VHMS shard, or no member of a shard answered (the message says which)."""
+
+
+class CatchingUpError(UnavailableError):
+    """A member that is still catching up from a peer of its shard (``vhms.server.catchup``)
+    refuses reads: the sharded client asks the shard's next member."""
 
 
 class ProtocolVersionError(VhmsError):

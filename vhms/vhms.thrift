@@ -58,6 +58,12 @@ struct StringsReply {
   3: binary timestamps,       // int64 LE: when each was sampled, epoch ms
 }
 
+struct CatchUpChunk {
+  1: binary data,             // the series [first_series, next_series) in the snapshot's .npz layout
+  2: i64 next_series,         // where the next chunk starts
+  3: i64 total_series,        // the peer's series when the chunk was read
+}
+
 service Vhms {
   IngestReply ingest_columns(1: IngestBatch batch) throws (1: VhmsException error),
   // protocol 1, kept only to refuse it by name (ProtocolVersionError)
@@ -68,7 +74,10 @@ service Vhms {
                    5: bool sample_times)
     throws (1: VhmsException error),
   list<string> series(1: string selector) throws (1: VhmsException error),
-  list<string> label_names(),
-  list<string> label_values(1: string label),
+  list<string> label_names() throws (1: VhmsException error),
+  list<string> label_values(1: string label) throws (1: VhmsException error),
   StringsReply strings(1: string selector) throws (1: VhmsException error),
+  // a replica catching up reads its peer's store chunk by chunk (vhms.server.catchup);
+  // the peer caps max_bytes at its own limit
+  CatchUpChunk catch_up_chunk(1: i64 first_series, 2: i64 max_bytes) throws (1: VhmsException error),
 }

@@ -28,7 +28,21 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "which registers the outward address so that agents on other hosts can poll it",
     )
     parser.add_argument(
-        "--config-from-zk", action="store_true", help="also watch /artimon/config/agents/<name>"
+        "--config-from-zk",
+        action="store_true",
+        help="follow this agent's central configuration in ZooKeeper (artimon config push --agent ID)",
+    )
+    parser.add_argument(
+        "--config-group",
+        default=None,
+        help="follow this group's central configuration (artimon config push --group G; implies "
+        "--config-from-zk; the agent's own one overrides it)",
+    )
+    parser.add_argument(
+        "--agent-id",
+        default=None,
+        help="this agent's id in the central configuration and its report (default its name; "
+        "unique in a group)",
     )
     parser.add_argument(
         "--check",
@@ -38,5 +52,5 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--allow-remote-classes",
         action="store_true",
-        help="let the znode's configuration name module:Class types (default: registered aliases only)",
+        help="let the central configuration name module:Class types (default: registered aliases only)",
     )

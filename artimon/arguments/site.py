@@ -19,6 +19,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="run a ZooKeeper ensemble of 3 on hosts h1, h2 and h3 (needs --hosts 3 or more)",
     )
     parser.add_argument(
+        "--topology",
+        choices=["full"],
+        default=None,
+        help="full: the grown-up topology (ZooKeeper, Kafka, HDFS, Spark, VHMS 2x2, store agents, "
+        "query APIs, demo apps and a polling agent per app host; needs --hosts 8 or more)",
+    )
+    parser.add_argument(
+        "--interval", type=float, default=10.0, help="with --topology: seconds per polling round (default 10)"
+    )
+    parser.add_argument(
         "--data-dir",
         type=Path,
         default=Path("artimon-data/site"),

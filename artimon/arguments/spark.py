@@ -16,6 +16,8 @@ __all__ = ["JOBS", "JOB_EXAMPLES", "add_arguments"]
 JOBS = ("raw_ingest", "analyze", "backfill_vhms")  # modules of spark_jobs
 JOB_EXAMPLES = {
     "raw_ingest": "artimon spark raw_ingest --landing artimon-data/landing "
+    "--output file:///srv/history/parquet --checkpoint file:///srv/history/checkpoint\n"
+    "  artimon spark raw_ingest --kafka 127.0.0.1:9092 --topic artimon-samples "
     "--output file:///srv/history/parquet --checkpoint file:///srv/history/checkpoint",
     "analyze": "artimon spark analyze --input file:///srv/history/parquet --query 'fetch(\"hits\")' "
     "--start 2026-11-01 --end 2026-11-02 --output out --format csv",

@@ -30,10 +30,28 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="ZooKeeper connect string[/root] (default $ARTIMON_ZK, else 127.0.0.1:2181)",
     )
     parser.add_argument("--no-register", action="store_true", help="do not register in ZooKeeper")
+    catch_up = parser.add_argument_group("catching up from the shard's other members (vhms.server.catchup)")
+    catch_up.add_argument(
+        "--catch-up",
+        action="store_true",
+        help="at start, pull what the shard's other live members hold; reads are refused until done",
+    )
+    catch_up.add_argument(
+        "--catch-up-delay", type=float, default=2.0, help="seconds to let writers see this member first"
+    )
+    catch_up.add_argument("--catch-up-timeout", type=float, default=30.0, help="seconds per chunk asked")
+    catch_up.add_argument(
+        "--catch-up-chunk-bytes", type=int, default=8 * 1024 * 1024, help="ring bytes per chunk at most"
+    )
     tls = parser.add_argument_group("TLS on the Thrift port")
     tls.add_argument("--tls-cert", type=Path, help="PEM certificate chain (with its key unless --tls-key)")
     tls.add_argument("--tls-key", type=Path, help="PEM private key of --tls-cert")
     tls.add_argument("--tls-client-ca", type=Path, help="PEM CA: require client certificates it signed")
+    tls.add_argument(
+        "--tls-peer-ca",
+        type=Path,
+        help="PEM CA of the peers' certificates, for --catch-up (default: the system's)",
+    )
     limits = parser.add_argument_group("Thrift server limits (defaults: vhms.server.DEFAULT_SERVER_LIMITS)")
     for flag, kind, unit, what in (
         ("--max-connections", int, "", "connections open at once (default 64)"),

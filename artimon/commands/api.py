@@ -12,6 +12,7 @@ import sys
 
 from artimon.commands._signals import stop_event
 from artimon.commands._web import web_config_of
+from artimon.status import add_status_routes, register_service
 from bookkeeper import TlsConfigError
 from bookkeeper.ground import BackgroundServer
 from bookkeeper.wire import client_context
@@ -55,8 +56,10 @@ def run(args: argparse.Namespace) -> int:
     servers = [(h, int(p)) for h, _, p in (s.rpartition(":") for s in args.vhms)] or None
     source = ShardedSource(args.zk, servers, ssl_context=ssl_context)
     limits, budget = query_budgets(args, args.timeout)
+    app = create_app(source, token=args.token, limits=limits, dashboards_dir=args.dashboards, budget=budget)
+    add_status_routes(app, args.zk)
     server = BackgroundServer(
-        create_app(source, token=args.token, limits=limits, dashboards_dir=args.dashboards, budget=budget),
+        app,
         args.host,
         args.port,
         name="query-api",
@@ -64,6 +67,8 @@ def run(args: argparse.Namespace) -> int:
     )
     stop = stop_event()
     server.start()
+    address = server.url.split("://", 1)[1]
+    registration = None if servers else register_service(args.zk, "api", address, server.url)
     print(
         f"query API on {server.url} (dashboards at {server.url}/, OpenAPI at {server.url}/openapi.json). "
         "Ctrl-C stops it.",
@@ -72,6 +77,8 @@ def run(args: argparse.Namespace) -> int:
     try:
         stop.wait()
     finally:
+        if registration is not None:
+            registration.close()
         server.stop()
         source.close()
     return 0

@@ -1,7 +1,8 @@
 """Run a single-node HDFS (a NameNode and a DataNode, WebHDFS on) from Apache Hadoop's own
 jars, at the version of the Hadoop client inside the pyspark wheel, bound to 127.0.0.1, until
 Ctrl-C. The jars are resolved with Maven on the first run (into ~/.cache/artimon/jars); the
-NameNode is formatted once, so a second run serves the same files."""
+NameNode is formatted once, so a second run serves the same files. With $ARTIMON_ZK set it
+registers there for ``artimon status`` (``/services/hdfs``, the NameNode's HTTP address)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import argparse
 
 from artimon.commands._signals import serve_until_stopped
 from artimon.servers import HdfsServer
+from artimon.status import launcher_service
 
 
 def run(args: argparse.Namespace) -> int:
@@ -22,4 +24,6 @@ def run(args: argparse.Namespace) -> int:
             f"export HADOOP_CONF_DIR={server.conf_dir} to point Spark at it. Ctrl-C stops it."
         )
 
-    return serve_until_stopped(server, "hdfs", "HDFS", ready, args.data_dir)
+    return serve_until_stopped(
+        server, "hdfs", "HDFS", ready, args.data_dir, lambda: launcher_service("hdfs", server.webhdfs, 1)
+    )

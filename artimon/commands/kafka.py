@@ -1,6 +1,7 @@
 """Run an Apache Kafka cluster in KRaft mode (no ZooKeeper) from Apache's own jars (resolved
 once with Maven into the jar cache), on 127.0.0.1, until Ctrl-C. --brokers 3 runs three
-nodes with a quorum of three controllers, replication 3 and min.insync.replicas 2."""
+nodes with a quorum of three controllers, replication 3 and min.insync.replicas 2. With
+$ARTIMON_ZK set it registers there for ``artimon status`` (``/services/kafka``)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,8 @@ import sys
 
 from artimon.commands._signals import serve_until_stopped
 from artimon.servers import KafkaCluster
+from artimon.status import launcher_service
+from bookkeeper.zk import Registration
 
 
 def run(args: argparse.Namespace) -> int:
@@ -28,4 +31,7 @@ def run(args: argparse.Namespace) -> int:
             f"data in {args.data_dir}); agents name it in kafka.bootstrap.servers. Ctrl-C stops it."
         )
 
-    return serve_until_stopped(cluster, "kafka", "Kafka", ready, args.data_dir)
+    def register() -> Registration | None:
+        return launcher_service("kafka", f"kafka://{cluster.bootstrap_servers}", cluster.brokers)
+
+    return serve_until_stopped(cluster, "kafka", "Kafka", ready, args.data_dir, register)

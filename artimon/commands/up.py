@@ -20,9 +20,10 @@
 - the demo applications (--demo);
 - the HTTP query API with the dashboard page (saved dashboards in <data-dir>/dashboards);
 - Spark's raw_ingest (in ``local[2]``, or with --cluster on a standalone master and worker of
-  its own) turning the landing files into Parquet history (and, when VHMS starts empty while
-  that history exists, sending the store's retention window of it back into VHMS first); its
-  ready line comes when its JVM is up;
+  its own) turning the landing files, or with --kafka the topic artimon-samples (Spark's
+  Kafka source, its connector's jars resolved with Maven on the first run), into Parquet
+  history (and, when VHMS starts empty while that history exists, sending the store's
+  retention window of it back into VHMS first); its ready line comes when its JVM is up;
 - the alerting rules of <data-dir>/alerts.yaml (the demo's with --demo);
 - the agent of <data-dir>/agent.properties (written at the first start, re-read on change:
   edit it and the agent reloads): its artimon source polls every registered bookkeeper (the
@@ -33,8 +34,11 @@
   agent's) under the job ``artimon`` into VHMS only (the saved dashboard "artimon" shows
   them). With --kafka, two agents of <data-dir>/agents-kafka.properties instead: ``up`` polls
   into a file channel drained by a Kafka sink onto the topic artimon-samples, and ``store``
-  reads the topic as two consumer groups, into VHMS and into the landing files (and scrapes
-  the stack's own ``/metrics`` into VHMS).
+  reads the topic into VHMS (and scrapes the stack's own ``/metrics`` into VHMS); Spark
+  reads the same topic for the history, so no landing file is written;
+- the registrations ``artimon status`` reads (``/services/<kind>/<name>``: the agents'
+  monitoring, the query API, Kafka, HDFS and the Spark master started here;
+  :mod:`artimon.status`), the view also served at the query API's ``/status``.
 
 Then a line per round. Every listener binds --host, 127.0.0.1 by default. With
 --web.config.file every HTTP port (the query API, VHMS's, the agent's monitoring) is served
@@ -82,6 +86,7 @@ from artimon.stack import (
     stack_credentials,
     stack_web_config,
 )
+from artimon.status import StackRegistrations
 from bookkeeper import DirectoryInUseError, ZkAuthError
 from bookkeeper.ground import DirectoryLock, WebConfig, WebConfigError
 from vhms import DataDirInUseError, VhmsError, parse_resolutions
@@ -145,18 +150,29 @@ def _components(
     spark = (
         None
         if args.no_spark
-        else History(data, vhms, demo=args.demo, hdfs=hdfs, cluster=args.cluster, say=_say)
+        else History(
+            data,
+            vhms,
+            demo=args.demo,
+            hdfs=hdfs,
+            cluster=args.cluster,
+            kafka=args.kafka,
+            say=_say,
+            ledger=agents.ledger.files_committed,
+        )
     )
+    kafka = Kafka(data / "kafka") if args.kafka else None
     components: list[Component | None] = [
         zookeeper,
         hdfs,
         vhms,
-        Kafka(data / "kafka") if args.kafka else None,
+        kafka,
         Demo(zookeeper, host) if args.demo else None,
         api,
         spark,
         Alerts(vhms, api, data, demo=args.demo),
         agents,
+        StackRegistrations(zookeeper, agents, api, kafka=kafka, hdfs=hdfs, history=spark),
     ]
     return [component for component in components if component is not None], agents
 

@@ -3,7 +3,8 @@ in ZooKeeper (--zk, else $ARTIMON_ZK), snapshotted into --data-dir with every ac
 ingest in a write-ahead log beside the snapshot (unless --no-wal); until Ctrl-C, when it
 writes a last snapshot. --tls-cert and --tls-key make the Thrift port speak TLS only
 (--tls-client-ca: clients must present a certificate it signed); the --max-connections...
---frame-timeout flags are the Thrift server's limits (bookkeeper.wire.ServerLimits)."""
+--frame-timeout flags are the Thrift server's limits (bookkeeper.wire.ServerLimits). With
+--catch-up it pulls what the shard's other live members hold at start (docs/vhms.md)."""
 
 from __future__ import annotations
 
@@ -15,9 +16,9 @@ from typing import TYPE_CHECKING
 from artimon.commands._signals import stop_event
 from artimon.commands._web import web_config_of
 from bookkeeper import TlsConfigError
-from bookkeeper.wire import server_context
+from bookkeeper.wire import client_context, server_context
 from vhms import DEFAULT_RESOLUTIONS, DataDirInUseError, VhmsError
-from vhms.server import DEFAULT_SERVER_LIMITS, Store, VhmsService
+from vhms.server import DEFAULT_SERVER_LIMITS, CatchUp, Store, VhmsService
 
 if TYPE_CHECKING:  # a type only: importing artimon.stack imports the whole stack (the query API too)
     from artimon.stack import WalOptions
@@ -35,11 +36,22 @@ def run(args: argparse.Namespace) -> int:
         limits = dataclasses.replace(
             DEFAULT_SERVER_LIMITS, **{name: value for name, value in given.items() if value is not None}
         )
-        ssl_context = None
+        ssl_context = peer_context = None
         if args.tls_cert is not None:
             ssl_context = server_context(args.tls_cert, args.tls_key, client_ca=args.tls_client_ca)
-        elif args.tls_key is not None or args.tls_client_ca is not None:
-            raise ValueError("--tls-key and --tls-client-ca need --tls-cert")
+            peer_context = client_context(args.tls_peer_ca, certfile=args.tls_cert, keyfile=args.tls_key)
+        elif args.tls_key is not None or args.tls_client_ca is not None or args.tls_peer_ca is not None:
+            raise ValueError("--tls-key, --tls-client-ca and --tls-peer-ca need --tls-cert")
+        catch_up = (
+            CatchUp(
+                delay=args.catch_up_delay,
+                timeout=args.catch_up_timeout,
+                chunk_bytes=args.catch_up_chunk_bytes,
+                ssl_context=peer_context,
+            )
+            if args.catch_up
+            else None
+        )
     except (VhmsError, TlsConfigError, ValueError) as exc:
         print(f"artimon vhms: {exc}", file=sys.stderr)
         return 2
@@ -62,7 +74,7 @@ def run(args: argparse.Namespace) -> int:
     except DataDirInUseError as exc:
         print(f"artimon vhms: {exc}", file=sys.stderr)
         return 1
-    service.start(args.zk, register=not args.no_register)
+    service.start(args.zk, register=not args.no_register, catch_up=catch_up)
     http = f", HTTP on {service.http.url}" if service.http else ""
     http = (" over TLS" if ssl_context else "") + http
     replayed = service.replayed.records if service.replayed else 0

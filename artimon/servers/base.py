@@ -4,6 +4,13 @@ until ready (the tail of its log in the error if it exits or is late), stopped b
 (SIGTERM, then SIGKILL after a grace period), killed with SIGKILL to simulate a crash,
 restarted on the same data, and used as a context manager.
 
+Where a process runs is a :class:`Placement`: the address it binds, the port it takes for a
+well-known one, and the command that puts it there. :class:`Local` (this machine's network:
+``127.0.0.1``, any free port, the command as it is) is the default; a site's host
+(:class:`artimon.site.Host`: its own address, the well-known port, ``ip netns exec <host>``)
+is another. Every launcher takes one (``host=``) for each of its processes, and
+:meth:`ServerProcess._launch` is the one place a command is put on its host.
+
 :class:`Launcher` is that lifecycle once: ``start()`` takes the directory's lock, runs the
 subclass's ``_start(timeout)`` and stops again if it fails; ``restart()``, ``with``, and
 ``started_in_s`` come with it. A :class:`ServerProcess` subclass names its process and log
@@ -28,13 +35,27 @@ import time
 import urllib.error
 import urllib.request
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
-from typing import ClassVar, Self
+from typing import ClassVar, Protocol, Self
 
 from bookkeeper.ground import DirectoryLock, spawn, terminate
 
-__all__ = ["Launcher", "ServerGroup", "ServerProcess", "answers_ok", "free_port", "wait_ready"]
+__all__ = [
+    "LOCAL",
+    "Launcher",
+    "Local",
+    "Placement",
+    "ServerGroup",
+    "ServerProcess",
+    "Where",
+    "answers_ok",
+    "free_port",
+    "placed",
+    "placed_each",
+    "wait_ready",
+]
 
 log = logging.getLogger(__name__)
 
@@ -44,6 +65,57 @@ def free_port(host: str = "127.0.0.1") -> int:
     with socket.socket() as probe:
         probe.bind((host, 0))
         return int(probe.getsockname()[1])
+
+
+class Placement(Protocol):
+    """Where a server process runs (see the module doc)."""
+
+    @property
+    def address(self) -> str:
+        """The address its listeners bind, and that others reach it at."""
+        ...
+
+    def command(self, argv: Sequence[str]) -> list[str]:
+        """``argv`` as run on this placement."""
+        ...
+
+    def port_for(self, well_known: int) -> int:
+        """The port of a listener whose usual port is ``well_known``."""
+        ...
+
+
+@dataclass(frozen=True)
+class Local:
+    """This machine's own network (see the module doc): ``address``, a free port for every
+    listener (several servers share the address), commands run as they are."""
+
+    address: str = "127.0.0.1"
+
+    def command(self, argv: Sequence[str]) -> list[str]:
+        return list(argv)
+
+    def port_for(self, well_known: int) -> int:
+        return free_port(self.address)
+
+
+LOCAL = Local()
+
+
+Where = str | Placement  # an address on this machine's network, or a placement
+
+
+def placed(where: Where) -> Placement:
+    """An address (a :class:`Local` one) or a placement, as a placement."""
+    return Local(where) if isinstance(where, str) else where
+
+
+def placed_each(where: Where | Sequence[Where], count: int) -> list[Placement]:
+    """The placements of ``count`` processes: one ``where`` for them all, or one per process."""
+    if isinstance(where, str) or not isinstance(where, Sequence):
+        return [placed(where)] * count
+    if len(where) != count:
+        raise ValueError(f"{len(where)} hosts for {count} processes: give one, or one per process")
+    return [placed(each) for each in where]
 
 
 def answers_ok(url: str) -> bool:
@@ -153,7 +225,9 @@ class ServerProcess(Launcher):
         pid_file: str | None = None,
         holder: str | None = None,
         lock: DirectoryLock | None = None,
+        host: Where = LOCAL,
     ) -> None:
+        self.placement = placed(host)
         self.data_dir = Path(data_dir)
         self.name = name
         self.log_path = self.data_dir / log_file
@@ -180,12 +254,12 @@ class ServerProcess(Launcher):
         timeout: float,
         env: Mapping[str, str] | None = None,
     ) -> None:
-        """Spawn ``command`` (its output appended to ``log_path``; it dies with this process
-        and holds the data directory too), then wait until ``ready`` (no wait if ``timeout``
-        is 0: the caller waits on something larger)."""
+        """Spawn ``command`` on its placement (its output appended to ``log_path``; it dies
+        with this process and holds the data directory too), then wait until ``ready`` (no
+        wait if ``timeout`` is 0: the caller waits on something larger)."""
         with open(self.log_path, "ab") as log_file:
             self.process = spawn(
-                list(command),
+                self.placement.command(command),
                 env=env,
                 stdout=log_file,
                 stderr=subprocess.STDOUT,
@@ -242,6 +316,11 @@ class ServerGroup(Launcher):
     down starts the processes that are not running."""
 
     _processes: list[ServerProcess]
+
+    @property
+    def processes(self) -> list[ServerProcess]:
+        """Its processes, in the order they stop."""
+        return list(self._processes)
 
     @property
     def running(self) -> bool:

@@ -1,19 +1,21 @@
-"""A real single-node HDFS from Apache Hadoop's own jars, for ``artimon hdfs``, ``artimon up
---hdfs``, benchmarks and tests.
+"""A real HDFS from Apache Hadoop's own jars, for ``artimon hdfs``, ``artimon up --hdfs``, a
+site's topology, benchmarks and tests: a NameNode and one DataNode (the default, all on
+127.0.0.1) or several, each on its placement (``host=``, ``datanodes=``).
 
 ``HdfsServer(data_dir).start()`` resolves ``hadoop-hdfs`` and ``hadoop-common`` at the
 Hadoop version of the client jars inside the pyspark wheel (:data:`HADOOP_VERSION`) with
 Maven, once, into the jar cache (:func:`artimon.servers.resolve_jars`); writes
-``<data_dir>/conf/core-site.xml`` and ``hdfs-site.xml`` (everything bound to 127.0.0.1,
-WebHDFS on, replication 1, one-second heartbeats, no safe-mode extension, so that restarts
-take seconds); formats the NameNode once (``<data_dir>/name`` holds ``current/VERSION``
-afterwards); and runs the NameNode and the DataNode as two JVMs, so that a test can
-``kill -9`` either alone (:meth:`kill_namenode`, :meth:`kill_datanode`) and start it again
-on the same ports and data (:meth:`start_namenode`, :meth:`start_datanode`). Ready means
-what a writer needs: the NameNode out of safe mode with a live DataNode, read from the
-NameNode's JMX servlet over HTTP.
+``<data_dir>/conf/core-site.xml`` and ``hdfs-site.xml`` (each daemon bound to its
+placement's address, WebHDFS on, replication the number of DataNodes up to 3, one-second
+heartbeats, no safe-mode extension, so that restarts take seconds); formats the NameNode
+once (``<data_dir>/name`` holds ``current/VERSION`` afterwards); and runs the NameNode and
+each DataNode as a JVM of its own (DataNode ``i`` > 0 with its own addresses and
+``data-<i+1>`` as ``-D`` options), so that a test can ``kill -9`` any alone
+(:meth:`kill_namenode`, :meth:`kill_datanode`) and start it again on the same ports and data
+(:meth:`start_namenode`, :meth:`start_datanode`). Ready means what a writer needs: the
+NameNode out of safe mode with every DataNode live, read from the JMX servlets over HTTP.
 
-``uri`` is ``hdfs://127.0.0.1:<port>``; ``conf_dir`` is a ``HADOOP_CONF_DIR`` that points a
+``uri`` is ``hdfs://<NameNode address>:<port>``; ``conf_dir`` is a ``HADOOP_CONF_DIR`` that points a
 Hadoop client (Spark's included) at this file system. :meth:`admin` runs ``hdfs dfsadmin``
 (safe mode, quotas) and :meth:`dfs` ``hdfs dfs`` (chmod, mkdir) with the same jars; with
 ``superuser`` the daemons and these tools run as that user (``HADOOP_USER_NAME``), so that
@@ -25,7 +27,7 @@ the JVMs die with the process that launched them (:func:`bookkeeper.ground.spawn
 ``data_dir`` is held (:class:`~bookkeeper.ground.DirectoryLock`) from ``start()`` until
 both have exited.
 
-Lifecycle, per daemon and for the pair: NEW --start()--> RUNNING --stop()/kill_*()-->
+Lifecycle, per daemon and for them all: NEW --start()--> RUNNING --stop()/kill_*()-->
 STOPPED --start()/start_*()--> RUNNING.
 """
 
@@ -37,11 +39,12 @@ import shutil
 import subprocess
 import urllib.error
 import urllib.request
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 from xml.sax.saxutils import escape
 
-from artimon.servers.base import ServerGroup, ServerProcess, free_port, wait_ready
+from artimon.servers.base import Placement, ServerGroup, ServerProcess, Where, placed, wait_ready
 from artimon.servers.jars import resolve_jars
 from bookkeeper.ground import DirectoryLock
 
@@ -78,20 +81,33 @@ def _site(properties: dict[str, str]) -> str:
 
 
 class _Daemon(ServerProcess):
-    """The NameNode or the DataNode: one JVM of an :class:`HdfsServer`, holding its lock."""
+    """The NameNode or a DataNode: one JVM of an :class:`HdfsServer` on its placement,
+    holding its lock; ``options`` are its own ``-D`` settings (a DataNode's directory,
+    address and ports)."""
 
-    def __init__(self, hdfs: HdfsServer, role: str, main: str, lock: DirectoryLock) -> None:
-        name = f"the HDFS {role} on port {hdfs.nn_port}"
-        super().__init__(hdfs.data_dir, name, f"{role}.log", pid_file=f"{role}.pid", lock=lock)
+    def __init__(
+        self,
+        hdfs: HdfsServer,
+        role: str,
+        main: str,
+        host: Placement,
+        options: dict[str, str] | None = None,
+    ) -> None:
+        name = f"the HDFS {role} on {host.address} of {hdfs.uri}"
+        log, pid = f"{role}.log", f"{role}.pid"
+        super().__init__(hdfs.data_dir, name, log, pid_file=pid, lock=hdfs._lock, host=host)
         self._hdfs = hdfs
         self._main = main
+        self.options = options or {}
 
     def _start(self, timeout: float) -> None:
-        self._launch(self._hdfs._java(self._main), self._hdfs.ready, timeout, env=self._hdfs._env())
+        generic = [f"-D{key}={value}" for key, value in self.options.items()]
+        self._launch(self._hdfs._java(self._main, *generic), self._hdfs.ready, timeout, env=self._hdfs._env())
 
 
 class HdfsServer(ServerGroup):
-    """One NameNode and one DataNode on 127.0.0.1 (see the module doc)."""
+    """One NameNode on ``host`` and a DataNode on each of ``datanodes`` (default: one, on
+    ``host``), each an address here or a placement (see the module doc)."""
 
     start_timeout = 120.0
 
@@ -101,6 +117,8 @@ class HdfsServer(ServerGroup):
         nn_port: int = 0,
         http_port: int = 0,
         *,
+        host: Where = "127.0.0.1",
+        datanodes: Sequence[Where] = (),
         heap: str = "256m",
         java: str | None = None,
         superuser: str | None = None,
@@ -109,20 +127,36 @@ class HdfsServer(ServerGroup):
         # HDFS's superuser is whoever runs the NameNode, and bypasses every permission: a
         # test of a refused permission runs the daemons (and admin/dfs) as another user
         self.superuser = superuser
-        self.host = "127.0.0.1"
-        self.nn_port = nn_port or free_port(self.host)
-        self.http_port = http_port or free_port(self.host)
-        # the DataNode's ports are fixed once, so a restarted DataNode is the same node
-        self.dn_ports = {name: free_port(self.host) for name in ("address", "http.address", "ipc.address")}
+        placement = placed(host)
+        self.host = placement.address
+        self.nn_port = nn_port or placement.port_for(8020)
+        self.http_port = http_port or placement.port_for(9870)
         self.heap = heap
         self.java = java or shutil.which("java") or "java"
         self.conf_dir = self.data_dir / "conf"
         self._webroot = self.data_dir / "web"
         self.name = f"HDFS at {self.uri}"
         self._lock = DirectoryLock(self.data_dir, f"hdfs launcher for port {self.nn_port}")
-        self._namenode = _Daemon(self, "namenode", _NAMENODE, self._lock)
-        self._datanode = _Daemon(self, "datanode", _DATANODE, self._lock)
-        self._processes = [self._datanode, self._namenode]  # the DataNode stops first
+        self._namenode = _Daemon(self, "namenode", _NAMENODE, placement)
+        self._datanodes = [
+            self._datanode_daemon(index, where) for index, where in enumerate(datanodes or [placement])
+        ]
+        self.replication = min(3, len(self._datanodes))
+        self._processes = [*self._datanodes, self._namenode]  # the DataNodes stop first
+
+    def _datanode_daemon(self, index: int, where: Where) -> _Daemon:
+        """DataNode ``index``: its ports fixed once, so a restarted DataNode is the same node;
+        the first keeps the names of a single-node HDFS (``data``, ``datanode.log``)."""
+        placement = placed(where)
+        suffix = f"-{index + 1}" if index else ""
+        well_known = {"address": 9866, "http.address": 9864, "ipc.address": 9867}
+        options = {
+            f"dfs.datanode.{name}": f"{placement.address}:{placement.port_for(port)}"
+            for name, port in well_known.items()
+        }
+        options["dfs.datanode.hostname"] = placement.address
+        options["dfs.datanode.data.dir"] = f"file://{self.data_dir / f'data{suffix}'}"
+        return _Daemon(self, f"datanode{suffix}", _DATANODE, placement, options)
 
     @property
     def uri(self) -> str:
@@ -136,8 +170,8 @@ class HdfsServer(ServerGroup):
 
     @property
     def datanode(self) -> subprocess.Popen[bytes] | None:
-        """The DataNode's process (``None`` once stopped or killed)."""
-        return self._datanode.process
+        """The first DataNode's process (``None`` once stopped or killed)."""
+        return self._datanodes[0].process
 
     @property
     def namenode_pid(self) -> int | None:
@@ -145,7 +179,11 @@ class HdfsServer(ServerGroup):
 
     @property
     def datanode_pid(self) -> int | None:
-        return self._datanode.pid
+        return self._datanodes[0].pid
+
+    @property
+    def datanodes(self) -> int:
+        return len(self._datanodes)
 
     @property
     def webhdfs(self) -> str:
@@ -161,8 +199,9 @@ class HdfsServer(ServerGroup):
             # a client of a stopped NameNode gives up in seconds, not the default quarter hour
             "ipc.client.connect.max.retries": "3",
             "ipc.client.connect.retry.interval": "500",
-            "dfs.replication": "1",
-            # one DataNode: no other to replace a failed one in a write pipeline
+            "dfs.replication": str(self.replication),
+            # as many DataNodes as replicas (or one): no other to replace a failed one in a
+            # write pipeline
             "dfs.client.block.write.replace-datanode-on-failure.enable": "false",
             # closing a file polls the NameNode until the DataNode reported the block, first
             # after 400 ms by default: 360 ms a small file here, 70 ms at 10 (Spark's
@@ -183,8 +222,7 @@ class HdfsServer(ServerGroup):
             "dfs.namenode.rpc-address": f"{self.host}:{self.nn_port}",
             "dfs.namenode.http-address": f"{self.host}:{self.http_port}",
             "dfs.namenode.secondary.http-address": f"{self.host}:0",
-            **{f"dfs.datanode.{name}": f"{self.host}:{port}" for name, port in self.dn_ports.items()},
-            "dfs.datanode.hostname": self.host,
+            **self._datanodes[0].options,
             "dfs.webhdfs.enabled": "true",
             "dfs.heartbeat.interval": "1",
             "dfs.namenode.heartbeat.recheck-interval": "5000",
@@ -195,6 +233,8 @@ class HdfsServer(ServerGroup):
             "dfs.namenode.safemode.extension": "0",
             "dfs.blockreport.initialDelay": "0",
             "dfs.namenode.fs-limits.min-block-size": "0",
+            # DataNodes known by address: a site's hosts have no names in DNS
+            "dfs.namenode.datanode.registration.ip-hostname-check": "false",
         }
         (self.conf_dir / "core-site.xml").write_text(_site(core))
         (self.conf_dir / "hdfs-site.xml").write_text(_site(hdfs))
@@ -248,7 +288,8 @@ class HdfsServer(ServerGroup):
         if not (self.data_dir / "name" / "current" / "VERSION").exists():
             self._run_tool(_NAMENODE, "-format", "-nonInteractive", "-force")
         self.start_namenode(timeout=0)
-        self.start_datanode(timeout=0)
+        for index in range(len(self._datanodes)):
+            self.start_datanode(timeout=0, index=index)
         self.wait_ready(timeout)
         if self.superuser:  # everyone may create their own directories, as under /tmp
             self.dfs("-chmod", "1777", "/")
@@ -259,17 +300,21 @@ class HdfsServer(ServerGroup):
         if timeout:
             self.wait_ready(timeout)
 
-    def start_datanode(self, timeout: float = 120.0) -> None:
-        """Start the DataNode (again, after a kill or a stop) and wait until ready."""
-        self._datanode.start(timeout=0)
+    def start_datanode(self, timeout: float = 120.0, index: int = 0) -> None:
+        """Start DataNode ``index`` (again, after a kill or a stop) and wait until ready."""
+        self._datanodes[index].start(timeout=0)
         if timeout:
             self.wait_ready(timeout)
 
-    def jmx(self, bean: str, *, service: str = "NameNode") -> dict[str, Any]:
-        """One bean of the NameNode's (or with ``service="DataNode"``, the DataNode's) JMX
-        servlet; ``{}`` while it does not answer."""
-        port = self.http_port if service == "NameNode" else self.dn_ports["http.address"]
-        url = f"http://{self.host}:{port}/jmx?qry=Hadoop:service={service},name={bean}"
+    def jmx(self, bean: str, *, service: str = "NameNode", index: int = 0) -> dict[str, Any]:
+        """One bean of the NameNode's (or with ``service="DataNode"``, DataNode ``index``'s)
+        JMX servlet; ``{}`` while it does not answer."""
+        where = (
+            f"{self.host}:{self.http_port}"
+            if service == "NameNode"
+            else self._datanodes[index].options["dfs.datanode.http.address"]
+        )
+        url = f"http://{where}/jmx?qry=Hadoop:service={service},name={bean}"
         try:
             with urllib.request.urlopen(url, timeout=2.0) as answer:
                 beans = json.loads(answer.read(1 << 20)).get("beans", [])
@@ -292,16 +337,19 @@ class HdfsServer(ServerGroup):
 
     def ready(self) -> bool:
         """The NameNode answers, is out of safe mode (so knows where every block is) and
-        counts a live DataNode, and the DataNode (a restarted one too: the NameNode takes
-        seconds to see a dead one go) serves a block pool of it."""
+        counts every DataNode live, and each DataNode (a restarted one too: the NameNode
+        takes seconds to see a dead one go) serves a block pool of it."""
         state = self.jmx("FSNamesystemState")
         if (
             not state
-            or state.get("NumLiveDataNodes", 0) < 1
+            or state.get("NumLiveDataNodes", 0) < len(self._datanodes)
             or self.jmx("NameNodeInfo").get("Safemode") != ""
         ):
             return False
-        actors = self.jmx("DataNodeInfo", service="DataNode").get("BPServiceActorInfo") or "[]"
+        return all(self._serves(index) for index in range(len(self._datanodes)))
+
+    def _serves(self, index: int) -> bool:
+        actors = self.jmx("DataNodeInfo", service="DataNode", index=index).get("BPServiceActorInfo") or "[]"
         try:
             return any(actor.get("ActorState") == "RUNNING" for actor in json.loads(actors))
         except ValueError:
@@ -309,12 +357,12 @@ class HdfsServer(ServerGroup):
 
     def wait_ready(self, timeout: float = 120.0) -> None:
         """Wait until :meth:`ready`; ``RuntimeError`` with the logs if a daemon exits first."""
-        wait_ready([self._namenode, self._datanode], self.ready, timeout, self.name, poll=0.2)
+        wait_ready([self._namenode, *self._datanodes], self.ready, timeout, self.name, poll=0.2)
 
-    def kill_datanode(self) -> None:
-        """SIGKILL the DataNode (a crash, not a shutdown)."""
-        if self._datanode.running:
-            self._datanode.kill()
+    def kill_datanode(self, index: int = 0) -> None:
+        """SIGKILL DataNode ``index`` (a crash, not a shutdown)."""
+        if self._datanodes[index].running:
+            self._datanodes[index].kill()
 
     def kill_namenode(self) -> None:
         """SIGKILL the NameNode (a crash, not a shutdown)."""

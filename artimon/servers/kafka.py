@@ -1,15 +1,17 @@
 """A real Apache Kafka cluster in KRaft mode (no ZooKeeper) from Apache's own jars, for
 ``artimon kafka``, ``artimon up --kafka``, tests and benchmarks.
 
-``KafkaCluster(data_dir, brokers=1).start()`` resolves ``org.apache.kafka:kafka_2.13`` once
-into the jar cache (:func:`resolve_jars`), gives every node a combined ``broker,controller``
-role (one node: a quorum of one; three nodes: a quorum of three voters, so one node down
-keeps a majority), formats each node's storage once (``kafka.tools.StorageTool format``,
-one cluster id kept in ``cluster.json`` with the ports), runs ``java -cp <jars> kafka.Kafka
-node.properties`` per node and waits until every broker answers a metadata request with
-itself registered (``wait_idempotent`` waits, in addition, until an idempotent producer gets
-its id at once). Replication defaults follow the size: with three brokers, internal
-topics and new topics get replication 3 and ``min.insync.replicas`` 2.
+``KafkaCluster(data_dir, brokers=1).start()`` (every node on ``host``, 127.0.0.1 by
+default, or each on its own placement: ``host=[h1, h2, h3]``) resolves
+``org.apache.kafka:kafka_2.13`` once into the jar cache (:func:`resolve_jars`), gives every
+node a combined ``broker,controller`` role (one node: a quorum of one; three nodes: a quorum
+of three voters, so one node down keeps a majority), formats each node's storage once
+(``kafka.tools.StorageTool format``, one cluster id kept in ``cluster.json`` with the
+ports), runs ``java -cp <jars> kafka.Kafka node.properties`` per node and waits until every
+broker answers a metadata request with itself registered (``wait_idempotent`` waits, in
+addition, until an idempotent producer gets its id at once). Replication defaults follow
+the size: with three brokers, internal topics and new topics get replication 3 and
+``min.insync.replicas`` 2.
 
 ``stop()`` ends every node by its PID (SIGTERM, then SIGKILL after a grace period);
 ``kill(i)`` is ``kill -9`` of one node; ``start_node(i)`` restarts it on the same data and
@@ -37,7 +39,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from artimon.servers.base import ServerGroup, ServerProcess, free_port, wait_ready
+from artimon.servers.base import ServerGroup, ServerProcess, Where, placed_each, wait_ready
 from artimon.servers.jars import resolve_jars
 
 __all__ = ["KAFKA_ARTIFACTS", "KAFKA_JAR_SET", "KafkaCluster", "kafka_jars", "kafka_tool_command"]
@@ -111,6 +113,7 @@ class _Node(ServerProcess):
             "kafka.log",
             pid_file="kafka.pid",
             holder=f"kafka launcher for node {index + 1}",
+            host=cluster.placements[index],
         )
         self._cluster = cluster
         self.index = index
@@ -125,8 +128,8 @@ class _Node(ServerProcess):
 
 
 class KafkaCluster(ServerGroup):
-    """``brokers`` Kafka nodes on ``host`` (see the module doc); each node holds its own
-    directory."""
+    """``brokers`` Kafka nodes on ``host`` (see the module doc): one address or placement
+    for them all, or one per node (a site's hosts); each node holds its own directory."""
 
     start_timeout = 120.0
     stop_grace = 30.0
@@ -138,7 +141,7 @@ class KafkaCluster(ServerGroup):
         brokers: int = 1,
         port: int = 0,
         *,
-        host: str = "127.0.0.1",
+        host: Where | Sequence[Where] = "127.0.0.1",
         heap: str = "320m",
         partitions: int = 4,
         overrides: Mapping[str, str] | None = None,
@@ -148,7 +151,7 @@ class KafkaCluster(ServerGroup):
             raise ValueError(f"brokers {brokers} must be at least 1")
         self.data_dir = Path(data_dir)
         self.brokers = brokers
-        self.host = host
+        self.placements = placed_each(host, brokers)
         self.heap = heap
         self.partitions = partitions
         self.overrides = dict(overrides or {})
@@ -172,8 +175,8 @@ class KafkaCluster(ServerGroup):
             if port and layout.ports[0] != port:
                 raise ValueError(f"{saved} holds a cluster on port {layout.ports[0]}, not {port}")
             return layout
-        ports = tuple(port + i if port else free_port(self.host) for i in range(self.brokers))
-        layout = _Layout(_cluster_id(), ports, tuple(free_port(self.host) for _ in range(self.brokers)))
+        ports = tuple(port + i if port else p.port_for(9092) for i, p in enumerate(self.placements))
+        layout = _Layout(_cluster_id(), ports, tuple(p.port_for(9093) for p in self.placements))
         self.data_dir.mkdir(parents=True, exist_ok=True)
         saved.write_text(
             json.dumps(
@@ -192,10 +195,10 @@ class KafkaCluster(ServerGroup):
     @property
     def bootstrap_servers(self) -> str:
         """``host:port,...`` of every broker: what ``kafka.bootstrap.servers`` holds."""
-        return ",".join(f"{self.host}:{port}" for port in self.layout.ports)
+        return ",".join(self.address(index) for index in range(self.brokers))
 
     def address(self, index: int) -> str:
-        return f"{self.host}:{self.layout.ports[index]}"
+        return f"{self.placements[index].address}:{self.layout.ports[index]}"
 
     def pid(self, index: int) -> int | None:
         node = self._nodes[index]
@@ -204,16 +207,18 @@ class KafkaCluster(ServerGroup):
     def _properties(self, index: int) -> Path:
         replication = min(3, self.brokers)
         min_isr = 2 if self.brokers >= 3 else 1
+        controllers = zip(self.placements, self.layout.controller_ports, strict=True)
         voters = ",".join(
-            f"{i + 1}@{self.host}:{cport}" for i, cport in enumerate(self.layout.controller_ports)
+            f"{i}@{placement.address}:{cport}" for i, (placement, cport) in enumerate(controllers, 1)
         )
         port, cport = self.layout.ports[index], self.layout.controller_ports[index]
+        host = self.placements[index].address
         settings = {
             "process.roles": "broker,controller",
             "node.id": str(index + 1),
             "controller.quorum.voters": voters,
-            "listeners": f"PLAINTEXT://{self.host}:{port},CONTROLLER://{self.host}:{cport}",
-            "advertised.listeners": f"PLAINTEXT://{self.host}:{port}",
+            "listeners": f"PLAINTEXT://{host}:{port},CONTROLLER://{host}:{cport}",
+            "advertised.listeners": f"PLAINTEXT://{host}:{port}",
             "controller.listener.names": "CONTROLLER",
             "inter.broker.listener.name": "PLAINTEXT",
             "listener.security.protocol.map": "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT",

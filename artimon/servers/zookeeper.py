@@ -17,10 +17,11 @@ the same directory is refused with :class:`~bookkeeper.DirectoryInUseError` nami
 holder's PID instead of writing the same transaction log.
 
 An ensemble (:class:`ZooKeeperEnsemble`) is one such server per address, each told the
-others (``server.<id>=<address>:2888:3888`` lines, its ``myid`` file) and run by
-``QuorumPeerMain``; each may run under a command ``wrapper`` (``ip netns exec <host>``, how
-a site puts it on a host, see :mod:`artimon.site`). A member is ready once the quorum has it
-(``srvr`` answers ``Mode: leader`` or ``Mode: follower``).
+others (``server.<id>=<address>:2888:3888`` lines, its ``myid`` file; members sharing one
+address, say 127.0.0.1 in a test, get free client and quorum ports each) and run by
+``QuorumPeerMain``; each on a placement of its own (a site's host, see :mod:`artimon.site`).
+A member is ready once the quorum has it (``srvr`` answers ``Mode: leader`` or ``Mode:
+follower``).
 
 Lifecycle: NEW --start()--> RUNNING --stop()--> STOPPED --start()--> RUNNING
 """
@@ -34,7 +35,7 @@ import socket
 from collections.abc import Sequence
 from pathlib import Path
 
-from artimon.servers.base import ServerGroup, ServerProcess, free_port, wait_ready
+from artimon.servers.base import ServerGroup, ServerProcess, Where, free_port, placed, placed_each, wait_ready
 from bookkeeper.wire import advertised_address
 
 __all__ = ["QUORUM_PORTS", "ZooKeeperEnsemble", "ZooKeeperServer", "four_letter_word", "pyspark_jars"]
@@ -73,39 +74,40 @@ def four_letter_word(
 class ZooKeeperServer(ServerProcess):
     """One ZooKeeper server process (see the module doc): standalone, or with ``peers`` (the
     ensemble's addresses, ``server_id`` its 1-based place among them) a member of an ensemble;
-    ``wrapper`` prefixes its command."""
+    ``host`` is an address here or a placement."""
 
     def __init__(
         self,
         data_dir: str | os.PathLike[str],
         port: int = 0,
         *,
-        host: str = "127.0.0.1",
+        host: Where = "127.0.0.1",
         tick_time_ms: int = 2000,
         heap: str = "256m",
         java: str | None = None,
         jvm_options: Sequence[str] = (),
         peers: Sequence[str] = (),
         server_id: int = 0,
-        wrapper: Sequence[str] = (),
     ) -> None:
         if peers and not 1 <= server_id <= len(peers):
             raise ValueError(f"server_id {server_id} is not one of the ensemble's 1..{len(peers)}")
         self.peers = list(peers)
         self.server_id = server_id
-        self.wrapper = list(wrapper)
         self.jvm_options = list(jvm_options)  # e.g. a -javaagent (Jolokia, for the jmx source's tests)
-        self.host = host
-        self.port = port or free_port(host)
+        placement = placed(host)
+        self.host = placement.address
+        self.port = port or placement.port_for(2181)
         self.tick_time_ms = tick_time_ms
         self.heap = heap
         self.java = java or shutil.which("java") or "java"
+        where = f"{self.host}:{self.port}" if peers else f"port {self.port}"
         super().__init__(
             data_dir,
-            f"zookeeper server on {host}:{self.port}" if peers else f"zookeeper server on port {self.port}",
+            f"zookeeper server on {where}",
             "zookeeper.log",
             pid_file="zookeeper.pid",
-            holder=f"zookeeper launcher for {host}:{self.port}",
+            holder=f"zookeeper launcher for {self.host}:{self.port}",
+            host=placement,
         )
 
     @property
@@ -141,14 +143,16 @@ class ZooKeeperServer(ServerProcess):
             return []
         (self.data_dir / "data" / "myid").write_text(f"{self.server_id}\n")
         peer, election = QUORUM_PORTS
-        servers = [f"server.{i}={address}:{peer}:{election}" for i, address in enumerate(self.peers, 1)]
+        servers = [
+            f"server.{i}={address}" if address.count(":") == 2 else f"server.{i}={address}:{peer}:{election}"
+            for i, address in enumerate(self.peers, 1)
+        ]
         return ["initLimit=10", "syncLimit=5", *servers]
 
     def _start(self, timeout: float) -> None:
         config = self._write_config()
         main = "QuorumPeerMain" if self.peers else "ZooKeeperServerMain"
         command = [
-            *self.wrapper,
             self.java,
             f"-Xmx{self.heap}",
             "-XX:+UseSerialGC",
@@ -175,37 +179,37 @@ class ZooKeeperServer(ServerProcess):
 
 
 class ZooKeeperEnsemble(ServerGroup):
-    """A ZooKeeper ensemble of one member per address (see the module doc), the member of
-    ``addresses[i]`` in ``data_dir/zk<i+1>`` under ``wrappers[i]``; started once every member
-    serves (a quorum and a leader). Kill or restart one through :attr:`members`."""
+    """A ZooKeeper ensemble of one member per host (see the module doc), the member on
+    ``hosts[i]`` (an address here or a placement) in ``data_dir/zk<i+1>``; started once every
+    member serves (a quorum and a leader). Kill or restart one through :attr:`members`."""
 
     def __init__(
         self,
         data_dir: str | os.PathLike[str],
-        addresses: Sequence[str],
+        hosts: Sequence[Where],
         *,
-        wrappers: Sequence[Sequence[str]] = (),
         port: int = 2181,
         tick_time_ms: int = 1000,
         heap: str = "192m",
     ) -> None:
-        if wrappers and len(wrappers) != len(addresses):
-            raise ValueError(f"{len(wrappers)} wrappers for {len(addresses)} ensemble members")
+        placements = placed_each(hosts, len(hosts))
+        addresses = [placement.address for placement in placements]
         self.name = f"zookeeper ensemble of {len(addresses)}"
         self._lock = None  # each member holds its own directory
         self.port = port
+        shared = len(set(addresses)) < len(addresses)  # members on one address: ports of their own
+        peers = [f"{a}:{free_port(a)}:{free_port(a)}" for a in addresses] if shared else list(addresses)
         self.members = [
             ZooKeeperServer(
                 Path(data_dir) / f"zk{i}",
-                port,
-                host=address,
+                0 if shared else port,
+                host=placement,
                 tick_time_ms=tick_time_ms,
                 heap=heap,
-                peers=addresses,
+                peers=peers,
                 server_id=i,
-                wrapper=wrappers[i - 1] if wrappers else (),
             )
-            for i, address in enumerate(addresses, 1)
+            for i, placement in enumerate(placements, 1)
         ]
         self._processes = list[ServerProcess](self.members)
 

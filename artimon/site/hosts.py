@@ -64,7 +64,9 @@ def unavailable_reason() -> str | None:
 
 @dataclass(frozen=True)
 class Host:
-    """One host: ``name`` (``h1``), its ``namespace``, its ``address`` and its bridge-side ``link``."""
+    """One host: ``name`` (``h1``), its ``namespace``, its ``address`` and its bridge-side
+    ``link``; a :class:`~artimon.servers.Placement` for the launchers (a port of its own
+    for every well-known one)."""
 
     name: str
     namespace: str
@@ -74,6 +76,9 @@ class Host:
     def command(self, argv: Sequence[str]) -> list[str]:
         """``argv`` run inside this host's namespace."""
         return ["ip", "netns", "exec", self.namespace, *argv]
+
+    def port_for(self, well_known: int) -> int:
+        return well_known
 
 
 class Network:

@@ -1,27 +1,35 @@
 """A site: a :class:`~artimon.site.hosts.Network` of hosts and the components running on
 them, with faults as operations.
 
-``Site(hosts=3, data_dir=...)`` is the network plus a table ``(host, component) ->
-launcher``; :meth:`Site.zookeeper_ensemble` puts one ZooKeeper member on each of the hosts
-given (component ``zookeeper``, data in ``data_dir/<host>/zookeeper``). Faults:
-``partition(host)`` / ``heal(host)`` (its link down / up), ``kill(host, component)`` (``kill
--9``, the data as the crash left it), ``restart(host, component)`` (started again on that
-data, awaited until ready). ``stop()`` stops every component, then removes the network.
+``Site(hosts=3, data_dir=...)`` is the network plus the launchers started on it, each process
+of them named in a table ``(host, component) -> process``: :meth:`Site.add` takes a
+launcher whose processes are placed on the site's hosts (``host=`` a :class:`Host`) and
+names them, :meth:`Site.start_together` starts launchers side by side;
+:meth:`Site.zookeeper_ensemble` puts one ZooKeeper member on each of the hosts given
+(component ``zookeeper``, data in ``data_dir/zookeeper/zk<i>``); the grown-up topology is
+:class:`artimon.site.Topology`. Faults: ``partition(host)`` / ``heal(host)`` (its link down
+/ up), ``kill(host, component)`` (``kill -9``, the data as the crash left it),
+``restart(host, component)`` (started again on that data, awaited until ready). ``stop()``
+stops the launchers in the reverse order of their start, then removes the network.
 
 Lifecycle: NEW --start()--> UP --stop()--> DOWN.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from types import TracebackType
-from typing import Self
+from typing import Self, TypeVar
 
-from artimon.servers import ServerProcess, ZooKeeperEnsemble
+from artimon.servers import Launcher, ServerGroup, ServerProcess, ZooKeeperEnsemble
 from artimon.site.hosts import Host, Network
 from artimon.site.leftovers import STATE_DIR
 
 __all__ = ["Site"]
+
+L = TypeVar("L", bound=Launcher)
 
 
 class Site:
@@ -31,7 +39,7 @@ class Site:
         self.network = Network(hosts, state_dir=state_dir)
         self.data_dir = Path(data_dir)
         self.components: dict[tuple[str, str], ServerProcess] = {}
-        self.ensembles: list[ZooKeeperEnsemble] = []
+        self.launchers: list[Launcher] = []
 
     @property
     def hosts(self) -> list[Host]:
@@ -44,19 +52,38 @@ class Site:
         self.network.start()
         return self
 
+    def add(self, launcher: L, components: Sequence[str]) -> L:
+        """Name each process of ``launcher`` (``components``, in the order of its
+        ``processes``) on the host it is placed on; the launcher stops with the site."""
+        processes: list[ServerProcess] = []
+        if isinstance(launcher, ServerGroup):
+            processes = launcher.processes
+        elif isinstance(launcher, ServerProcess):
+            processes = [launcher]
+        if len(processes) != len(components):
+            raise ValueError(f"{len(components)} names for the {len(processes)} processes of {launcher.name}")
+        for process, component in zip(processes, components, strict=True):
+            host = next((h for h in self.hosts if h.address == process.placement.address), None)
+            if host is None:
+                raise ValueError(f"{process.name} is not on a host of site {self.network.prefix}")
+            if (host.name, component) in self.components:
+                raise ValueError(f"host {host.name} has a component {component!r} already")
+            self.components[(host.name, component)] = process
+        self.launchers.append(launcher)
+        return launcher
+
+    def start_together(self, launchers: Sequence[Launcher], timeout: float | None = None) -> None:
+        """Start ``launchers`` side by side (each :meth:`~artimon.servers.Launcher.start`
+        with ``timeout``), returning once all are ready; the first error once all are done."""
+        with ThreadPoolExecutor(max_workers=max(1, len(launchers)), thread_name_prefix="site-start") as pool:
+            starts = [pool.submit(launcher.start, timeout) for launcher in launchers]
+        for start in starts:
+            start.result()
+
     def zookeeper_ensemble(self, hosts: list[str], timeout: float = 120.0) -> ZooKeeperEnsemble:
         """A ZooKeeper ensemble, one member per host of ``hosts``, started and serving."""
-        chosen = [self.host(name) for name in hosts]
-        ensemble = ZooKeeperEnsemble(
-            self.data_dir / "zookeeper",
-            [host.address for host in chosen],
-            wrappers=[host.command([]) for host in chosen],
-        )
-        for host, member in zip(chosen, ensemble.members, strict=True):
-            self.components[(host.name, "zookeeper")] = member
-        self.ensembles.append(ensemble)
-        ensemble.start(timeout)
-        return ensemble
+        ensemble = ZooKeeperEnsemble(self.data_dir / "zookeeper", [self.host(name) for name in hosts])
+        return self.add(ensemble, ["zookeeper"] * len(hosts)).start(timeout)
 
     def component(self, host: str, component: str) -> ServerProcess:
         try:
@@ -83,9 +110,9 @@ class Site:
         return [f"{component} on {host}" for (host, component), p in self.components.items() if not p.running]
 
     def stop(self) -> None:
-        """Stop every component, then remove the hosts and the bridge."""
+        """Stop every launcher, the last started first, then remove the hosts and the bridge."""
         try:
-            for launcher in self.components.values():
+            for launcher in reversed(self.launchers):
                 launcher.stop()
         finally:
             self.network.stop()

@@ -5,7 +5,8 @@ in the environment, a monitoring server, and the self-report the agent polls lik
 With Kafka there are two agents in one file: ``store`` starts first (it is ready when the
 first round is published), ``up`` second; on stop ``up`` stops first, then ``store`` takes
 what was published (:func:`drain_kafka`), then stops. ``metrics()`` is both agents' counters
-as one agent's (their component names differ).
+as one agent's (their component names differ); they share one round ledger (the polling
+agent's expectations, the store agent's commits), served on ``/ledger``.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from artimon.stack.api import QueryApi
 from artimon.stack.servers import ZooKeeper
 from artimon.stack.vhms import Vhms
 from bookkeeper.ground import WebConfig
-from collector_agent import Agent, ConfigWatcher, MonitorServer, SelfReporter
+from collector_agent import Agent, ConfigWatcher, MonitorServer, RoundLedger, SelfReporter
 
 
 def drain_kafka(agent: Agent, store_agent: Agent, timeout: float = 30.0) -> str:
@@ -84,6 +85,7 @@ class Agents:
         self.store_agent: Agent | None = None
         self._watchers: dict[str, ConfigWatcher] = {}
         self.monitor: MonitorServer | None = None
+        self.ledger = RoundLedger()
         self.reporter: SelfReporter | None = None
 
     def _environment(self, monitor_port: int) -> None:
@@ -100,7 +102,7 @@ class Agents:
         )
 
     def _start_agent(self, name: str) -> Agent:
-        agent = Agent.from_properties(self.properties.read_text(), name)
+        agent = Agent.from_properties(self.properties.read_text(), name, ledger=self.ledger)
         agent.start()
         watcher = ConfigWatcher(agent, self.properties, interval=min(5.0, self.interval))
         watcher.start()
@@ -123,7 +125,9 @@ class Agents:
         if not self.properties.exists():
             self.properties.write_text(kafka_agents() if self.kafka else up_agent())
         # the agents' /metrics serves before the agents start: their first scrape of it answers
-        self.monitor = MonitorServer(self.metrics, "up", self.host, monitor_port, web_config=self.web_config)
+        self.monitor = MonitorServer(
+            self.metrics, "up", self.host, monitor_port, web_config=self.web_config, ledger=self.ledger
+        )
         self.monitor.start()
         if self.kafka:  # the store side first: it is ready when the first round is published
             self.store_agent = self._start_agent("store")

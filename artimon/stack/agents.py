@@ -125,8 +125,8 @@ def up_agent() -> str:
 
 def kafka_agents() -> str:
     """The two agents of ``artimon up --kafka``: ``up`` polls into a durable channel and
-    publishes onto the topic; ``store`` reads the topic twice, as two consumer groups, one
-    into VHMS, one into the landing files for Spark."""
+    publishes onto the topic; ``store`` reads it into VHMS. Spark's raw_ingest reads the
+    same topic for the history (no landing files)."""
     publish = {
         "type": "kafka",
         "channel": "durable",
@@ -143,7 +143,7 @@ def kafka_agents() -> str:
         sinks={"publish": publish},
         comment=_HEADER.format(what="The agents", flag=" --kafka")
         + "`up` polls into a durable channel and publishes onto the topic; `store` reads the topic\n"
-        "twice, as two consumer groups: one into VHMS, one into the landing files for Spark.\n"
+        "into VHMS; Spark's raw_ingest reads the same topic into the Parquet history.\n"
         "On several machines, run `up` on each polling host and `store` beside the stores\n"
         "(docs/operations.md); Kafka is the buffer between them.\n",
     )
@@ -151,14 +151,10 @@ def kafka_agents() -> str:
         "store",
         sources={
             "samples": _kafka_source("tostore", "artimon-vhms"),
-            "landing": _kafka_source("toland", "artimon-raw"),
             **_self_sources("tostore"),
         },
-        channels={"tostore": _file_channel("tostore"), "toland": _file_channel("toland")},
-        sinks={
-            "store": _store_sink("tostore", batchSize=1000, maxBackoffSleep=1000),
-            "land": _land_sink("toland"),
-        },
+        channels={"tostore": _file_channel("tostore")},
+        sinks={"store": _store_sink("tostore", batchSize=1000, maxBackoffSleep=1000)},
         comment=_SELF_COMMENT,
     )
     return f"{polling}\n{storing}"

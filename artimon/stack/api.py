@@ -1,7 +1,8 @@
 """The HTTP query API with its dashboard page, in the stack's process, as a component: it
 reads the in-process store, serves the dashboards saved under ``<data-dir>/dashboards``
 (the stack's own ``artimon`` dashboard copied there at the first start, the demo's with
-``--demo``), and adds to its ``/metrics`` the alert engine's counters, the landing
+``--demo``) and the site's view at ``/status`` (:mod:`artimon.status`), and adds to its
+``/metrics`` the alert engine's counters, the landing
 backlog and ZooKeeper's gauges. Its queries' limits and memory budget come from
 ``artimon up``'s ``--query-*`` flags."""
 
@@ -13,6 +14,7 @@ from pathlib import Path
 from artimon.stack.metrics import LandingBacklog, ZooKeeperMetrics
 from artimon.stack.servers import ZooKeeper
 from artimon.stack.vhms import Vhms
+from artimon.status import add_status_routes
 from bookkeeper.ground import BackgroundServer, WebConfig
 from query_dsl import EXAMPLES, Limits, MemoryBudget, create_app
 from query_dsl.alerts import AlertEngineMetrics
@@ -74,6 +76,7 @@ class QueryApi:
         app = create_app(
             source, limits=self.limits, dashboards_dir=self.dashboards, extra_metrics=own, budget=self.budget
         )
+        add_status_routes(app, self.zookeeper.hosts)
         self.server = BackgroundServer(
             app, self.host, self.port, name="query-api", web_config=self.web_config
         )

@@ -4,9 +4,13 @@ waits for it), stopped after the agent so that what it landed last is in the Par
 before the process exits. ``before_ingest`` runs first on the same session (``up``'s rebuild
 of an empty VHMS from the history); its failure is logged and the job starts all the same.
 The history lives under ``<data>/history`` (``file://``), or under ``root`` when given
-(``hdfs://127.0.0.1:<port>/artimon/history`` with ``up --hdfs``). With a ``cluster``
+(``hdfs://127.0.0.1:<port>/artimon/history`` with ``up --hdfs``). With ``kafka`` (the
+brokers of ``up --kafka``) the job reads the agents' topic with Spark's Kafka source
+(``raw_ingest --kafka``, the connector's jars resolved on the job's thread) instead of the
+landing files. With a ``cluster``
 (``artimon up --cluster``) the thread starts its standalone master and worker first and the
-jobs run on them; ``stop`` stops them last.
+jobs run on them; ``stop`` stops them last. With a ``ledger`` (the agents' round ledger),
+each committed micro-batch's landing files are told to it (``spark_jobs/ledger_report.py``).
 
 States: NEW --start()--> STARTING --(session and query up)--> RUNNING --stop()--> STOPPED;
 a failure while starting is kept and reported by ``stop``, the rest of the stack runs on.
@@ -23,7 +27,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from artimon.servers import SparkCluster
+from artimon.servers import SparkCluster, spark_kafka_conf
+from artimon.stack.agents import KAFKA_TOPIC
 from artimon.stack.servers import Hdfs
 from artimon.stack.vhms import Vhms
 from vhms import VhmsClient
@@ -52,8 +57,13 @@ class HistoryJob:
         cluster: SparkCluster | None = None,
         conf: dict[str, str] | None = None,
         local_master: str = "local[2]",
+        ledger: Callable[[list[str]], object] | None = None,
+        kafka: str | None = None,
     ) -> None:
         self.landing = data / "landing"
+        self.ledger = ledger
+        self.kafka = kafka
+        self._reporter: Any = None
         self.conf = conf or {}
         self.local_master = local_master
         # URIs, never bare paths: a HADOOP_CONF_DIR in the environment would send those to its HDFS
@@ -86,6 +96,8 @@ class HistoryJob:
                 master = self.cluster.start().master_url
             # adaptive execution does not apply to a stream: off, rather than a warning per start
             settings = {"spark.sql.adaptive.enabled": "false", **self.conf}
+            if self.kafka:
+                settings = {**spark_kafka_conf(), **settings}
             self._spark = spark_session(
                 master, "artimon-up-raw_ingest", conf=settings, log_file=self.log_file
             )
@@ -98,19 +110,30 @@ class HistoryJob:
             raw_ingest.configure(parser)
             args = parser.parse_args(
                 [
-                    *("--landing", str(self.landing), "--output", self.output),
-                    *("--checkpoint", self.checkpoint, "--interval", self.interval),
-                    *("--processed", "delete"),
+                    *self._source(),
+                    *("--output", self.output, "--checkpoint", self.checkpoint, "--interval", self.interval),
                 ]
             )
             self._args = args
+            if self.ledger is not None and not self.kafka:  # landing files to tell: not with Kafka
+                from spark_jobs import watch_commits
+
+                self._reporter = watch_commits(self._spark, self.checkpoint, self.ledger)
             self._query = raw_ingest.start(self._spark, args)
         except Exception as exc:  # the stack runs on without its history; stop() reports it
             self.error = exc
             log.exception("spark raw_ingest did not start")
             return
         on = f" on {self.cluster.master_url} (web UI {self.cluster.web_url})" if self.cluster else ""
-        self.on_ready(f"{self.landing} -> {self.output} every {self.interval}{on} (its log: {self.log_file})")
+        source = f"kafka topic {KAFKA_TOPIC} of {self.kafka}" if self.kafka else str(self.landing)
+        self.on_ready(f"{source} -> {self.output} every {self.interval}{on} (its log: {self.log_file})")
+
+    def _source(self) -> list[str]:
+        """raw_ingest's arguments for what it reads: the topic, or the landing files (deleted
+        once in the history)."""
+        if self.kafka:
+            return ["--kafka", self.kafka, "--topic", KAFKA_TOPIC]
+        return ["--landing", str(self.landing), "--processed", "delete"]
 
     def stop(self, timeout: float = 180.0) -> str:
         """Wait for the start (up to ``timeout``), process what has landed, stop; a line to print."""
@@ -128,6 +151,8 @@ class HistoryJob:
 
             catch_up = argparse.Namespace(**{**vars(self._args), "once": True})
             raw_ingest.start(self._spark, catch_up).awaitTermination(timeout)
+            if self._reporter is not None:
+                self._reporter.close()
             return f"spark raw_ingest: history up to date in {self.output}"
         finally:
             if self._spark is not None:
@@ -167,7 +192,8 @@ def _backfill(vhms: VhmsService, history: str, say: Callable[[str], None]) -> Ca
 
 
 class History:
-    """Spark's raw_ingest as a component: its ``[ready] spark`` line (and the backfill's, when
+    """Spark's raw_ingest as a component (reading the topic of ``$ARTIMON_KAFKA`` with
+    ``kafka``, else the landing files): its ``[ready] spark`` line (and the backfill's, when
     VHMS starts empty while a history exists) comes later, through ``say``, from the job's
     thread; its stop brings the history up to date and says so."""
 
@@ -181,20 +207,26 @@ class History:
         demo: bool,
         hdfs: Hdfs | None,
         cluster: bool,
+        kafka: bool,
         say: Callable[[str], None],
+        ledger: Callable[[list[str]], object] | None = None,
     ) -> None:
         self.vhms = vhms
+        self.kafka = kafka
         self.job = HistoryJob(
             data,
             interval="10 seconds" if demo else "5 minutes",
             on_ready=lambda where: say(f"[ready] spark      raw_ingest {where}"),
             root=f"{hdfs.uri}/artimon/history" if hdfs else None,
             cluster=SparkCluster(data / "spark") if cluster else None,
+            ledger=ledger,
             **(DEMO_SPARK if demo and "ARTIMON_SPARK_DRIVER_MEMORY" not in os.environ else {}),
         )
         self.say = say
 
     def start(self) -> None:
+        if self.kafka:  # set by the Kafka component, which starts before this one
+            self.job.kafka = os.environ["ARTIMON_KAFKA"]
         service = self.vhms.service
         if service.store.series == 0:
             self.job.before_ingest = _backfill(service, self.job.output, self.say)

@@ -2,7 +2,8 @@
 
 - the Avro sample batch (``sample_batch.avsc``, the body of the agent's events:
   :func:`encode_sample_batch`, :func:`decode_sample_batch`) and the raw landing files
-  (``landing_batch.avsc``: :class:`LandingWriter`, :func:`encode_trailer`, :func:`recover`);
+  (``landing_batch.avsc``: :class:`LandingWriter`, :func:`encode_trailer` (:func:`encode_identity`
+  and :func:`encode_checksum`, on Avro's zig-zag varint :func:`encode_avro_long`), :func:`recover`);
 - :class:`BackgroundServer`, an ASGI app served by uvicorn from a thread, behind Prometheus's
   web configuration file when given one (:func:`load_web_config`: TLS, basic auth, headers);
 - ZooKeeper membership (:class:`Membership`: watched groups of members with their payloads,
@@ -42,7 +43,15 @@ from bookkeeper.ground.discovery import list_endpoints
 from bookkeeper.ground.durations import parse_duration
 from bookkeeper.ground.files import fsync_path
 from bookkeeper.ground.httpserver import BackgroundServer
-from bookkeeper.ground.landing import LANDING_SCHEMA, LandingWriter, encode_trailer, recover
+from bookkeeper.ground.landing import (
+    LANDING_SCHEMA,
+    LandingWriter,
+    encode_avro_long,
+    encode_checksum,
+    encode_identity,
+    encode_trailer,
+    recover,
+)
 from bookkeeper.ground.membership import Member, Membership, MembershipState
 from bookkeeper.ground.webconfig import WebConfig, WebConfigError, is_loopback, load_web_config
 
@@ -66,6 +75,9 @@ __all__ = [
     "decode_sample_batch",
     "dense_classes",
     "die_with_parent_command",
+    "encode_avro_long",
+    "encode_checksum",
+    "encode_identity",
     "encode_sample_batch",
     "encode_trailer",
     "fsync_path",

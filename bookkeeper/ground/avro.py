@@ -22,7 +22,9 @@ SAMPLE_BATCH_SCHEMA: Any = fastavro.parse_schema(
 
 
 def encode_sample_batch(batch: SampleBatch) -> bytes:
-    """The Avro bytes of ``batch``."""
+    """The Avro bytes of ``batch``, its common labels in key order: one encoding per batch,
+    which Spark's check of a landing record can rebuild (Spark's Avro reader keeps no map
+    order; ``spark_jobs/integrity.py``)."""
     out = io.BytesIO()
     fastavro.schemaless_writer(
         out,
@@ -30,7 +32,7 @@ def encode_sample_batch(batch: SampleBatch) -> bytes:
         {
             "context": batch.context,
             "snapshot_ms": batch.snapshot_ms,
-            "common_labels": batch.common_labels,
+            "common_labels": dict(sorted(batch.common_labels.items())),
             "names": batch.names,
             "label_sets": batch.label_sets,
             "name_ids": batch.name_ids.astype("<i4", copy=False).tobytes(),

@@ -3,9 +3,12 @@ sink writes and Spark's ``raw_ingest`` job reads.
 
 Each record is a ``LandingBatch`` (schema ``landing_batch.avsc``): the fields of a sample
 batch (``sample_batch.avsc``) followed by the event's ``round_ms``, ``endpoint`` and
-``agent``. Because Avro encodes a record as its fields one after the other,
-an event body (an encoded sample batch) plus the encoded trailer *is* an encoded landing
-record: the sink never decodes a batch to write it.
+``agent`` (the trailer), and its ``checksum``, the event's integrity stamp (the CRC32C of
+the sample batch's bytes XOR that of the round's, endpoint's and agent's), which Spark
+checks before a record reaches Parquet. Because
+Avro encodes a record as its fields one after the other, an event body (an encoded sample
+batch) plus the encoded trailer and checksum *is* an encoded landing record: the sink never
+decodes a batch to write it.
 
 The container is written by hand (header, then blocks of records each followed by the
 file's sync marker) so that every block can be fsynced as one transaction's data;
@@ -24,7 +27,15 @@ from typing import Any, BinaryIO
 
 import fastavro
 
-__all__ = ["LANDING_SCHEMA", "LandingWriter", "encode_trailer", "recover"]
+__all__ = [
+    "LANDING_SCHEMA",
+    "LandingWriter",
+    "encode_avro_long",
+    "encode_checksum",
+    "encode_identity",
+    "encode_trailer",
+    "recover",
+]
 
 MAGIC = b"Obj\x01"
 LANDING_SCHEMA: Any = json.loads(Path(__file__).with_name("landing_batch.avsc").read_text())
@@ -38,7 +49,7 @@ _TRAILER_SCHEMA: Any = fastavro.parse_schema(
 )
 
 
-def _long(value: int) -> bytes:
+def encode_avro_long(value: int) -> bytes:
     """Avro's zig-zag varint."""
     value = (value << 1) ^ (value >> 63)
     out = bytearray()
@@ -63,13 +74,26 @@ def _read_long(data: BinaryIO) -> int:
             raise ValueError("varint too long")
 
 
-def encode_trailer(round_ms: int | None, endpoint: str | None, agent: str | None) -> bytes:
-    """The encoded fields that follow a sample batch in a landing record."""
+def encode_identity(round_ms: int | None, endpoint: str | None, agent: str | None) -> bytes:
+    """The encoded fields that follow a sample batch in a landing record and identify it:
+    ``round_ms``, ``endpoint``, ``agent`` (what an integrity stamp covers besides the body)."""
     out = io.BytesIO()
     fastavro.schemaless_writer(
         out, _TRAILER_SCHEMA, {"round_ms": round_ms, "endpoint": endpoint, "agent": agent}
     )
     return out.getvalue()
+
+
+def encode_checksum(value: int | None) -> bytes:
+    """The encoded ``checksum`` field, the last of a landing record."""
+    return b"\x00" if value is None else b"\x02" + encode_avro_long(value)
+
+
+def encode_trailer(
+    round_ms: int | None, endpoint: str | None, agent: str | None, checksum: int | None = None
+) -> bytes:
+    """Every field that follows a sample batch in a landing record."""
+    return encode_identity(round_ms, endpoint, agent) + encode_checksum(checksum)
 
 
 class LandingWriter:
@@ -84,10 +108,10 @@ class LandingWriter:
         self._file = open(path, "wb")  # noqa: SIM115 - lives as long as the writer
         metadata = {"avro.schema": json.dumps(LANDING_SCHEMA).encode(), "avro.codec": codec.encode()}
         header = bytearray(MAGIC)
-        header += _long(len(metadata))
+        header += encode_avro_long(len(metadata))
         for key, value in metadata.items():
-            header += _long(len(key)) + key.encode() + _long(len(value)) + value
-        header += _long(0) + self.sync
+            header += encode_avro_long(len(key)) + key.encode() + encode_avro_long(len(value)) + value
+        header += encode_avro_long(0) + self.sync
         self._file.write(header)
         self.size = len(header)
         self.records = 0
@@ -98,7 +122,7 @@ class LandingWriter:
         if self.codec == "deflate":
             compressor = zlib.compressobj(6, zlib.DEFLATED, -15)
             data = compressor.compress(data) + compressor.flush()
-        block = _long(len(records)) + _long(len(data)) + data + self.sync
+        block = encode_avro_long(len(records)) + encode_avro_long(len(data)) + data + self.sync
         self._file.write(block)
         self._file.flush()
         os.fsync(self._file.fileno())

@@ -9,7 +9,8 @@ other type, serves them, registers in ZooKeeper (``--zk`` or ``$ARTIMON_ZK``) an
 one. With ``--aligned S`` the counters follow :func:`formula_value` instead: from a tenth of
 an S-second round before round R starts until a tenth before the next, ``test.counter{i=n}``
 holds ``formula_value(n, R, S * 1000)``, so whoever polls round R can check every value it
-got (the accounting harness does). It stops on SIGTERM or when its standard input closes.
+got (the accounting harness does). It stops on SIGTERM or when its standard input closes
+(with ``--ignore-stdin``, on SIGTERM only: a launcher gives it no standard input).
 """
 
 from __future__ import annotations
@@ -180,6 +181,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--endpoints", type=int, default=1, help="contexts served by this process")
     parser.add_argument("--aligned", type=float, default=0.0, help="follow formula_value for S-second rounds")
+    parser.add_argument("--ignore-stdin", action="store_true", help="stop on SIGTERM only")
     args = parser.parse_args(argv)
 
     contexts = (
@@ -207,7 +209,8 @@ def main(argv: list[str] | None = None) -> int:
         sys.stdin.read()
         stop.set()
 
-    threading.Thread(target=stop_on_stdin_close, daemon=True).start()
+    if not args.ignore_stdin:
+        threading.Thread(target=stop_on_stdin_close, daemon=True).start()
     for _, server in served:
         print(f"READY {server.host} {server.port} {server.uuid}", flush=True)
     counters = [bk.integer("test.counter", i=str(i)) for bk, _ in served for i in range(args.variables)]

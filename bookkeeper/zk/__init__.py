@@ -2,7 +2,8 @@
 outlives session loss, and the credentials and ACLs that keep anonymous clients from
 writing any of it.
 
-Layout (``layout.py``: the paths, the endpoint and agent payloads and their checks),
+Layout (``layout.py``: the paths, the endpoint and agent payloads and their checks, and
+:func:`json_object`, the bounded read of any znode's JSON),
 :class:`Registration` (``registration.py``, its state machine in its doc), ``acl.py``
 (:class:`ZkAuth`, :func:`resolve_zk_auth`, :func:`secure_path`). The membership recipe that
 watches who is registered, and the one-shot listing of endpoints, are the platform's
@@ -26,6 +27,7 @@ from bookkeeper.zk.layout import (
     AgentInfo,
     EndpointInfo,
     ZkLayout,
+    json_object,
     resolve_zk,
 )
 from bookkeeper.zk.registration import Registration, RegistrationState, make_client
@@ -42,6 +44,7 @@ __all__ = [
     "RegistrationState",
     "ZkAuth",
     "ZkLayout",
+    "json_object",
     "make_client",
     "resolve_zk",
     "resolve_zk_auth",

@@ -5,7 +5,12 @@ Under a root (default ``/artimon``; an ``ARTIMON_ZK`` of ``host:port/other`` pic
     /contexts/<context>/<ip>:<port>:<uuid>   ephemeral   JSON EndpointInfo (this module)
     /agents/<group>/<agent-id>               ephemeral   JSON AgentInfo (this module)
     /vhms/<shard>/<ip>:<port>                ephemeral   JSON: shard, host, port, http_port
-    /config/agents/<agent-name>              persistent  agent properties
+    /config/groups/<group>/current           persistent  JSON: the version agents of the group apply
+    /config/groups/<group>/v<N>              persistent  agent properties, version N (10 digits)
+    /config/agents/<agent-id>/current, v<N>  persistent  the same for one agent (overrides its group)
+    /config/status/<agent-id>                ephemeral   JSON: the version an agent runs or refused
+    /services/<kind>/<name>                  ephemeral   JSON: kind, name, url, host, started
+                                                         (what ``artimon status`` probes)
 
 Path segments that come from users (context, group, shard, agent names) are percent-encoded
 so that a ``/`` in a context name cannot escape its directory.
@@ -28,7 +33,16 @@ from urllib.parse import quote, unquote
 
 from bookkeeper.exceptions import MalformedFrameError
 
-__all__ = ["DEFAULT_ROOT", "MAX_LABELS", "MAX_PAYLOAD", "AgentInfo", "EndpointInfo", "ZkLayout", "resolve_zk"]
+__all__ = [
+    "DEFAULT_ROOT",
+    "MAX_LABELS",
+    "MAX_PAYLOAD",
+    "AgentInfo",
+    "EndpointInfo",
+    "ZkLayout",
+    "json_object",
+    "resolve_zk",
+]
 
 DEFAULT_ROOT = "/artimon"
 DEFAULT_ZK = "127.0.0.1:2181"
@@ -92,8 +106,29 @@ class ZkLayout:
     def vhms_member(self, shard: str, ip: str, port: int) -> str:
         return f"{self.vhms_shard(shard)}/{ip}:{port}"
 
-    def agent_config(self, agent_name: str) -> str:
-        return f"{self.agent_configs}/{_segment(agent_name)}"
+    @property
+    def group_configs(self) -> str:
+        return f"{self.config}/groups"
+
+    @property
+    def config_statuses(self) -> str:
+        return f"{self.config}/status"
+
+    def agent_config(self, agent_id: str) -> str:
+        return f"{self.agent_configs}/{_segment(agent_id)}"
+
+    def group_config(self, group: str) -> str:
+        return f"{self.group_configs}/{_segment(group)}"
+
+    def config_status(self, agent_id: str) -> str:
+        return f"{self.config_statuses}/{_segment(agent_id)}"
+
+    @property
+    def services(self) -> str:
+        return f"{self.root}/services"
+
+    def service(self, kind: str, name: str) -> str:
+        return f"{self.services}/{_segment(kind)}/{_segment(name)}"
 
     @staticmethod
     def context_name(segment: str) -> str:
@@ -101,15 +136,17 @@ class ZkLayout:
         return unquote(segment)
 
 
-def _object(data: bytes, what: str) -> dict[str, Any]:
-    if len(data) > MAX_PAYLOAD:
-        raise MalformedFrameError(f"{what} payload of {len(data)} bytes exceeds {MAX_PAYLOAD}")
+def json_object(data: bytes, what: str, limit: int, error: type[Exception]) -> dict[str, Any]:
+    """``data`` as a JSON object of at most ``limit`` bytes; ``error`` naming ``what`` when
+    it is larger, not JSON, or not an object (a znode's payload or record, read as untrusted)."""
+    if len(data) > limit:
+        raise error(f"{what} of {len(data)} bytes exceeds {limit}")
     try:
         raw = json.loads(data)
     except (ValueError, UnicodeError):
-        raise MalformedFrameError(f"{what} payload is not JSON: {data[:200]!r}") from None
+        raise error(f"{what} is not JSON: {data[:200]!r}") from None
     if not isinstance(raw, dict):
-        raise MalformedFrameError(f"{what} payload is not a JSON object: {data[:200]!r}")
+        raise error(f"{what} is not a JSON object: {data[:200]!r}")
     return raw
 
 
@@ -151,7 +188,7 @@ class EndpointInfo:
     def from_json(cls, data: bytes) -> EndpointInfo:
         """Parse a znode payload; ``MalformedFrameError`` if it is not an endpoint's."""
         what = "endpoint"
-        raw = _object(data, what)
+        raw = json_object(data, f"{what} payload", MAX_PAYLOAD, MalformedFrameError)
         labels = raw.get("labels", {})
         if not isinstance(labels, dict) or len(labels) > MAX_LABELS:
             raise MalformedFrameError(
@@ -199,7 +236,7 @@ class AgentInfo:
     def from_json(cls, data: bytes) -> AgentInfo:
         """Parse a znode payload; ``MalformedFrameError`` if it is not an agent's."""
         what = "agent"
-        raw = _object(data, what)
+        raw = json_object(data, f"{what} payload", MAX_PAYLOAD, MalformedFrameError)
         source = _text(raw, "source", what)
         if len(source) > 256:
             raise MalformedFrameError(f"agent payload has a source name of {len(source)} characters")

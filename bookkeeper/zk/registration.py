@@ -97,6 +97,7 @@ class Registration:
         self.refusals = 0  # attempts ZooKeeper refused for lack of rights
         self.restored = 0  # deletions and rewrites of the znode by another client, undone
         self._refusing = False
+        self._tampered = False  # the watch fired: a create now puts back a deleted znode
         self.registered = threading.Event()
         self._wake = threading.Event()
         self._closed = threading.Event()
@@ -135,14 +136,10 @@ class Registration:
             self.registered.clear()
 
     def _on_node(self, event: WatchedEvent) -> None:
-        # kazoo's event thread, as _on_state: the worker puts the znode back
+        # kazoo's event thread, as _on_state: the worker looks at the znode and puts it back
+        # (the echo of its own write-back wakes it too, and finds nothing to do)
         if event.type in (EventType.DELETED, EventType.CHANGED) and not self._closed.is_set():
-            log.warning(
-                "ZooKeeper znode %s was %s by another client; putting it back",
-                self.path,
-                "deleted" if event.type == EventType.DELETED else "changed",
-            )
-            self.restored += 1
+            self._tampered = True
             self._wake.set()
 
     def _run(self) -> None:
@@ -203,6 +200,8 @@ class Registration:
         try:
             self.client.create(self.path, self.payload, ephemeral=True, makepath=True)
             self.registrations += 1
+            if self._tampered:
+                self._restore("deleted")
             return self._watch()
         except NodeExistsError:
             pass
@@ -212,6 +211,7 @@ class Registration:
             return False
         if stat.ephemeralOwner == session_id:
             if data != self.payload:
+                self._restore("changed")
                 self.client.set(self.path, self.payload, version=stat.version)
             return self._watch()
         # Our own node from an expired session that the server has not reaped yet.
@@ -219,10 +219,18 @@ class Registration:
             self.client.delete(self.path, version=stat.version)
         return False
 
+    def _restore(self, how: str) -> None:
+        log.warning("ZooKeeper znode %s was %s by another client; putting it back", self.path, how)
+        self.restored += 1
+        self._tampered = False
+
     def _watch(self) -> bool:
         """Arm the watch that puts the znode back (kazoo keeps one per callback and path);
-        ``False`` when it is already gone again (try again)."""
-        if self.client.exists(self.path, watch=self._on_node) is not None:
-            return True
-        self.restored += 1  # deleted before the watch was armed: the next try puts it back
-        return False
+        ``False`` when it is gone or rewritten again before the watch was armed (try again)."""
+        self._tampered = False
+        try:
+            data, _ = self.client.get(self.path, watch=self._on_node)
+        except NoNodeError:
+            self._tampered = True
+            return False
+        return bool(data == self.payload)

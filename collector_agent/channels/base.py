@@ -29,6 +29,12 @@ Transaction states (Flume's ``BasicTransactionSemantics``, plus PREPARED)::
   that some member had decided is kept by all (every member had prepared it), and one that
   none had decided is undone by all (none had been acknowledged).
 - ``rollback`` returns taken events to the head of the channel in their original order.
+- A take checks the integrity stamp of what it takes (``collector_agent/integrity.py``) unless
+  the channel class says its events never left the process or are checked otherwise
+  (``checks_taken = False``: ``memory``, ``file``): an event whose stamp is wrong is set
+  aside (the dead-letter file of ``deadLetter.dir``, ``ChecksumMismatchCount``), consumed
+  with the take and never handed to the sink; a rolled-back take meets it again and sets it
+  aside again.
 - A channel keeps one transaction per thread: ``transaction()`` returns the thread's open
   one, or a new one once the previous is CLOSED.
 """
@@ -39,12 +45,14 @@ import enum
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from types import TracebackType
 from typing import ClassVar
 
 from collector_agent.context import Context
 from collector_agent.event import Event
 from collector_agent.exceptions import ChannelException, TransactionStateError
+from collector_agent.integrity import SetAside
 from collector_agent.lifecycle import Component
 
 __all__ = ["BasicChannel", "PutGroup", "Transaction", "TransactionState"]
@@ -154,7 +162,7 @@ class Transaction:
         taken = self._do_take(min(limit, room))
         self._take_count += len(taken)
         self.channel.counters.add("EventTakeAttemptCount", max(1, len(taken)))
-        return taken
+        return self.channel.integrity.keep(taken) if taken and self.channel.checks_taken else taken
 
     def prepare(self, group: PutGroup | None = None) -> None:
         self._require("prepare", TransactionState.OPEN)
@@ -223,13 +231,22 @@ class BasicChannel(Component):
         "EventPutSuccessCount",
         "EventTakeAttemptCount",
         "EventTakeSuccessCount",
+        "ChecksumMismatchCount",
     )
 
     transaction_capacity: int = 100  # events one transaction may put or take (configured)
+    checks_taken: ClassVar[bool] = True  # whether a take checks the integrity stamps
 
     def __init__(self, name: str) -> None:
         super().__init__(name)
         self._local = threading.local()
+        self.integrity = SetAside(self.counters, "channel", Path("artimon-data") / "dead-letter")
+
+    def configure(self, context: Context) -> None:
+        """The key every channel has: ``deadLetter.dir`` (default ``artimon-data/dead-letter``),
+        where a take sets aside what fails its integrity check."""
+        self.integrity.directory = Path(context.get_str("deadLetter.dir", "artimon-data/dead-letter"))
+        super().configure(context)
 
     def transaction(self) -> Transaction:
         """The calling thread's transaction: its open one, or a new one."""

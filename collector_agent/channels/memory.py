@@ -63,6 +63,8 @@ class _MemoryTransaction(Transaction):
 class MemoryChannel(BasicChannel):
     """See the module doc for keys and semantics."""
 
+    checks_taken = False  # hands on the objects its source checked (collector_agent/integrity.py)
+
     def __init__(self, name: str) -> None:
         super().__init__(name)
         self._queue: deque[Event] = deque()

@@ -4,7 +4,7 @@
 Flume's keys: ``hostname`` (required), ``port`` (required), ``batch-size`` (default 100),
 ``connect-timeout`` (ms, default 20000), ``request-timeout`` (ms, default 20000),
 ``reset-connection-interval`` (s, default 0 = never: reconnect periodically to rebalance
-behind a load balancer), ``compression-type`` (``none`` or ``deflate``, as the source says),
+behind a load balancer), ``compression-type`` (``none`` or ``deflate``, as the source says; not with ``ssl``),
 ``compression-level`` (1 to 9, default 6); TLS: ``ssl``, ``truststore`` and ours,
 ``keystore``, ``keystore-key``, ``keystore-password``, ``ssl-check-hostname``
 (:mod:`collector_agent.tls`). Ours: ``maxFrameSize`` (bytes of an answer, default 1 MiB).
@@ -22,7 +22,7 @@ import socket
 import time
 
 from collector_agent import avro_ipc
-from collector_agent.avro_transport import FrameStream
+from collector_agent.avro_transport import FrameStream, deflate_setting
 from collector_agent.context import Context
 from collector_agent.event import Event
 from collector_agent.exceptions import EventDeliveryException, RequestRefusedError
@@ -50,10 +50,7 @@ class AvroSink(BatchSink):
         self.connect_timeout = context.get_int("connect-timeout", 20000, minimum=1) / 1000
         self.request_timeout = context.get_int("request-timeout", 20000, minimum=1) / 1000
         self.reset_interval = context.get_float("reset-connection-interval", 0.0, minimum=0.0)
-        compression = context.get_str("compression-type", "none").strip().lower()
-        if compression not in ("none", "deflate"):
-            raise context.error("compression-type", f"{compression!r} is neither none nor deflate")
-        self.deflate = compression == "deflate"
+        self.deflate = deflate_setting(context)
         self.level = context.get_int("compression-level", 6, minimum=1, maximum=9)
         self.max_frame_size = context.get_int("maxFrameSize", 1024 * 1024, minimum=64)
         self.ssl_context = client_ssl_context(context)

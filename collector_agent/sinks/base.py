@@ -29,6 +29,7 @@ from collector_agent.context import Context
 from collector_agent.dead_letters import write_dead_letters
 from collector_agent.event import Event
 from collector_agent.exceptions import ChannelException, EventDeliveryException, MalformedEventError
+from collector_agent.ledger import RoundLedger
 from collector_agent.lifecycle import Component
 from collector_agent.status import Status
 
@@ -40,7 +41,7 @@ _MAX_TRACKED_STRIKES = 10_000
 
 
 class Sink(Component):
-    """Base of every sink; the agent sets ``channel`` before ``start``."""
+    """Base of every sink; the agent sets ``channel`` (and its round ``ledger``) before ``start``."""
 
     kind: ClassVar[str] = "SINK"
     counter_names: ClassVar[tuple[str, ...]] = (
@@ -57,6 +58,7 @@ class Sink(Component):
         "DeadLetterCount",
     )
     channel: BasicChannel
+    ledger: RoundLedger | None = None
 
     def process(self) -> Status:
         """Move one batch; ``BACKOFF`` when there was nothing to do or the channel failed;

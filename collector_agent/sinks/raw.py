@@ -10,7 +10,13 @@ and renamed, so nothing committed is lost and nothing half-written is read.
 Keys: ``directory`` (required), ``prefix`` (default the sink's name), ``batchSize`` (100),
 ``rollSize`` (bytes, 134217728), ``rollInterval`` (s, 60), ``codec`` (``deflate`` or
 ``null``), and the batch sinks' dead-letter keys: an event whose body is not a sample batch
-is refused as malformed.
+is refused as malformed. Each record carries the event's integrity stamp (its ``checksum``
+field, computed here for an event that came without one), which ``raw_ingest`` checks
+before the record reaches Parquet (``collector_agent/integrity.py``).
+
+Each batch landed is told to the agent's round ledger with its landing file's final name
+(:mod:`collector_agent.ledger`); the ``history`` terminal holds it once ``raw_ingest``
+reports that file committed.
 """
 
 from __future__ import annotations
@@ -21,10 +27,12 @@ import time
 from pathlib import Path
 
 from bookkeeper import MalformedFrameError
-from bookkeeper.ground import LandingWriter, decode_sample_batch, encode_trailer, recover
+from bookkeeper.ground import LandingWriter, decode_sample_batch, encode_checksum, recover
 from collector_agent.context import Context
 from collector_agent.event import Event
 from collector_agent.exceptions import MalformedEventError
+from collector_agent.integrity import STAMP_HEADER, event_checksum, identity
+from collector_agent.ledger import round_of
 from collector_agent.sinks.base import BatchSink
 from collector_agent.status import Status
 
@@ -64,10 +72,18 @@ class RawSink(BatchSink):
                 log.warning("sink %s: recovered %s with %d committed records", self.name, final.name, kept)
             else:
                 leftover.unlink()
+        if self.ledger is not None:
+            self.ledger.declare("history", self._place)
         super().start()
+
+    @property
+    def _place(self) -> str:
+        return f"sink {self.name} (channel {self.channel.name})"
 
     def stop(self) -> None:
         self._roll()
+        if self.ledger is not None:
+            self.ledger.withdraw("history", self._place)
         super().stop()
 
     def _open(self) -> LandingWriter:
@@ -104,23 +120,28 @@ class RawSink(BatchSink):
 
     def deliver(self, events: list[Event]) -> None:
         bad = []
+        sizes = []
         for position, event in enumerate(events):
             try:
-                decode_sample_batch(event.body)  # a landing file Spark cannot read would stop the job
+                sizes.append(len(decode_sample_batch(event.body)))  # Spark must read every landing file
             except MalformedFrameError:
                 bad.append(position)
         if bad:
             raise MalformedEventError(f"{len(bad)} events are not sample batches", bad)
         records = []
         for event in events:
-            round_ms = event.headers.get("artimon.round")
-            trailer = encode_trailer(
-                int(round_ms) if round_ms and round_ms.isdigit() else None,
-                event.headers.get("artimon.endpoint"),
-                event.headers.get("artimon.agent"),
-            )
-            records.append(event.body + trailer)
+            get = event.headers.get
+            stamp = get(STAMP_HEADER)  # checked by the channel's take
+            crc = int(stamp, 16) if stamp is not None else event_checksum(event.body, event.headers)
+            ident = identity(get("artimon.round"), get("artimon.endpoint"), get("artimon.agent"))
+            records.append(event.body + ident + encode_checksum(crc))
         writer = self._open()
         before = writer.size
         writer.write_block(records)  # fsynced: the take may commit
         self.counters.add("BytesWrittenCount", writer.size - before)
+        if self.ledger is not None:
+            final = writer.path.name[: -len(".tmp")]
+            for event, samples in zip(events, sizes, strict=True):
+                polled = round_of(event.headers)
+                if polled is not None:
+                    self.ledger.land(final, *polled, samples)

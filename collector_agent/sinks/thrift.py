@@ -1,7 +1,8 @@
 """``thrift``: sends events to another agent (ours or Apache Flume's) with Flume's
 ``ThriftSourceProtocol`` ``appendBatch``.
 
-Keys: ``hostname`` (required), ``port`` (required), ``batchSize`` (default 100),
+Keys: ``hostname`` (required), ``port`` (required), ``batch-size`` (Flume's name) or
+``batchSize`` (every batch sink's; default 100, one of the two),
 ``connect-timeout`` (ms, default 20000), ``request-timeout`` (ms, default 20000),
 ``protocol`` (``compact`` default, or ``binary``), ``connection-reset-interval``
 (s, default 0 = never: reconnect periodically to rebalance behind a load balancer),
@@ -39,6 +40,10 @@ class ThriftSink(BatchSink):
 
     def configure(self, context: Context) -> None:
         super().configure(context)
+        if context.get_optional("batch-size") is not None:
+            if context.get_optional("batchSize") is not None:
+                raise context.error("batch-size", "and batchSize both set: say one")
+            self.batch_size = context.get_int("batch-size", minimum=1)
         self.hostname = context.get_str("hostname")
         self.port = context.get_int("port", minimum=1, maximum=65535)
         self.connect_timeout = context.get_int("connect-timeout", 20000, minimum=1) / 1000

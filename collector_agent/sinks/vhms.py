@@ -39,6 +39,7 @@ from bookkeeper.zk import ZkAuth, resolve_zk_auth
 from collector_agent.context import Context
 from collector_agent.event import Event
 from collector_agent.exceptions import EventDeliveryException, MalformedEventError
+from collector_agent.ledger import round_of
 from collector_agent.sinks.base import BatchSink
 from collector_agent.tls import client_ssl_context
 from vhms import Address, ShardedClient, VhmsError
@@ -103,9 +104,17 @@ class VhmsSink(BatchSink):
         # the first batch must not find an empty shard list only because ZooKeeper has not
         # been read yet (bounded: a sink starts without ZooKeeper and keeps its events)
         self.client.wait_ready(min(self.timeout, 10.0))
+        if self.ledger is not None:
+            self.ledger.declare("vhms", self._place)
         super().start()
 
+    @property
+    def _place(self) -> str:
+        return f"sink {self.name} (channel {self.channel.name})"
+
     def stop(self) -> None:
+        if self.ledger is not None:
+            self.ledger.withdraw("vhms", self._place)
         if self.client is not None:
             self.client.close()
             self.client = None
@@ -118,12 +127,16 @@ class VhmsSink(BatchSink):
     def deliver(self, events: list[Event]) -> None:
         parts: list[IngestColumns] = []
         bad = []
+        rounds = []  # (round, endpoint, samples) of the polled batches, for the ledger
         for position, event in enumerate(events):
             try:
                 batch = decode_sample_batch(event.body)
             except MalformedFrameError:
                 bad.append(position)
                 continue
+            polled = round_of(event.headers)
+            if polled is not None:
+                rounds.append((*polled, len(batch)))
             round_ms = event.headers.get("artimon.round") or ""
             use_round = self.time_source == "round" and round_ms.isdigit()
             parts.append(batch.ingest_columns(int(round_ms) if use_round else None))
@@ -141,3 +154,8 @@ class VhmsSink(BatchSink):
             self.counters.set("MemberFailCount", client.stats["member_failures"])
         self.counters.add("SamplesStoredCount", stored)
         self.counters.add("SamplesRefusedCount", refused)
+        if self.ledger is not None:
+            for polled_ms, endpoint, samples in rounds:
+                self.ledger.commit("vhms", polled_ms, endpoint, samples)
+            if refused:
+                self.ledger.refuse("vhms", (polled_ms for polled_ms, _, _ in rounds), refused)

@@ -49,7 +49,8 @@ The round scheduler's states (``ArtimonSource.round_state``, a :class:`RoundStat
     any state --stop()--> STOPPED
 
 Events the channel still refuses at a round's deadline are dropped and counted
-(``EventDroppedCount``, one per endpoint's batch) and logged with the round.
+(``EventDroppedCount``, one per endpoint's batch) and logged with the round. Each batch
+polled is told to the agent's round ledger (:mod:`collector_agent.ledger`).
 
 Keys: ``zk`` (default ``$ARTIMON_ZK``), ``interval`` (s, 60), ``group`` (``default``),
 ``agentId`` (host-pid), ``contexts`` (regex on the context, ``.*``), ``labels.<key>``
@@ -108,23 +109,16 @@ class RoundState(enum.Enum):
 
 
 class ArtimonSource(EventDrivenSource):
+    # fmt: off
     counter_names = (
         *EventDrivenSource.counter_names,
-        "RoundCount",
-        "RoundOverrunCount",
-        "RoundSkippedCount",
-        "PollAttemptCount",
-        "PollSuccessCount",
-        "PollFailCount",
-        "PollTimeoutCount",
-        "CatchupPollCount",
-        "StartupPollCount",
-        "EventDroppedCount",
-        "EndpointCount",
-        "AssignedEndpointCount",
-        "AgentCount",
-        "RegistrationRefusedCount",
+        "RoundCount", "RoundOverrunCount", "RoundSkippedCount",
+        "PollAttemptCount", "PollSuccessCount", "PollFailCount", "PollTimeoutCount",
+        "CatchupPollCount", "StartupPollCount", "EventDroppedCount",
+        "EndpointCount", "AssignedEndpointCount", "AgentCount", "RegistrationRefusedCount",
+        "LastRoundTime", "RoundInterval",
     )
+    # fmt: on
 
     def configure(self, context: Context) -> None:
         super().configure(context)
@@ -207,6 +201,7 @@ class ArtimonSource(EventDrivenSource):
         self._thread = threading.Thread(target=self._round_loop, name=f"{self.name}-rounds", daemon=True)
         self._thread.start()
         super().start()
+        self.counters.set("RoundInterval", int(self.interval * 1000))
 
     def stop(self) -> None:
         self._stop.set()
@@ -337,6 +332,7 @@ class ArtimonSource(EventDrivenSource):
             with self._lock:
                 self._assigned_members = self._members_at(round_ms, dict(self._agents))
             self.counters.set("AssignedEndpointCount", len(endpoints))
+            self.counters.set("LastRoundTime", round_ms)
         futures = {
             self._pool.submit(self._poll, key, info, round_ms, deadline_ms): key
             for key, info in endpoints.items()
@@ -423,4 +419,6 @@ class ArtimonSource(EventDrivenSource):
             "artimon.round": str(round_ms),
             "artimon.agent": self.agent_id,
         }
+        if self.ledger is not None:
+            self.ledger.expect(round_ms, headers["artimon.endpoint"], len(batch))
         return Event(headers, encode_sample_batch(batch))

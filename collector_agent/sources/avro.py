@@ -3,7 +3,7 @@
 
 Flume's keys: ``bind`` (required), ``port`` (required, 0 = ephemeral), ``threads`` (most
 concurrent connections, default 64; Flume's 0 = unbounded is refused), ``compression-type``
-(``none`` or ``deflate``: the client must say the same), ``ipFilter`` with
+(``none`` or ``deflate``: the client must say the same; not with ``ssl``), ``ipFilter`` with
 ``ipFilterRules`` (``allow:ip:127.*,deny:ip:*``: the first rule whose glob matches the
 peer's address decides, no match allows; Flume's ``name:`` rules are refused), TLS
 (``ssl``, ``keystore``, ``keystore-password``, ``keystore-type``: PEM files). The limits,
@@ -22,6 +22,7 @@ from collections.abc import Callable
 from typing import ClassVar
 
 from collector_agent.avro_server import AvroServer
+from collector_agent.avro_transport import deflate_setting
 from collector_agent.context import Context
 from collector_agent.event import Event
 from collector_agent.exceptions import ChannelException
@@ -66,10 +67,7 @@ class AvroSource(RpcSource):
 
     def configure(self, context: Context) -> None:
         super().configure(context)
-        compression = context.get_str("compression-type", "none").strip().lower()
-        if compression not in ("none", "deflate"):
-            raise context.error("compression-type", f"{compression!r} is neither none nor deflate")
-        self.deflate = compression == "deflate"
+        self.deflate = deflate_setting(context)
         self.allow = ip_filter(context)
 
     def _deliver(self, name: str, events: list[Event]) -> str:

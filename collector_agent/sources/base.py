@@ -6,6 +6,7 @@ from typing import ClassVar
 
 from collector_agent.channel_processor import ChannelProcessor
 from collector_agent.context import Context
+from collector_agent.ledger import RoundLedger
 from collector_agent.lifecycle import Component
 from collector_agent.status import Status
 
@@ -13,7 +14,8 @@ __all__ = ["EventDrivenSource", "PollableSource", "Source"]
 
 
 class Source(Component):
-    """Base of every source; the agent sets ``channel_processor`` before ``start``."""
+    """Base of every source; the agent sets ``channel_processor`` (and its round ``ledger``)
+    before ``start``."""
 
     kind: ClassVar[str] = "SOURCE"
     counter_names: ClassVar[tuple[str, ...]] = (
@@ -27,8 +29,10 @@ class Source(Component):
         "EventReadFail",
         "ChannelWriteFail",
         "GenericProcessingFail",
+        "ChecksumMismatchCount",
     )
     channel_processor: ChannelProcessor
+    ledger: RoundLedger | None = None
 
 
 class EventDrivenSource(Source):

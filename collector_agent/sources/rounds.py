@@ -6,7 +6,8 @@ Rounds start on interval boundaries (``floor(t / interval) * interval``). A roun
 finish before the next one starts is counted (``RoundOverrunCount``) and the next boundary
 is waited for; the rounds missed meanwhile are counted (``RoundSkippedCount``), never
 queued. Events the channel still refuses at a round's deadline are dropped and counted
-(``EventDroppedCount``, one per event) and logged with the round.
+(``EventDroppedCount``, one per event), logged with the round and told to the round ledger
+(the round cannot complete).
 """
 
 from __future__ import annotations
@@ -35,6 +36,11 @@ def emit_until(source: Source, events: list[Event], deadline_ms: int, stop: thre
             source.counters.add("ChannelWriteFail")
             if time.time() * 1000 > deadline_ms or stop.is_set():
                 source.counters.add("EventDroppedCount", len(events))
+                if source.ledger is not None:
+                    for event in events:
+                        round_ms = event.headers.get("artimon.round", "")
+                        if round_ms.isdigit():
+                            source.ledger.drop(int(round_ms), event.headers.get("artimon.endpoint", ""))
                 log.error(
                     "source %s: dropped %d events of round %s: the channel refused them until "
                     "the round's deadline: %s",

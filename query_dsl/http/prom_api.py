@@ -60,10 +60,10 @@ VERSION = "2.42.0"  # the Prometheus whose API and semantics these answers follo
 
 
 def _answer(data: Any, warnings: list[str] | None = None) -> Response:
-    body: dict[str, Any] = {"status": "success", "data": data}
-    if warnings:
-        body["warnings"] = warnings
-    return Response(orjson.dumps(body), media_type="application/json")
+    """The success envelope around ``data``: a value, or a query's ``data`` as JSON text."""
+    text = data if isinstance(data, bytes) else orjson.dumps(data)
+    tail = b',"warnings":' + orjson.dumps(warnings) if warnings else b""
+    return Response(b'{"status":"success","data":' + text + tail + b"}", media_type="application/json")
 
 
 def _error(error: ApiError) -> Response:
@@ -158,7 +158,7 @@ def _query(api: ApiContext, pairs: list[tuple[str, str]], budget: QueryBudget) -
     at = time_param(first(pairs, "time"), time.time(), "time")
     result = instant_query(api.source, text, at, limits=limits_param(_base_limits(api), pairs), budget=budget)
     budget.need(result.answer_bytes(), "the answer")
-    return result.to_prometheus_json(), result.warnings
+    return result.to_prometheus_body(), result.warnings
 
 
 def _query_range(api: ApiContext, pairs: list[tuple[str, str]], budget: QueryBudget) -> tuple[Any, list[str]]:
@@ -187,7 +187,7 @@ def _query_range(api: ApiContext, pairs: list[tuple[str, str]], budget: QueryBud
     limits = limits_param(_base_limits(api), pairs)
     result = range_query(api.source, text, start, end, step, limits=limits, budget=budget)
     budget.need(result.answer_bytes(), "the answer")
-    return result.to_prometheus_json(), result.warnings
+    return result.to_prometheus_body(), result.warnings
 
 
 def _selectors(pairs: list[tuple[str, str]], required: bool) -> list[VectorSelector]:

@@ -6,6 +6,7 @@ Times and durations are integer milliseconds. ``offset_ms`` is positive for the 
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 __all__ = [
@@ -22,6 +23,7 @@ __all__ = [
     "Unary",
     "VectorMatching",
     "VectorSelector",
+    "selectors",
 ]
 
 
@@ -133,3 +135,23 @@ Expr = (
     | Unary
     | Paren
 )
+
+
+def selectors(expr: Expr) -> Iterator[VectorSelector]:
+    """Every vector selector of ``expr`` (a range selector's too), in the order written."""
+    if isinstance(expr, VectorSelector):
+        yield expr
+    elif isinstance(expr, MatrixSelector):
+        yield expr.vector
+    elif isinstance(expr, Subquery | Unary | Paren):
+        yield from selectors(expr.expr)
+    elif isinstance(expr, Call):
+        for arg in expr.args:
+            yield from selectors(arg)
+    elif isinstance(expr, Aggregation):
+        if expr.param is not None:
+            yield from selectors(expr.param)
+        yield from selectors(expr.expr)
+    elif isinstance(expr, BinaryOp):
+        yield from selectors(expr.lhs)
+        yield from selectors(expr.rhs)

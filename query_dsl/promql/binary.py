@@ -77,21 +77,22 @@ def _merge_unique(
     representative row; ``MatchingError`` when two series of a class have a value at the
     same time."""
     count = int(classes.max(initial=-1)) + 1
-    found = present(m.values)
-    per_class = np.zeros((count, m.values.shape[1]), dtype=np.int64)
-    np.add.at(per_class, classes, found.astype(np.int64))
-    if (per_class > 1).any():
-        row = int(np.flatnonzero((per_class[classes] > 1).any(axis=1))[0])
-        raise MatchingError(
-            f"found duplicate series for the match group {table.describe(row, labels)} "
-            f"on the {side} hand-side of the operation: many-to-many matching not allowed: "
-            "matching labels must be unique on one side"
-        )
     merged = np.full((count, m.values.shape[1]), np.nan)
-    order = np.argsort(classes, kind="stable")
-    for row in order.tolist():
-        cell = m.values[row]
-        merged[classes[row]] = np.where(found[row], cell, merged[classes[row]])
+    if np.bincount(classes, minlength=count).max(initial=0) <= 1:  # a series per class: as it is
+        merged[classes] = m.values
+    else:
+        found = present(m.values)
+        per_class = np.zeros((count, m.values.shape[1]), dtype=np.int64)
+        np.add.at(per_class, classes, found.astype(np.int64))
+        if (per_class > 1).any():
+            row = int(np.flatnonzero((per_class[classes] > 1).any(axis=1))[0])
+            raise MatchingError(
+                f"found duplicate series for the match group {table.describe(row, labels)} "
+                f"on the {side} hand-side of the operation: many-to-many matching not allowed: "
+                "matching labels must be unique on one side"
+            )
+        rows, columns = np.nonzero(found)  # at most one of a class's series at each time
+        merged[classes[rows], columns] = m.values[rows, columns]
     first = np.full(count, -1, dtype=np.int64)
     first[classes[::-1]] = np.arange(len(classes))[::-1]
     return merged, first

@@ -33,6 +33,7 @@ from query_dsl.promql.ast import (
     BinaryOp,
     Call,
     Expr,
+    LabelMatcher,
     MatrixSelector,
     NumberLiteral,
     Paren,
@@ -40,6 +41,7 @@ from query_dsl.promql.ast import (
     Subquery,
     Unary,
     VectorSelector,
+    selectors,
 )
 from query_dsl.promql.functions import INSTANT_FUNCTIONS
 from query_dsl.promql.labels import ensure_unique
@@ -47,7 +49,9 @@ from query_dsl.promql.ranges import (
     RANGE_NAMES,
     VECTORIZED,
     block_series,
+    dense_from,
     evaluate_range,
+    latest_dense,
     range_temporaries,
     rate_blocks,
 )
@@ -98,6 +102,10 @@ class Engine:
     _deadline: float = 0.0
     _times: np.ndarray = field(default_factory=lambda: np.zeros(1, dtype=np.int64))
     _spend: QueryBudget = field(init=False)
+    # selectors written more than once and what each read: both sides of a share, one fetch
+    _repeated: set[tuple[LabelMatcher, ...]] = field(default_factory=set)
+    _fetched: dict[tuple[object, ...], Samples] = field(default_factory=dict)
+    _held: int = 0  # the bytes of the fetches kept for another reader, charged until the end
 
     def __post_init__(self) -> None:
         self._spend = self.budget if self.budget is not None else QueryBudget(self.limits.max_bytes)
@@ -110,6 +118,9 @@ class Engine:
         self._deadline = time.monotonic() + self.limits.timeout_s
         times = np.arange(self.start_ms, self.end_ms + 1, max(self.step_ms, 1), dtype=np.int64)
         self._times = times
+        seen: set[tuple[LabelMatcher, ...]] = set()
+        for selector in selectors(expr):
+            (self._repeated if selector.matchers in seen else seen).add(selector.matchers)
         return self._eval(expr, times)
 
     def warn(self, message: str) -> None:
@@ -126,9 +137,10 @@ class Engine:
 
     def _eval(self, expr: Expr, times: np.ndarray) -> Value:
         """``expr``'s value; what its steps charged the budget, less that value, given back."""
-        mark = self._spend.used
+        mark, held = self._spend.used, self._held
         value = self._node(expr, times)
-        self._spend.settle(mark, _value_bytes(value), f"the value of {type(expr).__name__}")
+        kept = _value_bytes(value) + self._held - held
+        self._spend.settle(mark, kept, f"the value of {type(expr).__name__}")
         return value
 
     def _node(self, expr: Expr, times: np.ndarray) -> Value:
@@ -182,6 +194,9 @@ class Engine:
         return base - offset_ms
 
     def _fetch(self, selector: VectorSelector, low_ms: int, high_ms: int) -> Samples:
+        key = (selector.matchers, low_ms, high_ms)
+        if key in self._fetched:
+            return self._fetched[key]
         samples = fetch_samples(self.source, selector, low_ms, high_ms)
         self.need(samples.values.size, _SAMPLE_CELLS, f"the {len(samples.table)} series a selector picks")
         samples.values = stored_nan_samples(samples.values)
@@ -204,6 +219,9 @@ class Engine:
                 f"the selector reads {samples.values.size} points for {steps} evaluation times, "
                 f"more than max_points={self.limits.max_points}"
             )
+        if selector.matchers in self._repeated:
+            self._fetched[key] = samples
+            self._held += _value_bytes(RangeValue(samples, 0, self._times))
         return samples
 
     def _instant(self, selector: VectorSelector, times: np.ndarray) -> tuple[Matrix, np.ndarray]:
@@ -223,6 +241,10 @@ class Engine:
             return Matrix.from_table(samples.table, times, empty, step), empty.copy()
         own = samples.sample_times()
         stale = samples.stale
+        lead = dense_from(values) if stale is None else None
+        if lead is not None:  # a sample in every bucket from the first that has any
+            out, when = latest_dense(values[:, lead:].T, own[:, lead:].T, axis[lead:], at, LOOKBACK_MS)
+            return Matrix.from_table(samples.table, times, out.T, step), when.T
         sampled = present(values) if stale is None else present(values) | stale
         latest = np.maximum.accumulate(np.where(sampled, np.arange(len(axis))[None, :], -1), axis=1)
         column = np.searchsorted(axis, at, side="right") - 1

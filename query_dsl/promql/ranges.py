@@ -12,6 +12,7 @@ use the last two samples.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from functools import partial
 
 import numpy as np
 
@@ -20,114 +21,217 @@ from query_dsl.promql.selection import Samples
 from query_dsl.promql.values import present as is_sample
 from query_dsl.promql.values import settle
 
-__all__ = ["RANGE_NAMES", "VECTORIZED", "evaluate_range", "range_temporaries", "rate_blocks"]
+__all__ = [
+    "RANGE_NAMES",
+    "VECTORIZED",
+    "dense_from",
+    "evaluate_range",
+    "latest_dense",
+    "range_temporaries",
+    "rate_blocks",
+]
 
 
-def _cells(rows: np.ndarray, series: int) -> np.ndarray:
-    """Flat indices of ``[rows[e, s], s]`` in a C-contiguous ``[times, series]`` array."""
-    return rows * series + np.arange(series)
-
-
-def _take(array: np.ndarray, cells: np.ndarray) -> np.ndarray:
-    """``array``'s cells at ``_cells`` indices (a 1-D take: the cheapest gather numpy has)."""
-    return array.reshape(-1).take(cells)
-
-
-def _bounds(
-    samples: Samples, ends: np.ndarray, range_ms: int, dense: bool
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """For every window ``[end - range_ms, end]`` and series: the row of its first and of
-    its last sample in the window (``[ends, series]``, rows of the time-major samples), and
-    whether it has one at all. Time-major throughout: a window's cells of every series lie
-    in a few contiguous rows, where the series-major gathers walked memory a row of
-    series apart. ``dense``: every series has a sample in every bucket (no fills needed)."""
-    values, axis = np.ascontiguousarray(samples.values.T), samples.times
-    width, series = values.shape
-    exact = samples.exact is not None
-    slack = samples.step_ms if exact else 0  # with own times a sample lies up to a step after its bucket
-    low = np.searchsorted(axis, ends - range_ms - slack, side="right" if exact else "left")
-    high = np.searchsorted(axis, ends, side="right")
-    if dense:  # a sample in every bucket: each window's rows are the same for every series
-        first = np.repeat(np.minimum(low, width)[:, None], series, axis=1)
-        last = np.repeat((high - 1)[:, None], series, axis=1)
-        if exact:
-            own = np.ascontiguousarray(samples.sample_times().T)
-            early = (first < width) & (own[np.minimum(low, width - 1)] < (ends - range_ms)[:, None])
-            first += early
-            late = (last >= 0) & (own[np.maximum(high - 1, 0)] > ends[:, None])
-            last -= late
+def _at(array: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    """``array[rows[e, s], s]`` of a time-major ``[times, series]`` array: ``rows`` is
+    ``[ends, series]``, or ``[ends, 1]`` where every series reads the same row (a gather of
+    whole rows, the cheapest there is)."""
+    gathered: np.ndarray
+    if rows.shape[1] == 1:
+        gathered = array[rows[:, 0]]
+    elif array.flags.c_contiguous:  # a 1-D take: the cheapest gather numpy has
+        gathered = array.reshape(-1).take(rows * array.shape[1] + np.arange(array.shape[1]))
     else:
-        present = is_sample(values)
-        rows = np.arange(width)[:, None]
-        latest = down(np.maximum, np.where(present, rows, -1))
-        following = down(np.minimum, np.where(present, rows, width), reverse=True)
-        following = np.concatenate([following, np.full((1, series), width)], axis=0)  # past the end
-        first = following[np.minimum(low, width)]
-        last = np.where(high[:, None] > 0, latest[np.maximum(high - 1, 0)], -1)
-        if exact:
-            own = np.ascontiguousarray(samples.sample_times().T)
-            at_first = _take(own, _cells(np.minimum(first, width - 1), series))
-            early = (first < width) & (at_first < (ends - range_ms)[:, None])
-            first = np.where(early, _take(following, _cells(np.minimum(first + 1, width), series)), first)
-            late = (last >= 0) & (_take(own, _cells(np.maximum(last, 0), series)) > ends[:, None])
-            before = np.where(last > 0, _take(latest, _cells(np.maximum(last - 1, 0), series)), -1)
-            last = np.where(late, before, last)
+        gathered = np.take_along_axis(array, rows, axis=0)
+    return gathered
+
+
+Rows = tuple[np.ndarray, np.ndarray]
+
+
+def _times_at(own: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    """``_at`` of the samples' times, as float64: ``[ends, 1]`` where every series' sample
+    there has the same time (samples written together, or bucket times), so that what is
+    computed from the times alone is computed once per window."""
+    if rows.shape[1] == 1 and own.strides[1] == 0:  # bucket times: one per row
+        return own[rows[:, 0], :1].astype(np.float64)
+    times = _at(own, rows)
+    if times.shape[1] > 1 and (times == times[:, :1]).all():
+        times = times[:, :1]
+    return times.astype(np.float64)
+
+
+def dense_from(values: np.ndarray) -> int | None:
+    """The first bucket of ``values`` (``[series, buckets]``) where any series has a sample
+    if from there on every series has one in every bucket, else None. The buckets before
+    are empty for every series (a query reaching before the data), so they hold nothing to
+    read."""
+    nan = np.isnan(values)
+    if not nan.any():
+        return 0
+    lead = int(np.argmin(nan.all(axis=0)))
+    return lead if lead and not nan[:, lead:].any() else None
+
+
+def latest_dense(
+    values: np.ndarray, own: np.ndarray, axis: np.ndarray, at: np.ndarray, lookback_ms: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """An instant selector over time-major series with a sample in every bucket and no stale
+    marker: at each time of ``at``, each series' latest sample at or before it within
+    ``lookback_ms`` (``[at, series]``, NaN: none) and that sample's time (float ms). The
+    sample is the bucket's that holds the time, or the one before where its own time lies
+    after it: whole rows gathered, not a running maximum over every bucket."""
+    column = np.searchsorted(axis, at, side="right") - 1
+    rows = np.maximum(column, 0)[:, None]
+    after = own[rows[:, 0]] > at[:, None]
+    if after.any():
+        rows = rows - after
+    ok = (column >= 0)[:, None] & (rows >= 0)
+    rows = np.maximum(rows, 0)
+    when = _times_at(own, rows)
+    ok = ok & (when >= (at - lookback_ms)[:, None])
+    shape = (len(at), values.shape[1])
+    return np.where(ok, _at(values, rows), np.nan), np.broadcast_to(np.where(ok, when, np.nan), shape)
+
+
+def _window_rows(axis: np.ndarray, ends: np.ndarray, range_ms: int, exact: bool, step_ms: int) -> Rows:
+    """The rows of the time axis each window ``[end - range_ms, end]`` may read: ``[low, high)``."""
+    slack = step_ms if exact else 0  # with own times a sample lies up to a step after its bucket
+    low = np.searchsorted(axis, ends - range_ms - slack, side="right" if exact else "left")
+    return low, np.searchsorted(axis, ends, side="right")
+
+
+def _dense_bounds(
+    own: np.ndarray, window: Rows, ends: np.ndarray, range_ms: int, exact: bool
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``_gappy_bounds`` for series with a sample in every bucket: a window's first and last
+    rows are the same for every series (``[ends, 1]``) but where a sample's own time puts
+    it outside the window (then ``[ends, series]``)."""
+    low, high = window
+    width = len(own)
+    first, last = np.minimum(low, width)[:, None], (high - 1)[:, None]
+    if exact:
+        early = (first < width) & (own[np.minimum(low, width - 1)] < (ends - range_ms)[:, None])
+        if early.any():
+            first = first + early
+        late = (last >= 0) & (own[np.maximum(high - 1, 0)] > ends[:, None])
+        if late.any():
+            last = last - late
     valid = (first < width) & (last >= 0) & (first <= last)
     return np.minimum(first, width - 1), np.maximum(last, 0), valid
 
 
-def _rates(
-    name: str, samples: Samples, ends: np.ndarray, range_ms: int, dense: bool | None = None
-) -> np.ndarray:
-    """``rate``, ``increase``, ``delta``, ``irate``, ``idelta`` for every window at once
-    (``[series, ends]``), from the first and last sample of each window and prefix sums of
-    the counter resets: no loop over the evaluation times. Computed time-major (see
-    ``_bounds``); the answer is a transposed view. ``dense`` (found when None): every series
-    has a sample in every bucket, which spares the fills and counts that gaps need."""
-    values = np.ascontiguousarray(samples.values.T)
-    own = np.ascontiguousarray(samples.sample_times().T)
-    series = values.shape[1]
+def _gappy_bounds(
+    values: np.ndarray, own: np.ndarray, window: Rows, ends: np.ndarray, range_ms: int, exact: bool
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """For every window and series (``values`` time-major, contiguous): the row of its first
+    and of its last sample in the window (``[ends, series]``), whether it has one at all,
+    and ``latest`` (each row's last sample at or before it)."""
+    low, high = window
+    width, series = values.shape
     present = is_sample(values)
-    if dense is None:
-        dense = bool(present.all())
-    first_rows, last_rows, valid = _bounds(samples, ends, range_ms, dense)
-    first, last = _cells(first_rows, series), _cells(last_rows, series)
-    if dense:
-        samples_in = last_rows - first_rows + 1
-    else:
-        count = down(np.add, present.astype(np.int64))
-        samples_in = _take(count, last) - _take(count, first) + 1
-    last_v, last_t = _take(values, last), _take(own, last).astype(np.float64)
+    rows = np.arange(width)[:, None]
+    latest = down(np.maximum, np.where(present, rows, -1))
+    following = down(np.minimum, np.where(present, rows, width), reverse=True)
+    following = np.concatenate([following, np.full((1, series), width)], axis=0)  # past the end
+    first = following[np.minimum(low, width)]
+    last = np.where(high[:, None] > 0, latest[np.maximum(high - 1, 0)], -1)
+    if exact:
+        at_first = _at(own, np.minimum(first, width - 1))
+        early = (first < width) & (at_first < (ends - range_ms)[:, None])
+        first = np.where(early, _at(following, np.minimum(first + 1, width)), first)
+        late = (last >= 0) & (_at(own, np.maximum(last, 0)) > ends[:, None])
+        before = np.where(last > 0, _at(latest, np.maximum(last - 1, 0)), -1)
+        last = np.where(late, before, last)
+    valid = (first < width) & (last >= 0) & (first <= last)
+    return np.minimum(first, width - 1), np.maximum(last, 0), valid, latest
+
+
+def _dense_gains(values: np.ndarray) -> Callable[[np.ndarray], np.ndarray] | None:
+    """What counter resets add up to each row (the value before each drop, summed), as a
+    gather of rows; None when no series drops. Only the series that drop are summed."""
+    drops = values[1:] < values[:-1]
+    columns = np.flatnonzero(drops.any(axis=0))
+    if not len(columns):
+        return None
+    part = np.zeros((len(values), len(columns)))
+    part[1:] = np.where(drops[:, columns], values[:-1, columns], 0.0)
+    np.cumsum(part, axis=0, out=part)
+    series = values.shape[1]
+
+    def gains(rows: np.ndarray) -> np.ndarray:
+        out = np.zeros((len(rows), series))
+        out[:, columns] = _at(part, rows if rows.shape[1] == 1 else rows[:, columns])
+        return out
+
+    return gains
+
+
+def _dense_rates(
+    name: str, values: np.ndarray, own: np.ndarray, window: Rows, ends: np.ndarray, range_ms: int, exact: bool
+) -> np.ndarray:
+    """``_rates`` of time-major series that have a sample in every bucket: each window's
+    first and last samples gathered as whole rows, resets summed only for the series that
+    drop."""
+    first, last, valid = _dense_bounds(own, window, ends, range_ms, exact)
+    gains = _dense_gains(values) if name in ("rate", "increase") else None
+    rows = (first, last, valid, last - first + 1, last - 1)
+    return _from_rows(name, values, own, rows, gains, ends, range_ms)
+
+
+def _gappy_rates(
+    name: str, values: np.ndarray, own: np.ndarray, window: Rows, ends: np.ndarray, range_ms: int, exact: bool
+) -> np.ndarray:
+    """``_rates`` of time-major series with gaps (contiguous arrays): windows found by
+    forward and backward fills, samples counted by prefix sums."""
+    first, last, valid, latest = _gappy_bounds(values, own, window, ends, range_ms, exact)
+    present = is_sample(values)
+    count = down(np.add, present.astype(np.int64))
+    samples_in = _at(count, last) - _at(count, first) + 1
+    before = np.where(last > 0, _at(latest, np.maximum(last - 1, 0)), -1)
+    gains = None
+    if name in ("rate", "increase"):
+        previous = previous_in_time(values, present)[0]
+        drops = down(np.add, np.where(present & (values < previous), previous, 0.0))
+        gains = partial(_at, drops)
+    return _from_rows(name, values, own, (first, last, valid, samples_in, before), gains, ends, range_ms)
+
+
+def _from_rows(
+    name: str,
+    values: np.ndarray,
+    own: np.ndarray,
+    rows: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray],
+    gains: Callable[[np.ndarray], np.ndarray] | None,
+    ends: np.ndarray,
+    range_ms: int,
+) -> np.ndarray:
+    """Prometheus's ``rate`` family from each window's first and last sample rows (and the
+    one before the last, for ``irate``/``idelta``), its sample count and whether it has any:
+    ``[ends, series]``."""
+    first, last, valid, samples_in, before = rows
+    last_v, last_t = _at(values, last), _times_at(own, last)
     with np.errstate(all="ignore"):
         if name in ("irate", "idelta"):
-            rows = np.arange(len(values))[:, None]
-            latest = down(np.maximum, np.where(present, rows, -1))
-            before = np.where(last_rows > 0, _take(latest, _cells(np.maximum(last_rows - 1, 0), series)), -1)
-            enough = valid & (before >= first_rows)
-            previous_cells = _cells(np.maximum(before, 0), series)
-            prev_v = _take(values, previous_cells)
+            enough = valid & (before >= first)
+            previous = np.maximum(before, 0)
+            prev_v = _at(values, previous)
             if name == "idelta":
-                return settle(last_v - prev_v, ~enough).T
+                return settle(last_v - prev_v, ~enough)
             increase = np.where(last_v < prev_v, last_v, last_v - prev_v)
-            seconds = (last_t - _take(own, previous_cells)) / 1000
-            return settle(increase / seconds, ~(enough & (seconds > 0))).T
-        first_v, first_t = _take(values, first), _take(own, first).astype(np.float64)
+            seconds = (last_t - _times_at(own, previous)) / 1000
+            return settle(increase / seconds, ~(enough & (seconds > 0)))
+        first_v, first_t = _at(values, first), _times_at(own, first)
         result = last_v - first_v
         is_counter = name != "delta"
-        if is_counter:
-            previous = (
-                np.concatenate([np.full((1, series), np.nan), values[:-1]])
-                if dense
-                else previous_in_time(values, present)[0]
-            )
-            drops = down(np.add, np.where(present & (values < previous), previous, 0.0))
-            result = result + _take(drops, last) - _take(drops, first)
+        if gains is not None:
+            result = result + gains(last) - gains(first)
         end = ends[:, None].astype(np.float64)
         to_start = (first_t - (end - range_ms)) / 1000
         to_end = (end - last_t) / 1000
         sampled = (last_t - first_t) / 1000
         average = sampled / (samples_in - 1)
-        if is_counter:
+        if is_counter and (to_start > 0).any():  # else no counter reaches 0 before its first sample
             to_zero = sampled * (first_v / result)
             shorter = (result > 0) & (first_v >= 0) & (to_zero < to_start)
             to_start = np.where(shorter, to_zero, to_start)
@@ -137,7 +241,30 @@ def _rates(
         factor = interval / sampled
         if name == "rate":
             factor /= range_ms / 1000
-        return settle(result * factor, ~(valid & (samples_in >= 2))).T
+        return settle(result * factor, ~(valid & (samples_in >= 2)))
+
+
+def _rates(name: str, samples: Samples, ends: np.ndarray, range_ms: int) -> np.ndarray:
+    """``rate``, ``increase``, ``delta``, ``irate``, ``idelta`` for every window at once,
+    ``[ends, series]`` (time-major): the series with a sample in every bucket read their
+    windows' first and last rows (``_dense_rates``), the others take the way for gaps, on a
+    copy of those series alone. No loop over the evaluation times: a window's cells of every
+    series lie in a few contiguous rows of the time-major samples (the fetch's layout)."""
+    values, own = samples.values.T, samples.sample_times().T
+    exact = samples.exact is not None
+    window = _window_rows(samples.times, ends, range_ms, exact, samples.step_ms)
+    if not len(values):
+        return np.full((len(ends), values.shape[1]), np.nan)
+    gappy = np.isnan(values).any(axis=0)
+    if not gappy.any():
+        return _dense_rates(name, values, own, window, ends, range_ms, exact)
+    out = np.empty((len(ends), values.shape[1]))
+    for columns, rates in ((~gappy, _dense_rates), (gappy, _gappy_rates)):
+        picked = np.flatnonzero(columns)
+        if len(picked):
+            part, part_own = np.ascontiguousarray(values[:, picked]), np.ascontiguousarray(own[:, picked])
+            out[:, picked] = rates(name, part, part_own, window, ends, range_ms, exact)
+    return out
 
 
 VECTORIZED = frozenset({"rate", "increase", "delta", "irate", "idelta"})
@@ -174,7 +301,7 @@ def rate_blocks(
         block = slice(start, start + size)
         own = None if samples.exact is None else samples.exact[block]
         part = Samples(samples.table, samples.times, samples.values[block], samples.step_ms, own)
-        yield start, _rates(name, part, ends, range_ms)
+        yield start, _rates(name, part, ends, range_ms).T
 
 
 def evaluate_range(
@@ -195,10 +322,7 @@ def evaluate_range(
     values, axis = samples.values, samples.times
     out = np.full((values.shape[0], len(ends)), np.nan)
     exact = samples.exact is not None
-    # with own times, a sample lies up to a step after its bucket's start
-    slack = samples.step_ms if exact else 0
-    low = np.searchsorted(axis, ends - range_ms - slack, side="right" if exact else "left")
-    high = np.searchsorted(axis, ends, side="right")
+    low, high = _window_rows(axis, ends, range_ms, exact, samples.step_ms)
     # one window per distinct (samples, arguments): without own times, the same answer
     windows: dict[tuple[int, ...] | tuple[float, ...], list[int]] = {}
     for column in np.flatnonzero(high > low).tolist() if values.shape[0] else []:

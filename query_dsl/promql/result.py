@@ -11,25 +11,24 @@ seconds.
 
 from __future__ import annotations
 
-import contextlib
-import gc
 import math
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+import orjson
 
 from query_dsl.matrix import Matrix
+from query_dsl.promql.body import matrix_body, vector_body
 from query_dsl.promql.labels import prometheus_order
-from query_dsl.promql.values import Scalar, String, absent, present
+from query_dsl.promql.values import Scalar, String, present
 
 __all__ = ["PromQLResult", "format_value"]
 
 
 # measured with tracemalloc (tests/query_dsl/test_budget.py), with some room
-_CELL_BYTES = 72  # every [series, time] cell: its text's slot, its gap flag, as arrays and lists
-_POINT_BYTES = 80  # a point answered: its [t, "v"] list, its slot in the row, its JSON
+_CELL_BYTES = 24  # every [series, time] cell: its flags and flat indices
+_POINT_BYTES = 500  # a point answered: its value's text as str and bytes (each distinct), its slots
 _TIME_BYTES = 200  # an evaluation time: its number in seconds, shared by the rows
 _SERIES_BYTES = 1000  # a series' label dict and its JSON
 
@@ -70,13 +69,6 @@ class PromQLResult:
             rows = rows[np.argsort(-last if self.order == "descending" else last, kind="stable")]
         return m, rows
 
-    def _stamps(self, m: Matrix, rows: np.ndarray) -> list[list[float | int]]:
-        """Each row's point times in seconds (shared by every row unless a range vector's)."""
-        if self.point_times is None:
-            shared = [_seconds(t) for t in m.timestamps.tolist()]
-            return [shared] * len(rows)
-        return [[_seconds(int(t)) for t in row] for row in self.point_times[rows].tolist()]
-
     def series(self) -> list[tuple[dict[str, str], list[tuple[int, float]]]]:
         """``(labels with __name__, [(time ms, value), ...])`` per series with a value, in
         the answer's order."""
@@ -105,56 +97,32 @@ class PromQLResult:
         shared = len(m.timestamps) * _TIME_BYTES
         return shared + m.values.size * _CELL_BYTES + points * _POINT_BYTES + len(m) * _SERIES_BYTES
 
-    def to_prometheus_json(self) -> dict[str, Any]:
-        """The ``data`` object of Prometheus's query API (values formatted once, by rows)."""
-        with _collector_paused():
-            return self._to_json()
-
-    def _to_json(self) -> dict[str, Any]:
+    def to_prometheus_body(self) -> bytes:
+        """The JSON text of the ``data`` object of Prometheus's query API, written by
+        columns (:mod:`query_dsl.promql.body`)."""
         if isinstance(self.value, String):
-            return {"resultType": "string", "result": [_seconds(int(self.times[-1])), self.value.value]}
+            return orjson.dumps(
+                {"resultType": "string", "result": [_seconds(int(self.times[-1])), self.value.value]}
+            )
         if isinstance(self.value, Scalar):
-            return {
-                "resultType": "scalar",
-                "result": [_seconds(int(self.times[-1])), format_value(float(self.value.values[-1]))],
-            }
+            value = format_value(float(self.value.values[-1]))
+            return orjson.dumps({"resultType": "scalar", "result": [_seconds(int(self.times[-1])), value]})
         m, rows = self._rows()
-        metrics = _metrics(m, rows)
-        values = m.values[rows]
+        table, values = m.select(rows).table, m.values[rows]
         if self.result_type == "vector":
-            stamps = self._stamps(m, rows)
-            last = _formatted(values[:, -1]).tolist()
-            return {
-                "resultType": "vector",
-                "result": [
-                    {"metric": metric, "value": [times[-1], value]}
-                    for metric, times, value in zip(metrics, stamps, last, strict=True)
-                ],
-            }
-        missing = absent(values)
-        gappy: list[bool] = np.asarray(missing.any(axis=1)).tolist()
-        gaps_by_row: list[list[bool]] = missing.tolist()
-        texts = _formatted(values).tolist()
-        out = []
-        for metric, times, gaps, text, has_gap in zip(
-            metrics, self._stamps(m, rows), gaps_by_row, texts, gappy, strict=True
-        ):
-            if has_gap:
-                points = [[t, s] for t, gap, s in zip(times, gaps, text, strict=True) if not gap]
-            else:
-                points = [[t, s] for t, s in zip(times, text, strict=True)]
-            out.append({"metric": metric, "values": points})
-        return {"resultType": "matrix", "result": out}
+            return vector_body(table, int(m.timestamps[-1]), values[:, -1], _value_texts)
+        times = m.timestamps if self.point_times is None else self.point_times[rows]
+        return matrix_body(table, times, values, present(values), _value_texts)
+
+    def to_prometheus_json(self) -> dict[str, Any]:
+        """The ``data`` object of Prometheus's query API (:meth:`to_prometheus_body` decoded)."""
+        data: dict[str, Any] = orjson.loads(self.to_prometheus_body())
+        return data
 
 
-def _formatted(values: np.ndarray) -> np.ndarray:
-    """Every value as :func:`format_value` writes it (an object array of the same shape),
-    each distinct value formatted once."""
-    distinct, inverse = np.unique(values, return_inverse=True)
-    if not len(distinct):
-        return np.empty(values.shape, dtype=object)
-    formatted: np.ndarray = _texts(distinct)[inverse.reshape(values.shape)]
-    return formatted
+def _value_texts(values: np.ndarray) -> list[bytes]:
+    """:func:`format_value` of each of ``values``, as bytes."""
+    return [text.encode() for text in _texts(values).tolist()]
 
 
 def _texts(values: np.ndarray) -> np.ndarray:
@@ -173,21 +141,6 @@ def _texts(values: np.ndarray) -> np.ndarray:
     rest = ~plain
     out[rest] = [format_value(v) for v in values[rest].tolist()]
     return out
-
-
-@contextlib.contextmanager
-def _collector_paused() -> Iterator[None]:
-    """Python's cyclic garbage collector paused while an answer's millions of small lists
-    are made (none of them cyclic): with it running, 1.1 million points took 3.5 s instead
-    of 0.2 s, the collector walking every young list again and again. Resumed after, if
-    it ran before (another thread may have paused it: then that thread resumes it)."""
-    running = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if running:
-            gc.enable()
 
 
 def _metrics(m: Matrix, rows: np.ndarray) -> list[dict[str, str]]:

@@ -169,6 +169,7 @@ def fetch_samples(source: DataSource, selector: VectorSelector, low_ms: int, hig
         result = source.fetch(text, low_ms, high_ms + 1)
     keep = _keep(result, selector.matchers)
     table = SeriesTable.from_fetch(result)
+    times = np.asarray(result.timestamps, dtype=np.int64)
     values = np.asarray(result.values, dtype=np.float64)
     exact = result.sample_times
     if not keep.all():
@@ -176,16 +177,37 @@ def fetch_samples(source: DataSource, selector: VectorSelector, low_ms: int, hig
         table, values = table.take(rows), values[rows]
         exact = None if exact is None else exact[rows]
     if exact is not None:  # samples outside [low, high] by their own time are not read
-        values = np.where((exact >= low_ms) & (exact <= high_ms), values, np.nan)
+        values = _inside(values, exact, times, (low_ms, high_ms), result.step_ms)
     stale = _stale_markers(values)
     if stale is not None:
         values = np.where(stale, np.nan, values)
-
-    times = np.asarray(result.timestamps, dtype=np.int64)
     return Samples(table, times, values, result.step_ms, exact, stale, result.coarse_spans)
 
 
+def _inside(
+    values: np.ndarray, exact: np.ndarray, times: np.ndarray, span: tuple[int, int], step_ms: int
+) -> np.ndarray:
+    """``values`` (the fetch's own) with NaN where a sample's own time lies outside ``span``
+    (both ends in). A sample lies in ``[bucket, bucket + step)``, so only the buckets that
+    start before the span or within a step of its end can hold one: only their columns are
+    read, not every sample's time."""
+    low_ms, high_ms = span
+    head = int(np.searchsorted(times, low_ms, side="left"))
+    tail = max(int(np.searchsorted(times, high_ms - step_ms, side="right")), head)
+    edges = np.r_[0:head, tail : len(times)]
+    if not len(edges):
+        return values
+    if not values.flags.writeable:
+        values = values.copy(order="K")
+    own = exact[:, edges]
+    values[:, edges] = np.where((own >= low_ms) & (own <= high_ms), values[:, edges], np.nan)
+    return values
+
+
 def _stale_markers(values: np.ndarray) -> np.ndarray | None:
-    """Where ``values`` hold Prometheus's stale marker (its bits), or None if nowhere."""
-    stale: np.ndarray = values.view(np.uint64) == np.uint64(STALE_BITS)
+    """Where ``values`` hold Prometheus's stale marker (its bits, a NaN), or None if nowhere."""
+    nan = np.isnan(values)
+    if not nan.any():
+        return None
+    stale: np.ndarray = nan & (values.view(np.uint64) == np.uint64(STALE_BITS))
     return stale if stale.any() else None

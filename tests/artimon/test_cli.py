@@ -141,7 +141,7 @@ def _every_parser() -> dict[str, argparse.ArgumentParser]:
 
 def test_every_option_has_help_and_shows_its_default_and_every_command_an_example() -> None:
     parsers = _every_parser()
-    assert len(parsers) == len(COMMANDS) + 3
+    assert len(parsers) == len(COMMANDS) + 6  # spark's 3 jobs, config's push, pull and diff
     for name, parser in parsers.items():
         text = parser.format_help()
         assert "``" not in text and ":class:" not in text and ":func:" not in text, (name, text)
@@ -233,6 +233,7 @@ def test_up_demo_runs_the_pipeline_into_vhms(tmp_path) -> None:
         "dashboard",
         "alerts",
         "agent",
+        "status",
     ]
     assert "spark" in ready  # on a thread of its own: when the JVM is up
     vhms_line = next(line for line in lines if line.startswith("[ready] vhms"))
@@ -252,7 +253,9 @@ def test_up_demo_runs_the_pipeline_into_vhms(tmp_path) -> None:
     assert (history["series"].str.startswith("flume.EventTakeSuccessCount{")).any()  # the self-report
     assert (tmp_path / "alerts.yaml").exists() and (tmp_path / "agent.properties").exists()
     requests = history[history["series"].str.startswith("http.requests{")]
-    assert requests["ts"].nunique() >= 3 and len(requests) == 12 * requests["ts"].nunique()  # 12 series
+    # a sample is stamped when its value was set: the demo's one-second tick may miss a round
+    # under load, and that round's unchanged counters are the same samples again (stored once)
+    assert len(requests) == 12 * requests["ts"].nunique() > 0  # 12 series at each time
     assert not list((tmp_path / "landing").glob("*.avro"))  # processed, then deleted
     assert (tmp_path / "vhms" / "default" / "vhms-snapshot.json").exists()  # written on stop
     assert not (tmp_path / "zookeeper" / "zookeeper.pid").exists()  # stopped by its PID

@@ -251,7 +251,7 @@ def test_up_makes_credentials_and_an_anonymous_client_can_write_nothing(up: Up) 
         (endpoint,) = [
             f"{layout.context('demo.web')}/{name}" for name in admin.get_children(layout.context("demo.web"))
         ]
-        # an agent configuration, as an operator writes one for --config-from-zk
+        # a znode under /config/agents, where artimon config push --agent writes one agent's versions
         admin.create(
             layout.agent_config("up"), b"a.sources = r1\n", acl=auth.acl(private=True), makepath=True
         )

@@ -205,6 +205,14 @@ def test_artimon_site_up_then_down(tmp_path: Path) -> None:
     assert _leftovers(prefix) == []
 
 
+@needs_root
+def test_artimon_site_up_refuses_a_topology_on_too_few_hosts(tmp_path: Path) -> None:
+    command = [sys.executable, "-m", "artimon", "site", "up", "--hosts", "4", "--topology", "full"]
+    done = subprocess.run([*command, "--data-dir", str(tmp_path)], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2
+    assert "--topology needs --hosts 8 or more" in done.stderr
+
+
 def test_state_files_that_are_not_a_sites_record_are_left_alone(tmp_path: Path) -> None:
     """Garbage, a name outside ``art-*`` or an oversized file is not acted on; a record of a
     live owner is a live site, not a leftover."""

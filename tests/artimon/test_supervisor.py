@@ -111,4 +111,4 @@ def test_the_agents_of_up_parse() -> None:
     assert set(parse_agent(load_properties(up_agent(), environ), "up").sinks) == {"store", "land"}
     both = load_properties(kafka_agents(), environ)
     assert set(parse_agent(both, "up").sinks) == {"publish"}
-    assert set(parse_agent(both, "store").sources) == {"samples", "landing", "api", "vhms", "agent"}
+    assert set(parse_agent(both, "store").sources) == {"samples", "api", "vhms", "agent"}

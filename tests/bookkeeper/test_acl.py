@@ -30,7 +30,7 @@ from bookkeeper.zk import (
     resolve_zk_auth,
     secure_path,
 )
-from collector_agent import Agent, ConfigWatcher
+from collector_agent import Agent, ConfigFollower, ConfigStore, ConfigTarget, Pointer
 from vhms import ShardedClient
 from vhms.server import Store, VhmsService
 
@@ -115,20 +115,22 @@ def test_with_credentials_an_anonymous_client_cannot_write_anything(
     server = bk.serve(zk_hosts=zk_hosts, zk_auth=auth)
     agent = Agent.from_properties(properties("null"), "a1", {})
     agent.start()
-    watcher = ConfigWatcher(agent, None, zk_hosts=zk_hosts, zk_auth=auth)
-    watcher.start()
+    follower = ConfigFollower(agent, zk_hosts, zk_auth=auth)
+    follower.start()
     try:
         assert vhms.registration is not None and server.registration is not None
         assert vhms.registration.registered.wait(30) and server.registration.registered.wait(30)
-        wait(lambda: admin.exists(layout.agent_configs), what="the watcher's /config/agents")
-        admin.create(layout.agent_config("a1"), properties("logger").encode(), acl=auth.acl(private=True))
+        wait(lambda: admin.exists(layout.config_status("a1")), what="the follower's report")
+        ConfigStore(admin, layout, auth).write(ConfigTarget("agent", "a1"), properties("logger"))
         wait(lambda: agent.reloads == 1, what="the configuration the identity wrote, applied")
 
         endpoint = server.registration.path
         member = vhms.registration.path
+        current = f"{layout.agent_config('a1')}/current"
         assert admin.get_acls(endpoint)[0] == auth.acl()
         assert admin.get_acls(member)[0] == auth.acl()
-        assert admin.get_acls(layout.agent_configs)[0] == auth.acl(private=True)
+        for path in (layout.config, layout.agent_configs, current, layout.config_status("a1")):
+            assert admin.get_acls(path)[0] == auth.acl(private=True), path
         attempts: dict[str, Callable[[], object]] = {
             "a fake replica of s1": lambda: anonymous.create(
                 layout.vhms_member("s1", "6.6.6.6", 666), b'{"shard": "s1"}', ephemeral=True
@@ -147,9 +149,12 @@ def test_with_credentials_an_anonymous_client_cannot_write_anything(
                 layout.agent("default", "fake"), b"{}", ephemeral=True, makepath=True
             ),
             "a new agent configuration": lambda: anonymous.create(layout.agent_config("a2"), b"x"),
-            "rewriting an agent configuration": lambda: anonymous.set(layout.agent_config("a1"), b"x"),
-            "deleting an agent configuration": lambda: anonymous.delete(layout.agent_config("a1")),
-            "reading an agent configuration": lambda: anonymous.get(layout.agent_config("a1")),
+            "a new version": lambda: anonymous.create(f"{layout.agent_config('a1')}/v0000000002", b"x"),
+            "moving the current version": lambda: anonymous.set(current, b"x"),
+            "deleting the current version": lambda: anonymous.delete(current),
+            "reading a configuration": lambda: anonymous.get(f"{layout.agent_config('a1')}/v0000000001"),
+            "reading an agent's report": lambda: anonymous.get(layout.config_status("a1")),
+            "a fake report": lambda: anonymous.create(layout.config_status("evil"), b"{}", ephemeral=True),
         }
         allowed = []
         for what, attempt in attempts.items():
@@ -162,9 +167,9 @@ def test_with_credentials_an_anonymous_client_cannot_write_anything(
         # discovery stays open to anonymous readers
         assert [info.context for info in list_endpoints(anonymous, layout)] == ["web"]
         assert anonymous.get_children(layout.vhms_shard("s1")) == [member.rpartition("/")[2]]
-        assert agent.reloads == 1 and watcher.refused == 0
+        assert agent.reloads == 1 and follower.refused_unguarded == 0
     finally:
-        watcher.stop()
+        follower.stop()
         agent.stop()
         bk.close()
         vhms.stop()
@@ -181,14 +186,16 @@ def test_znodes_made_before_acls_are_tightened_and_their_leftovers_ignored(
     # what an anonymous client could leave behind while ACLs were off: open persistent znodes,
     # a persistent fake replica of s1, an agent configuration anyone can rewrite
     anonymous.create(layout.vhms_member("s1", "6.6.6.6", 666), b'{"shard": "s1"}', makepath=True)
-    anonymous.create(layout.agent_config("a1"), properties("logger").encode(), makepath=True)
+    open_version = f"{layout.agent_config('a1')}/v0000000001"
+    anonymous.create(open_version, properties("logger").encode(), makepath=True)
+    anonymous.create(f"{layout.agent_config('a1')}/current", Pointer(1, 0, 0, "anyone").to_json())
     vhms = VhmsService(Store(), shard="s1", http_port=None)
     vhms.start(zk_hosts, zk_auth=auth)
     client = ShardedClient(zk_hosts, zk_auth=auth)
     agent = Agent.from_properties(properties("null"), "a1", {})
     agent.start()
-    watcher = ConfigWatcher(agent, None, zk_hosts=zk_hosts, zk_auth=auth)
-    watcher.start()
+    follower = ConfigFollower(agent, zk_hosts, zk_auth=auth)
+    follower.start()
     try:
         assert vhms.registration is not None and vhms.registration.registered.wait(30)
         for path in (layout.root, f"{layout.root}/vhms", layout.vhms_shard("s1")):
@@ -199,15 +206,15 @@ def test_znodes_made_before_acls_are_tightened_and_their_leftovers_ignored(
         wait(lambda: client.shards.get("s1") == [(vhms.host, vhms.port)], what="s1 with its real member only")
         assert client.membership is not None and client.membership.refused == 1
         # the open configuration is not applied, and made private
-        wait(lambda: watcher.refused == 1, what="the open configuration znode refused")
+        wait(lambda: follower.refused_unguarded == 1, what="the open configuration refused")
         assert agent.reloads == 0
-        assert admin.get_acls(layout.agent_config("a1"))[0] == auth.acl(private=True)
+        assert admin.get_acls(open_version)[0] == auth.acl(private=True)
         with pytest.raises(NoAuthError):
-            anonymous.set(layout.agent_config("a1"), b"x")
-        admin.set(layout.agent_config("a1"), properties("logger").encode())
-        wait(lambda: agent.reloads == 1, what="the identity's next write applied")
+            anonymous.set(open_version, b"x")
+        ConfigStore(admin, layout, auth).write(ConfigTarget("agent", "a1"), properties("logger"))
+        wait(lambda: agent.reloads == 1, what="the identity's next push applied")
     finally:
-        watcher.stop()
+        follower.stop()
         agent.stop()
         client.close()
         vhms.stop()

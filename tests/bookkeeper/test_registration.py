@@ -75,9 +75,12 @@ def test_session_expiry_re_registers(zk: KazooClient, zk_hosts: str) -> None:
         connect, _ = resolve_zk(zk_hosts)
         first_session = registration.client.client_id[0]
         expire_session(connect, registration.client)
-        wait_until(lambda: registration.registrations == 2, 30, "re-registration")
+        wait_until(
+            lambda: registration.registrations == 2 and registration.state is RegistrationState.REGISTERED,
+            30,
+            "re-registration",
+        )
         assert registration.client.client_id[0] != first_session
-        assert registration.state is RegistrationState.REGISTERED
         (info,) = endpoints(zk, zk_hosts)["expiry"]
         assert info.port == server.port
         _, stat = zk.get(registration.path)

@@ -6,7 +6,7 @@ from pathlib import Path
 import httpx
 
 from artimon.stack import agent_properties
-from collector_agent import Agent, Event
+from collector_agent import Agent, ConfigFollower, ConfigStore, ConfigTarget, Event
 from collector_agent.monitoring import MonitorServer, SelfReporter
 from collector_agent.reloader import ConfigWatcher
 
@@ -163,7 +163,7 @@ def test_the_agent_reports_its_counters_through_its_own_bookkeeper(wait: Callabl
         agent.stop()
 
 
-def test_a_change_of_the_config_znode_reloads_the_agent(zk_hosts: str, wait: Callable[..., None]) -> None:
+def test_a_new_central_version_reloads_the_agent(zk_hosts: str, wait: Callable[..., None]) -> None:
     from kazoo.client import KazooClient
 
     from bookkeeper import resolve_zk
@@ -171,23 +171,20 @@ def test_a_change_of_the_config_znode_reloads_the_agent(zk_hosts: str, wait: Cal
     config = pipeline(0, 100)
     agent = Agent.from_properties(config, "a1", {})
     agent.start()
-    watcher = ConfigWatcher(agent, None, zk_hosts=zk_hosts)
-    watcher.start()
+    follower = ConfigFollower(agent, zk_hosts)
+    follower.start()
     connect, layout = resolve_zk(zk_hosts)
     client = KazooClient(hosts=connect)
     client.start(timeout=30)
     try:
-        client.create(
-            layout.agent_config("a1"),
-            config.replace("totalEvents = 0", "totalEvents = 7").encode(),
-            makepath=True,
-        )
-        wait(lambda: agent.reloads == 1, what="the reload from the znode")
+        store = ConfigStore(client, layout, None)
+        store.write(ConfigTarget("agent", "a1"), config.replace("totalEvents = 0", "totalEvents = 7"))
+        wait(lambda: agent.reloads == 1, what="the reload from the central configuration")
         wait(
             lambda: agent.metrics()["SINK.k1"]["EventDrainSuccessCount"] == 7, what="the new source's events"
         )
     finally:
         client.stop()
         client.close()
-        watcher.stop()
+        follower.stop()
         agent.stop()

@@ -13,16 +13,19 @@ from __future__ import annotations
 
 import json
 import os
+import queue
 import shutil
 import signal
 import subprocess
+import threading
+import time
 import urllib.request
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from support import wait_until
+from support import unstamped, wait_until
 
 from artimon.servers import flume_jars, free_port
 from artimon.stack import agent_properties
@@ -113,7 +116,8 @@ def counted(got: list[Event]) -> Counter[int]:
     times: Counter[int] = Counter()
     for event in got:
         n = int(event.headers["n"])
-        assert event.headers == {"n": str(n), "tag": "välue-ß"} and event.body == body(n), n
+        assert unstamped(event.headers, event.body) == {"n": str(n), "tag": "välue-ß"}, n
+        assert event.body == body(n), n
         times[n] += 1
     return times
 
@@ -155,6 +159,17 @@ def test_the_load_balancing_client_over_two_agents(
     assert all(len(times) >= EVENTS // 4 for times in each), [len(times) for times in each]
     times = each[0] + each[1]
     assert sorted(times) == list(range(EVENTS)) and set(times.values()) == {1}
+
+
+def wait_for_line(lines: queue.Queue[str], prefix: str, timeout: float) -> None:
+    """Read ``lines`` (a process's output, line by line) until one starts with ``prefix``."""
+    deadline = time.monotonic() + timeout
+    seen: list[str] = []
+    while not (seen and seen[-1].startswith(prefix)):
+        try:
+            seen.append(lines.get(timeout=max(0.0, deadline - time.monotonic())))
+        except queue.Empty:
+            raise AssertionError(f"no line {prefix!r} in {timeout} s; the output: {''.join(seen)}") from None
 
 
 def relay_properties(root: Path, port: int, downstream: int) -> str:
@@ -236,22 +251,33 @@ def test_the_failover_client_over_two_agent_processes_one_killed_and_restarted(
         "batch-size": BATCH,
         "request-timeout": 5000,
     }
-    command = [*rpc_send, str(write_client(tmp_path, client)), str(EVENTS), str(BATCH)]
-    sender = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    quarter = str(EVENTS // 4)  # RpcSend waits there: h1 dies with the client mid-stream
+    command = [*rpc_send, str(write_client(tmp_path, client)), str(EVENTS), str(BATCH), "0", quarter]
+    sender = subprocess.Popen(
+        command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+    )
+    lines: queue.Queue[str] = queue.Queue()
+    reader = threading.Thread(target=lambda: [lines.put(line) for line in sender.stdout or ()], daemon=True)
+    reader.start()
     try:
-        accepted = terminal.sources["src"].metrics
-        wait_until(lambda: accepted()["EventAcceptedCount"] >= EVENTS // 4, timeout=120, what="a quarter")
+        wait_for_line(lines, "paused", timeout=120)
         relays[0].kill()  # h1, the failover client's first host
-        taken = accepted()["EventAcceptedCount"]
-        wait_until(
-            lambda: accepted()["EventAcceptedCount"] >= taken + EVENTS // 4, timeout=120, what="failover"
-        )
+        assert sender.stdin is not None
+        sender.stdin.write("go\n")
+        sender.stdin.close()
+        accepted = terminal.sources["src"].metrics
+        half = EVENTS // 2  # h1 got at most a quarter: the rest came through h2
+        wait_until(lambda: accepted()["EventAcceptedCount"] >= half, timeout=300, what="failover to h2")
         relays[0].start()
-        output, _ = sender.communicate(timeout=300)
+        sender.wait(timeout=300)
     finally:
         if sender.poll() is None:
             sender.kill()
-            sender.communicate()
+            sender.wait()
+        reader.join(timeout=30)
+        assert sender.stdout is not None
+        sender.stdout.close()
+    output = "".join(lines.queue)
     assert sender.returncode == 0 and _SENT.format(EVENTS) in output, output
     wait_until(lambda: all(relay.channel_size() == 0 for relay in relays), timeout=120, what="relays drained")
     times = counted(drain(terminal))

@@ -14,7 +14,7 @@ import pytest
 from kazoo.client import KazooClient
 
 from bookkeeper import resolve_zk
-from collector_agent import Agent, ConfigurationError, ConfigWatcher
+from collector_agent import Agent, ConfigFollower, ConfigStore, ConfigTarget, ConfigurationError
 
 BASE = """
 a1.sources = r1
@@ -188,30 +188,26 @@ def test_a_config_znode_naming_a_class_is_refused_unless_the_command_line_allows
 ) -> None:
     agent = Agent.from_properties(BASE, "a1", {})
     agent.start()
-    watcher = ConfigWatcher(agent, None, zk_hosts=zk_hosts, allow_remote_classes=allow)
-    watcher.start()
+    follower = ConfigFollower(agent, zk_hosts, allow_remote_classes=allow)
+    follower.start()
     connect, layout = resolve_zk(zk_hosts)
     client = KazooClient(hosts=connect)
     client.start(timeout=30)
+    store, target = ConfigStore(client, layout, None), ConfigTarget("agent", "a1")
     try:
-        client.create(
-            layout.agent_config("a1"), with_type("a1.sinks.k1.type", "os:abort").encode(), makepath=True
-        )
+        store.write(target, with_type("a1.sinks.k1.type", "os:abort"))
         wait(lambda: agent.reload_failures == 1, what="the refusal of os:abort from the znode")
-        client.set(
-            layout.agent_config("a1"),
-            with_type("a1.sources.r1.type", "artimon_trapmod:CustomSource").encode(),
-        )
+        store.write(target, with_type("a1.sources.r1.type", "artimon_trapmod:CustomSource"))
         if allow:
             wait(lambda: agent.reloads == 1, what="the reload with a class allowed by the command line")
             assert trapmod.CALLS == [("CustomSource", "r1")]
         else:
             wait(lambda: agent.reload_failures == 2, what="the refusal of a class from the znode")
             assert trapmod.CALLS == [] and agent.reloads == 0
-        client.set(layout.agent_config("a1"), with_type("a1.sinks.k1.type", "logger").encode())
+        store.write(target, with_type("a1.sinks.k1.type", "logger"))
         wait(lambda: agent.reloads == (2 if allow else 1), what="an alias from the znode applied")
     finally:
         client.stop()
         client.close()
-        watcher.stop()
+        follower.stop()
         agent.stop()

@@ -10,11 +10,12 @@ from collections.abc import Callable, Iterator
 import pytest
 from flume_gen import ThriftSourceProtocol
 from flume_gen.ttypes import Status, ThriftFlumeEvent
+from support import unstamped
 from thrift.protocol import TBinaryProtocol, TCompactProtocol
 from thrift.transport import TSocket, TTransport
 
 from artimon.stack import agent_properties
-from collector_agent import Agent
+from collector_agent import Agent, ConfigurationError
 
 
 def receiver_properties(capacity: int = 10000, port: int = 0, **source: object) -> str:
@@ -46,7 +47,7 @@ def receiver() -> Iterator[Callable[..., Agent]]:
 
 def held(agent: Agent) -> list[tuple[dict[str, str], bytes]]:
     with agent.channels["ch"].transaction() as tx:
-        return [(e.headers, e.body) for e in tx.take_batch(100_000)]
+        return [(unstamped(e.headers, e.body), e.body) for e in tx.take_batch(100_000)]
 
 
 def official_client(
@@ -124,8 +125,9 @@ def test_garbage_loses_its_connection_and_the_source_keeps_serving(
     assert held(agent) == [({}, b"after")]
 
 
-def sender_properties(port: int, total: int = 2000) -> str:
-    """``total`` events, tagged ``from=s``, into a Thrift sink to ``port``."""
+def sender_properties(port: int, total: int = 2000, batch_key: str = "batchSize") -> str:
+    """``total`` events, tagged ``from=s``, into a Thrift sink to ``port`` taking 500 a batch
+    (``batch_key``: ours, ``batchSize``, or Flume's, ``batch-size``)."""
     seq = {
         "type": "seq",
         "batchSize": 100,
@@ -141,7 +143,7 @@ def sender_properties(port: int, total: int = 2000) -> str:
         "channel": "ch",
         "hostname": "127.0.0.1",
         "port": port,
-        "batchSize": 500,
+        batch_key: 500,
         "request-timeout": 5000,
         "maxBackoffSleep": 200,
     }
@@ -153,12 +155,16 @@ def sender_properties(port: int, total: int = 2000) -> str:
     )
 
 
+@pytest.mark.parametrize("batch_key", ["batchSize", "batch-size"])
 def test_our_thrift_sink_to_our_thrift_source(
-    receiver: Callable[..., Agent], wait: Callable[..., None]
+    receiver: Callable[..., Agent], wait: Callable[..., None], batch_key: str
 ) -> None:
     downstream = receiver()
-    sender = Agent.from_properties(sender_properties(downstream.sources["src"].port), "s", {})
+    sender = Agent.from_properties(
+        sender_properties(downstream.sources["src"].port, batch_key=batch_key), "s", {}
+    )
     sender.start()
+    assert sender.sinks["out"].batch_size == 500  # type: ignore[attr-defined]
     try:
         wait(lambda: downstream.channels["ch"].size == 2000, what="2000 events downstream")
     finally:
@@ -167,6 +173,12 @@ def test_our_thrift_sink_to_our_thrift_source(
     assert [int(body) for _, body in got] == list(range(2000))
     assert all(headers == {"from": "s"} for headers, _ in got)
     assert sender.metrics()["SINK.out"]["ConnectionCreatedCount"] == 1
+
+
+def test_the_sink_refuses_both_batch_keys() -> None:
+    properties = sender_properties(9, batch_key="batch-size") + "s.sinks.out.batchSize = 500\n"
+    with pytest.raises(ConfigurationError, match="batch-size: and batchSize both set"):
+        Agent.from_properties(properties, "s", {})
 
 
 def test_the_sink_keeps_events_while_the_next_hop_is_down_and_delivers_later(

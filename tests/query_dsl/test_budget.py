@@ -154,7 +154,7 @@ def test_the_estimate_bounds_what_numpy_allocates(source: LocalClient, query: st
         result = range_query(source, query, END_S - 3000, END_S, 1, budget=budget)
         _, evaluated = tracemalloc.get_traced_memory()
         tracemalloc.reset_peak()
-        result.to_prometheus_json()
+        result.to_prometheus_body()  # what the API writes
         _, answered = tracemalloc.get_traced_memory()
     finally:
         tracemalloc.stop()

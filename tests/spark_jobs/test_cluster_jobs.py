@@ -17,9 +17,8 @@ import numpy as np
 import pytest
 
 from artimon.servers import SparkCluster
-from bookkeeper.batch import SampleBatch
 from bookkeeper.ground import LandingWriter, encode_sample_batch, encode_trailer
-from spark_jobs.testing import write_counters
+from spark_jobs.testing import item_batch, write_counters
 
 pytestmark = pytest.mark.slow
 
@@ -87,18 +86,7 @@ def _land(directory: Path, files: int, endpoints: int, variables: int) -> int:
         writer = LandingWriter(directory / f"raw-{minute}.avro")
         block = []
         for e in range(endpoints):
-            batch = SampleBatch(
-                context=f"app{e}",
-                snapshot_ms=round_ms,
-                common_labels={"context": f"app{e}", "host": f"h{e}"},
-                names=names,
-                label_sets=[f"item={i}" for i in range(variables)],
-                name_ids=(np.arange(variables) % len(names)).astype(np.int32),
-                label_set_ids=np.arange(variables, dtype=np.int32),
-                types=np.zeros(variables, dtype=np.uint8),
-                values=np.arange(variables, dtype=np.int64) + minute,
-                timestamps=np.full(variables, round_ms - 500, dtype=np.int64),
-            )
+            batch = item_batch(e, round_ms, variables, minute, names)
             block.append(encode_sample_batch(batch) + encode_trailer(round_ms, f"10.0.0.{e}:1:u", "a1"))
         writer.write_block(block)
         writer.close()

@@ -2,8 +2,9 @@
 counters with resets, decimals, full floats, flat runs, gaps, stale markers, -0.0 and
 infinities, late samples into sealed blocks, jumps over every ring boundary) ingested into a
 store and into its twin whose coarse rings are plain (``PlainRing``, the layout before
-compression) give the same bits at every resolution, in stitched sample reads, and after a
-snapshot."""
+compression) give the same bits at every resolution, in stitched sample reads, after a
+snapshot, and in replicas that caught up from the compressed store (holding a later part of
+the batches themselves)."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from vhms.server import Store, load_snapshot, save_snapshot
+from vhms.server.catchup import merge_chunk, read_chunk
 from vhms.server.coarse import CoarseRing
 from vhms.server.rings import CHUNK, PlainRing
 
@@ -73,6 +75,18 @@ def _same(compressed: Store, plain: Store, end_ms: int) -> None:
     assert (ours.sample_times == theirs.sample_times).all()
 
 
+def _caught_up(peer: Store, replicas: tuple[Store, Store], end_ms: int) -> None:
+    """Both replicas (compressed, plain) merge the peer's chunks and then answer alike."""
+    first = 0
+    size = 40_000 if peer.series < CHUNK else 4 << 20  # several calls; one across a chunk of series
+    while first < peer.series:
+        data, following, _ = read_chunk(peer, first, size)
+        for replica in replicas:
+            merge_chunk(replica, data, first)
+        first = following
+    _same(*replicas, end_ms)
+
+
 def _run(resolutions: str, seed: int, series: int, rounds: int, tmp: Path, cache: int) -> None:
     rng = np.random.default_rng(seed)
     compressed = Store(resolutions, max_series=series, max_series_per_query=series, decoded_cache_bytes=cache)
@@ -81,6 +95,10 @@ def _run(resolutions: str, seed: int, series: int, rounds: int, tmp: Path, cache
     keys = [f"m{{i={i}}}" for i in range(series)]
     kinds = rng.integers(0, 4, series)
     state = rng.integers(0, 10**6, series)
+    replicas = (
+        Store(resolutions, max_series=series, max_series_per_query=series, decoded_cache_bytes=cache),
+        _plain_twin(resolutions, series),
+    )
     retention = compressed.resolutions[-1].span_s * 1000
     now = NOW - retention - 3 * 3600_000
     for number in range(rounds):
@@ -93,9 +111,12 @@ def _run(resolutions: str, seed: int, series: int, rounds: int, tmp: Path, cache
             times = times - rng.integers(0, retention + 2 * 3600_000, len(chosen))
         batch = ([keys[i] for i in chosen], values, times)
         assert compressed.ingest(*batch) == plain.ingest(*batch)
+        if number >= rounds * 3 // 4:  # the replicas were down before
+            assert replicas[0].ingest(*batch) == replicas[1].ingest(*batch)
         if number % 10 == 9:
             _same(compressed, plain, now + MINUTE)
     _same(compressed, plain, now + MINUTE)
+    _caught_up(compressed, replicas, now + MINUTE)
     save_snapshot(compressed, tmp)
     restored = Store(resolutions, max_series=series, max_series_per_query=series)
     assert load_snapshot(restored, tmp)

@@ -6,6 +6,7 @@ tests and benchmarks); writers and readers use the client surface, :mod:`vhms`.
 
 from __future__ import annotations
 
+from vhms.server.catchup import CatchUp
 from vhms.server.index import SeriesIndex
 from vhms.server.service import DEFAULT_SERVER_LIMITS, VhmsService
 from vhms.server.snapshot import load_snapshot, restore_or_empty, save_snapshot
@@ -16,6 +17,7 @@ from vhms.server.wal import replay as replay_wal
 __all__ = [
     "DEFAULT_SERVER_LIMITS",
     "FSYNC_POLICIES",
+    "CatchUp",
     "ReplayReport",
     "SeriesIndex",
     "Store",

@@ -206,17 +206,18 @@ class CoarseRing:
                     decoded = encoded.decode(local)
                 out[rows, start:stop] = decoded[within]
 
-    def export(self, count: int) -> np.ndarray:
-        """The ``[slots, count]`` stored bits of the first ``count`` series, bucket ``b`` at
-        ``b % slots`` (a snapshot's layout)."""
-        out = np.zeros((self.slots, count), dtype=np.uint64)
-        if self.head < 0 or not count:
+    def export(self, first: int, stop: int) -> np.ndarray:
+        """The ``[slots, stop - first]`` stored bits of the series ``[first, stop)``, bucket
+        ``b`` at ``b % slots`` (a snapshot's layout)."""
+        out = np.zeros((self.slots, stop - first), dtype=np.uint64)
+        if self.head < 0 or stop <= first:
             return out
         buckets = np.arange(self.head - self.slots + 1, self.head + 1, dtype=np.int64)
-        rows = np.zeros((len(buckets), count), dtype=np.uint64)
-        for first in range(0, count, 1 << SHIFT):  # a chunk at a time: bounded temporaries
-            last = min(first + (1 << SHIFT), count)
-            self.fill(np.arange(first, last, dtype=np.int64), buckets, rows[:, first:last], cached=False)
+        rows = np.zeros((len(buckets), stop - first), dtype=np.uint64)
+        for low in range(first, stop, 1 << SHIFT):  # bounded temporaries
+            high = min(low + (1 << SHIFT), stop)
+            ids = np.arange(low, high, dtype=np.int64)
+            self.fill(ids, buckets, rows[:, low - first : high - first], cached=False)
         out[buckets % self.slots] = rows
         return out
 

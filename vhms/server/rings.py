@@ -209,17 +209,21 @@ class PlainRing:
                 block = rows[:, int(local[0]) : int(local[-1]) + 1] if contiguous else rows[:, local]
                 out[column:end, start:stop] = block
 
-    def export(self, count: int, times: bool = False) -> np.ndarray:
-        """The ``[slots, count]`` stored bits (or sample times) of the first ``count`` series,
-        copied from each chunk's used part only (a chunk has room for ``CHUNK`` series)."""
+    def export(self, first: int, stop: int, times: bool = False) -> np.ndarray:
+        """The ``[slots, stop - first]`` stored bits (or sample times) of the series ``[first,
+        stop)``, copied from each chunk's used part only: a chunk has room for ``CHUNK`` series
+        (a ring of 3,600 one-second buckets: 1.9 GB of it), and copying its whole capacity
+        held the store's lock for seconds."""
         source = self.times if times else self.values
         assert source is not None
         dtype = self.time_dtype if times else np.uint64
         used = [
-            chunk[:, : count - first] for first, chunk in zip(range(0, count, CHUNK), source, strict=False)
+            chunk[:, max(first - start, 0) : stop - start]
+            for start, chunk in zip(range(0, stop, CHUNK), source, strict=False)
+            if start + CHUNK > first
         ]
         if not used:  # an empty store, or no chunk allocated yet: still ``slots`` rows
-            return np.zeros((self.slots, count), dtype=dtype)
+            return np.zeros((self.slots, stop - first), dtype=dtype)
         return np.concatenate(used, axis=1)
 
     def load(self, columns: np.ndarray, times: bool = False) -> None:

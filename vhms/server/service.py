@@ -30,8 +30,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from fastapi import FastAPI
-from fastapi.responses import PlainTextResponse
 
 from bookkeeper import DirectoryInUseError, MalformedFrameError
 from bookkeeper.ground import BackgroundServer, DirectoryLock, WebConfig
@@ -39,6 +37,8 @@ from bookkeeper.wire import FramedThriftServer, ServerLimits, advertised_address
 from bookkeeper.zk import Registration, ZkAuth, resolve_zk
 from vhms.exceptions import DataDirInUseError, VhmsError, WalError
 from vhms.idl import decode_ingest_batch, vhms_thrift
+from vhms.server.catchup import CatchUp, catch_up, read_chunk
+from vhms.server.http import http_app
 from vhms.server.snapshot import restore_or_empty, save_snapshot, wal_from
 from vhms.server.store import Store
 from vhms.server.wal import ReplayReport, WriteAheadLog, remove_segments, replay, segments
@@ -59,9 +59,26 @@ _NO_TIMES = np.zeros(0, dtype=np.int64)
 
 
 class _Handler:
-    def __init__(self, store: Store, wal: WriteAheadLog | None) -> None:
+    def __init__(self, store: Store, wal: WriteAheadLog | None, caught_up: threading.Event) -> None:
         self.store = store
         self.wal = wal
+        self.caught_up = caught_up
+
+    def _whole(self) -> None:
+        """Refuse a read (or a peer's catch-up) while this member catches up."""
+        if not self.caught_up.is_set():
+            self.store.stats["reads_refused_catching_up"] += 1
+            raise vhms_thrift.VhmsException(
+                kind="CatchingUpError", message="this member is catching up from a peer of its shard"
+            )
+
+    def catch_up_chunk(self, first_series: int, max_bytes: int) -> Any:
+        self._whole()
+        try:
+            data, following, total = read_chunk(self.store, first_series, max_bytes)
+        except ValueError as exc:
+            raise _error(exc) from None
+        return vhms_thrift.CatchUpChunk(data=data, next_series=following, total_series=total)
 
     def ingest(self, *_: Any) -> Any:
         """Protocol 1 (a key string per sample): refused by name."""
@@ -113,6 +130,7 @@ class _Handler:
     def fetch(
         self, selector: str, start_ms: int, end_ms: int, resolution: str, sample_times: bool | None = None
     ) -> Any:
+        self._whole()
         try:
             result = self.store.fetch(
                 selector or "", start_ms, end_ms, resolution or "auto", sample_times=bool(sample_times)
@@ -136,15 +154,18 @@ class _Handler:
         )
 
     def series(self, selector: str) -> list[str]:
+        self._whole()
         try:
             return self.store.series_keys(selector or "")
         except (VhmsError, ValueError) as exc:
             raise _error(exc) from None
 
     def label_names(self) -> list[str]:
+        self._whole()
         return self.store.label_names()
 
     def strings(self, selector: str) -> Any:
+        self._whole()
         try:
             last = self.store.last_strings(selector or "")
         except (VhmsError, ValueError) as exc:
@@ -156,53 +177,8 @@ class _Handler:
         )
 
     def label_values(self, label: str) -> list[str]:
+        self._whole()
         return self.store.label_values(label or "")
-
-
-def metrics_text(service: VhmsService) -> str:
-    """The shard's gauges and counters in the Prometheus text format: ``vhms_series``,
-    ``vhms_store_<counter>_total`` (samples stored, refused, too old...), ``vhms_server_<counter>_total``
-    (the Thrift server's connections), ``vhms_snapshots_total``; label ``shard``."""
-    shard = service.shard.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
-    lines = ["# TYPE vhms_series gauge", f'vhms_series{{shard="{shard}"}} {service.store.series}']
-    counters = [
-        *((f"vhms_store_{name}_total", value) for name, value in sorted(dict(service.store.stats).items())),
-        *((f"vhms_server_{name}_total", value) for name, value in sorted(dict(service.thrift.stats).items())),
-        ("vhms_snapshots_total", service.snapshots),
-    ]
-    for name, value in counters:
-        lines += [f"# TYPE {name} counter", f'{name}{{shard="{shard}"}} {value}']
-    return "\n".join(lines) + "\n"
-
-
-def _http_app(service: VhmsService) -> FastAPI:
-    app = FastAPI(title=f"VHMS shard {service.shard}", docs_url=None, redoc_url=None)
-
-    @app.get("/health")
-    def health() -> dict[str, object]:
-        return {"status": "ok", "shard": service.shard, "series": service.store.series}
-
-    @app.get("/metrics")
-    def metrics() -> PlainTextResponse:
-        """The shard watched as any exporter is (Prometheus text): what ``artimon up``'s
-        ``prometheus`` source collects into VHMS itself."""
-        return PlainTextResponse(metrics_text(service), media_type="text/plain; version=0.0.4")
-
-    @app.get("/stats")
-    def stats() -> dict[str, object]:
-        store = service.store
-        return {
-            "shard": service.shard,
-            "series": store.series,
-            "resolutions": [str(r) for r in store.resolutions],
-            "heads_ms": [r.head * r.step_ms if r.head >= 0 else None for r in store.rings],
-            "counters": dict(store.stats),
-            "server": dict(service.thrift.stats),
-            "snapshots": service.snapshots,
-            "wal": service.wal_stats(),
-        }
-
-    return app
 
 
 def _hold(directory: Path | None, shard: str) -> DirectoryLock | None:
@@ -264,9 +240,11 @@ class VhmsService:
                     fsync=wal_fsync,
                     fsync_period=wal_fsync_period,
                 )
+        self.caught_up = threading.Event()
+        self.caught_up_from: tuple[str, int] | None = None
         self.thrift = FramedThriftServer(
             vhms_thrift.Vhms,
-            _Handler(store, self.wal),
+            _Handler(store, self.wal, self.caught_up),
             host,
             port,
             limits=limits,
@@ -275,12 +253,14 @@ class VhmsService:
         )
         self.host, self.port = self.thrift.host, self.thrift.port
         self.http = (
-            BackgroundServer(_http_app(self), host, http_port, name="vhms-http", web_config=web_config)
+            BackgroundServer(http_app(self), host, http_port, name="vhms-http", web_config=web_config)
             if http_port is not None
             else None
         )
         self.registration: Registration | None = None
         self._stop = threading.Event()
+        self._catcher: threading.Thread | None = None
+        self._snapshot_lock = threading.Lock()
         self._snapshotter = threading.Thread(target=self._snapshot_loop, name="vhms-snapshots", daemon=True)
 
     def start(
@@ -290,9 +270,14 @@ class VhmsService:
         register: bool = True,
         session_timeout: float = 10.0,
         zk_auth: ZkAuth | str | None = None,
+        catch_up: CatchUp | None = None,
     ) -> None:
         """Serve, and unless ``register`` is false register in ZooKeeper with the
-        credentials ``zk_auth`` (default ``$ARTIMON_ZK_AUTH``, then ``$ARTIMON_ZK_AUTH_FILE``)."""
+        credentials ``zk_auth`` (default ``$ARTIMON_ZK_AUTH``, then ``$ARTIMON_ZK_AUTH_FILE``).
+        With ``catch_up`` (and registered), pull what the shard's other live members hold
+        (:mod:`vhms.server.catchup`) in a thread, refusing reads until done (``caught_up``)."""
+        if catch_up is None or not register:
+            self.caught_up.set()
         if self.wal is not None:
             self.wal.start()
         self.thrift.start()
@@ -316,18 +301,38 @@ class VhmsService:
                 connect, path, payload, session_timeout=session_timeout, auth=zk_auth
             )
             self.registration.start()
+            if catch_up is not None:
+                self._catcher = threading.Thread(
+                    target=self._catch_up,
+                    args=(zk_hosts, zk_auth, catch_up),
+                    name="vhms-catch-up",
+                    daemon=True,
+                )
+                self._catcher.start()
+
+    def _catch_up(self, zk_hosts: str | None, zk_auth: ZkAuth | str | None, options: CatchUp) -> None:
+        me = (advertised_address(self.host), self.port)
+        try:
+            self.caught_up_from = catch_up(self.store, self.shard, me, zk_hosts, zk_auth, options, self._stop)
+            if not self._stop.is_set():
+                self.snapshot()  # what was merged is in no log: keep it
+        except (VhmsError, OSError) as exc:
+            log.error("shard %s: catching up failed: %s; serving what this member holds", self.shard, exc)
+        finally:
+            self.caught_up.set()
 
     def snapshot(self) -> None:
         """Write a snapshot, then delete the log's segments it holds."""
         if self.snapshot_dir is None:
             return
         wal = self.wal
-        save_snapshot(self.store, self.snapshot_dir, on_capture=wal.rotate if wal else None)
-        self.snapshots += 1
-        if wal is not None:
-            wal.truncate()
-        elif segments(self.snapshot_dir / "wal"):  # replayed at start, the log off since
-            remove_segments(self.snapshot_dir / "wal")
+        with self._snapshot_lock:  # the periodic one, the one after catching up, the last one
+            save_snapshot(self.store, self.snapshot_dir, on_capture=wal.rotate if wal else None)
+            self.snapshots += 1
+            if wal is not None:
+                wal.truncate()
+            elif segments(self.snapshot_dir / "wal"):  # replayed at start, the log off since
+                remove_segments(self.snapshot_dir / "wal")
 
     def wal_stats(self) -> dict[str, object]:
         """The log's policy and counters, and what the replay at start found."""
@@ -353,6 +358,8 @@ class VhmsService:
         self.thrift.stop()
         if self.http is not None:
             self.http.stop()
+        if self._catcher is not None:
+            self._catcher.join(timeout=60)
         if self._snapshotter.is_alive():
             self._snapshotter.join(timeout=30)
         try:

@@ -40,7 +40,16 @@ from vhms.exceptions import SnapshotError
 from vhms.server.rings import PlainRing, decode_values, encode_values
 from vhms.server.store import Store
 
-__all__ = ["FORMAT_VERSION", "load_snapshot", "restore_or_empty", "save_snapshot", "wal_from"]
+__all__ = [
+    "FORMAT_VERSION",
+    "load_snapshot",
+    "pack_strings",
+    "restore_or_empty",
+    "save_snapshot",
+    "series_arrays",
+    "unpack_strings",
+    "wal_from",
+]
 
 log = logging.getLogger(__name__)
 
@@ -49,14 +58,14 @@ LEGACY_DATA = "vhms-snapshot.npz"
 MANIFEST = "vhms-snapshot.json"
 
 
-def _pack_strings(strings: list[str]) -> tuple[np.ndarray, np.ndarray]:
+def pack_strings(strings: list[str]) -> tuple[np.ndarray, np.ndarray]:
     encoded = [s.encode() for s in strings]
     offsets = np.zeros(len(encoded) + 1, dtype=np.int64)
     np.cumsum([len(e) for e in encoded], out=offsets[1:])
     return np.frombuffer(b"".join(encoded), dtype=np.uint8), offsets
 
 
-def _unpack_strings(blob: np.ndarray, offsets: np.ndarray) -> list[str]:
+def unpack_strings(blob: np.ndarray, offsets: np.ndarray) -> list[str]:
     data = blob.tobytes()
     bounds = offsets.tolist()
     return [data[bounds[i] : bounds[i + 1]].decode() for i in range(len(bounds) - 1)]
@@ -85,21 +94,7 @@ def save_snapshot(
     with store._lock:
         log_from = on_capture() if on_capture is not None else None
         count = store.series
-        arrays: dict[str, np.ndarray] = {}
-        for i, ring in enumerate(store.rings):
-            arrays[f"ring{i}.head"] = np.array([ring.head], dtype=np.int64)
-            arrays[f"ring{i}.values"] = decode_values(ring.export(count))
-            if isinstance(ring, PlainRing) and ring.times is not None:
-                arrays[f"ring{i}.times"] = ring.export(count, times=True)
-        arrays["keys.blob"], arrays["keys.offsets"] = _pack_strings(
-            store.index.keys_of(np.arange(len(store.index)))
-        )
-        string_ids = sorted(store.strings)
-        arrays["strings.ids"] = np.array(string_ids, dtype=np.int64)
-        arrays["strings.ts"] = np.array([store.strings[i][0] for i in string_ids], dtype=np.int64)
-        arrays["strings.blob"], arrays["strings.offsets"] = _pack_strings(
-            [store.strings[i][1] for i in string_ids]
-        )
+        arrays = series_arrays(store, 0, count)
     created_ms = int(time.time() * 1000)
     while (target / f"vhms-snapshot-{created_ms}.npz").exists():  # never over a committed one
         created_ms += 1
@@ -135,6 +130,25 @@ def save_snapshot(
         raise SnapshotError(f"cannot write a snapshot into {target}: {exc}") from None
     log.info("snapshot of %d series written to %s in %.2f s", count, target, time.monotonic() - started)
     return target / MANIFEST
+
+
+def series_arrays(store: Store, first: int, stop: int) -> dict[str, np.ndarray]:
+    """The snapshot's arrays of the series ``[first, stop)`` (all of them: a snapshot; a
+    range: a catch-up chunk, :mod:`vhms.server.catchup`). Called under the store's lock."""
+    arrays: dict[str, np.ndarray] = {}
+    for i, ring in enumerate(store.rings):
+        arrays[f"ring{i}.head"] = np.array([ring.head], dtype=np.int64)
+        arrays[f"ring{i}.values"] = decode_values(ring.export(first, stop))
+        if isinstance(ring, PlainRing) and ring.times is not None:
+            arrays[f"ring{i}.times"] = ring.export(first, stop, times=True)
+    arrays["keys.blob"], arrays["keys.offsets"] = pack_strings(store.index.keys_of(np.arange(first, stop)))
+    string_ids = sorted(i for i in store.strings if first <= i < stop)
+    arrays["strings.ids"] = np.array(string_ids, dtype=np.int64)
+    arrays["strings.ts"] = np.array([store.strings[i][0] for i in string_ids], dtype=np.int64)
+    arrays["strings.blob"], arrays["strings.offsets"] = pack_strings(
+        [store.strings[i][1] for i in string_ids]
+    )
+    return arrays
 
 
 def _data_file(directory: Path) -> Path | None:
@@ -190,7 +204,7 @@ def load_snapshot(store: Store, directory: str | os.PathLike[str]) -> bool:
         raise SnapshotError(f"{data} is corrupt: SHA-256 {actual}, the manifest says {expected}")
     try:
         with np.load(data, allow_pickle=False) as arrays:
-            keys = _unpack_strings(arrays["keys.blob"], arrays["keys.offsets"])
+            keys = unpack_strings(arrays["keys.blob"], arrays["keys.offsets"])
             if len(keys) != count:
                 raise SnapshotError(f"snapshot holds {len(keys)} keys, the manifest says {count}")
             with store._lock:
@@ -205,7 +219,7 @@ def load_snapshot(store: Store, directory: str | os.PathLike[str]) -> bool:
                     if isinstance(ring, PlainRing) and ring.times is not None:
                         times = _sample_times(arrays, i, ring.step_ms, ring.time_dtype)
                         ring.load(_checked(times, ring.slots, count), times=True)
-                texts = _unpack_strings(arrays["strings.blob"], arrays["strings.offsets"])
+                texts = unpack_strings(arrays["strings.blob"], arrays["strings.offsets"])
                 for series_id, ts, text in zip(
                     arrays["strings.ids"].tolist(), arrays["strings.ts"].tolist(), texts, strict=True
                 ):

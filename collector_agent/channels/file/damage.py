@@ -4,7 +4,8 @@ A damaged byte is never delivered as an event:
 
 - Every event's checksum is verified when it is taken (``format.py``). An event that fails
   (and any event of a batch SQLite can no longer find) is *set aside*: appended to
-  ``<deadLetter.dir>/channel-<name>.jsonl`` (fsynced), counted in ``EventDamagedCount``,
+  ``<deadLetter.dir>/channel-<name>.jsonl`` (fsynced), counted in ``EventDamagedCount``
+  (and, when its frame's checksum failed, in ``ChecksumMismatchCount`` too),
   and consumed with the take, which delivers the rest. A rolled-back take meets the same
   events again: they are written once (the queue remembers them).
 - A database SQLite reports damaged (:func:`is_damage`), at start or while running, is
@@ -86,6 +87,9 @@ class DeadLetters:
             for seq, index, item in damaged
         )
         self._counters.add("EventDamagedCount", len(damaged))
+        mismatched = sum(item.reason == "checksum mismatch" for _, _, item in damaged)
+        if mismatched:
+            self._counters.add("ChecksumMismatchCount", mismatched)
         log.error(
             "channel %s: %d damaged events set aside in %s (%s)",
             self.name,

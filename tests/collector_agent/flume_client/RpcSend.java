@@ -1,4 +1,6 @@
+import java.io.BufferedReader;
 import java.io.FileReader;
+import java.io.InputStreamReader;
 import java.io.Reader;
 import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
@@ -15,13 +17,15 @@ import org.apache.flume.api.RpcClientFactory;
 import org.apache.flume.event.EventBuilder;
 
 /**
- * Sends events through Flume's SDK: {@code RpcSend <client.properties> <events> <batch> [<body bytes>]}.
+ * Sends events through Flume's SDK:
+ * {@code RpcSend <client.properties> <events> <batch> [<body bytes> [<pause at>]]}.
  * The client is whatever {@code RpcClientFactory.getInstance(properties)} makes of the file
  * (default Avro, failover, load balancing). Event n has the headers {@code n = <n>} and
  * {@code tag = välue-ß} and the body {@link #body(int, int)}. A batch the client fails to deliver is
  * sent again on a new client (at least once). It prints {@code ready} before its first event
  * (the JVM started, its classes loaded), and last
- * {@code sent <events> retried <batches>}.
+ * {@code sent <events> retried <batches>}. With {@code <pause at>}, once that many events are
+ * delivered it prints {@code paused} and waits for a line on its standard input.
  */
 public final class RpcSend {
   private RpcSend() {}
@@ -43,6 +47,8 @@ public final class RpcSend {
     int events = Integer.parseInt(args[1]);
     int batchSize = Integer.parseInt(args[2]);
     int bodySize = args.length > 3 ? Integer.parseInt(args[3]) : 0;
+    int pauseAt = args.length > 4 ? Integer.parseInt(args[4]) : -1;
+    BufferedReader input = new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8));
     long deadline = System.nanoTime() + 300_000_000_000L;
     int retried = 0;
     System.out.println("ready");
@@ -75,6 +81,11 @@ public final class RpcSend {
           }
           Thread.sleep(200);
         }
+      }
+      if (start < pauseAt && pauseAt <= start + batch.size()) {
+        System.out.println("paused");
+        System.out.flush();
+        input.readLine();
       }
     }
     if (client != null) {

@@ -100,7 +100,8 @@ def test_the_dense_path_answers_what_the_path_for_gaps_does(
     series: int, buckets: int, seed: int, function: str, range_ms: int, exact: bool
 ) -> None:
     """Series with a sample in every bucket skip the fills and counts that gaps need
-    (``_rates``'s ``dense``): the same answer as the way for gaps, own sample times or not."""
+    (``_dense_rates``, gathering whole rows): the same answer as the way for gaps
+    (``_gappy_rates``), own sample times or not."""
     rng = np.random.default_rng(seed)
     times = np.arange(buckets, dtype=np.int64) * STEP + 1_000_000
     values = np.cumsum(rng.choice([0.0, 1.0, 2.5, 7.0], (series, buckets)), axis=1)
@@ -109,6 +110,9 @@ def test_the_dense_path_answers_what_the_path_for_gaps_does(
     table = SeriesTable.from_lists(["x"] * series, [{"r": str(r)} for r in range(series)])
     samples = Samples(table, times, values, STEP, own)
     ends = np.arange(times[0] - STEP, times[-1] + 3 * STEP, STEP // 3, dtype=np.int64)
-    dense = ranges_module._rates(function, samples, ends, range_ms, dense=True)
-    gaps = ranges_module._rates(function, samples, ends, range_ms, dense=False)
+    exact = own is not None
+    window = ranges_module._window_rows(times, ends, range_ms, exact, STEP)
+    time_major = np.ascontiguousarray(values.T), np.ascontiguousarray(samples.sample_times().T)
+    dense = ranges_module._dense_rates(function, *time_major, window, ends, range_ms, exact)
+    gaps = ranges_module._gappy_rates(function, *time_major, window, ends, range_ms, exact)
     np.testing.assert_array_equal(dense, gaps)
