@@ -2,24 +2,30 @@
 stored bits (:func:`vhms.server.rings.encode_values`: 0 is an empty bucket) in a few bytes a
 bucket, encoded and decoded for many series at once by numpy (no loop per series).
 
-Per series, the block is one of (its 3-byte header says which, and the byte widths):
+Per series, the block is one of:
 
-- **empty**: no bucket written; nothing stored.
+- **empty**: no bucket written; nothing stored (not even its column).
 - **decimal**: every value is an integer ``m`` divided by ``10**scale`` (``scale`` 0 to 12, the
   smallest that fits; checked bit for bit: ``m / 10**scale`` gives the very float64 back, so
   ``-0.0``, infinities and NaNs are never decimal), ``|m| <= 2**53``. Stored: the first ``m``
-  (zigzag), the smallest of the block's deltas (zigzag), then each delta less that smallest
-  one, each field in the fewest whole bytes its largest value needs (a flat series: 0 bytes a
-  bucket; a counter: its increments' spread). Victoria Metrics' decimal conversion with a
-  frame of reference, byte-aligned.
+  (zigzag), the smallest of the block's deltas (zigzag), each in the fewest whole bytes it
+  needs, then each delta less that smallest one in 0, 1, 2, 4 or 8 bytes (the fewest whole
+  bytes the largest needs, 3 taken as 4 and 5 to 7 as 8: numpy reads them as its own
+  integers; a flat series: 0 bytes a bucket; a counter: its increments' spread). Victoria
+  Metrics' decimal conversion with a frame of reference, byte-aligned.
 - **raw**: any other float64: the first value's 8 bytes, then each value XOR the previous one
-  (Gorilla's XOR) in the bytes where the block's XORs differ from zero (its common leading
-  and trailing zero bytes left out).
+  (Gorilla's XOR) in 1, 2, 4 or 8 bytes from the lowest byte where the block's XORs differ
+  from zero (its common trailing zero bytes left out).
 
 A series with empty buckets among written ones also keeps a bit per bucket (``ceil(K / 8)``
 bytes); its empty buckets repeat the previous value for the deltas, so they cost no width.
-The bytes of every series follow each other in one ``uint8`` array; a series' offset is the
-running sum of the sizes its header gives (not stored).
+
+The written series are kept **in groups of one layout** (kind, gappy or not, scale, the
+byte widths of each field, trailing zero bytes), sorted by it when the block is sealed:
+a group's deltas are one time-major ``[K - 1, count]`` array of its width, so a decode
+takes a group's deltas as one numpy view of its bytes and does each step of its arithmetic
+over the whole group at once (no sort, no per-series offsets at read time). ``columns``
+(2 bytes a written series) says which column each stored series is.
 """
 
 from __future__ import annotations
@@ -37,6 +43,9 @@ _MAX_SCALE = 12
 _MAX_EXACT = float(1 << 53)
 _EMPTY, _DECIMAL, _RAW = 0, 1, 2
 _POWERS = 10.0 ** np.arange(_MAX_SCALE + 1)
+_NUMPY_WIDTH = np.array([0, 1, 2, 4, 4, 8, 8, 8, 8], dtype=np.uint8)
+_ROW_AT_A_TIME = 64  # columns from which an accumulation goes a row at a time
+_DTYPES = {1: np.dtype("<u1"), 2: np.dtype("<u2"), 4: np.dtype("<u4"), 8: np.dtype("<u8")}
 
 
 def _widths(unsigned: np.ndarray) -> np.ndarray:
@@ -57,135 +66,128 @@ def _unzigzag(unsigned: np.ndarray) -> np.ndarray:
 
 @dataclass(frozen=True)
 class Block:
-    """``K`` buckets of ``n`` series, compressed (see the module doc)."""
+    """``K`` buckets of ``series`` columns, compressed (see the module doc)."""
 
     buckets: int
-    header: (
-        np.ndarray
-    )  # [n, 3] uint8: kind | gappy << 2 | scale << 3; first | least << 4; trailing | width << 4
-    data: np.ndarray  # uint8, every series' bytes one after the other
-
-    @property
-    def series(self) -> int:
-        return len(self.header)
+    series: int  # the chunk's columns when the block was sealed
+    columns: np.ndarray  # uint16, the column of each stored series, by group then column
+    groups: np.ndarray  # int64 [G, 3]: layout code, first stored series, byte offset of its bytes
+    data: np.ndarray  # uint8, every group's bytes one after the other, each 8-byte aligned
 
     @property
     def nbytes(self) -> int:
-        return int(self.header.nbytes + self.data.nbytes)
+        return int(self.columns.nbytes + self.groups.nbytes + self.data.nbytes)
 
     def decode(self, local: np.ndarray) -> np.ndarray:
-        """The stored bits ``[K, len(local)]`` of the series at ``local`` (column numbers of the
-        block; those at or past :attr:`series` read as empty). The series are taken a layout
-        at a time (the same field widths: their bytes one gather, placed into their 8-byte
-        fields by slices), sorted by kind so that each kind is decoded over a run of rows."""
+        """The stored bits ``[K, len(local)]`` of the columns ``local`` (those at or past
+        :attr:`series`, or never written, read as empty): each group's series decoded into
+        a run of columns of one array (its deltas one view of its bytes, its arithmetic over
+        the whole group, time-major), then one gather puts the columns in ``local``'s order."""
         k = self.buckets
         local = np.asarray(local, dtype=np.int64)
-        out = np.zeros((k, len(local)), dtype=np.uint64)
-        inside = np.flatnonzero(local < self.series)
-        if not len(inside):
-            return out
-        picked = local[inside]
-        header = self.header[picked]
-        kind = (header[:, 0] & 3).astype(np.int32)
-        layout = (
-            (kind << 17) | ((header[:, 0] & 4).astype(np.int32) << 14) | (header[:, 1].astype(np.int32) << 8)
-        )
-        layout |= header[:, 2]
-        order = np.argsort(layout, kind="stable")
-        layout = layout[order]
-        sizes = _sizes(self.header, k)
-        fields, masks = _assemble(self.data, (np.cumsum(sizes) - sizes)[picked[order]], layout, k)
-        values = _values(fields, masks, layout, header[order, 0] >> 3)
-        unsorted = values.take(np.argsort(order), axis=0)
-        if len(inside) == len(local):
-            out[...] = unsorted.T
-        else:
-            out[:, inside] = unsorted.T
-        return out
+        stored = len(self.columns)
+        if not stored or not len(local):
+            return np.zeros((k, len(local)), dtype=np.uint64)
+        position = np.full(max(self.series, int(local.max()) + 1), stored, dtype=np.int64)
+        position[self.columns] = np.arange(stored)
+        wanted = position[local]
+        stops = [*self.groups[1:, 1].tolist(), stored]
+        if len(local) >= self.series and (wanted < stored).sum() == stored:  # every stored series
+            decoded = np.zeros((k, stored + 1), dtype=np.uint64)  # the last column: empty
+            for (code, start, offset), stop in zip(self.groups.tolist(), stops, strict=True):
+                _group_values(self.data, code, offset, stop - start, None, decoded[:, start:stop])
+            return decoded.take(wanted, axis=1)
+        held = np.unique(wanted[wanted < stored])
+        decoded = np.zeros((k, len(held) + 1), dtype=np.uint64)
+        bounds = np.searchsorted(held, [*self.groups[:, 1].tolist(), stored]).tolist()
+        for g, ((code, start, offset), stop) in enumerate(zip(self.groups.tolist(), stops, strict=True)):
+            low, high = bounds[g], bounds[g + 1]
+            if low < high:
+                rows = held[low:high] - start
+                _group_values(self.data, code, offset, stop - start, rows, decoded[:, low:high])
+        return decoded.take(np.searchsorted(held, wanted), axis=1)
 
 
-def _keep(header: np.ndarray, k: int) -> np.ndarray:
-    """Which bytes of each series' fields (``K + 1`` of 8 bytes: first, least, deltas) and
-    mask are stored, from its header: ``[series, 8 * (K + 1) + mask bytes]``."""
-    first = (header[:, 1] & 15).astype(np.int16)
-    least = (header[:, 1] >> 4).astype(np.int16)
-    trailing = (header[:, 2] & 15).astype(np.int16)
-    width = (header[:, 2] >> 4).astype(np.int16)
-    byte = np.arange(8, dtype=np.int16)
-    fields = np.empty((len(header), k + 1, 8), dtype=bool)
-    fields[:, 0] = byte < first[:, None]
-    fields[:, 1] = byte < least[:, None]
-    fields[:, 2:] = ((byte >= trailing[:, None]) & (byte < (trailing + width)[:, None]))[:, None, :]
-    gappy = (header[:, 0] & 4) != 0
-    mask = np.broadcast_to(gappy[:, None], (len(header), (k + 7) // 8))
-    return np.concatenate([fields.reshape(len(header), -1), mask], axis=1)
+def _code(kind: int, gappy: int, scale: int, first: int, least: int, trailing: int, width: int) -> int:
+    return kind | gappy << 2 | scale << 3 | first << 7 | least << 11 | trailing << 15 | width << 19
 
 
-def _sizes(header: np.ndarray, k: int) -> np.ndarray:
-    """Each series' bytes in a block, from its header."""
-    h = header.astype(np.int32)
-    sizes: np.ndarray = (
-        (h[:, 1] & 15) + (h[:, 1] >> 4) + (k - 1) * (h[:, 2] >> 4) + ((h[:, 0] >> 2) & 1) * ((k + 7) // 8)
+def _fields(code: int) -> tuple[int, int, int, int, int, int, int]:
+    """kind, gappy, scale, first's bytes, least's bytes, trailing zero bytes, delta width."""
+    return (
+        code & 3,
+        code >> 2 & 1,
+        code >> 3 & 15,
+        code >> 7 & 15,
+        code >> 11 & 15,
+        code >> 15 & 15,
+        code >> 19 & 15,
     )
-    return sizes
 
 
-def _assemble(
-    data: np.ndarray, offsets: np.ndarray, layout: np.ndarray, k: int
-) -> tuple[np.ndarray, np.ndarray]:
-    """The fields ``[n, K + 1]`` (first, least, deltas as 8-byte words) and gap bits ``[n,
-    mask bytes]`` of series sorted by ``layout`` (kind << 17 | gappy << 16 | header bytes 1
-    and 2), their bytes at ``offsets`` of ``data``: one gather and a few slices per layout."""
-    n = len(layout)
-    fields = np.zeros((n, k + 1), dtype=np.uint64)
-    as_bytes = fields.view(np.uint8).reshape(n, k + 1, 8)
-    mask_bytes = (k + 7) // 8
-    masks = np.zeros((n, mask_bytes), dtype=np.uint8)
-    starts = [0, *(np.flatnonzero(np.diff(layout)) + 1).tolist(), n]
-    for low, high in itertools.pairwise(starts):
-        code = int(layout[low])
-        first, least, trailing, width = code >> 8 & 15, code >> 12 & 15, code & 15, code >> 4 & 15
-        gappy = code >> 16 & 1
-        end = first + least + (k - 1) * width
-        size = end + gappy * mask_bytes
-        if not size:
-            continue
-        windows = np.ndarray((len(data) - size + 1, size), np.uint8, data, strides=(1, 1))  # a view
-        part = windows[offsets[low:high]]  # a row of bytes a series
-        as_bytes[low:high, 0, :first] = part[:, :first]
-        as_bytes[low:high, 1, :least] = part[:, first : first + least]
-        if width:
-            deltas = part[:, first + least : end].reshape(high - low, k - 1, width)
-            as_bytes[low:high, 2:, trailing : trailing + width] = deltas
-        if gappy:
-            masks[low:high] = part[:, end:]
-    return fields, masks
+def _group_size(code: int, count: int, k: int) -> int:
+    """A group's bytes: deltas ``[K - 1, count]`` at ``width`` bytes, then each series' first
+    and least fields and gap bits, padded to 8 bytes."""
+    _, gappy, _, first, least, _, width = _fields(code)
+    size = count * ((k - 1) * width + first + least + gappy * ((k + 7) // 8))
+    return -(-size // 8) * 8
 
 
-def _values(fields: np.ndarray, masks: np.ndarray, layout: np.ndarray, scale: np.ndarray) -> np.ndarray:
-    """The stored bits ``[n, K]`` of series sorted by ``layout`` (so each kind is a run of
-    rows) from their fields, gap bits and decimal scales."""
-    n, k = fields.shape[0], fields.shape[1] - 1
-    values = np.zeros((n, k), dtype=np.uint64)
-    decimal_from, raw_from, raw_to = np.searchsorted(layout >> 17, [_DECIMAL, _RAW, _RAW + 1]).tolist()
-    if raw_from > decimal_from:
-        part = fields[decimal_from:raw_from]
-        m = np.empty((raw_from - decimal_from, k), dtype=np.int64)
-        m[:, 0] = _unzigzag(part[:, 0])
-        m[:, 1:] = part[:, 2:].view(np.int64) + _unzigzag(part[:, 1])[:, None]
-        np.cumsum(m, axis=1, out=m)
-        decimal = values[decimal_from:raw_from]
-        np.divide(m, _POWERS[scale[decimal_from:raw_from]][:, None], out=decimal.view(np.float64))
-        decimal ^= _EMPTY_BITS
-    if raw_to > raw_from:
-        raw = values[raw_from:raw_to]
-        raw[:, 0] = fields[raw_from:raw_to, 0]
-        raw[:, 1:] = fields[raw_from:raw_to, 2:]
-        np.bitwise_xor.accumulate(raw, axis=1, out=raw)
-    gappy = np.flatnonzero((layout >> 16) & 1)
-    if len(gappy):
-        values[gappy] *= np.unpackbits(masks[gappy], axis=1, count=k, bitorder="little").astype(np.uint64)
-    return values
+def _words(part: np.ndarray, rows: np.ndarray | None, width: int) -> np.ndarray:
+    """Little-endian words of ``width`` bytes (``[count, width]`` bytes) as uint64."""
+    picked = part if rows is None else part[rows]
+    words = np.zeros((len(picked), 8), dtype=np.uint8)
+    words[:, :width] = picked
+    return words.view(np.uint64).reshape(-1)
+
+
+def _group_values(
+    data: np.ndarray, code: int, offset: int, count: int, rows: np.ndarray | None, values: np.ndarray
+) -> None:
+    """Write the stored bits ``[K, len(rows)]`` (``rows`` None: all ``count``) of a group's
+    series into ``values`` (zeros)."""
+    kind, gappy, scale, first_width, least_width, trailing, width = _fields(code)
+    k = len(values)
+    at = offset
+    if width:
+        deltas = data[at : at + (k - 1) * count * width].view(_DTYPES[width]).reshape(k - 1, count)
+        values[1:] = deltas if rows is None else deltas[:, rows]
+        at += (k - 1) * count * width
+    first = _words(data[at : at + count * first_width].reshape(count, first_width), rows, first_width)
+    at += count * first_width
+    least = _words(data[at : at + count * least_width].reshape(count, least_width), rows, least_width)
+    at += count * least_width
+    if kind == _DECIMAL:
+        m = values.view(np.int64)
+        m[1:] += _unzigzag(least)
+        m[0] = _unzigzag(first)
+        _accumulate(np.add, m)
+        if scale:
+            np.divide(m, _POWERS[scale], out=values.view(np.float64))
+        else:
+            values.view(np.float64)[...] = m.copy()
+        values ^= _EMPTY_BITS
+    else:
+        if trailing:
+            values[1:] <<= np.uint64(8 * trailing)
+        values[0] = first
+        _accumulate(np.bitwise_xor, values)
+    if gappy:
+        mask_bytes = (k + 7) // 8
+        masks = data[at : at + count * mask_bytes].reshape(count, mask_bytes)
+        bits = np.unpackbits(masks if rows is None else masks[rows], axis=1, count=k, bitorder="little")
+        values *= bits.T
+
+
+def _accumulate(ufunc: np.ufunc, values: np.ndarray) -> None:
+    """``ufunc.accumulate`` down the rows of ``values`` in place: a row at a time for a wide
+    array (each a contiguous pass; numpy's accumulate along the first axis steps through
+    memory a column at a time, 2-3 times slower), in one call for a narrow one."""
+    if values.shape[1] < _ROW_AT_A_TIME:
+        ufunc.accumulate(values, axis=0, out=values)
+        return
+    for row in range(1, len(values)):
+        ufunc(values[row], values[row - 1], out=values[row])
 
 
 def _mapped(array: np.ndarray) -> np.ndarray:
@@ -257,11 +259,48 @@ def encode_block(stored: np.ndarray) -> Block:
             low += ((union & ((np.uint64(1) << np.uint64(8 * (byte + 1))) - np.uint64(1))) == 0) & (top > 0)
         trailing[raw] = low
         width[raw] = top - low
-    kind = np.where(decimal, _DECIMAL, np.where(raw, _RAW, _EMPTY)).astype(np.uint8)
-    header = np.empty((n, 3), dtype=np.uint8)
-    header[:, 0] = kind | (gappy.astype(np.uint8) << 2) | (np.maximum(scale, 0).astype(np.uint8) << 3)
-    header[:, 1] = first | (least << 4)
-    header[:, 2] = trailing | (width << 4)
+    kind = np.where(decimal, _DECIMAL, np.where(raw, _RAW, _EMPTY)).astype(np.int64)
+    width = _NUMPY_WIDTH[width].astype(np.int64)  # 3 bytes in 4, 5 to 7 in 8: a view decodes them
+    trailing = np.minimum(trailing, 8 - width)
+    codes = (
+        kind
+        | gappy.astype(np.int64) << 2
+        | np.maximum(scale, 0).astype(np.int64) << 3
+        | first.astype(np.int64) << 7
+        | least.astype(np.int64) << 11
+        | trailing.astype(np.int64) << 15
+        | width << 19
+    )
+    kept = np.flatnonzero(written)
+    kept = kept[np.argsort(codes[kept], kind="stable")]
+    starts = [0, *(np.flatnonzero(np.diff(codes[kept])) + 1).tolist(), len(kept)]
     mask = np.packbits(present, axis=1, bitorder="little")
-    matrix = np.concatenate([fields.view(np.uint8).reshape(n, -1), mask], axis=1)
-    return Block(k, _mapped(header), _mapped(matrix[_keep(header, k)]))
+    groups, parts, offset = [], [], 0
+    for low, high in itertools.pairwise(starts):
+        if low == high:
+            continue
+        code = int(codes[kept[low]])
+        parts.append(_group_bytes(code, fields[kept[low:high]], mask[kept[low:high]], k))
+        groups.append((code, low, offset))
+        offset += len(parts[-1])
+    data = np.concatenate(parts) if parts else np.zeros(0, dtype=np.uint8)
+    table = np.array(groups, dtype=np.int64).reshape(-1, 3)
+    return Block(k, n, _mapped(kept.astype(np.uint16)), table, _mapped(data))
+
+
+def _group_bytes(code: int, fields: np.ndarray, mask: np.ndarray, k: int) -> np.ndarray:
+    """A group's bytes (see :func:`_group_size`) from its series' fields ``[count, K + 1]``."""
+    _, gappy, _, first, least, trailing, width = _fields(code)
+    count = len(fields)
+    as_bytes = fields.view(np.uint8).reshape(count, k + 1, 8)
+    deltas = (fields[:, 2:] >> np.uint64(8 * trailing)).T.astype(_DTYPES[width]) if width else None
+    parts = [
+        np.zeros(0, dtype=np.uint8) if deltas is None else deltas.reshape(-1).view(np.uint8),
+        as_bytes[:, 0, :first].reshape(-1),
+        as_bytes[:, 1, :least].reshape(-1),
+        mask.reshape(-1) if gappy else np.zeros(0, dtype=np.uint8),
+    ]
+    out = np.zeros(_group_size(code, count, k), dtype=np.uint8)
+    joined = np.concatenate(parts)
+    out[: len(joined)] = joined
+    return out
