@@ -88,24 +88,28 @@ class Block:
         stored = len(self.columns)
         if not stored or not len(local):
             return np.zeros((k, len(local)), dtype=np.uint64)
-        position = np.full(max(self.series, int(local.max()) + 1), stored, dtype=np.int64)
+        position = np.full(self.series + 1, stored, dtype=np.int64)  # past series: none stored
         position[self.columns] = np.arange(stored)
-        wanted = position[local]
+        wanted = position[np.minimum(local, self.series)]
         stops = [*self.groups[1:, 1].tolist(), stored]
-        if len(local) >= self.series and (wanted < stored).sum() == stored:  # every stored series
+        asked = np.zeros(stored + 1, dtype=bool)
+        asked[wanted] = True
+        if asked[:stored].all():  # every stored series: each group decoded whole
             decoded = np.zeros((k, stored + 1), dtype=np.uint64)  # the last column: empty
             for (code, start, offset), stop in zip(self.groups.tolist(), stops, strict=True):
                 _group_values(self.data, code, offset, stop - start, None, decoded[:, start:stop])
             return decoded.take(wanted, axis=1)
-        held = np.unique(wanted[wanted < stored])
-        decoded = np.zeros((k, len(held) + 1), dtype=np.uint64)
-        bounds = np.searchsorted(held, [*self.groups[:, 1].tolist(), stored]).tolist()
+        held = np.flatnonzero(asked[:stored])
+        before = np.zeros(stored + 1, dtype=np.int64)  # stored series asked before each (all: stored)
+        np.cumsum(asked[:stored], out=before[1:])
+        decoded = np.zeros((k, len(held) + 1), dtype=np.uint64)  # the last column: empty
+        bounds = before[[*self.groups[:, 1].tolist(), stored]].tolist()
         for g, ((code, start, offset), stop) in enumerate(zip(self.groups.tolist(), stops, strict=True)):
             low, high = bounds[g], bounds[g + 1]
             if low < high:
                 rows = held[low:high] - start
                 _group_values(self.data, code, offset, stop - start, rows, decoded[:, low:high])
-        return decoded.take(np.searchsorted(held, wanted), axis=1)
+        return decoded.take(before[wanted], axis=1)
 
 
 def _code(kind: int, gappy: int, scale: int, first: int, least: int, trailing: int, width: int) -> int:
