@@ -7,7 +7,7 @@ Per series, the block is one of:
 - **empty**: no bucket written; nothing stored (not even its column).
 - **decimal**: every value is an integer ``m`` divided by ``10**scale`` (``scale`` 0 to 12, the
   smallest that fits; checked bit for bit: ``m / 10**scale`` gives the very float64 back, so
-  ``-0.0``, infinities and NaNs are never decimal), ``|m| <= 2**53``. Stored: the first ``m``
+  ``-0.0``, infinities and NaNs are never decimal), ``|m| <= 2**51``. Stored: the first ``m``
   (zigzag), the smallest of the block's deltas (zigzag), each in the fewest whole bytes it
   needs, then each delta less that smallest one in 0, 1, 2, 4 or 8 bytes (the fewest whole
   bytes the largest needs, 3 taken as 4 and 5 to 7 as 8: numpy reads them as its own
@@ -40,7 +40,7 @@ __all__ = ["Block", "encode_block"]
 
 _EMPTY_BITS = np.float64(np.nan).view(np.uint64)
 _MAX_SCALE = 12
-_MAX_EXACT = float(1 << 53)
+_MAX_EXACT = float(1 << 51)  # a block's sums in float64 stay exact (see _group_values)
 _EMPTY, _DECIMAL, _RAW = 0, 1, 2
 _POWERS = 10.0 ** np.arange(_MAX_SCALE + 1)
 _NUMPY_WIDTH = np.array([0, 1, 2, 4, 4, 8, 8, 8, 8], dtype=np.uint8)
@@ -153,25 +153,30 @@ def _group_values(
     kind, gappy, scale, first_width, least_width, trailing, width = _fields(code)
     k = len(values)
     at = offset
-    if width:
-        deltas = data[at : at + (k - 1) * count * width].view(_DTYPES[width]).reshape(k - 1, count)
-        values[1:] = deltas if rows is None else deltas[:, rows]
-        at += (k - 1) * count * width
+    deltas = data[at : at + (k - 1) * count * width].view(_DTYPES.get(width, np.uint8))
+    deltas = deltas.reshape(k - 1, count if width else 0)
+    deltas = deltas if rows is None or not width else deltas[:, rows]
+    at += (k - 1) * count * width
     first = _words(data[at : at + count * first_width].reshape(count, first_width), rows, first_width)
     at += count * first_width
     least = _words(data[at : at + count * least_width].reshape(count, least_width), rows, least_width)
     at += count * least_width
     if kind == _DECIMAL:
-        m = values.view(np.int64)
-        m[1:] += _unzigzag(least)
-        m[0] = _unzigzag(first)
-        _accumulate(np.add, m)
-        if scale:
-            np.divide(m, _POWERS[scale], out=values.view(np.float64))
+        # in float64 from the start: every partial sum is an m of the block, |m| <= 2**51, and
+        # each delta is exact too, so each step is exact; the bits are the integer path's
+        floats = values.view(np.float64)
+        if width:
+            np.add(deltas, _unzigzag(least).astype(np.float64), out=floats[1:])
         else:
-            values.view(np.float64)[...] = m.copy()
+            floats[1:] = _unzigzag(least).astype(np.float64)
+        floats[0] = _unzigzag(first)
+        _accumulate(np.add, floats)
+        if scale:
+            np.divide(floats, _POWERS[scale], out=floats)
         values ^= _EMPTY_BITS
     else:
+        if width:
+            values[1:] = deltas
         if trailing:
             values[1:] <<= np.uint64(8 * trailing)
         values[0] = first
