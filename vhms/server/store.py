@@ -90,6 +90,18 @@ def _chunks_of(chunk_of: np.ndarray) -> list[int]:
     return np.flatnonzero(np.bincount(chunk_of.reshape(-1))).tolist()
 
 
+def _by_chunk(ids: np.ndarray) -> list[tuple[int, slice | np.ndarray, np.ndarray]]:
+    """Per chunk of ``ids`` (1-d): the chunk, where its ids are (all of them: a slice) and
+    their columns in it."""
+    chunk_of = ids >> _SHIFT
+    low, high = int(chunk_of.min()), int(chunk_of.max())
+    if low == high:
+        return [(low, slice(None), ids & _MASK)]
+    return [
+        (chunk, where, ids[where] & _MASK) for chunk in _chunks_of(chunk_of) for where in [chunk_of == chunk]
+    ]
+
+
 class _Ring:
     def __init__(self, resolution: Resolution, finest: bool) -> None:
         self.resolution = resolution
@@ -171,6 +183,21 @@ class _Ring:
             where = chunk_b == chunk
             out[where] = self.values[chunk][slots_b[where], ids_b[where] & _MASK]
         return decode_values(out)
+
+    def take_row(self, slot: int, ids: np.ndarray) -> np.ndarray:
+        """The values of ``ids`` (1-d) in one slot: a take along a row of each chunk, 4-10x
+        faster than indexing cells by (row, column) pairs."""
+        out = np.empty(len(ids), dtype=np.uint64)
+        for chunk, where, local in _by_chunk(ids):
+            out[where] = self.values[chunk][slot].take(local)
+        return decode_values(out)
+
+    def put_row(self, slot: int, ids: np.ndarray, values: np.ndarray) -> None:
+        """Write the values of ``ids`` (1-d) in one slot, along a row of each chunk."""
+        stored = encode_values(values)
+        for chunk, where, local in _by_chunk(ids):
+            self.values[chunk][slot].put(local, stored[where])
+            self.written[chunk][slot] = True
 
     def scatter(self, slots: np.ndarray, ids: np.ndarray, values: np.ndarray) -> None:
         stored = encode_values(values)
@@ -348,6 +375,9 @@ class Store:
     def _ingest_finest(self, ids: np.ndarray, values: np.ndarray, timestamps: np.ndarray) -> np.ndarray:
         ring = self.rings[0]
         step = ring.step_ms
+        newest = int(timestamps[-1]) // step  # apply() puts the samples in time order
+        if int(timestamps[0]) // step == newest:
+            return self._ingest_finest_bucket(newest, ids, values, timestamps)
         bucket = timestamps // step
         ring.advance(int(bucket.max()))
         ok = ring.covers(bucket)
@@ -372,11 +402,44 @@ class Store:
             ring.written[chunk][slots[newer]] = True
         return ok
 
+    def _ingest_finest_bucket(
+        self, bucket: int, ids: np.ndarray, values: np.ndarray, timestamps: np.ndarray
+    ) -> np.ndarray:
+        """:meth:`_ingest_finest` of samples all in one bucket (a round's batch): along a row
+        of each chunk, the bucket's slot."""
+        ring = self.rings[0]
+        ring.advance(bucket)
+        if bucket <= ring.head - ring.slots:
+            return np.zeros(len(ids), dtype=bool)
+        assert ring.times is not None  # the finest ring keeps its samples' times
+        slot = bucket % ring.slots
+        stored = encode_values(values)
+        within: np.ndarray = (timestamps - bucket * ring.step_ms).astype(ring.time_dtype)
+        for chunk, where, local in _by_chunk(ids):
+            times = ring.times[chunk][slot]
+            mine, theirs = within[where], stored[where]
+            newer = mine >= times.take(local)  # as in _ingest_finest: the later sample stays
+            if not newer.all():
+                local, mine, theirs = local[newer], mine[newer], theirs[newer]
+            times.put(local, mine)
+            ring.values[chunk][slot].put(local, theirs)
+            ring.written[chunk][slot] = True
+        return np.ones(len(ids), dtype=bool)
+
     def _ingest_coarse(
         self, ring: _Ring, ids: np.ndarray, values: np.ndarray, timestamps: np.ndarray
     ) -> np.ndarray:
         finest = self.rings[0]
         ratio = ring.step_ms // finest.step_ms
+        newest = int(timestamps[-1])  # apply() puts the samples in time order
+        fine = newest // finest.step_ms
+        if ring.aggregate == "last" and fine == finest.head and int(timestamps[0]) // finest.step_ms == fine:
+            # a round's batch, all in the newest finest bucket: the direct case below, by rows
+            coarse = newest // ring.step_ms
+            ring.advance(coarse)
+            if coarse > ring.head - ring.slots:
+                ring.put_row(coarse % ring.slots, ids, finest.take_row(fine % finest.slots, ids))
+                return np.ones(len(ids), dtype=bool)
         bucket = timestamps // ring.step_ms
         ring.advance(int(bucket.max()))
         ok = ring.covers(bucket)
