@@ -90,16 +90,33 @@ def _chunks_of(chunk_of: np.ndarray) -> list[int]:
     return np.flatnonzero(np.bincount(chunk_of.reshape(-1))).tolist()
 
 
-def _by_chunk(ids: np.ndarray) -> list[tuple[int, slice | np.ndarray, np.ndarray]]:
-    """Per chunk of ``ids`` (1-d): the chunk, where its ids are (all of them: a slice) and
-    their columns in it."""
+Columns = slice | np.ndarray  # a run of columns, or any columns
+ChunkPart = tuple[int, slice | np.ndarray, Columns]  # a chunk, where its ids are, their columns
+
+
+def _by_chunk(ids: np.ndarray) -> list[ChunkPart]:
+    """Per chunk of ``ids`` (1-d, not empty): the chunk, where its ids are (a slice when the
+    ids run by chunk, as a batch's do, else a mask) and their columns in it (a slice when
+    they are a run, as a batch's series created together are)."""
     chunk_of = ids >> _SHIFT
-    low, high = int(chunk_of.min()), int(chunk_of.max())
-    if low == high:
-        return [(low, slice(None), ids & _MASK)]
-    return [
-        (chunk, where, ids[where] & _MASK) for chunk in _chunks_of(chunk_of) for where in [chunk_of == chunk]
-    ]
+    low, high = int(chunk_of[0]), int(chunk_of[-1])
+    if low <= high and (chunk_of[:-1] <= chunk_of[1:]).all():
+        edges = np.searchsorted(chunk_of, np.arange(low, high + 2)).tolist()
+        parts: list[tuple[int, slice | np.ndarray]] = [
+            (low + i, slice(edges[i], edges[i + 1])) for i in range(high + 1 - low) if edges[i] < edges[i + 1]
+        ]
+    else:
+        parts = [(chunk, chunk_of == chunk) for chunk in _chunks_of(chunk_of)]
+    return [(chunk, where, _run(ids[where] & _MASK)) for chunk, where in parts]
+
+
+def _run(local: np.ndarray) -> Columns:
+    """``local`` as a slice when its columns run on one by one (a row's slice is read and
+    written 10x faster than its columns taken one by one)."""
+    first = int(local[0])
+    if int(local[-1]) - first == len(local) - 1 and (np.diff(local) == 1).all():
+        return slice(first, first + len(local))
+    return local
 
 
 class _Ring:
@@ -184,19 +201,20 @@ class _Ring:
             out[where] = self.values[chunk][slots_b[where], ids_b[where] & _MASK]
         return decode_values(out)
 
-    def take_row(self, slot: int, ids: np.ndarray) -> np.ndarray:
-        """The values of ``ids`` (1-d) in one slot: a take along a row of each chunk, 4-10x
-        faster than indexing cells by (row, column) pairs."""
-        out = np.empty(len(ids), dtype=np.uint64)
-        for chunk, where, local in _by_chunk(ids):
-            out[where] = self.values[chunk][slot].take(local)
+    def take_row(self, slot: int, parts: list[ChunkPart], count: int) -> np.ndarray:
+        """The values in one slot of the ``count`` ids split by ``_by_chunk``: along a row of
+        each chunk, 4-10x faster than indexing cells by (row, column) pairs."""
+        out = np.empty(count, dtype=np.uint64)
+        for chunk, where, local in parts:
+            out[where] = self.values[chunk][slot][local]
         return decode_values(out)
 
-    def put_row(self, slot: int, ids: np.ndarray, values: np.ndarray) -> None:
-        """Write the values of ``ids`` (1-d) in one slot, along a row of each chunk."""
+    def put_row(self, slot: int, parts: list[ChunkPart], values: np.ndarray) -> None:
+        """Write ``values`` in one slot for the ids split by ``_by_chunk``, along a row of
+        each chunk."""
         stored = encode_values(values)
-        for chunk, where, local in _by_chunk(ids):
-            self.values[chunk][slot].put(local, stored[where])
+        for chunk, where, local in parts:
+            self.values[chunk][slot][local] = stored[where]
             self.written[chunk][slot] = True
 
     def scatter(self, slots: np.ndarray, ids: np.ndarray, values: np.ndarray) -> None:
@@ -364,20 +382,23 @@ class Store:
         with self._lock:
             for ring in self.rings:
                 ring.grow(len(self.index))
-            stored = self._ingest_finest(ids, values, timestamps)
+            parts = _by_chunk(ids)  # for the rows a batch of one bucket takes and puts, once
+            stored = self._ingest_finest(ids, values, timestamps, parts)
             for ring in self.rings[1:]:
-                stored |= self._ingest_coarse(ring, ids, values, timestamps)
+                stored |= self._ingest_coarse(ring, ids, values, timestamps, parts)
         count = int(stored.sum())
         self.stats["samples_stored"] += count
         self.stats["samples_too_old"] += int(len(ids) - count)
         return count
 
-    def _ingest_finest(self, ids: np.ndarray, values: np.ndarray, timestamps: np.ndarray) -> np.ndarray:
+    def _ingest_finest(
+        self, ids: np.ndarray, values: np.ndarray, timestamps: np.ndarray, parts: list[ChunkPart]
+    ) -> np.ndarray:
         ring = self.rings[0]
         step = ring.step_ms
         newest = int(timestamps[-1]) // step  # apply() puts the samples in time order
         if int(timestamps[0]) // step == newest:
-            return self._ingest_finest_bucket(newest, ids, values, timestamps)
+            return self._ingest_finest_bucket(newest, parts, values, timestamps)
         bucket = timestamps // step
         ring.advance(int(bucket.max()))
         ok = ring.covers(bucket)
@@ -403,31 +424,32 @@ class Store:
         return ok
 
     def _ingest_finest_bucket(
-        self, bucket: int, ids: np.ndarray, values: np.ndarray, timestamps: np.ndarray
+        self, bucket: int, parts: list[ChunkPart], values: np.ndarray, timestamps: np.ndarray
     ) -> np.ndarray:
-        """:meth:`_ingest_finest` of samples all in one bucket (a round's batch): along a row
-        of each chunk, the bucket's slot."""
+        """:meth:`_ingest_finest` of samples all in one bucket (a round's batch; ``parts``:
+        their ids by chunk): along a row of each chunk, the bucket's slot."""
         ring = self.rings[0]
         ring.advance(bucket)
         if bucket <= ring.head - ring.slots:
-            return np.zeros(len(ids), dtype=bool)
+            return np.zeros(len(values), dtype=bool)
         assert ring.times is not None  # the finest ring keeps its samples' times
         slot = bucket % ring.slots
         stored = encode_values(values)
         within: np.ndarray = (timestamps - bucket * ring.step_ms).astype(ring.time_dtype)
-        for chunk, where, local in _by_chunk(ids):
+        for chunk, where, local in parts:
             times = ring.times[chunk][slot]
             mine, theirs = within[where], stored[where]
-            newer = mine >= times.take(local)  # as in _ingest_finest: the later sample stays
+            newer = mine >= times[local]  # as in _ingest_finest: the later sample stays
             if not newer.all():
-                local, mine, theirs = local[newer], mine[newer], theirs[newer]
-            times.put(local, mine)
-            ring.values[chunk][slot].put(local, theirs)
+                columns = np.arange(local.start, local.stop) if isinstance(local, slice) else local
+                local, mine, theirs = columns[newer], mine[newer], theirs[newer]
+            times[local] = mine
+            ring.values[chunk][slot][local] = theirs
             ring.written[chunk][slot] = True
-        return np.ones(len(ids), dtype=bool)
+        return np.ones(len(values), dtype=bool)
 
     def _ingest_coarse(
-        self, ring: _Ring, ids: np.ndarray, values: np.ndarray, timestamps: np.ndarray
+        self, ring: _Ring, ids: np.ndarray, values: np.ndarray, timestamps: np.ndarray, parts: list[ChunkPart]
     ) -> np.ndarray:
         finest = self.rings[0]
         ratio = ring.step_ms // finest.step_ms
@@ -438,7 +460,9 @@ class Store:
             coarse = newest // ring.step_ms
             ring.advance(coarse)
             if coarse > ring.head - ring.slots:
-                ring.put_row(coarse % ring.slots, ids, finest.take_row(fine % finest.slots, ids))
+                ring.put_row(
+                    coarse % ring.slots, parts, finest.take_row(fine % finest.slots, parts, len(ids))
+                )
                 return np.ones(len(ids), dtype=bool)
         bucket = timestamps // ring.step_ms
         ring.advance(int(bucket.max()))
