@@ -28,7 +28,7 @@ import numpy as np
 from vhms.resolutions import Resolution
 from vhms.server.codec import Block, encode_block
 from vhms.server.decoded import DecodedBlocks
-from vhms.server.rings import MASK, SHIFT, PlainRing, decode_values, encode_values
+from vhms.server.rings import MASK, SHIFT, ChunkPart, PlainRing, decode_values, encode_values
 
 __all__ = ["CoarseRing"]
 
@@ -135,6 +135,11 @@ class CoarseRing:
             local, inverse = np.unique(ids[where] & MASK, return_inverse=True)
             out[where] = encoded.decode(local)[buckets[where] - number * self.block, inverse]
         return decode_values(out)
+
+    def put_row(self, bucket: int, parts: list[ChunkPart], values: np.ndarray) -> None:
+        """Write ``values`` in an open ``bucket`` (never sealed: its rows are plain) for the
+        ids split by ``rings.by_chunk``."""
+        self.plain.put_row(bucket, parts, values)
 
     def scatter(self, buckets: np.ndarray, ids: np.ndarray, values: np.ndarray) -> None:
         """Write ``values`` at ``(buckets[i], ids[i])`` (1-d, buckets the ring covers); a sealed

@@ -79,6 +79,35 @@ def chunks_of(chunk_of: np.ndarray) -> list[int]:
     return np.flatnonzero(np.bincount(chunk_of.reshape(-1))).tolist()
 
 
+Columns = slice | np.ndarray  # a run of columns, or any columns
+ChunkPart = tuple[int, slice | np.ndarray, Columns]  # a chunk, where its ids are, their columns
+
+
+def by_chunk(ids: np.ndarray) -> list[ChunkPart]:
+    """Per chunk of ``ids`` (1-d, not empty): the chunk, where its ids are (a slice when the
+    ids run by chunk, as a batch's do, else a mask) and their columns in it (a slice when
+    they are a run, as a batch's series created together are)."""
+    chunk_of = ids >> SHIFT
+    low, high = int(chunk_of[0]), int(chunk_of[-1])
+    if low <= high and (chunk_of[:-1] <= chunk_of[1:]).all():
+        edges = np.searchsorted(chunk_of, np.arange(low, high + 2)).tolist()
+        parts: list[tuple[int, slice | np.ndarray]] = [
+            (low + i, slice(edges[i], edges[i + 1])) for i in range(high + 1 - low) if edges[i] < edges[i + 1]
+        ]
+    else:
+        parts = [(chunk, chunk_of == chunk) for chunk in chunks_of(chunk_of)]
+    return [(chunk, where, _run(ids[where] & MASK)) for chunk, where in parts]
+
+
+def _run(local: np.ndarray) -> Columns:
+    """``local`` as a slice when its columns run on one by one (a row's slice is read and
+    written 10x faster than its columns taken one by one)."""
+    first = int(local[0])
+    if int(local[-1]) - first == len(local) - 1 and (np.diff(local) == 1).all():
+        return slice(first, first + len(local))
+    return local
+
+
 class PlainRing:
     """``slots`` buckets of every series as plain stored bits (see the module doc); with
     ``timed``, each cell's sample time too."""
@@ -166,6 +195,25 @@ class PlainRing:
             where = chunk_b == chunk
             out[where] = self.values[chunk][slots_b[where], ids_b[where] & MASK]
         return decode_values(out)
+
+    def take_row(self, bucket: int, parts: list[ChunkPart], count: int) -> np.ndarray:
+        """The values in ``bucket`` (one the ring holds) of the ``count`` ids split by
+        :func:`by_chunk`: along its row of each chunk, 4-10x faster than indexing cells by
+        (row, column) pairs."""
+        slot = bucket % self.slots
+        out = np.empty(count, dtype=np.uint64)
+        for chunk, where, local in parts:
+            out[where] = self.values[chunk][slot][local]
+        return decode_values(out)
+
+    def put_row(self, bucket: int, parts: list[ChunkPart], values: np.ndarray) -> None:
+        """Write ``values`` in ``bucket`` (one the ring holds) for the ids split by
+        :func:`by_chunk`, along its row of each chunk."""
+        slot = bucket % self.slots
+        stored = encode_values(values)
+        for chunk, where, local in parts:
+            self.values[chunk][slot][local] = stored[where]
+            self.written[chunk][slot] = True
 
     def scatter(self, buckets: np.ndarray, ids: np.ndarray, values: np.ndarray) -> None:
         self.put(buckets % self.slots, ids, encode_values(values))

@@ -39,7 +39,9 @@ from vhms.server.rings import (
     CHUNK,
     MASK,
     SHIFT,
+    ChunkPart,
     PlainRing,
+    by_chunk,
     chunks_of,
     decode_values,
     encode_values,
@@ -213,18 +215,24 @@ class Store:
         with self._lock:
             for ring in self.rings:
                 ring.grow(len(self.index))
-            stored = self._ingest_finest(ids, values, timestamps)
+            parts = by_chunk(ids)  # for the rows a batch of one bucket takes and puts, once
+            stored = self._ingest_finest(ids, values, timestamps, parts)
             for ring in self.rings[1:]:
-                stored |= self._ingest_coarse(ring, ids, values, timestamps)
+                stored |= self._ingest_coarse(ring, ids, values, timestamps, parts)
         count = int(stored.sum())
         self.stats["samples_stored"] += count
         self.stats["samples_too_old"] += int(len(ids) - count)
         return count
 
-    def _ingest_finest(self, ids: np.ndarray, values: np.ndarray, timestamps: np.ndarray) -> np.ndarray:
+    def _ingest_finest(
+        self, ids: np.ndarray, values: np.ndarray, timestamps: np.ndarray, parts: list[ChunkPart]
+    ) -> np.ndarray:
         ring = self.rings[0]
         assert isinstance(ring, PlainRing)
         step = ring.step_ms
+        newest = int(timestamps[-1]) // step  # apply() puts the samples in time order
+        if int(timestamps[0]) // step == newest:
+            return self._ingest_finest_bucket(newest, parts, values, timestamps)
         bucket = timestamps // step
         ring.advance(int(bucket.max()))
         ok = ring.covers(bucket)
@@ -249,11 +257,47 @@ class Store:
             ring.written[chunk][slots[newer]] = True
         return ok
 
+    def _ingest_finest_bucket(
+        self, bucket: int, parts: list[ChunkPart], values: np.ndarray, timestamps: np.ndarray
+    ) -> np.ndarray:
+        """:meth:`_ingest_finest` of samples all in one bucket (a round's batch; ``parts``:
+        their ids by chunk): along a row of each chunk, the bucket's slot."""
+        ring = self.rings[0]
+        assert isinstance(ring, PlainRing)
+        ring.advance(bucket)
+        if bucket <= ring.head - ring.slots:
+            return np.zeros(len(values), dtype=bool)
+        assert ring.times is not None  # the finest ring keeps its samples' times
+        slot = bucket % ring.slots
+        stored = encode_values(values)
+        within: np.ndarray = (timestamps - bucket * ring.step_ms).astype(ring.time_dtype)
+        for chunk, where, local in parts:
+            times = ring.times[chunk][slot]
+            mine, theirs = within[where], stored[where]
+            newer = mine >= times[local]  # as in _ingest_finest: the later sample stays
+            if not newer.all():
+                columns = np.arange(local.start, local.stop) if isinstance(local, slice) else local
+                local, mine, theirs = columns[newer], mine[newer], theirs[newer]
+            times[local] = mine
+            ring.values[chunk][slot][local] = theirs
+            ring.written[chunk][slot] = True
+        return np.ones(len(values), dtype=bool)
+
     def _ingest_coarse(
-        self, ring: Ring, ids: np.ndarray, values: np.ndarray, timestamps: np.ndarray
+        self, ring: Ring, ids: np.ndarray, values: np.ndarray, timestamps: np.ndarray, parts: list[ChunkPart]
     ) -> np.ndarray:
         finest = self.rings[0]
         ratio = ring.step_ms // finest.step_ms
+        newest = int(timestamps[-1])  # apply() puts the samples in time order
+        fine = newest // finest.step_ms
+        if ring.aggregate == "last" and fine == finest.head and int(timestamps[0]) // finest.step_ms == fine:
+            # a round's batch, all in the newest finest bucket: the direct case below, by rows
+            coarse = newest // ring.step_ms
+            ring.advance(coarse)
+            if coarse > ring.head - ring.slots:
+                assert isinstance(finest, PlainRing)
+                ring.put_row(coarse, parts, finest.take_row(fine, parts, len(ids)))
+                return np.ones(len(ids), dtype=bool)
         bucket = timestamps // ring.step_ms
         ring.advance(int(bucket.max()))
         ok = ring.covers(bucket)
