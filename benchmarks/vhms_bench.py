@@ -8,7 +8,13 @@ Issue 21: the first round of new series (a restart, a burst of new hosts) >= 1M 
 steady rounds >= 5M samples/s on a quiet machine (1-minute load average below 1.5 when the
 size's run begins), >= 3M on a loaded one;
 memory per series all in (RSS: buckets and index; issue 26: no key text kept) with every bucket of the default
-retention written, <= 2.5 KB at 100K series and <= 2.0 KB at 1.5M.
+retention written, <= 2.5 KB at 100K series and <= 2.0 KB at 1.5M; issue 27 (coarse rings
+kept compressed): <= 1.5 KB at 1.5M (moonshot 1.0 KB). "Every bucket written" is three days
+of a workload ingested forward in time (``Workload``: 60% counters, 20% gauges of two
+decimals, 10% flat, 10% full-precision floats; rounds as sparse as still write every bucket
+of every default ring: ``retention_times``), so the coarse rings hold what they would hold.
+Issue 27 (``--baseline``): a fetch from the compressed coarse rings within 1.5x the CPU time of
+the same buckets in plain coarse rings, side by side in one run (``_coarse_baseline.py``).
 Issue 14: a fetch fanned out to 4 shards of 100K series merges >= 5x faster than the loop by
 key it replaced (kept here as ``loop_merge``, the reference).
 Issue 15: ingest through the service (Thrift, batches of 10K, from client processes) with
@@ -18,7 +24,7 @@ log off in the same run.
 Whisper keeps a file per series: it is measured on a sample of series (``--whisper-series``)
 and compared per sample and per series.
 
-Run: python benchmarks/vhms_bench.py [--quick]
+Run: python benchmarks/vhms_bench.py [--quick] [--store-only] [--sizes N,...] [--baseline]
 """
 
 from __future__ import annotations
@@ -37,15 +43,20 @@ from typing import Any
 
 import numpy as np
 import whisper
+from _coarse_baseline import compare
 from _report import report
 
 from bookkeeper.wire import IngestColumns
 from vhms import FetchResult, VhmsClient, merge_results, parse_selector
 from vhms.server import Store, VhmsService
+from vhms.server.coarse import CoarseRing
+from vhms.server.codec import encode_block
+from vhms.server.rings import encode_values
 
 MINUTE = 60_000
 BATCH = 10_000
 ROUNDS = 5
+BASELINE_MAX = 200_000  # --baseline: a plain twin of the store beside it
 
 
 def progress(message: str) -> None:
@@ -72,22 +83,80 @@ def _with_samples(sent: IngestColumns, values: np.ndarray, at: int) -> IngestCol
     return replace(sent, values=values[:count], timestamps=np.full(count, at))
 
 
-def touch_every_bucket(store: Store) -> None:
-    """Write "empty" over every bucket no round has written yet, so that RSS holds the whole
-    retention, as a store running for three days does (a fresh store's rings take memory
-    only as their rows are written: ``vhms/server/store.py``)."""
-    for ring in store.rings:
-        for index, written in enumerate(ring.written):
-            ring.values[index][~written] = 0
-            if ring.times is not None:
-                ring.times[index][~written] = 0
+class Workload:
+    """Values of ``count`` series at any time, by kind (series ``i``: ``i % 10``): 0-5 counters
+    (integers, a rate of 0.01 to 100 a second each), 6-7 gauges of two decimals (a daily wave
+    and noise), 8 flat (1.0), 9 full-precision floats (what no encoding shrinks)."""
+
+    def __init__(self, count: int, start_ms: int) -> None:
+        rng = np.random.default_rng(2)
+        self.rng = rng
+        self.start_ms = start_ms
+        self.kind = np.arange(count) % 10
+        self.rate = 10 ** rng.uniform(-2, 2, count)
+        self.base = rng.integers(0, 10**6, count).astype(np.float64)
+        self.phase = rng.random(count) * 2 * np.pi
+
+    def at(self, ms: int) -> np.ndarray:
+        seconds = (ms - self.start_ms) / 1000
+        count = len(self.kind)
+        counter = np.floor(self.base + self.rate * seconds)
+        wave = 50 + 20 * np.sin(seconds * 2 * np.pi / 86400 + self.phase) + self.rng.normal(0, 0.5, count)
+        return np.select(
+            [self.kind < 6, self.kind < 8, self.kind < 9],
+            [counter, np.round(wave, 2), np.ones(count)],
+            self.rng.random(count) * 1000,
+        )
 
 
-def bench_store(count: int, rows: list[dict[str, object]]) -> None:
+def retention_times(end: int) -> list[int]:
+    """Round times over the three days before ``end``, as sparse as still write every bucket of
+    every default ring: hourly, then every 15 and 5 minutes, then each minute of the last hour."""
+    hour = 60 * MINUTE
+    return [
+        *range(end - 72 * hour, end - 24 * hour, hour),
+        *range(end - 24 * hour, end - 4 * hour, 15 * MINUTE),
+        *range(end - 4 * hour, end - hour, 5 * MINUTE),
+        *range(end - hour, end, MINUTE),
+    ]
+
+
+def fill_retention(store: Store, batches: list[IngestColumns], end: int) -> float:
+    """Ingest three days of ``Workload`` up to ``end`` (every bucket of every ring written, the
+    coarse rings sealing their blocks as they go); returns samples/s."""
+    times = retention_times(end)
+    workload = Workload(sum(len(b.name_ids) for b in batches), times[0])
+    started = time.perf_counter()
+    for at in times:
+        values = workload.at(at)
+        first = 0
+        for batch in batches:
+            store.ingest_columns(_with_samples(batch, values[first:], at))
+            first += len(batch.name_ids)
+    return len(times) * len(workload.kind) / (time.perf_counter() - started)
+
+
+def encoded_sizes(count: int) -> dict[str, float]:
+    """Bytes a bucket of each kind of ``Workload`` takes in a sealed block of the 5-minute
+    ring (12 buckets), encoded alone."""
+    block = Store().rings[1]
+    assert isinstance(block, CoarseRing)
+    workload = Workload(count, 0)
+    steps = np.array([workload.at(k * 5 * MINUTE) for k in range(block.block)])
+    stored = encode_values(steps)
+    sizes = {}
+    for kind, name in [(0, "counters"), (6, "gauges of 2 decimals"), (8, "flat"), (9, "full floats")]:
+        columns = np.flatnonzero(workload.kind == kind)
+        sizes[name] = encode_block(stored[:, columns]).nbytes / stored[:, columns].size
+    return sizes
+
+
+def bench_store(count: int, rows: list[dict[str, object]], baseline: bool = False) -> None:
     load = os.getloadavg()[0]
     steady_target = 5e6 if load < 1.5 else 3e6
     keys = make_keys(count)
-    start = (int(time.time() * 1000) // MINUTE - ROUNDS - 1) * MINUTE
+    end = int(time.time() * 1000) // MINUTE * MINUTE - 2 * MINUTE
+    start = end - (72 * 60 + ROUNDS + 1) * MINUTE  # then three days of workload up to ``end``
     values = np.random.default_rng(1).random(count) * 1000
     # the batches as an agent's sink hands them over: by their symbol tables (made here, once,
     # as the sink decodes them from its events, before RSS is first read: the store keeps no
@@ -131,32 +200,42 @@ def bench_store(count: int, rows: list[dict[str, object]]) -> None:
         steady.append(time.perf_counter() - started)
     seconds = min(steady)
     progress(f"{count:,} series: a round of ingest {seconds:.2f} s ({count / seconds:,.0f} samples/s)")
-    del keys, values, batches, sent  # what RSS counts from here is the store's
+    del keys, values, sent
     gc.collect()
     per_series_now = (rss_bytes() - before) / count
-    touch_every_bucket(store)
+    fill_rate = fill_retention(store, batches, end)
+    del batches  # what RSS counts from here is the store's
+    gc.collect()
     per_series = (rss_bytes() - before) / count
-    arrays = (
-        sum(ring.slots * 8 for ring in store.rings)
-        + store.rings[0].slots * np.dtype(store.rings[0].time_dtype).itemsize
-    )
+    coarse = [ring.nbytes() for ring in store.rings[1:] if isinstance(ring, CoarseRing)]
+    plain_coarse = sum(p for p, _ in coarse) / count
+    sealed = sum(s for _, s in coarse) / count
     progress(
-        f"{count:,} series: {per_series_now:,.0f} B per series after the rounds, {per_series:,.0f} B full"
+        f"{count:,} series: {per_series_now:,.0f} B per series after the rounds, {per_series:,.0f} B full "
+        f"(coarse rings: {plain_coarse:,.0f} B plain, {sealed:,.0f} B sealed"
+        f"); fill {fill_rate:,.0f} samples/s"
     )
-    memory_target = 2000 if count >= 1_000_000 else 2500
+    memory_target = 1500 if count >= 1_000_000 else 2500
 
     selector = parse_selector("app.metric{grp~g1[0-4]}")  # 5 of the 150 groups
     started = time.perf_counter()
     picked = store.index.match(selector)
     select_ms = (time.perf_counter() - started) * 1000
 
-    ten_k = "app.metric{grp=g7}" if count <= 1_500_000 else None
-    end = start + (ROUNDS + 1) * MINUTE
-    fetch_runs = []
-    for _ in range(5):
-        started = time.perf_counter()
-        result = store.fetch(ten_k or "", end - 60 * MINUTE, end, resolution=60)
-        fetch_runs.append((time.perf_counter() - started) * 1000)
+    ten_k = "app.metric{grp=g7}" if count <= 1_500_000 else ""
+    fetches = {}
+    for step, span in [
+        (60, 60 * MINUTE),
+        (300, 4 * 60 * MINUTE),
+        (900, 24 * 60 * MINUTE),
+        (3600, 72 * 60 * MINUTE),
+    ]:
+        runs = []
+        for _ in range(5):
+            started = time.perf_counter()
+            result = store.fetch(ten_k, end - span, end, resolution=step)
+            runs.append((time.perf_counter() - started) * 1000)
+        fetches[step] = (min(runs), result.values.shape)
     rows += [
         {
             "case": f"first round: new series created, {count:,} series",
@@ -186,21 +265,34 @@ def bench_store(count: int, rows: list[dict[str, object]]) -> None:
             "unit": "bytes",
             "target": f"<= {memory_target:,}",
             "met": per_series <= memory_target,
-            "note": f"the buckets alone {arrays} B",
+            "note": f"coarse rings {plain_coarse:,.0f} B plain, {sealed:,.0f} B sealed",
+        },
+        {
+            "case": f"three days of workload ingested forward (every ring sealing), {count:,} series",
+            "vhms": fill_rate,
+            "unit": "samples/s",
         },
         {
             "case": f"select {len(picked):,} of {count:,} series by label regex",
             "vhms": select_ms,
             "unit": "ms",
         },
-        {
-            "case": f"fetch {len(result):,} series x 60 min",
-            "vhms": min(fetch_runs),
-            "unit": "ms",
-            "target": "<= 50 ms" if len(result) >= 10_000 else "",
-            "met": min(fetch_runs) <= 50,
-        },
+        *(
+            {
+                "case": f"fetch {shape[0]:,} series x {shape[1]} buckets of {step} s",
+                "vhms": ms,
+                "unit": "ms",
+                "target": "<= 50 ms" if step == 60 and shape[0] >= 10_000 else "",
+                "met": ms <= 50 if step == 60 else None,
+            }
+            for step, (ms, shape) in fetches.items()
+        ),
     ]
+    if baseline and count <= BASELINE_MAX:
+        progress(f"{count:,} series: coarse fetches against plain coarse rings (--baseline)")
+        compare(store, end, ["app.metric{grp=g7}", "app.metric{dc=dc0}"], rows)
+    elif baseline:
+        progress(f"{count:,} series: no --baseline above {BASELINE_MAX:,} series (the plain twin's memory)")
     del store
     gc.collect()
 
@@ -405,10 +497,31 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--quick", action="store_true", help="100K series only, fewer whisper series")
     parser.add_argument("--whisper-series", type=int, default=None)
+    parser.add_argument("--store-only", action="store_true", help="the in-process store only")
+    parser.add_argument("--sizes", default=None, help="series counts, comma-separated")
+    parser.add_argument(
+        "--baseline",
+        action="store_true",
+        help="coarse fetches' CPU against the same buckets in plain coarse rings (sizes <= 200K)",
+    )
     args = parser.parse_args()
     rows: list[dict[str, object]] = []
-    for count in (100_000,) if args.quick else (100_000, 1_500_000):
-        bench_store(count, rows)
+    sizes = (
+        [int(n) for n in args.sizes.split(",")]
+        if args.sizes
+        else [100_000]
+        if args.quick
+        else [100_000, 1_500_000]
+    )
+    for count in sizes:
+        bench_store(count, rows, args.baseline)
+    for name, size in encoded_sizes(100_000).items():
+        rows.append(
+            {"case": f"a sealed 5-minute bucket of {name} (blocks of 12)", "vhms": size, "unit": "bytes"}
+        )
+    if args.store_only:
+        report("vhms_bench", rows, ["case", "vhms", "unit", "target", "met", "note"])
+        return
     bench_service(100_000, rows)
     bench_merge(100_000, 4, rows)
     bench_whisper(args.whisper_series or (200 if args.quick else 2000), rows)

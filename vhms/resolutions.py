@@ -16,8 +16,9 @@ Aggregates of a coarse bucket, over the finest buckets inside it:
 | ``min``, ``max`` | the smallest, the largest | a recomputation over the bucket's finest buckets |
 | ``sum``, ``count``, ``mean`` | their sum, how many, their mean | the same |
 
-Every aggregate takes 8 bytes per bucket and series; the finest ring takes 1 more byte per
-bucket for the time of its sample within the bucket.
+Every aggregate takes 8 bytes per open bucket and series, a few once the bucket is closed
+and sealed (:mod:`vhms.server.coarse`); the finest ring takes 2 more bytes per bucket (4 above
+a 65.536 s step) for the time of its sample within the bucket.
 """
 
 from __future__ import annotations

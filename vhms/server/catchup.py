@@ -37,8 +37,10 @@ from bookkeeper import WireError
 from bookkeeper.zk import ZkAuth
 from vhms.client import ShardedClient, VhmsClient
 from vhms.exceptions import SnapshotError, VhmsError
+from vhms.server.coarse import CoarseRing
+from vhms.server.rings import MASK, SHIFT, PlainRing, chunks_of, decode_values, encode_values
 from vhms.server.snapshot import series_arrays, unpack_strings
-from vhms.server.store import _EMPTY_BITS, _MASK, _SHIFT, Store, _chunks_of, encode_values
+from vhms.server.store import Store
 
 __all__ = ["MAX_CHUNK_BYTES", "CatchUp", "catch_up", "merge_chunk", "pull", "read_chunk"]
 
@@ -146,29 +148,43 @@ def _merge_ring(
     bucket = head - (head - slots) % ring.slots  # the peer's bucket in each slot
     live = bucket > ring.head - ring.slots  # those the local ring still covers
     peer = encode_values(arrays[f"ring{i}.values"])[:, kept]
-    peer_times = arrays[f"ring{i}.times"][:, kept] if ring.times is not None else None
     local_ids = ids[kept]
-    chunk_of = local_ids >> _SHIFT
-    for chunk in _chunks_of(chunk_of):
+    if i > 0:
+        _merge_coarse(ring, bucket[live], peer[live], local_ids)
+        _recompute_covered(store, ring, local_ids)
+        return
+    assert isinstance(ring, PlainRing) and ring.times is not None  # the finest ring keeps times
+    peer_times = arrays[f"ring{i}.times"][:, kept]
+    chunk_of = local_ids >> SHIFT
+    for chunk in chunks_of(chunk_of):
         where = chunk_of == chunk
-        cols = local_ids[where] & _MASK
+        cols = local_ids[where] & MASK
         values = ring.values[chunk][:, cols]
+        times = ring.times[chunk][:, cols]
         take = (peer[:, where] != 0) & live[:, None]
-        if peer_times is not None and ring.times is not None:
-            times = ring.times[chunk][:, cols]
-            take &= (values == 0) | (peer_times[:, where] > times)
-            times[take] = peer_times[:, where][take]
-            ring.times[chunk][:, cols] = times
-        else:
-            take &= values == 0
+        take &= (values == 0) | (peer_times[:, where] > times)
+        times[take] = peer_times[:, where][take]
+        ring.times[chunk][:, cols] = times
         values[take] = peer[:, where][take]
         ring.values[chunk][:, cols] = values
         ring.written[chunk][take.any(axis=1)] = True
-    if i > 0:
-        _recompute_covered(store, ring, local_ids)
 
 
-def _recompute_covered(store: Store, ring: Any, ids: np.ndarray) -> None:
+def _merge_coarse(
+    ring: PlainRing | CoarseRing, buckets: np.ndarray, peer: np.ndarray, ids: np.ndarray
+) -> None:
+    """The peer's ``[buckets, ids]`` stored bits where the local bucket is empty, through the
+    ring's ``gather`` and ``scatter`` (a sealed block's chunk that takes any is decoded and
+    encoded again, once a chunk of the catch-up)."""
+    grid_buckets = np.repeat(buckets, len(ids))
+    grid_ids = np.tile(ids, len(buckets))
+    local = encode_values(ring.gather(grid_buckets, grid_ids))
+    take = (peer.reshape(-1) != 0) & (local == 0)
+    if take.any():
+        ring.scatter(grid_buckets[take], grid_ids[take], decode_values(peer.reshape(-1)[take]))
+
+
+def _recompute_covered(store: Store, ring: PlainRing | CoarseRing, ids: np.ndarray) -> None:
     """A coarse ring's buckets the finest ring covers whole (or up to its head) and holds a
     sample of, recomputed from it (an empty one stays as it is: ``count`` would make it 0)."""
     finest = store.rings[0]
@@ -183,9 +199,7 @@ def _recompute_covered(store: Store, ring: Any, ids: np.ndarray) -> None:
     grid_ids = np.repeat(ids, len(buckets))
     grid_buckets = np.tile(buckets, len(ids))
     fine = grid_buckets[:, None] * ratio + np.arange(ratio)[None, :]
-    filled = (finest.gather(fine % finest.slots, grid_ids[:, None]).view(np.uint64) != _EMPTY_BITS).any(
-        axis=1
-    )
+    filled = (encode_values(finest.gather(fine, grid_ids[:, None])) != 0).any(axis=1)
     if filled.any():
         store._recompute(ring, ratio, grid_ids[filled], grid_buckets[filled])
 

@@ -37,7 +37,8 @@ import numpy as np
 
 from bookkeeper.ground import fsync_path
 from vhms.exceptions import SnapshotError
-from vhms.server.store import CHUNK, Store, decode_values, encode_values
+from vhms.server.rings import PlainRing, decode_values, encode_values
+from vhms.server.store import Store
 
 __all__ = [
     "FORMAT_VERSION",
@@ -137,9 +138,9 @@ def series_arrays(store: Store, first: int, stop: int) -> dict[str, np.ndarray]:
     arrays: dict[str, np.ndarray] = {}
     for i, ring in enumerate(store.rings):
         arrays[f"ring{i}.head"] = np.array([ring.head], dtype=np.int64)
-        arrays[f"ring{i}.values"] = decode_values(_columns(ring.values, ring.slots, first, stop, np.uint64))
-        if ring.times is not None:
-            arrays[f"ring{i}.times"] = _columns(ring.times, ring.slots, first, stop, ring.time_dtype)
+        arrays[f"ring{i}.values"] = decode_values(ring.export(first, stop))
+        if isinstance(ring, PlainRing) and ring.times is not None:
+            arrays[f"ring{i}.times"] = ring.export(first, stop, times=True)
     arrays["keys.blob"], arrays["keys.offsets"] = pack_strings(store.index.keys_of(np.arange(first, stop)))
     string_ids = sorted(i for i in store.strings if first <= i < stop)
     arrays["strings.ids"] = np.array(string_ids, dtype=np.int64)
@@ -167,20 +168,6 @@ def wal_from(directory: str | os.PathLike[str]) -> int:
     except (OSError, ValueError, AttributeError):
         return 0
     return value if isinstance(value, int) and value >= 0 else 0
-
-
-def _columns(chunks: list[np.ndarray], slots: int, first: int, stop: int, dtype: type) -> np.ndarray:
-    """The columns of the series ``[first, stop)``, copied from each chunk's used part only: a
-    chunk has room for ``CHUNK`` series (a ring of 3,600 one-second buckets: 1.9 GB of it),
-    and copying its whole capacity held the store's lock for seconds."""
-    used = [
-        chunk[:, max(first - start, 0) : stop - start]
-        for start, chunk in zip(range(0, stop, CHUNK), chunks, strict=False)
-        if start + CHUNK > first
-    ]
-    if not used:  # an empty store, or no chunk allocated yet: still ``slots`` rows
-        return np.zeros((slots, stop - first), dtype=dtype)
-    return np.concatenate(used, axis=1)
 
 
 def load_snapshot(store: Store, directory: str | os.PathLike[str]) -> bool:
@@ -224,18 +211,14 @@ def load_snapshot(store: Store, directory: str | os.PathLike[str]) -> bool:
                 if store.index.lookup(keys).tolist() != list(range(count)):
                     # written before issue 26 by a peer that spelled one series two ways
                     raise SnapshotError(f"{data} names a series twice (keys spelled two ways)")
-                for i, ring in enumerate(store.rings):
+                for i, ring in enumerate(store.rings):  # the finest first: coarse rings seal by it
                     ring.head = int(arrays[f"ring{i}.head"][0])
                     ring.grow(count)
-                    _fill(ring.values, encode_values(arrays[f"ring{i}.values"]), ring.slots, count)
-                    ring.mark_written()
-                    if ring.times is not None:
-                        _fill(
-                            ring.times,
-                            _sample_times(arrays, i, ring.step_ms, ring.time_dtype),
-                            ring.slots,
-                            count,
-                        )
+                    values = _checked(arrays[f"ring{i}.values"], ring.slots, count)
+                    ring.load(encode_values(values))
+                    if isinstance(ring, PlainRing) and ring.times is not None:
+                        times = _sample_times(arrays, i, ring.step_ms, ring.time_dtype)
+                        ring.load(_checked(times, ring.slots, count), times=True)
                 texts = unpack_strings(arrays["strings.blob"], arrays["strings.offsets"])
                 for series_id, ts, text in zip(
                     arrays["strings.ids"].tolist(), arrays["strings.ts"].tolist(), texts, strict=True
@@ -256,14 +239,12 @@ def _sample_times(arrays: Mapping[str, np.ndarray], ring: int, step_ms: int, dty
     return (-(-np.maximum(byte - 1, 0) * step_ms // 254)).astype(dtype)
 
 
-def _fill(chunks: list[np.ndarray], columns: np.ndarray, slots: int, count: int) -> None:
+def _checked(columns: np.ndarray, slots: int, count: int) -> np.ndarray:
     if count == 0 and columns.size == 0:
-        return  # an empty store's snapshot (written as (0, 0) before the row count was kept)
+        return np.zeros((slots, 0), dtype=columns.dtype)  # an empty store's, written as (0, 0) before
     if columns.shape != (slots, count):
         raise SnapshotError(f"snapshot array of shape {columns.shape}, expected {(slots, count)}")
-    for index, chunk in enumerate(chunks):
-        part = columns[:, index * CHUNK : (index + 1) * CHUNK]
-        chunk[:, : part.shape[1]] = part
+    return columns
 
 
 def restore_or_empty(store: Store, directory: str | os.PathLike[str]) -> bool:

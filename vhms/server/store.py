@@ -1,19 +1,13 @@
 """The bucket store: rings of buckets per resolution, for every series, in numpy.
 
-Layout (see docs/vhms.md for the arithmetic): per resolution, chunks of 16,384 series,
-each a ``[slots, 16384]`` array, time-major: the buckets of one instant for every series are
-contiguous, so a time window is a contiguous block of rows and advancing the ring clears
-one row. Slot ``b % slots`` holds bucket ``b`` (``b = t // step``); all series share the
-ring's head (its newest bucket). A bucket is stored as the bits of its float64 value XOR
-those of NaN (``encode_values``), so an empty bucket is zero bits: chunks live in anonymous
-memory of their own, whose pages the kernel hands out when first written, and a ring only
-clears the rows written since their last clear (``written``). New series thus cost the
-pages their first samples touch, not their whole retention at once. The finest ring also
-keeps, per cell, the time of its sample to the millisecond, as an offset from the bucket's
-start (a uint16 when the step is at most 65.536 s, else a uint32): what leaves the newest
-sample in place when a replay or an out-of-order sample comes, and what PromQL's lookback,
-``rate`` extrapolation and ``timestamp()`` read. Coarser rings aggregate the finest ring's
-buckets (:mod:`vhms.resolutions`).
+The finest ring is plain (:mod:`vhms.server.rings`: time-major chunks of 16,384 series, an
+empty bucket zero bits in memory the kernel hands out on first write, each cell's sample
+time to the millisecond): what leaves the newest sample in place when a replay or an
+out-of-order sample comes, and what PromQL's lookback, ``rate`` extrapolation and
+``timestamp()`` read. Coarser rings aggregate the finest ring's buckets
+(:mod:`vhms.resolutions`); their buckets that ingest can no longer recompute are kept
+compressed a block at a time (:mod:`vhms.server.coarse`, :mod:`vhms.server.codec`). See
+docs/vhms.md for the arithmetic.
 
 Thread safety: one lock (``_lock``, reentrant) around ingest and the reading of buckets;
 the service holds it from admission to application, so that its write-ahead log records
@@ -23,8 +17,6 @@ batches in the order they are applied. A selector chooses its series outside tha
 
 from __future__ import annotations
 
-import itertools
-import mmap
 import threading
 import time
 import warnings
@@ -40,150 +32,32 @@ from vhms.exceptions import FetchLimitError
 from vhms.resolutions import Resolution, parse_resolutions
 from vhms.results import NAME, CoarseSpan, FetchResult
 from vhms.selector import Selector, parse_selector
+from vhms.server.coarse import CoarseRing
+from vhms.server.decoded import DecodedBlocks
 from vhms.server.index import SeriesIndex
+from vhms.server.rings import (
+    CHUNK,
+    MASK,
+    SHIFT,
+    ChunkPart,
+    PlainRing,
+    by_chunk,
+    chunks_of,
+    decode_values,
+    encode_values,
+)
 from vhms.server.stitch import Piece, RingSpan, stitch
 
 __all__ = ["CHUNK", "Store", "decode_values", "encode_values"]
 
-CHUNK = 1 << 14
 _NAN_AGGREGATES: dict[str, Callable[..., np.ndarray]] = {
     "min": np.nanmin,
     "max": np.nanmax,
     "sum": np.nansum,
     "mean": np.nanmean,
 }
-_SHIFT = 14
-_MASK = CHUNK - 1
-_FIRST_ROOM = 1024  # columns of a ring's first chunk when it is made
 _EMPTY_BITS = np.float64(np.nan).view(np.uint64)  # an empty bucket is stored as 0
-
-
-def encode_values(values: np.ndarray) -> np.ndarray:
-    """Float64 values as the rings store them: their bits XOR NaN's, so that an empty bucket
-    (NaN) is all zero bits, what a fresh page of memory holds."""
-    return np.asarray(values, dtype=np.float64).view(np.uint64) ^ _EMPTY_BITS
-
-
-def decode_values(stored: np.ndarray) -> np.ndarray:
-    """The float64 values of stored bits (a new array)."""
-    return (stored ^ _EMPTY_BITS).view(np.float64)
-
-
-def _zeroed(slots: int, room: int, dtype: type) -> np.ndarray:
-    """A ``[slots, room]`` array of zeros in anonymous memory of its own: the kernel gives
-    its pages on first write, so a chunk costs memory (and time) only for the rows written,
-    and the pages stay small (numpy's own arrays above 4 MB ask for 2 MB huge pages, of
-    which one written row of a chunk would fault 16 rows)."""
-    size = slots * room * np.dtype(dtype).itemsize
-    if size == 0:
-        return np.zeros((slots, room), dtype=dtype)
-    return np.frombuffer(mmap.mmap(-1, size), dtype=dtype).reshape(slots, room)
-
-
-def time_dtype(step_ms: int) -> type:
-    """The dtype of the finest ring's sample times (ms from the bucket's start) at a step."""
-    return np.uint16 if step_ms <= 1 << 16 else np.uint32
-
-
-def _chunks_of(chunk_of: np.ndarray) -> list[int]:
-    """The distinct chunks of ``chunk_of`` (a batch's ids shifted), ascending."""
-    return np.flatnonzero(np.bincount(chunk_of.reshape(-1))).tolist()
-
-
-class _Ring:
-    def __init__(self, resolution: Resolution, finest: bool) -> None:
-        self.resolution = resolution
-        self.step_ms = resolution.step_ms
-        self.slots = resolution.slots
-        self.aggregate = resolution.aggregate
-        self.head = -1  # newest bucket number; -1: nothing yet
-        self.values: list[np.ndarray] = []  # uint64: encode_values() of the buckets
-        self.times: list[np.ndarray] | None = [] if finest else None  # ms since the bucket's start
-        self.time_dtype = time_dtype(self.step_ms)
-        self.written: list[np.ndarray] = []  # per chunk, per slot: written since it was cleared
-        self.room = 0  # columns allocated: series ids below it have theirs
-
-    def grow(self, series: int) -> None:
-        """Room for ``series`` series: whole chunks of ``CHUNK`` columns before the last, the
-        last one grown by doubling (at least 1,024 columns), so that a store of a few hundred
-        series does not fill 16,384 columns per ring (3,600 one-second slots of them: 470 MB)."""
-        if series <= self.room:
-            return
-        chunks = (series + CHUNK - 1) >> _SHIFT
-        for index in range(max(len(self.values) - 1, 0), chunks):  # those before are full
-            needed = CHUNK if index < chunks - 1 else series - index * CHUNK
-            if index < len(self.values):
-                have = self.values[index].shape[1]
-                if have >= needed:
-                    continue
-                room = min(CHUNK, max(needed, 2 * have))
-            else:
-                have, room = 0, min(CHUNK, max(needed, _FIRST_ROOM))
-                self.written.append(np.zeros(self.slots, dtype=bool))
-            rows = np.flatnonzero(self.written[index])  # the others are zero: nothing to copy
-            values = _zeroed(self.slots, room, np.uint64)
-            if have:
-                values[rows, :have] = self.values[index][rows]
-                self.values[index] = values
-            else:
-                self.values.append(values)
-            if self.times is not None:
-                grown = _zeroed(self.slots, room, self.time_dtype)
-                if have:
-                    grown[rows, :have] = self.times[index][rows]
-                    self.times[index] = grown
-                else:
-                    self.times.append(grown)
-        self.room = (len(self.values) - 1) * CHUNK + self.values[-1].shape[1] if self.values else 0
-
-    def covers(self, bucket: np.ndarray) -> np.ndarray:
-        return (bucket > self.head - self.slots) & (bucket <= self.head)
-
-    def advance(self, newest: int) -> None:
-        """Make ``newest`` the head, clearing the slots of the buckets it recycles (only the
-        rows written since they were last cleared: the others are empty already)."""
-        if newest <= self.head:
-            return
-        first = max(self.head + 1, newest - self.slots + 1)
-        slots = np.array([b % self.slots for b in range(first, newest + 1)], dtype=np.int64)
-        for index, written in enumerate(self.written):
-            rows = slots[written[slots]]
-            if not len(rows):
-                continue
-            self.values[index][rows, :] = 0
-            if self.times is not None:
-                self.times[index][rows, :] = 0
-            written[rows] = False
-        self.head = newest
-
-    def mark_written(self) -> None:
-        """Every row of every chunk may hold values (after a snapshot filled them)."""
-        for written in self.written:
-            written[:] = True
-
-    def gather(self, slots: np.ndarray, ids: np.ndarray) -> np.ndarray:
-        """``values[slots[i], ids[i]]`` for each i (any shapes that broadcast)."""
-        out = np.empty(np.broadcast(slots, ids).shape, dtype=np.uint64)
-        chunk_of = ids >> _SHIFT
-        slots_b, ids_b = np.broadcast_arrays(slots, ids)
-        chunk_b = np.broadcast_to(chunk_of, out.shape)
-        for chunk in _chunks_of(chunk_of):
-            where = chunk_b == chunk
-            out[where] = self.values[chunk][slots_b[where], ids_b[where] & _MASK]
-        return decode_values(out)
-
-    def scatter(self, slots: np.ndarray, ids: np.ndarray, values: np.ndarray) -> None:
-        stored = encode_values(values)
-        chunk_of = ids >> _SHIFT
-        first = chunk_of[0] if len(chunk_of) else 0
-        if len(chunk_of) and (chunk_of == first).all():
-            self.values[int(first)][slots, ids & _MASK] = stored
-            self.written[int(first)][slots] = True
-            return
-        for chunk in _chunks_of(chunk_of):
-            where = chunk_of == chunk
-            self.values[chunk][slots[where], ids[where] & _MASK] = stored[where]
-            self.written[chunk][slots[where]] = True
+Ring = PlainRing | CoarseRing
 
 
 class Store:
@@ -193,7 +67,8 @@ class Store:
     ``max_select_s`` the time a selector may take to choose its series (its regexes tried
     against every value of a label); samples more than ``max_future_s`` ahead of this
     machine's clock are refused (a wild clock would otherwise push every ring forward and
-    clear it).
+    clear it). ``decoded_cache_bytes`` bounds the cache of decoded sealed blocks that
+    fetches from the coarse rings read through (:mod:`vhms.server.decoded`; 0: none).
     """
 
     def __init__(
@@ -205,6 +80,7 @@ class Store:
         max_points_per_query: int = 50_000_000,
         max_select_s: float = 5.0,
         max_future_s: float = 600.0,
+        decoded_cache_bytes: int = 64 << 20,
     ) -> None:
         if resolutions is None:
             parsed = parse_resolutions()
@@ -214,13 +90,15 @@ class Store:
             parsed = list(resolutions)
         self.resolutions = parsed
         self.index = SeriesIndex(max_series)
-        self.rings = [_Ring(r, finest=(i == 0)) for i, r in enumerate(parsed)]
+        self.stats: Counter[str] = Counter()
+        self.decoded = DecodedBlocks(decoded_cache_bytes, self.stats)
+        finest = PlainRing(parsed[0], timed=True)
+        self.rings: list[Ring] = [finest, *(CoarseRing(r, finest, self.decoded) for r in parsed[1:])]
         self.max_series_per_query = max_series_per_query
         self.max_points_per_query = max_points_per_query
         self.max_select_s = max_select_s
         self.max_future_ms = int(max_future_s * 1000)
         self.strings: dict[int, tuple[int, str]] = {}
-        self.stats: Counter[str] = Counter()
         self._lock = threading.RLock()
 
     @property
@@ -337,17 +215,24 @@ class Store:
         with self._lock:
             for ring in self.rings:
                 ring.grow(len(self.index))
-            stored = self._ingest_finest(ids, values, timestamps)
+            parts = by_chunk(ids)  # for the rows a batch of one bucket takes and puts, once
+            stored = self._ingest_finest(ids, values, timestamps, parts)
             for ring in self.rings[1:]:
-                stored |= self._ingest_coarse(ring, ids, values, timestamps)
+                stored |= self._ingest_coarse(ring, ids, values, timestamps, parts)
         count = int(stored.sum())
         self.stats["samples_stored"] += count
         self.stats["samples_too_old"] += int(len(ids) - count)
         return count
 
-    def _ingest_finest(self, ids: np.ndarray, values: np.ndarray, timestamps: np.ndarray) -> np.ndarray:
+    def _ingest_finest(
+        self, ids: np.ndarray, values: np.ndarray, timestamps: np.ndarray, parts: list[ChunkPart]
+    ) -> np.ndarray:
         ring = self.rings[0]
+        assert isinstance(ring, PlainRing)
         step = ring.step_ms
+        newest = int(timestamps[-1]) // step  # apply() puts the samples in time order
+        if int(timestamps[0]) // step == newest:
+            return self._ingest_finest_bucket(newest, parts, values, timestamps)
         bucket = timestamps // step
         ring.advance(int(bucket.max()))
         ok = ring.covers(bucket)
@@ -355,15 +240,15 @@ class Store:
             return ok
         ids_ok, bucket_ok = ids[ok], bucket[ok]
         slot = bucket_ok % ring.slots
-        chunk_of = ids_ok >> _SHIFT
+        chunk_of = ids_ok >> SHIFT
         assert ring.times is not None  # the finest ring keeps its samples' times
         stored = encode_values(values[ok])
         # an empty cell's time is 0, the earliest a sample can have: any sample takes it, and
         # of two samples of a bucket the later stays (the one that came last, at a tie)
         within = (timestamps[ok] - bucket_ok * step).astype(ring.time_dtype)
-        for chunk in _chunks_of(chunk_of):
+        for chunk in chunks_of(chunk_of):
             where = chunk_of == chunk
-            local = ids_ok[where] & _MASK
+            local = ids_ok[where] & MASK
             slots = slot[where]
             times = ring.times[chunk]
             newer = within[where] >= times[slots, local]
@@ -372,11 +257,47 @@ class Store:
             ring.written[chunk][slots[newer]] = True
         return ok
 
+    def _ingest_finest_bucket(
+        self, bucket: int, parts: list[ChunkPart], values: np.ndarray, timestamps: np.ndarray
+    ) -> np.ndarray:
+        """:meth:`_ingest_finest` of samples all in one bucket (a round's batch; ``parts``:
+        their ids by chunk): along a row of each chunk, the bucket's slot."""
+        ring = self.rings[0]
+        assert isinstance(ring, PlainRing)
+        ring.advance(bucket)
+        if bucket <= ring.head - ring.slots:
+            return np.zeros(len(values), dtype=bool)
+        assert ring.times is not None  # the finest ring keeps its samples' times
+        slot = bucket % ring.slots
+        stored = encode_values(values)
+        within: np.ndarray = (timestamps - bucket * ring.step_ms).astype(ring.time_dtype)
+        for chunk, where, local in parts:
+            times = ring.times[chunk][slot]
+            mine, theirs = within[where], stored[where]
+            newer = mine >= times[local]  # as in _ingest_finest: the later sample stays
+            if not newer.all():
+                columns = np.arange(local.start, local.stop) if isinstance(local, slice) else local
+                local, mine, theirs = columns[newer], mine[newer], theirs[newer]
+            times[local] = mine
+            ring.values[chunk][slot][local] = theirs
+            ring.written[chunk][slot] = True
+        return np.ones(len(values), dtype=bool)
+
     def _ingest_coarse(
-        self, ring: _Ring, ids: np.ndarray, values: np.ndarray, timestamps: np.ndarray
+        self, ring: Ring, ids: np.ndarray, values: np.ndarray, timestamps: np.ndarray, parts: list[ChunkPart]
     ) -> np.ndarray:
         finest = self.rings[0]
         ratio = ring.step_ms // finest.step_ms
+        newest = int(timestamps[-1])  # apply() puts the samples in time order
+        fine = newest // finest.step_ms
+        if ring.aggregate == "last" and fine == finest.head and int(timestamps[0]) // finest.step_ms == fine:
+            # a round's batch, all in the newest finest bucket: the direct case below, by rows
+            coarse = newest // ring.step_ms
+            ring.advance(coarse)
+            if coarse > ring.head - ring.slots:
+                assert isinstance(finest, PlainRing)
+                ring.put_row(coarse, parts, finest.take_row(fine, parts, len(ids)))
+                return np.ones(len(ids), dtype=bool)
         bucket = timestamps // ring.step_ms
         ring.advance(int(bucket.max()))
         ok = ring.covers(bucket)
@@ -389,20 +310,20 @@ class Store:
         recompute = in_fine & ~direct
         if direct.any():
             # the newest finest bucket: nothing later can exist in this coarse bucket
-            fine_values = finest.gather(fine_bucket[direct] % finest.slots, ids[direct])
-            ring.scatter(bucket[direct] % ring.slots, ids[direct], fine_values)
+            fine_values = finest.gather(fine_bucket[direct], ids[direct])
+            ring.scatter(bucket[direct], ids[direct], fine_values)
         if recompute.any():
             self._recompute(ring, ratio, ids[recompute], bucket[recompute])
         if old.any():
             self._merge_old(ring, ids[old], values[old], bucket[old])
         return ok
 
-    def _recompute(self, ring: _Ring, ratio: int, ids: np.ndarray, bucket: np.ndarray) -> None:
+    def _recompute(self, ring: Ring, ratio: int, ids: np.ndarray, bucket: np.ndarray) -> None:
         """Aggregate, for each (series, coarse bucket), the finest buckets inside it."""
         finest = self.rings[0]
         fine = bucket[:, None] * ratio + np.arange(ratio)[None, :]
         present = finest.covers(fine)
-        cells = finest.gather(fine % finest.slots, ids[:, None])
+        cells = finest.gather(fine, ids[:, None])
         cells[~present] = np.nan
         aggregate = ring.aggregate
         with np.errstate(all="ignore"):
@@ -420,9 +341,9 @@ class Store:
                     result = function(cells, axis=1)
                 if aggregate == "sum":
                     result[np.isnan(cells).all(axis=1)] = np.nan
-        ring.scatter(bucket % ring.slots, ids, result)
+        ring.scatter(bucket, ids, result)
 
-    def _merge_old(self, ring: _Ring, ids: np.ndarray, values: np.ndarray, bucket: np.ndarray) -> None:
+    def _merge_old(self, ring: Ring, ids: np.ndarray, values: np.ndarray, bucket: np.ndarray) -> None:
         """Samples older than the finest ring: merged where the merge is idempotent. The
         samples of one series and coarse bucket in the batch are reduced to one first (a
         fancy-indexed write would keep only one of them): the latest (the batch is in time
@@ -435,8 +356,8 @@ class Store:
         backwards = (ids * ring.slots + slots)[::-1]
         _, last_first, cell_of = np.unique(backwards, return_index=True, return_inverse=True)
         latest = len(ids) - 1 - last_first
-        ids, slots = ids[latest], slots[latest]
-        current = ring.gather(slots, ids)
+        ids, bucket = ids[latest], bucket[latest]
+        current = ring.gather(bucket, ids)
         if aggregate == "last":
             merged = np.where(current.view(np.uint64) == _EMPTY_BITS, values[latest], current)
         else:
@@ -445,7 +366,7 @@ class Store:
             reduced = np.full(len(ids), np.nan)
             reduce.at(reduced, cell_of, quiet)
             merged = reduce(current, reduced)
-        ring.scatter(slots, ids, merged)
+        ring.scatter(bucket, ids, merged)
 
     # -- queries -----------------------------------------------------------------------------
 
@@ -471,7 +392,7 @@ class Store:
             )
         return ids
 
-    def pick_resolution(self, start_ms: int) -> _Ring:
+    def pick_resolution(self, start_ms: int) -> Ring:
         """The finest ring that holds the first bucket a fetch from ``start_ms`` returns (the
         first whose start is at or after it), else the coarsest: ``last=1h`` reads the 60
         one-minute buckets of a 60 x 1 min ring, not 5-minute ones."""
@@ -557,10 +478,10 @@ class Store:
             starts = buckets * ring.step_ms
             stamps.append(starts)
             rows = slice(row, row + len(buckets))
-            self._fill(ring, ids, buckets, raw[rows], ring.values)
-            if exact is not None and ring.times is not None:
+            ring.fill(ids, buckets, raw[rows])
+            if exact is not None and isinstance(ring, PlainRing) and ring.times is not None:
                 offsets: np.ndarray = np.zeros((len(buckets), len(ids)), dtype=ring.time_dtype)
-                self._fill(ring, ids, buckets, offsets, ring.times)  # 0 where none: the bucket's start
+                ring.fill(ids, buckets, offsets, times=True)  # 0 where none: the bucket's start
                 np.add(offsets, starts[:, None], out=exact[rows])
             elif exact is not None:
                 exact[rows] = starts[:, None]
@@ -568,35 +489,7 @@ class Store:
         raw ^= _EMPTY_BITS
         return np.concatenate(stamps), raw.view(np.float64).T, None if exact is None else exact.T
 
-    @staticmethod
-    def _fill(
-        ring: _Ring, ids: np.ndarray, buckets: np.ndarray, out: np.ndarray, source: list[np.ndarray]
-    ) -> None:
-        """Copy into time-major ``out`` ``[buckets, ids]`` (zeros) the cells of sorted ``ids``
-        from ``source`` (the ring's values or another per-cell array of its chunks) where the
-        ring holds the bucket, a block of rows at a time (slices where the ids or the slots
-        are contiguous)."""
-        present = np.flatnonzero(ring.covers(buckets))  # one contiguous range of columns
-        if not len(present) or not len(ids):
-            return
-        low, high = int(present[0]), int(present[-1]) + 1
-        first_slot = int(buckets[low] % ring.slots)
-        wrap = min(high - low, ring.slots - first_slot)  # the ring wraps after this many columns
-        runs = [(low, low + wrap, first_slot), (low + wrap, high, 0)]
-        chunk_of = ids >> _SHIFT
-        edges = [0, *(np.flatnonzero(np.diff(chunk_of)) + 1).tolist(), len(ids)]  # ids are sorted
-        for start, stop in itertools.pairwise(edges):
-            local = ids[start:stop] & _MASK
-            contiguous = int(local[-1] - local[0]) == stop - start - 1
-            chunk = source[int(chunk_of[start])]
-            for column, end, slot in runs:
-                if column == end:
-                    continue
-                rows = chunk[slot : slot + end - column]
-                block = rows[:, int(local[0]) : int(local[-1]) + 1] if contiguous else rows[:, local]
-                out[column:end, start:stop] = block
-
-    def _ring(self, resolution: str | int, start_ms: int) -> _Ring:
+    def _ring(self, resolution: str | int, start_ms: int) -> Ring:
         if resolution == "auto":
             return self.pick_resolution(start_ms)
         for ring in self.rings:
