@@ -33,6 +33,7 @@ from __future__ import annotations
 import itertools
 import mmap
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -45,7 +46,7 @@ _EMPTY, _DECIMAL, _RAW = 0, 1, 2
 _POWERS = 10.0 ** np.arange(_MAX_SCALE + 1)
 _NUMPY_WIDTH = np.array([0, 1, 2, 4, 4, 8, 8, 8, 8], dtype=np.uint8)
 _ROW_AT_A_TIME = 64  # columns from which an accumulation goes a row at a time
-_DTYPES = {1: np.dtype("<u1"), 2: np.dtype("<u2"), 4: np.dtype("<u4"), 8: np.dtype("<u8")}
+_DTYPES: dict[int, type[np.unsignedinteger[Any]]] = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
 
 
 def _widths(unsigned: np.ndarray) -> np.ndarray:
@@ -98,7 +99,8 @@ class Block:
             decoded = np.zeros((k, stored + 1), dtype=np.uint64)  # the last column: empty
             for (code, start, offset), stop in zip(self.groups.tolist(), stops, strict=True):
                 _group_values(self.data, code, offset, stop - start, None, decoded[:, start:stop])
-            return decoded.take(wanted, axis=1)
+            whole: np.ndarray = decoded.take(wanted, axis=1)
+            return whole
         held = np.flatnonzero(asked[:stored])
         before = np.zeros(stored + 1, dtype=np.int64)  # stored series asked before each (all: stored)
         np.cumsum(asked[:stored], out=before[1:])
@@ -109,11 +111,8 @@ class Block:
             if low < high:
                 rows = held[low:high] - start
                 _group_values(self.data, code, offset, stop - start, rows, decoded[:, low:high])
-        return decoded.take(before[wanted], axis=1)
-
-
-def _code(kind: int, gappy: int, scale: int, first: int, least: int, trailing: int, width: int) -> int:
-    return kind | gappy << 2 | scale << 3 | first << 7 | least << 11 | trailing << 15 | width << 19
+        picked: np.ndarray = decoded.take(before[wanted], axis=1)
+        return picked
 
 
 def _fields(code: int) -> tuple[int, int, int, int, int, int, int]:
@@ -270,27 +269,32 @@ def encode_block(stored: np.ndarray) -> Block:
         width[raw] = top - low
     kind = np.where(decimal, _DECIMAL, np.where(raw, _RAW, _EMPTY)).astype(np.int64)
     width = _NUMPY_WIDTH[width].astype(np.int64)  # 3 bytes in 4, 5 to 7 in 8: a view decodes them
-    trailing = np.minimum(trailing, 8 - width)
     codes = (
         kind
         | gappy.astype(np.int64) << 2
         | np.maximum(scale, 0).astype(np.int64) << 3
         | first.astype(np.int64) << 7
         | least.astype(np.int64) << 11
-        | trailing.astype(np.int64) << 15
+        | np.minimum(trailing, 8 - width).astype(np.int64) << 15
         | width << 19
     )
+    return _grouped(codes, written, fields, np.packbits(present, axis=1, bitorder="little"))
+
+
+def _grouped(codes: np.ndarray, written: np.ndarray, fields: np.ndarray, mask: np.ndarray) -> Block:
+    """The block of the written series' ``fields`` ``[n, K + 1]`` and gap bits, in groups of
+    one layout ``codes``."""
+    n, k = fields.shape[0], fields.shape[1] - 1
     kept = np.flatnonzero(written)
     kept = kept[np.argsort(codes[kept], kind="stable")]
     starts = [0, *(np.flatnonzero(np.diff(codes[kept])) + 1).tolist(), len(kept)]
-    mask = np.packbits(present, axis=1, bitorder="little")
     groups, parts, offset = [], [], 0
-    for low, high in itertools.pairwise(starts):
-        if low == high:
+    for begin, end in itertools.pairwise(starts):
+        if begin == end:
             continue
-        code = int(codes[kept[low]])
-        parts.append(_group_bytes(code, fields[kept[low:high]], mask[kept[low:high]], k))
-        groups.append((code, low, offset))
+        code = int(codes[kept[begin]])
+        parts.append(_group_bytes(code, fields[kept[begin:end]], mask[kept[begin:end]], k))
+        groups.append((code, begin, offset))
         offset += len(parts[-1])
     data = np.concatenate(parts) if parts else np.zeros(0, dtype=np.uint8)
     table = np.array(groups, dtype=np.int64).reshape(-1, 3)
