@@ -13,6 +13,7 @@ import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
@@ -61,15 +62,29 @@ def _run(
     )
 
 
-def _demo_rounds(data: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    """``artimon up --demo`` for three one-second rounds on free ports, run to its end."""
-    return subprocess.run(
+@dataclass(frozen=True)
+class DemoRun:
+    data: Path
+    result: subprocess.CompletedProcess[str]
+
+
+@pytest.fixture(scope="module")
+def demo_run(tmp_path_factory: pytest.TempPathFactory) -> DemoRun:
+    """``artimon up --demo`` for three one-second rounds on free ports, run to its end, with
+    an application that writes .artimon files instead of serving: the pipeline's test reads
+    what it left, then the rebuild's test (after it) takes its data directory over."""
+    data = tmp_path_factory.mktemp("demo-run")
+    (data / "run").mkdir()
+    batch = f"{int(time.time() * 1000)} batch.jobs.done{{job=nightly}} 7\n"
+    (data / "run" / "batch.artimon").write_text(batch)
+    result = subprocess.run(
         [*ARTIMON, "up", "--demo", "--interval", "1", "--rounds", "3", "--data-dir", str(data), *FREE_PORTS],
         capture_output=True,
         text=True,
         timeout=180,
-        env=env,
+        env={k: v for k, v in os.environ.items() if k != "ARTIMON_ZK"},
     )
+    return DemoRun(data, result)
 
 
 def test_help_lists_every_command() -> None:
@@ -215,13 +230,8 @@ def test_spark_refuses_a_setting_that_is_not_key_value() -> None:
 
 
 @pytest.mark.slow
-def test_up_demo_runs_the_pipeline_into_vhms(tmp_path) -> None:
-    env = {k: v for k, v in os.environ.items() if k != "ARTIMON_ZK"}
-    (tmp_path / "run").mkdir()  # an application that writes .artimon files instead of serving
-    (tmp_path / "run" / "batch.artimon").write_text(
-        f"{int(time.time() * 1000)} batch.jobs.done{{job=nightly}} 7\n"
-    )
-    result = _demo_rounds(tmp_path, env)
+def test_up_demo_runs_the_pipeline_into_vhms(demo_run: DemoRun) -> None:
+    data, result = demo_run.data, demo_run.result
     assert result.returncode == 0, result.stderr
     lines = result.stdout.splitlines()
     ready = [line.split()[1] for line in lines if line.startswith("[ready]")]
@@ -245,35 +255,36 @@ def test_up_demo_runs_the_pipeline_into_vhms(tmp_path) -> None:
     assert len(rounds) == 3
     assert "4 endpoints polled, 0 failed" in rounds[-1], rounds  # the demo's three, and the agent itself
     assert "ERROR" not in result.stderr and "Traceback" not in result.stderr, result.stderr
-    assert (tmp_path / "dashboards" / "demo.json").exists()
+    assert (data / "dashboards" / "demo.json").exists()
     assert lines[-1] == "stopped."
     assert lines[-2].startswith("spark raw_ingest: history up to date")
-    history = pd.read_parquet(tmp_path / "history" / "parquet")
+    history = pd.read_parquet(data / "history" / "parquet")
     assert (history["series"].str.startswith("batch.jobs.done{")).any()  # the .artimon file
     assert (history["series"].str.startswith("flume.EventTakeSuccessCount{")).any()  # the self-report
-    assert (tmp_path / "alerts.yaml").exists() and (tmp_path / "agent.properties").exists()
+    assert (data / "alerts.yaml").exists() and (data / "agent.properties").exists()
     requests = history[history["series"].str.startswith("http.requests{")]
     # a sample is stamped when its value was set: the demo's one-second tick may miss a round
     # under load, and that round's unchanged counters are the same samples again (stored once)
     assert len(requests) == 12 * requests["ts"].nunique() > 0  # 12 series at each time
-    assert not list((tmp_path / "landing").glob("*.avro"))  # processed, then deleted
-    assert (tmp_path / "vhms" / "default" / "vhms-snapshot.json").exists()  # written on stop
-    assert not (tmp_path / "zookeeper" / "zookeeper.pid").exists()  # stopped by its PID
+    assert not list((data / "landing").glob("*.avro"))  # processed, then deleted
+    assert (data / "vhms" / "default" / "vhms-snapshot.json").exists()  # written on stop
+    assert not (data / "zookeeper" / "zookeeper.pid").exists()  # stopped by its PID
 
 
 @pytest.mark.slow
-def test_up_rebuilds_an_empty_vhms_from_the_parquet_history(tmp_path) -> None:
+def test_up_rebuilds_an_empty_vhms_from_the_parquet_history(demo_run: DemoRun) -> None:
+    data, first = demo_run.data, demo_run.result
     env = {k: v for k, v in os.environ.items() if k != "ARTIMON_ZK"}
-    first = _demo_rounds(tmp_path, env)
     assert first.returncode == 0, first.stderr
     assert "backfill" not in first.stdout  # nothing to rebuild from yet
-    history = pd.read_parquet(tmp_path / "history" / "parquet")
-    shutil.rmtree(tmp_path / "vhms")  # the store's disk lost
-    # no demo apps now: whatever VHMS holds comes from the history, rebuilt by Spark on a
-    # standalone master and worker of the stack's own
-    with open(tmp_path / "up.log", "w") as log:  # Spark's chatter: a pipe nobody reads would fill
+    history = pd.read_parquet(data / "history" / "parquet")
+    shutil.rmtree(data / "vhms")  # the store's disk lost
+    # no demo apps now, nor the .artimon file: whatever VHMS holds comes from the history,
+    # rebuilt by Spark on a standalone master and worker of the stack's own
+    (data / "run" / "batch.artimon").unlink()
+    with open(data / "up.log", "w") as log:  # Spark's chatter: a pipe nobody reads would fill
         process = subprocess.Popen(
-            [*ARTIMON, "up", "--cluster", "--interval", "1", "--data-dir", str(tmp_path), *FREE_PORTS],
+            [*ARTIMON, "up", "--cluster", "--interval", "1", "--data-dir", str(data), *FREE_PORTS],
             stdout=subprocess.PIPE,
             stderr=log,
             text=True,
@@ -315,8 +326,8 @@ def test_up_rebuilds_an_empty_vhms_from_the_parquet_history(tmp_path) -> None:
                 process.wait()
             assert process.stdout is not None
             process.stdout.close()
-    assert process.returncode == 0, (tmp_path / "up.log").read_text()[-3000:]
-    with DirectoryLock(tmp_path / "spark", "the test"):  # its master and worker have exited
+    assert process.returncode == 0, (data / "up.log").read_text()[-3000:]
+    with DirectoryLock(data / "spark", "the test"):  # its master and worker have exited
         pass
 
 
