@@ -101,13 +101,13 @@ def test_no_command_block_names_another_host() -> None:
 class Demo:
     """The demo stack's directory, and docs/alerts.md's "Try it" second terminal, started
     beside it at once (its rule needs a minute of pending to fire: that minute runs while
-    the other examples do)."""
+    the other examples and the rest of the session do; the stack lives until its end)."""
 
     cwd: Path
     alerts: Lines
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def demo(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Demo]:
     """``artimon up --demo`` on its default ports (the docs' 8080 and 2181), two rounds in."""
     for port in (2181, 8080, 4141):
@@ -190,6 +190,7 @@ def test_a_pages_python_examples_run_in_order(demo: Demo, page: Path, tmp_path: 
 
 
 @pytest.mark.slow
+@pytest.mark.last
 def test_the_alerts_try_it_pends_then_fires(demo: Demo) -> None:
     demo.alerts.until(lambda line: line.startswith("alerts: 5 rule(s)"), 60, "the header line")
     pending = demo.alerts.until(lambda line: " PENDING " in line, 180, "a PENDING line")
