@@ -2,15 +2,12 @@
 SparkSession per test session on a standalone master and worker (started by the first test
 that asks: its JVMs take about 15 s), waiting on a condition with a deadline, a corpus
 of regexes that make backtracking engines explode (the store's and the query API's
-hardening tests), and tests whose work runs in the background of the session
-(``@pytest.mark.background``). What tests import by name lives in ``support.py``."""
+hardening tests), and the order that runs tests marked ``last`` after the others. What
+tests import by name lives in ``support.py``."""
 
 from __future__ import annotations
 
-import contextlib
 import os
-import tempfile
-import threading
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -22,77 +19,11 @@ from support import TlsFiles, wait_until
 
 from artimon.servers import SparkCluster, ZooKeeperServer, spark_kafka_conf
 
-BACKGROUND_GAP_S = 60  # between two background starts: their JVMs' start-up apart
-
-
-class Background:
-    """The session's background work: each ``start`` (a context manager given a directory of
-    its own) entered in a thread, one every ``BACKGROUND_GAP_S`` seconds, left at the end."""
-
-    def __init__(self, starts: list[Callable[[Path], Any]]) -> None:
-        self._exits = contextlib.ExitStack()
-        self._started: dict[Callable[[Path], Any], Any] = {}
-        self._ready = {start: threading.Event() for start in starts}
-        self._closing = threading.Event()
-        self._thread = threading.Thread(target=self._start_each, args=(starts,), daemon=True)
-        self._thread.start()
-
-    def _start_each(self, starts: list[Callable[[Path], Any]]) -> None:
-        for start in starts:
-            try:
-                directory = self._exits.enter_context(
-                    tempfile.TemporaryDirectory(prefix="artimon-background-")
-                )
-                self._started[start] = self._exits.enter_context(start(Path(directory)))
-            except Exception as error:  # raised in the test that asks for it
-                self._started[start] = error
-            self._ready[start].set()
-            if self._closing.wait(BACKGROUND_GAP_S):
-                return
-
-    def get(self, start: Callable[[Path], Any]) -> Any:
-        self._ready[start].wait()
-        if isinstance(found := self._started[start], Exception):
-            raise found
-        return found
-
-    def close(self) -> None:
-        self._closing.set()
-        self._thread.join()
-        self._exits.close()
-
-
-BACKGROUND = pytest.StashKey[Background]()
-
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Tests marked ``last`` run after the others: they check what ran meanwhile (an alert
-    that needs a minute of pending). A test marked ``background(start=...)`` runs last too:
-    its work, ``start(directory)`` (a context manager), begins when the session does and runs
-    while the other tests do (a demo that must run for minutes costs the suite no wall time);
-    tests that name the same ``start`` share its one run."""
-    items.sort(key=lambda item: any(item.get_closest_marker(name) for name in ("last", "background")))
-
-
-def pytest_collection_finish(session: pytest.Session) -> None:
-    if session.config.option.collectonly:
-        return
-    starts = [marker.kwargs["start"] for item in session.items for marker in item.iter_markers("background")]
-    if starts:
-        session.stash[BACKGROUND] = Background(list(dict.fromkeys(starts)))
-
-
-def pytest_sessionfinish(session: pytest.Session) -> None:
-    if BACKGROUND in session.stash:
-        session.stash[BACKGROUND].close()
-
-
-@pytest.fixture
-def background(request: pytest.FixtureRequest) -> Any:
-    """What the ``start`` of this test's ``background`` marker yielded."""
-    marker = request.node.get_closest_marker("background")
-    assert marker is not None, "the background fixture is for tests marked background(start=...)"
-    return request.session.stash[BACKGROUND].get(marker.kwargs["start"])
+    that needs a minute of pending)."""
+    items.sort(key=lambda item: item.get_closest_marker("last") is not None)
 
 
 @pytest.fixture(scope="session")

@@ -1,6 +1,5 @@
 """What tests import by name (``from support import ...``): waiting with a deadline, the TLS
 files of the ``tls_files`` fixture, a process's output lines waited for (``Lines``), a
-command run from the session's start (``background_run``, for ``@pytest.mark.background``), a
 process's memory, CPU time and threads from ``/proc``, the last values of series in a VHMS
 shard, headers without their integrity stamp (``unstamped``). A module of its own, not
 ``conftest``: a directory's own conftest would shadow the top one's name."""
@@ -9,11 +8,9 @@ from __future__ import annotations
 
 import os
 import queue
-import subprocess
 import threading
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -86,49 +83,6 @@ class Lines:
         while not self._queue.empty():
             self.seen.append(self._queue.get())
         return self.seen
-
-
-def stop(process: subprocess.Popen[str]) -> None:
-    """End ``process`` if it still runs: SIGTERM (``artimon up`` stops its servers in
-    reverse), SIGKILL if it has not exited two minutes later."""
-    if process.poll() is None:
-        process.terminate()
-        try:
-            process.wait(timeout=120)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
-
-
-@dataclass(frozen=True)
-class BackgroundRun:
-    """A command that runs to its end by itself, its output in files beside ``data``."""
-
-    data: Path
-    process: subprocess.Popen[str]
-    output: Path
-
-    def finished(self, timeout: float) -> subprocess.CompletedProcess[str]:
-        """Its exit code and output, once it has ended (``timeout``: from now)."""
-        try:
-            code = self.process.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            code = None  # its output says how far it got: its directory goes with the session
-        stdout, stderr = ((self.output / name).read_text() for name in ("stdout", "stderr"))
-        assert code is not None, f"still running after {timeout} s: {stdout[-3000:]}{stderr[-3000:]}"
-        return subprocess.CompletedProcess(self.process.args, code, stdout, stderr)
-
-
-@contextmanager
-def background_run(command: list[str], data: Path, env: dict[str, str]) -> Iterator[BackgroundRun]:
-    """``command`` started now on its data directory ``data``, its output in files beside
-    it; stopped on leaving if it still runs."""
-    with open(data.parent / "stdout", "w") as out, open(data.parent / "stderr", "w") as err:
-        process = subprocess.Popen(command, stdout=out, stderr=err, text=True, env=env)
-    try:
-        yield BackgroundRun(data, process, data.parent)
-    finally:
-        stop(process)
 
 
 def vm_rss_kb(pid: int) -> int:
