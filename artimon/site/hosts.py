@@ -151,8 +151,13 @@ class Network:
         ip("link", "set", self.host(host).link, "down")
 
     def heal(self, host: str) -> None:
-        """Join ``host`` to the bridge again (its link up)."""
+        """Join ``host`` to the bridge again (its link up), and forget what every host (the
+        root namespace too) learnt of its neighbours meanwhile: an address that did not
+        resolve while cut off otherwise answers "no route to host" for seconds after."""
         ip("link", "set", self.host(host).link, "up")
+        for each in self.hosts:
+            ip("-n", each.namespace, "neigh", "flush", "all")
+        ip("neigh", "flush", "dev", self.bridge)
 
     def partitioned(self, host: str) -> bool:
         """Whether ``host``'s bridge-side link is set down."""

@@ -21,7 +21,10 @@ VHMS 2 shards x 2 replicas (the agents' ``vhms`` sink writes every member of a s
 store agents (one Kafka consumer group into VHMS, each with a durable channel); the query
 API on 2 hosts; on each app host, the applications, then a polling agent of one agent group
 ``site`` (the group shares the endpoints: an agent lost, its endpoints are polled by the
-others) publishing each round onto Kafka through a durable channel.
+others) publishing each round onto Kafka through a durable channel. Last, what ``artimon
+status --zk <ensemble>`` probes and that does not register itself (Kafka, HDFS, the Spark
+master: :class:`ServiceRegistrations`); the agents, the query APIs and the VHMS members
+register themselves.
 
 Each process's files are under ``data_dir/<host>/<component>`` (Kafka's, ZooKeeper's, HDFS's
 and Spark's under their own launcher's directory); its agent properties are written there.
@@ -44,6 +47,7 @@ from artimon.servers import (
     CommandServer,
     HdfsServer,
     KafkaCluster,
+    Launcher,
     QueryApiServer,
     SparkCluster,
     VhmsShard,
@@ -53,6 +57,8 @@ from artimon.site.agents import polling_agent, store_agent
 from artimon.site.hosts import Host
 from artimon.site.site import Site
 from artimon.stack import KAFKA_TOPIC, resolutions_for
+from artimon.status import register_service
+from bookkeeper.zk import Registration
 
 __all__ = ["MIN_HOSTS", "Layout", "Topology", "demo_apps"]
 
@@ -100,6 +106,38 @@ class Layout:
             spark_master="h6",
             spark_workers=("h7", "h8"),
         )
+
+
+class ServiceRegistrations(Launcher):
+    """The registrations (``/services/<kind>/<name>``, what ``artimon status`` probes) of the
+    servers that do not register themselves: Kafka (its brokers expected), HDFS (its
+    DataNodes) and the Spark master (its workers), made by the launcher that started them;
+    the site stops it first."""
+
+    name = "the site's service registrations"
+    _lock = None
+
+    def __init__(self, zk: str, services: list[tuple[str, str, int]]) -> None:
+        self.zk = zk
+        self.services = services  # (kind, url, members expected)
+        self.registrations: list[Registration] = []
+
+    @property
+    def running(self) -> bool:
+        return bool(self.registrations)
+
+    def exited(self) -> list[str]:
+        return [] if self.running else [self.name]
+
+    def _start(self, timeout: float) -> None:
+        for kind, url, expect in self.services:
+            name = url.split("://", 1)[-1].split("/", 1)[0].split(",", 1)[0]
+            self.registrations.append(register_service(self.zk, kind, name, url, expect=expect))
+
+    def stop(self, grace: float | None = None) -> None:
+        for registration in self.registrations:
+            registration.close()
+        self.registrations = []
 
 
 class Topology:
@@ -170,6 +208,12 @@ class Topology:
         self.kafka.wait_idempotent()
         self._start_consumers(timeout)
         self._start_app_hosts(timeout)
+        services = [
+            ("kafka", f"kafka://{self.kafka.bootstrap_servers}", len(layout.kafka)),
+            ("hdfs", self.hdfs.webhdfs, len(layout.datanodes)),
+            ("spark", self.spark.web_url, len(layout.spark_workers)),
+        ]
+        site.add(ServiceRegistrations(self.zk, services), []).start(timeout)
         return self
 
     def _start_consumers(self, timeout: float) -> None:
@@ -180,7 +224,7 @@ class Topology:
             directory.mkdir(parents=True, exist_ok=True)
             properties = directory / "agent.properties"
             properties.write_text(store_agent(self.zk, self.kafka.bootstrap_servers, directory))
-            agent = AgentServer(directory, properties, "store", host=host, monitor_port=41414 + k)
+            agent = AgentServer(directory, properties, "store", host=host, zk=self.zk, monitor_port=41414 + k)
             self.store_agents.append(self.site.add(agent, [f"store agent {k}"]))
         for name in self.layout.apis:
             api = QueryApiServer(self._dir(name, "api"), self.zk, host=self.site.host(name))

@@ -1,11 +1,11 @@
-"""The light registration of what does not register itself in ZooKeeper: an agent's
-monitoring, a query API, and the servers a launcher runs (Kafka, a Spark master, HDFS),
-each an ephemeral ``/services/<kind>/<name>`` holding its URL (:class:`ServiceInfo`), made by
-the process that serves it, or for a server it launched, by the launcher on that host
-(``artimon up`` for its own; ``artimon kafka`` and ``artimon hdfs`` with ``$ARTIMON_ZK``
-set). It lives as long as the process's session and comes back after a session expiry
-(:class:`bookkeeper.zk.Registration`); its parent stays, so a kind left empty says that its
-last member is gone.
+"""The light registration of what does not register itself in ZooKeeper: an agent's monitoring,
+a query API, and the servers a launcher runs (Kafka, a Spark master, HDFS), each an
+ephemeral ``/services/<kind>/<name>`` holding its URL (:class:`ServiceInfo`), made by the
+process that serves it, or for a server it launched, by the launcher on that host (``artimon
+up`` for its own, a site's topology for its own: ``artimon.site.Topology``; ``artimon
+kafka`` and ``artimon hdfs`` with ``$ARTIMON_ZK`` set). It lives as long as the process's
+session and comes back after a session expiry (:class:`bookkeeper.zk.Registration`); its
+parent stays, so a kind left empty says that its last member is gone.
 
 :class:`StackRegistrations` is ``artimon up``'s: the last component to start, the first to
 stop, it registers what the stack runs.

@@ -14,8 +14,9 @@ State machine (``Membership.state``)::
 
 While SUSPENDED the last view is kept: a ZooKeeper outage is not a departure of every member.
 After a reconnection (same session or a new one, whose watches are gone) the tree is read
-again and the watches re-armed; it is also read every ``refresh`` seconds in case a watch
-was lost.
+again and the watches re-armed, every payload too after a new session (a member deleted and
+created again under its name meanwhile has a new creation time); it is also read every
+``refresh`` seconds in case a watch was lost.
 
 Watches only wake a worker thread; reads happen there, never on kazoo's event thread. A
 member's payload is read once (an ephemeral znode's data does not change) with the reads of
@@ -120,6 +121,7 @@ class Membership:
         self._guarded_groups: set[str] = set()
         self._unreadable: set[str] = set()
         self._refused_root = False
+        self._new_session = False  # the session expired: the payloads read before are stale
         self._changed = threading.Event()
         self._closed = threading.Event()
         self._lock = threading.Lock()
@@ -165,6 +167,7 @@ class Membership:
             self._secure_root = self.auth is not None
             self._changed.set()
         elif self.state is not MembershipState.CLOSED:
+            self._new_session = self._new_session or state == KazooState.LOST
             self.state = MembershipState.SUSPENDED
 
     def _run(self) -> None:
@@ -172,6 +175,9 @@ class Membership:
             self._changed.clear()
             read = False
             if self.client.connected:
+                if self._new_session:
+                    self._new_session = False
+                    self._members.clear()
                 try:
                     found = self._read()
                 except KazooException as exc:

@@ -31,12 +31,13 @@ never read by a round that did not ask for it.
 
 Discovery and group membership come from :class:`bookkeeper.ground.Membership` (endpoints
 under ``/contexts``, this agent's group under ``/agents``); what this module adds is the
-round scheduler. Payloads are checked (:meth:`bookkeeper.zk.EndpointInfo.from_znode`, which
-also requires an endpoint's payload to agree with its znode; :class:`bookkeeper.zk.AgentInfo`):
-a member whose payload is refused, or, with credentials, that is not an ephemeral znode of
-the platform's identity, is left out and counted (``RegistrationRefusedCount``). ZooKeeper
-is used with the process's credentials (``$ARTIMON_ZK_AUTH``..., see
-:mod:`bookkeeper.zk.acl`), never with a configuration key.
+round scheduler. An agent cut off from ZooKeeper for its session timeout polls nothing until
+it reconnects (:mod:`collector_agent.sources.cut_off`). Payloads are checked
+(:meth:`bookkeeper.zk.EndpointInfo.from_znode`, which also requires an endpoint's payload to
+agree with its znode; :class:`bookkeeper.zk.AgentInfo`): a member whose payload is refused,
+or, with credentials, that is not an ephemeral znode of the platform's identity, is left out
+and counted (``RegistrationRefusedCount``). ZooKeeper is used with the process's credentials
+(``$ARTIMON_ZK_AUTH``..., see :mod:`bookkeeper.zk.acl`), never with a configuration key.
 
 The round scheduler's states (``ArtimonSource.round_state``, a :class:`RoundState`)::
 
@@ -92,6 +93,7 @@ from collector_agent.context import Context
 from collector_agent.event import Event
 from collector_agent.group import owner
 from collector_agent.sources.base import EventDrivenSource
+from collector_agent.sources.cut_off import SessionWatch
 from collector_agent.sources.rounds import emit_until, next_round_after
 from collector_agent.tls import client_ssl_context
 
@@ -161,6 +163,8 @@ class ArtimonSource(EventDrivenSource):
     def start(self) -> None:
         connect, self.layout = resolve_zk(self.zk_hosts)
         self._zk: KazooClient = make_client(connect, self.session_timeout, auth=self.zk_auth)
+        self._session = SessionWatch(connect, self.session_timeout)  # cut off: still a member?
+        self._zk.add_listener(self._session.on_state)
         self._zk.start_async()
         me = AgentInfo(socket.gethostname(), int(time.time() * 1000), self.name)
         self._registration = Registration(
@@ -250,7 +254,8 @@ class ArtimonSource(EventDrivenSource):
         )
 
     def _members_at(self, round_ms: int, agents: dict[str, int], fallback: bool = True) -> list[str]:
-        members = [agent for agent, created in agents.items() if created < round_ms]
+        gone = self._session.gone_before()  # our znodes older than this are not us (cut_off.py)
+        members = [a for a, t in agents.items() if t < round_ms and (a != self.agent_id or t >= gone)]
         if not members and fallback:  # ZooKeeper unknown or everyone brand new: poll what we see
             members = [self.agent_id]
         return members
