@@ -5,10 +5,13 @@ endpoint belongs to the live agent with the highest rendezvous score
 ``blake2b(agent-id | endpoint)`` (highest random weight hashing: when an agent leaves or
 joins, only the endpoints it gains or loses move).
 
-For round ``R`` an agent counts the members whose znode was created before ``R`` began:
-every agent reads the same creation times, so they agree on who polls what in that round,
-and an agent that joins mid-round takes its share from the next round on (no endpoint is
-polled twice for one round by a join).
+For round ``R`` an agent counts the members whose znode was created at least ``margin``
+(half an interval) before ``R`` began (:func:`members_at`): every agent reads the same
+creation times, and by then every member's view has the znode, so they agree on who polls
+what in that round; an agent that joins later takes its share from a later round (no
+endpoint is polled twice for one round by a join, even when the join is seen by some members
+a moment before the others). A group starting together, none of its members that old, counts
+those created before ``R``.
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Iterable
 
-__all__ = ["owner", "score"]
+__all__ = ["members_at", "owner", "score"]
 
 
 def score(agent_id: str, endpoint: str) -> int:
@@ -31,3 +34,11 @@ def owner(endpoint: str, agents: Iterable[str]) -> str | None:
         if best is None or candidate > best:
             best = candidate
     return best[1] if best else None
+
+
+def members_at(round_ms: int, created: dict[str, int], margin_ms: float) -> list[str]:
+    """The members of round ``round_ms`` among agents and their znodes' creation times
+    (epoch ms): those settled ``margin_ms`` before it, or, when none is, those created
+    before it."""
+    settled = [agent for agent, t in created.items() if t < round_ms - margin_ms]
+    return settled or [agent for agent, t in created.items() if t < round_ms]

@@ -19,8 +19,8 @@ possible, and carries the same round header). An agent that starts less than ``c
 the interval into a round polls that round at once, once discovery has answered: a restart
 (say after a SIGKILL) costs no round, and the endpoints it re-polls replace their samples of
 that round with a later read (VHMS and the Parquet history keep one sample per series and
-round). A new agent joining a group polls nothing early: its share in that round still
-belongs to the agents that were members when the round began.
+round). A new agent joining a group polls nothing early: it is a member from the first
+round that begins half an interval after it registered (``collector_agent.group``).
 
 Each poll has its endpoint's connection to itself: it checks the endpoint's kept-alive
 client out of its slot (or opens a fresh one when the slot is empty) and puts it back when
@@ -91,7 +91,7 @@ from bookkeeper.zk import (
 )
 from collector_agent.context import Context
 from collector_agent.event import Event
-from collector_agent.group import owner
+from collector_agent.group import members_at, owner
 from collector_agent.sources.base import EventDrivenSource
 from collector_agent.sources.cut_off import SessionWatch
 from collector_agent.sources.rounds import emit_until, next_round_after
@@ -255,7 +255,8 @@ class ArtimonSource(EventDrivenSource):
 
     def _members_at(self, round_ms: int, agents: dict[str, int], fallback: bool = True) -> list[str]:
         gone = self._session.gone_before()  # our znodes older than this are not us (cut_off.py)
-        members = [a for a, t in agents.items() if t < round_ms and (a != self.agent_id or t >= gone)]
+        alive = {a: t for a, t in agents.items() if a != self.agent_id or t >= gone}
+        members = members_at(round_ms, alive, self.interval * 500)  # settled half an interval
         if not members and fallback:  # ZooKeeper unknown or everyone brand new: poll what we see
             members = [self.agent_id]
         return members

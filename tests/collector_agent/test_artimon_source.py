@@ -23,7 +23,7 @@ from bookkeeper import Bookkeeper, EndpointInfo, resolve_zk
 from bookkeeper.testing import AppProcess, start_app
 from bookkeeper.wire import FramedThriftServer, endpoint_thrift
 from collector_agent import Agent, Event
-from collector_agent.group import owner
+from collector_agent.group import members_at, owner
 
 
 def poller_properties(zk: str, interval: int, agent_id: str, port: int | None = None, **poll: object) -> str:
@@ -113,6 +113,16 @@ def receiver() -> Iterator[Receiver]:
 
 def start_poller(config: Path, name: str = "g") -> subprocess.Popen[str]:
     return start_agent_process(config, name)
+
+
+def test_a_join_counts_from_half_an_interval_after_it_a_group_starting_together_at_once() -> None:
+    settled = {"a": 1_000, "b": 2_000}
+    # c registered 0.2 s before the round: some members may not see it yet, so nobody counts it
+    assert members_at(60_000, {**settled, "c": 59_800}, 30_000) == ["a", "b"]
+    assert members_at(120_000, {**settled, "c": 59_800}, 30_000) == ["a", "b", "c"]
+    # none settled (a group starting together): those registered before the round
+    assert members_at(60_000, {"a": 59_000, "b": 59_500, "c": 60_100}, 30_000) == ["a", "b"]
+    assert members_at(60_000, {"c": 60_100}, 30_000) == []
 
 
 def test_rendezvous_moves_only_the_endpoints_of_a_leaving_agent() -> None:
