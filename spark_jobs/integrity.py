@@ -169,9 +169,14 @@ def check_landed(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
                         batch.column("file")[record],
                         MISMATCH,
                     )
-        yield pa.RecordBatch.from_arrays(
-            [*batch.columns, pa.array(damage, pa.string())], [*batch.schema.names, "damage"]
-        )
+        yield _with_damage(batch, damage)
+
+
+def _with_damage(batch: pa.RecordBatch, damage: list[str | None]) -> pa.RecordBatch:
+    """``batch`` with its ``damage`` column (null: as stamped, or no stamp)."""
+    return pa.RecordBatch.from_arrays(
+        [*batch.columns, pa.array(damage, pa.string())], [*batch.schema.names, "damage"]
+    )
 
 
 @lru_cache(maxsize=8192)
@@ -207,6 +212,4 @@ def check_records(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]
                         batch.column("offset")[record],
                         MISMATCH,
                     )
-        yield pa.RecordBatch.from_arrays(
-            [*batch.columns, pa.array(damage, pa.string())], [*batch.schema.names, "damage"]
-        )
+        yield _with_damage(batch, damage)
