@@ -17,3 +17,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--timeout", type=float, default=1.0, help="seconds each probe may take (they run at once)"
     )
+    parser.add_argument(
+        "--forget",
+        action="append",
+        default=[],
+        metavar="ID",
+        help="forget a component that is gone for good (decommissioned): the id the view shows "
+        "missing (agents/<group>/<agent-id>, vhms/<shard>/<ip:port>, services/<kind>/<name>); repeatable",
+    )
+    parser.add_argument("--forget-missing", action="store_true", help="forget every component missing now")

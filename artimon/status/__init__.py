@@ -7,6 +7,7 @@ how late, and what is degraded and why, read from ZooKeeper and each component's
 | ZooKeeper's members (``srvr``) and the Artimon tree | ``registry.py`` |
 | one bounded probe per process (agents, replicas, API, Kafka, Spark, HDFS) | ``probes.py`` |
 | the whole view at once, what is degraded (the rules' table) | ``collect.py`` |
+| known but not live (missing), and forgetting one (``--forget``) | ``known.py`` |
 | one screen of text | ``text.py`` |
 | the page ``/status`` and ``/api/v1/status`` of the dashboard server | ``page.py`` |
 | the light registration of what does not register itself; ``up``'s | ``register.py`` |
@@ -15,11 +16,13 @@ how late, and what is degraded and why, read from ZooKeeper and each component's
 from __future__ import annotations
 
 from artimon.status.collect import collect, findings
+from artimon.status.known import forget
 from artimon.status.model import (
     AgentGroup,
     AgentProcess,
     Finding,
     GroupMember,
+    Missing,
     Replica,
     Service,
     ServiceInfo,
@@ -36,6 +39,7 @@ __all__ = [
     "AgentProcess",
     "Finding",
     "GroupMember",
+    "Missing",
     "Replica",
     "Service",
     "ServiceInfo",
@@ -47,6 +51,7 @@ __all__ = [
     "agent_service",
     "collect",
     "findings",
+    "forget",
     "launcher_service",
     "register_service",
     "render_html",

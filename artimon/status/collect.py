@@ -13,7 +13,9 @@ is degraded is judged from the answers (:func:`findings`):
 - a VHMS shard: no replica is registered; a replica does not answer; its replicas disagree
   (series held, or newest bucket);
 - a service (API, Kafka, Spark, HDFS): none of its kind is registered any more; it does not
-  answer; fewer of its members (brokers, workers, DataNodes) are alive than it expects.
+  answer; fewer of its members (brokers, workers, DataNodes) are alive than it expects;
+- a component (an agent's group membership, a VHMS member, a service) is known and not
+  registered now: missing (:mod:`artimon.status.known`); a known record does not parse.
 """
 
 from __future__ import annotations
@@ -24,11 +26,13 @@ from concurrent.futures import Future, ThreadPoolExecutor
 
 import httpx
 
+from artimon.status.known import missing_components
 from artimon.status.model import (
     AgentGroup,
     AgentProcess,
     Finding,
     GroupMember,
+    Missing,
     Replica,
     Service,
     Shard,
@@ -82,7 +86,8 @@ def collect(zk: str | None = None, *, timeout: float = 1.0) -> SiteStatus:
         services=[f.result() for f in services],
     )
     _groups(status, read)
-    status.degraded = findings(status, read)
+    status.missing, unreadable = missing_components(read)
+    status.degraded = findings(status, read) + unreadable
     status.took_s = round(time.monotonic() - started, 3)
     return status
 
@@ -149,7 +154,8 @@ def _service_findings(service: Service) -> list[Finding]:
 
 
 def findings(status: SiteStatus, registry: Registry) -> list[Finding]:
-    """What is degraded, and why (see the module doc's table)."""
+    """What is degraded, and why (see the module doc's table; the known records that do not
+    parse are :func:`~artimon.status.known.missing_components`' to say)."""
     found = [Finding(f"zookeeper {m.address}", f"down: {m.error}") for m in status.zookeeper if not m.up]
     if status.leader is None and any(m.up for m in status.zookeeper):
         found.append(Finding("zookeeper", "no member leads: the ensemble has no quorum"))
@@ -172,4 +178,12 @@ def findings(status: SiteStatus, registry: Registry) -> list[Finding]:
     if registry.refused:
         refused = f"{registry.refused} registrations refused: their payload does not parse"
         found.append(Finding("registry", refused))
-    return found
+    return found + [Finding(m.component, _missing_why(m)) for m in status.missing]
+
+
+def _missing_why(missing: Missing) -> str:
+    registered = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(missing.registered / 1000))
+    return (
+        f"missing: known, not registered now (killed, cut off, or stopped uncleanly); last registered "
+        f"{registered} UTC at {missing.address}; gone for good: artimon status --forget {missing.id}"
+    )

@@ -14,13 +14,14 @@ import re
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from bookkeeper.zk import MAX_PAYLOAD
+from bookkeeper.zk import MAX_PAYLOAD, json_object
 
 __all__ = [
     "AgentGroup",
     "AgentProcess",
     "Finding",
     "GroupMember",
+    "Missing",
     "Replica",
     "Service",
     "ServiceInfo",
@@ -31,6 +32,30 @@ __all__ = [
 
 _NAME_RE = re.compile(r"[A-Za-z0-9._:/@+-]{1,256}")
 KINDS = ("agent", "api", "kafka", "spark", "hdfs")
+CATEGORIES = ("agents", "vhms", "services")
+"""What registers ephemerally and is remembered under ``/known`` (an agent's group
+membership, a VHMS member, a service); a component's id is ``<category>/<a>/<b>``."""
+
+
+def component_id(category: str, parent: str, name: str) -> str:
+    """The id ``artimon status`` shows and ``--forget`` takes: ``agents/<group>/<agent-id>``,
+    ``vhms/<shard>/<ip:port>``, ``services/<kind>/<name>`` (a ``/`` or ``%`` of the middle
+    name percent-encoded, so that the id splits back)."""
+    return f"{category}/{parent.replace('%', '%25').replace('/', '%2F')}/{name}"
+
+
+def split_component_id(component: str) -> tuple[str, str, str]:
+    """``(category, parent, name)`` of an id; ``ValueError`` naming what is wrong."""
+    category, _, rest = component.partition("/")
+    parent, _, name = rest.partition("/")
+    if category not in CATEGORIES or not parent or not name or len(component) > 1024:
+        raise ValueError(
+            f"{component[:200]!r} is not a component id (agents/<group>/<agent-id>, "
+            "vhms/<shard>/<ip:port> or services/<kind>/<name>)"
+        )
+    return category, parent.replace("%2F", "/").replace("%25", "%"), name
+
+
 """The kinds of service a process registers (VHMS shards and agent groups have their own
 znodes); a registration of another kind is refused."""
 
@@ -58,11 +83,7 @@ class ServiceInfo:
     @classmethod
     def from_json(cls, data: bytes) -> ServiceInfo:
         """Parse a payload; ``ValueError`` naming what is wrong."""
-        if len(data) > MAX_PAYLOAD:
-            raise ValueError(f"service payload of {len(data)} bytes exceeds {MAX_PAYLOAD}")
-        raw = json.loads(data)
-        if not isinstance(raw, dict):
-            raise ValueError(f"service payload is not a JSON object: {data[:200]!r}")
+        raw = json_object(data, "service payload", MAX_PAYLOAD, ValueError)
         kind, name, url, host = (raw.get(k) for k in ("kind", "name", "url", "host"))
         if kind not in KINDS:
             raise ValueError(f"service payload has kind {kind!r} (one of {', '.join(KINDS)})")
@@ -164,6 +185,19 @@ class Service:
 
 
 @dataclass
+class Missing:
+    """A known component that is not registered now (killed, cut off, or stopped uncleanly):
+    its id (what ``artimon status --forget`` takes), the component as the findings name it,
+    its last known address, and when it last registered (epoch ms: it has been missing since
+    some time after; ZooKeeper keeps no time of an ephemeral's end)."""
+
+    id: str
+    component: str
+    address: str
+    registered: int
+
+
+@dataclass
 class Finding:
     component: str
     why: str
@@ -183,6 +217,7 @@ class SiteStatus:
     agents: list[AgentProcess] = field(default_factory=list)
     shards: list[Shard] = field(default_factory=list)
     services: list[Service] = field(default_factory=list)
+    missing: list[Missing] = field(default_factory=list)
     degraded: list[Finding] = field(default_factory=list)
 
     @property

@@ -5,7 +5,9 @@ process that serves it, or for a server it launched, by the launcher on that hos
 up`` for its own, a site's topology for its own: ``artimon.site.Topology``; ``artimon
 kafka`` and ``artimon hdfs`` with ``$ARTIMON_ZK`` set). It lives as long as the process's
 session and comes back after a session expiry (:class:`bookkeeper.zk.Registration`); its
-parent stays, so a kind left empty says that its last member is gone.
+parent stays, so a kind left empty says that its last member is gone. It is remembered in
+``/known/services/<kind>/<name>`` until a clean stop, so a process killed or cut off reads as
+missing (:mod:`artimon.status.known`).
 
 :class:`StackRegistrations` is ``artimon up``'s: the last component to start, the first to
 stop, it registers what the stack runs.
@@ -50,7 +52,9 @@ def register_service(
     host = name.rpartition(":")[0] or name
     payload = ServiceInfo(kind, name, url, host, int(time.time() * 1000), list(members), expect).to_json()
     ServiceInfo.from_json(payload)
-    registration = Registration(connect, layout.service(kind, name), payload, session_timeout=session_timeout)
+    path = layout.service(kind, name)
+    known = layout.known_record(path)
+    registration = Registration(connect, path, payload, session_timeout=session_timeout, known=known)
     registration.start()
     return registration
 

@@ -1,8 +1,8 @@
 """What ``artimon status`` reads from ZooKeeper: each member's own answer to ``srvr`` (its
 mode, so the leader; a member that does not answer within the timeout is down), and the
-Artimon tree under the root (agent groups, endpoints, VHMS replicas, services), read with
-kazoo's asynchronous calls, a level at a time, so a tree of thousands of znodes costs a few
-round trips, not one per znode.
+Artimon tree under the root (agent groups, endpoints, VHMS replicas, services, and what is
+known of them under ``/known``), read with kazoo's asynchronous calls, a level at a time, so
+a tree of thousands of znodes costs a few round trips, not one per znode.
 
 Discovery is open to readers (:mod:`bookkeeper.zk.acl`): no credentials are needed, and
 none are sent. A payload that does not parse is left out and counted in ``refused``.
@@ -22,7 +22,7 @@ from kazoo.exceptions import KazooException, NoNodeError
 from kazoo.handlers.threading import KazooTimeoutError
 
 from artimon.servers import four_letter_word
-from artimon.status.model import ServiceInfo, ZkMember
+from artimon.status.model import CATEGORIES, ServiceInfo, ZkMember, component_id
 from bookkeeper.zk import AgentInfo, ZkLayout
 
 __all__ = ["Registry", "ask_member", "read_registry"]
@@ -55,13 +55,17 @@ class Registry:
     """The tree under the root: ``groups`` group -> agent id -> (its payload, its znode's
     creation time in ms); ``endpoints`` the keys the agents own endpoints by
     (``<context segment>/<ip:port:uuid>``); ``shards`` shard -> replica name -> payload;
-    ``services`` kind -> name -> payload; ``refused`` payloads that did not parse."""
+    ``services`` kind -> name -> payload; ``refused`` payloads that did not parse; ``live``
+    the id (:func:`~artimon.status.model.component_id`) of each of these registered now,
+    parsed or not; ``known`` the records under ``/known``, by id."""
 
     groups: dict[str, dict[str, tuple[AgentInfo, int]]] = field(default_factory=dict)
     endpoints: list[str] = field(default_factory=list)
     shards: dict[str, dict[str, dict[str, Any]]] = field(default_factory=dict)
     services: dict[str, dict[str, ServiceInfo]] = field(default_factory=dict)
     refused: int = 0
+    live: set[str] = field(default_factory=set)
+    known: dict[str, bytes] = field(default_factory=dict)
 
 
 class _Reader:
@@ -128,7 +132,11 @@ def read_registry(connect: str, layout: ZkLayout, timeout: float) -> Registry | 
 
 def _read(reader: _Reader, layout: ZkLayout) -> Registry:
     registry = Registry()
+    for category in CATEGORIES:
+        for parent, named in reader.tree(f"{layout.known}/{category}").items():
+            registry.known.update({component_id(category, parent, n): data for n, (data, _) in named.items()})
     for group, members in reader.tree(f"{layout.root}/agents").items():
+        registry.live.update(component_id("agents", group, agent_id) for agent_id in members)
         registry.groups[group] = {}
         for agent_id, (data, created) in members.items():
             try:
@@ -140,6 +148,7 @@ def _read(reader: _Reader, layout: ZkLayout) -> Registry:
     registry.endpoints = [f"{c}/{name}" for c in contexts for name in listed[f"{layout.contexts}/{c}"]]
     for shard, replicas in reader.tree(f"{layout.root}/vhms").items():
         registry.shards[shard] = {}
+        registry.live.update(component_id("vhms", shard, name) for name in replicas)
         for name, (data, _) in replicas.items():
             try:
                 payload = json.loads(data)
@@ -151,6 +160,7 @@ def _read(reader: _Reader, layout: ZkLayout) -> Registry:
                 registry.refused += 1
     for kind, services in reader.tree(layout.services).items():
         registry.services[kind] = {}
+        registry.live.update(component_id("services", kind, name) for name in services)
         for name, (data, _) in services.items():
             try:
                 registry.services[kind][name] = ServiceInfo.from_json(data)

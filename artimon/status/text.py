@@ -1,6 +1,6 @@
 """The view as one screen of text (``artimon status`` without ``--json``): a line per
-ZooKeeper member, agent group, agent, shard replica and service, then what is degraded and
-why."""
+ZooKeeper member, agent group, agent, shard replica and service, the components known and
+not registered now (missing), then what is degraded and why."""
 
 from __future__ import annotations
 
@@ -13,6 +13,10 @@ __all__ = ["render_text"]
 
 def _clock(ms: int | None) -> str:
     return time.strftime("%H:%M:%S", time.gmtime(ms / 1000)) if ms else "-"
+
+
+def _day(ms: int) -> str:
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(ms / 1000))
 
 
 def _state(up: bool) -> str:
@@ -69,6 +73,9 @@ def render_text(status: SiteStatus) -> str:
         for s in status.services:
             said = s.detail if s.up else s.error
             lines.append(f"  {s.kind:<6} {s.name:<15} {_state(s.up)}  {said}  {s.url}")
+    if status.missing:
+        lines.append("missing (known, not registered now; artimon status --forget ID once gone for good)")
+        lines += [f"  {m.id:<32} last registered {_day(m.registered)} at {m.address}" for m in status.missing]
     if status.degraded:
         lines.append("degraded")
         lines += [f"  {f.component}: {f.why}" for f in status.degraded]

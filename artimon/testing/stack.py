@@ -80,6 +80,7 @@ class Stack:
         self.zk = f"{self.zookeeper.hosts}/artimon"
         self.flume_port = free_port()
         self.monitor_port = free_port()
+        self.vhms_port = free_port()  # started again as itself: the same member, not a new one
         self.agent_config = self.root / "agent" / "agent.properties"
         self.agent_config.write_text(self._agent_properties(None))
         self._vhms = Process("vhms", self._vhms_command, self.root / "vhms.log", "serving")
@@ -232,6 +233,8 @@ class Stack:
                 "vhms",
                 "--zk",
                 self.zk,
+                "--port",
+                str(self.vhms_port),
                 "--data-dir",
                 str(self.root / "vhms"),
             ),

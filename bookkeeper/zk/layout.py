@@ -11,6 +11,9 @@ Under a root (default ``/artimon``; an ``ARTIMON_ZK`` of ``host:port/other`` pic
     /config/status/<agent-id>                ephemeral   JSON: the version an agent runs or refused
     /services/<kind>/<name>                  ephemeral   JSON: kind, name, url, host, started
                                                          (what ``artimon status`` probes)
+    /known/agents|vhms|services/<a>/<b>      persistent  JSON KnownRecord (this module): the
+                                                         registration of the same path below
+                                                         the root, remembered past its session
 
 Path segments that come from users (context, group, shard, agent names) are percent-encoded
 so that a ``/`` in a context name cannot escape its directory.
@@ -39,6 +42,7 @@ __all__ = [
     "MAX_PAYLOAD",
     "AgentInfo",
     "EndpointInfo",
+    "KnownRecord",
     "ZkLayout",
     "json_object",
     "resolve_zk",
@@ -129,6 +133,17 @@ class ZkLayout:
 
     def service(self, kind: str, name: str) -> str:
         return f"{self.services}/{_segment(kind)}/{_segment(name)}"
+
+    @property
+    def known(self) -> str:
+        return f"{self.root}/known"
+
+    def known_record(self, path: str) -> str:
+        """Where the registration at ``path`` (under the root) is remembered: the same path
+        below ``/known`` (see :class:`KnownRecord`)."""
+        if not path.startswith(f"{self.root}/"):
+            raise ValueError(f"registration path {path!r} is not under the root {self.root!r}")
+        return f"{self.known}{path[len(self.root) :]}"
 
     @staticmethod
     def context_name(segment: str) -> str:
@@ -246,3 +261,29 @@ class AgentInfo:
     def from_znode(cls, group: str, name: str, data: bytes) -> AgentInfo:
         """Parse the payload of ``/agents/<group>/<name>`` (the membership recipe's decode)."""
         return cls.from_json(data)
+
+
+@dataclass(frozen=True)
+class KnownRecord:
+    """What a component leaves in ``/known/...`` beside its ephemeral registration, so that
+    ``artimon status`` can name it missing once the ephemeral is gone (Consul's and Nomad's
+    "failed" or "down" member, not a forgotten one): when it last registered (epoch ms) and
+    the registration's payload (its last known address). Written each time the registration
+    is made (once per start, again after a session expiry), deleted by a clean stop
+    (:meth:`bookkeeper.zk.Registration.close`) or ``artimon status --forget``."""
+
+    registered: int
+    payload: str
+
+    def to_json(self) -> bytes:
+        return json.dumps(asdict(self), sort_keys=True).encode()
+
+    @classmethod
+    def from_json(cls, data: bytes) -> KnownRecord:
+        """Parse a record; ``MalformedFrameError`` naming what is wrong."""
+        what = "known record"
+        raw = json_object(data, what, 2 * MAX_PAYLOAD, MalformedFrameError)
+        payload = raw.get("payload")
+        if not isinstance(payload, str) or len(payload) > MAX_PAYLOAD:
+            raise MalformedFrameError(f"known record has payload {str(payload)[:200]!r}")
+        return cls(_integer(raw, "registered", what, 0, 2**63 - 1), payload)

@@ -23,6 +23,13 @@ tightened first. When ZooKeeper refuses the registration for lack of rights (no
 credentials under a protected tree, or other ones), the refusal is logged once, counted in
 ``refusals``, and retried every ``_REFUSED_RETRY`` seconds: an operator may fix the
 credentials or the ACL while the process serves.
+
+With ``known`` (a path under ``/known``, :meth:`ZkLayout.known_record`) the registration is
+also remembered there, persistently (:class:`KnownRecord`: when, and the payload), each time
+the ephemeral is created: once per start, again after a session expiry, never per round. A
+process killed or cut off leaves it behind, so ``artimon status`` names the process missing
+rather than forgetting it; :meth:`close` (a clean stop) deletes it with the ephemeral. A
+record that cannot be written is logged: the registration stands without it.
 """
 
 from __future__ import annotations
@@ -31,6 +38,7 @@ import contextlib
 import enum
 import logging
 import threading
+import time
 
 from kazoo.client import KazooClient, KazooState
 from kazoo.exceptions import KazooException, NoAuthError, NodeExistsError, NoNodeError
@@ -39,6 +47,7 @@ from kazoo.retry import KazooRetry
 
 from bookkeeper.exceptions import ZkAccessError
 from bookkeeper.zk.acl import AUTH_ENV, ZkAuth, resolve_zk_auth, secure_path
+from bookkeeper.zk.layout import KnownRecord
 
 __all__ = ["Registration", "RegistrationState", "make_client"]
 
@@ -73,8 +82,9 @@ def make_client(
 
 
 class Registration:
-    """Keep the ephemeral ``path`` with ``payload`` alive in ZooKeeper at ``connect``;
-    ``auth`` as :func:`make_client` takes it."""
+    """Keep the ephemeral ``path`` with ``payload`` alive in ZooKeeper at ``connect``,
+    remembered in ``known`` if given (see the module doc); ``auth`` as :func:`make_client`
+    takes it."""
 
     def __init__(
         self,
@@ -85,10 +95,12 @@ class Registration:
         session_timeout: float = 10.0,
         warn_after: float = 2.0,
         auth: ZkAuth | str | None = None,
+        known: str | None = None,
     ) -> None:
         self.connect = connect
         self.path = path
         self.payload = payload
+        self.known = known
         self.warn_after = warn_after
         self.auth = resolve_zk_auth(auth)
         self.client = make_client(connect, session_timeout, auth=self.auth)
@@ -109,20 +121,46 @@ class Registration:
         self._thread.start()
 
     def close(self) -> None:
-        """Delete the znode (best effort) and close the session."""
+        """Delete the znode and its known record (best effort) and close the session."""
         self._closed.set()
         self._wake.set()
         self._thread.join(timeout=5)
         self.state = RegistrationState.CLOSED
         try:
             if self.client.connected:
-                _, stat = self.client.get(self.path)
-                if stat.ephemeralOwner == self.client.client_id[0]:  # a successor's node stays
-                    self.client.delete(self.path, version=stat.version)
+                self._leave()
         except KazooException:
-            pass  # the session end removes an ephemeral node anyway
+            pass  # the session end removes an ephemeral node anyway (a known record stays: missing)
         self.client.stop()
         self.client.close()
+
+    def _leave(self) -> None:
+        try:
+            _, stat = self.client.get(self.path)
+        except NoNodeError:
+            stat = None
+        if stat is not None and stat.ephemeralOwner != self.client.client_id[0]:
+            return  # a successor's node stays, and so does its record
+        if stat is not None:
+            self.client.delete(self.path, version=stat.version)
+        if self.known is not None:
+            with contextlib.suppress(NoNodeError):
+                self.client.delete(self.known)
+
+    def _remember(self) -> None:
+        """Write the known record (see the module doc); a failure leaves the registration be."""
+        if self.known is None:
+            return
+        record = KnownRecord(int(time.time() * 1000), self.payload.decode(errors="replace")).to_json()
+        try:
+            try:
+                self.client.create(self.known, record, makepath=True)
+            except NodeExistsError:
+                self.client.set(self.known, record)
+        except KazooException as exc:
+            log.warning(
+                "cannot write %s (%r): artimon status forgets this process once it is gone", self.known, exc
+            )
 
     def _on_state(self, state: str) -> None:
         # Called on kazoo's event thread: no blocking calls here, hand over to the worker.
@@ -200,6 +238,7 @@ class Registration:
         try:
             self.client.create(self.path, self.payload, ephemeral=True, makepath=True)
             self.registrations += 1
+            self._remember()
             if self._tampered:
                 self._restore("deleted")
             return self._watch()

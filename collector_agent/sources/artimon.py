@@ -167,12 +167,14 @@ class ArtimonSource(EventDrivenSource):
         self._zk.add_listener(self._session.on_state)
         self._zk.start_async()
         me = AgentInfo(socket.gethostname(), int(time.time() * 1000), self.name)
+        path = self.layout.agent(self.group, self.agent_id)
         self._registration = Registration(
             connect,
-            self.layout.agent(self.group, self.agent_id),
+            path,
             me.to_json(),
             session_timeout=self.session_timeout,
             auth=self.zk_auth,
+            known=self.layout.known_record(path),  # missing, not forgotten, once killed or cut off
         )
         self._registration.start()
         refresh = min(5.0, self.interval)

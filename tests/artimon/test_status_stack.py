@@ -81,6 +81,7 @@ SCHEMA = {
     "agents": [AGENT],
     "shards": [{"shard": str, "replicas": [REPLICA], "agree": bool}],
     "services": [SERVICE],
+    "missing": [{"id": str, "component": str, "address": str, "registered": int}],
     "degraded": [{"component": str, "why": str}],
     "healthy": bool,
 }

@@ -298,7 +298,12 @@ class VhmsService:
                 }
             ).encode()
             self.registration = Registration(
-                connect, path, payload, session_timeout=session_timeout, auth=zk_auth
+                connect,
+                path,
+                payload,
+                session_timeout=session_timeout,
+                auth=zk_auth,
+                known=layout.known_record(path),  # missing, not forgotten, once killed or cut off
             )
             self.registration.start()
             if catch_up is not None:

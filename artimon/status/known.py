@@ -1,0 +1,128 @@
+"""Known but not live: what ``artimon status`` says of a component that registered once and
+is not registered now, and how an operator forgets one that is gone for good.
+
+Each component that registers ephemerally (an ``artimon`` source's group membership, a VHMS
+member, a service: an agent's monitoring, a query API, the Kafka, HDFS or Spark a launcher
+started) also leaves a persistent record beside it, ``/known/<category>/<a>/<b>``
+(:class:`bookkeeper.zk.KnownRecord`), written when it registers and deleted by its clean
+stop. A record without its registration is a component killed, cut off, or stopped while
+ZooKeeper was out of its reach: *missing* (Consul's "failed", Nomad's "down"), named with its
+last known address until it comes back or ``artimon status --forget <id>`` forgets it. A
+record that does not parse is named as such, never a crash.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from kazoo.client import KazooClient
+from kazoo.exceptions import KazooException, NoAuthError, NoNodeError
+from kazoo.handlers.threading import KazooTimeoutError
+
+from artimon.status.model import Finding, Missing, ServiceInfo, split_component_id
+from artimon.status.registry import Registry, read_registry
+from bookkeeper.zk import AgentInfo, KnownRecord, ZkLayout, json_object, make_client, resolve_zk
+
+__all__ = ["forget", "missing_components"]
+
+_NAMED_AT_MOST = 5  # unreadable records named one by one; past that, counted
+
+
+def _component(category: str, parent: str, name: str) -> str:
+    """The component as the view's findings name it (a service ``<kind> <name>``)."""
+    return {
+        "agents": f"agent group {parent} member {name}",
+        "vhms": f"vhms shard {parent} replica {name}",
+    }.get(category, f"{parent} {name}")
+
+
+def _address(category: str, name: str, payload: bytes) -> str:
+    """The last known address in a registration's payload; ``ValueError`` if it does not parse."""
+    if category == "agents":
+        return AgentInfo.from_json(payload).host
+    if category == "services":
+        return ServiceInfo.from_json(payload).url
+    raw = json_object(payload, "vhms payload", len(payload) + 1, ValueError)
+    http_port = raw.get("http_port")
+    return f"{name} (http://{raw.get('host')}:{http_port})" if isinstance(http_port, int) else name
+
+
+def missing_components(registry: Registry) -> tuple[list[Missing], list[Finding]]:
+    """The known components not registered now, and a finding per known record that does
+    not parse (the first few named, the rest counted)."""
+    missing: list[Missing] = []
+    unreadable: list[str] = []
+    for component_id, data in sorted(registry.known.items()):
+        category, parent, name = split_component_id(component_id)
+        try:
+            record = KnownRecord.from_json(data)
+            address = _address(category, name, record.payload.encode())
+        except ValueError as exc:
+            unreadable.append(f"known record {component_id} does not parse: {exc}")
+            continue
+        if component_id not in registry.live:
+            missing.append(
+                Missing(component_id, _component(category, parent, name), address, record.registered)
+            )
+    found = [Finding("registry", why) for why in unreadable[:_NAMED_AT_MOST]]
+    if len(unreadable) > _NAMED_AT_MOST:
+        more = len(unreadable) - _NAMED_AT_MOST
+        found.append(Finding("registry", f"{more} more known records do not parse"))
+    return missing, found
+
+
+def _path(layout: ZkLayout, component_id: str) -> tuple[str, str]:
+    """(the registration's path, its known record's path) of an id."""
+    category, parent, name = split_component_id(component_id)
+    path = {
+        "agents": layout.agent(parent, name),
+        "vhms": layout.vhms_member(parent, *name.rsplit(":", 1)) if ":" in name else "",
+        "services": layout.service(parent, name),
+    }[category]
+    if not path:
+        raise ValueError(f"{component_id!r}: a VHMS member is named <ip>:<port>")
+    return path, layout.known_record(path)
+
+
+def forget(
+    zk: str | None, ids: Sequence[str], *, missing: bool = False, timeout: float = 10.0
+) -> list[tuple[bool, str]]:
+    """Forget the known components ``ids`` (and with ``missing``, every one missing now) in
+    ``zk`` (default ``$ARTIMON_ZK``), with the process's credentials: per id, whether it was
+    forgotten and a line saying so or why not (one registered now is not: stop it first).
+    ``ValueError`` for an id that is not one, ``RuntimeError`` when ZooKeeper does not answer."""
+    connect, layout = resolve_zk(zk)
+    wanted = list(dict.fromkeys(ids))
+    for component_id in wanted:
+        split_component_id(component_id)
+    if missing:
+        registry = read_registry(connect, layout, timeout)
+        if isinstance(registry, str):
+            raise RuntimeError(registry)
+        wanted += [m.id for m in missing_components(registry)[0] if m.id not in wanted]
+    paths = {component_id: _path(layout, component_id) for component_id in wanted}
+    client = make_client(connect, timeout)
+    try:
+        client.start(timeout=timeout)
+    except KazooTimeoutError:
+        client.close()
+        raise RuntimeError(f"no ZooKeeper member of {connect} took a session within {timeout:g} s") from None
+    try:
+        return [_forget_one(client, component_id, *paths[component_id]) for component_id in wanted]
+    except KazooException as exc:
+        raise RuntimeError(f"ZooKeeper {connect}: {type(exc).__name__} {exc}") from None
+    finally:
+        client.stop()
+        client.close()
+
+
+def _forget_one(client: KazooClient, component_id: str, path: str, known: str) -> tuple[bool, str]:
+    if client.exists(path):
+        return False, f"{component_id}: registered now, not forgotten (its clean stop forgets it)"
+    try:
+        client.delete(known)
+    except NoNodeError:
+        return False, f"{component_id}: not known"
+    except NoAuthError:
+        return False, f"{component_id}: ZooKeeper refuses to delete {known} with these credentials"
+    return True, f"forgot {component_id}"
