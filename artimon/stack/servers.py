@@ -8,6 +8,7 @@ from pathlib import Path
 
 from artimon.servers import HdfsServer, KafkaCluster, ZooKeeperServer
 from artimon.stack.agents import KAFKA_TOPIC
+from artimon.status import forget_everything
 
 
 class ZooKeeper:
@@ -26,6 +27,7 @@ class ZooKeeper:
         self.server = server
         self.external = external
         self.credentials = credentials
+        self.forgotten: list[str] = []  # known components of a last run that was killed
 
     @property
     def hosts(self) -> str:
@@ -34,6 +36,8 @@ class ZooKeeper:
     def start(self) -> None:
         if self.server is not None:
             self.server.start()
+            # its own ZooKeeper: what its last run left known died with it (killed, not stopped)
+            self.forgotten = forget_everything(self.server.hosts)
 
     def ready_lines(self) -> list[str]:
         acls = f"; ACLs on, other processes authenticate with {self.credentials}" if self.credentials else ""
@@ -44,7 +48,13 @@ class ZooKeeper:
             if self.server.port == 2181
             else f"other processes find it with ARTIMON_ZK={self.server.hosts}"
         )
-        return [f"[ready] zookeeper  {self.server.hosts} (pid {self.server.pid}): {found}{acls}"]
+        lines = [f"[ready] zookeeper  {self.server.hosts} (pid {self.server.pid}): {found}{acls}"]
+        if self.forgotten:
+            lines.append(
+                f"[ready] zookeeper  forgot {len(self.forgotten)} components its last run left known "
+                f"(it was killed): {', '.join(self.forgotten)}"
+            )
+        return lines
 
     def stop(self) -> None:
         if self.server is not None:

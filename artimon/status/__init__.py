@@ -16,7 +16,7 @@ how late, and what is degraded and why, read from ZooKeeper and each component's
 from __future__ import annotations
 
 from artimon.status.collect import collect, findings
-from artimon.status.known import forget
+from artimon.status.known import forget, forget_everything
 from artimon.status.model import (
     AgentGroup,
     AgentProcess,
@@ -52,6 +52,7 @@ __all__ = [
     "collect",
     "findings",
     "forget",
+    "forget_everything",
     "launcher_service",
     "register_service",
     "render_html",

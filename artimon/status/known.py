@@ -13,17 +13,18 @@ record that does not parse is named as such, never a crash.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Sequence
 
 from kazoo.client import KazooClient
 from kazoo.exceptions import KazooException, NoAuthError, NoNodeError
 from kazoo.handlers.threading import KazooTimeoutError
 
-from artimon.status.model import Finding, Missing, ServiceInfo, split_component_id
+from artimon.status.model import CATEGORIES, Finding, Missing, ServiceInfo, component_id, split_component_id
 from artimon.status.registry import Registry, read_registry
 from bookkeeper.zk import AgentInfo, KnownRecord, ZkLayout, json_object, make_client, resolve_zk
 
-__all__ = ["forget", "missing_components"]
+__all__ = ["forget", "forget_everything", "missing_components"]
 
 _NAMED_AT_MOST = 5  # unreadable records named one by one; past that, counted
 
@@ -52,18 +53,16 @@ def missing_components(registry: Registry) -> tuple[list[Missing], list[Finding]
     not parse (the first few named, the rest counted)."""
     missing: list[Missing] = []
     unreadable: list[str] = []
-    for component_id, data in sorted(registry.known.items()):
-        category, parent, name = split_component_id(component_id)
+    for ident, data in sorted(registry.known.items()):
+        category, parent, name = split_component_id(ident)
         try:
             record = KnownRecord.from_json(data)
             address = _address(category, name, record.payload.encode())
         except ValueError as exc:
-            unreadable.append(f"known record {component_id} does not parse: {exc}")
+            unreadable.append(f"known record {ident} does not parse: {exc}")
             continue
-        if component_id not in registry.live:
-            missing.append(
-                Missing(component_id, _component(category, parent, name), address, record.registered)
-            )
+        if ident not in registry.live:
+            missing.append(Missing(ident, _component(category, parent, name), address, record.registered))
     found = [Finding("registry", why) for why in unreadable[:_NAMED_AT_MOST]]
     if len(unreadable) > _NAMED_AT_MOST:
         more = len(unreadable) - _NAMED_AT_MOST
@@ -71,16 +70,16 @@ def missing_components(registry: Registry) -> tuple[list[Missing], list[Finding]
     return missing, found
 
 
-def _path(layout: ZkLayout, component_id: str) -> tuple[str, str]:
+def _path(layout: ZkLayout, ident: str) -> tuple[str, str]:
     """(the registration's path, its known record's path) of an id."""
-    category, parent, name = split_component_id(component_id)
+    category, parent, name = split_component_id(ident)
     path = {
         "agents": layout.agent(parent, name),
         "vhms": layout.vhms_member(parent, *name.rsplit(":", 1)) if ":" in name else "",
         "services": layout.service(parent, name),
     }[category]
     if not path:
-        raise ValueError(f"{component_id!r}: a VHMS member is named <ip>:<port>")
+        raise ValueError(f"{ident!r}: a VHMS member is named <ip>:<port>")
     return path, layout.known_record(path)
 
 
@@ -93,14 +92,14 @@ def forget(
     ``ValueError`` for an id that is not one, ``RuntimeError`` when ZooKeeper does not answer."""
     connect, layout = resolve_zk(zk)
     wanted = list(dict.fromkeys(ids))
-    for component_id in wanted:
-        split_component_id(component_id)
+    for ident in wanted:
+        split_component_id(ident)
     if missing:
         registry = read_registry(connect, layout, timeout)
         if isinstance(registry, str):
             raise RuntimeError(registry)
         wanted += [m.id for m in missing_components(registry)[0] if m.id not in wanted]
-    paths = {component_id: _path(layout, component_id) for component_id in wanted}
+    paths = {ident: _path(layout, ident) for ident in wanted}
     client = make_client(connect, timeout)
     try:
         client.start(timeout=timeout)
@@ -108,7 +107,7 @@ def forget(
         client.close()
         raise RuntimeError(f"no ZooKeeper member of {connect} took a session within {timeout:g} s") from None
     try:
-        return [_forget_one(client, component_id, *paths[component_id]) for component_id in wanted]
+        return [_forget_one(client, ident, *paths[ident]) for ident in wanted]
     except KazooException as exc:
         raise RuntimeError(f"ZooKeeper {connect}: {type(exc).__name__} {exc}") from None
     finally:
@@ -116,13 +115,51 @@ def forget(
         client.close()
 
 
-def _forget_one(client: KazooClient, component_id: str, path: str, known: str) -> tuple[bool, str]:
+def _forget_one(client: KazooClient, ident: str, path: str, known: str) -> tuple[bool, str]:
     if client.exists(path):
-        return False, f"{component_id}: registered now, not forgotten (its clean stop forgets it)"
+        return False, f"{ident}: registered now, not forgotten (its clean stop forgets it)"
     try:
         client.delete(known)
     except NoNodeError:
-        return False, f"{component_id}: not known"
+        return False, f"{ident}: not known"
     except NoAuthError:
-        return False, f"{component_id}: ZooKeeper refuses to delete {known} with these credentials"
-    return True, f"forgot {component_id}"
+        return False, f"{ident}: ZooKeeper refuses to delete {known} with these credentials"
+    return True, f"forgot {ident}"
+
+
+def forget_everything(zk: str | None, timeout: float = 10.0) -> list[str]:
+    """Forget every known component; the ids forgotten. ``artimon up`` does it at start on a
+    ZooKeeper of its own: what its last run left known (killed with it) comes back as itself
+    or not at all, on ports of this run. ``RuntimeError`` when ZooKeeper does not answer."""
+    connect, layout = resolve_zk(zk)
+    client = make_client(connect, timeout)
+    try:
+        client.start(timeout=timeout)
+    except KazooTimeoutError:
+        client.close()
+        raise RuntimeError(f"no ZooKeeper member of {connect} took a session within {timeout:g} s") from None
+    try:
+        forgotten = []
+        for category in CATEGORIES:
+            base = f"{layout.known}/{category}"
+            for parent in _children(client, base):
+                names = _children(client, f"{base}/{parent}")
+                forgotten += [
+                    component_id(category, ZkLayout.context_name(parent), ZkLayout.context_name(n))
+                    for n in names
+                ]
+        with contextlib.suppress(NoNodeError):
+            client.delete(layout.known, recursive=True)
+        return forgotten
+    except KazooException as exc:
+        raise RuntimeError(f"ZooKeeper {connect}: {type(exc).__name__} {exc}") from None
+    finally:
+        client.stop()
+        client.close()
+
+
+def _children(client: KazooClient, path: str) -> list[str]:
+    try:
+        return sorted(client.get_children(path))
+    except NoNodeError:
+        return []

@@ -230,25 +230,33 @@ class _Schedule:
         self.site, self.topology = site, topology
         self.faults: list[Fault] = []
 
-    def _named(self, fault: Fault, component: str) -> None:
+    def _named(self, fault: Fault, component: str, missing: int = 0) -> None:
         """Wait until ``artimon status --json`` says a component starting with ``component``
-        is degraded."""
+        is degraded (with ``missing``, that many such are missing: their registrations expired)."""
 
         def named() -> bool:
             found = [f for f in _status(self.topology.zk)["degraded"] if f["component"].startswith(component)]
+            found = [f for f in found if f["why"].startswith("missing: ")] if missing else found
             fault.named = f"{found[0]['component']}: {found[0]['why']}" if found else ""
-            return bool(found)
+            return len(found) >= max(missing, 1)
 
         wait_until(named, timeout=90, what=f"artimon status naming {component!r} ({fault.name})")
 
     def simple(
-        self, name: str, component: str, inject: Callable[[], None], heal: Callable[[], None], rounds: int = 2
+        self,
+        name: str,
+        component: str,
+        inject: Callable[[], None],
+        heal: Callable[[], None],
+        rounds: int = 2,
+        missing: int = 0,
     ) -> None:
-        """Inject; hold ``rounds`` rounds and until ``artimon status`` named ``component``; heal."""
+        """Inject; hold ``rounds`` rounds and until ``artimon status`` named ``component``
+        (``missing`` of them missing, if given); heal."""
         fault = Fault(name, _round_now())
         inject()
         held_until = time.monotonic() + rounds * INTERVAL
-        self._named(fault, component)
+        self._named(fault, component, missing)
         time.sleep(max(0.0, held_until - time.monotonic()))  # the fault's length: a schedule
         heal()
         fault.healed = _round_now()
@@ -379,6 +387,7 @@ class _Schedule:
             lambda: site.partition(stores.name),
             lambda: site.heal(stores.name),
             rounds=60 // INTERVAL,
+            missing=2,  # both store agents, once their registrations expired
         )
         return self.faults
 

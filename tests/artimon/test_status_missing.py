@@ -3,7 +3,8 @@ is *missing* in ``artimon status``, not forgotten. On the session's real ZooKeep
 member killed -9 is named missing (with its last address) once its session expired, one
 stopped cleanly is not listed at all, ``--forget`` forgets the missing one (and refuses a
 live one, an unknown one, an id that is not one); garbage in a known record is named, never a
-crash. Waits poll the view with deadlines (a loaded machine takes its time), never sleep."""
+crash; ``artimon up``'s start on a ZooKeeper of its own forgets everything its killed last run
+left known. Waits poll the view with deadlines (a loaded machine takes its time), never sleep."""
 
 from __future__ import annotations
 
@@ -19,7 +20,7 @@ from kazoo.client import KazooClient
 from support import wait_until
 
 from artimon.servers import free_port
-from artimon.status import collect, forget
+from artimon.status import collect, forget, forget_everything
 from artimon.status.model import component_id, split_component_id
 from artimon.testing import start_ready_process
 from bookkeeper.exceptions import MalformedFrameError
@@ -139,6 +140,8 @@ def test_garbage_in_known_records_is_named_not_a_crash(zk_hosts: str) -> None:
         view = _view(zk_hosts, command=True)
         forgotten = _artimon("status", "--zk", zk_hosts, "--forget-missing")
         left = client.get_children(f"{layout.known}/agents/site")
+        everything = forget_everything(zk_hosts)  # artimon up's start on a ZooKeeper of its own
+        assert client.exists(layout.known) is None
     finally:
         client.stop()
         client.close()
@@ -152,5 +155,6 @@ def test_garbage_in_known_records_is_named_not_a_crash(zk_hosts: str) -> None:
     assert (forgotten.returncode, forgotten.stdout, left) == (0, "forgot agents/site/h6\n", []), (
         forgotten.stderr
     )
+    assert everything == ["services/api/127.0.0.1:1", "services/api/127.0.0.1:2"]
     with pytest.raises(ValueError, match="'contexts/app/x' is not a component id"):
         forget(zk_hosts, ["contexts/app/x"])

@@ -11,6 +11,7 @@ from artimon.servers import ZooKeeperServer
 from bookkeeper import Bookkeeper, EndpointInfo, read_endpoint, resolve_zk
 from bookkeeper.ground import list_endpoints
 from bookkeeper.testing import AppProcess, expire_session, start_app
+from bookkeeper.zk import KnownRecord, Registration
 from bookkeeper.zk.registration import RegistrationState
 
 
@@ -88,6 +89,41 @@ def test_session_expiry_re_registers(zk: KazooClient, zk_hosts: str) -> None:
     finally:
         bk.close()
     assert not zk.exists(registration.path)
+
+
+@pytest.mark.slow
+def test_a_known_registration_outlives_its_session_in_its_record_and_a_clean_close_forgets_it(
+    zk: KazooClient, zk_hosts: str
+) -> None:
+    """The record under ``/known`` (what ``artimon status`` names missing): written at each
+    registration, left by a session that ends without ``close()`` (a kill), deleted by it."""
+    connect, layout = resolve_zk(zk_hosts)
+    paths = [layout.service("api", f"127.0.0.1:{port}") for port in (1, 2)]
+    kept, killed = (
+        Registration(connect, path, b'{"a": 1}', session_timeout=2.0, known=layout.known_record(path))
+        for path in paths
+    )
+    for registration in (kept, killed):
+        registration.start()
+    try:
+        assert kept.registered.wait(30) and killed.registered.wait(30)
+        first = KnownRecord.from_json(zk.get(kept.known)[0])
+        assert first.payload == '{"a": 1}' and first.registered > 0
+        expire_session(connect, kept.client)
+        wait_until(
+            lambda: kept.registrations == 2 and kept.state is RegistrationState.REGISTERED,
+            30,
+            "re-registration",
+        )
+        assert KnownRecord.from_json(zk.get(kept.known)[0]).registered >= first.registered
+        killed.client.stop()  # its session ends, nothing deleted by the process: a kill
+        wait_until(lambda: not zk.exists(killed.path), 30, "the killed one's ephemeral gone")
+        assert zk.exists(killed.known), "the record stays: the component is missing, not forgotten"
+    finally:
+        kept.close()
+        killed.close()
+    assert not zk.exists(kept.path) and not zk.exists(kept.known)
+    assert zk.exists(killed.known), "close() without a session cannot forget: artimon status --forget does"
 
 
 @pytest.mark.slow
