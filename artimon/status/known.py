@@ -75,11 +75,9 @@ def _path(layout: ZkLayout, ident: str) -> tuple[str, str]:
     category, parent, name = split_component_id(ident)
     path = {
         "agents": layout.agent(parent, name),
-        "vhms": layout.vhms_member(parent, *name.rsplit(":", 1)) if ":" in name else "",
+        "vhms": f"{layout.vhms_shard(parent)}/{name}",  # ip:port, as VhmsService names it
         "services": layout.service(parent, name),
     }[category]
-    if not path:
-        raise ValueError(f"{ident!r}: a VHMS member is named <ip>:<port>")
     return path, layout.known_record(path)
 
 

@@ -53,9 +53,10 @@ def render_text(status: SiteStatus) -> str:
         count = f", {m.znodes} znodes" if m.znodes is not None else ""
         lines.append(f"  {m.address:<22} {_state(m.up)}  {m.mode or m.error}{count}")
     for group in status.groups:
+        gone = sum(m.component.startswith(f"agent group {group.group} member ") for m in status.missing)
         lines.append(
-            f"agent group {group.group}: {len(group.members)} alive, {group.endpoints} endpoints, "
-            f"{group.unowned} unowned"
+            f"agent group {group.group}: {len(group.members)} alive{f', {gone} missing' if gone else ''}, "
+            f"{group.endpoints} endpoints, {group.unowned} unowned"
         )
         lines += [
             f"  {a.id:<22} owns {a.endpoints:<5} on {a.host} (source {a.source})" for a in group.members
