@@ -153,11 +153,13 @@ class Registration:
             return
         record = KnownRecord(int(time.time() * 1000), self.payload.decode(errors="replace")).to_json()
         try:
+            if self.auth is not None:  # its parents as the registration's: Artimon's ACL
+                secure_path(self.client, self.known.rpartition("/")[0], self.auth.acl())
             try:
                 self.client.create(self.known, record, makepath=True)
             except NodeExistsError:
                 self.client.set(self.known, record)
-        except KazooException as exc:
+        except (KazooException, ZkAccessError) as exc:
             log.warning(
                 "cannot write %s (%r): artimon status forgets this process once it is gone", self.known, exc
             )

@@ -129,6 +129,8 @@ def test_with_credentials_an_anonymous_client_cannot_write_anything(
         current = f"{layout.agent_config('a1')}/current"
         assert admin.get_acls(endpoint)[0] == auth.acl()
         assert admin.get_acls(member)[0] == auth.acl()
+        known = layout.known_record(member)  # what artimon status names missing once it is gone
+        assert admin.get_acls(known)[0] == auth.acl()
         for path in (layout.config, layout.agent_configs, current, layout.config_status("a1")):
             assert admin.get_acls(path)[0] == auth.acl(private=True), path
         attempts: dict[str, Callable[[], object]] = {
@@ -139,6 +141,8 @@ def test_with_credentials_an_anonymous_client_cannot_write_anything(
                 layout.vhms_member("s9", "6.6.6.6", 666), b"{}", ephemeral=True, makepath=True
             ),
             "deleting a shard member": lambda: anonymous.delete(member),
+            "forgetting a known shard member": lambda: anonymous.delete(known),
+            "rewriting a known shard member": lambda: anonymous.set(known, b"{}"),
             "deleting an endpoint": lambda: anonymous.delete(endpoint),
             "rewriting an endpoint": lambda: anonymous.set(endpoint, b"{}"),
             "re-ACLing an endpoint": lambda: anonymous.set_acls(endpoint, OPEN_ACL_UNSAFE),
