@@ -14,7 +14,7 @@ record that does not parse is named as such, never a crash.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 
 from kazoo.client import KazooClient
 from kazoo.exceptions import KazooException, NoAuthError, NoNodeError
@@ -22,7 +22,7 @@ from kazoo.handlers.threading import KazooTimeoutError
 
 from artimon.status.model import CATEGORIES, Finding, Missing, ServiceInfo, component_id, split_component_id
 from artimon.status.registry import Registry, read_registry
-from bookkeeper.zk import AgentInfo, KnownRecord, ZkLayout, json_object, make_client, resolve_zk
+from bookkeeper.zk import MAX_PAYLOAD, AgentInfo, KnownRecord, ZkLayout, json_object, make_client, resolve_zk
 
 __all__ = ["forget", "forget_everything", "missing_components"]
 
@@ -43,7 +43,7 @@ def _address(category: str, name: str, payload: bytes) -> str:
         return AgentInfo.from_json(payload).host
     if category == "services":
         return ServiceInfo.from_json(payload).url
-    raw = json_object(payload, "vhms payload", len(payload) + 1, ValueError)
+    raw = json_object(payload, "vhms payload", MAX_PAYLOAD, ValueError)
     http_port = raw.get("http_port")
     return f"{name} (http://{raw.get('host')}:{http_port})" if isinstance(http_port, int) else name
 
@@ -98,19 +98,8 @@ def forget(
             raise RuntimeError(registry)
         wanted += [m.id for m in missing_components(registry)[0] if m.id not in wanted]
     paths = {ident: _path(layout, ident) for ident in wanted}
-    client = make_client(connect, timeout)
-    try:
-        client.start(timeout=timeout)
-    except KazooTimeoutError:
-        client.close()
-        raise RuntimeError(f"no ZooKeeper member of {connect} took a session within {timeout:g} s") from None
-    try:
+    with _session(connect, timeout) as client:
         return [_forget_one(client, ident, *paths[ident]) for ident in wanted]
-    except KazooException as exc:
-        raise RuntimeError(f"ZooKeeper {connect}: {type(exc).__name__} {exc}") from None
-    finally:
-        client.stop()
-        client.close()
 
 
 def _forget_one(client: KazooClient, ident: str, path: str, known: str) -> tuple[bool, str]:
@@ -130,13 +119,7 @@ def forget_everything(zk: str | None, timeout: float = 10.0) -> list[str]:
     ZooKeeper of its own: what its last run left known (killed with it) comes back as itself
     or not at all, on ports of this run. ``RuntimeError`` when ZooKeeper does not answer."""
     connect, layout = resolve_zk(zk)
-    client = make_client(connect, timeout)
-    try:
-        client.start(timeout=timeout)
-    except KazooTimeoutError:
-        client.close()
-        raise RuntimeError(f"no ZooKeeper member of {connect} took a session within {timeout:g} s") from None
-    try:
+    with _session(connect, timeout) as client:
         forgotten = []
         for category in CATEGORIES:
             base = f"{layout.known}/{category}"
@@ -149,6 +132,20 @@ def forget_everything(zk: str | None, timeout: float = 10.0) -> list[str]:
         with contextlib.suppress(NoNodeError):
             client.delete(layout.known, recursive=True)
         return forgotten
+
+
+@contextlib.contextmanager
+def _session(connect: str, timeout: float) -> Iterator[KazooClient]:
+    """A session with the process's credentials; ``RuntimeError`` when ZooKeeper does not
+    answer or fails a request."""
+    client = make_client(connect, timeout)
+    try:
+        client.start(timeout=timeout)
+    except KazooTimeoutError:
+        client.close()
+        raise RuntimeError(f"no ZooKeeper member of {connect} took a session within {timeout:g} s") from None
+    try:
+        yield client
     except KazooException as exc:
         raise RuntimeError(f"ZooKeeper {connect}: {type(exc).__name__} {exc}") from None
     finally:

@@ -2,7 +2,8 @@
 outlives session loss, and the credentials and ACLs that keep anonymous clients from
 writing any of it.
 
-Layout (``layout.py``: the paths, the endpoint and agent payloads and their checks, and
+Layout (``layout.py``: the paths, the endpoint and agent payloads and their checks, the
+record a registration leaves under ``/known`` (:class:`KnownRecord`), and
 :func:`json_object`, the bounded read of any znode's JSON),
 :class:`Registration` (``registration.py``, its state machine in its doc), ``acl.py``
 (:class:`ZkAuth`, :func:`resolve_zk_auth`, :func:`secure_path`). The membership recipe that
