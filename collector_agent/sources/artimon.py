@@ -168,13 +168,9 @@ class ArtimonSource(EventDrivenSource):
         self._zk.start_async()
         me = AgentInfo(socket.gethostname(), int(time.time() * 1000), self.name)
         path = self.layout.agent(self.group, self.agent_id)
+        known = self.layout.known_record(path)  # missing, not forgotten, once killed or cut off
         self._registration = Registration(
-            connect,
-            path,
-            me.to_json(),
-            session_timeout=self.session_timeout,
-            auth=self.zk_auth,
-            known=self.layout.known_record(path),  # missing, not forgotten, once killed or cut off
+            connect, path, me.to_json(), session_timeout=self.session_timeout, auth=self.zk_auth, known=known
         )
         self._registration.start()
         refresh = min(5.0, self.interval)
