@@ -2,12 +2,21 @@
 SparkSession per test session on a standalone master and worker (started by the first test
 that asks: its JVMs take about 15 s), waiting on a condition with a deadline, a corpus
 of regexes that make backtracking engines explode (the store's and the query API's
-hardening tests), and the order that runs tests marked ``last`` after the others. What
-tests import by name lives in ``support.py``."""
+hardening tests), ``artimon up``'s default ports and the machine's network namespaces, and
+the pytest-xdist groups (below). What tests import by name lives in ``support.py``.
+
+The README's command runs the suite on two pytest-xdist workers (``-n 2 --dist loadgroup``),
+each a session of its own with its own session fixtures. A test that takes something only one
+worker may hold runs on one worker, in an ``xdist_group`` given by the fixtures it uses
+(:data:`XDIST_GROUPS`), so no test file names a group: the session's Spark, HDFS and Kafka
+clusters (started once, not once per worker: they are most of the suite's memory), ``artimon
+up``'s default ports, the machine's one site of network namespaces. The other tests go to
+whichever worker is free."""
 
 from __future__ import annotations
 
 import os
+import socket
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -18,12 +27,57 @@ from hypothesis import strategies as st
 from support import TlsFiles, wait_until
 
 from artimon.servers import SparkCluster, ZooKeeperServer, spark_kafka_conf
+from artimon.site import unavailable_reason
+
+# fixture -> the xdist group of every test that uses it (directly or through another fixture)
+XDIST_GROUPS = {
+    "spark": "clusters",
+    "hdfs": "clusters",
+    "history_root": "clusters",  # a root on the session's HDFS (getfixturevalue: not in fixturenames)
+    "spark_cluster": "clusters",
+    "kafka": "clusters",
+    "default_ports": "default-ports",
+    "netns": "site",
+}
+DEFAULT_PORTS = {"ZooKeeper": 2181, "the query API": 8080, "the Flume Thrift source": 4141}
 
 
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist's own hook, which reads the marks
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Tests marked ``last`` run after the others: they check what ran meanwhile (an alert
-    that needs a minute of pending)."""
-    items.sort(key=lambda item: item.get_closest_marker("last") is not None)
+    """Each test that uses a fixture of :data:`XDIST_GROUPS` joins its group (one at most)."""
+    for item in items:
+        groups = {XDIST_GROUPS[name] for name in getattr(item, "fixturenames", ()) if name in XDIST_GROUPS}
+        if len(groups) > 1:
+            raise pytest.UsageError(f"{item.nodeid} uses fixtures of two xdist groups: {sorted(groups)}")
+        for group in groups:
+            item.add_marker(pytest.mark.xdist_group(group))
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """On a worker of ``--dist loadgroup``, pytest-xdist tells its scheduler a test's group by
+    appending ``@<group>`` to its id; where it cannot (pytest 9.2's node ids, pytest-xdist
+    issue 1386) it ignores the groups without a word, so the grouped tests fail instead."""
+    grouped = item.get_closest_marker("xdist_group") is not None
+    if grouped and getattr(item.config.option, "loadgroup", False) and "@" not in item.nodeid:
+        pytest.fail("pytest-xdist dropped this test's xdist_group: its scheduler would split the group")
+
+
+@pytest.fixture(scope="module")
+def default_ports() -> None:
+    """``artimon up``'s default ports, free: the README's and the docs' commands address them."""
+    for what, port in DEFAULT_PORTS.items():
+        with socket.socket() as probe:
+            if probe.connect_ex(("127.0.0.1", port)) == 0:
+                pytest.fail(f"port {port} is taken: artimon up runs {what} there by default, as the docs do")
+
+
+@pytest.fixture
+def netns() -> None:
+    """This machine's network namespaces, for a site (:mod:`artimon.site`): the test is skipped
+    where it cannot make them (not root, no ``ip netns``). One site at a time per machine."""
+    reason = unavailable_reason()
+    if reason is not None:
+        pytest.skip(reason)
 
 
 @pytest.fixture(scope="session")

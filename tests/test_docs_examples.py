@@ -6,10 +6,11 @@ each ``sh`` block in that directory with bash (``-e``: a failing line fails it),
 A ``python`` or ``sh`` block not meant to run says so on the line before its fence:
 ``<!-- not run: why -->`` (a synopsis, a server that runs until Ctrl-C, a host of yours).
 Other blocks (output, configuration, grammar) are not commands. docs/alerts.md's "Try it"
-is two terminals: its second line runs here beside the demo until its PENDING and FIRING
-lines. No ``python`` or ``sh`` block, run or not, names a host but 127.0.0.1, localhost,
-0.0.0.0 (a bind address), an RFC 5737 address, a name under example.com/.net/.org or an
-upper-case placeholder (``HOST``)."""
+is two terminals: its second line runs here beside the demo from the start, its PENDING and
+FIRING lines checked after the other examples (the rule's minute of pending spent meanwhile).
+No ``python`` or ``sh`` block, run or not, names a host but 127.0.0.1, localhost, 0.0.0.0
+(a bind address), an RFC 5737 address, a name under example.com/.net/.org or an upper-case
+placeholder (``HOST``)."""
 
 from __future__ import annotations
 
@@ -18,7 +19,6 @@ import os
 import re
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -101,19 +101,15 @@ def test_no_command_block_names_another_host() -> None:
 class Demo:
     """The demo stack's directory, and docs/alerts.md's "Try it" second terminal, started
     beside it at once (its rule needs a minute of pending to fire: that minute runs while
-    the other examples and the rest of the session do; the stack lives until its end)."""
+    the other examples do; the module's last test checks it)."""
 
     cwd: Path
     alerts: Lines
 
 
-@pytest.fixture(scope="session")
-def demo(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Demo]:
+@pytest.fixture(scope="module")
+def demo(default_ports: None, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Demo]:
     """``artimon up --demo`` on its default ports (the docs' 8080 and 2181), two rounds in."""
-    for port in (2181, 8080, 4141):
-        with socket.socket() as probe:
-            if probe.connect_ex(("127.0.0.1", port)) == 0:
-                pytest.fail(f"port {port} is taken: the docs' examples address the demo there")
     cwd = tmp_path_factory.mktemp("docs-demo")
     (cwd / "docs" / "examples").mkdir(parents=True)  # the rules file where the page's command finds it
     shutil.copy(ROOT / "docs" / "examples" / "alerts.yaml", cwd / "docs" / "examples")
@@ -190,7 +186,6 @@ def test_a_pages_python_examples_run_in_order(demo: Demo, page: Path, tmp_path: 
 
 
 @pytest.mark.slow
-@pytest.mark.last
 def test_the_alerts_try_it_pends_then_fires(demo: Demo) -> None:
     demo.alerts.until(lambda line: line.startswith("alerts: 5 rule(s)"), 60, "the header line")
     pending = demo.alerts.until(lambda line: " PENDING " in line, 180, "a PENDING line")

@@ -10,7 +10,6 @@ import json
 import os
 import re
 import signal
-import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -20,7 +19,6 @@ from support import Lines
 
 ROOT = Path(__file__).resolve().parents[2]
 ARTIMON = [sys.executable, "-m", "artimon"]
-DEFAULT_PORTS = {"ZooKeeper": 2181, "the query API": 8080, "the Flume Thrift source": 4141}
 pytestmark = pytest.mark.slow
 
 
@@ -54,11 +52,7 @@ def has_values(records: list[dict]) -> bool:
     return any(value is not None for record in records for value in record["values"])
 
 
-def test_the_readme_quick_start_as_a_user(tmp_path: Path) -> None:
-    for what, port in DEFAULT_PORTS.items():
-        with socket.socket() as probe:
-            if probe.connect_ex(("127.0.0.1", port)) == 0:
-                pytest.fail(f"port {port} is taken: the quick start runs {what} there, as a user would")
+def test_the_readme_quick_start_as_a_user(default_ports: None, tmp_path: Path) -> None:
     env = {
         k: v
         for k, v in os.environ.items()

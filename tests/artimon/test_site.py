@@ -19,10 +19,8 @@ from kazoo.retry import KazooRetry
 from support import wait_until
 
 from artimon.servers import ZooKeeperEnsemble
-from artimon.site import STATE_DIR, Network, Site, clean_leftovers, live_sites, unavailable_reason
+from artimon.site import STATE_DIR, Network, Site, clean_leftovers, live_sites
 from artimon.site.hosts import ip
-
-needs_root = pytest.mark.skipif(unavailable_reason() is not None, reason=str(unavailable_reason()))
 
 
 def _leftovers(prefix: str) -> list[str]:
@@ -67,7 +65,7 @@ def _listener(network: Network, host: str) -> subprocess.Popen[str]:
     return process
 
 
-@needs_root
+@pytest.mark.usefixtures("netns")
 def test_hosts_reach_each_other_on_the_bridge_and_nothing_outside() -> None:
     with Network(3) as network:
         prefix = network.prefix
@@ -99,7 +97,7 @@ def test_hosts_reach_each_other_on_the_bridge_and_nothing_outside() -> None:
     assert _leftovers(prefix) == []
 
 
-@needs_root
+@pytest.mark.usefixtures("netns")
 def test_a_crashed_runs_namespaces_bridge_and_processes_are_removed_by_the_next_run() -> None:
     script = textwrap.dedent("""
         import subprocess, sys, time
@@ -130,7 +128,7 @@ def _modes(ensemble: ZooKeeperEnsemble) -> dict[str, str]:
     return {f"h{i}": member.mode() for i, member in enumerate(ensemble.members, 1)}
 
 
-@needs_root
+@pytest.mark.usefixtures("netns")
 @pytest.mark.slow
 def test_zookeeper_ensemble_of_three_elects_a_new_leader_and_takes_a_partitioned_follower_back(
     tmp_path: Path,
@@ -184,7 +182,7 @@ def test_zookeeper_ensemble_of_three_elects_a_new_leader_and_takes_a_partitioned
     assert os.path.exists(tmp_path / "zookeeper" / "zk1" / "data" / "myid")
 
 
-@needs_root
+@pytest.mark.usefixtures("netns")
 def test_artimon_site_up_then_down(tmp_path: Path) -> None:
     artimon = [sys.executable, "-m", "artimon", "site"]
     up = subprocess.Popen(
@@ -205,7 +203,7 @@ def test_artimon_site_up_then_down(tmp_path: Path) -> None:
     assert _leftovers(prefix) == []
 
 
-@needs_root
+@pytest.mark.usefixtures("netns")
 def test_artimon_site_up_refuses_a_topology_on_too_few_hosts(tmp_path: Path) -> None:
     command = [sys.executable, "-m", "artimon", "site", "up", "--hosts", "4", "--topology", "full"]
     done = subprocess.run([*command, "--data-dir", str(tmp_path)], capture_output=True, text=True, timeout=60)

@@ -51,13 +51,11 @@ import pytest
 from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 from support import wait_until
 
-from artimon.site import Host, Layout, Site, Topology, unavailable_reason
+from artimon.site import Host, Layout, Site, Topology
 from artimon.stack import KAFKA_TOPIC
 from bookkeeper.testing import formula_value
 from bookkeeper.wire import parse_series
 from vhms import VhmsClient
-
-needs_root = pytest.mark.skipif(unavailable_reason() is not None, reason=str(unavailable_reason()))
 
 INTERVAL = 2  # seconds per polling round
 VARIABLES = 5  # test.counter{i=0..4} per application
@@ -486,7 +484,7 @@ def _check_placement(site: Site) -> None:
             assert address in (host.address, "127.0.0.1", "::1"), (host.name, line)
 
 
-@needs_root
+@pytest.mark.usefixtures("netns")
 @pytest.mark.slow
 def test_the_full_topology_on_eight_hosts_carries_every_sample_once_through_faults(tmp_path: Path) -> None:
     began = time.monotonic()

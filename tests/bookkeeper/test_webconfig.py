@@ -21,7 +21,8 @@ from support import TlsFiles
 
 from bookkeeper.ground import BackgroundServer, WebConfigError, is_loopback, load_web_config
 
-HASH = bcrypt.hashpw(b"s3cret", bcrypt.gensalt(4)).decode()
+# a fixed salt: the hash is in a test's id, which pytest-xdist's workers must collect alike
+HASH = bcrypt.hashpw(b"s3cret", b"$2b$04$ArtimonTestSaltFixed1u").decode()
 
 
 def write(tmp_path: Path, text: str, name: str = "web.yml") -> Path:
