@@ -26,6 +26,13 @@ def _seconds(ms: int) -> float | int:
     return ms // 1000 if ms % 1000 == 0 else ms / 1000
 
 
+def _heads(times_ms: np.ndarray) -> list[str]:
+    """``[t,"`` for each time (ms), ``t`` in seconds as :func:`_seconds` writes it."""
+    if times_ms.dtype.kind in "iu" and not (times_ms % 1000).any():  # whole seconds: a C format each
+        return [f'[{t},"' for t in (times_ms // 1000).tolist()]
+    return ["[" + repr(_seconds(t)) + ',"' for t in times_ms.tolist()]
+
+
 def _json(text: str) -> str:
     return orjson.dumps(text).decode()
 
@@ -73,10 +80,7 @@ def small_matrix_body(
         return b'{"resultType":"matrix","result":[]}'
     texts = value_texts(np.ascontiguousarray(values)[kept])
     counts = kept.sum(axis=1).tolist()
-    if times.ndim == 1:
-        heads = ["[" + repr(_seconds(t)) + ',"' for t in times.tolist()]
-    else:
-        heads = ["[" + repr(_seconds(t)) + ',"' for t in np.ascontiguousarray(times)[kept].tolist()]
+    heads = _heads(times if times.ndim == 1 else np.ascontiguousarray(times)[kept])
     full = '%s"],'.join(heads) + '%s"]' if times.ndim == 1 else ""
     records = []
     start = 0
