@@ -41,6 +41,19 @@ def ensure_unique(m: Matrix, message: str = "vector cannot contain metrics with 
             raise MatchingError(message)
 
 
+_FEW = (
+    64  # up to this many series, keys as Python tuples cost less than numpy's ranks (7 us against 27 for 12)
+)
+
+
+def _few_in_order(ranked: dict[str, tuple[list[str], np.ndarray]], count: int) -> np.ndarray:
+    """``prometheus_order``'s rows by a key per series: each label's (value, code), labels in
+    sorted order; the code orders equal values as a stable ranking of the values does."""
+    columns = [(ranked[label][0], ranked[label][1].tolist()) for label in sorted(ranked)]
+    keys = [tuple((values[codes[row]], codes[row]) for values, codes in columns) for row in range(count)]
+    return np.array(sorted(range(count), key=keys.__getitem__), dtype=np.int64)
+
+
 def prometheus_order(m: Matrix) -> np.ndarray:
     """The rows of ``m`` in Prometheus's order of label sets (:func:`sort_key`, the name as
     ``__name__``): by columns of value ranks when every series has the same labels (the
@@ -58,6 +71,8 @@ def prometheus_order(m: Matrix) -> np.ndarray:
         return np.array(sorted(range(len(keys)), key=keys.__getitem__), dtype=np.int64)
     ranked = {"__name__": (table.names.values, table.names.codes)} if named and len(m) else {}
     ranked.update({label: (column.values, column.codes) for label, column in columns.items()})
+    if len(m) <= _FEW:
+        return _few_in_order(ranked, len(m))
     keys = []
     for label in sorted(ranked):
         values, codes = ranked[label]

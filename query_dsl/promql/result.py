@@ -60,15 +60,23 @@ class PromQLResult:
 
     def _rows(self) -> tuple[Matrix, np.ndarray]:
         """The matrix and its rows with a value, in the answer's order."""
+        m, rows, _ = self._answer_rows()
+        return m, rows
+
+    def _answer_rows(self) -> tuple[Matrix, np.ndarray, np.ndarray]:
+        """``_rows`` and the cells of the rows that hold a sample (``present``, ``[rows, times]``)."""
         assert isinstance(self.value, Matrix)  # callers checked
         m = self.value
-        rows = np.flatnonzero(present(m.values).any(axis=1))
+        kept = present(m.values)
+        held = kept.any(axis=1)
+        every = bool(held.all())
+        rows = np.arange(len(m)) if every else np.flatnonzero(held)
         if self.order == "labels" or self.result_type == "matrix":
-            rows = rows[prometheus_order(m.select(rows))]
+            rows = rows[prometheus_order(m if every else m.select(rows))]
         elif self.order in ("descending", "ascending"):
             last = m.values[rows, -1]
             rows = rows[np.argsort(-last if self.order == "descending" else last, kind="stable")]
-        return m, rows
+        return m, rows, kept[rows]
 
     def series(self) -> list[tuple[dict[str, str], list[tuple[int, float]]]]:
         """``(labels with __name__, [(time ms, value), ...])`` per series with a value, in
@@ -108,8 +116,9 @@ class PromQLResult:
         if isinstance(self.value, Scalar):
             value = format_value(float(self.value.values[-1]))
             return orjson.dumps({"resultType": "scalar", "result": [_seconds(int(self.times[-1])), value]})
-        m, rows = self._rows()
-        table, values = m.select(rows).table, m.values[rows]
+        m, rows, kept = self._answer_rows()
+        in_order = len(rows) == len(m) and not (np.diff(rows) != 1).any()
+        table, values = (m.table, m.values) if in_order else (m.table.take(rows), m.values[rows])
         small = values.size <= SMALL_CELLS  # joined in Python: pyarrow's kernels cost more there
         if self.result_type == "vector":
             if small:
@@ -117,8 +126,8 @@ class PromQLResult:
             return vector_body(table, int(m.timestamps[-1]), values[:, -1], _value_texts)
         times = m.timestamps if self.point_times is None else self.point_times[rows]
         if small:
-            return small_matrix_body(table, times, values, present(values), _value_strs)
-        return matrix_body(table, times, values, present(values), _value_texts)
+            return small_matrix_body(table, times, values, kept, _value_strs)
+        return matrix_body(table, times, values, kept, _value_texts)
 
     def to_prometheus_json(self) -> dict[str, Any]:
         """The ``data`` object of Prometheus's query API (:meth:`to_prometheus_body` decoded)."""

@@ -1,9 +1,11 @@
 """The JSON text of a small answer (:data:`SMALL_CELLS` cells at most), byte for byte what
 :mod:`query_dsl.promql.body` writes, by plain bytes joins: pyarrow's kernels, a dozen calls
 of fixed cost each, took 0.2 ms for the 61 points of ``42`` and 0.7 ms for 12 series x 61
-points, more than evaluating them; here a point is one concatenation of its time's text and
-its value's, a series one join, all in ``str`` (a value's text is made as ``str``: encoding
-each to bytes cost a third of the writing), encoded once at the end.
+points, more than evaluating them. Here a series is one ``str %`` of a template made of its
+times' texts (``[t,"%s"],...``: shared by every series with a value at each time) over its
+values' texts, all in ``str`` (a value's text is made as ``str``: encoding each to bytes
+cost a third of the writing), encoded once at the end: 12 series x 61 points in 80 us, a
+concatenation per point took 140.
 """
 
 from __future__ import annotations
@@ -22,6 +24,13 @@ SMALL_CELLS = 4096  # where the columnar writer (body.py) becomes the faster (me
 
 def _seconds(ms: int) -> float | int:
     return ms // 1000 if ms % 1000 == 0 else ms / 1000
+
+
+def _heads(times_ms: np.ndarray) -> list[str]:
+    """``[t,"`` for each time (ms), ``t`` in seconds as :func:`_seconds` writes it."""
+    if times_ms.dtype.kind in "iu" and not (times_ms % 1000).any():  # whole seconds: a C format each
+        return [f'[{t},"' for t in (times_ms // 1000).tolist()]
+    return ["[" + repr(_seconds(t)) + ',"' for t in times_ms.tolist()]
 
 
 def _json(text: str) -> str:
@@ -69,19 +78,21 @@ def small_matrix_body(
     ``kept``, at ``times`` (shared ``[points]`` or each series' own ``[series, points]``, ms)."""
     if not len(table):
         return b'{"resultType":"matrix","result":[]}'
-    cells = np.flatnonzero(kept.reshape(-1))
-    if times.ndim == 1:
-        heads = ["[" + repr(_seconds(t)) + ',"' for t in times.tolist()]
-        stamps = [heads[column] for column in (cells % kept.shape[1]).tolist()]
-    else:
-        own = np.ascontiguousarray(times).reshape(-1)[cells]
-        stamps = ["[" + repr(_seconds(t)) + ',"' for t in own.tolist()]
-    points = list(map(str.__add__, stamps, value_texts(np.ascontiguousarray(values).reshape(-1)[cells])))
-    ends = np.cumsum(kept.sum(axis=1)).tolist()
+    texts = value_texts(np.ascontiguousarray(values)[kept])
+    counts = kept.sum(axis=1).tolist()
+    heads = _heads(times if times.ndim == 1 else np.ascontiguousarray(times)[kept])
+    full = '%s"],'.join(heads) + '%s"]' if times.ndim == 1 else ""
     records = []
     start = 0
-    for metric, end in zip(_metrics(table), ends, strict=True):
-        series = '"],'.join(points[start:end]) + '"]' if end > start else ""
+    for row, (metric, count) in enumerate(zip(_metrics(table), counts, strict=True)):
+        end = start + count
+        if times.ndim == 2:  # each point's own time: its head is at its own place
+            template = '%s"],'.join(heads[start:end]) + '%s"]'
+        elif count == len(heads):  # a value at every time: one template for all such series
+            template = full
+        else:
+            template = '%s"],'.join([heads[column] for column in np.flatnonzero(kept[row]).tolist()]) + '%s"]'
+        series = template % tuple(texts[start:end]) if count else ""
         records.append('{"metric":{' + metric + '},"values":[' + series + "]}")
         start = end
     return ('{"resultType":"matrix","result":[' + ",".join(records) + "]}").encode()
