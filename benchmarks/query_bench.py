@@ -5,10 +5,12 @@ each query's cost shows. Prints a table, writes results/query_bench.json.
 
 Data, per size N: N counters ``app_requests_total`` (labels dc, rack, host, i: 50 series a
 host, hosts dealt to 20 racks, 4 racks a dc) and N/10 gauges ``rack_temperature`` (integer
-degrees, the same labels) x 3 hours of minutes (``--minutes``). Prometheus gets
-them as TSDB blocks (``promtool tsdb create-blocks-from openmetrics``), VictoriaMetrics through
-``/api/v1/import/prometheus``, VHMS through its ingest, with a finest ring of 3 hours of
-minutes and more (``RESOLUTIONS``) so that every query reads 1-minute buckets as the peers' do. Each
+degrees, the same labels) x 3 hours of minutes (``--minutes``), made and loaded a block of
+series at a time (``_query_data.py``: nothing holds a whole size, so that a million series
+fit). Prometheus gets them as TSDB blocks (``promtool tsdb create-blocks-from openmetrics``),
+VictoriaMetrics through ``/api/v1/import/prometheus``, VHMS through its ingest, with a finest
+ring of 3 hours of minutes and more (``RESOLUTIONS``) so that every query reads 1-minute
+buckets as the peers' do. Each
 server runs in its own process (Artimon's query API and its store in a forked child), so
 the client's work (the same for all: parsing each JSON answer) does not share a heap or a
 GIL with any of them.
@@ -50,10 +52,14 @@ from PromQL), timed the same way and checked against the peers' answers too; sam
 running the code of another checkout (``/work/main`` before a change) over the same data, in
 the same interleaved rounds.
 
+After the queries of a size, each server's resident memory is read from /proc
+(results/query_bench_rss.json; Artimon's is its query API and store, one process).
+
 Run: python benchmarks/query_bench.py [--quick] [--sizes 10000,100000] [--repeat 5]
-[--peers prometheus,victoriametrics] [--minutes 180] [--vm-cache] [--baseline DIR]. A million series load in
-time on this machine against VictoriaMetrics alone with 75 minutes of history
-(``--sizes 1000000 --peers victoriametrics --minutes 75 --repeat 3``: about 20 minutes).
+[--peers prometheus,victoriametrics] [--minutes 180] [--vm-cache] [--baseline DIR]. A million
+series (``--sizes 10000,100000,1000000 --repeat 3``) take about an hour on this machine and
+about 8 GB at their peak (the sum over the processes: VHMS's about 4 GB, promtool's block,
+Prometheus, VictoriaMetrics, the client's decoded answers); see docs/promql.md.
 """
 
 from __future__ import annotations
