@@ -57,9 +57,9 @@ After the queries of a size, each server's resident memory is read from /proc
 
 Run: python benchmarks/query_bench.py [--quick] [--sizes 10000,100000] [--repeat 5]
 [--peers prometheus,victoriametrics] [--minutes 180] [--vm-cache] [--baseline DIR]. A million
-series (``--sizes 10000,100000,1000000 --repeat 3``) take about an hour on this machine and
-about 8 GB at their peak (the sum over the processes: VHMS's about 4 GB, promtool's block,
-Prometheus, VictoriaMetrics, the client's decoded answers); see docs/promql.md.
+series (``--sizes 10000,100000,1000000 --repeat 3 --minutes 75``) peaked at 7.8 GB loading
+(promtool 6.3 GB, 5 of them its input file's mapped pages; VHMS 1.4 GB) and need some 10 CPU
+minutes to load: more than half an hour at a load average of 20 (docs/promql.md).
 """
 
 from __future__ import annotations
