@@ -5,10 +5,12 @@ each query's cost shows. Prints a table, writes results/query_bench.json.
 
 Data, per size N: N counters ``app_requests_total`` (labels dc, rack, host, i: 50 series a
 host, hosts dealt to 20 racks, 4 racks a dc) and N/10 gauges ``rack_temperature`` (integer
-degrees, the same labels) x 3 hours of minutes (``--minutes``). Prometheus gets
-them as TSDB blocks (``promtool tsdb create-blocks-from openmetrics``), VictoriaMetrics through
-``/api/v1/import/prometheus``, VHMS through its ingest, with a finest ring of 3 hours of
-minutes and more (``RESOLUTIONS``) so that every query reads 1-minute buckets as the peers' do. Each
+degrees, the same labels) x 3 hours of minutes (``--minutes``), made and loaded a block of
+series at a time (``_query_data.py``: nothing holds a whole size, so that a million series
+fit). Prometheus gets them as TSDB blocks (``promtool tsdb create-blocks-from openmetrics``),
+VictoriaMetrics through ``/api/v1/import/prometheus``, VHMS through its ingest, with a finest
+ring of 3 hours of minutes and more (``RESOLUTIONS``) so that every query reads 1-minute
+buckets as the peers' do. Each
 server runs in its own process (Artimon's query API and its store in a forked child), so
 the client's work (the same for all: parsing each JSON answer) does not share a heap or a
 GIL with any of them.
@@ -50,16 +52,21 @@ from PromQL), timed the same way and checked against the peers' answers too; sam
 running the code of another checkout (``/work/main`` before a change) over the same data, in
 the same interleaved rounds.
 
+After the queries of a size, each server's resident memory is read from /proc
+(results/query_bench_rss.json; Artimon's is its query API and store, one process).
+
 Run: python benchmarks/query_bench.py [--quick] [--sizes 10000,100000] [--repeat 5]
-[--peers prometheus,victoriametrics] [--minutes 180] [--vm-cache] [--baseline DIR]. A million series load in
-time on this machine against VictoriaMetrics alone with 75 minutes of history
-(``--sizes 1000000 --peers victoriametrics --minutes 75 --repeat 3``: about 20 minutes).
+[--peers prometheus,victoriametrics] [--minutes 180] [--vm-cache] [--baseline DIR]. A million
+series (``--sizes 10000,100000,1000000 --repeat 3 --minutes 75``) peaked at 7.8 GB loading
+(promtool 6.3 GB, 5 of them its input file's mapped pages; VHMS 1.4 GB) and need some 10 CPU
+minutes to load: more than half an hour at a load average of 20 (docs/promql.md).
 """
 
 from __future__ import annotations
 
 import argparse
 import gc
+import json
 import math
 import multiprocessing
 import os
@@ -71,13 +78,13 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import httpx
-import numpy as np
+from _query_data import COUNTER, GAUGE, Data, load_store, load_victoria, prometheus_blocks
 from _report import report
 
 from bookkeeper.ground import BackgroundServer
@@ -92,7 +99,7 @@ MINUTES = 180  # of history: the gauge mean reads all of it, the range queries 7
 # a finest ring longer than the history: a 3-hour span read from it whole (with 180 buckets
 # its first minutes came from the 5-minute ring, the issue's outside run found)
 RESOLUTIONS = "60s:240,5m:48,15m:96,1h:72"
-COUNTER, GAUGE, RACK = "app_requests_total", "rack_temperature", "r07"
+RACK = "r07"
 SETTLED_CPU = 0.05  # a server is settled below 5% of a core over a second
 SETTLE_TIMEOUT_S = 900
 
@@ -105,51 +112,6 @@ def free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         return int(probe.getsockname()[1])
-
-
-def labels_of(i: int) -> dict[str, str]:
-    """50 series a host, hosts dealt to 20 racks (5,000 series a rack at 100K), 4 racks a dc."""
-    host = i // 50
-    rack = host % 20
-    return {"dc": f"dc{rack // 4}", "host": f"h{host}", "i": str(i % 50), "rack": f"r{rack:02d}"}
-
-
-@dataclass
-class Data:
-    """One size's series: counters then gauges, their labels and ``[series, minutes]`` values."""
-
-    count: int
-    start: int
-    end: int
-    labels: list[dict[str, str]]
-    names: list[str]
-    values: np.ndarray
-
-    def keys(self) -> list[str]:
-        return [
-            f"{name}{{{','.join(f'{k}={v}' for k, v in labels.items())}}}"
-            for name, labels in zip(self.names, self.labels, strict=True)
-        ]
-
-    def prometheus_series(self) -> list[str]:
-        """Prometheus's text form of the same series (the same names on every side, so that
-        the PromQL text runs unchanged on Artimon's ``/prometheus`` too)."""
-        out = []
-        for name, labels in zip(self.names, self.labels, strict=True):
-            pairs = ",".join(f'{k}="{v}"' for k, v in labels.items())
-            out.append(f"{name}{{{pairs}}}")
-        return out
-
-
-def make_data(count: int, minutes: int = MINUTES, end: int | None = None) -> Data:
-    end = int(time.time() * 1000) // MINUTE * MINUTE - MINUTE if end is None else end
-    start = end - (minutes - 1) * MINUTE
-    rng = np.random.default_rng(5)
-    counters = np.cumsum(rng.integers(0, 20, size=(count, minutes)), axis=1).astype(np.float64)
-    gauges = rng.integers(15, 35, size=(count // 10, minutes)).astype(np.float64)
-    labels = [labels_of(i) for i in range(count)] + [labels_of(i * 10) for i in range(count // 10)]
-    names = [COUNTER] * count + [GAUGE] * (count // 10)
-    return Data(count, start, end, labels, names, np.vstack([counters, gauges]))
 
 
 def wait_http(url: str, timeout: float = 120, alive: Callable[[], bool] = lambda: True) -> None:
@@ -189,32 +151,37 @@ def wait_settled(pids: dict[str, int], timeout: float = SETTLE_TIMEOUT_S) -> tup
             return time.monotonic() - started, False
 
 
-def timed(call: Callable[[], httpx.Response]) -> tuple[float, float, Any]:
+def timed(call: Callable[[], httpx.Response]) -> tuple[float, float, bytes]:
     """One round trip: request, the answer's body read in full and its JSON decoded (ms),
-    the decoding alone (ms) and the decoded answer."""
+    the decoding alone (ms) and the body (the decoded answer is dropped: a million series
+    decoded are about a GB, one side's at a time)."""
     gc.disable()  # as timeit does: a collection set off by this client's heap is noise
     try:
         started = time.perf_counter()
         response = call()  # httpx reads the whole body before it returns
         received = time.perf_counter()
-        answer = response.json()
+        response.json()
         done = time.perf_counter()
     finally:
         gc.enable()
     response.raise_for_status()
-    return (done - started) * 1000, (done - received) * 1000, answer
+    return (done - started) * 1000, (done - received) * 1000, response.content
+
+
+def rss_mib(pid: int) -> float:
+    """The resident memory of process ``pid``, MiB."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    raise RuntimeError(f"no VmRSS for process {pid}")
 
 
 def serve_artimon(data: Data, port: int) -> None:
     """The Artimon side, in a child process: VHMS loaded through its ingest, the query API
     over it, until terminated."""
-    rows, minutes = data.values.shape
-    store = Store(
-        RESOLUTIONS, max_series=rows + 10, max_series_per_query=rows + 10, max_points_per_query=10**10
-    )
-    keys = data.keys()
-    for minute in range(minutes):
-        store.ingest(keys, data.values[:, minute], np.full(rows, data.start + minute * MINUTE))
+    most = data.rows + 10
+    store = Store(RESOLUTIONS, max_series=most, max_series_per_query=most, max_points_per_query=10**10)
+    load_store(store, data)
     api = BackgroundServer(
         create_app(  # the limits lifted, memory budgets too: the sizes measured are the bench's to choose
             LocalClient(store),
@@ -229,51 +196,12 @@ def serve_artimon(data: Data, port: int) -> None:
     threading.Event().wait()
 
 
-def exposition_lines(data: Data, series: list[str], minute: int, seconds: bool) -> Iterable[str]:
-    ts = data.start + minute * MINUTE
-    stamp = f"{ts // 1000}" if seconds else f"{ts}"
-    column = data.values[:, minute].astype(np.int64).tolist()
-    return (f"{name} {value} {stamp}\n" for name, value in zip(series, column, strict=True))
-
-
-def load_prometheus_blocks(data: Data, series: list[str], work: Path) -> Path:
-    openmetrics = work / "data.om"
-    with open(openmetrics, "w") as out:
-        out.write(f"# TYPE {COUNTER} counter\n# TYPE {GAUGE} gauge\n")
-        for minute in range(data.values.shape[1]):
-            out.writelines(exposition_lines(data, series, minute, seconds=True))
-        out.write("# EOF\n")
-    progress(f"openmetrics written ({openmetrics.stat().st_size / 1e6:.0f} MB)")
-    blocks = work / "prometheus"
-    subprocess.run(
-        ["promtool", "tsdb", "create-blocks-from", "openmetrics", str(openmetrics), str(blocks)],
-        check=True,
-        capture_output=True,
-    )
-    openmetrics.unlink()
-    return blocks
-
-
-def load_victoria(data: Data, series: list[str], port: int) -> None:
-    with httpx.Client(timeout=600) as client:
-        chunk: list[str] = []
-        minutes = data.values.shape[1]
-        for minute in range(minutes):
-            chunk.extend(exposition_lines(data, series, minute, seconds=False))
-            if len(chunk) >= 500_000 or minute == minutes - 1:
-                client.post(
-                    f"http://127.0.0.1:{port}/api/v1/import/prometheus", content="".join(chunk)
-                ).raise_for_status()
-                chunk = []
-        client.get(f"http://127.0.0.1:{port}/internal/force_flush").raise_for_status()
-
-
 PEERS = ("prometheus", "victoriametrics")
 OURS = ("artimon", "promql", "before")  # the DSL, PromQL, PromQL on --baseline's code
 
 
-def start_prometheus(data: Data, series: list[str], work: Path) -> tuple[subprocess.Popen[bytes], str]:
-    blocks = load_prometheus_blocks(data, series, work)
+def start_prometheus(data: Data, work: Path) -> tuple[subprocess.Popen[bytes], str]:
+    blocks = prometheus_blocks(data, work)
     port = free_port()
     config = work / "prometheus.yml"
     config.write_text("global:\n  scrape_interval: 1m\n")
@@ -295,9 +223,7 @@ def start_prometheus(data: Data, series: list[str], work: Path) -> tuple[subproc
     return prometheus, url
 
 
-def start_victoria(
-    data: Data, series: list[str], work: Path, cache: bool
-) -> tuple[subprocess.Popen[bytes], str]:
+def start_victoria(data: Data, work: Path, cache: bool) -> tuple[subprocess.Popen[bytes], str]:
     port = free_port()
     flags = {
         "storageDataPath": work / "vm",
@@ -315,7 +241,7 @@ def start_victoria(
     )
     url = f"http://127.0.0.1:{port}"
     wait_http(f"{url}/health")
-    load_victoria(data, series, port)
+    load_victoria(data, port)
     return victoria, url
 
 
@@ -329,7 +255,7 @@ def start_baseline(checkout: Path, data: Data, port: int) -> subprocess.Popen[by
             __file__,
             f"--serve={port}",
             f"--series={data.count}",
-            f"--minutes={data.values.shape[1]}",
+            f"--minutes={data.minutes}",
             f"--end={data.end}",
         ],
         env={**os.environ, "PYTHONPATH": str(checkout)},
@@ -339,17 +265,17 @@ def start_baseline(checkout: Path, data: Data, port: int) -> subprocess.Popen[by
 
 def run_size(
     count: int, repeat: int, peers: list[str], vm_cache: bool, minutes: int, baseline: Path | None
-) -> list[dict[str, Any]]:
-    data = make_data(count, minutes)
+) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """One size: the rows of its cases and the resident memory of each server after them."""
+    data = Data(count, minutes, int(time.time() * 1000) // MINUTE * MINUTE - MINUTE)
     work = Path(tempfile.mkdtemp(prefix="query-bench-"))
-    progress(f"{count:,} counters and {count // 10:,} gauges x {data.values.shape[1]} minutes")
+    progress(f"{count:,} counters and {count // 10:,} gauges x {minutes} minutes")
     api_port = free_port()
     # forked before this process starts a thread; the child loads VHMS while the peers load
     artimon = multiprocessing.get_context("fork").Process(
         target=serve_artimon, args=(data, api_port), name="artimon", daemon=True
     )
     artimon.start()
-    series = data.prometheus_series()
     processes: dict[str, subprocess.Popen[bytes]] = {}
     sides = {"artimon": f"http://127.0.0.1:{api_port}", "promql": f"http://127.0.0.1:{api_port}/prometheus"}
     if baseline is not None:
@@ -365,15 +291,16 @@ def run_size(
             )
         for peer in peers:
             if peer == "prometheus":
-                processes[peer], sides[peer] = start_prometheus(data, series, work)
+                processes[peer], sides[peer] = start_prometheus(data, work)
             else:
-                processes[peer], sides[peer] = start_victoria(data, series, work, vm_cache)
+                processes[peer], sides[peer] = start_victoria(data, work, vm_cache)
             progress(f"{peer} loaded")
         wait_http(f"{sides['artimon']}/api/v1/labels", timeout=3600, alive=artimon.is_alive)
         progress("vhms loaded")
         assert artimon.pid is not None
         pids = {"artimon": artimon.pid, **{peer: process.pid for peer, process in processes.items()}}
-        return run_queries(sides, pids, data, repeat)
+        rows = run_queries(sides, pids, data, repeat)
+        return rows, {"series": count, **{f"{side}_mib": rss_mib(pid) for side, pid in pids.items()}}
     finally:
         for process in processes.values():
             process.terminate()
@@ -396,7 +323,7 @@ def cases(data: Data) -> list[Case]:
     """The issue's queries (27), as the peers get them, with our DSL's form beside each."""
     end, start = data.end, data.start
     at = end / 1000
-    minutes = data.values.shape[1]
+    minutes = data.minutes
     history = f"{minutes // 60} h" if minutes % 60 == 0 else f"{minutes} min"
     hour = {"start": at - 3600, "end": at, "step": 60}
     increase_by_rack = "map(increase, 11m) | reduce(sum, by=[rack])"
@@ -497,12 +424,9 @@ def peer_points(
     return keys, points
 
 
-def difference(ours: dict[str, Any], peer: dict[str, Any], promql: bool = False) -> float:
-    """The largest relative difference between Artimon's values (an answer of its query
-    API, or with ``promql`` of its ``/prometheus`` API) and a peer's, over every point of the
-    peer's answer (infinite when Artimon's answer lacks one)."""
-    keys, theirs = peer_points(peer)
-    mine = peer_points(ours, keys)[1] if promql else ours_points(ours, keys)
+def difference(mine: dict[tuple[Any, ...], float], theirs: dict[tuple[Any, ...], float]) -> float:
+    """The largest relative difference between Artimon's points and a peer's, over every
+    point of the peer's answer (infinite when Artimon's answer lacks one)."""
     worst = 0.0
     for point, value in theirs.items():
         got = mine.get(point, math.nan)
@@ -510,6 +434,23 @@ def difference(ours: dict[str, Any], peer: dict[str, Any], promql: bool = False)
             return math.inf
         worst = max(worst, abs(got - value) / max(abs(value), 1e-300))
     return worst
+
+
+def compare(bodies: dict[str, bytes], peers: list[str]) -> tuple[float, float, int]:
+    """The largest relative differences of Artimon's DSL answer and of its PromQL answer to
+    every peer's (over the peers' label keys), and the number of series of the DSL answer;
+    the answers decoded one at a time."""
+    worst = promql_worst = 0.0
+    series_out = 0
+    for peer in peers:
+        keys, theirs = peer_points(json.loads(bodies[peer]))
+        answer = json.loads(bodies["artimon"])
+        series_out = len(answer.get("series") or [])
+        worst = max(worst, difference(ours_points(answer, keys), theirs))
+        del answer
+        promql = peer_points(json.loads(bodies["promql"]), keys)[1]
+        promql_worst = max(promql_worst, difference(promql, theirs))
+    return worst, promql_worst, series_out
 
 
 def run_queries(sides: dict[str, str], pids: dict[str, int], data: Data, repeat: int) -> list[dict[str, Any]]:
@@ -533,19 +474,18 @@ def run_queries(sides: dict[str, str], pids: dict[str, int], data: Data, repeat:
             best = dict.fromkeys(calls, math.inf)
             decode = dict.fromkeys(calls, math.inf)
             every: dict[str, list[float]] = {side: [] for side in calls}
-            answers: dict[str, Any] = {}
+            bodies: dict[str, bytes] = {}
             order = list(calls)
             for round_ in range(repeat):
                 turn = round_ % len(order)
                 for side in order[turn:] + order[:turn]:
-                    ms, decode_ms, answers[side] = timed(calls[side])
+                    ms, decode_ms, bodies[side] = timed(calls[side])
                     best[side], decode[side] = min(best[side], ms), min(decode[side], decode_ms)
                     every[side].append(ms)
             fastest_peer = min(best[peer] for peer in peers)
             speedup, promql_speedup = fastest_peer / best["artimon"], fastest_peer / best["promql"]
-            worst = max(difference(answers["artimon"], answers[peer]) for peer in peers)
-            promql_worst = max(difference(answers["promql"], answers[peer], promql=True) for peer in peers)
-            series_out = len(answers["artimon"].get("series") or [])
+            worst, promql_worst, series_out = compare(bodies, peers)
+            del bodies
             timings = ", ".join(f"{side} {best[side]:.1f} ms" for side in order)
             progress(
                 f"{data.count:,} | {case.name}: {timings} ({speedup:.1f}x, PromQL {promql_speedup:.1f}x; "
@@ -614,7 +554,7 @@ def main() -> None:
     parser.add_argument("--end", type=int, default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.serve is not None:
-        serve_artimon(make_data(args.series, args.minutes, args.end), args.serve)
+        serve_artimon(Data(args.series, args.minutes, args.end), args.serve)
         return
     if args.minutes < 75:
         parser.error(f"--minutes {args.minutes}: the range queries read 70 minutes, give at least 75")
@@ -624,11 +564,12 @@ def main() -> None:
     peers = args.peers.split(",")
     if set(peers) - set(PEERS):
         parser.error(f"--peers {args.peers}: give some of {', '.join(PEERS)}")
-    rows = [
-        row
-        for count in sizes
-        for row in run_size(count, args.repeat, peers, args.vm_cache, args.minutes, args.baseline)
-    ]
+    rows, memory = [], []
+    for count in sizes:
+        size_rows, rss = run_size(count, args.repeat, peers, args.vm_cache, args.minutes, args.baseline)
+        rows.extend(size_rows)
+        memory.append(rss)
+        progress(f"{count:,}: RSS after the queries (MiB) {rss}")
     report(
         "query_bench",
         rows,
@@ -649,6 +590,7 @@ def main() -> None:
             *(["before_ms", "promql_vs_before"] if args.baseline else []),
         ],
     )
+    report("query_bench_rss", memory, ["series", *(f"{side}_mib" for side in ("artimon", *peers, "before"))])
 
 
 if __name__ == "__main__":
