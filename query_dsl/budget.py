@@ -15,6 +15,12 @@ and ``--query.max-concurrency`` (for all queries) bound in its engine.
   ``Retry-After``). A query gives everything back when it ends (:meth:`QueryBudget.close`).
   A waiting query keeps what it holds: two that wait on each other's bytes give up after
   ``wait_s`` (a 503), they never hang.
+- When no query has run for ``RETURN_DELAY_S`` and those since the last time held at least
+  ``RETURN_AFTER_BYTES``, the process's freed memory goes back to the kernel
+  (:func:`bookkeeper.ground.release_freed_memory`, from a thread of the budget's own: a
+  query's answer is still alive when its budget closes, so the return waits for it to be
+  dropped): otherwise the allocators keep it, and the API's resident memory stays at its
+  largest working set ever (``returns`` counts it).
 
 The estimates bound what numpy allocates and what an answer's Python objects take
 (tests/query_dsl/test_budget.py measures them against ``tracemalloc``), so the API's
@@ -29,6 +35,7 @@ import threading
 import time
 from types import TracebackType
 
+from bookkeeper.ground import release_freed_memory
 from query_dsl.exceptions import QueryBusyError, QueryLimitError
 
 __all__ = [
@@ -44,6 +51,8 @@ MIB = 1 << 20
 DEFAULT_QUERY_BYTES = 1024 * MIB  # a query's working set; about 60M cells of float64 answered as JSON: 7M
 DEFAULT_PROCESS_BYTES = 4096 * MIB  # every query of the process: a sixth of a 24 GiB machine
 DEFAULT_WAIT_S = 5.0  # how long a query waits for the others' bytes before its 503
+RETURN_AFTER_BYTES = 16 * MIB  # queries' charges between two returns of freed memory, at least
+RETURN_DELAY_S = 0.2  # no query running for this long: the answers are sent and dropped
 
 
 def size_text(nbytes: int) -> str:
@@ -56,7 +65,8 @@ def size_text(nbytes: int) -> str:
 class MemoryBudget:
     """The bytes every query of a process may hold at once (a semaphore counted in bytes).
     ``in_use`` is what the running queries hold, ``peak`` its highest; ``waits`` and
-    ``refusals`` count the charges that waited and those that gave up (503)."""
+    ``refusals`` count the charges that waited and those that gave up (503), ``returns`` the
+    times freed memory went back to the kernel (see the module doc)."""
 
     def __init__(self, max_bytes: int = DEFAULT_PROCESS_BYTES, wait_s: float = DEFAULT_WAIT_S) -> None:
         if max_bytes <= 0 or wait_s < 0:
@@ -69,6 +79,10 @@ class MemoryBudget:
         self.peak = 0
         self.waits = 0
         self.refusals = 0
+        self.returns = 0
+        self._released = 0  # bytes given back since the last return to the kernel
+        self._return_due = False
+        self._returner: threading.Thread | None = None
         self._changed = threading.Condition()
 
     def acquire(self, nbytes: int, what: str) -> None:
@@ -105,7 +119,35 @@ class MemoryBudget:
     def release(self, nbytes: int) -> None:
         with self._changed:
             self.in_use -= nbytes
+            self._released += nbytes
+            if self.in_use == 0 and self._released >= RETURN_AFTER_BYTES:
+                self._return_due = True
+                if self._returner is None:
+                    self._returner = threading.Thread(
+                        target=self._return_freed, name="memory-return", daemon=True
+                    )
+                    self._returner.start()
             self._changed.notify_all()
+
+    def _return_freed(self) -> None:
+        """The returner thread: once the queries that held much have ended and none ran for
+        ``RETURN_DELAY_S`` (their answers sent and dropped: what they allocated is free),
+        the freed memory goes back to the kernel, outside the lock."""
+        while True:
+            with self._changed:
+                while not self._return_due:
+                    self._changed.wait()
+                self._return_due = False
+                quiet_until = time.monotonic() + RETURN_DELAY_S
+                while self.in_use == 0 and (left := quiet_until - time.monotonic()) > 0:
+                    self._changed.wait(left)
+                if self.in_use:  # a query runs: its end asks again
+                    continue
+                self._released = 0
+            release_freed_memory()
+            with self._changed:
+                self.returns += 1
+                self._changed.notify_all()
 
     def query(self, max_bytes: int = DEFAULT_QUERY_BYTES, *, wait: bool = True) -> QueryBudget:
         """A query's budget drawing on this one (at most all of it); with ``wait`` false, its

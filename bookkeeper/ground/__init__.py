@@ -10,7 +10,8 @@
   a grace period, re-read after session loss) and discovery (:func:`list_endpoints`, a
   one-shot listing for tools);
 - processes: :func:`spawn` (a child that dies with its parent), :func:`terminate`,
-  :class:`DirectoryLock` (one live process per data directory), :func:`fsync_path`;
+  :class:`DirectoryLock` (one live process per data directory), :func:`fsync_path`,
+  :func:`release_freed_memory` (the C heap's and pyarrow's free pages back to the kernel);
 - :func:`parse_duration`, Prometheus's duration syntax (``1h30m``, ``500ms``);
 - series identity by columns (``columns.py``): :class:`LabelColumn` and :class:`LabelColumns`
   (translate, concat, row keys), and the one series hash (:func:`series_hashes`) that
@@ -53,6 +54,7 @@ from bookkeeper.ground.landing import (
     recover,
 )
 from bookkeeper.ground.membership import Member, Membership, MembershipState
+from bookkeeper.ground.memory import release_freed_memory
 from bookkeeper.ground.webconfig import WebConfig, WebConfigError, is_loopback, load_web_config
 
 __all__ = [
@@ -87,6 +89,7 @@ __all__ = [
     "load_web_config",
     "parse_duration",
     "recover",
+    "release_freed_memory",
     "row_keys",
     "series_hashes",
     "spawn",

@@ -33,7 +33,13 @@ from query_dsl import (
     QueryLimitError,
     create_app,
 )
-from query_dsl.budget import DEFAULT_PROCESS_BYTES, DEFAULT_QUERY_BYTES, DEFAULT_WAIT_S
+from query_dsl.budget import (
+    DEFAULT_PROCESS_BYTES,
+    DEFAULT_QUERY_BYTES,
+    DEFAULT_WAIT_S,
+    RETURN_AFTER_BYTES,
+    RETURN_DELAY_S,
+)
 from query_dsl.promql import range_query
 from vhms import LocalClient
 from vhms.server import Store
@@ -336,3 +342,25 @@ def test_four_count_values_range_queries_keep_the_server_within_its_budget(tmp_p
         except subprocess.TimeoutExpired:
             child.kill()
             child.wait()
+
+
+def returned(pool: MemoryBudget, count: int, timeout: float = 30.0) -> bool:
+    """Whether ``pool`` has returned freed memory ``count`` times within ``timeout``."""
+    deadline = time.monotonic() + timeout
+    while pool.returns < count and time.monotonic() < deadline:
+        time.sleep(0.01)
+    return pool.returns == count
+
+
+def test_freed_memory_is_returned_once_the_queries_that_held_much_have_ended() -> None:
+    pool = MemoryBudget(1 << 30)
+    large, small = pool.query(), pool.query()
+    large.need(RETURN_AFTER_BYTES, "a large fetch")
+    small.need(MIB, "a small one")
+    large.close()
+    assert not returned(pool, 1, timeout=3 * RETURN_DELAY_S)  # a query still runs: its memory is not free
+    small.close()
+    assert returned(pool, 1)
+    with pool.query() as another:
+        another.need(MIB, "a small query alone")
+    assert not returned(pool, 2, timeout=3 * RETURN_DELAY_S)  # too little held since to be worth one

@@ -10,7 +10,9 @@ hands out when first written, and a ring only clears the rows written since thei
 clear (``written``). New series thus cost the pages their first samples touch, not their
 whole retention at once. The finest ring also keeps, per cell, the time of its sample to the
 millisecond, as an offset from the bucket's start (a uint16 when the step is at most
-65.536 s, else a uint32).
+65.536 s, else a uint32); an offset of 0 is never written (an empty cell reads 0 too, and
+the later sample stays: a 0 never replaces another time), so samples at their bucket's
+start, as the agents' rounds are at the minute, cost no pages of times at all.
 """
 
 from __future__ import annotations
@@ -22,7 +24,17 @@ import numpy as np
 
 from vhms.resolutions import Resolution
 
-__all__ = ["CHUNK", "MASK", "SHIFT", "PlainRing", "chunks_of", "decode_values", "encode_values", "time_dtype"]
+__all__ = [
+    "CHUNK",
+    "MASK",
+    "SHIFT",
+    "PlainRing",
+    "chunks_of",
+    "decode_values",
+    "encode_values",
+    "time_dtype",
+    "timed_rows",
+]
 
 CHUNK = 1 << 14
 SHIFT = 14
@@ -67,6 +79,14 @@ def _release(chunk: np.ndarray, rows: np.ndarray) -> None:
     assert isinstance(memory, mmap.mmap)  # _zeroed made it
     for row in rows.tolist():
         memory.madvise(mmap.MADV_DONTNEED, row * row_bytes, row_bytes)
+
+
+def timed_rows(times: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    """Those of ``rows`` of a chunk's sample times that hold a time other than 0. Reading a
+    page never written maps the kernel's zero page, which costs no memory: rows of offsets
+    0 (samples at their bucket's start, as the agents' rounds are) are never written, and
+    clearing or copying them would fault them in."""
+    return rows[times[rows].any(axis=1)] if len(rows) else rows
 
 
 def time_dtype(step_ms: int) -> type:
@@ -151,7 +171,8 @@ class PlainRing:
             if self.times is not None:
                 grown = _zeroed(self.slots, room, self.time_dtype)
                 if have:
-                    grown[rows, :have] = self.times[index][rows]
+                    timed = timed_rows(self.times[index], rows)
+                    grown[timed, :have] = self.times[index][timed]
                     self.times[index] = grown
                 else:
                     self.times.append(grown)
@@ -181,7 +202,7 @@ class PlainRing:
             else:
                 self.values[index][rows, :] = 0
             if self.times is not None:
-                self.times[index][rows, :] = 0
+                self.times[index][timed_rows(self.times[index], rows), :] = 0
             written[rows] = False
 
     def gather(self, buckets: np.ndarray, ids: np.ndarray) -> np.ndarray:
@@ -280,6 +301,7 @@ class PlainRing:
         assert source is not None
         for index, chunk in enumerate(source):
             part = columns[:, index * CHUNK : (index + 1) * CHUNK]
-            chunk[:, : part.shape[1]] = part
+            rows = np.flatnonzero(part.any(axis=1)) if times else slice(None)  # zero rows: no pages
+            chunk[rows, : part.shape[1]] = part[rows]
         for written in self.written:
             written[:] = True

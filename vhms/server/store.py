@@ -252,7 +252,8 @@ class Store:
             slots = slot[where]
             times = ring.times[chunk]
             newer = within[where] >= times[slots, local]
-            times[slots[newer], local[newer]] = within[where][newer]
+            timed = newer & (within[where] != 0)  # a 0 is what the cell holds already: unwritten
+            times[slots[timed], local[timed]] = within[where][timed]
             ring.values[chunk][slots[newer], local[newer]] = stored[where][newer]
             ring.written[chunk][slots[newer]] = True
         return ok
@@ -278,7 +279,8 @@ class Store:
             if not newer.all():
                 columns = np.arange(local.start, local.stop) if isinstance(local, slice) else local
                 local, mine, theirs = columns[newer], mine[newer], theirs[newer]
-            times[local] = mine
+            if mine.any():  # offsets all 0 (a round at the minute): the cells hold 0 already
+                times[local] = mine
             ring.values[chunk][slot][local] = theirs
             ring.written[chunk][slot] = True
         return np.ones(len(values), dtype=bool)
