@@ -223,8 +223,8 @@ class SeriesIndex:
                         by_label[label] = np.full(made, -1, dtype=np.int32)
                     by_label[label][numbers] = rows[:, column]
             for label, codes in by_label.items():
-                owners = np.flatnonzero(codes >= 0)
-                chunks[label] = ((owners + base).astype(np.int32), codes[owners])
+                having = np.flatnonzero(codes >= 0)
+                chunks[label] = ((having + base).astype(np.int32), codes[having])
         self._postings.add(chunks, made)
 
     def _label_number(self, label: str) -> int:
