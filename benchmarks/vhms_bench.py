@@ -24,7 +24,11 @@ log off in the same run.
 Whisper keeps a file per series: it is measured on a sample of series (``--whisper-series``)
 and compared per sample and per series.
 
+``--first-round-baseline DIR``: the first round of the largest size timed against the same
+round in another checkout of the code, by turns in child processes (``_first_round.py``).
+
 Run: python benchmarks/vhms_bench.py [--quick] [--store-only] [--sizes N,...] [--baseline]
+[--first-round-baseline DIR]
 """
 
 from __future__ import annotations
@@ -504,6 +508,12 @@ def main() -> None:
         action="store_true",
         help="coarse fetches' CPU against the same buckets in plain coarse rings (sizes <= 200K)",
     )
+    parser.add_argument(
+        "--first-round-baseline",
+        type=Path,
+        default=None,
+        help="a checkout of the code before: the first round of the largest size timed against it",
+    )
     args = parser.parse_args()
     rows: list[dict[str, object]] = []
     sizes = (
@@ -515,6 +525,10 @@ def main() -> None:
     )
     for count in sizes:
         bench_store(count, rows, args.baseline)
+    if args.first_round_baseline is not None:
+        from _first_round import compare as first_round_compare  # it imports this module
+
+        first_round_compare(max(sizes), args.first_round_baseline, rows)
     for name, size in encoded_sizes(100_000).items():
         rows.append(
             {"case": f"a sealed 5-minute bucket of {name} (blocks of 12)", "vhms": size, "unit": "bytes"}

@@ -9,8 +9,8 @@ label names share a *shape*; a shape keeps the codes of its series as rows of an
 bytes each), 4 bytes per label and name, and its slot in the hash table: no key text. A
 series' canonical key ``name{k=v,...}`` is made from its codes only where an API answers
 text (:meth:`SeriesIndex.keys_of`: ``series()``, snapshots, the write-ahead log's names).
-Ids are dense, in order of arrival, never reused. Postings are ``array('i')``, turned into
-sorted numpy arrays when a query reads them and cached until the posting grows.
+Ids are dense, in order of arrival, never reused. Postings (ascending ids per name and per
+label value) are kept by ``postings.py``.
 
 A batch comes with its symbol table (:meth:`SeriesIndex.lookup_columns`): each distinct name
 and label set is resolved once and every sample's row made by numpy (``symbols.py``). Rows
@@ -19,8 +19,8 @@ hit confirmed by comparing the stored row with the batch's (a row whose hash ano
 holds is kept aside, in ``_collided``). New series are created a whole batch at a time:
 the rows not found are told distinct by one sort of their hashes (``new_rows.py``),
 numbered by their rank among the batch's positions (no sort), rows
-appended by shape, postings per label grouped by a radix sort of the codes, a run of
-ascending ids per posting. Keys given as text
+appended by shape, and their ids and codes handed to the postings per label, where they
+wait to be grouped with those of the batches after them. Keys given as text
 (:meth:`SeriesIndex.lookup`: replays, snapshots, tests) are split into such a symbol table
 first.
 
@@ -46,7 +46,8 @@ from vhms.exceptions import SeriesLimitError
 from vhms.results import NAME
 from vhms.selector import Matcher, Selector
 from vhms.server.key_table import KeyTable
-from vhms.server.new_rows import NewRows, grouping_order, new_rows
+from vhms.server.new_rows import NewRows, new_rows
+from vhms.server.postings import Postings
 from vhms.server.symbols import resolve, row_hashes
 
 __all__ = ["SeriesIndex"]
@@ -60,8 +61,6 @@ class SeriesIndex:
         self.max_series = max_series
         self._table = KeyTable()  # row hash -> id (vhms/server/key_table.py)
         self._collided: dict[tuple[int, bytes], int] = {}  # (shape, row) of rows whose hash another holds
-        self._postings: dict[str, dict[str, array[int]]] = {}  # label -> value -> ids
-        self._cache: dict[tuple[str, str], tuple[int, np.ndarray]] = {}
         self._values: dict[str, list[str]] = {}  # label -> its values, by code
         self._codes: dict[str, dict[str, int]] = {}  # label -> value -> code
         self._shapes: list[tuple[str, ...]] = []  # shape -> (__name__, its labels sorted...)
@@ -73,6 +72,7 @@ class SeriesIndex:
         self._label_list: list[str] = [NAME]
         self._pairs: dict[str, int] = {}  # a label set's "k=v" token -> label number << 32 | code
         self._lock = threading.Lock()
+        self._postings = Postings(self._values, self._lock)  # label -> value -> ids (postings.py)
         self.refused = 0  # new series refused by max_series
         self._batches: dict[tuple[int, ...], np.ndarray] = {}  # a batch's _digest -> its ids
         self._batch_ids = 0
@@ -206,15 +206,15 @@ class SeriesIndex:
             self._table.insert(hashes[~clash], series_ids[~clash])
 
     def _post(self, posted: list[tuple[int, np.ndarray, np.ndarray]], made: int) -> None:
-        """Append the ``made`` new series (per shape: their ids less the first new one, and
-        their rows) to the postings of their names and label values: per label, the codes of
-        the new series in id order, grouped by a radix sort, a run of ascending ids per
-        posting."""
+        """Post the ``made`` new series (per shape: their ids less the first new one, and their
+        rows): per label, the ids of those that have it and their codes (``postings.py``)."""
         base = len(self) - made
-        columns: dict[str, tuple[np.ndarray, np.ndarray]] = {}  # label -> new series (less base), codes
+        chunks: dict[str, tuple[np.ndarray, np.ndarray]] = {}
         if len(posted) == 1:
             shape, numbers, rows = posted[0]
-            columns = {label: (numbers, rows[:, column]) for column, label in enumerate(self._shapes[shape])}
+            owners = (numbers + base).astype(np.int32)
+            for column, label in enumerate(self._shapes[shape]):
+                chunks[label] = (owners, np.ascontiguousarray(rows[:, column]))
         else:
             by_label: dict[str, np.ndarray] = {}  # label -> the code of each new series, -1 if it lacks it
             for shape, numbers, rows in posted:
@@ -223,20 +223,9 @@ class SeriesIndex:
                         by_label[label] = np.full(made, -1, dtype=np.int32)
                     by_label[label][numbers] = rows[:, column]
             for label, codes in by_label.items():
-                owners = np.flatnonzero(codes >= 0)
-                columns[label] = (owners, codes[owners])
-        for label, (owners, codes) in columns.items():
-            order = grouping_order(codes)
-            owners, codes = owners[order], codes[order]
-            edges = [0, *(np.flatnonzero(np.diff(codes)) + 1).tolist(), len(codes)]
-            data = (owners + base).astype(np.int32).tobytes()
-            values = self._values[label]
-            postings = self._postings.setdefault(label, {})
-            for code, start, stop in zip(codes[edges[:-1]].tolist(), edges[:-1], edges[1:], strict=True):
-                posting = postings.get(values[code])
-                if posting is None:
-                    posting = postings[values[code]] = array("i")
-                posting.frombytes(data[4 * start : 4 * stop])
+                having = np.flatnonzero(codes >= 0)
+                chunks[label] = ((having + base).astype(np.int32), codes[having])
+        self._postings.add(chunks, made)
 
     def _label_number(self, label: str) -> int:
         number = self._label_numbers.get(label)
@@ -326,10 +315,10 @@ class SeriesIndex:
         return out
 
     def label_names(self) -> list[str]:
-        return sorted(label for label in self._postings if label != NAME)
+        return sorted(label for label in self._postings.labels() if label != NAME)
 
     def label_values(self, label: str) -> list[str]:
-        return sorted(self._postings.get(label, {}))
+        return sorted(self._postings.values(label))
 
     def columns(self, ids: np.ndarray) -> LabelColumns:
         """The names (``"__name__"``) and labels of series ``ids`` by columns: per label, its
@@ -351,48 +340,23 @@ class SeriesIndex:
                     out[label][1][members] = codes[:, position]
         return out
 
-    def _posting(self, label: str, value: str) -> np.ndarray:
-        posting = self._postings[label][value]
-        cached = self._cache.get((label, value))
-        if cached is not None and cached[0] == len(posting):
-            return cached[1]
-        with self._lock:  # an append (a new series) must not meet a buffer numpy is reading
-            ids = np.frombuffer(posting, dtype=np.int32).copy()  # appended in id order: sorted
-        self._cache[(label, value)] = (len(posting), ids)
-        return ids
-
-    def _having(self, matcher: Matcher, check: Callable[[], None] | None) -> np.ndarray:
-        """Sorted ids of series whose label satisfies a positive matcher (``=`` or ``~``);
-        ``check`` is called while a regex runs through the label's values."""
-        values = self._postings.get(matcher.label, {})
-        if matcher.op == "=":
-            return self._posting(matcher.label, matcher.value) if matcher.value in values else _EMPTY
-        # a copy of the keys: a new series may add a value while the regex runs (no lock held)
-        candidates = list(values)
-        hits = matcher.matching(candidates, check)
-        chosen = [self._posting(matcher.label, candidates[i]) for i in np.flatnonzero(hits).tolist()]
-        if not chosen:
-            return _EMPTY
-        return chosen[0] if len(chosen) == 1 else np.sort(np.concatenate(chosen))
-
     def match(self, selector: Selector, check: Callable[[], None] | None = None) -> np.ndarray:
         """Sorted ids of the series ``selector`` picks; ``check`` is called between slices of
         the regexes' work (whatever it raises stops the selection)."""
         matchers = [m for m in (selector.name, *selector.matchers) if m is not None]
         positive = [m for m in matchers if m.op in ("=", "~")]
         negative = [m for m in matchers if m.op in ("!=", "!~")]
-        total = len(self)
         if positive:
-            sets = sorted((self._having(m, check) for m in positive), key=len)
+            sets = sorted((self._postings.having(m, check) for m in positive), key=len)
             result = sets[0]
             for other in sets[1:]:
                 if not len(result):
                     break
-                mask = np.zeros(total, dtype=bool)
+                mask = np.zeros(len(self), dtype=bool)  # read after the postings: above their ids
                 mask[other] = True
                 result = result[mask[result]]
         else:
-            result = np.arange(total, dtype=np.int32)
+            result = np.arange(len(self), dtype=np.int32)
         for matcher in negative:
             if not len(result):
                 break
@@ -400,15 +364,12 @@ class SeriesIndex:
             positive_form = Matcher(
                 matcher.label, "=" if matcher.op == "!=" else "~", matcher.value, matcher.regex
             )
-            excluded = self._having(positive_form, check)
+            excluded = self._postings.having(positive_form, check)
             if len(excluded):
-                mask = np.zeros(total, dtype=bool)
+                mask = np.zeros(len(self), dtype=bool)  # read after the postings: above their ids
                 mask[excluded] = True
                 result = result[~mask[result]]
         return result.astype(np.int64, copy=False)
-
-
-_EMPTY = np.zeros(0, dtype=np.int32)
 
 
 def _digest(

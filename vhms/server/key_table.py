@@ -17,6 +17,7 @@ import numpy as np
 __all__ = ["KeyTable"]
 
 _FIRST_SIZE = 1 << 12
+_ONE_BY_ONE = 32  # keys left probing that go on one at a time: a vectorised round costs ~20 us
 
 
 class KeyTable:
@@ -33,15 +34,19 @@ class KeyTable:
         """The id stored under each hash, -1 where there is none."""
         out = np.full(len(hashes), -1, dtype=np.int64)
         mask = len(self.hashes) - 1
-        todo = np.arange(len(hashes))
-        position = hashes & mask
-        while len(todo):
+        todo, wanted, position = np.arange(len(hashes)), hashes, hashes & mask
+        while len(todo) > _ONE_BY_ONE:
             found = self.hashes[position]
-            hit = found == hashes[todo]
+            hit = found == wanted
             out[todo[hit]] = self.ids[position[hit]]
-            going_on = ~hit & (found != 0)
-            todo = todo[going_on]
-            position = (position[going_on] + 1) & mask
+            going_on = np.flatnonzero(~hit & (found != 0))
+            todo, wanted, position = todo[going_on], wanted[going_on], (position[going_on] + 1) & mask
+        table = self.hashes
+        for key, want, at in zip(todo.tolist(), wanted.tolist(), position.tolist(), strict=True):
+            while (found := int(table[at])) != want and found:
+                at = (at + 1) & mask
+            if found:
+                out[key] = self.ids[at]
         return out
 
     def insert(self, hashes: np.ndarray, ids: np.ndarray) -> None:
@@ -54,17 +59,21 @@ class KeyTable:
     def _place(self, hashes: np.ndarray, ids: np.ndarray) -> None:
         mask = len(self.hashes) - 1
         position = hashes & mask
-        todo = np.arange(len(hashes))
-        while len(todo):
-            free = self.hashes[position] == 0
+        while len(hashes) > _ONE_BY_ONE:
+            free = np.flatnonzero(self.hashes[position] == 0)
             # keys wanting the same free slot all write their hash there and one of them stays
             # (which one numpy does not say; the hashes are distinct, so reading the slots
             # back tells), its id then written; the rest probe on
-            self.hashes[position[free]] = hashes[todo[free]]
-            placed = free & (self.hashes[position] == hashes[todo])
-            self.ids[position[placed]] = ids[todo[placed]]
-            todo = todo[~placed]
-            position = (position[~placed] + 1) & mask
+            self.hashes[position[free]] = hashes[free]
+            placed = np.zeros(len(hashes), dtype=bool)
+            placed[free] = self.hashes[position[free]] == hashes[free]
+            self.ids[position[placed]] = ids[placed]
+            hashes, ids, position = hashes[~placed], ids[~placed], (position[~placed] + 1) & mask
+        table = self.hashes
+        for value, series, at in zip(hashes.tolist(), ids.tolist(), position.tolist(), strict=True):
+            while table[at]:
+                at = (at + 1) & mask
+            table[at], self.ids[at] = value, series
 
     def _grow(self, count: int) -> None:
         size = len(self.hashes)

@@ -105,11 +105,11 @@ def _sets(
     ranks = np.zeros(len(texts), dtype=np.int64)
     if not len(texts):
         return shapes, ranks, {}
-    parts = pc.split_pattern(pa.array(texts, pa.large_string()), pattern=",")
-    offsets = _int_buffer(parts.offsets, np.int32, len(texts) + 1).astype(np.int64)
-    offsets -= offsets[0]  # into the flattened tokens
-    encoded = pc.dictionary_encode(parts.flatten())
-    token_refs = np.array(vocabulary.pair_refs(encoded.dictionary.to_pylist()), dtype=np.int64)
+    tokens, offsets = _tokens(texts)
+    encoded = pc.dictionary_encode(tokens)
+    # a token but the last of its set ends with its comma (a value's own commas are escaped)
+    distinct = [t[:-1] if t.endswith(",") else t for t in encoded.dictionary.to_pylist()]
+    token_refs = np.array(vocabulary.pair_refs(distinct), dtype=np.int64)
     refs = token_refs[_int_buffer(encoded.indices, np.int32, len(encoded))]
     if (token_refs < 0).any():
         refs, offsets = _without_empty_sets(refs, offsets, texts)
@@ -140,6 +140,26 @@ def _sets(
             blocks.setdefault(number, []).append(set_codes if alike.all() else set_codes[alike])
             members, label_numbers, set_codes = members[~alike], label_numbers[~alike], set_codes[~alike]
     return shapes, ranks, {number: np.concatenate(block) for number, block in blocks.items()}
+
+
+def _tokens(texts: Sequence[str]) -> tuple[pa.LargeStringArray, np.ndarray]:
+    """The ``k=v`` tokens of label-set texts, each with the comma that ends it (none after a
+    set's last), as views into one pyarrow copy of the texts; and where each set's tokens
+    begin (a text without a comma is one token, ``""`` an empty one)."""
+    column = pa.array(texts, pa.large_string())
+    _, offset_buffer, data = column.buffers()
+    data = data if data is not None else pa.py_buffer(b"")  # every text empty
+    offsets = np.frombuffer(offset_buffer, dtype=np.int64)[: len(texts) + 1]
+    text = np.frombuffer(data, dtype=np.uint8)
+    commas = np.flatnonzero(text[: offsets[-1]] == ord(","))
+    first = np.arange(len(texts) + 1) + np.searchsorted(commas, offsets)  # each set's first token
+    last = np.zeros(first[-1], dtype=bool)
+    last[first[1:] - 1] = True
+    ends = np.empty(first[-1] + 1, dtype=np.int64)
+    ends[0] = offsets[0]
+    ends[1:][last] = offsets[1:]
+    ends[1:][~last] = commas + 1
+    return pa.LargeStringArray.from_buffers(first[-1], pa.py_buffer(ends), data), first
 
 
 def _without_empty_sets(
