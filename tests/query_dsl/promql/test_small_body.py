@@ -8,8 +8,8 @@ import pytest
 
 from query_dsl.promql import format_value
 from query_dsl.promql.body import matrix_body, vector_body
-from query_dsl.promql.result import _texts, _value_strs, _value_texts
 from query_dsl.promql.small_body import small_matrix_body, small_vector_body
+from query_dsl.promql.texts import value_strs, value_texts
 from query_dsl.series_table import SeriesTable
 
 
@@ -34,16 +34,14 @@ def test_the_small_writer_writes_the_columnar_bytes(series: int, times: int, see
     kept[:, 0] = True
     own = axis[None, :] + rng.integers(0, 1000, (series, times))
     for stamps in (axis, own):
-        assert small_matrix_body(table, stamps, values, kept, _value_strs) == matrix_body(
-            table, stamps, values, kept, _value_texts
+        assert small_matrix_body(table, stamps, values, kept, value_strs) == matrix_body(
+            table, stamps, values, kept
         )
     at = 1_700_000_000_500
     last = values[:, -1]
-    assert small_vector_body(table, at, last, _value_strs) == vector_body(table, at, last, _value_texts)
+    assert small_vector_body(table, at, last, value_strs) == vector_body(table, at, last)
     empty = _table(0)
-    assert small_vector_body(empty, at, last[:0], _value_strs) == vector_body(
-        empty, at, last[:0], _value_texts
-    )
+    assert small_vector_body(empty, at, last[:0], value_strs) == vector_body(empty, at, last[:0])
 
 
 def test_value_texts_are_go_s() -> None:
@@ -70,4 +68,8 @@ def test_value_texts_are_go_s() -> None:
         ]
     )
     for part in (values, values[values == np.trunc(values)], values[:0], np.array([0.5, 0.25])):
-        assert _texts(part) == [format_value(v) for v in part.tolist()]
+        expected = [format_value(v) for v in part.tolist()]
+        assert value_strs(part) == expected
+        texts, index = value_texts(part)
+        data = texts.data.tobytes().decode()
+        assert [data[texts.offsets[i] : texts.offsets[i + 1]] for i in index.tolist()] == expected
