@@ -51,7 +51,8 @@ running the code of another checkout (``/work/main`` before a change) over the s
 the same interleaved rounds.
 
 Run: python benchmarks/query_bench.py [--quick] [--sizes 10000,100000] [--repeat 5]
-[--peers prometheus,victoriametrics] [--minutes 180] [--vm-cache] [--baseline DIR]. A million series load in
+[--peers prometheus,victoriametrics] [--minutes 180] [--vm-cache] [--baseline DIR] [--cases raw,gauge]
+(the cases whose name holds one of these). A million series load in
 time on this machine against VictoriaMetrics alone with 75 minutes of history
 (``--sizes 1000000 --peers victoriametrics --minutes 75 --repeat 3``: about 20 minutes).
 """
@@ -338,7 +339,13 @@ def start_baseline(checkout: Path, data: Data, port: int) -> subprocess.Popen[by
 
 
 def run_size(
-    count: int, repeat: int, peers: list[str], vm_cache: bool, minutes: int, baseline: Path | None
+    count: int,
+    repeat: int,
+    peers: list[str],
+    vm_cache: bool,
+    minutes: int,
+    baseline: Path | None,
+    only: list[str],
 ) -> list[dict[str, Any]]:
     data = make_data(count, minutes)
     work = Path(tempfile.mkdtemp(prefix="query-bench-"))
@@ -373,7 +380,7 @@ def run_size(
         progress("vhms loaded")
         assert artimon.pid is not None
         pids = {"artimon": artimon.pid, **{peer: process.pid for peer, process in processes.items()}}
-        return run_queries(sides, pids, data, repeat)
+        return run_queries(sides, pids, data, repeat, only)
     finally:
         for process in processes.values():
             process.terminate()
@@ -512,11 +519,13 @@ def difference(ours: dict[str, Any], peer: dict[str, Any], promql: bool = False)
     return worst
 
 
-def run_queries(sides: dict[str, str], pids: dict[str, int], data: Data, repeat: int) -> list[dict[str, Any]]:
+def run_queries(
+    sides: dict[str, str], pids: dict[str, int], data: Data, repeat: int, only: list[str]
+) -> list[dict[str, Any]]:
     peers = [side for side in sides if side not in OURS]
     rows = []
     with httpx.Client(timeout=1800) as client:
-        for case in cases(data):
+        for case in [case for case in cases(data) if not only or any(part in case.name for part in only)]:
             settle, settled = wait_settled(pids)
             calls: dict[str, Callable[[], httpx.Response]] = {
                 "artimon": lambda c=case: client.post(
@@ -610,6 +619,11 @@ def main() -> None:
         default=None,
         help="a checkout of Artimon (e.g. /work/main) whose PromQL is timed beside this one's ('before')",
     )
+    parser.add_argument(
+        "--cases",
+        default="",
+        help="only the cases whose name holds one of these, comma-separated (default all)",
+    )
     parser.add_argument("--serve", type=int, default=None, help=argparse.SUPPRESS)  # a --baseline child
     parser.add_argument("--end", type=int, default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -627,7 +641,15 @@ def main() -> None:
     rows = [
         row
         for count in sizes
-        for row in run_size(count, args.repeat, peers, args.vm_cache, args.minutes, args.baseline)
+        for row in run_size(
+            count,
+            args.repeat,
+            peers,
+            args.vm_cache,
+            args.minutes,
+            args.baseline,
+            [c for c in args.cases.split(",") if c],
+        )
     ]
     report(
         "query_bench",

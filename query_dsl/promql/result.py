@@ -55,7 +55,7 @@ class PromQLResult:
         m = self.value
         rows = np.flatnonzero(present(m.values).any(axis=1))
         if self.order == "labels" or self.result_type == "matrix":
-            rows = rows[prometheus_order(m.select(rows))]
+            rows = rows[prometheus_order(m if len(rows) == len(m) else m.select(rows))]
         elif self.order in ("descending", "ascending"):
             last = m.values[rows, -1]
             rows = rows[np.argsort(-last if self.order == "descending" else last, kind="stable")]
