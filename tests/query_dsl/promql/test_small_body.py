@@ -22,18 +22,35 @@ def _table(count: int) -> SeriesTable:
     return SeriesTable.from_lists(names, labels)
 
 
-@pytest.mark.parametrize(("series", "times", "seed"), [(1, 61, 1), (12, 61, 2), (30, 7, 3), (5, 1, 4)])
-def test_the_small_writer_writes_the_columnar_bytes(series: int, times: int, seed: int) -> None:
+def _full_table(count: int) -> SeriesTable:
+    """Every series named and with every label (the columnar writer's shorter path)."""
+    return SeriesTable.from_lists(
+        ["up"] * count, [{"host": f"h{i // 4}", "i": str(i % 4)} for i in range(count)]
+    )
+
+
+@pytest.mark.parametrize(
+    ("series", "times", "seed", "full"),
+    [
+        (1, 61, 1, False),
+        (12, 61, 2, False),
+        (30, 7, 3, False),
+        (5, 1, 4, False),
+        (12, 61, 5, True),
+        (30, 7, 6, True),
+    ],
+)
+def test_the_small_writer_writes_the_columnar_bytes(series: int, times: int, seed: int, full: bool) -> None:
     rng = np.random.default_rng(seed)
-    table = _table(series)
+    table = _full_table(series) if full else _table(series)
     axis = np.arange(times) * 10_000 + 1_700_000_000_123
     values = np.round(rng.normal(size=(series, times)) * 10.0 ** rng.integers(-6, 18), rng.integers(0, 5))
     values[rng.random((series, times)) < 0.1] = np.nan
     values[0, 0], values[-1, -1] = -0.0, np.inf
-    kept = rng.random((series, times)) < 0.9
-    kept[:, 0] = True
+    kept = np.ones((series, times), dtype=bool) if full else rng.random((series, times)) < 0.9
+    kept[np.arange(series), rng.integers(0, times, series)] = True  # every series has a point
     own = axis[None, :] + rng.integers(0, 1000, (series, times))
-    for stamps in (axis, own):
+    for stamps in (axis, own, np.repeat(axis[None, :], series, axis=0)):
         assert small_matrix_body(table, stamps, values, kept, value_strs) == matrix_body(
             table, stamps, values, kept
         )
