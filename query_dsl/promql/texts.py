@@ -14,7 +14,7 @@ one buffer with its offsets (wide answers: no Python object per value).
 from __future__ import annotations
 
 import math
-from typing import NamedTuple
+from dataclasses import dataclass
 
 import numpy as np
 import orjson
@@ -33,11 +33,12 @@ def format_value(value: float) -> str:
     return np.format_float_positional(value, trim="-")
 
 
-class Texts(NamedTuple):
+@dataclass(frozen=True, slots=True)
+class Texts:
     """Texts in one buffer: text ``i`` is ``data[offsets[i]:offsets[i + 1]]`` (ASCII)."""
 
     data: np.ndarray  # uint8
-    offsets: np.ndarray  # int64, one more than the texts
+    offsets: np.ndarray  # int64, one more than the texts, the first 0
 
     @classmethod
     def of(cls, texts: list[str]) -> Texts:
@@ -49,11 +50,11 @@ class Texts(NamedTuple):
     @classmethod
     def join(cls, parts: list[Texts]) -> Texts:
         """The texts of ``parts``, one after another."""
-        shifts = np.cumsum([0] + [len(part.data) for part in parts])
-        offsets = [parts[0].offsets[:1] if parts else np.zeros(1, dtype=np.int64)]
-        offsets += [part.offsets[1:] + shift for part, shift in zip(parts, shifts.tolist(), strict=False)]
+        starts = np.cumsum([0, *(len(part.data) for part in parts)])[:-1].tolist()
+        offsets = [np.zeros(1, dtype=np.int64)]
+        offsets += [part.offsets[1:] + start for part, start in zip(parts, starts, strict=True)]
         return cls(
-            np.concatenate([part.data for part in parts] or [np.zeros(0, np.uint8)]), np.concatenate(offsets)
+            np.concatenate([np.zeros(0, np.uint8), *(part.data for part in parts)]), np.concatenate(offsets)
         )
 
     def __len__(self) -> int:
