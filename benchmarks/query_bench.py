@@ -56,7 +56,8 @@ After the queries of a size, each server's resident memory is read from /proc
 (results/query_bench_rss.json; Artimon's is its query API and store, one process).
 
 Run: python benchmarks/query_bench.py [--quick] [--sizes 10000,100000] [--repeat 5]
-[--peers prometheus,victoriametrics] [--minutes 180] [--vm-cache] [--baseline DIR]. A million
+[--peers prometheus,victoriametrics] [--minutes 180] [--vm-cache] [--baseline DIR] [--cases raw,gauge]
+(the cases whose name holds one of these). A million
 series (``--sizes 10000,100000,1000000 --repeat 3 --minutes 75``) peaked at 7.8 GB loading
 (promtool 6.3 GB, 5 of them its input file's mapped pages; VHMS 1.4 GB) and need some 10 CPU
 minutes to load: more than half an hour at a load average of 20 (docs/promql.md).
@@ -264,7 +265,13 @@ def start_baseline(checkout: Path, data: Data, port: int) -> subprocess.Popen[by
 
 
 def run_size(
-    count: int, repeat: int, peers: list[str], vm_cache: bool, minutes: int, baseline: Path | None
+    count: int,
+    repeat: int,
+    peers: list[str],
+    vm_cache: bool,
+    minutes: int,
+    baseline: Path | None,
+    only: list[str],
 ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """One size: the rows of its cases and the resident memory of each server after them."""
     data = Data(count, minutes, int(time.time() * 1000) // MINUTE * MINUTE - MINUTE)
@@ -299,7 +306,7 @@ def run_size(
         progress("vhms loaded")
         assert artimon.pid is not None
         pids = {"artimon": artimon.pid, **{peer: process.pid for peer, process in processes.items()}}
-        rows = run_queries(sides, pids, data, repeat)
+        rows = run_queries(sides, pids, data, repeat, only)
         return rows, {"series": count, **{f"{side}_mib": rss_mib(pid) for side, pid in pids.items()}}
     finally:
         for process in processes.values():
@@ -453,11 +460,13 @@ def compare(bodies: dict[str, bytes], peers: list[str]) -> tuple[float, float, i
     return worst, promql_worst, series_out
 
 
-def run_queries(sides: dict[str, str], pids: dict[str, int], data: Data, repeat: int) -> list[dict[str, Any]]:
+def run_queries(
+    sides: dict[str, str], pids: dict[str, int], data: Data, repeat: int, only: list[str]
+) -> list[dict[str, Any]]:
     peers = [side for side in sides if side not in OURS]
     rows = []
     with httpx.Client(timeout=1800) as client:
-        for case in cases(data):
+        for case in [case for case in cases(data) if not only or any(part in case.name for part in only)]:
             settle, settled = wait_settled(pids)
             calls: dict[str, Callable[[], httpx.Response]] = {
                 "artimon": lambda c=case: client.post(
@@ -550,6 +559,11 @@ def main() -> None:
         default=None,
         help="a checkout of Artimon (e.g. /work/main) whose PromQL is timed beside this one's ('before')",
     )
+    parser.add_argument(
+        "--cases",
+        default="",
+        help="only the cases whose name holds one of these, comma-separated (default all)",
+    )
     parser.add_argument("--serve", type=int, default=None, help=argparse.SUPPRESS)  # a --baseline child
     parser.add_argument("--end", type=int, default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -565,8 +579,9 @@ def main() -> None:
     if set(peers) - set(PEERS):
         parser.error(f"--peers {args.peers}: give some of {', '.join(PEERS)}")
     rows, memory = [], []
+    only = [c for c in args.cases.split(",") if c]
     for count in sizes:
-        size_rows, rss = run_size(count, args.repeat, peers, args.vm_cache, args.minutes, args.baseline)
+        size_rows, rss = run_size(count, args.repeat, peers, args.vm_cache, args.minutes, args.baseline, only)
         rows.extend(size_rows)
         memory.append(rss)
         progress(f"{count:,}: RSS after the queries (MiB) {rss}")

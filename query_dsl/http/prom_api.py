@@ -71,10 +71,11 @@ VERSION = "2.42.0"  # the Prometheus whose API and semantics these answers follo
 
 
 def _envelope(data: Any, warnings: list[str]) -> bytes:
-    """The success envelope around ``data``: a value, or a query's ``data`` as JSON text."""
-    text = data if isinstance(data, bytes) else orjson.dumps(data)
-    tail = b',"warnings":' + orjson.dumps(warnings) if warnings else b""
-    return b'{"status":"success","data":' + text + tail + b"}"
+    """The success envelope around ``data``: a value, or a query's ``data`` as JSON text
+    (joined once: a wide answer's text is megabytes)."""
+    text = data if isinstance(data, bytes | memoryview) else orjson.dumps(data)
+    tail = b',"warnings":' + orjson.dumps(warnings) + b"}" if warnings else b"}"
+    return b"".join((b'{"status":"success","data":', text, tail))
 
 
 @dataclass

@@ -2,22 +2,23 @@
 columns: no Python object per point (a raw matrix of 5,000 series x 11 samples made 55,000
 ``[t, "v"]`` lists, and their JSON cost more than the query).
 
-Every distinct value and time is formatted once (:func:`value_texts`, ``time_texts``); each
-point's ``[t,"v"]`` is then joined from those texts by pyarrow's element-wise kernels, a
-series' points by a list join over the offsets of its samples, and the records
-(``{"metric":{...},"values":[...]}``) by one more element-wise join, as
-``query_dsl/http/answer.py`` writes the DSL's answers.
+The answer is gathered from a dictionary of pieces in one take (pyarrow's, over a binary
+array: the taken array's buffer is the text): constants (``{"metric":{``, ``},"values":[``...),
+each label value as ``"k":"v"`` (with a leading comma too), each time as ``[t,"`` (and
+``"],[t,"`` after a point) and each value's text (:func:`query_dsl.promql.texts.value_texts`,
+one buffer for all). A series is a row of piece ids (its opening, its labels, its points,
+its end), the pieces it lacks (an absent label, a point not kept) masked out; the rows
+flattened are the answer's pieces in order.
 """
 
 from __future__ import annotations
-
-from collections.abc import Callable
 
 import numpy as np
 import orjson
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from query_dsl.promql.texts import Texts, second_texts, value_texts
 from query_dsl.series_table import SeriesTable
 
 __all__ = ["matrix_body", "vector_body"]
@@ -25,133 +26,181 @@ __all__ = ["matrix_body", "vector_body"]
 _TEXT = pa.large_binary()
 
 
-def _literal(text: bytes) -> pa.Scalar:
-    return pa.scalar(text, _TEXT)
-
-
-def _seconds(ms: int) -> float | int:
-    return ms // 1000 if ms % 1000 == 0 else ms / 1000
-
-
-def _binary(texts: list[bytes]) -> pa.Array:
-    """``texts`` as a binary array, made from one joined buffer and its offsets (pyarrow's
-    conversion of a list peaked at 12 MB for 3,000 short texts)."""
-    offsets = np.zeros(len(texts) + 1, dtype=np.int64)
-    np.cumsum(np.fromiter(map(len, texts), dtype=np.int64, count=len(texts)), out=offsets[1:])
+def _array(texts: Texts) -> pa.Array:
     return pa.Array.from_buffers(
-        _TEXT, len(texts), [None, pa.py_buffer(offsets), pa.py_buffer(b"".join(texts))]
+        _TEXT, len(texts), [None, pa.py_buffer(texts.offsets), pa.py_buffer(texts.data)]
     )
 
 
-def _coded(texts: list[bytes], codes: np.ndarray) -> pa.Array:
-    """``texts[codes]`` as one binary array (null where a code is -1)."""
-    return _binary(texts).take(pa.array(codes, mask=codes < 0))
+def _constants(*texts: bytes) -> pa.Array:
+    return pa.array(texts, _TEXT)
 
 
-def _metrics(table: SeriesTable) -> pa.Array:
-    """``"__name__":"x","k":"v",...`` per series (labels sorted, the name first, an empty
-    name and absent labels left out)."""
+def _wrapped(texts: pa.Array, prefix: bytes, suffix: bytes) -> pa.Array:
+    """``prefix + text + suffix`` of each of ``texts``."""
+    return pc.binary_join_element_wise(
+        pa.scalar(prefix, _TEXT), texts, pa.scalar(suffix, _TEXT), pa.scalar(b"", _TEXT)
+    )
+
+
+class _Pieces:
+    """The dictionary an answer is gathered from, block by block (:meth:`add` answers a
+    block's first id)."""
+
+    def __init__(self) -> None:
+        self._blocks: list[pa.Array] = []
+        self._size = 0
+
+    def add(self, block: pa.Array) -> int:
+        first = self._size
+        self._blocks.append(block)
+        self._size += len(block)
+        return first
+
+    def gather(self, ids: np.ndarray) -> memoryview:
+        """The pieces ``ids``, one after another (a view of the taken array's buffer)."""
+        taken = pa.concat_arrays(self._blocks).take(pa.array(ids))
+        offsets = np.frombuffer(taken.buffers()[1], dtype=np.int64)
+        text = memoryview(taken.buffers()[2]).cast("B")  # pyarrow's views are of signed chars ("b")
+        return text[offsets[taken.offset] : offsets[taken.offset + len(taken)]]
+
+
+class _Rows:
+    """A row of piece ids per series, filled block by block of columns (:meth:`block`), and
+    where a series has each piece (everywhere until :meth:`mask` says otherwise)."""
+
+    def __init__(self, size: int, width: int) -> None:
+        self.ids = np.empty((size, width), dtype=np.int64)
+        self._has: np.ndarray | None = None
+        self._next = 0
+
+    def block(self, width: int) -> slice:
+        """The next ``width`` columns."""
+        columns = slice(self._next, self._next + width)
+        self._next += width
+        return columns
+
+    def mask(self, columns: slice, has: np.ndarray) -> None:
+        if self._has is None:
+            self._has = np.ones(self.ids.shape, dtype=bool)
+        self._has[:, columns] = has
+
+    def flat(self) -> np.ndarray:
+        """The ids the series have, row after row."""
+        return self.ids.reshape(-1) if self._has is None else self.ids[self._has]
+
+
+def _firsts(has: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The cells ``(rows, columns)`` of each row's first ``has``."""
+    return np.arange(len(has)), np.argmax(has, axis=1)
+
+
+def _constant(rows: _Rows, piece: int) -> None:
+    rows.ids[:, rows.block(1)] = piece
+
+
+def _opening(rows: _Rows, pieces: _Pieces, head: bytes) -> None:
+    """``head`` and ``{"metric":{`` for the first series, ``,{"metric":{`` for the others."""
+    first = pieces.add(_constants(head + b'{"metric":{', b',{"metric":{'))
+    column = rows.block(1)
+    rows.ids[:, column] = first + 1
+    rows.ids[0, column] = first
+
+
+def _labels(table: SeriesTable, rows: _Rows, pieces: _Pieces) -> None:
+    """Each series' label pieces: the name first, then the labels sorted, each ``"k":"v"``,
+    with a leading comma but the first a series has."""
     names = table.names
-    named = [b'"__name__":' + orjson.dumps(name) + b"," if name else b"" for name in names.values]
-    parts = [_coded(named, names.codes)]
-    for label in sorted(table.columns):
-        column = table.columns[label]
-        key = orjson.dumps(label) + b":"
-        parts.append(_coded([key + orjson.dumps(value) + b"," for value in column.values], column.codes))
-    # "replace" and not "skip": skip drops the rows where every part is null (pyarrow 26)
-    joined = pc.binary_join_element_wise(*parts, _literal(b""), null_handling="replace", null_replacement="")
-    return pc.binary_slice(joined, 0, -1)  # the last comma (none: an empty label set stays empty)
+    columns = [(b'"__name__"', names.values, names.codes)]
+    columns += [(orjson.dumps(label), column.values, column.codes) for label, column in table.columns.items()]
+    block = rows.block(len(columns))
+    ids = rows.ids[:, block]
+    has = np.empty(ids.shape, dtype=bool)
+    sizes = np.empty(len(columns), dtype=np.int64)
+    for index, (key, values, codes) in enumerate(columns):
+        present = codes >= 0
+        if index == 0:
+            present = np.array([value != "" for value in values], dtype=bool)[codes]
+        used = np.flatnonzero(np.bincount(codes[present], minlength=len(values)))  # a fetch's may hold more
+        texts = [key + b":" + orjson.dumps(values[code]) for code in used.tolist()]
+        ids[:, index] = np.searchsorted(used, codes) + pieces.add(
+            pa.array(texts + [b"," + t for t in texts], _TEXT)
+        )
+        has[:, index] = present
+        sizes[index] = len(used)
+    if has.all():
+        ids[:, 1:] += sizes[1:]
+        return
+    later = has.copy()
+    later[_firsts(has)] = False
+    ids += later * sizes
+    rows.mask(block, has)
 
 
-def _distinct(
-    values: np.ndarray, format_all: Callable[[np.ndarray], list[bytes]]
-) -> tuple[list[bytes], np.ndarray]:
-    """Each distinct value of ``values`` (1-D) as ``format_all`` writes it, formatted once,
-    and each value's index among them."""
-    floats = values.dtype == np.float64
-    distinct, inverse = np.unique(values.view(np.uint64) if floats else values, return_inverse=True)
-    if floats:  # by their bits: -0 is not 0, a NaN sample's NaN not another's
-        distinct = distinct.view(np.float64)
-    return format_all(distinct), inverse.reshape(-1)
-
-
-def _distinct_texts(values: np.ndarray, format_all: Callable[[np.ndarray], list[bytes]]) -> pa.Array:
-    """Each of ``values`` (1-D) as ``format_all`` writes it, each distinct value formatted once."""
-    texts, codes = _distinct(values, format_all)
-    return _binary(texts).take(pa.array(codes))
-
-
-def _time_texts(times: np.ndarray) -> list[bytes]:
-    """Times (ms) as seconds, as JSON writes them (``repr``: orjson's buffer per call peaked
-    at 4 KB a text)."""
-    return [repr(_seconds(t)).encode() for t in times.tolist()]
-
-
-def _points(times: tuple[list[bytes], np.ndarray], values: tuple[list[bytes], np.ndarray]) -> pa.Array:
-    """``[t,"v"],`` per cell, as two pieces a cell: ``[t,"`` of its time and ``v"],`` of its
-    value, each written once per distinct time and value (``(texts, each cell's index)``) and
-    gathered in one take."""
-    time_texts, time_codes = times
-    value_texts, value_codes = values
-    pieces = [b"[" + text + b',"' for text in time_texts] + [text + b'"],' for text in value_texts]
-    codes = np.empty(2 * len(time_codes), dtype=np.int64)
-    codes[0::2] = time_codes
-    codes[1::2] = value_codes + len(time_texts)
-    return _binary(pieces).take(pa.array(codes))
-
-
-def _records(parts: list[pa.Array | pa.Scalar]) -> bytes:
-    """The records joined, each ending in a comma, the last one's cut."""
-    records = pc.binary_join_element_wise(*parts, _literal(b""))
-    offsets = np.frombuffer(records.buffers()[1], dtype=np.int64)
-    data = memoryview(records.buffers()[2])
-    return bytes(data[offsets[records.offset] : offsets[records.offset + len(records)] - 1])
-
-
-def vector_body(
-    table: SeriesTable, time_ms: int, values: np.ndarray, value_texts: Callable[[np.ndarray], list[bytes]]
-) -> bytes:
+def vector_body(table: SeriesTable, time_ms: int, values: np.ndarray) -> bytes | memoryview:
     """``{"resultType":"vector","result":[...]}`` of a value per series at ``time_ms``."""
     if not len(table):
         return b'{"resultType":"vector","result":[]}'
-    stamp = orjson.dumps(_seconds(time_ms))
-    body = _records(
-        [
-            _literal(b'{"metric":{'),
-            _metrics(table),
-            _literal(b'},"value":[' + stamp + b',"'),
-            _distinct_texts(values, value_texts),
-            _literal(b'"]},'),
-        ]
-    )
-    return b'{"resultType":"vector","result":[' + body + b"]}"
+    pieces = _Pieces()
+    stamp = bytes(second_texts(np.array([time_ms], dtype=np.int64))[0].data)
+    middle = pieces.add(_constants(b'},"value":[' + stamp + b',"', b'"]}', b'"]}]}'))
+    texts, index = value_texts(values)
+    first = pieces.add(_array(texts))
+    rows = _Rows(len(table), len(table.columns) + 5)
+    _opening(rows, pieces, b'{"resultType":"vector","result":[')
+    _labels(table, rows, pieces)
+    _constant(rows, middle)
+    rows.ids[:, rows.block(1)] = (index + first)[:, None]
+    _constant(rows, middle + 1)
+    rows.ids[-1, -1] = middle + 2
+    return pieces.gather(rows.flat())
+
+
+def _points(times: np.ndarray, values: np.ndarray, kept: np.ndarray, rows: _Rows, pieces: _Pieces) -> None:
+    """Each series' points: ``[t,"`` (``"],[t,"`` after a point) and the value's text, for
+    each cell ``kept``, at ``times`` (``[points]`` shared, or ``[series, points]`` each its own)."""
+    everywhere = bool(kept.all())
+    texts, index = value_texts(np.ascontiguousarray(values).reshape(-1) if everywhere else values[kept])
+    first = pieces.add(_array(texts))
+    block = rows.block(2 * kept.shape[1])
+    stamps, points = rows.ids[:, block][:, 0::2], rows.ids[:, block][:, 1::2]
+    if everywhere:
+        points[:] = (index + first).reshape(kept.shape)
+    else:
+        points[kept] = index + first
+        rows.mask(block, np.repeat(kept, 2, axis=1))
+    if times.ndim == 2 and (times == times[:1]).all():  # own times, the same for every series
+        times = times[0]
+    if times.ndim == 1:
+        texts, index = second_texts(times)
+        cells = np.arange(len(times))
+    else:  # each distinct time written once (a time is shared by the series of a scrape)
+        distinct, cells = np.unique(times.reshape(-1) if everywhere else times[kept], return_inverse=True)
+        texts, index = second_texts(distinct)
+    array = _array(texts).take(pa.array(index))
+    first = pieces.add(pa.concat_arrays([_wrapped(array, b"[", b',"'), _wrapped(array, b'"],[', b',"')]))
+    if everywhere or times.ndim == 1:
+        stamps[:] = cells.reshape(times.shape) + (first + len(array))
+    else:
+        stamps[kept] = cells + (first + len(array))
+    stamps[_firsts(kept)] -= len(array)
 
 
 def matrix_body(
-    table: SeriesTable,
-    times: np.ndarray,
-    values: np.ndarray,
-    kept: np.ndarray,
-    value_texts: Callable[[np.ndarray], list[bytes]],
-) -> bytes:
+    table: SeriesTable, times: np.ndarray, values: np.ndarray, kept: np.ndarray
+) -> bytes | memoryview:
     """``{"resultType":"matrix","result":[...]}``: each series' points where ``kept``
     (``[series, points]``), at ``times`` (``[points]`` shared, or ``[series, points]`` each
     its own, ms). Every series has a point."""
     if not len(table):
         return b'{"resultType":"matrix","result":[]}'
-    cells = np.flatnonzero(kept.reshape(-1))
-    if times.ndim == 2 and (times == times[:1]).all():  # own times, the same for every series
-        times = times[0]
-    if times.ndim == 1:
-        stamps = _time_texts(times), cells % kept.shape[1]
-    else:
-        stamps = _distinct(np.ascontiguousarray(times).reshape(-1)[cells], _time_texts)
-    points = _points(stamps, _distinct(np.ascontiguousarray(values).reshape(-1)[cells], value_texts))
-    offsets = np.zeros(len(table) + 1, dtype=np.int64)
-    np.cumsum(kept.sum(axis=1) * 2, out=offsets[1:])
-    joined = pc.binary_join(pa.LargeListArray.from_arrays(pa.array(offsets), points), _literal(b""))
-    series = pc.binary_slice(joined, 0, -1)  # each series' last comma
-    body = _records(
-        [_literal(b'{"metric":{'), _metrics(table), _literal(b'},"values":['), series, _literal(b"]},")]
-    )
-    return b'{"resultType":"matrix","result":[' + body + b"]}"
+    pieces = _Pieces()
+    middle = pieces.add(_constants(b'},"values":[', b'"]]}', b'"]]}]}'))
+    rows = _Rows(len(table), len(table.columns) + 4 + 2 * kept.shape[1])
+    _opening(rows, pieces, b'{"resultType":"matrix","result":[')
+    _labels(table, rows, pieces)
+    _constant(rows, middle)
+    _points(times, values, kept, rows, pieces)
+    _constant(rows, middle + 1)
+    rows.ids[-1, -1] = middle + 2
+    return pieces.gather(rows.flat())

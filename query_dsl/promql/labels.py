@@ -60,9 +60,9 @@ def prometheus_order(m: Matrix) -> np.ndarray:
     usual case: no label dict per series), else one key per series."""
     table = m.table
     columns = {label: column for label, column in table.columns.items() if (column.codes >= 0).any()}
-    has_name = np.asarray([*table.names.values, ""], dtype=object)[table.names.codes] != ""
-    named = bool(has_name.all())
-    uniform = (named or not has_name.any()) and all((column.codes >= 0).all() for column in columns.values())
+    nameless = np.array([value == "" for value in table.names.values] + [True])[table.names.codes]
+    named = not nameless.any()
+    uniform = (named or nameless.all()) and all((column.codes >= 0).all() for column in columns.values())
     if not uniform:
         keys = [
             sort_key({"__name__": name, **labels} if name else labels)
@@ -76,7 +76,11 @@ def prometheus_order(m: Matrix) -> np.ndarray:
     keys = []
     for label in sorted(ranked):
         values, codes = ranked[label]
-        rank = np.empty(len(values), dtype=np.int64)
-        rank[np.argsort(np.asarray(values, dtype=object), kind="stable")] = np.arange(len(values))
-        keys.append(rank[codes])
+        used = np.flatnonzero(np.bincount(codes, minlength=len(values)))  # a fetch's may hold more
+        if len(used) > 1:  # a label every series shares orders nothing
+            rank = np.empty(len(values), dtype=np.int64)
+            rank[used[np.argsort(np.asarray([values[code] for code in used.tolist()], dtype=object))]] = (
+                np.arange(len(used))
+            )
+            keys.append(rank[codes])
     return np.lexsort(keys[::-1]) if keys else np.arange(len(m))

@@ -11,7 +11,6 @@ seconds.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -22,6 +21,7 @@ from query_dsl.matrix import Matrix
 from query_dsl.promql.body import matrix_body, vector_body
 from query_dsl.promql.labels import prometheus_order
 from query_dsl.promql.small_body import SMALL_CELLS, small_matrix_body, small_vector_body
+from query_dsl.promql.texts import format_value, value_strs
 from query_dsl.promql.values import Scalar, String, present
 
 __all__ = ["PromQLResult", "format_value"]
@@ -32,15 +32,6 @@ _CELL_BYTES = 24  # every [series, time] cell: its flags and flat indices
 _POINT_BYTES = 500  # a point answered: its value's text as str and bytes (each distinct), its slots
 _TIME_BYTES = 200  # an evaluation time: its number in seconds, shared by the rows
 _SERIES_BYTES = 1000  # a series' label dict and its JSON
-
-
-def format_value(value: float) -> str:
-    """Go's ``strconv.FormatFloat(v, 'f', -1, 64)`` with Prometheus's ``+Inf``/``-Inf``/``NaN``."""
-    if math.isnan(value):
-        return "NaN"
-    if math.isinf(value):
-        return "+Inf" if value > 0 else "-Inf"
-    return np.format_float_positional(value, trim="-")
 
 
 def _seconds(ms: int) -> float | int:
@@ -106,9 +97,10 @@ class PromQLResult:
         shared = len(m.timestamps) * _TIME_BYTES
         return shared + m.values.size * _CELL_BYTES + points * _POINT_BYTES + len(m) * _SERIES_BYTES
 
-    def to_prometheus_body(self) -> bytes:
+    def to_prometheus_body(self) -> bytes | memoryview:
         """The JSON text of the ``data`` object of Prometheus's query API, written by
-        columns (:mod:`query_dsl.promql.body`)."""
+        columns (:mod:`query_dsl.promql.body`; a wide one as a view of the buffer it was
+        gathered in)."""
         if isinstance(self.value, String):
             return orjson.dumps(
                 {"resultType": "string", "result": [_seconds(int(self.times[-1])), self.value.value]}
@@ -122,73 +114,17 @@ class PromQLResult:
         small = values.size <= SMALL_CELLS  # joined in Python: pyarrow's kernels cost more there
         if self.result_type == "vector":
             if small:
-                return small_vector_body(table, int(m.timestamps[-1]), values[:, -1], _value_strs)
-            return vector_body(table, int(m.timestamps[-1]), values[:, -1], _value_texts)
+                return small_vector_body(table, int(m.timestamps[-1]), values[:, -1], value_strs)
+            return vector_body(table, int(m.timestamps[-1]), values[:, -1])
         times = m.timestamps if self.point_times is None else self.point_times[rows]
         if small:
-            return small_matrix_body(table, times, values, kept, _value_strs)
-        return matrix_body(table, times, values, kept, _value_texts)
+            return small_matrix_body(table, times, values, kept, value_strs)
+        return matrix_body(table, times, values, kept)
 
     def to_prometheus_json(self) -> dict[str, Any]:
         """The ``data`` object of Prometheus's query API (:meth:`to_prometheus_body` decoded)."""
         data: dict[str, Any] = orjson.loads(self.to_prometheus_body())
         return data
-
-
-def _value_texts(values: np.ndarray) -> list[bytes]:
-    """:func:`format_value` of each of ``values``, as bytes."""
-    return [text.encode() for text in _texts(values)]
-
-
-def _value_strs(values: np.ndarray) -> list[str]:
-    """:func:`format_value` of each of ``values``."""
-    return _texts(values)
-
-
-def _numbers(values: np.ndarray) -> str:
-    """orjson's text of ``values`` (int64, or float64 that are not whole), comma-separated."""
-    text: str = orjson.dumps(np.ascontiguousarray(values), option=orjson.OPT_SERIALIZE_NUMPY).decode()
-    return text[1:-1]
-
-
-def _integers(values: np.ndarray) -> list[str]:
-    """``str`` of each of ``values`` (whole, |v| < 10^16) as an integer."""
-    return _numbers(values.astype(np.int64)).split(",") if len(values) else []
-
-
-def _fractions(values: np.ndarray) -> list[str]:
-    """``repr`` of each of ``values`` (not whole, 10^-4 <= |v| < 10^16): orjson's shortest
-    round-trip text, which is Python's there (checked on millions of values; an exponent,
-    which neither writes in that range, sends them to ``repr``), at a quarter of its cost."""
-    if not len(values):
-        return []
-    text = _numbers(values)
-    if "e" in text:
-        return list(map(repr, values.tolist()))
-    return text.split(",")
-
-
-def _texts(values: np.ndarray) -> list[str]:
-    """:func:`format_value` of each of ``values``, by C loops where Go's text is Python's:
-    ``str`` of the integer for a whole number, ``repr`` for another without an exponent
-    (10^-4 <= |v| < 10^16), both written by orjson over the array; numpy's positional
-    formatting for the rest (NaN, infinities, -0, exponents)."""
-    magnitude = np.abs(values)
-    with np.errstate(invalid="ignore"):
-        plain = ((magnitude >= 1e-4) & (magnitude < 1e16)) | ((values == 0) & ~np.signbit(values))
-        whole = plain & (values == np.trunc(values))
-    fraction = plain & ~whole
-    if whole.all():
-        return _integers(values)
-    if fraction.all():
-        return _fractions(values)
-    out = np.empty(len(values), dtype=object)
-    out[whole] = _integers(values[whole])
-    out[fraction] = _fractions(values[fraction])
-    rest = ~plain
-    out[rest] = [format_value(v) for v in values[rest].tolist()]
-    texts: list[str] = out.tolist()
-    return texts
 
 
 def _metrics(m: Matrix, rows: np.ndarray) -> list[dict[str, str]]:

@@ -8,8 +8,8 @@ import pytest
 
 from query_dsl.promql import format_value
 from query_dsl.promql.body import matrix_body, vector_body
-from query_dsl.promql.result import _texts, _value_strs, _value_texts
 from query_dsl.promql.small_body import small_matrix_body, small_vector_body
+from query_dsl.promql.texts import value_strs, value_texts
 from query_dsl.series_table import SeriesTable
 
 
@@ -22,28 +22,43 @@ def _table(count: int) -> SeriesTable:
     return SeriesTable.from_lists(names, labels)
 
 
-@pytest.mark.parametrize(("series", "times", "seed"), [(1, 61, 1), (12, 61, 2), (30, 7, 3), (5, 1, 4)])
-def test_the_small_writer_writes_the_columnar_bytes(series: int, times: int, seed: int) -> None:
+def _full_table(count: int) -> SeriesTable:
+    """Every series named and with every label (the columnar writer's shorter path)."""
+    return SeriesTable.from_lists(
+        ["up"] * count, [{"host": f"h{i // 4}", "i": str(i % 4)} for i in range(count)]
+    )
+
+
+@pytest.mark.parametrize(
+    ("series", "times", "seed", "full"),
+    [
+        (1, 61, 1, False),
+        (12, 61, 2, False),
+        (30, 7, 3, False),
+        (5, 1, 4, False),
+        (12, 61, 5, True),
+        (30, 7, 6, True),
+    ],
+)
+def test_the_small_writer_writes_the_columnar_bytes(series: int, times: int, seed: int, full: bool) -> None:
     rng = np.random.default_rng(seed)
-    table = _table(series)
+    table = _full_table(series) if full else _table(series)
     axis = np.arange(times) * 10_000 + 1_700_000_000_123
     values = np.round(rng.normal(size=(series, times)) * 10.0 ** rng.integers(-6, 18), rng.integers(0, 5))
     values[rng.random((series, times)) < 0.1] = np.nan
     values[0, 0], values[-1, -1] = -0.0, np.inf
-    kept = rng.random((series, times)) < 0.9
-    kept[:, 0] = True
+    kept = np.ones((series, times), dtype=bool) if full else rng.random((series, times)) < 0.9
+    kept[np.arange(series), rng.integers(0, times, series)] = True  # every series has a point
     own = axis[None, :] + rng.integers(0, 1000, (series, times))
-    for stamps in (axis, own):
-        assert small_matrix_body(table, stamps, values, kept, _value_strs) == matrix_body(
-            table, stamps, values, kept, _value_texts
+    for stamps in (axis, own, np.repeat(axis[None, :], series, axis=0)):
+        assert small_matrix_body(table, stamps, values, kept, value_strs) == matrix_body(
+            table, stamps, values, kept
         )
     at = 1_700_000_000_500
     last = values[:, -1]
-    assert small_vector_body(table, at, last, _value_strs) == vector_body(table, at, last, _value_texts)
+    assert small_vector_body(table, at, last, value_strs) == vector_body(table, at, last)
     empty = _table(0)
-    assert small_vector_body(empty, at, last[:0], _value_strs) == vector_body(
-        empty, at, last[:0], _value_texts
-    )
+    assert small_vector_body(empty, at, last[:0], value_strs) == vector_body(empty, at, last[:0])
 
 
 def test_value_texts_are_go_s() -> None:
@@ -70,4 +85,8 @@ def test_value_texts_are_go_s() -> None:
         ]
     )
     for part in (values, values[values == np.trunc(values)], values[:0], np.array([0.5, 0.25])):
-        assert _texts(part) == [format_value(v) for v in part.tolist()]
+        expected = [format_value(v) for v in part.tolist()]
+        assert value_strs(part) == expected
+        texts, index = value_texts(part)
+        data = texts.data.tobytes().decode()
+        assert [data[texts.offsets[i] : texts.offsets[i + 1]] for i in index.tolist()] == expected
