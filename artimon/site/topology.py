@@ -22,12 +22,13 @@ store agents (one Kafka consumer group into VHMS, each with a durable channel), 
 API on 2 hosts and the raw history (:func:`~artimon.site.history.history_job`: Spark's
 ``raw_ingest --kafka``, its driver on h4, its executor on the site's Spark cluster, the
 topic into Parquet on the site's HDFS, a micro-batch every ``history_interval`` seconds;
-started, not awaited); on each app host, the applications, then a polling agent of one
+started with the store agents, awaited last: ready once its session is up, registered with
+the Spark master); on each app host, the applications, then a polling agent of one
 agent group ``site`` (the group shares the endpoints: an agent lost, its endpoints are
-polled by the others) publishing each round onto Kafka through a durable channel. Last, what ``artimon
-status --zk <ensemble>`` probes and that does not register itself (Kafka, HDFS, the Spark
-master: :class:`ServiceRegistrations`); the agents, the query APIs and the VHMS members
-register themselves.
+polled by the others) publishing each round onto Kafka through a durable channel. Last,
+what ``artimon status --zk <ensemble>`` probes and that does not register itself (Kafka,
+HDFS, the Spark master: :class:`ServiceRegistrations`); the agents, the query APIs and the
+VHMS members register themselves.
 
 Each process's files are under ``data_dir/<host>/<component>`` (Kafka's, ZooKeeper's, HDFS's
 and Spark's under their own launcher's directory); its agent properties are written there.
@@ -54,6 +55,8 @@ from artimon.servers import (
     SparkCluster,
     VhmsShard,
     ZooKeeperEnsemble,
+    answers_ok,
+    wait_ready,
 )
 from artimon.site.agents import polling_agent, store_agent
 from artimon.site.history import history_job
@@ -222,8 +225,12 @@ class Topology:
         site.start_together([self.kafka, self.hdfs, self.spark, *self.vhms], timeout)
         self.kafka.create_topic(KAFKA_TOPIC, exist_ok=True)
         self.kafka.wait_idempotent()
+        # the history job's session comes up while the next stages start (half a minute or
+        # more on a loaded machine): awaited last
+        site.add(self.history, ["history"]).start(timeout=0)
         self._start_consumers(timeout)
         self._start_app_hosts(timeout)
+        wait_ready([self.history], lambda: answers_ok(self.history.health), timeout, self.history.name)
         services = [
             ("kafka", f"kafka://{self.kafka.bootstrap_servers}", len(layout.kafka)),
             ("hdfs", self.hdfs.webhdfs, len(layout.datanodes)),
@@ -233,9 +240,7 @@ class Topology:
         return self
 
     def _start_consumers(self, timeout: float) -> None:
-        """The store agents and the query APIs, awaited; the history job, started and not
-        awaited: its session takes half a minute or more to come up on a loaded machine and
-        nothing waits for it (its process exited: :meth:`Site.exited` says so)."""
+        """The store agents and the query APIs."""
         host = self.site.host(self.layout.store_agents)
         for k in (1, 2):
             directory = self._dir(host.name, f"store-agent-{k}")
@@ -247,7 +252,6 @@ class Topology:
         for name in self.layout.apis:
             api = QueryApiServer(self._dir(name, "api"), self.zk, host=self.site.host(name))
             self.apis.append(self.site.add(api, ["query api"]))
-        self.site.add(self.history, ["history"]).start(timeout=0)
         self.site.start_together([*self.store_agents, *self.apis], timeout)
 
     def _start_app_hosts(self, timeout: float) -> None:

@@ -4,11 +4,11 @@ with known counters (two endpoints per app host, so that every polling agent of 
 owns some) go app -> polling agent -> Kafka -> store agent -> VHMS (both replicas of each
 shard) and are read back through both query APIs; from Kafka, the history job (Spark's
 ``raw_ingest --kafka`` on the site's Spark cluster) writes them into Parquet on the site's
-HDFS. Then, one after another while rounds flow,
-each healed before the next is injected: an app host partitioned longer than the ZooKeeper
-session, the ZooKeeper leader, a Kafka node, a VHMS replica (restarted empty: it catches up
-from its peer), the polling agent owning the most endpoints, a store agent and a DataNode
-killed -9 and started again, and the store agents' host partitioned for a minute.
+HDFS. Then, one after another while rounds flow, each healed before the next is injected: an
+app host partitioned longer than the ZooKeeper session, the ZooKeeper leader, a Kafka node,
+a VHMS replica (restarted empty: it catches up from its peer), the polling agent owning the
+most endpoints, a store agent and a DataNode killed -9 and started again, and the store
+agents' host partitioned for a minute.
 
 The accounting (its table printed): the apps' own record is ``formula_value`` per round, so
 every sample they exposed is known. A sample is *required* unless no agent could reach it
@@ -439,7 +439,8 @@ def _history(topology: Topology, contexts: list[str], required: set[Key]) -> Hel
     wait_until(read_to_the_end, timeout=240, what=f"the history reading the topic to {ends}")
     table = read_history(hdfs)
     series = table.column("series").to_pylist()
-    stamps = [ts // 1000 for ts in table.column("ts").cast(pa.int64()).to_pylist()]  # µs -> ms
+    ts = table.column("ts")
+    stamps = ts.cast(pa.timestamp("ms", tz=ts.type.tz)).cast(pa.int64()).to_pylist()
     twice = [pair for pair, seen in Counter(zip(series, stamps, strict=True)).items() if seen > 1]
     assert twice == [], f"{len(twice)} (series, time) twice in the history: {twice[:5]}"
     history: Held = {}
