@@ -15,6 +15,7 @@ import time
 
 from artimon.commands._signals import stop_event
 from artimon.site import (
+    HISTORY_ROOT,
     MIN_HOSTS,
     STATE_DIR,
     Layout,
@@ -72,6 +73,8 @@ def _print_topology(topology: Topology) -> None:
         f"Kafka        {topology.kafka.bootstrap_servers} (topic {KAFKA_TOPIC})",
         f"HDFS         {topology.hdfs.uri} ({topology.hdfs.datanodes} DataNodes, {topology.hdfs.webhdfs})",
         f"Spark        {topology.spark.master_url} (master UI {topology.spark.web_url})",
+        f"history      raw_ingest --kafka -> {topology.hdfs.uri}{HISTORY_ROOT}/parquet"
+        f" (its driver's /metrics: http://{topology.history.address}:{topology.history.metrics_port}/metrics)",
         *(f"VHMS {m.shard}      {m.address}:{m.port} ({m.http_url}/stats)" for m in topology.vhms),
         *(f"query API    {api.url}/" for api in topology.apis),
         *(f"store agent  {agent.monitor_url}/metrics" for agent in topology.store_agents),

@@ -6,7 +6,8 @@ master and worker (``SparkCluster``) and Spark's Kafka connector (``spark_kafka_
 Prometheus (``PrometheusServer``, ``create_blocks``),
 Alertmanager (``AlertmanagerServer``) and an Apache Flume agent (``FlumeAgent``), with
 Apache's server jars resolved once with Maven (``resolve_jars``); Artimon's own processes
-(``VhmsShard``, ``QueryApiServer``, ``AgentServer``, and any ``CommandServer``). Each process
+(``VhmsShard``, ``QueryApiServer``, ``AgentServer``, a Spark job's driver ``SparkJobServer``,
+and any ``CommandServer``). Each process
 runs on a ``Placement`` (``host=``): an address here (``Local``) or a site's host. Each process stands on one
 base, ``ServerProcess``: started on a data directory it holds, awaited until ready, stopped
 by its PID, killed for a simulated crash, restarted on the same data; a server of several is
@@ -33,7 +34,7 @@ from artimon.servers.flume import FLUME_ARTIFACTS, FLUME_JAR_SET, FlumeAgent, fl
 from artimon.servers.hdfs import HADOOP_VERSION, HdfsServer, hadoop_classpath
 from artimon.servers.jars import JarResolutionError, jar_cache, resolve_jars
 from artimon.servers.kafka import KafkaCluster, kafka_jars, kafka_tool_command
-from artimon.servers.own import AgentServer, CommandServer, QueryApiServer, VhmsShard
+from artimon.servers.own import AgentServer, CommandServer, QueryApiServer, SparkJobServer, VhmsShard
 from artimon.servers.prometheus import PrometheusServer, create_blocks
 from artimon.servers.spark import SparkCluster
 from artimon.servers.spark_kafka import (
@@ -73,6 +74,7 @@ __all__ = [
     "ServerGroup",
     "ServerProcess",
     "SparkCluster",
+    "SparkJobServer",
     "VhmsShard",
     "Where",
     "ZooKeeperEnsemble",

@@ -1,8 +1,8 @@
 """Artimon's own processes as launchers, so that a site puts them on its hosts as it puts the
 Java servers: a VHMS shard member (:class:`VhmsShard`, ``artimon vhms``), the HTTP query API
 (:class:`QueryApiServer`, ``artimon api``), a collector agent (:class:`AgentServer`,
-``artimon agent``) and any command that prints a line once it serves
-(:class:`CommandServer`: applications).
+``artimon agent``), a Spark job's driver (:class:`SparkJobServer`, ``artimon spark``) and any
+command that prints a line once it serves (:class:`CommandServer`: applications).
 
 Each is a :class:`~artimon.servers.ServerProcess` running ``python -m artimon <command>``
 on its placement (``host``), binding the placement's address, on the placement's ports
@@ -23,7 +23,7 @@ from pathlib import Path
 
 from artimon.servers.base import LOCAL, ServerProcess, Where, answers_ok, placed
 
-__all__ = ["AgentServer", "CommandServer", "QueryApiServer", "VhmsShard"]
+__all__ = ["AgentServer", "CommandServer", "QueryApiServer", "SparkJobServer", "VhmsShard"]
 
 _ARTIMON = (sys.executable, "-m", "artimon")
 
@@ -134,6 +134,41 @@ class AgentServer(_ArtimonProcess):
     @property
     def monitor_url(self) -> str:
         return f"http://{self.address}:{self.monitor_port}"
+
+
+class SparkJobServer(_ArtimonProcess):
+    """Spark job ``job`` (``artimon spark --master <master> <job> <arguments>``, a module of
+    ``spark_jobs``) with the Spark settings ``conf``, its driver in this process on its
+    placement: the driver binds the placement's address and names it to the executors
+    (``spark.driver.bindAddress``, ``spark.driver.host``: they connect back to it from the
+    master's workers, wherever those run). Its ``/metrics`` and ``/health`` on
+    ``metrics_port`` (the placement's 9108 by default); ready once ``/health`` answers, that
+    is once its SparkSession is up. Its driver's JVM ends with it (pyspark's gateway exits
+    when its Python process is gone), its executors with the application."""
+
+    def __init__(
+        self,
+        data_dir: str | os.PathLike[str],
+        master: str,
+        job: str,
+        arguments: Sequence[str],
+        *,
+        conf: Mapping[str, str] | None = None,
+        host: Where = LOCAL,
+        metrics_port: int = 0,
+        env: Mapping[str, str] | None = None,
+    ) -> None:
+        placement = placed(host)
+        self.address = placement.address
+        self.metrics_port = metrics_port or placement.port_for(9108)
+        self.job = job
+        driver = {"spark.driver.bindAddress": self.address, "spark.driver.host": self.address}
+        settings = {**driver, **(conf or {})}
+        command = ["spark", "--master", master, *(f"--conf={key}={value}" for key, value in settings.items())]
+        command += ["--metrics-host", self.address, "--metrics-port", str(self.metrics_port), job, *arguments]
+        health = f"http://{self.address}:{self.metrics_port}/health"
+        env = {"SPARK_LOCAL_IP": self.address, **(env or {})}
+        super().__init__(data_dir, f"spark {job} on {self.address}", placement, command, health, env)
 
 
 class CommandServer(ServerProcess):

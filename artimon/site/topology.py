@@ -7,7 +7,7 @@ hosts or more::
     h1  zookeeper  kafka  vhms s1       hdfs namenode
     h2  zookeeper  kafka  vhms s1       hdfs datanode
     h3  zookeeper  kafka  vhms s2       hdfs datanode
-    h4                    vhms s2                      query api
+    h4                    vhms s2       history driver query api
     h5  store agents (2)                               query api
     h6  apps + polling agent            spark master
     h7  apps + polling agent            spark worker
@@ -18,19 +18,22 @@ is ready (the Java servers side by side): a ZooKeeper ensemble of 3; a Kafka clu
 brokers (KRaft; replication 3, ``min.insync.replicas=2``) with the topic of samples, HDFS
 (a NameNode and 2 DataNodes, replication 2) and a Spark standalone master with 2 workers;
 VHMS 2 shards x 2 replicas (the agents' ``vhms`` sink writes every member of a shard); 2
-store agents (one Kafka consumer group into VHMS, each with a durable channel); the query
-API on 2 hosts; on each app host, the applications, then a polling agent of one agent group
-``site`` (the group shares the endpoints: an agent lost, its endpoints are polled by the
-others) publishing each round onto Kafka through a durable channel. Last, what ``artimon
-status --zk <ensemble>`` probes and that does not register itself (Kafka, HDFS, the Spark
-master: :class:`ServiceRegistrations`); the agents, the query APIs and the VHMS members
-register themselves.
+store agents (one Kafka consumer group into VHMS, each with a durable channel), the query
+API on 2 hosts and the raw history (:func:`~artimon.site.history.history_job`: Spark's
+``raw_ingest --kafka``, its driver on h4, its executor on the site's Spark cluster, the
+topic into Parquet on the site's HDFS, a micro-batch every ``history_interval`` seconds;
+started with the store agents, awaited last: ready once its session is up, registered with
+the Spark master); on each app host, the applications, then a polling agent of one
+agent group ``site`` (the group shares the endpoints: an agent lost, its endpoints are
+polled by the others) publishing each round onto Kafka through a durable channel. Last,
+what ``artimon status --zk <ensemble>`` probes and that does not register itself (Kafka,
+HDFS, the Spark master: :class:`ServiceRegistrations`); the agents, the query APIs and the
+VHMS members register themselves.
 
 Each process's files are under ``data_dir/<host>/<component>`` (Kafka's, ZooKeeper's, HDFS's
 and Spark's under their own launcher's directory); its agent properties are written there.
-Raw history from Kafka into Parquet (Spark's Kafka source) reads the topic
-:data:`~artimon.stack.KAFKA_TOPIC` as a consumer group of its own: nothing here produces
-landing files.
+The raw history reads the topic :data:`~artimon.stack.KAFKA_TOPIC` with its offsets in its
+checkpoint (no consumer group): nothing here produces landing files.
 
 Lifecycle: NEW --start()--> RUNNING --(the site's stop())--> STOPPED.
 """
@@ -52,8 +55,11 @@ from artimon.servers import (
     SparkCluster,
     VhmsShard,
     ZooKeeperEnsemble,
+    answers_ok,
+    wait_ready,
 )
 from artimon.site.agents import polling_agent, store_agent
+from artimon.site.history import history_job
 from artimon.site.hosts import Host
 from artimon.site.site import Site
 from artimon.stack import KAFKA_TOPIC, resolutions_for
@@ -88,6 +94,7 @@ class Layout:
     datanodes: tuple[str, ...]
     spark_master: str
     spark_workers: tuple[str, ...]
+    history: str  # the history job's driver
 
     @classmethod
     def of(cls, hosts: int) -> Layout:
@@ -105,6 +112,7 @@ class Layout:
             datanodes=("h2", "h3"),
             spark_master="h6",
             spark_workers=("h7", "h8"),
+            history="h4",
         )
 
 
@@ -143,7 +151,8 @@ class ServiceRegistrations(Launcher):
 class Topology:
     """The topology of ``layout`` on ``site`` (see the module doc): agents poll every
     ``interval`` seconds; each app host runs ``apps(host, zk)``, which prints ``READY`` lines
-    (``app_ready_lines`` of them) once it serves."""
+    (``app_ready_lines`` of them) once it serves; the history job runs a micro-batch every
+    ``history_interval`` seconds."""
 
     def __init__(
         self,
@@ -153,6 +162,7 @@ class Topology:
         interval: float = 5.0,
         apps: AppsCommand = demo_apps,
         app_ready_lines: int = 1,
+        history_interval: float = 30.0,
     ) -> None:
         self.site = site
         self.layout = layout
@@ -171,6 +181,15 @@ class Topology:
             worker_cores=1,
             worker_memory="512m",
             daemon_heap="192m",
+        )
+        history = site.host(layout.history)
+        self.history = history_job(
+            self._dir(history.name, "history"),
+            history,
+            self.spark,
+            self.kafka,
+            self.hdfs,
+            f"{history_interval:g} seconds",
         )
         self.vhms: list[VhmsShard] = []
         self.apis: list[QueryApiServer] = []
@@ -206,8 +225,12 @@ class Topology:
         site.start_together([self.kafka, self.hdfs, self.spark, *self.vhms], timeout)
         self.kafka.create_topic(KAFKA_TOPIC, exist_ok=True)
         self.kafka.wait_idempotent()
+        # the history job's session comes up while the next stages start (half a minute or
+        # more on a loaded machine): awaited last
+        site.add(self.history, ["history"]).start(timeout=0)
         self._start_consumers(timeout)
         self._start_app_hosts(timeout)
+        wait_ready([self.history], lambda: answers_ok(self.history.health), timeout, self.history.name)
         services = [
             ("kafka", f"kafka://{self.kafka.bootstrap_servers}", len(layout.kafka)),
             ("hdfs", self.hdfs.webhdfs, len(layout.datanodes)),

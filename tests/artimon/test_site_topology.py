@@ -2,11 +2,13 @@
 real server in its host's namespace, binding its host's address; samples of applications
 with known counters (two endpoints per app host, so that every polling agent of the group
 owns some) go app -> polling agent -> Kafka -> store agent -> VHMS (both replicas of each
-shard) and are read back through both query APIs. Then, one after another while rounds flow,
-each healed before the next is injected: an app host partitioned longer than the ZooKeeper
-session, the ZooKeeper leader, a Kafka node, a VHMS replica (restarted empty: it catches up
-from its peer), the polling agent owning the most endpoints, a store agent and a DataNode
-killed -9 and started again, and the store agents' host partitioned for a minute.
+shard) and are read back through both query APIs; from Kafka, the history job (Spark's
+``raw_ingest --kafka`` on the site's Spark cluster) writes them into Parquet on the site's
+HDFS. Then, one after another while rounds flow, each healed before the next is injected: an
+app host partitioned longer than the ZooKeeper session, the ZooKeeper leader, a Kafka node,
+a VHMS replica (restarted empty: it catches up from its peer), the polling agent owning the
+most endpoints, a store agent and a DataNode killed -9 and started again, and the store
+agents' host partitioned for a minute.
 
 The accounting (its table printed): the apps' own record is ``formula_value`` per round, so
 every sample they exposed is known. A sample is *required* unless no agent could reach it
@@ -28,7 +30,11 @@ Every required sample is in VHMS, with its value, on both replicas of its shard 
 on every bucket, the replica restarted empty included), and both APIs answer exactly what
 the replicas hold; nothing but what the apps exposed is stored. Every record on the Kafka
 topic names its endpoint, round and agent: no endpoint was polled by two agents in one
-round (counted over the whole topic, asserted 0). Root only (namespaces)."""
+round (counted over the whole topic, asserted 0). The history job rides the faults out (or
+starts again from its checkpoint by itself); once it has read the topic to its end, every
+required sample is in the Parquet history once with its value, every row of
+``test.counter`` there is one the apps exposed, and no (series, time) is there twice
+(``site_history.py`` reads it). Root only (namespaces)."""
 
 from __future__ import annotations
 
@@ -47,8 +53,10 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import pyarrow as pa
 import pytest
 from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
+from site_history import caught_up, read_history, topic_ends
 from support import wait_until
 
 from artimon.site import Host, Layout, Site, Topology
@@ -61,6 +69,7 @@ INTERVAL = 2  # seconds per polling round
 VARIABLES = 5  # test.counter{i=0..4} per application
 APP_ENDPOINTS = 2  # contexts app-<host>-0, -1 per app host
 ROUNDS = 5  # rounds checked, once every part is up
+HISTORY_INTERVAL = 10  # seconds between the history job's micro-batches
 
 
 def _formula_apps(host: Host, zk: str) -> list[str]:
@@ -422,12 +431,49 @@ def _published(bootstrap: str) -> Published:
         consumer.close()
 
 
-def _accounting(expected: Held, union: Held, faults: list[Fault], published: Published) -> str:
+def _history(topology: Topology, contexts: list[str], required: set[Key]) -> Held:
+    """Wait until the history job has read the topic to its end (as it is now, every round
+    required in it); then every required sample is in the Parquet history with its value,
+    every ``test.counter`` row there is one the apps exposed (any round), and no (series,
+    time) is there twice. The apps' counters it holds."""
+    hdfs, ends = topology.hdfs, topic_ends(topology.kafka.bootstrap_servers)
+
+    def read_to_the_end() -> bool:
+        done = caught_up(hdfs, ends)
+        time.sleep(0 if done else 0.5)  # a micro-batch every few seconds: no need to ask faster
+        return done
+
+    wait_until(read_to_the_end, timeout=240, what=f"the history reading the topic to {ends}")
+    table = read_history(hdfs)
+    series = table.column("series").to_pylist()
+    ts = table.column("ts")
+    stamps = ts.cast(pa.timestamp("ms", tz=ts.type.tz)).cast(pa.int64()).to_pylist()
+    twice = [pair for pair, seen in Counter(zip(series, stamps, strict=True)).items() if seen > 1]
+    assert twice == [], f"{len(twice)} (series, time) twice in the history: {twice[:5]}"
+    history: Held = {}
+    for key, stamp, value in zip(series, stamps, table.column("value").to_pylist(), strict=True):
+        name, labels = parse_series(key)
+        if name == "test.counter":
+            history[(labels["context"], int(labels["i"]), stamp)] = value
+    step = INTERVAL * 1000
+    foreign = {
+        key: value
+        for key, value in history.items()
+        if key[0] not in contexts or value != formula_value(key[1], key[2], step)
+    }
+    assert foreign == {}, f"rows the apps did not expose: {sorted(foreign.items())[:10]}"
+    missing = sorted(required - history.keys())
+    assert missing == [], f"{len(missing)} required samples not in the history: {missing[:10]}"
+    return history
+
+
+def _accounting(expected: Held, union: Held, faults: list[Fault], published: Published, history: Held) -> str:
     """A line per fault window (and the whole run): samples the apps exposed, excused (no
-    agent could reach them), in VHMS (once, both replicas of their shard), required and
-    missing, with another value; endpoint-rounds polled by two agents."""
+    agent could reach them), in VHMS (once, both replicas of their shard), in the Parquet
+    history (once), required and missing (from either), with another value (in either);
+    endpoint-rounds polled by two agents."""
     rows = [
-        f"{'window':<44} {'rounds':>6} {'exposed':>8} {'excused':>8} {'in VHMS':>8} "
+        f"{'window':<44} {'rounds':>6} {'exposed':>8} {'excused':>8} {'in VHMS':>8} {'history':>8} "
         f"{'missing':>8} {'wrong':>6} {'2 agents':>8}"
     ]
     first, last = min(k[2] for k in expected), max(k[2] for k in expected)
@@ -436,8 +482,10 @@ def _accounting(expected: Held, union: Held, faults: list[Fault], published: Pub
         keys = [key for key in expected if fault.began <= key[2] <= fault.healed]
         excused = {key for key in keys if any(f.excuses(key) for f in faults)}
         found = [key for key in keys if key in union]
-        missing = sum(key not in union for key in keys if key not in excused)
+        stored = [key for key in keys if key in history]
+        missing = sum(key not in union or key not in history for key in keys if key not in excused)
         wrong = sum(union[key] != expected[key] for key in found)
+        wrong += sum(history[key] != expected[key] for key in stored)
         doubled = sum(
             len(set(agents)) > 1
             for (_, _, r), agents in published.items()
@@ -446,7 +494,7 @@ def _accounting(expected: Held, union: Held, faults: list[Fault], published: Pub
         rounds = (fault.healed - fault.began) // (INTERVAL * 1000) + 1
         rows.append(
             f"{fault.name:<44} {rounds:>6} {len(keys):>8} {len(excused):>8} {len(found):>8} "
-            f"{missing:>8} {wrong:>6} {doubled:>8}"
+            f"{len(stored):>8} {missing:>8} {wrong:>6} {doubled:>8}"
         )
     return "\n".join(rows)
 
@@ -476,6 +524,7 @@ def _check_placement(site: Site) -> None:
     assert roles == {
         "zookeeper", "kafka", "hdfs namenode", "hdfs datanode", "spark master", "spark worker",
         "vhms s1", "vhms s2", "store agent 1", "store agent 2", "query api", "apps", "polling agent",
+        "history",
     }  # fmt: skip
     assert sorted(h for h, c in site.components if c == "polling agent") == ["h6", "h7", "h8"]
     for host in site.hosts:
@@ -491,7 +540,12 @@ def test_the_full_topology_on_eight_hosts_carries_every_sample_once_through_faul
     with Site(8, tmp_path) as site:
         layout = Layout.of(8)
         topology = Topology(
-            site, layout, interval=INTERVAL, apps=_formula_apps, app_ready_lines=APP_ENDPOINTS
+            site,
+            layout,
+            interval=INTERVAL,
+            apps=_formula_apps,
+            app_ready_lines=APP_ENDPOINTS,
+            history_interval=HISTORY_INTERVAL,
         ).start(timeout=300)
         up_s = time.monotonic() - began
         _check_placement(site)
@@ -517,9 +571,10 @@ def test_the_full_topology_on_eight_hosts_carries_every_sample_once_through_faul
         for api in topology.apis:
             assert _api_counters(api.url, first, last) == union
         published = _published(topology.kafka.bootstrap_servers)
+        history = _history(topology, contexts, required)
         faults_s = time.monotonic() - began - up_s - flowing_s
         rss_mib = _site_rss_mib(site)
-        print("\n" + _accounting(expected, union, faults, published))
+        print("\n" + _accounting(expected, union, faults, published, history))
         print(
             "\n".join(
                 f"{fault.name} ({fault.began}..{fault.healed}): artimon status: {fault.named}"
