@@ -11,7 +11,9 @@ creation times, and by then every member's view has the znode, so they agree on 
 what in that round; an agent that joins later takes its share from a later round (no
 endpoint is polled twice for one round by a join, even when the join is seen by some members
 a moment before the others). A group starting together, none of its members that old, counts
-those created before ``R``.
+those created before ``R``. The agents read the group after a ZooKeeper ``sync`` at each
+round's start (``Membership.read_now``), so a watch running late does not leave one of them
+on an older view than the rest.
 """
 
 from __future__ import annotations

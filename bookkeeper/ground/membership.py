@@ -16,7 +16,11 @@ While SUSPENDED the last view is kept: a ZooKeeper outage is not a departure of 
 After a reconnection (same session or a new one, whose watches are gone) the tree is read
 again and the watches re-armed, every payload too after a new session (a member deleted and
 created again under its name meanwhile has a new creation time); it is also read every
-``refresh`` seconds in case a watch was lost.
+``refresh`` seconds in case a watch was lost. :meth:`Membership.read_now` asks for a read
+after a ``sync`` (the server this client talks to catches up with the leader first) and waits
+for its view: a caller that must agree with other clients at a moment (the agents of a group
+at a round's start) reads what every other one would read then, not a view a slow watch left
+behind.
 
 Watches only wake a worker thread; reads happen there, never on kazoo's event thread. A
 member's payload is read once (an ephemeral znode's data does not change) with the reads of
@@ -46,6 +50,7 @@ from urllib.parse import unquote
 
 from kazoo.client import KazooClient, KazooState
 from kazoo.exceptions import KazooException, NoAuthError, NoNodeError
+from kazoo.handlers.threading import KazooTimeoutError
 
 from bookkeeper import ZkAccessError
 from bookkeeper.zk import ZkAuth, secure_path, world_writable
@@ -125,6 +130,8 @@ class Membership:
         self._changed = threading.Event()
         self._closed = threading.Event()
         self._lock = threading.Lock()
+        self._fresh = threading.Condition()  # read_now: reads asked and the last one published
+        self._asked = self._answered = 0
         self._thread = threading.Thread(target=self._run, name=f"{name} watch", daemon=True)
 
     # -- lifecycle ---------------------------------------------------------------------------
@@ -136,6 +143,8 @@ class Membership:
     def stop(self) -> None:
         self._closed.set()
         self._changed.set()
+        with self._fresh:
+            self._fresh.notify_all()
         self.client.remove_listener(self._on_state)
         if self._thread.is_alive() and threading.current_thread() is not self._thread:
             self._thread.join(timeout=10)
@@ -156,6 +165,18 @@ class Membership:
         """Ask the worker for a read now (a caller that knows something changed)."""
         self._changed.set()
 
+    def read_now(self, timeout: float) -> bool:
+        """Bring the view up to date with ZooKeeper's leader: the worker syncs, reads and
+        publishes (``on_change`` called if it changed) before this returns ``True``; ``False``
+        after ``timeout`` seconds or when not connected (the view stays as it was)."""
+        with self._fresh:
+            self._asked += 1
+            asked = self._asked
+        self._changed.set()
+        with self._fresh:
+            self._fresh.wait_for(lambda: self._answered >= asked or self._closed.is_set(), timeout)
+            return self._answered >= asked
+
     # -- the worker --------------------------------------------------------------------------
 
     def _trigger(self, *_: object) -> None:
@@ -173,14 +194,17 @@ class Membership:
     def _run(self) -> None:
         while not self._closed.is_set():
             self._changed.clear()
+            asked = self._asked
             read = False
             if self.client.connected:
                 if self._new_session:
                     self._new_session = False
                     self._members.clear()
                 try:
+                    if asked > self._answered:
+                        self.client.sync_async(self.path).get(timeout=_READ_TIMEOUT)
                     found = self._read()
-                except KazooException as exc:
+                except (KazooException, KazooTimeoutError) as exc:
                     log.debug("%s: read of %s interrupted: %s", self.name, self.path, exc)
                 except ZkAccessError as exc:
                     if not self._refused_root:
@@ -191,6 +215,9 @@ class Membership:
                     self.state = MembershipState.WATCHING
                     self.ready.set()
                     read = True
+                    with self._fresh:
+                        self._answered = asked
+                        self._fresh.notify_all()
             # not read: look again soon (a connection may come up before our listener is in)
             self._changed.wait(self._next_wait() if read else min(0.2, self.refresh))
 

@@ -116,7 +116,7 @@ class ArtimonSource(EventDrivenSource):
         *EventDrivenSource.counter_names,
         "RoundCount", "RoundOverrunCount", "RoundSkippedCount",
         "PollAttemptCount", "PollSuccessCount", "PollFailCount", "PollTimeoutCount",
-        "CatchupPollCount", "StartupPollCount", "EventDroppedCount",
+        "CatchupPollCount", "StartupPollCount", "StaleViewRoundCount", "EventDroppedCount",
         "EndpointCount", "AssignedEndpointCount", "AgentCount", "RegistrationRefusedCount",
         "LastRoundTime", "RoundInterval",
     )
@@ -260,6 +260,8 @@ class ArtimonSource(EventDrivenSource):
         return members
 
     def _mine(self, round_ms: int) -> dict[str, EndpointInfo]:
+        if not self._agent_watch.read_now(timeout=min(self.interval / 4, 3.0)):
+            self.counters.add("StaleViewRoundCount")
         with self._lock:
             endpoints, agents = dict(self._endpoints), dict(self._agents)
         members = self._members_at(round_ms, agents)

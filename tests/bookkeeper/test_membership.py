@@ -84,3 +84,27 @@ def test_watches_come_back_after_the_session_expires(
         wait(lambda: names(membership.view()) == {"g": ["one", "two"]}, what="a member after the expiry")
     finally:
         membership.stop()
+
+
+def test_read_now_sees_the_leaders_members_while_the_watch_is_held(
+    clients: tuple[KazooClient, KazooClient, str], wait: Callable[..., None]
+) -> None:
+    """An agent deciding a round reads the group as the leader has it, even when its watch
+    runs late: here kazoo's event thread, which delivers watches, is held by another watch."""
+    watcher, writer, root = clients
+    writer.create(f"{root}/g/one", b"", makepath=True, ephemeral=True)
+    membership = Membership(watcher, root, refresh=60.0)
+    membership.start()
+    release = threading.Event()
+    try:
+        wait(lambda: names(membership.view()) == {"g": ["one"]}, what="the first member")
+        watcher.exists(f"{root}/held", watch=lambda _event: release.wait(60))
+        writer.create(f"{root}/held", b"")  # its watch holds the event thread; g's queues behind
+        writer.create(f"{root}/g/two", b"", ephemeral=True)
+        assert names(membership.view()) == {"g": ["one"]}
+        assert membership.read_now(timeout=20)
+        assert names(membership.view()) == {"g": ["one", "two"]}  # held: no member, no group
+    finally:
+        release.set()
+        membership.stop()
+    assert not membership.read_now(timeout=5)  # stopped: nothing is read
