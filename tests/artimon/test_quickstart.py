@@ -110,20 +110,25 @@ def test_the_readme_quick_start_as_a_user(default_ports: None, tmp_path: Path) -
         output.until(
             lambda line: "agent up reloaded" in line, 60, "the agent reloading its edited properties"
         )
-    finally:
+    finally:  # up stopped whatever the app did: the default ports are the next tests' too
+        app_errors = ""
         if app is not None:
             app.send_signal(signal.SIGINT)
-            _, app_errors = app.communicate(timeout=30)
-            assert app.returncode == 0, app_errors
-            assert re.match(  # it says where it serves, and that Ctrl-C stops it
-                r"bookkeeper default: serving on 127\.0\.0\.1:\d+, registered in ZooKeeper 127\.0\.0\.1:2181 "
-                r"as /artimon/contexts/default/[\d.]+:\d+:[0-9a-f-]+; Ctrl-C stops\n",
-                app_errors,
-            ), app_errors
+            try:
+                app_errors = app.communicate(timeout=30)[1]
+            except subprocess.TimeoutExpired:
+                app.kill()
+                app_errors = app.communicate()[1] + "\n(still running 30 s after Ctrl-C)"
         up.send_signal(signal.SIGINT)
         code = up.wait(timeout=240)
         lines = output.rest()
         assert up.stdout is not None
         up.stdout.close()
+    assert app is not None and app.returncode == 0, app_errors
+    assert re.match(  # it says where it serves, and that Ctrl-C stops it
+        r"bookkeeper default: serving on 127\.0\.0\.1:\d+, registered in ZooKeeper 127\.0\.0\.1:2181 "
+        r"as /artimon/contexts/default/[\d.]+:\d+:[0-9a-f-]+; Ctrl-C stops\n",
+        app_errors,
+    ), app_errors
     assert code == 0 and lines[-1] == "stopped.", lines[-20:]
     assert not [line for line in lines if "ERROR" in line or "Traceback" in line], lines
