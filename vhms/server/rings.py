@@ -299,8 +299,9 @@ class PlainRing:
         """Whether any sample of sorted ``ids`` in ``buckets`` has a time other than its
         bucket's start (a sample time written): else their times are the buckets' starts,
         and a fetch answers those without reading or copying a cell of times. Reads the
-        rows of each chunk of ``ids`` as they lie (never-written pages map the kernel's zero
-        page: no memory), a word at a time."""
+        rows of every chunk from the first of ``ids`` to the last as they lie (a chunk
+        between them without one of ``ids`` can only make the answer true: never wrong;
+        never-written pages map the kernel's zero page: no memory), a word at a time."""
         assert self.times is not None  # the finest ring keeps times
         present = np.flatnonzero(self.covers(buckets))
         if not len(present) or not len(ids):
@@ -308,7 +309,7 @@ class PlainRing:
         slots = buckets[present] % self.slots
         cut = int(np.argmax(slots == 0)) if slots[-1] < slots[0] else len(slots)  # where the ring wraps
         spans = [(int(slots[0]), int(slots[0]) + cut), (0, len(slots) - cut)]
-        for chunk in np.unique(ids >> SHIFT).tolist():
+        for chunk in range(int(ids[0]) >> SHIFT, (int(ids[-1]) >> SHIFT) + 1):
             times = self.times[chunk]
             words = times.view(np.uint64) if times.shape[1] * times.itemsize % 8 == 0 else times
             if any(words[low:high].any() for low, high in spans if high > low):
