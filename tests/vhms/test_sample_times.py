@@ -39,6 +39,26 @@ def test_sample_times_survive_to_the_millisecond(tmp_path: Path) -> None:
     assert exact is not None and exact[0].tolist() == times.tolist()
 
 
+def test_samples_at_their_buckets_start_answer_the_starts_without_an_array_of_times() -> None:
+    base = int(time.time()) // 15 * 15 * 1000 - 600_000
+    store = Store("15s:100,1m:60")
+    keys = [f"x{{i={i}}}" for i in range(3)] + [f"y{{i={i}}}" for i in range(20_000)]  # y: a second chunk
+    for k in range(4):
+        store.ingest(keys, np.arange(len(keys), dtype=np.float64) + k, np.full(len(keys), base + 15_000 * k))
+    fetched = store.fetch("x", base, base + 60_000, sample_times=True)
+    starts = base + 15_000 * np.arange(4)
+    assert fetched.sample_times is not None and fetched.sample_times.strides[0] == 0  # a broadcast view
+    assert (fetched.sample_times == starts).all() and fetched.values[:, 3].tolist() == [3.0, 4.0, 5.0]
+    # one sample off its bucket's start, in the second chunk: every time read, that one to the ms
+    store.ingest(["y{i=19999}"], np.array([7.0]), np.array([base + 45_000 + 123]))
+    again = store.fetch("y", base, base + 60_000, sample_times=True)
+    assert again.sample_times is not None and again.sample_times.strides[0] != 0
+    expected = np.broadcast_to(starts, again.values.shape).copy()
+    expected[-1, 3] += 123
+    assert (again.sample_times == expected).all() and again.values[-1, 3] == 7.0
+    assert np.isnan(store.fetch("x", base + 60_000, base + 120_000, sample_times=True).values).all()
+
+
 def test_a_snapshot_with_one_byte_offsets_restores_their_lower_bound(tmp_path: Path) -> None:
     base = int(time.time()) // 15 * 15 * 1000 - 600_000
     store = Store("15s:100,1m:60")

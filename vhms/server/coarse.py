@@ -28,7 +28,7 @@ import numpy as np
 from vhms.resolutions import Resolution
 from vhms.server.codec import Block, encode_block
 from vhms.server.decoded import DecodedBlocks
-from vhms.server.rings import MASK, SHIFT, ChunkPart, PlainRing, decode_values, encode_values
+from vhms.server.rings import EMPTY_BITS, MASK, SHIFT, ChunkPart, PlainRing, decode_values, encode_values
 
 __all__ = ["CoarseRing"]
 
@@ -170,21 +170,40 @@ class CoarseRing:
         pairs = np.unique(np.stack([numbers[sealed], chunk_of[sealed]]), axis=1).T.tolist()
         return [(n, c, sealed & (numbers == n) & (chunk_of == c)) for n, c in pairs]
 
-    def fill(self, ids: np.ndarray, buckets: np.ndarray, out: np.ndarray, cached: bool = True) -> None:
+    def fill(
+        self,
+        ids: np.ndarray,
+        buckets: np.ndarray,
+        out: np.ndarray,
+        cached: bool = True,
+        decoded: bool = False,
+    ) -> None:
         """Copy into time-major ``out`` ``[buckets, ids]`` (zeros) the stored bits of sorted
         ``ids`` where the ring holds the bucket: the plain rows as they are, the sealed
         blocks' a block of each chunk at a time, through the cache of decoded blocks unless
         ``cached`` is false (a snapshot reads every block once: it would only evict the
-        blocks that fetches ask again)."""
-        if not len(ids) or not len(buckets):
-            return
+        blocks that fetches ask again). With ``decoded`` as :meth:`PlainRing.fill`'s: every
+        cell written, with its value's float64 bits."""
         covered = self.covers(buckets)
         sealed = covered & self._is_sealed(buckets)
         plain = np.flatnonzero(covered & ~sealed)
+        rest = np.ones(len(buckets), dtype=bool)  # the rows not plain: sealed, or not held
         if len(plain):
             low, high = int(plain[0]), int(plain[-1]) + 1
-            self.plain.fill(ids, buckets[low:high], out[low:high])
-        if not sealed.any():
+            rest[low:high] = False
+            self.plain.fill(ids, buckets[low:high], out[low:high], decoded=decoded)
+        if decoded and rest.any():
+            out[rest] = 0
+            self._fill_sealed(ids, buckets, out, sealed, cached)
+            out[rest] ^= EMPTY_BITS
+        else:
+            self._fill_sealed(ids, buckets, out, sealed, cached)
+
+    def _fill_sealed(
+        self, ids: np.ndarray, buckets: np.ndarray, out: np.ndarray, sealed: np.ndarray, cached: bool
+    ) -> None:
+        """:meth:`fill`'s rows of the ``sealed`` buckets, stored bits as the blocks hold them."""
+        if not len(ids) or not sealed.any():
             return
         chunk_of = ids >> SHIFT
         edges = [0, *(np.flatnonzero(np.diff(chunk_of)) + 1).tolist(), len(ids)]  # ids are sorted

@@ -328,13 +328,18 @@ class SeriesIndex:
         with self._lock:  # no array may be resized while numpy reads its buffer
             shape_of = np.frombuffer(self._shape_of, dtype=np.int32)[ids]
             row_of = np.frombuffer(self._row_of, dtype=np.int32)[ids]
-            for number in np.unique(shape_of).tolist():
+            one = len(ids) > 0 and int(shape_of.min()) == int(shape_of.max())  # series of one shape
+            for number in [int(shape_of[0])] if one else np.unique(shape_of).tolist():
                 shape = self._shapes[number]
-                members = np.flatnonzero(shape_of == number)
+                members = slice(None) if one else np.flatnonzero(shape_of == number)
                 rows = np.frombuffer(self._shape_rows[number], dtype=np.int32).reshape(-1, len(shape))
                 codes = rows[row_of[members]]
                 del rows  # release the buffer before the lock
                 for position, label in enumerate(shape):
+                    if one:  # every series has the label: its codes as they are, no -1 to fill first
+                        column = np.ascontiguousarray(codes[:, position])
+                        out[label] = LabelColumn(self._values[label], column)
+                        continue
                     if label not in out:
                         out[label] = LabelColumn(self._values[label], np.full(len(ids), -1, dtype=np.int32))
                     out[label][1][members] = codes[:, position]

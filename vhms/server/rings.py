@@ -26,6 +26,7 @@ from vhms.resolutions import Resolution
 
 __all__ = [
     "CHUNK",
+    "EMPTY_BITS",
     "MASK",
     "SHIFT",
     "PlainRing",
@@ -40,18 +41,18 @@ CHUNK = 1 << 14
 SHIFT = 14
 MASK = CHUNK - 1
 _FIRST_ROOM = 1024  # columns of a ring's first chunk when it is made
-_EMPTY_BITS = np.float64(np.nan).view(np.uint64)  # an empty bucket is stored as 0
+EMPTY_BITS = np.float64(np.nan).view(np.uint64)  # an empty bucket is stored as 0
 
 
 def encode_values(values: np.ndarray) -> np.ndarray:
     """Float64 values as the rings store them: their bits XOR NaN's, so that an empty bucket
     (NaN) is all zero bits, what a fresh page of memory holds."""
-    return np.asarray(values, dtype=np.float64).view(np.uint64) ^ _EMPTY_BITS
+    return np.asarray(values, dtype=np.float64).view(np.uint64) ^ EMPTY_BITS
 
 
 def decode_values(stored: np.ndarray) -> np.ndarray:
     """The float64 values of stored bits (a new array)."""
-    return (stored ^ _EMPTY_BITS).view(np.float64)
+    return (stored ^ EMPTY_BITS).view(np.float64)
 
 
 def _zeroed(slots: int, room: int, dtype: type) -> np.ndarray:
@@ -252,13 +253,26 @@ class PlainRing:
             self.values[chunk][slots[where], ids[where] & MASK] = stored[where]
             self.written[chunk][slots[where]] = True
 
-    def fill(self, ids: np.ndarray, buckets: np.ndarray, out: np.ndarray, times: bool = False) -> None:
+    def fill(
+        self,
+        ids: np.ndarray,
+        buckets: np.ndarray,
+        out: np.ndarray,
+        times: bool = False,
+        decoded: bool = False,
+    ) -> None:
         """Copy into time-major ``out`` ``[buckets, ids]`` (zeros) the cells of sorted ``ids``
         (their stored bits, or with ``times`` their sample times) where the ring holds the
-        bucket, a block of rows at a time (slices where the ids or the slots are contiguous)."""
+        bucket, a block of rows at a time (slices where the ids or the slots are contiguous).
+        With ``decoded``, ``out`` may hold anything: every cell is written, with the float64
+        bits of its value (NaN's where the ring holds no bucket), decoded in the copy itself
+        rather than in a second pass over the answer."""
         source = self.times if times else self.values
         assert source is not None  # times are asked of the finest ring only
         present = np.flatnonzero(self.covers(buckets))  # one contiguous range of columns
+        if decoded:
+            out[: present[0] if len(present) else len(buckets)] = EMPTY_BITS
+            out[present[-1] + 1 if len(present) else len(buckets) :] = EMPTY_BITS
         if not len(present) or not len(ids):
             return
         low, high = int(present[0]), int(present[-1]) + 1
@@ -276,7 +290,31 @@ class PlainRing:
                     continue
                 rows = chunk[slot : slot + end - column]
                 block = rows[:, int(local[0]) : int(local[-1]) + 1] if contiguous else rows[:, local]
-                out[column:end, start:stop] = block
+                if decoded:
+                    np.bitwise_xor(block, EMPTY_BITS, out=out[column:end, start:stop])
+                else:
+                    out[column:end, start:stop] = block
+
+    def stamped(self, ids: np.ndarray, buckets: np.ndarray) -> bool:
+        """Whether any sample of sorted ``ids`` in ``buckets`` has a time other than its
+        bucket's start (a sample time written): else their times are the buckets' starts,
+        and a fetch answers those without reading or copying a cell of times. Reads the
+        rows of every chunk from the first of ``ids`` to the last as they lie (a chunk
+        between them without one of ``ids`` can only make the answer true: never wrong;
+        never-written pages map the kernel's zero page: no memory), a word at a time."""
+        assert self.times is not None  # the finest ring keeps times
+        present = np.flatnonzero(self.covers(buckets))
+        if not len(present) or not len(ids):
+            return False
+        slots = buckets[present] % self.slots
+        cut = int(np.argmax(slots == 0)) if slots[-1] < slots[0] else len(slots)  # where the ring wraps
+        spans = [(int(slots[0]), int(slots[0]) + cut), (0, len(slots) - cut)]
+        for chunk in range(int(ids[0]) >> SHIFT, (int(ids[-1]) >> SHIFT) + 1):
+            times = self.times[chunk]
+            words = times.view(np.uint64) if times.shape[1] * times.itemsize % 8 == 0 else times
+            if any(words[low:high].any() for low, high in spans if high > low):
+                return True
+        return False
 
     def export(self, first: int, stop: int, times: bool = False) -> np.ndarray:
         """The ``[slots, stop - first]`` stored bits (or sample times) of the series ``[first,

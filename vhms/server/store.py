@@ -37,6 +37,7 @@ from vhms.server.decoded import DecodedBlocks
 from vhms.server.index import SeriesIndex
 from vhms.server.rings import (
     CHUNK,
+    EMPTY_BITS,
     MASK,
     SHIFT,
     ChunkPart,
@@ -56,7 +57,6 @@ _NAN_AGGREGATES: dict[str, Callable[..., np.ndarray]] = {
     "sum": np.nansum,
     "mean": np.nanmean,
 }
-_EMPTY_BITS = np.float64(np.nan).view(np.uint64)  # an empty bucket is stored as 0
 Ring = PlainRing | CoarseRing
 
 
@@ -330,7 +330,7 @@ class Store:
         aggregate = ring.aggregate
         with np.errstate(all="ignore"):
             if aggregate == "last":
-                filled = cells.view(np.uint64) != _EMPTY_BITS  # a stale marker is the last sample too
+                filled = cells.view(np.uint64) != EMPTY_BITS  # a stale marker is the last sample too
                 last = ratio - 1 - np.argmax(filled[:, ::-1], axis=1)
                 result = np.where(filled.any(axis=1), cells[np.arange(len(ids)), last], np.nan)
             elif aggregate == "count":
@@ -361,7 +361,7 @@ class Store:
         ids, bucket = ids[latest], bucket[latest]
         current = ring.gather(bucket, ids)
         if aggregate == "last":
-            merged = np.where(current.view(np.uint64) == _EMPTY_BITS, values[latest], current)
+            merged = np.where(current.view(np.uint64) == EMPTY_BITS, values[latest], current)
         else:
             quiet = np.where(np.isnan(values), np.nan, values)[::-1]  # a marker is a signalling NaN
             reduce = np.fmin if aggregate == "min" else np.fmax  # NaN: no sample
@@ -467,29 +467,36 @@ class Store:
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
         """The bucket times, values ``[series, buckets]`` and (``timed``) sample times of
         ``pieces`` side by side (a coarser ring's sample at its bucket's start), each piece
-        gathered straight into its rows of one time-major array: the answers are transposed
-        views, as cheap to reduce across series as a copy would be to make."""
+        decoded straight into its rows of one time-major array in one pass: the answers are
+        transposed views, as cheap to reduce across series as a copy would be to make. Where
+        no sample of the read has a time of its own (every one at its bucket's start, as the
+        agents' rounds are), the sample times are the bucket starts broadcast (no memory)."""
         total = sum(piece.last - piece.first + 1 for piece in pieces)
-        raw = np.zeros((total, len(ids)), dtype=np.uint64)
-        exact = np.empty((total, len(ids)), dtype=np.int64) if timed else None
-        stamps = []
+        raw = np.empty((total, len(ids)), dtype=np.uint64)
+        ranges = [np.arange(piece.first, piece.last + 1, dtype=np.int64) for piece in pieces]
+        stamps = np.concatenate([b * self.rings[p.ring].step_ms for p, b in zip(pieces, ranges, strict=True)])
         row = 0
-        for piece in pieces:
-            ring = self.rings[piece.ring]
-            buckets = np.arange(piece.first, piece.last + 1, dtype=np.int64)
-            starts = buckets * ring.step_ms
-            stamps.append(starts)
-            rows = slice(row, row + len(buckets))
-            ring.fill(ids, buckets, raw[rows])
-            if exact is not None and isinstance(ring, PlainRing) and ring.times is not None:
-                offsets: np.ndarray = np.zeros((len(buckets), len(ids)), dtype=ring.time_dtype)
-                ring.fill(ids, buckets, offsets, times=True)  # 0 where none: the bucket's start
-                np.add(offsets, starts[:, None], out=exact[rows])
-            elif exact is not None:
-                exact[rows] = starts[:, None]
+        for piece, buckets in zip(pieces, ranges, strict=True):
+            self.rings[piece.ring].fill(ids, buckets, raw[row : row + len(buckets)], decoded=True)
             row += len(buckets)
-        raw ^= _EMPTY_BITS
-        return np.concatenate(stamps), raw.view(np.float64).T, None if exact is None else exact.T
+        values = raw.view(np.float64).T
+        if not timed:
+            return stamps, values, None
+        finest = self.rings[0]
+        assert isinstance(finest, PlainRing)
+        stamped = [p.ring == 0 and finest.stamped(ids, b) for p, b in zip(pieces, ranges, strict=True)]
+        if not any(stamped):
+            return stamps, values, np.broadcast_to(stamps[None, :], values.shape)
+        exact = np.empty((total, len(ids)), dtype=np.int64)
+        exact[:] = stamps[:, None]
+        row = 0
+        for buckets, own in zip(ranges, stamped, strict=True):
+            if own:
+                offsets: np.ndarray = np.zeros((len(buckets), len(ids)), dtype=finest.time_dtype)
+                finest.fill(ids, buckets, offsets, times=True)  # 0 where none: the bucket's start
+                exact[row : row + len(buckets)] += offsets
+            row += len(buckets)
+        return stamps, values, exact.T
 
     def _ring(self, resolution: str | int, start_ms: int) -> Ring:
         if resolution == "auto":
