@@ -2,9 +2,11 @@
 (issue 27's start-up), in fresh processes, the median of N interleaved runs each:
 
 - **import s**: wall time of ``python -c "import artimon.commands.<name>"`` (the interpreter's
-  own start included: the ``python -c pass`` row);
+  own start included: the ``python -c pass`` row), and its CPU time (``import_cpu``: what a
+  loaded machine does not change much);
 - **first answer s**: from spawning ``python -m artimon <name> ...`` to its first answered
-  HTTP request (VHMS: ``GET /health``; the API: ``GET /api/v1/labels``, which reads the shard);
+  HTTP request (VHMS: ``GET /health``; the API: ``GET /api/v1/labels``, which reads the shard),
+  and the CPU time the process had used by then (``first_cpu``);
 - **RSS MiB**: resident memory after its first work (VHMS: an ingest of 1,000 series and a
   fetch over Thrift; the API: a DSL and a PromQL query over them);
 - **unneeded**: which of ``HEAVY`` (modules serving does not use) the process had imported
@@ -22,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import resource
 import socket
 import statistics
 import subprocess
@@ -62,11 +65,23 @@ def environment(code: Path | None, **more: str) -> dict[str, str]:
     return {**os.environ, **({"PYTHONPATH": str(code)} if code else {}), **more}
 
 
-def import_seconds(module: str | None, code: Path | None) -> float:
-    started = time.perf_counter()
+def children_cpu() -> float:
+    used = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return used.ru_utime + used.ru_stime
+
+
+def imports(module: str | None, code: Path | None) -> dict[str, float]:
+    """Wall and CPU seconds of a fresh ``python -c "import <module>"``."""
+    started, cpu = time.perf_counter(), children_cpu()
     statement = f"import {module}" if module else "pass"
     subprocess.run([sys.executable, "-P", "-c", statement], check=True, env=environment(code))
-    return time.perf_counter() - started
+    return {"import": time.perf_counter() - started, "import_cpu": children_cpu() - cpu}
+
+
+def cpu_seconds(pid: int) -> float:
+    """User and system CPU time of process ``pid`` (every thread), from /proc."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def rss_mib(pid: int) -> float:
@@ -139,10 +154,10 @@ def run_vhms(code: Path | None, work: Path) -> dict[str, Any]:
     started = time.perf_counter()
     with command(arguments, code, work) as (process, modules):
         wait_answer(health, process)
-        answered = time.perf_counter() - started
+        answered, cpu = time.perf_counter() - started, cpu_seconds(process.pid)
         fill(port)
         rss = rss_mib(process.pid)
-    return {"first": answered, "rss": rss, "unneeded": unneeded(modules)}
+    return {"first": answered, "first_cpu": cpu, "rss": rss, "unneeded": unneeded(modules)}
 
 
 def run_api(code: Path | None, work: Path, vhms_port: int) -> dict[str, Any]:
@@ -152,13 +167,13 @@ def run_api(code: Path | None, work: Path, vhms_port: int) -> dict[str, Any]:
     started = time.perf_counter()
     with command(arguments, code, work) as (process, modules):
         wait_answer(f"{url}/api/v1/labels", process)
-        answered = time.perf_counter() - started
+        answered, cpu = time.perf_counter() - started, cpu_seconds(process.pid)
         dsl = {"query": 'fetch("bench_requests_total", last=10m) | reduce(sum, by=[rack])'}
         httpx.post(f"{url}/api/v1/query", json=dsl, timeout=60).raise_for_status()
         promql = {"query": "sum by (rack) (bench_requests_total)"}
         httpx.get(f"{url}/prometheus/api/v1/query", params=promql, timeout=60).raise_for_status()
         rss = rss_mib(process.pid)
-    return {"first": answered, "rss": rss, "unneeded": unneeded(modules)}
+    return {"first": answered, "first_cpu": cpu, "rss": rss, "unneeded": unneeded(modules)}
 
 
 def main() -> None:
@@ -173,12 +188,10 @@ def main() -> None:
         wait_answer(health, shard)
         fill(vhms_port)
         cases: dict[str, Callable[[Path | None], dict[str, Any]]] = {
-            "python -c pass": lambda code: {"import": import_seconds(None, code)},
-            "artimon vhms": lambda code: (
-                {"import": import_seconds("artimon.commands.vhms", code)} | run_vhms(code, work)
-            ),
+            "python -c pass": lambda code: imports(None, code),
+            "artimon vhms": lambda code: imports("artimon.commands.vhms", code) | run_vhms(code, work),
             "artimon api": lambda code: (
-                {"import": import_seconds("artimon.commands.api", code)} | run_api(code, work, vhms_port)
+                imports("artimon.commands.api", code) | run_api(code, work, vhms_port)
             ),
         }
         measured: dict[tuple[str, str], list[dict[str, Any]]] = {}
@@ -190,12 +203,23 @@ def main() -> None:
     rows = []
     for (name, side), runs in measured.items():
         row: dict[str, Any] = {"case": name, "code": side, "load": round(load, 1)}
-        for field in ("import", "first", "rss"):
+        for field in ("import", "import_cpu", "first", "first_cpu", "rss"):
             if field in runs[0]:
                 row[f"{field}_{'mib' if field == 'rss' else 's'}"] = statistics.median(r[field] for r in runs)
         row["unneeded"] = runs[-1].get("unneeded")
         rows.append(row)
-    report("startup_bench", rows, ["case", "code", "import_s", "first_s", "rss_mib", "unneeded", "load"])
+    columns = [
+        "case",
+        "code",
+        "import_s",
+        "import_cpu_s",
+        "first_s",
+        "first_cpu_s",
+        "rss_mib",
+        "unneeded",
+        "load",
+    ]
+    report("startup_bench", rows, columns)
 
 
 if __name__ == "__main__":

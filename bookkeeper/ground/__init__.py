@@ -22,7 +22,7 @@ The ground may import the app library (``bookkeeper``, ``bookkeeper.wire``,
 ``bookkeeper.zk``); the app library never imports the ground, so ``import bookkeeper``
 stays free of fastavro and uvicorn (``tests/test_imports.py``). The names whose modules need
 fastavro, kazoo, pyarrow, uvicorn or yaml load when first used, so a process imports only
-what it uses of the ground (``tests/test_serving_imports.py``).
+what it uses of the ground (``tests/artimon/test_serving_imports.py``).
 """
 
 from __future__ import annotations
@@ -109,7 +109,7 @@ __all__ = [
 ]
 
 # loaded when first used (PEP 562), each with what it needs: fastavro, kazoo, pyarrow, uvicorn and
-# yaml stay out of a process that serves without them (tests/test_serving_imports.py)
+# yaml stay out of a process that serves without them (tests/artimon/test_serving_imports.py)
 _LAZY = {
     "arrow": ("keep_pandas_out_of_pyarrow",),
     "avro": ("SAMPLE_BATCH_SCHEMA", "decode_sample_batch", "encode_sample_batch"),

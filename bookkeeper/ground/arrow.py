@@ -9,7 +9,7 @@ moment pandas cannot be found; pyarrow then converts lists and arrays as it did,
 loads pandas for an explicit use (``to_pandas()``, ``Table.from_pandas``), after which it
 knows pandas objects again. Called by the commands that serve (``artimon vhms``, ``artimon
 api``), not by the library: a process that mixes pandas with pyarrow keeps pyarrow's way
-(tests/test_serving_imports.py).
+(tests/artimon/test_serving_imports.py).
 """
 
 from __future__ import annotations
