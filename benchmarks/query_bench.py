@@ -197,6 +197,15 @@ def serve_artimon(data: Data, port: int) -> None:
     threading.Event().wait()
 
 
+def serve_artimon_lean(data: Data, port: int) -> None:
+    """:func:`serve_artimon` as ``artimon api`` and ``artimon vhms`` serve: pyarrow kept from
+    pandas (docs/promql.md § Memory). The ``--baseline`` side serves as its checkout did."""
+    from bookkeeper.ground import keep_pandas_out_of_pyarrow  # here: a baseline checkout may not have it
+
+    keep_pandas_out_of_pyarrow()
+    serve_artimon(data, port)
+
+
 PEERS = ("prometheus", "victoriametrics")
 OURS = ("artimon", "promql", "before")  # the DSL, PromQL, PromQL on --baseline's code
 
@@ -280,7 +289,7 @@ def run_size(
     api_port = free_port()
     # forked before this process starts a thread; the child loads VHMS while the peers load
     artimon = multiprocessing.get_context("fork").Process(
-        target=serve_artimon, args=(data, api_port), name="artimon", daemon=True
+        target=serve_artimon_lean, args=(data, api_port), name="artimon", daemon=True
     )
     artimon.start()
     processes: dict[str, subprocess.Popen[bytes]] = {}

@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import argparse
 import sys
+from typing import TYPE_CHECKING
 
-from bookkeeper.ground import WebConfig, WebConfigError, load_web_config
+if TYPE_CHECKING:  # the file's reader (yaml) loads only for a command given one
+    from bookkeeper.ground import WebConfig
 
 __all__ = ["web_config_of"]
 
@@ -15,6 +17,8 @@ __all__ = ["web_config_of"]
 def web_config_of(args: argparse.Namespace, command: str) -> WebConfig | None:
     if args.web_config_file is None:
         return None
+    from bookkeeper.ground import WebConfigError, load_web_config
+
     try:
         return load_web_config(args.web_config_file)
     except WebConfigError as exc:

@@ -15,8 +15,9 @@ how late, and what is degraded and why, read from ZooKeeper and each component's
 
 from __future__ import annotations
 
-from artimon.status.collect import collect, findings
-from artimon.status.known import forget, forget_everything
+import importlib
+import typing
+
 from artimon.status.model import (
     AgentGroup,
     AgentProcess,
@@ -33,6 +34,10 @@ from artimon.status.model import (
 from artimon.status.page import add_status_routes, render_html
 from artimon.status.register import StackRegistrations, agent_service, launcher_service, register_service
 from artimon.status.text import render_text
+
+if typing.TYPE_CHECKING:
+    from artimon.status.collect import collect, findings
+    from artimon.status.known import forget, forget_everything
 
 __all__ = [
     "AgentGroup",
@@ -58,3 +63,16 @@ __all__ = [
     "render_html",
     "render_text",
 ]
+
+# loaded when first used (PEP 562): collecting the view reaches every kind of component (the
+# agents' ownership rule, httpx probes), which a query API serving the page needs only when
+# the page is asked for
+_HOME = {"collect": "collect", "findings": "collect", "forget": "known", "forget_everything": "known"}
+
+
+def __getattr__(name: str) -> typing.Any:
+    if name not in _HOME:
+        raise AttributeError(f"module 'artimon.status' has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"artimon.status.{_HOME[name]}"), name)
+    globals()[name] = value
+    return value

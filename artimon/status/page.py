@@ -9,7 +9,6 @@ from __future__ import annotations
 from html import escape
 from typing import TYPE_CHECKING
 
-from artimon.status.collect import collect
 from artimon.status.model import SiteStatus
 from artimon.status.text import render_text
 
@@ -61,6 +60,8 @@ def add_status_routes(app: FastAPI, zk_hosts: str | None, *, timeout: float = 1.
 
     @router.get("/status", include_in_schema=False, dependencies=[Depends(authorize)])
     def page() -> HTMLResponse:
+        from artimon.status.collect import collect  # the probes (httpx, the agents' owner rule) on first use
+
         return HTMLResponse(render_html(collect(zk_hosts, timeout=timeout)), headers=_HEADERS)
 
     @router.get("/api/v1/status", dependencies=[Depends(authorize)])
@@ -68,6 +69,8 @@ def add_status_routes(app: FastAPI, zk_hosts: str | None, *, timeout: float = 1.
         """The site's view: ZooKeeper's members and leader, agent groups and who owns which
         endpoint, agents' rounds and lag, VHMS shards and their replicas, services, and what
         is degraded and why (``artimon status --json``)."""
+        from artimon.status.collect import collect
+
         return JSONResponse(collect(zk_hosts, timeout=timeout).to_json())
 
     app.include_router(router)

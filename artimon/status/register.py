@@ -22,10 +22,10 @@ from typing import TYPE_CHECKING
 
 from artimon.status.model import ServiceInfo
 from bookkeeper.zk import Registration, resolve_zk
-from collector_agent import Agent
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # a type only: a query API registering itself imports no agent
     from artimon.stack import Agents, Hdfs, History, Kafka, QueryApi, ZooKeeper
+    from collector_agent import Agent
 
 __all__ = ["StackRegistrations", "agent_service", "launcher_service", "register_service"]
 

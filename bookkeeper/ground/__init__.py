@@ -11,7 +11,8 @@
   one-shot listing for tools);
 - processes: :func:`spawn` (a child that dies with its parent), :func:`terminate`,
   :class:`DirectoryLock` (one live process per data directory), :func:`fsync_path`,
-  :func:`release_freed_memory` (the C heap's and pyarrow's free pages back to the kernel);
+  :func:`release_freed_memory` (the C heap's and pyarrow's free pages back to the kernel),
+  :func:`keep_pandas_out_of_pyarrow` (a serving process's pyarrow never imports pandas);
 - :func:`parse_duration`, Prometheus's duration syntax (``1h30m``, ``500ms``);
 - series identity by columns (``columns.py``): :class:`LabelColumn` and :class:`LabelColumns`
   (translate, concat, row keys), and the one series hash (:func:`series_hashes`) that
@@ -19,12 +20,16 @@
 
 The ground may import the app library (``bookkeeper``, ``bookkeeper.wire``,
 ``bookkeeper.zk``); the app library never imports the ground, so ``import bookkeeper``
-stays free of fastavro and uvicorn (``tests/test_imports.py``).
+stays free of fastavro and uvicorn (``tests/test_imports.py``). The names whose modules need
+fastavro, kazoo, pyarrow, uvicorn or yaml load when first used, so a process imports only
+what it uses of the ground (``tests/artimon/test_serving_imports.py``).
 """
 
 from __future__ import annotations
 
-from bookkeeper.ground.avro import SAMPLE_BATCH_SCHEMA, decode_sample_batch, encode_sample_batch
+import importlib
+import typing
+
 from bookkeeper.ground.children import die_with_parent_command, spawn, terminate
 from bookkeeper.ground.columns import (
     KEY_LIMIT,
@@ -40,22 +45,26 @@ from bookkeeper.ground.columns import (
     translate,
 )
 from bookkeeper.ground.dirlock import LOCK_FILE, DirectoryLock
-from bookkeeper.ground.discovery import list_endpoints
 from bookkeeper.ground.durations import parse_duration
 from bookkeeper.ground.files import fsync_path
-from bookkeeper.ground.httpserver import BackgroundServer
-from bookkeeper.ground.landing import (
-    LANDING_SCHEMA,
-    LandingWriter,
-    encode_avro_long,
-    encode_checksum,
-    encode_identity,
-    encode_trailer,
-    recover,
-)
-from bookkeeper.ground.membership import Member, Membership, MembershipState
 from bookkeeper.ground.memory import release_freed_memory
-from bookkeeper.ground.webconfig import WebConfig, WebConfigError, is_loopback, load_web_config
+
+if typing.TYPE_CHECKING:
+    from bookkeeper.ground.arrow import keep_pandas_out_of_pyarrow
+    from bookkeeper.ground.avro import SAMPLE_BATCH_SCHEMA, decode_sample_batch, encode_sample_batch
+    from bookkeeper.ground.discovery import list_endpoints
+    from bookkeeper.ground.httpserver import BackgroundServer
+    from bookkeeper.ground.landing import (
+        LANDING_SCHEMA,
+        LandingWriter,
+        encode_avro_long,
+        encode_checksum,
+        encode_identity,
+        encode_trailer,
+        recover,
+    )
+    from bookkeeper.ground.membership import Member, Membership, MembershipState
+    from bookkeeper.ground.webconfig import WebConfig, WebConfigError, is_loopback, load_web_config
 
 __all__ = [
     "KEY_LIMIT",
@@ -84,6 +93,7 @@ __all__ = [
     "encode_trailer",
     "fsync_path",
     "is_loopback",
+    "keep_pandas_out_of_pyarrow",
     "key_hashes",
     "list_endpoints",
     "load_web_config",
@@ -97,3 +107,32 @@ __all__ = [
     "text_hashes",
     "translate",
 ]
+
+# loaded when first used (PEP 562), each with what it needs: fastavro, kazoo, pyarrow, uvicorn and
+# yaml stay out of a process that serves without them (tests/artimon/test_serving_imports.py)
+_LAZY = {
+    "arrow": ("keep_pandas_out_of_pyarrow",),
+    "avro": ("SAMPLE_BATCH_SCHEMA", "decode_sample_batch", "encode_sample_batch"),
+    "discovery": ("list_endpoints",),
+    "httpserver": ("BackgroundServer",),
+    "landing": (
+        "LANDING_SCHEMA",
+        "LandingWriter",
+        "encode_avro_long",
+        "encode_checksum",
+        "encode_identity",
+        "encode_trailer",
+        "recover",
+    ),
+    "membership": ("Member", "Membership", "MembershipState"),
+    "webconfig": ("WebConfig", "WebConfigError", "is_loopback", "load_web_config"),
+}
+_HOME = {name: module for module, names in _LAZY.items() for name in names}
+
+
+def __getattr__(name: str) -> typing.Any:
+    if name not in _HOME:
+        raise AttributeError(f"module 'bookkeeper.ground' has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"bookkeeper.ground.{_HOME[name]}"), name)
+    globals()[name] = value  # the next use is a plain global
+    return value

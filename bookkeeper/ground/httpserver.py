@@ -8,12 +8,12 @@ from __future__ import annotations
 import socket
 import threading
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import uvicorn
 
-from bookkeeper.ground.webauth import WebConfigMiddleware
-from bookkeeper.ground.webconfig import WebConfig
+if TYPE_CHECKING:  # the web configuration's parts (yaml, bcrypt) load only for a server given one
+    from bookkeeper.ground.webconfig import WebConfig
 
 __all__ = ["BackgroundServer"]
 
@@ -37,8 +37,12 @@ class BackgroundServer:
         # (60 s rounds): uvicorn's 5 s met a 5 s scrape interval and closed connections as
         # requests went out on them
         tls = web_config.tls if web_config is not None else None
+        if web_config is not None:
+            from bookkeeper.ground.webauth import WebConfigMiddleware
+
+            app = WebConfigMiddleware(app, web_config)
         config = uvicorn.Config(
-            app if web_config is None else WebConfigMiddleware(app, web_config),
+            app,
             host=host,
             port=port,
             log_level="warning",

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import httpx
 import numpy as np
 
 from query_dsl.exceptions import QueryError, QueryLimitError, QuerySyntaxError
@@ -17,6 +16,8 @@ class Client:
     """``Client("http://host:8080", token=None)``; ``query()`` returns a Matrix or a float."""
 
     def __init__(self, url: str, *, token: str | None = None, timeout: float = 60.0) -> None:
+        import httpx  # here: the query API's own process exports this class and never uses it
+
         headers = {"Authorization": f"Bearer {token}"} if token else {}
         self.url = url.rstrip("/")
         self.warnings: list[str] = []  # the last query's: why (parts of) its answer are empty
@@ -37,6 +38,8 @@ class Client:
     def _send(self, method: str, path: str, **kwargs: Any) -> Any:
         """The JSON answer of one request; a query API that cannot be reached, or that
         answers what is not JSON, is a ``QueryError`` saying so in one line."""
+        import httpx
+
         try:
             response = self._http.request(method, path, **kwargs)
         except httpx.TransportError as exc:

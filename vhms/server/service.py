@@ -27,12 +27,12 @@ import logging
 import ssl
 import threading
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from bookkeeper import DirectoryInUseError, MalformedFrameError
-from bookkeeper.ground import BackgroundServer, DirectoryLock, WebConfig
+from bookkeeper.ground import BackgroundServer, DirectoryLock
 from bookkeeper.wire import FramedThriftServer, ServerLimits, advertised_address
 from bookkeeper.zk import Registration, ZkAuth, resolve_zk
 from vhms.exceptions import DataDirInUseError, VhmsError, WalError
@@ -42,6 +42,9 @@ from vhms.server.http import http_app
 from vhms.server.snapshot import restore_or_empty, save_snapshot, wal_from
 from vhms.server.store import Store
 from vhms.server.wal import ReplayReport, WriteAheadLog, remove_segments, replay, segments
+
+if TYPE_CHECKING:  # a type only: the web configuration's reader (yaml) loads for a shard given one
+    from bookkeeper.ground import WebConfig
 
 __all__ = ["DEFAULT_SERVER_LIMITS", "VhmsService"]
 
