@@ -16,6 +16,7 @@ whichever worker is free."""
 from __future__ import annotations
 
 import os
+import signal
 import socket
 import uuid
 from collections.abc import Callable, Iterator
@@ -40,6 +41,15 @@ XDIST_GROUPS = {
     "netns": "site",
 }
 DEFAULT_PORTS = {"ZooKeeper": 2181, "the query API": 8080, "the Flume Thrift source": 4141}
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Ctrl-C reaches the processes the tests start, as it does a user's: a suite started in
+    the background of a non-interactive shell inherits SIGINT ignored, and so would every
+    Python process it starts (Python installs its Ctrl-C handler only over the default), so
+    that a test's Ctrl-C to an application would go unheard."""
+    if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 @pytest.hookimpl(tryfirst=True)  # before pytest-xdist's own hook, which reads the marks
