@@ -166,11 +166,13 @@ class HistoryJob:
             from spark_jobs import raw_ingest
 
             catch_up = argparse.Namespace(**{**vars(self._args), "once": True})
+            landed = [] if self.kafka else sorted(self.landing.glob("*.avro"))  # all in the last run
             last = raw_ingest.start(self._spark, catch_up, report_rounds=self._reports_rounds)
-            last.awaitTermination(timeout)
+            if not last.awaitTermination(timeout):  # a failed run raises here
+                return f"spark raw_ingest: its last run did not end within {timeout:.0f} s (history behind)"
             if self._reporter is not None:
                 self._reporter.close([*self._query.recentProgress, *last.recentProgress])
-            return f"spark raw_ingest: history up to date in {self.output}"
+            return f"spark raw_ingest: history up to date in {self.output}{_cleaned(landed)}"
         finally:
             if self.ledger is not None and self.kafka:
                 self.ledger.withdraw("history", self._place)
@@ -178,6 +180,15 @@ class HistoryJob:
                 self._spark.stop()
             if self.cluster is not None:
                 self.cluster.stop()
+
+
+def _cleaned(landed: list[Path]) -> str:
+    """Delete the landing files the last run has stored that Spark's cleanup (best effort,
+    asynchronous: a file of the run's last batch can outlive the session) left; what it says."""
+    left = [path for path in landed if path.exists()]
+    for path in left:
+        path.unlink(missing_ok=True)
+    return f" ({len(left)} processed landing files Spark's cleanup had left, deleted)" if left else ""
 
 
 def _between_batches(query: Any, timeout: float) -> None:
