@@ -1,8 +1,10 @@
-"""Shared output of the benchmarks: a printed table and a JSON file side by side."""
+"""Shared output of the benchmarks: a printed table and a JSON file side by side; and what
+they read of a process from /proc (its CPU time, its resident memory)."""
 
 from __future__ import annotations
 
 import json
+import os
 import platform
 import time
 from pathlib import Path
@@ -41,3 +43,17 @@ def _cell(value: Any) -> str:
     if isinstance(value, float):
         return f"{value:.3g}" if abs(value) < 1000 else f"{value:,.0f}"
     return str(value)
+
+
+def cpu_seconds(pid: int) -> float:
+    """User and system CPU time of process ``pid`` (every thread), from /proc."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def rss_mib(pid: int) -> float:
+    """The resident memory of process ``pid``, MiB."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    raise RuntimeError(f"no VmRSS for process {pid}")

@@ -86,7 +86,7 @@ from typing import Any
 
 import httpx
 from _query_data import COUNTER, GAUGE, Data, load_store, load_victoria, prometheus_blocks
-from _report import report
+from _report import cpu_seconds, report, rss_mib
 
 from bookkeeper.ground import BackgroundServer
 from query_dsl import MemoryBudget
@@ -129,12 +129,6 @@ def wait_http(url: str, timeout: float = 120, alive: Callable[[], bool] = lambda
     raise RuntimeError(f"{url} did not answer")
 
 
-def cpu_seconds(pid: int) -> float:
-    """User and system CPU time of process ``pid`` (every thread), from /proc."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
 def wait_settled(pids: dict[str, int], timeout: float = SETTLE_TIMEOUT_S) -> tuple[float, bool]:
     """Poll until every server of ``pids`` used less than ``SETTLED_CPU`` of a core over one
     second; the seconds it took and whether they settled. A server still busy at ``timeout``
@@ -167,14 +161,6 @@ def timed(call: Callable[[], httpx.Response]) -> tuple[float, float, bytes]:
         gc.enable()
     response.raise_for_status()
     return (done - started) * 1000, (done - received) * 1000, response.content
-
-
-def rss_mib(pid: int) -> float:
-    """The resident memory of process ``pid``, MiB."""
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) / 1024
-    raise RuntimeError(f"no VmRSS for process {pid}")
 
 
 def serve_artimon(data: Data, port: int) -> None:

@@ -38,7 +38,7 @@ from typing import Any
 
 import httpx
 import numpy as np
-from _report import report
+from _report import cpu_seconds, report, rss_mib
 
 from bookkeeper.wire import IngestColumns
 from vhms import VhmsClient
@@ -76,19 +76,6 @@ def imports(module: str | None, code: Path | None) -> dict[str, float]:
     statement = f"import {module}" if module else "pass"
     subprocess.run([sys.executable, "-P", "-c", statement], check=True, env=environment(code))
     return {"import": time.perf_counter() - started, "import_cpu": children_cpu() - cpu}
-
-
-def cpu_seconds(pid: int) -> float:
-    """User and system CPU time of process ``pid`` (every thread), from /proc."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
-def rss_mib(pid: int) -> float:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) / 1024
-    raise RuntimeError(f"no VmRSS for process {pid}")
 
 
 def wait_answer(url: str, process: subprocess.Popen[bytes]) -> None:
