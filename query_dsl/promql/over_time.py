@@ -78,10 +78,12 @@ def previous_in_time(values: np.ndarray, present: np.ndarray) -> tuple[np.ndarra
 
 def _regression(values: np.ndarray, times: np.ndarray, origin: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Least-squares slope (per second) and value at ``origin`` (ms, per series) of each
-    series' samples; a constant series has slope 0 (NaN if it is infinite)."""
+    series' samples; a constant series has slope 0 (NaN if it is infinite). The sums along
+    a row add in the order of their temporaries' layout, which numpy picks from the inputs':
+    they are made as numpy makes them, so that the answers stay what they were."""
     present = is_sample(values)
-    count, first, _last = _positions(present)
-    rows = np.arange(len(values))
+    count = present.sum(axis=1)
+    first = np.argmax(present, axis=1)
     x = np.where(present, (times - origin[:, None]) / 1000, 0.0)
     y = np.where(present, values, 0.0)
     with np.errstate(all="ignore"):
@@ -91,8 +93,9 @@ def _regression(values: np.ndarray, times: np.ndarray, origin: np.ndarray) -> tu
         var = (x * x).sum(axis=1) - sum_x * sum_x / n
         slope = cov / var
         intercept = sum_y / n - slope * sum_x / n
-        first_v = values[rows, first]
-        constant = (np.where(present, values, first_v[:, None]) == first_v[:, None]).all(axis=1)
+        first_v = values[np.arange(len(values)), first]
+        same = np.ones(values.shape, dtype=bool)
+        constant = np.equal(values, first_v[:, None], out=same, where=present).all(axis=1)
         slope = np.where(constant, np.where(np.isinf(first_v), np.nan, 0.0), slope)
         intercept = np.where(constant, np.where(np.isinf(first_v), np.nan, first_v), intercept)
     missing = count < 2
@@ -188,8 +191,10 @@ def _over_time(name: str) -> RangeFunction:
             count, total, mean = _moments(values, present)
             if name in ("min", "max"):  # NaN samples passed over unless every one is NaN
                 out = (np.nanmin if name == "min" else np.nanmax)(np.where(present, values, np.nan), axis=1)
-            elif name in ("stddev", "stdvar"):
-                variance = np.where(present, (values - mean[:, None]) ** 2, 0.0).sum(axis=1) / count
+            elif name in ("stddev", "stdvar"):  # written once, laid out as values: the sum's order
+                deviations = np.zeros_like(values)
+                np.subtract(values, mean[:, None], out=deviations, where=present)
+                variance = np.multiply(deviations, deviations, out=deviations).sum(axis=1) / count
                 out = np.sqrt(variance) if name == "stddev" else variance
             else:
                 out = {"sum": total, "avg": mean, "count": count}[name]

@@ -27,7 +27,7 @@ from query_dsl.promql.running_sums import (
 )
 from query_dsl.promql.selection import Samples
 from query_dsl.promql.sliding_extremes import EXTREMES, sliding_extremes
-from query_dsl.promql.stacked import stacked_windows
+from query_dsl.promql.stacked import stacked_windows, window_groups
 from query_dsl.promql.values import present as is_sample
 from query_dsl.promql.values import settle
 
@@ -360,25 +360,22 @@ def evaluate_range(
     out = np.full((values.shape[0], len(ends)), np.nan)
     exact = samples.exact is not None
     low, high = _window_rows(axis, ends, range_ms, exact, samples.step_ms)
-    # one window per distinct (samples, arguments): without own times, the same answer
-    windows: dict[tuple[int, ...] | tuple[float, ...], list[int]] = {}
-    for column in np.flatnonzero(high > low).tolist() if values.shape[0] else []:
-        args = tuple(params[:, column].tolist())
-        key = (column,) if exact else (int(low[column]), int(high[column]), *args)
-        windows.setdefault(key, []).append(column)
-    by_args: dict[tuple[float, ...], list[list[int]]] = {}
-    for columns in windows.values():
-        by_args.setdefault(tuple(params[:, columns[0]].tolist()), []).append(columns)
-    for args, groups in by_args.items():
-        first = np.array([columns[0] for columns in groups])
+    columns = np.flatnonzero(high > low) if values.shape[0] else np.zeros(0, dtype=np.int64)
+    firsts, window_of, args_of = window_groups(columns, low, high, params, exact)
+    for group in range(int(args_of.max(initial=-1)) + 1):
+        chosen = np.flatnonzero(args_of == group)  # its windows, by their first column
+        args = tuple(params[:, firsts[chosen[0]]].tolist())
+        first = firsts[chosen]
         width = int((high[first] - low[first]).max())
         size = max(1, _STACKED_CELLS // max(values.shape[0] * width, 1))
         for start in range(0, len(first), size):
             check()
-            chosen = first[start : start + size]
-            answer = stacked_windows(name, samples, low[chosen], high[chosen], ends[chosen], range_ms, args)
-            for index, columns in enumerate(groups[start : start + size]):
-                out[:, columns] = answer[:, index : index + 1]
+            picked = first[start : start + size]
+            answer = stacked_windows(name, samples, low[picked], high[picked], ends[picked], range_ms, args)
+            place = np.full(len(firsts), -1)
+            place[chosen[start : start + size]] = np.arange(len(picked))
+            at = place[window_of]
+            out[:, columns[at >= 0]] = answer[:, at[at >= 0]]
     return out
 
 
