@@ -19,12 +19,13 @@ from collections.abc import Callable, Iterable
 
 import numpy as np
 
+from bookkeeper.ground import LabelColumn
 from query_dsl.exceptions import QueryTypeError
 from query_dsl.matrix import Matrix
 from query_dsl.promql.ast import Aggregation
 from query_dsl.promql.labels import prometheus_order
-from query_dsl.promql.result import format_value
 from query_dsl.promql.stats import quantile_of
+from query_dsl.promql.texts import value_strs
 from query_dsl.promql.values import NAN_VALUE, absent, is_nan_value, present
 from query_dsl.reduce import reduce_blocks, reduce_matrix
 from query_dsl.series_table import SeriesTable, class_order
@@ -226,9 +227,7 @@ def _count_values(
         found, cols = keys(columns)
         np.add.at(counts, (np.searchsorted(distinct, found), cols), 1.0)
     counts[counts == 0] = np.nan
-    base = _result_table(_named(m.table, node).take(firsts), node)
-    base_labels, base_names = base.label_dicts(), base.name_list()
-    texts = [format_value(v) for v in values[distinct // span].view(np.float64).tolist()]
-    class_of = (distinct % span).tolist()
-    out_labels = [{**base_labels[cls], label: text} for cls, text in zip(class_of, texts, strict=True)]
-    return Matrix([base_names[cls] for cls in class_of], out_labels, m.timestamps, counts, m.step_ms)
+    base = _result_table(_named(m.table, node).take(firsts), node).take(distinct % span)
+    texts = LabelColumn(value_strs(values.view(np.float64)), (distinct // span).astype(np.int32))
+    table = SeriesTable(base.names, {**base.columns, label: texts})  # the label replaces a member's
+    return Matrix.from_table(table, m.timestamps, counts, m.step_ms)

@@ -264,21 +264,40 @@ def _histogram_quantile(args: list[Value], times: np.ndarray) -> Value:
     classes, firsts = table.groups(list(table.columns))
     out = np.full((len(firsts), len(times)), np.nan)
     computed = np.zeros(out.shape, dtype=bool)
-    for cls in range(len(firsts)):
-        members = np.flatnonzero(classes == cls)
-        order = members[np.argsort(bounds[members], kind="stable")]
-        upper = bounds[order]
-        counts = m.values[rows[order]]
+    for members, upper, order in _same_buckets(classes, len(firsts), bounds):
+        counts = m.values[rows[order]]  # [classes, buckets, times]
         found = present(counts)
-        computed[cls] = found.any(axis=0)
-        whole = found.all(axis=0) & ~np.isnan(counts).any(axis=0)  # every bucket, a number
-        if whole.any():
-            out[cls, whole] = _bucket_quantiles(q[whole], upper, counts[:, whole])
-        for column in np.flatnonzero(~whole & computed[cls]).tolist():
-            kept = found[:, column]
-            out[cls, column] = _bucket_quantile(float(q[column]), upper[kept], counts[kept, column])
+        computed[members] = found.any(axis=1)
+        whole = found.all(axis=1) & ~np.isnan(counts).any(axis=1)  # every bucket, a number
+        if whole.any():  # every class of these buckets at once: the columns side by side
+            side_by_side = counts.transpose(1, 0, 2).reshape(len(upper), -1)
+            at = whole.reshape(-1)
+            part = np.full(at.shape, np.nan)
+            part[at] = _bucket_quantiles(np.tile(q, len(members))[at], upper, side_by_side[:, at])
+            out[members] = np.where(whole, part.reshape(whole.shape), np.nan)
+        for index, column in zip(*np.nonzero(~whole & computed[members]), strict=True):
+            kept = found[index, :, column]
+            cell = _bucket_quantile(float(q[column]), upper[kept], counts[index, kept, column])
+            out[members[index], column] = cell
     out[computed & np.isnan(out)] = NAN_VALUE
     return Matrix.from_table(table.take(firsts), times, out, m.step_ms)
+
+
+def _same_buckets(
+    classes: np.ndarray, count: int, bounds: np.ndarray
+) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+    """The histograms' classes grouped by their buckets' upper bounds (the same bits): each
+    group's classes, their bounds ascending, and each class's rows in that order
+    ``[classes, buckets]``."""
+    groups: dict[bytes, list[tuple[int, np.ndarray]]] = {}
+    for cls in range(count):
+        members = np.flatnonzero(classes == cls)
+        order = members[np.argsort(bounds[members], kind="stable")]
+        groups.setdefault(bounds[order].tobytes(), []).append((cls, order))
+    return [
+        (np.array([cls for cls, _ in group]), bounds[group[0][1]], np.array([order for _, order in group]))
+        for group in groups.values()
+    ]
 
 
 def _parse_float(text: str) -> float:
