@@ -72,13 +72,11 @@ def edge_rows(samples: Samples, ends: np.ndarray, range_ms: int) -> tuple[np.nda
     low = np.searchsorted(axis, start, side="left")
     last = np.searchsorted(axis, ends, side="right")
     high = np.maximum(np.searchsorted(axis, ends - step, side="right"), low)
-    count = (low - first) + (last - high)
-    edges = np.full((len(ends), int(count.max(initial=0))), -1, dtype=np.int64)
-    for window, rows in enumerate(
-        zip(first.tolist(), low.tolist(), high.tolist(), last.tolist(), strict=True)
-    ):
-        picked = [*range(rows[0], rows[1]), *range(rows[2], rows[3])]
-        edges[window, : len(picked)] = picked
+    before = low - first  # the edge rows before the core, then those after it
+    count = before + np.maximum(last - high, 0)
+    k = np.arange(int(count.max(initial=0)))
+    edges = np.where(k < before[:, None], first[:, None] + k, high[:, None] + k - before[:, None])
+    edges = np.where(k < count[:, None], edges, -1).astype(np.int64)
     return low, np.minimum(high, last), edges
 
 

@@ -88,6 +88,8 @@ def _first_of_each(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     row's number among them."""
     if not len(keys):
         return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+    if (keys == keys[0]).all():  # the same arguments at every time (a literal): one group
+        return np.zeros(1, dtype=np.int64), np.zeros(len(keys), dtype=np.int64)
     _, first, inverse = np.unique(keys, axis=0, return_index=True, return_inverse=True)
     order = np.argsort(first)
     number = np.empty_like(order)

@@ -19,7 +19,7 @@ def quantile_of(q: float | np.ndarray, values: np.ndarray, axis: int) -> np.ndar
     count = (~np.isnan(rows)).sum(axis=-1)
     wanted = np.broadcast_to(np.asarray(q, dtype=np.float64), count.shape)
     ranked = np.sort(rows, axis=-1)  # NaN sorts last
-    rank = np.clip(np.nan_to_num(wanted), 0, 1) * (np.maximum(count, 1) - 1)
+    rank = np.clip(np.where(np.isnan(wanted), 0.0, wanted), 0, 1) * (np.maximum(count, 1) - 1)
     lower = np.floor(rank).astype(np.int64)
     upper = np.minimum(lower + 1, np.maximum(count - 1, 0))
     weight = rank - lower
