@@ -19,12 +19,14 @@ _TIMED = frozenset({"deriv", "predict_linear"})  # the functions of RANGE_FUNCTI
 def _windows(array: np.ndarray, low: np.ndarray, width: int, fill: float | np.ndarray) -> np.ndarray:
     """``array[:, low + k]`` for ``k < width`` as ``[windows, series, width]``, C-contiguous
     (a row a window's samples of a series), ``fill`` past the array's end: row slices of a
-    sliding view, not a gather of each cell."""
+    sliding view of the columns the windows read, not a gather of each cell."""
     series, length = array.shape
-    padded = np.empty((series, length + width), dtype=array.dtype)
-    padded[:, :length] = array
-    padded[:, length:] = fill
-    windows: np.ndarray = sliding_window_view(padded, width, axis=1).transpose(1, 0, 2)[low]
+    start, stop = int(low.min()), int(low.max()) + width
+    read = array[:, start : min(stop, length)]
+    padded = np.empty((series, stop - start), dtype=array.dtype)
+    padded[:, : read.shape[1]] = read
+    padded[:, read.shape[1] :] = fill
+    windows: np.ndarray = sliding_window_view(padded, width, axis=1).transpose(1, 0, 2)[low - start]
     return windows
 
 
