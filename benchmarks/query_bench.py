@@ -79,6 +79,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import gc
 import itertools
 import math
@@ -199,10 +200,14 @@ def calls_of(client: httpx.Client, up: Up, case: Case) -> dict[str, Callable[[],
     """One request per side of one size for ``case``: the DSL's, then the PromQL text's."""
     sides = up.sides
     calls: dict[str, Callable[[], httpx.Response]] = {
-        "artimon": lambda: client.post(f"{sides['artimon']}/api/v1/query", json={"query": case.ours}),
+        "artimon": functools.partial(
+            client.post, f"{sides['artimon']}/api/v1/query", json={"query": case.ours}
+        ),
     }
     for side in [side for side in sides if side != "artimon"]:
-        calls[side] = lambda s=side: client.get(f"{sides[s]}/api/v1/{case.endpoint}", params=case.params)
+        calls[side] = functools.partial(
+            client.get, f"{sides[side]}/api/v1/{case.endpoint}", params=case.params
+        )
     return calls
 
 
