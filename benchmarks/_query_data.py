@@ -30,6 +30,9 @@ TSDB_BLOCK = 2 * 3600 * 1000  # promtool's default block: one file and one block
 BLOCK = 50_000  # series a block: the unit of making and of loading the data
 POST_LINES = 500_000  # lines of exposition text a VictoriaMetrics import post
 COUNTER, GAUGE = "app_requests_total", "rack_temperature"
+# of the values and labels made below: raise it with any change to them, so that the stores
+# ``query_bench.py --peer-cache`` kept of the data made before are not read as this data
+DATA_VERSION = 1
 
 
 def labels_of(i: int) -> dict[str, str]:
@@ -109,11 +112,11 @@ def load_store(store: Store, data: Data) -> None:
             store.ingest(keys, block.values[:, minute], stamps)
 
 
-def prometheus_blocks(data: Data, work: Path) -> Path:
-    """TSDB blocks for Prometheus: per two-hour block of time, an OpenMetrics file of its
-    minutes written a block of series at a time, turned into a block by promtool, deleted
-    (promtool holds one block's series in memory, never the whole file's text)."""
-    blocks = work / "prometheus"
+def prometheus_blocks(data: Data, work: Path, blocks: Path) -> None:
+    """TSDB blocks for Prometheus in ``blocks``: per two-hour block of time, an OpenMetrics
+    file of its minutes (in ``work``) written a block of series at a time, turned into a
+    block by promtool, deleted (promtool holds one block's series in memory, never the whole
+    file's text)."""
     minutes = range(data.minutes)
     for _, group in itertools.groupby(minutes, key=lambda m: (data.start + m * MINUTE) // TSDB_BLOCK):
         window = list(group)
@@ -132,7 +135,6 @@ def prometheus_blocks(data: Data, work: Path) -> Path:
             capture_output=True,
         )
         openmetrics.unlink()
-    return blocks
 
 
 def load_victoria(data: Data, port: int) -> None:

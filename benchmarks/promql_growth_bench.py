@@ -29,8 +29,9 @@ HERE = Path(__file__).resolve().parent.parent
 
 def measure(sizes: list[int], minutes: int, repeat: int) -> dict[str, dict[str, float]]:
     """CPU ms (best of ``repeat``) per case and size, on the code this process imports."""
+    from _query_cases import cases
     from _query_data import MINUTE, Data, load_store
-    from query_bench import RESOLUTIONS, cases
+    from _query_servers import RESOLUTIONS
 
     from query_dsl.evaluator import Limits
     from vhms import LocalClient
