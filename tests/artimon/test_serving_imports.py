@@ -1,7 +1,7 @@
 """A VHMS shard and a query API import only what they serve (issue 27): neither loads pandas,
 Spark, the agent, the Avro, YAML, bcrypt or HTTP-client libraries, whether at start or
 after serving an ingest, a fetch and DSL and PromQL answers (docs/vhms.md § Start-up). Having
-served, each still has one malloc arena for all its threads and pyarrow on the C heap
+served, neither has a malloc arena per thread, and pyarrow allocates from the C heap
 (``keep_freed_memory_returnable``: docs/promql.md § Memory)."""
 
 from __future__ import annotations
