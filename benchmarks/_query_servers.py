@@ -31,6 +31,8 @@ from vhms.server import Store
 RESOLUTIONS = "60s:240,5m:48,15m:96,1h:72"
 SETTLED_CPU = 0.05  # a server is settled below 5% of a core over a second
 SETTLE_TIMEOUT_S = 900
+# what the serving commands call first, in their order
+SERVING_SETTINGS = ("keep_pandas_out_of_pyarrow", "keep_freed_memory_returnable")
 
 
 def progress(message: str) -> None:
@@ -96,10 +98,13 @@ def serve_artimon(data: Data, port: int) -> None:
 
 def serve_artimon_lean(data: Data, port: int) -> None:
     """:func:`serve_artimon` as ``artimon api`` and ``artimon vhms`` serve: pyarrow kept from
-    pandas (docs/promql.md § Memory). The ``--baseline`` side serves as its checkout did."""
-    from bookkeeper.ground import keep_pandas_out_of_pyarrow  # here: a baseline checkout may not have it
+    pandas, the allocators set so that freed memory can go back (docs/promql.md § Memory);
+    in a ``--baseline`` child, those of the settings its checkout has."""
+    import bookkeeper.ground as ground  # the checkout's: a baseline may have fewer settings
 
-    keep_pandas_out_of_pyarrow()
+    for setting in SERVING_SETTINGS:
+        if setting in ground.__all__:
+            getattr(ground, setting)()
     serve_artimon(data, port)
 
 
@@ -178,8 +183,8 @@ def start_victoria(
 
 def start_baseline(checkout: Path, data: Data, port: int) -> subprocess.Popen[bytes]:
     """Artimon's query API running the code of another checkout (``--baseline``: main before
-    a change) over the same data: this script's ``--serve`` with that checkout first on
-    ``sys.path``."""
+    a change) over the same data, served as that checkout's commands serve: this script's
+    ``--serve`` with that checkout first on ``sys.path``."""
     return subprocess.Popen(
         [
             sys.executable,

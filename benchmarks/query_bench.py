@@ -101,7 +101,6 @@ from _query_data import MINUTE, Data
 from _query_servers import (
     free_port,
     progress,
-    serve_artimon,
     serve_artimon_lean,
     start_baseline,
     start_prometheus,
@@ -375,7 +374,7 @@ def main() -> None:
     parser.add_argument("--end", type=int, default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.serve is not None:
-        serve_artimon(Data(args.series, args.minutes, args.end), args.serve)
+        serve_artimon_lean(Data(args.series, args.minutes, args.end), args.serve)
         return
     if args.minutes < 75:
         parser.error(f"--minutes {args.minutes}: the range queries read 70 minutes, give at least 75")

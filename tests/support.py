@@ -1,7 +1,8 @@
 """What tests import by name (``from support import ...``): waiting with a deadline, the TLS
 files of the ``tls_files`` fixture, a process's output lines waited for (``Lines``), a
 process's memory, CPU time and threads from ``/proc``, the last values of series in a VHMS
-shard, headers without their integrity stamp (``unstamped``). A module of its own, not
+shard, headers without their integrity stamp (``unstamped``), the source of a probe of a
+process's allocators (``ALLOCATORS_PROBE``). A module of its own, not
 ``conftest``: a directory's own conftest would shadow the top one's name."""
 
 from __future__ import annotations
@@ -83,6 +84,26 @@ class Lines:
         while not self._queue.empty():
             self.seen.append(self._queue.get())
         return self.seen
+
+
+# Python source that defines ``allocators()``, for a test's child process: how many malloc
+# arenas glibc's ``malloc_info`` lists (one more per thread that allocates, unless capped:
+# pyarrow's import starts one) and the backend of pyarrow's default memory pool, after
+# importing pyarrow (``bookkeeper.ground.keep_freed_memory_returnable``)
+ALLOCATORS_PROBE = """
+import ctypes
+
+def allocators() -> dict:
+    import pyarrow
+    libc = ctypes.CDLL(None)
+    libc.open_memstream.restype = ctypes.c_void_p
+    text, size = ctypes.c_char_p(), ctypes.c_size_t()
+    stream = ctypes.c_void_p(libc.open_memstream(ctypes.byref(text), ctypes.byref(size)))
+    libc.malloc_info(0, stream)
+    libc.fclose(stream)
+    arenas = ctypes.string_at(text, size.value).decode().count("<heap nr=")
+    return {"arenas": arenas, "arrow_pool": pyarrow.default_memory_pool().backend_name}
+"""
 
 
 def vm_rss_kb(pid: int) -> int:

@@ -12,6 +12,7 @@
 - processes: :func:`spawn` (a child that dies with its parent), :func:`terminate`,
   :class:`DirectoryLock` (one live process per data directory), :func:`fsync_path`,
   :func:`release_freed_memory` (the C heap's and pyarrow's free pages back to the kernel),
+  :func:`keep_freed_memory_returnable` (a serving process's allocators, set so that it can),
   :func:`keep_pandas_out_of_pyarrow` (a serving process's pyarrow never imports pandas);
 - :func:`parse_duration`, Prometheus's duration syntax (``1h30m``, ``500ms``);
 - series identity by columns (``columns.py``): :class:`LabelColumn` and :class:`LabelColumns`
@@ -47,7 +48,7 @@ from bookkeeper.ground.columns import (
 from bookkeeper.ground.dirlock import LOCK_FILE, DirectoryLock
 from bookkeeper.ground.durations import parse_duration
 from bookkeeper.ground.files import fsync_path
-from bookkeeper.ground.memory import release_freed_memory
+from bookkeeper.ground.memory import keep_freed_memory_returnable, release_freed_memory
 
 if typing.TYPE_CHECKING:
     from bookkeeper.ground.arrow import keep_pandas_out_of_pyarrow
@@ -93,6 +94,7 @@ __all__ = [
     "encode_trailer",
     "fsync_path",
     "is_loopback",
+    "keep_freed_memory_returnable",
     "keep_pandas_out_of_pyarrow",
     "key_hashes",
     "list_endpoints",

@@ -11,6 +11,27 @@ hundreds of MB, so callers do it after large work ends, not after every small ca
 (``query_dsl.MemoryBudget``: when the last query running ends, having held at least
 ``RETURN_AFTER_BYTES`` since the last time). Where the C library is not glibc it returns
 only pyarrow's.
+
+A trim reaches only what the allocators let it reach, so a process that serves large
+queries first calls :func:`keep_freed_memory_returnable` (``artimon vhms``, ``artimon api``,
+before they start threads):
+
+- **no more malloc arenas** (``mallopt(M_ARENA_MAX, 1)``): glibc gives each new thread an
+  arena of its own (up to eight per core), and a trim gives back the free chunks inside a
+  thread's heap but not its free top, which the heap keeps up to the trim threshold (grown
+  to as much as 64 MiB by large frees); the query API runs queries on a pool of threads, so
+  each kept such a top. Threads started after the call share the arenas there are (the main
+  one, and one that a thread pyarrow starts at import made). The threads of a Python process
+  take turns on the GIL, so they hardly contend for an arena's lock;
+- **pyarrow on the C heap** (its system pool): pyarrow's default pool, mimalloc, keeps the
+  pages a thread freed in that thread's heap, which ``release_unused()`` from another thread
+  (the budget's returner) does not reach: 60-90 MiB stayed resident after issue 27's queries
+  at 100K series. On glibc's heap, the same buffers are freed there and trimmed.
+
+glibc's threshold for giving large blocks mappings of their own (``M_MMAP_THRESHOLD``) is
+left to grow as it does: fixed at 4 MiB it gave back 4-11 MiB more after those queries (17
+at 1 MiB), but every large temporary was then faulted in anew: 7-16% more CPU for the
+queries (69% at 1 MiB) and 11% for the store's load (docs/promql.md § Memory).
 """
 
 from __future__ import annotations
@@ -20,20 +41,34 @@ import ctypes.util
 import sys
 from collections.abc import Callable
 
-__all__ = ["release_freed_memory"]
+__all__ = ["keep_freed_memory_returnable", "release_freed_memory"]
+
+M_ARENA_MAX = -8  # glibc's malloc.h
 
 
-def _malloc_trim() -> Callable[[int], int] | None:
+def _glibc(function: str, argtypes: list[type]) -> Callable[..., int] | None:
     name = ctypes.util.find_library("c")
     if name is None:
         return None
-    trim = getattr(ctypes.CDLL(name), "malloc_trim", None)  # glibc's only
-    if trim is not None:
-        trim.argtypes, trim.restype = [ctypes.c_size_t], ctypes.c_int
-    return trim
+    found = getattr(ctypes.CDLL(name), function, None)  # glibc's only
+    if found is not None:
+        found.argtypes, found.restype = argtypes, ctypes.c_int
+    return found
 
 
-_TRIM = _malloc_trim()
+_TRIM = _glibc("malloc_trim", [ctypes.c_size_t])
+_MALLOPT = _glibc("mallopt", [ctypes.c_int, ctypes.c_int])
+
+
+def keep_freed_memory_returnable() -> bool:
+    """Set this process's allocators so that :func:`release_freed_memory` reaches what its
+    threads free (the module doc): no more malloc arenas, pyarrow on the C heap (this imports
+    pyarrow). Call it before the process starts threads: one that already has an arena keeps
+    it. Whether glibc took the setting (False where the C library is not glibc)."""
+    import pyarrow  # a serving process has it loaded already (keep_pandas_out_of_pyarrow)
+
+    pyarrow.set_memory_pool(pyarrow.system_memory_pool())
+    return _MALLOPT is not None and _MALLOPT(M_ARENA_MAX, 1) == 1
 
 
 def release_freed_memory() -> None:

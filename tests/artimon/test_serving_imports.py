@@ -1,6 +1,8 @@
 """A VHMS shard and a query API import only what they serve (issue 27): neither loads pandas,
 Spark, the agent, the Avro, YAML, bcrypt or HTTP-client libraries, whether at start or
-after serving an ingest, a fetch and DSL and PromQL answers (docs/vhms.md § Start-up)."""
+after serving an ingest, a fetch and DSL and PromQL answers (docs/vhms.md § Start-up). Having
+served, neither has a malloc arena per thread, and pyarrow allocates from the C heap
+(``keep_freed_memory_returnable``: docs/promql.md § Memory)."""
 
 from __future__ import annotations
 
@@ -17,7 +19,7 @@ from pathlib import Path
 
 import httpx
 import numpy as np
-from support import Lines
+from support import ALLOCATORS_PROBE, Lines
 
 from bookkeeper.wire import IngestColumns
 from vhms import VhmsClient
@@ -37,13 +39,28 @@ UNNEEDED = (
     "matplotlib",
     "confluent_kafka",
 )
-# ``artimon`` as its console script runs it, writing the process's modules at exit
-MAIN = (
-    "import atexit, os, sys\n"
-    "atexit.register(lambda: open(os.environ['MODULES_FILE'], 'w').write('\\n'.join(sys.modules)))\n"
+# ``artimon`` as its console script runs it, writing the process's modules and allocators at exit
+MAIN = ALLOCATORS_PROBE + (
+    "import atexit, json, os, sys\n"
+    "def report():\n"
+    "    open(os.environ['MODULES_FILE'], 'w').write('\\n'.join(sys.modules))\n"
+    "    open(os.environ['ALLOCATORS_FILE'], 'w').write(json.dumps(allocators()))\n"
+    "atexit.register(report)\n"
     "from artimon.cli import main\n"
     "sys.exit(main())\n"
 )
+
+
+# the malloc arenas of a process that imported pyarrow and started no thread of its own
+_ARENAS_OF_IMPORTS = json.loads(
+    subprocess.run(
+        [sys.executable, "-c", ALLOCATORS_PROBE + "import json\nprint(json.dumps(allocators()))"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    ).stdout
+)["arenas"]
 
 
 def _unneeded(modules: list[str]) -> list[str]:
@@ -62,9 +79,10 @@ def test_the_serving_commands_import_nothing_they_do_not_serve() -> None:
 @contextmanager
 def _serving(tmp_path: Path, name: str, *args: str) -> Iterator[tuple[Lines, list[str]]]:
     """``artimon ARGS``'s output lines as it runs; on leaving, SIGTERM, exit code 0 checked,
-    and the list yielded filled with the modules the process had imported."""
-    modules_file = tmp_path / f"{name}.modules"
-    environment = {**os.environ, "MODULES_FILE": str(modules_file)}
+    the list yielded filled with the modules the process had imported, and its allocators
+    checked as they were at its exit."""
+    modules_file, allocators_file = tmp_path / f"{name}.modules", tmp_path / f"{name}.allocators"
+    environment = {**os.environ, "MODULES_FILE": str(modules_file), "ALLOCATORS_FILE": str(allocators_file)}
     with subprocess.Popen(
         [sys.executable, "-c", MAIN, *args], stdout=subprocess.PIPE, text=True, env=environment
     ) as process:
@@ -74,6 +92,11 @@ def _serving(tmp_path: Path, name: str, *args: str) -> Iterator[tuple[Lines, lis
             process.send_signal(signal.SIGTERM)
             assert process.wait(timeout=60) == 0
             modules.extend(modules_file.read_text().split())
+            # its threads (the Thrift server's, the query pool's) made no arena of their own
+            assert json.loads(allocators_file.read_text()) == {
+                "arenas": _ARENAS_OF_IMPORTS,
+                "arrow_pool": "system",
+            }
         finally:
             if process.poll() is None:
                 process.kill()
