@@ -499,7 +499,7 @@ class Store:
             return stamps, values, None
         finest = self.rings[0]
         assert isinstance(finest, PlainRing)
-        offsets = np.zeros((total, len(ids)), dtype=finest.time_dtype)  # 0: at the bucket's start
+        offsets: np.ndarray = np.zeros((total, len(ids)), dtype=finest.time_dtype)  # 0: at the bucket's start
         row = 0
         for piece, buckets in zip(pieces, ranges, strict=True):
             if piece.ring == 0:

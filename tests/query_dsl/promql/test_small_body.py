@@ -8,7 +8,7 @@ import pytest
 
 from query_dsl.promql import format_value
 from query_dsl.promql.body import matrix_body, vector_body
-from query_dsl.promql.small_body import small_matrix_body, small_vector_body
+from query_dsl.promql.small_body import metric_texts, small_matrix_body, small_vector_body
 from query_dsl.promql.texts import value_strs, value_texts
 from query_dsl.series_table import SeriesTable
 
@@ -50,15 +50,19 @@ def test_the_small_writer_writes_the_columnar_bytes(series: int, times: int, see
     kept = np.ones((series, times), dtype=bool) if full else rng.random((series, times)) < 0.9
     kept[np.arange(series), rng.integers(0, times, series)] = True  # every series has a point
     own = axis[None, :] + rng.integers(0, 1000, (series, times))
+    metrics = metric_texts(table)
+    assert metric_texts(table) is metrics  # made once per table
     for stamps in (axis, own, np.repeat(axis[None, :], series, axis=0)):
-        assert small_matrix_body(table, stamps, values, kept, value_strs) == matrix_body(
-            table, stamps, values, kept
-        )
+        expected = matrix_body(table, stamps, values, kept)
+        for cells in (kept, None) if full else (kept,):  # None: every cell, as kept all true
+            assert small_matrix_body(metrics, stamps, values, cells, value_strs) == expected
     at = 1_700_000_000_500
     last = values[:, -1]
-    assert small_vector_body(table, at, last, value_strs) == vector_body(table, at, last)
+    assert small_vector_body(metrics, at, last, value_strs) == vector_body(table, at, last)
     empty = _table(0)
-    assert small_vector_body(empty, at, last[:0], value_strs) == vector_body(empty, at, last[:0])
+    assert small_vector_body(metric_texts(empty), at, last[:0], value_strs) == vector_body(
+        empty, at, last[:0]
+    )
 
 
 def test_value_texts_are_go_s() -> None:
