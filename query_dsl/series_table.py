@@ -138,7 +138,11 @@ class SeriesTable:
         return SeriesTable(self.names.take(index), {k: c.take(index) for k, c in self.columns.items()})
 
     def with_name(self, name: str) -> SeriesTable:
-        return SeriesTable(_constant(name, len(self)), self.columns)
+        """Every series named ``name`` (made once per table and name: a function's answer over
+        a selector's table keeps what was derived from it, its order, its label texts)."""
+        return self.derived(
+            "with_name:" + name, lambda table: SeriesTable(_constant(name, len(table)), table.columns)
+        )
 
     def with_names(self, names: Sequence[str]) -> SeriesTable:
         if len(names) != len(self):

@@ -32,14 +32,22 @@ def ensure_unique(m: Matrix, message: str = "vector cannot contain metrics with 
     same evaluation time (Prometheus's check of every function's and operator's output)."""
     if len(m) < 2:
         return
-    keys = m.table.class_keys(list(m.table.columns))
-    combined = keys * (len(m.table.names.values) + 1) + m.table.names.codes.astype(np.int64)
-    order = np.argsort(combined, kind="stable")
-    same = np.flatnonzero(combined[order][1:] == combined[order][:-1])
+    order, same = m.table.derived("label_set_twins", _twins)
+    if not len(same):
+        return
     present = ~np.isnan(m.values)
     for index in same.tolist():
         if (present[order[index]] & present[order[index + 1]]).any():
             raise MatchingError(message)
+
+
+def _twins(table: SeriesTable) -> tuple[np.ndarray, np.ndarray]:
+    """The series sorted by label set (name too), and where one's is the next one's: made
+    once per table (a function's answer over a selector's is reused)."""
+    keys = table.class_keys(list(table.columns))
+    combined = keys * (len(table.names.values) + 1) + table.names.codes.astype(np.int64)
+    order = np.argsort(combined, kind="stable")
+    return order, np.flatnonzero(combined[order][1:] == combined[order][:-1])
 
 
 _FEW = (

@@ -202,9 +202,44 @@ class _Picked(NamedTuple):
     rows: np.ndarray | None
 
 
-_PICKED: OrderedDict[tuple[LabelMatcher, ...], _Picked] = OrderedDict()
-_PICKED_KEPT = 512
-_PICKED_LOCK = threading.Lock()
+class PickedTables:
+    """The tables of the series selectors picked, by their matchers, each with the label
+    columns it was derived from (see :func:`fetch_samples`): at most ``max_entries`` of
+    them and ``max_series`` series in all (a table of more than a quarter of that is not
+    kept: its fetch costs far more than its table), the least recently used out first."""
+
+    def __init__(self, max_entries: int = 512, max_series: int = 1 << 18) -> None:
+        self.max_entries = max_entries
+        self.max_series = max_series
+        self.series = 0
+        self._entries: OrderedDict[tuple[LabelMatcher, ...], _Picked] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def get(self, matchers: tuple[LabelMatcher, ...], labels: LabelColumns) -> _Picked | None:
+        """The table kept for ``matchers`` if it was derived from ``labels`` (the same object)."""
+        with self._lock:
+            found = self._entries.get(matchers)
+            if found is None or found.labels is not labels:
+                return None
+            self._entries.move_to_end(matchers)
+            return found
+
+    def keep(self, matchers: tuple[LabelMatcher, ...], picked: _Picked) -> None:
+        size = len(picked.table)
+        if size > self.max_series // 4:
+            return
+        with self._lock:
+            previous = self._entries.pop(matchers, None)
+            self.series += size - (0 if previous is None else len(previous.table))
+            self._entries[matchers] = picked
+            while len(self._entries) > self.max_entries or self.series > self.max_series:
+                self.series -= len(self._entries.popitem(last=False)[1].table)
+
+
+PICKED = PickedTables()
 
 
 def _picked(result: FetchResult, matchers: tuple[LabelMatcher, ...]) -> tuple[SeriesTable, np.ndarray | None]:
@@ -212,23 +247,17 @@ def _picked(result: FetchResult, matchers: tuple[LabelMatcher, ...]) -> tuple[Se
     Remembered per matchers while a fetch answers the same label columns object (a store of
     this process answers the one it remembered for the selector while no series is new:
     :class:`vhms.LocalClient`), so a dashboard's selector asked again reuses its table and
-    what was derived from it (its answer's label texts, its order)."""
-    with _PICKED_LOCK:
-        found = _PICKED.get(matchers)
-        if found is not None and found.labels is result.labels:
-            _PICKED.move_to_end(matchers)
-            return found.table, found.rows
+    what was derived from it (its answer's label texts, its order): :data:`PICKED`."""
+    found = PICKED.get(matchers, result.labels)
+    if found is not None:
+        return found.table, found.rows
     keep = _keep(result, matchers)
     table = SeriesTable.from_fetch(result)
     rows = None
     if not keep.all():
         rows = np.flatnonzero(keep)
         table = table.take(rows)
-    with _PICKED_LOCK:
-        _PICKED[matchers] = _Picked(result.labels, table, rows)
-        _PICKED.move_to_end(matchers)
-        while len(_PICKED) > _PICKED_KEPT:
-            _PICKED.popitem(last=False)
+    PICKED.keep(matchers, _Picked(result.labels, table, rows))
     return table, rows
 
 
