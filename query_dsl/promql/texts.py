@@ -133,6 +133,8 @@ def second_texts(times_ms: np.ndarray) -> tuple[Texts, np.ndarray]:
 
 def value_strs(values: np.ndarray) -> list[str]:
     """:func:`format_value` of each of ``values`` (1-D), a ``str`` each."""
+    if _all_whole(values):
+        return _integer_strs(values)
     whole, fraction = _classes(values)
     if whole.all():
         return _integer_strs(values)
@@ -145,6 +147,18 @@ def value_strs(values: np.ndarray) -> list[str]:
     out[rest] = [format_value(v) for v in values[rest].tolist()]
     texts: list[str] = out.tolist()
     return texts
+
+
+def _all_whole(values: np.ndarray) -> bool:
+    """Whether every one of ``values`` is written as an integer (:func:`_classes`' ``whole``),
+    told by a few reductions where none is NaN, infinite, -0 or past 10^16 (gauges of bytes,
+    counters): what the many masks of ``_classes`` would say."""
+    if not len(values):
+        return False
+    low, high = float(values.min()), float(values.max())  # NaN if any is: not whole
+    if not (low > -1e16 and high < 1e16) or not (values == np.trunc(values)).all():
+        return False
+    return low > 0 or high < 0 or not np.signbit(values[values == 0]).any()
 
 
 def _integer_strs(values: np.ndarray) -> list[str]:

@@ -88,7 +88,13 @@ def test_value_texts_are_go_s() -> None:
             ],
         ]
     )
-    for part in (values, values[values == np.trunc(values)], values[:0], np.array([0.5, 0.25])):
+    wholes = [
+        np.array([3.0, 0.0, -7.0]),
+        np.array([-0.0, 5.0]),
+        np.array([0.0]),
+        np.array([1e16 - 2, 2 - 1e16]),
+    ]
+    for part in (values, values[values == np.trunc(values)], values[:0], np.array([0.5, 0.25]), *wholes):
         expected = [format_value(v) for v in part.tolist()]
         assert value_strs(part) == expected
         texts, index = value_texts(part)
