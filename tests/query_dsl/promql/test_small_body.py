@@ -94,7 +94,13 @@ def test_value_texts_are_go_s() -> None:
         np.array([0.0]),
         np.array([1e16 - 2, 2 - 1e16]),
     ]
-    for part in (values, values[values == np.trunc(values)], values[:0], np.array([0.5, 0.25]), *wholes):
+    # numbers written with an exponent by repr, across the whole range (subnormals too), and
+    # parts of them only: moved to positional by hand, not by numpy's Dragon4
+    exponents = 10.0 ** rng.uniform(-323, 308, 3000) * rng.choice([-1.0, 1.0], 3000)
+    beyond = exponents[(np.abs(exponents) >= 1e16) | (np.abs(exponents) < 1e-4)]
+    odd = np.array([np.nan, -0.0, np.inf, -np.inf, 5e-324, 1e16, 1e-5])
+    parts = (values, values[values == np.trunc(values)], values[:0], np.array([0.5, 0.25]), *wholes)
+    for part in (*parts, exponents, beyond, odd, odd[:4]):
         expected = [format_value(v) for v in part.tolist()]
         assert value_strs(part) == expected
         texts, index = value_texts(part)
