@@ -230,8 +230,9 @@ class Engine:
         """The selector's values at ``times`` and the time of each value's sample (ms; may be
         None without ``with_times``)."""
         at = self._moved(times, selector.at, selector.offset_ms)
-        # untrimmed: a sample before the lookback or after the time is never the one picked
-        samples = self._fetch(selector, int(at.min()) - LOOKBACK_MS, int(at.max()), trim=False)
+        # untrimmed: a sample before the lookback or after the time is never the one picked;
+        # the times ascend (or are one, pinned by @)
+        samples = self._fetch(selector, int(at[0]) - LOOKBACK_MS, int(at[-1]), trim=False)
         self.need(
             len(samples.values) * (len(times) * _INSTANT_CELLS + samples.values.shape[1]),
             1,

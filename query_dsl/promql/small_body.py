@@ -10,6 +10,7 @@ concatenation per point took 140.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Sequence
 
 import numpy as np
@@ -31,6 +32,28 @@ def _heads(times_ms: np.ndarray) -> list[str]:
     if times_ms.dtype.kind in "iu" and not (times_ms % 1000).any():  # whole seconds: a C format each
         return [f'[{t},"' for t in (times_ms // 1000).tolist()]
     return ["[" + repr(_seconds(t)) + ',"' for t in times_ms.tolist()]
+
+
+_GRIDS: dict[tuple[str, bytes], tuple[list[str], str]] = {}
+_GRIDS_KEPT = 64
+_GRIDS_LOCK = threading.Lock()
+
+
+def _grid(times_ms: np.ndarray) -> tuple[list[str], str]:
+    """:func:`_heads` of shared times and the template of a series with a value at each,
+    remembered for the last few grids asked (a dashboard's panels ask the same start, end
+    and step, and a refresh within a step asks them again)."""
+    key = (times_ms.dtype.str, times_ms.tobytes())
+    with _GRIDS_LOCK:
+        found = _GRIDS.get(key)
+    if found is None:
+        heads = _heads(times_ms)
+        found = heads, '%s"],'.join(heads) + '%s"]'
+        with _GRIDS_LOCK:
+            if len(_GRIDS) >= _GRIDS_KEPT:
+                del _GRIDS[next(iter(_GRIDS))]
+            _GRIDS[key] = found
+    return found
 
 
 def _json(text: str) -> str:
@@ -90,12 +113,15 @@ def small_matrix_body(
     if kept is None:
         texts = value_texts(np.ascontiguousarray(values).reshape(-1))
         counts = [values.shape[1]] * len(metrics)
-        heads = _heads(np.ascontiguousarray(times).reshape(-1) if own else times)
     else:
         texts = value_texts(np.ascontiguousarray(values)[kept])
         counts = kept.sum(axis=1).tolist()
-        heads = _heads(np.ascontiguousarray(times)[kept] if own else times)
-    full = "" if own else '%s"],'.join(heads) + '%s"]'
+    if not own:
+        heads, full = _grid(times)  # shared: read, never change
+    elif kept is None:
+        heads, full = _heads(np.ascontiguousarray(times).reshape(-1)), ""
+    else:
+        heads, full = _heads(np.ascontiguousarray(times)[kept]), ""
     records = []
     start = 0
     for row, (metric, count) in enumerate(zip(metrics, counts, strict=True)):

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from query_dsl.promql import format_value
+from query_dsl.promql import format_value, small_body
 from query_dsl.promql.body import matrix_body, vector_body
 from query_dsl.promql.small_body import metric_texts, small_matrix_body, small_vector_body
 from query_dsl.promql.texts import value_strs, value_texts
@@ -106,3 +106,15 @@ def test_value_texts_are_go_s() -> None:
         texts, index = value_texts(part)
         data = texts.data.tobytes().decode()
         assert [data[texts.offsets[i] : texts.offsets[i + 1]] for i in index.tolist()] == expected
+
+
+def test_the_grids_remembered_are_bounded_and_answer_as_made_anew() -> None:
+    table = _full_table(3)
+    values = np.arange(3 * 5, dtype=np.float64).reshape(3, 5)
+    kept = np.ones(values.shape, dtype=bool)
+    for first in range(small_body._GRIDS_KEPT + 10):
+        axis = np.arange(5) * 10_000 + 1_700_000_000_000 + first * 1_000
+        expected = matrix_body(table, axis, values, kept)
+        for _ in range(2):  # made, then remembered
+            assert small_matrix_body(metric_texts(table), axis, values, None, value_strs) == expected
+        assert len(small_body._GRIDS) <= small_body._GRIDS_KEPT
