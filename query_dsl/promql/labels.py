@@ -79,6 +79,8 @@ def _table_order(table: SeriesTable) -> np.ndarray:
 
 def _ordered(table: SeriesTable) -> np.ndarray:
     count = len(table)
+    if count < 2:
+        return np.arange(count)
     columns = {label: column for label, column in table.columns.items() if (column.codes >= 0).any()}
     nameless = np.array([value == "" for value in table.names.values] + [True])[table.names.codes]
     named = not nameless.any()
