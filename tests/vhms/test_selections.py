@@ -29,6 +29,7 @@ def test_a_selector_asked_again_is_remembered_until_a_new_series_arrives() -> No
     again = store.fetch("cpu", now - 60_000, now + 1)
     assert _keys(first) == _keys(again) == ["cpu{host=a}", "cpu{host=b}"]
     assert again.labels is first.labels  # the same columns, not read again
+    assert not first.labels["host"].codes.flags.writeable  # shared: a change would raise
     assert store.stats["selection_cache_hits"] == 1 and store.stats["selection_cache_misses"] == 1
 
     store.ingest(["cpu{host=c}"], np.array([4.0]), np.full(1, now))  # a new series: match again

@@ -407,6 +407,8 @@ class Store:
             labels = {label: column.compact() for label, column in self.index.columns(ids).items()}
             if NAME not in labels:
                 labels[NAME] = LabelColumn.absent(0)
+            for column in labels.values():  # shared by the fetches that follow: a change would raise
+                column.codes.flags.writeable = False
             found = Selection(generation, ids, labels)
             self.selections.keep(selector, found)
         return found.ids, found.labels
