@@ -196,6 +196,9 @@ class Engine:
         key = (selector.matchers, low_ms, high_ms, trim)
         if key in self._fetched:
             return self._fetched[key]
+        trimmed = (selector.matchers, low_ms, high_ms, True)
+        if trimmed in self._fetched:  # what a range selector of the same span read serves an instant one too
+            return self._fetched[trimmed]
         samples = fetch_samples(self.source, selector, low_ms, high_ms, trim=trim)
         self.need(samples.values.size, _SAMPLE_CELLS, f"the {len(samples.table)} series a selector picks")
         if not samples.full:

@@ -138,3 +138,20 @@ def test_a_selector_asked_again_answers_the_same_and_sees_a_new_series() -> None
     assert sorted(labels["s"] for labels, _ in series) == ["new", "s0", "s1", "s2", "s3"]
     new = next(points for labels, points in series if labels["s"] == "new")
     assert new == [(base_ms + 1_000_000, 8.0)]  # the one evaluation time at or after its sample
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_an_instant_selector_reading_what_a_range_selector_read_answers_the_same(seed: int) -> None:
+    base_ms = int(time.time()) // 3600 * 3_600_000 - 3_600_000
+    source = LocalClient(_store(_series(seed, base_ms)))
+    start, end = base_ms / 1000 + 400.5, base_ms / 1000 + 1000.5
+    plain = dict(
+        (labels["s"], points) for labels, points in range_query(source, "x", start, end, 10).series()
+    )
+    for query in ("last_over_time(x[5m]) * 0 + x", "x + last_over_time(x[5m]) * 0"):  # both orders
+        shared = range_query(source, query, start, end, 10).series()
+        assert sorted(labels["s"] for labels, _ in shared) == sorted(plain)
+        for labels, points in shared:
+            expected = plain[labels["s"]]
+            assert [t for t, _ in points] == [t for t, _ in expected], query
+            assert all(_same(a, b) for (_, a), (_, b) in zip(points, expected, strict=True)), query
