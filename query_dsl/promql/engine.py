@@ -245,6 +245,18 @@ class Engine:
         out, when = latest_at(samples, at, LOOKBACK_MS, with_times)
         return Matrix.from_table(samples.table, times, out, step), when
 
+    def _window(self, expr: Expr, times: np.ndarray, trim: bool) -> Value:
+        """A range function's argument; a range selector untrimmed for a function that reads
+        each window's edge rows by their samples' own times (``ranges.VECTORIZED``)."""
+        inner = expr
+        while isinstance(inner, Paren):
+            inner = inner.expr
+        if trim or not isinstance(inner, MatrixSelector):
+            return self._eval(expr, times)
+        ends = self._moved(times, inner.vector.at, inner.vector.offset_ms)
+        samples = self._fetch(inner.vector, int(ends.min()) - inner.range_ms, int(ends.max()), trim=False)
+        return RangeValue(samples, inner.range_ms, ends)
+
     def _subquery(self, expr: Subquery, times: np.ndarray) -> RangeValue:
         ends = self._moved(times, expr.at, expr.offset_ms)
         step = expr.step_ms or DEFAULT_SUBQUERY_STEP_MS
@@ -276,7 +288,7 @@ class Engine:
             params = np.array([s.values for s in scalars if isinstance(s, Scalar)]).reshape(
                 len(scalars), len(times)
             )
-            window = self._eval(expr.args[matrix_index], times)
+            window = self._window(expr.args[matrix_index], times, trim=name not in VECTORIZED)
             assert isinstance(window, RangeValue)  # the parser checked the types
             samples = window.samples
             self._need_range(name, samples, len(times))
@@ -382,7 +394,7 @@ class Engine:
         if not (isinstance(inner, Call) and inner.name in VECTORIZED):
             return None
         self.check()
-        window = self._eval(inner.args[0], times)
+        window = self._window(inner.args[0], times, trim=False)
         assert isinstance(window, RangeValue)  # the parser checked the types
         samples = window.samples
         self._need_range(inner.name, samples, len(times))

@@ -4,7 +4,7 @@ reading of the samples one by one, over random series (own times anywhere in the
 gaps, stale markers, NaN samples, every bucket filled), evaluation times on and off the
 buckets' starts, ``offset``, ``@`` and ``timestamp()``; and a selector asked again (its
 series remembered by the store and its table by the query side) answers the same as a first
-time, and sees a new series."""
+time, and sees a new series; rate and its kin answer the same over untrimmed samples."""
 
 from __future__ import annotations
 
@@ -14,7 +14,11 @@ import time
 import numpy as np
 import pytest
 
-from query_dsl.promql import instant_query, range_query
+from query_dsl.promql import instant_query, parse, range_query
+from query_dsl.promql.ast import VectorSelector
+from query_dsl.promql.ranges import VECTORIZED, evaluate_range
+from query_dsl.promql.selection import fetch_samples
+from query_dsl.promql.values import stored_nan_samples
 from vhms import LocalClient
 from vhms.server import Store
 
@@ -155,3 +159,27 @@ def test_an_instant_selector_reading_what_a_range_selector_read_answers_the_same
             expected = plain[labels["s"]]
             assert [t for t, _ in points] == [t for t, _ in expected], query
             assert all(_same(a, b) for (_, a), (_, b) in zip(points, expected, strict=True)), query
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+@pytest.mark.parametrize("name", sorted(VECTORIZED))
+@pytest.mark.parametrize(("range_s", "first_s"), [(60, 400), (300, 400.7), (17, 650.2)])
+def test_rate_and_its_kin_answer_the_same_over_untrimmed_samples(
+    seed: int, name: str, range_s: int, first_s: float
+) -> None:
+    """``rate`` & co read each window's edges by their samples' own times, so the engine
+    gives them the fetch untrimmed (its series then mostly with a sample in every bucket):
+    the same bits as over samples trimmed to the windows' span."""
+    base_ms = int(time.time()) // 3600 * 3_600_000 - 3_600_000
+    source = LocalClient(_store(_series(seed, base_ms)))
+    ends = base_ms + round(first_s * 1000) + np.arange(61, dtype=np.int64) * 10_000
+    low, high = int(ends[0]) - range_s * 1000, int(ends[-1])
+    selector = parse("x")
+    assert isinstance(selector, VectorSelector)
+    answers = []
+    for trim in (True, False):
+        samples = fetch_samples(source, selector, low, high, trim=trim)
+        samples.values = stored_nan_samples(samples.values)
+        values = evaluate_range(name, samples, ends, range_s * 1000, np.zeros((0, len(ends))), lambda: None)
+        answers.append(values.view(np.uint64))
+    assert np.array_equal(answers[0], answers[1])
