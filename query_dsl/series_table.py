@@ -17,7 +17,8 @@ from Python lists.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -25,6 +26,8 @@ from bookkeeper.ground import LabelColumn, dense_classes, row_keys, translate
 from vhms import NAME, FetchResult
 
 __all__ = ["SeriesTable", "class_order", "joint_classes"]
+
+T = TypeVar("T")
 
 
 def _constant(value: str, size: int) -> LabelColumn:
@@ -41,12 +44,25 @@ class SeriesTable:
     """Names and labels of series by columns (see the module doc); ``columns`` is in label
     order and may hold labels that no series of this table has."""
 
-    __slots__ = ("_dicts", "columns", "names")
+    __slots__ = ("_derived", "_dicts", "columns", "names")
 
     def __init__(self, names: LabelColumn, columns: Mapping[str, LabelColumn]) -> None:
         self.names = names
         self.columns = {label: columns[label] for label in sorted(columns)}
         self._dicts: list[dict[str, str]] | None = None
+        self._derived: dict[str, Any] | None = None
+
+    def derived(self, what: str, make: Callable[[SeriesTable], T]) -> T:
+        """``make(self)``, made once per table and kept with it (a table never changes; a
+        fetch's is reused while its selector picks the same series): what a reader derives
+        from the labels alone, e.g. an answer's label texts or Prometheus's order of the
+        rows. ``what`` names it; what it gives is shared, so never to be changed."""
+        if self._derived is None:
+            self._derived = {}
+        found = self._derived.get(what)
+        if found is None:
+            found = self._derived[what] = make(self)
+        return found
 
     def __len__(self) -> int:
         return len(self.names.codes)
@@ -122,7 +138,11 @@ class SeriesTable:
         return SeriesTable(self.names.take(index), {k: c.take(index) for k, c in self.columns.items()})
 
     def with_name(self, name: str) -> SeriesTable:
-        return SeriesTable(_constant(name, len(self)), self.columns)
+        """Every series named ``name`` (made once per table and name: a function's answer over
+        a selector's table keeps what was derived from it, its order, its label texts)."""
+        return self.derived(
+            "with_name:" + name, lambda table: SeriesTable(_constant(name, len(table)), table.columns)
+        )
 
     def with_names(self, names: Sequence[str]) -> SeriesTable:
         if len(names) != len(self):

@@ -18,6 +18,7 @@ from query_dsl.promql.parser import parse, value_type
 from query_dsl.promql.result import PromQLResult, format_value
 from query_dsl.promql.signatures import MATRIX, SCALAR, STRING, VECTOR
 from query_dsl.promql.values import RangeValue, Scalar, String, present, settle
+from query_dsl.series_table import SeriesTable
 from query_dsl.sources import DataSource
 from vhms import LimitExceededError, VhmsError
 
@@ -36,6 +37,8 @@ MAX_POINTS_PER_SERIES = 11_000  # Prometheus's own limit on a range query's reso
 
 
 _NAMES = {MATRIX: "range vector", STRING: "string"}
+# a scalar's answer as one series: shared, so that its order and texts are made once
+_NAMELESS = SeriesTable.from_lists([""], [{}])
 
 
 def _window(value: RangeValue) -> tuple[Matrix, np.ndarray]:
@@ -93,7 +96,7 @@ def _run(
     if kind == "range":
         if isinstance(value, Scalar):
             values = settle(value.values[None, :], np.zeros((1, len(times)), dtype=bool))  # a value each time
-            value = Matrix([""], [{}], times, values, step_ms)
+            value = Matrix.from_table(_NAMELESS, times, values, step_ms)
         result_type = "matrix"
     else:
         result_type = {SCALAR: "scalar", STRING: "string", MATRIX: "matrix"}.get(found, "vector")

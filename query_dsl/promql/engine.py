@@ -44,14 +44,13 @@ from query_dsl.promql.ast import (
     selectors,
 )
 from query_dsl.promql.functions import INSTANT_FUNCTIONS
+from query_dsl.promql.instant import latest_at
 from query_dsl.promql.labels import ensure_unique
 from query_dsl.promql.ranges import (
     RANGE_NAMES,
     VECTORIZED,
     block_series,
-    dense_from,
     evaluate_range,
-    latest_dense,
     range_temporaries,
     rate_blocks,
 )
@@ -163,7 +162,7 @@ class Engine:
             ensure_unique(negated)
             return negated
         if isinstance(expr, VectorSelector):
-            return self._instant(expr, times)[0]
+            return self._instant(expr, times, with_times=False)[0]
         if isinstance(expr, MatrixSelector):
             ends = self._moved(times, expr.vector.at, expr.vector.offset_ms)
             samples = self._fetch(expr.vector, int(ends.min()) - expr.range_ms, int(ends.max()))
@@ -193,13 +192,17 @@ class Engine:
             base = times
         return base - offset_ms
 
-    def _fetch(self, selector: VectorSelector, low_ms: int, high_ms: int) -> Samples:
-        key = (selector.matchers, low_ms, high_ms)
+    def _fetch(self, selector: VectorSelector, low_ms: int, high_ms: int, trim: bool = True) -> Samples:
+        key = (selector.matchers, low_ms, high_ms, trim)
         if key in self._fetched:
             return self._fetched[key]
-        samples = fetch_samples(self.source, selector, low_ms, high_ms)
+        trimmed = (selector.matchers, low_ms, high_ms, True)
+        if trimmed in self._fetched:  # what a range selector of the same span read serves an instant one too
+            return self._fetched[trimmed]
+        samples = fetch_samples(self.source, selector, low_ms, high_ms, trim=trim)
         self.need(samples.values.size, _SAMPLE_CELLS, f"the {len(samples.table)} series a selector picks")
-        samples.values = stored_nan_samples(samples.values)
+        if not samples.full:
+            samples.values = stored_nan_samples(samples.values)
         if samples.exact is None and reads_sample_times(self.source) and len(samples.table):
             self.warn(
                 f"read VHMS's {samples.step_ms // 1000} s ring (the shards' finest rings differ): "
@@ -224,43 +227,35 @@ class Engine:
             self._held += _value_bytes(RangeValue(samples, 0, self._times))
         return samples
 
-    def _instant(self, selector: VectorSelector, times: np.ndarray) -> tuple[Matrix, np.ndarray]:
-        """The selector's values at ``times`` and the time of each value's sample (ms)."""
+    def _instant(
+        self, selector: VectorSelector, times: np.ndarray, with_times: bool = True
+    ) -> tuple[Matrix, np.ndarray | None]:
+        """The selector's values at ``times`` and the time of each value's sample (ms; may be
+        None without ``with_times``)."""
         at = self._moved(times, selector.at, selector.offset_ms)
-        samples = self._fetch(selector, int(at.min()) - LOOKBACK_MS, int(at.max()))
+        # untrimmed: a sample before the lookback or after the time is never the one picked;
+        # the times ascend (or are one, pinned by @)
+        samples = self._fetch(selector, int(at[0]) - LOOKBACK_MS, int(at[-1]), trim=False)
         self.need(
             len(samples.values) * (len(times) * _INSTANT_CELLS + samples.values.shape[1]),
             1,
             f"a selector's {len(samples.values)} series at {len(times)} evaluation times",
         )
-        values, axis = samples.values, samples.times
         step = int(times[1] - times[0]) if len(times) > 1 else self.step_ms
-        if not len(values) or not len(axis):
-            empty = np.zeros((len(values), len(times)))
-            empty[:] = np.nan
-            return Matrix.from_table(samples.table, times, empty, step), empty.copy()
-        own = samples.sample_times()
-        stale = samples.stale
-        lead = dense_from(values) if stale is None else None
-        if lead is not None:  # a sample in every bucket from the first that has any
-            out, when = latest_dense(values[:, lead:].T, own[:, lead:].T, axis[lead:], at, LOOKBACK_MS)
-            return Matrix.from_table(samples.table, times, out.T, step), when.T
-        sampled = present(values) if stale is None else present(values) | stale
-        latest = np.maximum.accumulate(np.where(sampled, np.arange(len(axis))[None, :], -1), axis=1)
-        column = np.searchsorted(axis, at, side="right") - 1
-        picked = latest[:, np.maximum(column, 0)]
-        picked[:, column < 0] = -1
-        rows = np.arange(len(values))[:, None]
-        # a sample of the bucket that holds the time may lie after it: take the one before
-        after = (picked >= 0) & (own[rows, np.maximum(picked, 0)] > at[None, :])
-        earlier = np.where(picked > 0, latest[rows, np.maximum(picked - 1, 0)], -1)
-        picked = np.where(after, earlier, picked)
-        when = own[rows, np.maximum(picked, 0)]
-        ok = (picked >= 0) & (when >= at[None, :] - LOOKBACK_MS)
-        if stale is not None:  # the latest sample is a stale marker: the series has ended
-            ok &= ~stale[rows, np.maximum(picked, 0)]
-        out = np.where(ok, values[rows, np.maximum(picked, 0)], np.nan)
-        return Matrix.from_table(samples.table, times, out, step), np.where(ok, when, np.nan)
+        out, when = latest_at(samples, at, LOOKBACK_MS, with_times)
+        return Matrix.from_table(samples.table, times, out, step), when
+
+    def _window(self, expr: Expr, times: np.ndarray, trim: bool) -> Value:
+        """A range function's argument; a range selector untrimmed for a function that reads
+        each window's edge rows by their samples' own times (``ranges.VECTORIZED``)."""
+        inner = expr
+        while isinstance(inner, Paren):
+            inner = inner.expr
+        if trim or not isinstance(inner, MatrixSelector):
+            return self._eval(expr, times)
+        ends = self._moved(times, inner.vector.at, inner.vector.offset_ms)
+        samples = self._fetch(inner.vector, int(ends.min()) - inner.range_ms, int(ends.max()), trim=False)
+        return RangeValue(samples, inner.range_ms, ends)
 
     def _subquery(self, expr: Subquery, times: np.ndarray) -> RangeValue:
         ends = self._moved(times, expr.at, expr.offset_ms)
@@ -293,7 +288,7 @@ class Engine:
             params = np.array([s.values for s in scalars if isinstance(s, Scalar)]).reshape(
                 len(scalars), len(times)
             )
-            window = self._eval(expr.args[matrix_index], times)
+            window = self._window(expr.args[matrix_index], times, trim=name not in VECTORIZED)
             assert isinstance(window, RangeValue)  # the parser checked the types
             samples = window.samples
             self._need_range(name, samples, len(times))
@@ -327,6 +322,7 @@ class Engine:
             arg = arg.expr
         if isinstance(arg, VectorSelector):
             m, when = self._instant(arg, times)
+            assert when is not None  # asked with_times
             return Matrix.from_table(m.table.with_name(""), times, when / 1000.0, m.step_ms)
         value = self._eval(arg, times)
         assert isinstance(value, Matrix)  # the parser checked the types
@@ -398,7 +394,7 @@ class Engine:
         if not (isinstance(inner, Call) and inner.name in VECTORIZED):
             return None
         self.check()
-        window = self._eval(inner.args[0], times)
+        window = self._window(inner.args[0], times, trim=False)
         assert isinstance(window, RangeValue)  # the parser checked the types
         samples = window.samples
         self._need_range(inner.name, samples, len(times))

@@ -7,6 +7,7 @@ import numpy as np
 
 from query_dsl.exceptions import MatchingError
 from query_dsl.matrix import Matrix
+from query_dsl.series_table import SeriesTable
 
 __all__ = ["ensure_unique", "prometheus_order", "sort_key", "with_label"]
 
@@ -31,14 +32,22 @@ def ensure_unique(m: Matrix, message: str = "vector cannot contain metrics with 
     same evaluation time (Prometheus's check of every function's and operator's output)."""
     if len(m) < 2:
         return
-    keys = m.table.class_keys(list(m.table.columns))
-    combined = keys * (len(m.table.names.values) + 1) + m.table.names.codes.astype(np.int64)
-    order = np.argsort(combined, kind="stable")
-    same = np.flatnonzero(combined[order][1:] == combined[order][:-1])
+    order, same = m.table.derived("label_set_twins", _twins)
+    if not len(same):
+        return
     present = ~np.isnan(m.values)
     for index in same.tolist():
         if (present[order[index]] & present[order[index + 1]]).any():
             raise MatchingError(message)
+
+
+def _twins(table: SeriesTable) -> tuple[np.ndarray, np.ndarray]:
+    """The series sorted by label set (name too), and where one's is the next one's: made
+    once per table (a function's answer over a selector's is reused)."""
+    keys = table.class_keys(list(table.columns))
+    combined = keys * (len(table.names.values) + 1) + table.names.codes.astype(np.int64)
+    order = np.argsort(combined, kind="stable")
+    return order, np.flatnonzero(combined[order][1:] == combined[order][:-1])
 
 
 _FEW = (
@@ -57,8 +66,21 @@ def _few_in_order(ranked: dict[str, tuple[list[str], np.ndarray]], count: int) -
 def prometheus_order(m: Matrix) -> np.ndarray:
     """The rows of ``m`` in Prometheus's order of label sets (:func:`sort_key`, the name as
     ``__name__``): by columns of value ranks when every series has the same labels (the
-    usual case: no label dict per series), else one key per series."""
-    table = m.table
+    usual case: no label dict per series), else one key per series. Made once per table
+    (a selector's is reused while it picks the same series): read-only."""
+    return m.table.derived("prometheus_order", _table_order)
+
+
+def _table_order(table: SeriesTable) -> np.ndarray:
+    order = _ordered(table)
+    order.flags.writeable = False
+    return order
+
+
+def _ordered(table: SeriesTable) -> np.ndarray:
+    count = len(table)
+    if count < 2:
+        return np.arange(count)
     columns = {label: column for label, column in table.columns.items() if (column.codes >= 0).any()}
     nameless = np.array([value == "" for value in table.names.values] + [True])[table.names.codes]
     named = not nameless.any()
@@ -66,13 +88,13 @@ def prometheus_order(m: Matrix) -> np.ndarray:
     if not uniform:
         keys = [
             sort_key({"__name__": name, **labels} if name else labels)
-            for name, labels in zip(m.names, m.labels, strict=True)
+            for name, labels in zip(table.name_list(), table.label_dicts(), strict=True)
         ]
         return np.array(sorted(range(len(keys)), key=keys.__getitem__), dtype=np.int64)
-    ranked = {"__name__": (table.names.values, table.names.codes)} if named and len(m) else {}
+    ranked = {"__name__": (table.names.values, table.names.codes)} if named and count else {}
     ranked.update({label: (column.values, column.codes) for label, column in columns.items()})
-    if len(m) <= _FEW:
-        return _few_in_order(ranked, len(m))
+    if count <= _FEW:
+        return _few_in_order(ranked, count)
     keys = []
     for label in sorted(ranked):
         values, codes = ranked[label]
@@ -83,4 +105,4 @@ def prometheus_order(m: Matrix) -> np.ndarray:
                 np.arange(len(used))
             )
             keys.append(rank[codes])
-    return np.lexsort(keys[::-1]) if keys else np.arange(len(m))
+    return np.lexsort(keys[::-1]) if keys else np.arange(count)

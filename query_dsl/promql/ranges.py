@@ -34,15 +34,15 @@ from query_dsl.promql.values import settle
 __all__ = [
     "RANGE_NAMES",
     "VECTORIZED",
-    "dense_from",
     "evaluate_range",
-    "latest_dense",
     "range_temporaries",
     "rate_blocks",
+    "rows_at",
+    "times_at",
 ]
 
 
-def _at(array: np.ndarray, rows: np.ndarray) -> np.ndarray:
+def rows_at(array: np.ndarray, rows: np.ndarray) -> np.ndarray:
     """``array[rows[e, s], s]`` of a time-major ``[times, series]`` array: ``rows`` is
     ``[ends, series]``, or ``[ends, 1]`` where every series reads the same row (a gather of
     whole rows, the cheapest there is)."""
@@ -59,13 +59,13 @@ def _at(array: np.ndarray, rows: np.ndarray) -> np.ndarray:
 Rows = tuple[np.ndarray, np.ndarray]
 
 
-def _times_at(own: np.ndarray, rows: np.ndarray) -> np.ndarray:
+def times_at(own: np.ndarray, rows: np.ndarray) -> np.ndarray:
     """``_at`` of the samples' times, as float64: ``[ends, 1]`` where every series' sample
     there has the same time (samples written together, or bucket times), so that what is
     computed from the times alone is computed once per window."""
     if rows.shape[1] == 1 and own.strides[1] == 0:  # bucket times: one per row
         return own[rows[:, 0], :1].astype(np.float64)
-    times = _at(own, rows)
+    times = rows_at(own, rows)
     if times.shape[1] > 1 and (times == times[:, :1]).all():
         times = times[:, :1]
     return times.astype(np.float64)
@@ -79,39 +79,6 @@ def _shared_rows(own: np.ndarray) -> np.ndarray:
     if own.shape[1] > 1 and (not own.strides[1] or (own == own[:, :1]).all()):  # stride 0: bucket times
         return own[:, :1]
     return own
-
-
-def dense_from(values: np.ndarray) -> int | None:
-    """The first bucket of ``values`` (``[series, buckets]``) where any series has a sample
-    if from there on every series has one in every bucket, else None. The buckets before
-    are empty for every series (a query reaching before the data), so they hold nothing to
-    read."""
-    nan = np.isnan(values)
-    if not nan.any():
-        return 0
-    lead = int(np.argmin(nan.all(axis=0)))
-    return lead if lead and not nan[:, lead:].any() else None
-
-
-def latest_dense(
-    values: np.ndarray, own: np.ndarray, axis: np.ndarray, at: np.ndarray, lookback_ms: int
-) -> tuple[np.ndarray, np.ndarray]:
-    """An instant selector over time-major series with a sample in every bucket and no stale
-    marker: at each time of ``at``, each series' latest sample at or before it within
-    ``lookback_ms`` (``[at, series]``, NaN: none) and that sample's time (float ms). The
-    sample is the bucket's that holds the time, or the one before where its own time lies
-    after it: whole rows gathered, not a running maximum over every bucket."""
-    column = np.searchsorted(axis, at, side="right") - 1
-    rows = np.maximum(column, 0)[:, None]
-    after = own[rows[:, 0]] > at[:, None]
-    if after.any():
-        rows = rows - after
-    ok = (column >= 0)[:, None] & (rows >= 0)
-    rows = np.maximum(rows, 0)
-    when = _times_at(own, rows)
-    ok = ok & (when >= (at - lookback_ms)[:, None])
-    shape = (len(at), values.shape[1])
-    return np.where(ok, _at(values, rows), np.nan), np.broadcast_to(np.where(ok, when, np.nan), shape)
 
 
 def _window_rows(axis: np.ndarray, ends: np.ndarray, range_ms: int, exact: bool, step_ms: int) -> Rows:
@@ -157,11 +124,11 @@ def _gappy_bounds(
     first = following[np.minimum(low, width)]
     last = np.where(high[:, None] > 0, latest[np.maximum(high - 1, 0)], -1)
     if exact:
-        at_first = _at(own, np.minimum(first, width - 1))
+        at_first = rows_at(own, np.minimum(first, width - 1))
         early = (first < width) & (at_first < (ends - range_ms)[:, None])
-        first = np.where(early, _at(following, np.minimum(first + 1, width)), first)
-        late = (last >= 0) & (_at(own, np.maximum(last, 0)) > ends[:, None])
-        before = np.where(last > 0, _at(latest, np.maximum(last - 1, 0)), -1)
+        first = np.where(early, rows_at(following, np.minimum(first + 1, width)), first)
+        late = (last >= 0) & (rows_at(own, np.maximum(last, 0)) > ends[:, None])
+        before = np.where(last > 0, rows_at(latest, np.maximum(last - 1, 0)), -1)
         last = np.where(late, before, last)
     valid = (first < width) & (last >= 0) & (first <= last)
     return np.minimum(first, width - 1), np.maximum(last, 0), valid, latest
@@ -181,7 +148,7 @@ def _dense_gains(values: np.ndarray) -> Callable[[np.ndarray], np.ndarray] | Non
 
     def gains(rows: np.ndarray) -> np.ndarray:
         out = np.zeros((len(rows), series))
-        out[:, columns] = _at(part, rows if rows.shape[1] == 1 else rows[:, columns])
+        out[:, columns] = rows_at(part, rows if rows.shape[1] == 1 else rows[:, columns])
         return out
 
     return gains
@@ -207,13 +174,13 @@ def _gappy_rates(
     first, last, valid, latest = _gappy_bounds(values, own, window, ends, range_ms, exact)
     present = is_sample(values)
     count = down(np.add, present.astype(np.int64))
-    samples_in = _at(count, last) - _at(count, first) + 1
-    before = np.where(last > 0, _at(latest, np.maximum(last - 1, 0)), -1)
+    samples_in = rows_at(count, last) - rows_at(count, first) + 1
+    before = np.where(last > 0, rows_at(latest, np.maximum(last - 1, 0)), -1)
     gains = None
     if name in ("rate", "increase"):
         previous = previous_in_time(values, present)[0]
         drops = down(np.add, np.where(present & (values < previous), previous, 0.0))
-        gains = partial(_at, drops)
+        gains = partial(rows_at, drops)
     return _from_rows(name, values, own, (first, last, valid, samples_in, before), gains, ends, range_ms)
 
 
@@ -230,18 +197,18 @@ def _from_rows(
     one before the last, for ``irate``/``idelta``), its sample count and whether it has any:
     ``[ends, series]``."""
     first, last, valid, samples_in, before = rows
-    last_v, last_t = _at(values, last), _times_at(own, last)
+    last_v, last_t = rows_at(values, last), times_at(own, last)
     with np.errstate(all="ignore"):
         if name in ("irate", "idelta"):
             enough = valid & (before >= first)
             previous = np.maximum(before, 0)
-            prev_v = _at(values, previous)
+            prev_v = rows_at(values, previous)
             if name == "idelta":
                 return settle(last_v - prev_v, ~enough)
             increase = np.where(last_v < prev_v, last_v, last_v - prev_v)
-            seconds = (last_t - _times_at(own, previous)) / 1000
+            seconds = (last_t - times_at(own, previous)) / 1000
             return settle(increase / seconds, ~(enough & (seconds > 0)))
-        first_v, first_t = _at(values, first), _times_at(own, first)
+        first_v, first_t = rows_at(values, first), times_at(own, first)
         result = last_v - first_v
         is_counter = name != "delta"
         if gains is not None:

@@ -20,7 +20,7 @@ import orjson
 from query_dsl.matrix import Matrix
 from query_dsl.promql.body import matrix_body, vector_body
 from query_dsl.promql.labels import prometheus_order
-from query_dsl.promql.small_body import SMALL_CELLS, small_matrix_body, small_vector_body
+from query_dsl.promql.small_body import SMALL_CELLS, metric_texts, small_matrix_body, small_vector_body
 from query_dsl.promql.texts import format_value, value_strs
 from query_dsl.promql.values import Scalar, String, present
 
@@ -48,26 +48,45 @@ class PromQLResult:
     warnings: list[str] = field(default_factory=list)
     point_times: np.ndarray | None = None  # a range vector's own sample times, [series, points]
     order: str = "labels"  # labels, query (as sort() left it), descending or ascending (by value)
+    _cells: tuple[np.ndarray | None] | None = field(default=None, init=False, repr=False, compare=False)
 
     def _rows(self) -> tuple[Matrix, np.ndarray]:
         """The matrix and its rows with a value, in the answer's order."""
-        m, rows, _ = self._answer_rows()
+        m, rows, _, _ = self._answer_rows()
         return m, rows
 
-    def _answer_rows(self) -> tuple[Matrix, np.ndarray, np.ndarray]:
-        """``_rows`` and the cells of the rows that hold a sample (``present``, ``[rows, times]``)."""
+    def _present(self) -> np.ndarray | None:
+        """Where the matrix holds a sample (``present``), None when every cell does (the
+        usual answer of series scraped throughout: nothing to pick); made once."""
+        if self._cells is None:
+            assert isinstance(self.value, Matrix)  # callers checked
+            values = self.value.values
+            self._cells = (present(values),) if np.isnan(values).any() else (None,)
+        return self._cells[0]
+
+    def _answer_rows(self) -> tuple[Matrix, np.ndarray, np.ndarray | None, bool]:
+        """``_rows``, the cells of the rows that hold a sample (``present``, ``[rows, times]``;
+        None when every cell holds one), and whether the rows are every row in the matrix's
+        own order (known once per table when they are its Prometheus order)."""
         assert isinstance(self.value, Matrix)  # callers checked
         m = self.value
-        kept = present(m.values)
-        held = kept.any(axis=1)
-        every = bool(held.all())
-        rows = np.arange(len(m)) if every else np.flatnonzero(held)
-        if self.order == "labels" or self.result_type == "matrix":
-            rows = rows[prometheus_order(m if every else m.select(rows))]
-        elif self.order in ("descending", "ascending"):
+        kept = self._present()
+        held = None if kept is None else kept.any(axis=1)
+        if held is None or bool(held.all()):
+            if self.order == "labels" or self.result_type == "matrix":
+                rows = prometheus_order(m)
+                own = m.table.derived("prometheus_order_is_own", lambda _: _ascending(rows))
+                return m, rows, None if kept is None else kept[rows], own
+            rows = np.arange(len(m))
+        else:
+            rows = np.flatnonzero(held)
+            if self.order == "labels" or self.result_type == "matrix":
+                rows = rows[prometheus_order(m.select(rows))]
+        if self.order in ("descending", "ascending"):
             last = m.values[rows, -1]
             rows = rows[np.argsort(-last if self.order == "descending" else last, kind="stable")]
-        return m, rows, kept[rows]
+        own = len(rows) == len(m) and _ascending(rows)
+        return m, rows, None if kept is None else kept[rows], own
 
     def series(self) -> list[tuple[dict[str, str], list[tuple[int, float]]]]:
         """``(labels with __name__, [(time ms, value), ...])`` per series with a value, in
@@ -93,7 +112,8 @@ class PromQLResult:
         if not isinstance(self.value, Matrix):
             return _SERIES_BYTES
         m = self.value
-        points = int(present(m.values).sum())
+        kept = self._present()
+        points = m.values.size if kept is None else int(kept.sum())
         shared = len(m.timestamps) * _TIME_BYTES
         return shared + m.values.size * _CELL_BYTES + points * _POINT_BYTES + len(m) * _SERIES_BYTES
 
@@ -108,23 +128,32 @@ class PromQLResult:
         if isinstance(self.value, Scalar):
             value = format_value(float(self.value.values[-1]))
             return orjson.dumps({"resultType": "scalar", "result": [_seconds(int(self.times[-1])), value]})
-        m, rows, kept = self._answer_rows()
-        in_order = len(rows) == len(m) and not (np.diff(rows) != 1).any()
-        table, values = (m.table, m.values) if in_order else (m.table.take(rows), m.values[rows])
-        small = values.size <= SMALL_CELLS  # joined in Python: pyarrow's kernels cost more there
-        if self.result_type == "vector":
-            if small:
-                return small_vector_body(table, int(m.timestamps[-1]), values[:, -1], value_strs)
-            return vector_body(table, int(m.timestamps[-1]), values[:, -1])
+        m, rows, kept, in_order = self._answer_rows()
+        values = m.values if in_order else m.values[rows]
         times = m.timestamps if self.point_times is None else self.point_times[rows]
-        if small:
-            return small_matrix_body(table, times, values, kept, value_strs)
-        return matrix_body(table, times, values, kept)
+        if values.size > SMALL_CELLS:  # the columnar writer: pyarrow's kernels cost less there
+            table = m.table if in_order else m.table.take(rows)
+            if self.result_type == "vector":
+                return vector_body(table, int(m.timestamps[-1]), values[:, -1])
+            return matrix_body(
+                table, times, values, np.ones(values.shape, dtype=bool) if kept is None else kept
+            )
+        metrics = metric_texts(m.table)
+        if not in_order:
+            metrics = [metrics[row] for row in rows.tolist()]
+        if self.result_type == "vector":
+            return small_vector_body(metrics, int(m.timestamps[-1]), values[:, -1], value_strs)
+        return small_matrix_body(metrics, times, values, kept, value_strs)
 
     def to_prometheus_json(self) -> dict[str, Any]:
         """The ``data`` object of Prometheus's query API (:meth:`to_prometheus_body` decoded)."""
         data: dict[str, Any] = orjson.loads(self.to_prometheus_body())
         return data
+
+
+def _ascending(rows: np.ndarray) -> bool:
+    """Whether ``rows`` run 0, 1, 2, ... (every row, in its own order)."""
+    return not (np.diff(rows) != 1).any()
 
 
 def _metrics(m: Matrix, rows: np.ndarray) -> list[dict[str, str]]:

@@ -17,11 +17,15 @@ Prometheus.
 from __future__ import annotations
 
 import re
+import threading
 import time
+from collections import OrderedDict
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 
+from bookkeeper.ground import LabelColumns
 from query_dsl.promql.ast import LabelMatcher, VectorSelector
 from query_dsl.series_table import SeriesTable
 from query_dsl.sources import DataSource
@@ -122,7 +126,9 @@ class Samples:
     ``[time, time + step_ms)``. ``stale``, when a series has one, where its stale markers
     are (their values NaN: a range reads no sample there; an instant selector's lookback
     ends there). ``coarse``: the spans VHMS read from rings coarser than the finest (the
-    time axis is then not evenly spaced there)."""
+    time axis is then not evenly spaced there). ``full``: every cell holds a sample and
+    none is NaN (what a fetch of series scraped throughout its span reads: nothing to
+    look for)."""
 
     table: SeriesTable
     times: np.ndarray
@@ -131,6 +137,7 @@ class Samples:
     exact: np.ndarray | None = None
     stale: np.ndarray | None = None
     coarse: tuple[CoarseSpan, ...] = ()
+    full: bool = False
 
     def sample_times(self) -> np.ndarray:
         """Each sample's time, ``[series, times]``: its own, else its bucket's start."""
@@ -157,8 +164,12 @@ def reads_sample_times(source: DataSource) -> bool:
     return isinstance(source, _VHMS_READERS)
 
 
-def fetch_samples(source: DataSource, selector: VectorSelector, low_ms: int, high_ms: int) -> Samples:
-    """The samples of the series ``selector`` picks, with times in ``[low_ms, high_ms]``."""
+def fetch_samples(
+    source: DataSource, selector: VectorSelector, low_ms: int, high_ms: int, *, trim: bool = True
+) -> Samples:
+    """The samples of the series ``selector`` picks, with times in ``[low_ms, high_ms]``;
+    without ``trim``, the edge buckets' samples whose own times lie outside are kept (an
+    instant selector's lookback and its "not after the time" rule leave them out anyway)."""
     low_ms = max(low_ms, 0)
     high_ms = max(high_ms, low_ms)
     text = vhms_selector(selector)
@@ -167,21 +178,87 @@ def fetch_samples(source: DataSource, selector: VectorSelector, low_ms: int, hig
         result = source.fetch(text, low_ms, high_ms + 1, sample_times=True)
     else:
         result = source.fetch(text, low_ms, high_ms + 1)
-    keep = _keep(result, selector.matchers)
-    table = SeriesTable.from_fetch(result)
+    table, rows = _picked(result, selector.matchers)
     times = np.asarray(result.timestamps, dtype=np.int64)
     values = np.asarray(result.values, dtype=np.float64)
     exact = result.sample_times
-    if not keep.all():
-        rows = np.flatnonzero(keep)
-        table, values = table.take(rows), values[rows]
+    if rows is not None:
+        values = values[rows]
         exact = None if exact is None else exact[rows]
-    if exact is not None:  # samples outside [low, high] by their own time are not read
+    if exact is not None and trim:  # samples outside [low, high] by their own time are not read
         values = _inside(values, exact, times, (low_ms, high_ms), result.step_ms)
-    stale = _stale_markers(values)
+    nan = np.isnan(values)
+    if not nan.any():
+        return Samples(table, times, values, result.step_ms, exact, None, result.coarse_spans, full=True)
+    stale = _stale_markers(values, nan)
     if stale is not None:
         values = np.where(stale, np.nan, values)
     return Samples(table, times, values, result.step_ms, exact, stale, result.coarse_spans)
+
+
+class _Picked(NamedTuple):
+    labels: LabelColumns  # the fetch's columns this was derived from (held: its identity is the key)
+    table: SeriesTable
+    rows: np.ndarray | None
+
+
+class PickedTables:
+    """The tables of the series selectors picked, by their matchers, each with the label
+    columns it was derived from (see :func:`fetch_samples`): at most ``max_entries`` of
+    them and ``max_series`` series in all (a table of more than a quarter of that is not
+    kept: its fetch costs far more than its table), the least recently used out first."""
+
+    def __init__(self, max_entries: int = 512, max_series: int = 1 << 18) -> None:
+        self.max_entries = max_entries
+        self.max_series = max_series
+        self.series = 0
+        self._entries: OrderedDict[tuple[LabelMatcher, ...], _Picked] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def get(self, matchers: tuple[LabelMatcher, ...], labels: LabelColumns) -> _Picked | None:
+        """The table kept for ``matchers`` if it was derived from ``labels`` (the same object)."""
+        with self._lock:
+            found = self._entries.get(matchers)
+            if found is None or found.labels is not labels:
+                return None
+            self._entries.move_to_end(matchers)
+            return found
+
+    def keep(self, matchers: tuple[LabelMatcher, ...], picked: _Picked) -> None:
+        size = len(picked.table)
+        if size > self.max_series // 4:
+            return
+        with self._lock:
+            previous = self._entries.pop(matchers, None)
+            self.series += size - (0 if previous is None else len(previous.table))
+            self._entries[matchers] = picked
+            while len(self._entries) > self.max_entries or self.series > self.max_series:
+                self.series -= len(self._entries.popitem(last=False)[1].table)
+
+
+PICKED = PickedTables()
+
+
+def _picked(result: FetchResult, matchers: tuple[LabelMatcher, ...]) -> tuple[SeriesTable, np.ndarray | None]:
+    """The series of ``result`` that ``matchers`` keep: their table and their rows (None: all).
+    Remembered per matchers while a fetch answers the same label columns object (a store of
+    this process answers the one it remembered for the selector while no series is new:
+    :class:`vhms.LocalClient`), so a dashboard's selector asked again reuses its table and
+    what was derived from it (its answer's label texts, its order): :data:`PICKED`."""
+    found = PICKED.get(matchers, result.labels)
+    if found is not None:
+        return found.table, found.rows
+    keep = _keep(result, matchers)
+    table = SeriesTable.from_fetch(result)
+    rows = None
+    if not keep.all():
+        rows = np.flatnonzero(keep)
+        table = table.take(rows)
+    PICKED.keep(matchers, _Picked(result.labels, table, rows))
+    return table, rows
 
 
 def _inside(
@@ -204,10 +281,8 @@ def _inside(
     return values
 
 
-def _stale_markers(values: np.ndarray) -> np.ndarray | None:
-    """Where ``values`` hold Prometheus's stale marker (its bits, a NaN), or None if nowhere."""
-    nan = np.isnan(values)
-    if not nan.any():
-        return None
+def _stale_markers(values: np.ndarray, nan: np.ndarray) -> np.ndarray | None:
+    """Where ``values`` (NaN where ``nan``) hold Prometheus's stale marker (its bits, a NaN),
+    or None if nowhere."""
     stale: np.ndarray = nan & (values.view(np.uint64) == np.uint64(STALE_BITS))
     return stale if stale.any() else None

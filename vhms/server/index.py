@@ -80,6 +80,13 @@ class SeriesIndex:
     def __len__(self) -> int:
         return len(self._shape_of)
 
+    def generation(self) -> int:
+        """The number of series, read with the lock held, so that every series it counts is
+        posted already: a selection matched after reading it holds at least those (the index
+        only grows, so this number is what a remembered selection is valid for)."""
+        with self._lock:
+            return len(self._shape_of)
+
     # -- finding and creating series ---------------------------------------------------------
 
     def lookup(self, keys: Sequence[str]) -> np.ndarray:

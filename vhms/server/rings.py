@@ -263,58 +263,43 @@ class PlainRing:
     ) -> None:
         """Copy into time-major ``out`` ``[buckets, ids]`` (zeros) the cells of sorted ``ids``
         (their stored bits, or with ``times`` their sample times) where the ring holds the
-        bucket, a block of rows at a time (slices where the ids or the slots are contiguous).
-        With ``decoded``, ``out`` may hold anything: every cell is written, with the float64
-        bits of its value (NaN's where the ring holds no bucket), decoded in the copy itself
-        rather than in a second pass over the answer."""
+        bucket, for consecutive ``buckets`` (a run of bucket numbers), a block of rows at a
+        time (slices where the ids or the slots are contiguous). With ``decoded``, ``out``
+        may hold anything: every cell is written, with the float64 bits of its value (NaN's
+        where the ring holds no bucket), decoded in the copy itself rather than in a second
+        pass over the answer."""
         source = self.times if times else self.values
         assert source is not None  # times are asked of the finest ring only
-        present = np.flatnonzero(self.covers(buckets))  # one contiguous range of columns
+        first = int(buckets[0]) if len(buckets) else 0
+        low = min(max(self.head - self.slots + 1 - first, 0), len(buckets))  # the rows the ring holds
+        high = max(min(self.head + 1 - first, len(buckets)), low)
         if decoded:
-            out[: present[0] if len(present) else len(buckets)] = EMPTY_BITS
-            out[present[-1] + 1 if len(present) else len(buckets) :] = EMPTY_BITS
-        if not len(present) or not len(ids):
+            out[:low] = EMPTY_BITS
+            out[high:] = EMPTY_BITS
+        if low == high or not len(ids):
             return
-        low, high = int(present[0]), int(present[-1]) + 1
-        first_slot = int(buckets[low] % self.slots)
-        wrap = min(high - low, self.slots - first_slot)  # the ring wraps after this many columns
+        first_slot = (first + low) % self.slots
+        wrap = min(high - low, self.slots - first_slot)  # the ring wraps after this many rows
         runs = [(low, low + wrap, first_slot), (low + wrap, high, 0)]
         chunk_of = ids >> SHIFT
-        edges = [0, *(np.flatnonzero(np.diff(chunk_of)) + 1).tolist(), len(ids)]  # ids are sorted
+        if chunk_of[0] == chunk_of[-1]:  # ids are sorted: one chunk
+            edges = [0, len(ids)]
+        else:
+            edges = [0, *(np.flatnonzero(np.diff(chunk_of)) + 1).tolist(), len(ids)]
         for start, stop in itertools.pairwise(edges):
             local = ids[start:stop] & MASK
-            contiguous = int(local[-1] - local[0]) == stop - start - 1
+            left, right = int(local[0]), int(local[-1])
             chunk = source[int(chunk_of[start])]
-            for column, end, slot in runs:
-                if column == end:
+            for row, end, slot in runs:
+                if row == end:
                     continue
-                rows = chunk[slot : slot + end - column]
-                block = rows[:, int(local[0]) : int(local[-1]) + 1] if contiguous else rows[:, local]
+                rows = chunk[slot : slot + end - row]
+                contiguous = right - left == stop - start - 1
+                block = rows[:, left : right + 1] if contiguous else np.take(rows, local, axis=1)
                 if decoded:
-                    np.bitwise_xor(block, EMPTY_BITS, out=out[column:end, start:stop])
+                    np.bitwise_xor(block, EMPTY_BITS, out=out[row:end, start:stop])
                 else:
-                    out[column:end, start:stop] = block
-
-    def stamped(self, ids: np.ndarray, buckets: np.ndarray) -> bool:
-        """Whether any sample of sorted ``ids`` in ``buckets`` has a time other than its
-        bucket's start (a sample time written): else their times are the buckets' starts,
-        and a fetch answers those without reading or copying a cell of times. Reads the
-        rows of every chunk from the first of ``ids`` to the last as they lie (a chunk
-        between them without one of ``ids`` can only make the answer true: never wrong;
-        never-written pages map the kernel's zero page: no memory), a word at a time."""
-        assert self.times is not None  # the finest ring keeps times
-        present = np.flatnonzero(self.covers(buckets))
-        if not len(present) or not len(ids):
-            return False
-        slots = buckets[present] % self.slots
-        cut = int(np.argmax(slots == 0)) if slots[-1] < slots[0] else len(slots)  # where the ring wraps
-        spans = [(int(slots[0]), int(slots[0]) + cut), (0, len(slots) - cut)]
-        for chunk in range(int(ids[0]) >> SHIFT, (int(ids[-1]) >> SHIFT) + 1):
-            times = self.times[chunk]
-            words = times.view(np.uint64) if times.shape[1] * times.itemsize % 8 == 0 else times
-            if any(words[low:high].any() for low, high in spans if high > low):
-                return True
-        return False
+                    out[row:end, start:stop] = block
 
     def export(self, first: int, stop: int, times: bool = False) -> np.ndarray:
         """The ``[slots, stop - first]`` stored bits (or sample times) of the series ``[first,

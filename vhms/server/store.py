@@ -26,7 +26,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from bookkeeper import SampleBatch
-from bookkeeper.ground import LabelColumn
+from bookkeeper.ground import LabelColumn, LabelColumns
 from bookkeeper.wire import IngestColumns
 from vhms.exceptions import FetchLimitError
 from vhms.resolutions import Resolution, parse_resolutions
@@ -47,6 +47,7 @@ from vhms.server.rings import (
     decode_values,
     encode_values,
 )
+from vhms.server.selections import Selection, Selections
 from vhms.server.stitch import Piece, RingSpan, stitch
 
 __all__ = ["CHUNK", "Store", "decode_values", "encode_values"]
@@ -92,6 +93,7 @@ class Store:
         self.index = SeriesIndex(max_series)
         self.stats: Counter[str] = Counter()
         self.decoded = DecodedBlocks(decoded_cache_bytes, self.stats)
+        self.selections = Selections(self.stats)
         finest = PlainRing(parsed[0], timed=True)
         self.rings: list[Ring] = [finest, *(CoarseRing(r, finest, self.decoded) for r in parsed[1:])]
         self.max_series_per_query = max_series_per_query
@@ -394,6 +396,23 @@ class Store:
             )
         return ids
 
+    def _selection(self, selector: str | Selector) -> tuple[np.ndarray, LabelColumns]:
+        """The ids a selector picks and their label columns as a fetch answers them (shared:
+        read, never change), remembered while the index holds the same series
+        (:mod:`vhms.server.selections`)."""
+        generation = self.index.generation()
+        found = self.selections.get(selector, generation)
+        if found is None:
+            ids = self.select(selector)
+            labels = {label: column.compact() for label, column in self.index.columns(ids).items()}
+            if NAME not in labels:
+                labels[NAME] = LabelColumn.absent(0)
+            for column in labels.values():  # shared by the fetches that follow: a change would raise
+                column.codes.flags.writeable = False
+            found = Selection(generation, ids, labels)
+            self.selections.keep(selector, found)
+        return found.ids, found.labels
+
     def pick_resolution(self, start_ms: int) -> Ring:
         """The finest ring that holds the first bucket a fetch from ``start_ms`` returns (the
         first whose start is at or after it), else the coarsest: ``last=1h`` reads the 60
@@ -422,7 +441,7 @@ class Store:
         ``coarse_spans`` say where, its step is the finest ring's)."""
         if end_ms <= start_ms:
             raise ValueError(f"fetch needs start < end, got {start_ms} >= {end_ms}")
-        ids = self.select(selector)
+        ids, labels = self._selection(selector)
         stitched = sample_times and resolution == "auto"
         with self._lock:
             # a series the index created after ingest last grew the rings has no column yet
@@ -446,10 +465,6 @@ class Store:
                 )
             timed = stitched or (sample_times and pieces[0].ring == 0)
             timestamps, values, times = self._read(pieces, ids, timed)
-        columns = self.index.columns(ids)
-        labels = {label: column.compact() for label, column in columns.items()}
-        if NAME not in labels:
-            labels[NAME] = LabelColumn.absent(0)
         coarse = tuple(
             CoarseSpan(
                 self.rings[p.ring].step_ms,
@@ -470,7 +485,9 @@ class Store:
         decoded straight into its rows of one time-major array in one pass: the answers are
         transposed views, as cheap to reduce across series as a copy would be to make. Where
         no sample of the read has a time of its own (every one at its bucket's start, as the
-        agents' rounds are), the sample times are the bucket starts broadcast (no memory)."""
+        agents' rounds are), the sample times are the bucket starts broadcast (no memory);
+        the offsets are copied like the values (only the ids' columns: a chunk's whole rows,
+        a few of them asked, would be megabytes) and looked at once."""
         total = sum(piece.last - piece.first + 1 for piece in pieces)
         raw = np.empty((total, len(ids)), dtype=np.uint64)
         ranges = [np.arange(piece.first, piece.last + 1, dtype=np.int64) for piece in pieces]
@@ -484,19 +501,15 @@ class Store:
             return stamps, values, None
         finest = self.rings[0]
         assert isinstance(finest, PlainRing)
-        stamped = [p.ring == 0 and finest.stamped(ids, b) for p, b in zip(pieces, ranges, strict=True)]
-        if not any(stamped):
-            return stamps, values, np.broadcast_to(stamps[None, :], values.shape)
-        exact = np.empty((total, len(ids)), dtype=np.int64)
-        exact[:] = stamps[:, None]
+        offsets: np.ndarray = np.zeros((total, len(ids)), dtype=finest.time_dtype)  # 0: at the bucket's start
         row = 0
-        for buckets, own in zip(ranges, stamped, strict=True):
-            if own:
-                offsets: np.ndarray = np.zeros((len(buckets), len(ids)), dtype=finest.time_dtype)
-                finest.fill(ids, buckets, offsets, times=True)  # 0 where none: the bucket's start
-                exact[row : row + len(buckets)] += offsets
+        for piece, buckets in zip(pieces, ranges, strict=True):
+            if piece.ring == 0:
+                finest.fill(ids, buckets, offsets[row : row + len(buckets)], times=True)
             row += len(buckets)
-        return stamps, values, exact.T
+        if not offsets.any():
+            return stamps, values, np.broadcast_to(stamps[None, :], values.shape)
+        return stamps, values, (stamps[:, None] + offsets).T
 
     def _ring(self, resolution: str | int, start_ms: int) -> Ring:
         if resolution == "auto":

@@ -6,9 +6,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from query_dsl.promql import format_value
+from query_dsl.promql import format_value, small_body
 from query_dsl.promql.body import matrix_body, vector_body
-from query_dsl.promql.small_body import small_matrix_body, small_vector_body
+from query_dsl.promql.small_body import metric_texts, small_matrix_body, small_vector_body
 from query_dsl.promql.texts import value_strs, value_texts
 from query_dsl.series_table import SeriesTable
 
@@ -50,15 +50,19 @@ def test_the_small_writer_writes_the_columnar_bytes(series: int, times: int, see
     kept = np.ones((series, times), dtype=bool) if full else rng.random((series, times)) < 0.9
     kept[np.arange(series), rng.integers(0, times, series)] = True  # every series has a point
     own = axis[None, :] + rng.integers(0, 1000, (series, times))
+    metrics = metric_texts(table)
+    assert metric_texts(table) is metrics  # made once per table
     for stamps in (axis, own, np.repeat(axis[None, :], series, axis=0)):
-        assert small_matrix_body(table, stamps, values, kept, value_strs) == matrix_body(
-            table, stamps, values, kept
-        )
+        expected = matrix_body(table, stamps, values, kept)
+        for cells in (kept, None) if full else (kept,):  # None: every cell, as kept all true
+            assert small_matrix_body(metrics, stamps, values, cells, value_strs) == expected
     at = 1_700_000_000_500
     last = values[:, -1]
-    assert small_vector_body(table, at, last, value_strs) == vector_body(table, at, last)
+    assert small_vector_body(metrics, at, last, value_strs) == vector_body(table, at, last)
     empty = _table(0)
-    assert small_vector_body(empty, at, last[:0], value_strs) == vector_body(empty, at, last[:0])
+    assert small_vector_body(metric_texts(empty), at, last[:0], value_strs) == vector_body(
+        empty, at, last[:0]
+    )
 
 
 def test_value_texts_are_go_s() -> None:
@@ -84,9 +88,33 @@ def test_value_texts_are_go_s() -> None:
             ],
         ]
     )
-    for part in (values, values[values == np.trunc(values)], values[:0], np.array([0.5, 0.25])):
+    wholes = [
+        np.array([3.0, 0.0, -7.0]),
+        np.array([-0.0, 5.0]),
+        np.array([0.0]),
+        np.array([1e16 - 2, 2 - 1e16]),
+    ]
+    # numbers written with an exponent by repr, across the whole range (subnormals too), and
+    # parts of them only: moved to positional by hand, not by numpy's Dragon4
+    exponents = 10.0 ** rng.uniform(-323, 308, 3000) * rng.choice([-1.0, 1.0], 3000)
+    beyond = exponents[(np.abs(exponents) >= 1e16) | (np.abs(exponents) < 1e-4)]
+    odd = np.array([np.nan, -0.0, np.inf, -np.inf, 5e-324, 1e16, 1e-5])
+    parts = (values, values[values == np.trunc(values)], values[:0], np.array([0.5, 0.25]), *wholes)
+    for part in (*parts, exponents, beyond, odd, odd[:4]):
         expected = [format_value(v) for v in part.tolist()]
         assert value_strs(part) == expected
         texts, index = value_texts(part)
         data = texts.data.tobytes().decode()
         assert [data[texts.offsets[i] : texts.offsets[i + 1]] for i in index.tolist()] == expected
+
+
+def test_the_grids_remembered_are_bounded_and_answer_as_made_anew() -> None:
+    table = _full_table(3)
+    values = np.arange(3 * 5, dtype=np.float64).reshape(3, 5)
+    kept = np.ones(values.shape, dtype=bool)
+    for first in range(small_body._GRIDS_KEPT + 10):
+        axis = np.arange(5) * 10_000 + 1_700_000_000_000 + first * 1_000
+        expected = matrix_body(table, axis, values, kept)
+        for _ in range(2):  # made, then remembered
+            assert small_matrix_body(metric_texts(table), axis, values, None, value_strs) == expected
+        assert len(small_body._GRIDS) <= small_body._GRIDS_KEPT

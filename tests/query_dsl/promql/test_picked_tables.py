@@ -1,0 +1,65 @@
+"""The query side's remembered tables (query_dsl/promql/selection.py, ``PickedTables``): a
+table is reused only for the very label columns it was derived from, and the memo stays
+within its bounds; and what a table derives (its order, its label texts, its name-less copy)
+is made once."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from bookkeeper.ground import LabelColumn
+from query_dsl.matrix import Matrix
+from query_dsl.promql.ast import LabelMatcher
+from query_dsl.promql.labels import prometheus_order
+from query_dsl.promql.selection import PickedTables, _Picked
+from query_dsl.promql.small_body import metric_texts
+from query_dsl.series_table import SeriesTable
+
+
+def _picked(count: int) -> _Picked:
+    labels = {"__name__": LabelColumn(["x"], np.zeros(count, dtype=np.int32))}
+    table = SeriesTable.from_lists(["x"] * count, [{"i": str(i)} for i in range(count)])
+    return _Picked(labels, table, None)
+
+
+def _matchers(name: str) -> tuple[LabelMatcher, ...]:
+    return (LabelMatcher("__name__", "=", name),)
+
+
+def test_a_table_is_reused_only_for_the_columns_it_came_from() -> None:
+    memo = PickedTables()
+    picked = _picked(3)
+    memo.keep(_matchers("x"), picked)
+    assert memo.get(_matchers("x"), picked.labels) is picked
+    assert memo.get(_matchers("x"), dict(picked.labels)) is None  # equal columns, another answer
+    assert memo.get(_matchers("y"), picked.labels) is None
+
+
+def test_the_memo_is_bounded_in_entries_and_series() -> None:
+    memo = PickedTables(max_entries=3, max_series=40)
+    kept = {name: _picked(2) for name in "abcde"}
+    for name, picked in kept.items():
+        memo.keep(_matchers(name), picked)
+    assert len(memo) == 3 and memo.get(_matchers("a"), kept["a"].labels) is None
+    memo.get(_matchers("c"), kept["c"].labels)  # used: d goes before it
+    memo.keep(_matchers("f"), _picked(10))
+    assert memo.get(_matchers("d"), kept["d"].labels) is None
+    assert memo.get(_matchers("c"), kept["c"].labels) is not None
+    for name in "ghi":
+        memo.keep(_matchers(name), _picked(10))
+    assert memo.series <= 40 and len(memo) <= 3
+    huge = _picked(11)  # over a quarter of the bound: never kept
+    memo.keep(_matchers("huge"), huge)
+    assert memo.get(_matchers("huge"), huge.labels) is None
+    assert memo.series == sum(len(entry.table) for entry in memo._entries.values())
+
+
+def test_what_a_table_derives_is_made_once() -> None:
+    table = SeriesTable.from_lists(["x"] * 4, [{"i": str(3 - i)} for i in range(4)])
+    m = Matrix.from_table(table, np.arange(2), np.zeros((4, 2)), 1)
+    order = prometheus_order(m)
+    assert order.tolist() == [3, 2, 1, 0] and prometheus_order(m) is order
+    assert not order.flags.writeable  # shared: never to be changed in place
+    assert metric_texts(table) is metric_texts(table)
+    assert table.with_name("") is table.with_name("") and table.with_name("y") is not table.with_name("")
+    assert table.with_name("").name_list() == [""] * 4
