@@ -83,6 +83,7 @@ class MemoryBudget:
         self._released = 0  # bytes given back since the last return to the kernel
         self._return_due = False
         self._returner: threading.Thread | None = None
+        self._waiting = 0  # charges waiting for bytes: a release wakes them (no one else, see release)
         self._changed = threading.Condition()
 
     def acquire(self, nbytes: int, what: str) -> None:
@@ -101,7 +102,11 @@ class MemoryBudget:
                         f"{size_text(nbytes)} more: try again when they are done",
                         retry_after_s=max(1, round(self.wait_s)),
                     )
-                self._changed.wait(left)
+                self._waiting += 1
+                try:
+                    self._changed.wait(left)
+                finally:
+                    self._waiting -= 1
             self.in_use += nbytes
             self.peak = max(self.peak, self.in_use)
 
@@ -117,17 +122,22 @@ class MemoryBudget:
             self.peak = max(self.peak, self.in_use)
 
     def release(self, nbytes: int) -> None:
+        """Give ``nbytes`` back. Only a charge that waits for them, or the returner thread
+        when a return falls due, is woken: waking the idle returner at every query's end cost
+        every small query a thread switch (and its wait for the GIL)."""
         with self._changed:
             self.in_use -= nbytes
             self._released += nbytes
-            if self.in_use == 0 and self._released >= RETURN_AFTER_BYTES:
+            due = self.in_use == 0 and self._released >= RETURN_AFTER_BYTES
+            if due:
                 self._return_due = True
                 if self._returner is None:
                     self._returner = threading.Thread(
                         target=self._return_freed, name="memory-return", daemon=True
                     )
                     self._returner.start()
-            self._changed.notify_all()
+            if due or self._waiting:
+                self._changed.notify_all()
 
     def _return_freed(self) -> None:
         """The returner thread: once the queries that held much have ended and none ran for
