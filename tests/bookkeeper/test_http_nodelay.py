@@ -3,12 +3,15 @@ monitoring ports) answer without Nagle's wait: an answer of 1-64 KB written as h
 body would otherwise wait about 40 ms for the client's delayed ACK on a kept-alive
 connection (issue 27: a 57 KB ``group_left`` answer took 51.7 ms, 5.6 ms without). The test
 finds the server's end of a kept-alive connection among this process's sockets and reads
-its ``TCP_NODELAY``, after a 50 KB answer went over it whole."""
+its ``TCP_NODELAY``, after a 50 KB answer went over it whole. And a small answer's head and
+body leave together, in one TCP segment (the client's ``TCP_INFO`` counts the segments of
+data it received)."""
 
 from __future__ import annotations
 
 import os
 import socket
+import struct
 
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -18,10 +21,16 @@ from starlette.routing import Route
 from bookkeeper.ground import BackgroundServer
 
 _BODY = b"x" * 50_000
+_SMALL = b"y" * 1_000
+_DATA_SEGS_IN = 152  # the offset of tcpi_data_segs_in in Linux's struct tcp_info (since 4.6)
 
 
 async def _answer(request: Request) -> Response:
     return Response(_BODY, media_type="application/octet-stream")
+
+
+async def _small(request: Request) -> Response:
+    return Response(_SMALL, media_type="application/octet-stream")
 
 
 def _read_answer(reader: socket.SocketIO) -> bytes:
@@ -71,5 +80,25 @@ def test_the_server_end_of_a_kept_alive_connection_has_nagle_off() -> None:
                 assert _read_answer(reader) == _BODY
             with _server_end(sock) as end:
                 assert end.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY) != 0
+    finally:
+        server.stop()
+
+
+def _data_segments_in(sock: socket.socket) -> int:
+    info = sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, 256)
+    return int(struct.unpack_from("I", info, _DATA_SEGS_IN)[0])
+
+
+def test_a_small_answer_leaves_in_one_segment() -> None:
+    server = BackgroundServer(Starlette(routes=[Route("/small", _small)]), "127.0.0.1", 0, name="one-segment")
+    server.start()
+    try:
+        with socket.create_connection(("127.0.0.1", server.port), timeout=30) as sock:
+            reader = socket.SocketIO(sock, "rb")
+            for _ in range(3):
+                before = _data_segments_in(sock)
+                sock.sendall(b"GET /small HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+                assert _read_answer(reader) == _SMALL
+                assert _data_segments_in(sock) - before == 1
     finally:
         server.stop()
