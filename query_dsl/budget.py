@@ -83,8 +83,6 @@ class MemoryBudget:
         self._released = 0  # bytes given back since the last return to the kernel
         self._return_due = False
         self._returner: threading.Thread | None = None
-        self._waiting = 0  # charges waiting for bytes
-        self._last_release = 0.0  # monotonic
         self._changed = threading.Condition()
 
     def acquire(self, nbytes: int, what: str) -> None:
@@ -103,11 +101,7 @@ class MemoryBudget:
                         f"{size_text(nbytes)} more: try again when they are done",
                         retry_after_s=max(1, round(self.wait_s)),
                     )
-                self._waiting += 1
-                try:
-                    self._changed.wait(left)
-                finally:
-                    self._waiting -= 1
+                self._changed.wait(left)
             self.in_use += nbytes
             self.peak = max(self.peak, self.in_use)
 
@@ -123,36 +117,32 @@ class MemoryBudget:
             self.peak = max(self.peak, self.in_use)
 
     def release(self, nbytes: int) -> None:
-        """Give ``nbytes`` back. Only the charges that wait for bytes are woken, and the
-        returner thread when a return falls due: waking it at every query's end cost every
-        small query a thread switch and a wait for the GIL."""
         with self._changed:
             self.in_use -= nbytes
             self._released += nbytes
-            self._last_release = time.monotonic()
-            if self.in_use == 0 and self._released >= RETURN_AFTER_BYTES and not self._return_due:
+            if self.in_use == 0 and self._released >= RETURN_AFTER_BYTES:
                 self._return_due = True
                 if self._returner is None:
                     self._returner = threading.Thread(
                         target=self._return_freed, name="memory-return", daemon=True
                     )
                     self._returner.start()
-                self._changed.notify_all()
-            elif self._waiting:
-                self._changed.notify_all()
+            self._changed.notify_all()
 
     def _return_freed(self) -> None:
-        """The returner thread: once the queries that held much have ended, none runs and
-        none ended for ``RETURN_DELAY_S`` (their answers sent and dropped: what they
-        allocated is free), the freed memory goes back to the kernel, outside the lock. A
-        stream of small queries, each ending before the next starts, is not quiet."""
+        """The returner thread: once the queries that held much have ended and none ran for
+        ``RETURN_DELAY_S`` (their answers sent and dropped: what they allocated is free),
+        the freed memory goes back to the kernel, outside the lock."""
         while True:
             with self._changed:
                 while not self._return_due:
                     self._changed.wait()
-                while (left := self._last_release + RETURN_DELAY_S - time.monotonic()) > 0 or self.in_use:
-                    self._changed.wait(left if left > 0 else RETURN_DELAY_S)
                 self._return_due = False
+                quiet_until = time.monotonic() + RETURN_DELAY_S
+                while self.in_use == 0 and (left := quiet_until - time.monotonic()) > 0:
+                    self._changed.wait(left)
+                if self.in_use:  # a query runs: its end asks again
+                    continue
                 self._released = 0
             release_freed_memory()
             with self._changed:
