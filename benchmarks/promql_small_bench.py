@@ -233,9 +233,9 @@ def _time(
     every side and counts what they refuse."""
     names = list(sides)
     # every order of the sides in turn, not only rotations: with three sides a rotation keeps
-    # who follows whom, and the side right after Prometheus meets what is left of its work
-    # after a heavy query (its 1-hour quantile_over_time takes 60-180 ms; Artimon's, 6 ms
-    # alone, took 10-24 ms right after it)
+    # who follows whom (Artimon came right after Prometheus two rounds in three, ``before``
+    # never), and a side meets what the one before it left running (Prometheus's 1-hour
+    # quantile_over_time takes 60-180 ms here)
     orders = list(itertools.permutations(names))
     times: dict[str, dict[str, list[float]]] = {q: {name: [] for name in names} for q in queries}
     refused = dict.fromkeys(names, 0)
