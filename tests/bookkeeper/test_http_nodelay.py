@@ -12,6 +12,8 @@ from __future__ import annotations
 import os
 import socket
 import struct
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -69,19 +71,25 @@ def _server_end(client: socket.socket) -> socket.socket:
     raise AssertionError("the server's end of the connection is not among this process's sockets")
 
 
-def test_the_server_end_of_a_kept_alive_connection_has_nagle_off() -> None:
-    server = BackgroundServer(Starlette(routes=[Route("/big", _answer)]), "127.0.0.1", 0, name="nodelay")
+@contextmanager
+def _connected(route: Route) -> Iterator[tuple[socket.socket, socket.SocketIO]]:
+    """A kept-alive connection to a ``BackgroundServer`` serving ``route``, and its reader."""
+    server = BackgroundServer(Starlette(routes=[route]), "127.0.0.1", 0, name="nodelay")
     server.start()
     try:
         with socket.create_connection(("127.0.0.1", server.port), timeout=30) as sock:
-            reader = socket.SocketIO(sock, "rb")
-            for _ in range(2):  # kept alive: the second answer on the same connection
-                sock.sendall(b"GET /big HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
-                assert _read_answer(reader) == _BODY
-            with _server_end(sock) as end:
-                assert end.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY) != 0
+            yield sock, socket.SocketIO(sock, "rb")
     finally:
         server.stop()
+
+
+def test_the_server_end_of_a_kept_alive_connection_has_nagle_off() -> None:
+    with _connected(Route("/big", _answer)) as (sock, reader):
+        for _ in range(2):  # kept alive: the second answer on the same connection
+            sock.sendall(b"GET /big HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+            assert _read_answer(reader) == _BODY
+        with _server_end(sock) as end:
+            assert end.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY) != 0
 
 
 def _data_segments_in(sock: socket.socket) -> int:
@@ -90,15 +98,9 @@ def _data_segments_in(sock: socket.socket) -> int:
 
 
 def test_a_small_answer_leaves_in_one_segment() -> None:
-    server = BackgroundServer(Starlette(routes=[Route("/small", _small)]), "127.0.0.1", 0, name="one-segment")
-    server.start()
-    try:
-        with socket.create_connection(("127.0.0.1", server.port), timeout=30) as sock:
-            reader = socket.SocketIO(sock, "rb")
-            for _ in range(3):
-                before = _data_segments_in(sock)
-                sock.sendall(b"GET /small HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
-                assert _read_answer(reader) == _SMALL
-                assert _data_segments_in(sock) - before == 1
-    finally:
-        server.stop()
+    with _connected(Route("/small", _small)) as (sock, reader):
+        for _ in range(3):
+            before = _data_segments_in(sock)
+            sock.sendall(b"GET /small HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+            assert _read_answer(reader) == _SMALL
+            assert _data_segments_in(sock) - before == 1
