@@ -39,8 +39,9 @@ def app() -> FastAPI:
 
 
 def plain_server() -> tuple[uvicorn.Server, int]:
-    """The app on a ``socket.create_server`` socket, TCP_NODELAY left as asyncio leaves it."""
-    server = uvicorn.Server(uvicorn.Config(app(), log_level="warning"))
+    """The app on a ``socket.create_server`` socket, TCP_NODELAY left as asyncio leaves it
+    (asyncio's loop: uvloop, which BackgroundServer now runs on, sets it itself)."""
+    server = uvicorn.Server(uvicorn.Config(app(), log_level="warning", loop="asyncio"))
     sock = socket.create_server(("127.0.0.1", 0))
     threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True).start()
     deadline = time.monotonic() + 30

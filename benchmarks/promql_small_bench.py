@@ -6,19 +6,31 @@ minutes before the data's end, a 10 s step) to a real Prometheus and to Artimon'
 (uvicorn, in a process of its own as Prometheus is: this script's ``--serve``), both holding
 the same few dozen demo-like series (the names and labels of prometheus_demo_service, scraped
 every 5 s from three instances for 100 minutes). ``--baseline DIR`` adds a side, ``before``:
-the query API of another checkout (main before a change) over the same series. Each round
-sends every query to every side in turn (which side goes first rotates); a query's time is
-its median over the rounds, the body read inside the timed interval. Printed: the median and
-p95 per side with their ratio to Prometheus's, the load average, and the 20 slowest queries
-of Artimon's beside the other sides'.
+the query API of another checkout (main before a change) over the same series. Each Artimon
+side runs on its checkout's own interpreter (``DIR/.venv/bin/python`` when there is one: its
+dependencies as installed with it, uvloop or not), else on this one. Each round sends every
+query to every side in turn (their order goes through all its permutations, so that no side
+always follows the same other); a query's time is its median over the rounds, the body read
+inside the timed interval. Printed: the median and p95 per side with their ratio to
+Prometheus's, the load average, and the 20 slowest queries of Artimon's beside the other
+sides'. ``--floor N`` times instead what a request costs at least: ``GET
+/api/v1/status/buildinfo`` and the range query ``1`` (61 steps), N times per side, the sides
+in turn (median and p90, µs).
+
+Every side is asked alike: one ``http.client`` connection each, kept alive; the same request
+headers (``Host``, ``Accept-Encoding: identity``: no side compresses); the same parameters,
+as a query string. The sides answer with the same headers (``Date``, ``Content-Type``,
+``Content-Length``).
 
     PYTHONPATH=. python benchmarks/promql_small_bench.py [--rounds 3] [--queries FILE] [--baseline DIR]
+        [--floor N]
 """
 
 from __future__ import annotations
 
 import argparse
 import http.client
+import itertools
 import os
 import re
 import socket
@@ -134,16 +146,18 @@ def demo_series(end_s: int, seed: int = 27) -> list[Series]:
 
 
 class Side:
-    """One query API on a keep-alive connection; ``ask`` times a request and its body."""
+    """One Prometheus API (under ``root``) on a keep-alive connection; ``ask`` times a request
+    and its body."""
 
-    def __init__(self, base: str, path: str) -> None:
+    def __init__(self, base: str, root: str) -> None:
         parts = urllib.parse.urlsplit(base)
         self.connection = http.client.HTTPConnection(parts.hostname or "127.0.0.1", parts.port, timeout=60)
-        self.path = path
+        self.root = root
 
-    def ask(self, params: dict[str, str]) -> tuple[float, int]:
+    def ask(self, params: dict[str, str], route: str = "/api/v1/query_range") -> tuple[float, int]:
+        target = f"{self.root}{route}?{urllib.parse.urlencode(params)}" if params else self.root + route
         started = time.perf_counter()
-        self.connection.request("GET", f"{self.path}?{urllib.parse.urlencode(params)}")
+        self.connection.request("GET", target)
         response = self.connection.getresponse()
         response.read()
         return time.perf_counter() - started, response.status
@@ -168,8 +182,9 @@ def _free_port() -> int:
 def start_artimon(checkout: Path, end_s: int) -> tuple[subprocess.Popen[bytes], str]:
     """This script's ``--serve`` with ``checkout``'s code first on ``sys.path``, once it answers."""
     port = _free_port()
+    own = checkout / ".venv" / "bin" / "python"
     child = subprocess.Popen(
-        [sys.executable, __file__, f"--serve={port}", f"--end={end_s}"],
+        [str(own) if own.exists() else sys.executable, __file__, f"--serve={port}", f"--end={end_s}"],
         env={**os.environ, "PYTHONPATH": str(checkout)},
         stdout=subprocess.DEVNULL,
     )
@@ -195,11 +210,11 @@ def servers(home: Path, series: list[Series], end_s: int, baseline: Path | None)
     children: list[subprocess.Popen[bytes]] = []
     with prometheus:
         try:
-            sides = {"prometheus": Side(prometheus.url, "/api/v1/query_range")}
+            sides = {"prometheus": Side(prometheus.url, "")}
             for name, checkout in checkouts.items():
                 child, url = start_artimon(checkout, end_s)
                 children.append(child)
-                sides[name] = Side(url, "/prometheus/api/v1/query_range")
+                sides[name] = Side(url, "/prometheus")
             yield sides
         finally:
             for child in children:
@@ -217,13 +232,17 @@ def _time(
     """Each query's median time (ms) per side over ``rounds``, after a round that settles
     every side and counts what they refuse."""
     names = list(sides)
+    # every order of the sides in turn, not only rotations: with three sides a rotation keeps
+    # who follows whom (Artimon came right after Prometheus two rounds in three, ``before``
+    # never), and a side meets what the one before it left running (Prometheus's 1-hour
+    # quantile_over_time takes 60-180 ms here)
+    orders = list(itertools.permutations(names))
     times: dict[str, dict[str, list[float]]] = {q: {name: [] for name in names} for q in queries}
     refused = dict.fromkeys(names, 0)
     for round_index in range(rounds + 1):  # round 0 settles the sides and is not counted
         for number, query in enumerate(queries):
             params = {"query": query, "start": str(query_end - 600), "end": str(query_end), "step": "10"}
-            turn = (number + round_index) % len(names)
-            for name in names[turn:] + names[:turn]:
+            for name in orders[(number + round_index) % len(orders)]:
                 elapsed, status = sides[name].ask(params)
                 if round_index:
                     times[query][name].append(elapsed * 1000)
@@ -233,13 +252,47 @@ def _time(
     return {q: {name: statistics.median(t) for name, t in by_side.items()} for q, by_side in times.items()}
 
 
-def run(queries: list[str], rounds: int, baseline: Path | None) -> None:
+def _floor(sides: dict[str, Side], requests: int, query_end: int) -> None:
+    """What a request costs at least on each side: ``requests`` times a trivial request and
+    the range query ``1``, the sides in turn (after 50 that settle them)."""
+    range_params = {"query": "1", "start": str(query_end - 600), "end": str(query_end), "step": "10"}
+    cases = {
+        "buildinfo": ("/api/v1/status/buildinfo", {}),
+        "query 1, 61 steps": ("/api/v1/query_range", range_params),
+    }
+    rows = []
+    for case, (route, params) in cases.items():
+        times: dict[str, list[float]] = {name: [] for name in sides}
+        for number in range(requests + 50):
+            for name, side in sides.items():
+                elapsed, status = side.ask(params, route)
+                if status != 200:
+                    raise RuntimeError(f"{name} answered {case} with {status}")
+                if number >= 50:
+                    times[name].append(elapsed * 1e6)
+        for name, values in times.items():
+            rows.append(
+                {
+                    "request": case,
+                    "side": name,
+                    "median µs": round(statistics.median(values)),
+                    "p90 µs": round(float(np.percentile(values, 90))),
+                }
+            )
+    print(f"{requests} requests of each per side; load average {os.getloadavg()[0]:.2f}")
+    report("promql_small_floor", rows, ["request", "side", "median µs", "p90 µs"])
+
+
+def run(queries: list[str], rounds: int, baseline: Path | None, floor: int | None) -> None:
     end_s = int(time.time()) // 60 * 60 - 60
     series = demo_series(end_s)
     with (
         tempfile.TemporaryDirectory(prefix="promql-small-") as tmp,
         servers(Path(tmp), series, end_s, baseline) as sides,
     ):
+        if floor is not None:
+            _floor(sides, floor, end_s - 12 * 60)
+            return
         per_query = _time(sides, queries, rounds, end_s - 12 * 60)
         load = os.getloadavg()
     names = list(sides)
@@ -278,6 +331,9 @@ def main() -> None:
         default=None,
         help="a checkout of Artimon (e.g. /work/main) whose query API is timed beside this one's ('before')",
     )
+    parser.add_argument(
+        "--floor", type=int, default=None, metavar="N", help="time N trivial requests per side instead"
+    )
     parser.add_argument("--serve", type=int, default=None, help=argparse.SUPPRESS)  # a child: the API
     parser.add_argument("--end", type=int, default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -290,7 +346,7 @@ def main() -> None:
             "once with --snapshots, or give --queries FILE from a snapshot of "
             "github.com/prometheus/compliance"
         )
-    run(load_queries(args.queries), args.rounds, args.baseline)
+    run(load_queries(args.queries), args.rounds, args.baseline, args.floor)
 
 
 if __name__ == "__main__":

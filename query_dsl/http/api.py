@@ -25,7 +25,7 @@ import time
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, FastAPI, HTTPException, Query, Request
 from fastapi.exceptions import RequestValidationError
@@ -33,6 +33,7 @@ from fastapi.responses import JSONResponse, PlainTextResponse, Response
 from pydantic import BaseModel, Field
 from starlette.background import BackgroundTask
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.types import Receive, Scope, Send
 
 from query_dsl.budget import MemoryBudget, QueryBudget
 from query_dsl.dashboards import DashboardDirectory
@@ -251,6 +252,23 @@ async def _serving(app: FastAPI) -> AsyncIterator[None]:
     yield
 
 
+class QueryApi(FastAPI):
+    """FastAPI with Prometheus's routes answered in front of it, before its middleware
+    (:mod:`query_dsl.http.prom_fast`); what the routes read on ``state.api``."""
+
+    def __init__(self, api: ApiContext, **options: Any) -> None:
+        super().__init__(**options)
+        self.state.api = api
+        self.fast_path = PrometheusFastPath(api)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        route = self.fast_path.route(scope)
+        if route is None:
+            await super().__call__(scope, receive, send)
+        else:
+            await self.fast_path.answer(route, scope, receive, send)
+
+
 def create_app(
     source: DataSource,
     *,
@@ -267,27 +285,26 @@ def create_app(
     /metrics`` what else runs in this process: ``artimon up``'s alerts, its Spark history
     job, its ZooKeeper. ``budget`` is the memory all queries share (default:
     :class:`query_dsl.MemoryBudget`'s); each query's is ``limits.max_bytes``."""
-    app = FastAPI(
+    directory = DashboardDirectory(dashboards_dir) if dashboards_dir is not None else None
+    pool = budget or MemoryBudget()
+    placement = Placement(inline=isinstance(source, LocalClient))
+    metrics = ApiMetrics([*extra_metrics, BudgetMetrics(pool), PlacementMetrics(placement)])
+    app = QueryApi(
+        ApiContext(source, limits, token, metrics, directory, pool, placement),
         title="Artimon query API",
         version="1",
         description="Map/reduce queries over Artimon's series. See docs/dsl.md.",
         responses={400: {"model": ErrorAnswer}, 401: {"model": ErrorAnswer}, 413: {"model": ErrorAnswer}},
         lifespan=_serving,
     )
-    directory = DashboardDirectory(dashboards_dir) if dashboards_dir is not None else None
-    pool = budget or MemoryBudget()
-    placement = Placement(inline=isinstance(source, LocalClient))
-    metrics = ApiMetrics([*extra_metrics, BudgetMetrics(pool), PlacementMetrics(placement)])
-    app.state.api = ApiContext(source, limits, token, metrics, directory, pool, placement)
     app.exception_handler(StarletteHTTPException)(_http_error)  # FastAPI's own, routing's 404 and 405 too
     app.exception_handler(RequestValidationError)(_invalid_request)
     app.include_router(query_router)
-    # Prometheus's API under /prometheus (query_dsl.http.prom_api): Grafana's data source, promtool
+    # Prometheus's API under /prometheus (query_dsl.http.prom_api): Grafana's data source, promtool;
+    # QueryApi answers its routes before FastAPI (prom_fast), which documents them and answers a 401
     app.include_router(prometheus_router, dependencies=[Depends(authorize)])
     app.include_router(web_router)
-    # Prometheus's routes in pure ASGI (the routes above document them), inside the body limit
-    app.add_middleware(PrometheusFastPath)
-    app.add_middleware(BodyLimitMiddleware)  # every route, the dashboard's too
+    app.add_middleware(BodyLimitMiddleware)  # every route FastAPI serves, the dashboard's too
     return app
 
 

@@ -7,7 +7,8 @@ went from 217 MB to 1.29 GB).
 The answer is the API's error shape (``{"error": {"kind": "HTTPException", "message"}}``)
 with ``Connection: close``, so the server stops reading the rest of the body instead of
 draining it. Starlette's ``RequestBodyLimitMiddleware`` answers plain text and keeps the
-connection, hence this one.
+connection, hence this one. The query API's fast path for Prometheus's routes, which runs in
+front of this middleware (:mod:`query_dsl.http.prom_fast`), refuses with :func:`refuse` too.
 """
 
 from __future__ import annotations
@@ -16,11 +17,34 @@ from starlette.datastructures import Headers
 from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-__all__ = ["MAX_BODY_BYTES", "BodyLimitMiddleware"]
+__all__ = ["MAX_BODY_BYTES", "BodyLimitMiddleware", "declared_length", "refuse"]
 
 # a query of 10,000 characters, every one a JSON escape of an astral character
 # ("\ud83d\ude00", 12 bytes), with the rest of the request: 121,000 bytes at most
 MAX_BODY_BYTES = 128 * 1024
+
+
+def declared_length(scope: Scope) -> int | None:
+    """The request's ``Content-Length``, when it declares one."""
+    declared = Headers(scope=scope).get("content-length")
+    return int(declared) if declared is not None and declared.isdigit() else None
+
+
+async def refuse(scope: Scope, receive: Receive, send: Send, max_bytes: int, declared: int | None) -> None:
+    """The 413 of a request body over ``max_bytes``: ``declared`` so, or (None) found so while
+    it was read."""
+    what = (
+        f"declares {declared:,} bytes"
+        if declared is not None
+        else f"passed {max_bytes:,} bytes while it was read"
+    )
+    message = f"the request body {what}: at most {max_bytes:,} bytes are accepted"
+    response = JSONResponse(
+        {"error": {"kind": "HTTPException", "message": message}},
+        status_code=413,
+        headers={"connection": "close"},
+    )
+    await response(scope, receive, send)
 
 
 class _BodyTooLarge(Exception):
@@ -38,9 +62,9 @@ class BodyLimitMiddleware:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        declared = Headers(scope=scope).get("content-length")
-        if declared is not None and declared.isdigit() and int(declared) > self.max_bytes:
-            await self._refuse(scope, receive, send, f"declares {int(declared):,} bytes")
+        declared = declared_length(scope)
+        if declared is not None and declared > self.max_bytes:
+            await refuse(scope, receive, send, self.max_bytes, declared)
             return
         received = 0
         over = False
@@ -69,13 +93,4 @@ class BodyLimitMiddleware:
             if not over or started:
                 raise
         if over and not started:
-            await self._refuse(scope, receive, send, f"passed {self.max_bytes:,} bytes while it was read")
-
-    async def _refuse(self, scope: Scope, receive: Receive, send: Send, what: str) -> None:
-        message = f"the request body {what}: at most {self.max_bytes:,} bytes are accepted"
-        response = JSONResponse(
-            {"error": {"kind": "HTTPException", "message": message}},
-            status_code=413,
-            headers={"connection": "close"},
-        )
-        await response(scope, receive, send)
+            await refuse(scope, receive, send, self.max_bytes, None)

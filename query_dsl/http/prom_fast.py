@@ -1,30 +1,37 @@
 """Prometheus's API routes (``prom_api.ROUTES``: query, query_range, series, labels...) served
-in pure ASGI, in front of FastAPI's routing: a dashboard fires many small queries, and
-FastAPI's routing, its dependencies, its request object and its response cost a small query
-more CPU than its evaluation (docs/promql.md, "Small queries, one at a time").
+in pure ASGI, in front of FastAPI: a dashboard fires many small queries, and FastAPI's
+middleware (its error page, its telemetry hooks, its body limits), its routing, its
+dependencies, its request object and its response cost a small query more CPU than its
+evaluation (docs/promql.md, "Small queries, one at a time").
 
-It sits inside the app's middleware (Starlette's 500 answer, the request body limit of
-:mod:`query_dsl.http.body_limit`) and answers what FastAPI's route would: the same
-parameters (the query string, then a URL-encoded form body of a POST), the same handler, the
-same answer and error bodies (:func:`query_dsl.http.prom_api.respond`), written as ASGI
-messages. A request it does not serve goes on to FastAPI unchanged: another path or method,
-and a missing or wrong bearer token (FastAPI's dependency answers the 401). FastAPI keeps the
-routes for the OpenAPI document.
+:class:`PrometheusFastPath` is the query API's outermost layer (``QueryApi.__call__``), so it
+does what the layers it skips did for these routes: the request body limit of
+:mod:`query_dsl.http.body_limit` (a form body over ``MAX_BODY_BYTES`` is refused with its 413
+before it is read), and an unexpected error leaves the request to uvicorn, which logs it and
+answers 500 ``Internal Server Error`` as Starlette's error middleware did. It answers what
+FastAPI's route would: the same parameters (the query string, then a URL-encoded form body of
+a POST), the same handler, the same answer and error bodies
+(:func:`query_dsl.http.prom_api.respond`), written as two ASGI messages. A request it does not
+serve goes on to FastAPI unchanged: another path or method, and a missing or wrong bearer
+token (FastAPI's dependency answers the 401). FastAPI keeps the routes for the OpenAPI
+document.
 """
 
 from __future__ import annotations
 
 import secrets
 
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.types import Receive, Scope, Send
 
+from query_dsl.http.body_limit import MAX_BODY_BYTES, declared_length, refuse
 from query_dsl.http.context import ApiContext
-from query_dsl.http.prom_api import BASE_PATH, ROUTES, Answer, error_answer, respond
+from query_dsl.http.prom_api import BASE_PATH, ROUTES, Answer, Handler, error_answer, respond
 from query_dsl.http.prom_params import FORM, ApiError, form_params, query_params
 
 __all__ = ["PrometheusFastPath"]
 
 _FORM = FORM.encode()
+_JSON = (b"content-type", b"application/json")
 
 
 def _route_path(scope: Scope) -> str:
@@ -53,40 +60,29 @@ def _authorized(scope: Scope, token: str | None) -> bool:
     return secrets.compare_digest(given.encode(), f"Bearer {token}".encode())
 
 
-async def _body(receive: Receive) -> bytes | None:
-    """The request's body, or None when the client went away first."""
-    chunks = []
-    while True:
-        message = await receive()
-        if message["type"] == "http.disconnect":
-            return None
-        chunks.append(message.get("body", b""))
-        if not message.get("more_body", False):
-            return b"".join(chunks)
-
-
 class PrometheusFastPath:
-    """ASGI middleware serving ``ROUTES`` under ``BASE_PATH`` (see the module doc); the app's
-    :class:`~query_dsl.http.context.ApiContext` is read from ``scope["app"].state.api``."""
+    """Serves ``ROUTES`` under ``BASE_PATH`` with ``api``'s context (see the module doc): the
+    app asks :meth:`route` what a request is, then has it :meth:`answer` those it serves."""
 
-    def __init__(self, app: ASGIApp) -> None:
-        self.app = app
+    def __init__(self, api: ApiContext, max_body_bytes: int = MAX_BODY_BYTES) -> None:
+        self.api = api
+        self.max_body_bytes = max_body_bytes
         self.routes = {BASE_PATH + path: (path, handler) for path, handler in ROUTES.items()}
 
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        route = self.routes.get(_route_path(scope)) if scope["type"] == "http" else None
-        api: ApiContext | None = scope["app"].state.api if route is not None else None
-        if (
-            route is None
-            or api is None
-            or scope["method"] not in ("GET", "POST")
-            or not _authorized(scope, api.token)
-        ):
-            await self.app(scope, receive, send)
-            return
+    def route(self, scope: Scope) -> tuple[str, Handler] | None:
+        """The route (path under ``BASE_PATH``, handler) of a request this serves, else None."""
+        if scope["type"] != "http" or scope["method"] not in ("GET", "POST"):
+            return None
+        route = self.routes.get(_route_path(scope))
+        if route is None or not _authorized(scope, self.api.token):
+            return None
+        return route
+
+    async def answer(self, route: tuple[str, Handler], scope: Scope, receive: Receive, send: Send) -> None:
+        """The answer to a request :meth:`route` found ``route`` for."""
         pairs = query_params(scope["query_string"])
         if scope["method"] == "POST" and (_header(scope, b"content-type") or b"").startswith(_FORM):
-            body = await _body(receive)
+            body = await self._form(scope, receive, send)
             if body is None:
                 return
             try:
@@ -95,15 +91,37 @@ class PrometheusFastPath:
                 await _send(send, error_answer(exc))
                 return
         path, handler = route
-        answer = await respond(api, path, pairs, handler)
+        answer = await respond(self.api, path, pairs, handler)
         try:
             await _send(send, answer)
         finally:
             answer.close()
 
+    async def _form(self, scope: Scope, receive: Receive, send: Send) -> bytes | None:
+        """The request's body, or None: refused past ``max_body_bytes`` (the 413 sent) or the
+        client went away first."""
+        declared = declared_length(scope)
+        if declared is not None and declared > self.max_body_bytes:
+            await refuse(scope, receive, send, self.max_body_bytes, declared)
+            return None
+        chunks = []
+        size = 0
+        while True:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                return None
+            chunk = message.get("body", b"")
+            size += len(chunk)
+            if size > self.max_body_bytes:
+                await refuse(scope, receive, send, self.max_body_bytes, None)
+                return None
+            chunks.append(chunk)
+            if not message.get("more_body", False):
+                return b"".join(chunks)
+
 
 async def _send(send: Send, answer: Answer) -> None:
-    headers = [(b"content-length", str(len(answer.body)).encode()), (b"content-type", b"application/json")]
+    headers = [(b"content-length", b"%d" % len(answer.body)), _JSON]
     for name, text in answer.headers.items():
         headers.append((name.lower().encode("latin-1"), text.encode("latin-1")))
     await send({"type": "http.response.start", "status": answer.status, "headers": headers})

@@ -18,7 +18,7 @@ from fastapi import FastAPI
 
 from bookkeeper.ground import BackgroundServer
 from query_dsl import Limits, MemoryBudget, QueryBudget, QueryBusyError, QueryLimitError, create_app
-from query_dsl.http import ApiContext
+from query_dsl.http import MAX_BODY_BYTES, ApiContext
 from query_dsl.http.placement import INLINE_CPU_S, INLINE_LEASH_S
 from vhms import FetchResult, LocalClient
 from vhms.server import Store
@@ -88,6 +88,25 @@ def test_errors_are_prometheus_json(client: _Client) -> None:
     assert answer.status_code == 400 and answer.json()["error"] == "the form body is not URL-encoded UTF-8"
     answer = client.get("/prometheus/api/v1/query", params={"query": "sum("})
     assert answer.status_code == 400 and answer.json()["status"] == "error"
+
+
+def test_a_form_body_over_the_limit_is_refused_before_it_is_read(client: _Client) -> None:
+    form = {"content-type": "application/x-www-form-urlencoded"}
+    declared = client.post(
+        "/prometheus/api/v1/query", content=b"query=" + b"1" * MAX_BODY_BYTES, headers=form
+    )
+
+    def streamed() -> Iterator[bytes]:  # no Content-Length: chunked
+        yield b"query="
+        yield b"1" * MAX_BODY_BYTES
+
+    chunked = client.post("/prometheus/api/v1/query", content=streamed(), headers=form)
+    for answer in (declared, chunked):
+        assert answer.status_code == 413 and answer.headers["connection"] == "close"
+        assert answer.json()["error"]["kind"] == "HTTPException"
+    assert f"declares {MAX_BODY_BYTES + 6:,} bytes" in declared.json()["error"]["message"]
+    assert "while it was read" in chunked.json()["error"]["message"]
+    assert client.post("/prometheus/api/v1/query", data={"query": "1"}).status_code == 200
 
 
 def test_the_token_and_other_methods_go_to_fastapi(client: _Client) -> None:
