@@ -5,10 +5,12 @@ time (ms) as seconds, a whole number without a fraction.
 Go's text is Python's where it matters most: ``str`` of the integer for a whole number,
 ``repr`` for another without an exponent (10^-4 <= |v| < 10^16), and both are what orjson
 writes over a numpy array in one C loop (checked on millions of values; an exponent, which
-neither writes in that range, sends its values to ``repr``). The rest (NaN, infinities, -0,
-exponents) takes numpy's positional formatting, value by value. Two forms:
-:func:`value_strs`, a ``str`` each (small answers), and :func:`value_texts`, every text in
-one buffer with its offsets (wide answers: no Python object per value).
+neither writes in that range, sends its values to ``repr``). Outside that range Go writes the
+same shortest digits positionally: orjson's digits (one C loop, where ``repr`` and numpy's
+positional formatting spend most of a microsecond per value) moved by their exponent with
+numpy over the text's bytes (:func:`_positional`); NaN, infinities and -0 are constants. Two
+forms: :func:`value_strs`, a ``str`` each (small answers), and :func:`value_texts`, every text
+in one buffer with its offsets (wide answers: no Python object per value).
 """
 
 from __future__ import annotations
@@ -22,6 +24,16 @@ import orjson
 __all__ = ["Texts", "format_value", "second_texts", "value_strs", "value_texts"]
 
 _COMMA = ord(",")
+_ZERO = ord("0")
+# what :func:`_positional` copies the "0." and zeros around the digits from (5e-324: 323 zeros)
+_ZEROS = b"0." + b"0" * 330
+# fewer values than this outside 10^-4 <= |v| < 10^16 are written one at a time (the point
+# moved in a Python str, about 0.5 us each; the arrays' fixed cost is about 45)
+_FEW = 48
+# and more than this by parts (the arrays of a part stay in the cache: twice as fast at 20,000)
+_CHUNK = 1024
+# NaN, +Inf, -Inf and -0 by a code each (see _special_codes)
+_SPECIAL = np.array(["NaN", "+Inf", "-Inf", "-0"], dtype=object)
 
 
 def format_value(value: float) -> str:
@@ -100,6 +112,94 @@ def _fraction_texts(values: np.ndarray) -> Texts:
     return _split(text, len(values))
 
 
+def _positional(values: np.ndarray) -> bytes:
+    """Go's texts of ``values`` (float64, |v| >= 10^16 or 0 < |v| < 10^-4) as ``[a,b,...]``:
+    orjson's shortest digits, copied in pieces with the decimal point moved by the exponent
+    (``-1.2345e+16`` as ``-`` ``1`` ``2345`` and 12 zeros, ``5e-324`` as ``0.`` and 323 zeros
+    then ``5``); a text orjson writes without an exponent (``0.00001``) is Go's already. At most
+    ``_CHUNK`` values (:func:`_gather`'s positions are int32)."""
+    text = _numbers(values)
+    raw = np.frombuffer(text + _ZEROS, dtype=np.uint8)
+    zeros = len(text)
+    ends = np.append(np.flatnonzero(raw[:zeros] == _COMMA), zeros - 1)
+    starts = np.concatenate([[1], ends[:-1] + 1])
+    # each text's pieces (a start in raw, a length): the whole text and its comma, or six
+    piece_starts = np.zeros((len(values), 6), dtype=np.int64)
+    lengths = np.zeros((len(values), 6), dtype=np.int64)
+    piece_starts[:, 0], lengths[:, 0] = starts, ends + 1 - starts
+    marks = np.flatnonzero(raw[:zeros] == ord("e"))
+    if len(marks):
+        owners = np.searchsorted(ends, marks)
+        piece_starts[owners], lengths[owners] = _exponent_pieces(
+            raw, starts[owners], marks, ends[owners], zeros
+        )
+    return _gather(raw, np.append(0, piece_starts), np.append(1, lengths))
+
+
+def _exponent_pieces(
+    raw: np.ndarray, starts: np.ndarray, marks: np.ndarray, ends: np.ndarray, zeros: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """The six pieces (starts, lengths) of each text with an exponent (``marks``: its "e"): the
+    sign, "0." and the zeros before the digits (from ``zeros``), the first digit, the digits
+    after the point, the zeros after them, the comma (or "]")."""
+    first = starts + (raw[starts] == ord("-"))
+    at = ends[:, None] - np.arange(3, 0, -1)
+    written = raw[at].astype(np.int64) - _ZERO
+    written[at <= marks[:, None] + 1] = 0  # the exponent's sign and before: not its digits
+    exponent = written @ np.array([100, 10, 1])
+    exponent[raw[marks + 1] == ord("-")] *= -1
+    after = np.maximum(marks - first - 2, 0)  # the digits after the point (none: "5e-324")
+    small = exponent < 0
+    piece_starts = np.empty((len(marks), 6), dtype=np.int64)
+    lengths = np.ones((len(marks), 6), dtype=np.int64)
+    piece_starts[:, 0], lengths[:, 0] = starts, first - starts
+    piece_starts[:, 1], lengths[:, 1] = zeros, np.where(small, 1 - exponent, 0)
+    piece_starts[:, 2] = first
+    piece_starts[:, 3], lengths[:, 3] = first + 2, after
+    piece_starts[:, 4], lengths[:, 4] = zeros + 2, np.where(small, 0, exponent - after)
+    piece_starts[:, 5] = ends
+    return piece_starts, lengths
+
+
+def _gather(raw: np.ndarray, piece_starts: np.ndarray, lengths: np.ndarray) -> bytes:
+    """The pieces ``raw[start:start + length]`` (some empty) one after another, by one index:
+    each piece's shift repeated over its length, plus the position (int32: a part of
+    ``_CHUNK`` values is far below 2^31 bytes, and int32 takes a quarter of int64's time)."""
+    ends = np.cumsum(lengths)
+    shifts = (piece_starts - ends + lengths).astype(np.int32)
+    return raw[np.repeat(shifts, lengths) + np.arange(int(ends[-1]), dtype=np.int32)].tobytes()
+
+
+def _special_codes(values: np.ndarray) -> np.ndarray:
+    """The index in ``_SPECIAL`` of each of ``values`` (NaN, infinities, -0)."""
+    return np.where(np.isnan(values), 0, np.where(values == np.inf, 1, np.where(values == -np.inf, 2, 3)))
+
+
+def _rest_strs(values: np.ndarray) -> list[str]:
+    """:func:`format_value` of each of ``values`` (NaN, infinities, -0 and those outside
+    10^-4 <= |v| < 10^16: the values :func:`_classes` leaves)."""
+    written = np.isfinite(values) & (values != 0)
+    if written.all():
+        return _positional_strs(values)
+    out = _SPECIAL[_special_codes(values)]
+    if written.any():
+        out[written] = _positional_strs(values[written])
+    texts: list[str] = out.tolist()
+    return texts
+
+
+def _positional_strs(values: np.ndarray) -> list[str]:
+    """:func:`_positional`'s texts, a ``str`` each, by parts of ``_CHUNK`` values; fewer than
+    ``_FEW`` values by :func:`_positional_text` over orjson's digits, one ``str`` at a time."""
+    if len(values) < _FEW:
+        return list(map(_positional_text, _numbers(values).decode()[1:-1].split(",")))
+    return [
+        text
+        for start in range(0, len(values), _CHUNK)
+        for text in _positional(values[start : start + _CHUNK]).decode()[1:-1].split(",")
+    ]
+
+
 def value_texts(values: np.ndarray) -> tuple[Texts, np.ndarray]:
     """:func:`format_value` of each of ``values`` (1-D): the texts, and the index of each
     value's text among them (the texts are grouped by how they are written)."""
@@ -151,23 +251,7 @@ def value_strs(values: np.ndarray) -> list[str]:
     return texts
 
 
-def _rest_strs(values: np.ndarray) -> list[str]:
-    """:func:`format_value` of values neither whole nor plain fractions: NaN, infinities, -0,
-    and numbers of 10^16 or more or under 10^-4, whose shortest digits orjson writes over the
-    array in one C loop (Ryu's, what ``repr`` and Dragon4 give) and :func:`_positional` moves
-    the point of, rather than numpy's Dragon4 value by value (1.2 us each)."""
-    finite = np.isfinite(values) & (values != 0)
-    texts = list(map(_positional, _numbers(values[finite]).decode()[1:-1].split(","))) if finite.any() else []
-    if len(texts) == len(values):
-        return texts
-    named = np.where(values > 0, "+Inf", "-Inf")
-    out = np.where(np.isnan(values), "NaN", np.where(values == 0, "-0", named)).astype(object)
-    out[finite] = texts
-    strs: list[str] = out.tolist()
-    return strs
-
-
-def _positional(text: str) -> str:
+def _positional_text(text: str) -> str:
     """orjson's text of a number of 10^16 or more or under 10^-4 (``-1.25e-7``, ``1e+16``,
     ``0.00001``: one digit before the point where it writes an exponent) without an exponent
     (``-0.000000125``, ``10000000000000000``), as Go's ``FormatFloat(v, 'f', -1, 64)``."""
