@@ -17,7 +17,7 @@ from pathlib import Path
 import httpx
 from _query_cache import PeerCache, keep, restore
 from _query_data import Data, load_store, load_victoria, prometheus_blocks
-from _report import cpu_seconds
+from _report import cpu_seconds, progress
 
 from bookkeeper.ground import BackgroundServer
 from query_dsl import MemoryBudget
@@ -33,10 +33,6 @@ SETTLED_CPU = 0.05  # a server is settled below 5% of a core over a second
 SETTLE_TIMEOUT_S = 900
 # what the serving commands call first, in their order
 SERVING_SETTINGS = ("keep_pandas_out_of_pyarrow", "keep_freed_memory_returnable")
-
-
-def progress(message: str) -> None:
-    print(f"{time.strftime('%H:%M:%S')} {message}", file=sys.stderr, flush=True)
 
 
 def free_port() -> int:

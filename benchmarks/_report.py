@@ -6,11 +6,17 @@ from __future__ import annotations
 import json
 import os
 import platform
+import sys
 import time
 from pathlib import Path
 from typing import Any
 
 RESULTS = Path(__file__).with_name("results")
+
+
+def progress(message: str) -> None:
+    """A progress line on stderr, with the time of day (long runs say where they are)."""
+    print(f"{time.strftime('%H:%M:%S')} {message}", file=sys.stderr, flush=True)
 
 
 def report(name: str, rows: list[dict[str, Any]], columns: list[str]) -> Path:

@@ -28,14 +28,13 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
-import sys
 import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from _report import report
+from _report import progress, report
 
 from collector_agent.channels.base import BasicChannel
 from collector_agent.channels.file.channel import FileChannel
@@ -56,10 +55,6 @@ TIGHT_HEADROOM = 70 * 1024 * 1024  # free space above minimumRequiredSpace there
 TIGHT_RATIO_TARGET = 0.8
 
 HEADERS = {"host": "bench-01.example.com", "timestamp": "1700000000000", "type": "metrics"}
-
-
-def progress(message: str) -> None:
-    print(message, file=sys.stderr, flush=True)
 
 
 def make_batch(count: int, body_size: int) -> list[Event]:

@@ -25,7 +25,6 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 import tempfile
 import time
 import urllib.request
@@ -33,7 +32,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from _report import report
+from _report import progress, report
 
 from artimon.servers import FlumeAgent, flume_jars, free_port
 from artimon.stack import agent_properties
@@ -44,10 +43,6 @@ BODIES = (100, 1024)
 RPCS = ("avro", "thrift")
 CLIENT = Path(__file__).parents[1] / "tests" / "collector_agent" / "flume_client" / "RpcSend.java"
 TICKS = os.sysconf("SC_CLK_TCK")
-
-
-def progress(message: str) -> None:
-    print(message, file=sys.stderr, flush=True)
 
 
 def tier_properties(name: str, rpc: str, batch: int, port: int, downstream: int | None, data: Path) -> str:

@@ -33,7 +33,6 @@ import dataclasses
 import os
 import resource
 import shutil
-import sys
 import tempfile
 import threading
 import time
@@ -42,7 +41,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from _report import report
+from _report import progress, report
 from confluent_kafka import Consumer, TopicPartition
 
 from artimon.servers import KafkaCluster
@@ -63,10 +62,6 @@ BATCH = 1_000
 BODY = 1024
 CHANNEL_RATIO_TARGET = 0.5
 ROUND_TARGET_S, ROUND_MOONSHOT_S = 10.0, 5.0
-
-
-def progress(message: str) -> None:
-    print(message, file=sys.stderr, flush=True)
 
 
 def memory_channel(capacity: int) -> MemoryChannel:

@@ -12,12 +12,11 @@ from __future__ import annotations
 
 import argparse
 import resource
-import sys
 import tempfile
 import time
 from pathlib import Path
 
-from _report import report
+from _report import progress, report
 
 from artimon.servers import ZooKeeperServer
 from artimon.stack import agent_properties
@@ -44,10 +43,6 @@ def properties(zk: str, interval: int, threads: int, read_timeout: int, data: Pa
         channels={"fc": channel},
         sinks={"drain": {"type": "null", "channel": "fc", "batchSize": 100}},
     )
-
-
-def progress(message: str) -> None:
-    print(message, file=sys.stderr, flush=True)
 
 
 def main() -> None:

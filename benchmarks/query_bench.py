@@ -100,7 +100,6 @@ from _query_cases import PEERS, Case, case_row, cases, growth, growth_line
 from _query_data import MINUTE, Data
 from _query_servers import (
     free_port,
-    progress,
     serve_artimon_lean,
     start_baseline,
     start_prometheus,
@@ -108,7 +107,7 @@ from _query_servers import (
     wait_http,
     wait_settled,
 )
-from _report import report, rss_mib
+from _report import progress, report, rss_mib
 
 MINUTES = 180  # of history: the gauge mean reads all of it, the range queries 70 minutes
 

@@ -29,18 +29,13 @@ import timeit
 from pathlib import Path
 from typing import Any
 
-from _report import report
+from _report import progress, report
 
 from artimon.servers import ZooKeeperServer
 from artimon.stack import agent_properties
 from bookkeeper import Bookkeeper
 from bookkeeper.testing import start_app
 from collector_agent import Agent
-
-
-def progress(message: str) -> None:
-    print(message, file=sys.stderr, flush=True)
-
 
 # -- the exporters ---------------------------------------------------------------------------
 

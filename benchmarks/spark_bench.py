@@ -33,7 +33,6 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
-import sys
 import tempfile
 import time
 from collections.abc import Iterator
@@ -41,7 +40,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from _report import report
+from _report import progress, report
 from confluent_kafka import Producer
 
 from artimon.servers import HdfsServer, KafkaCluster, SparkCluster, spark_kafka_conf
@@ -57,10 +56,6 @@ ANALYZE_QUERY = 'fetch("app.requests") | map(rate, 5m) | reduce(sum, by=[dc])'
 ANALYZE_SERIES = (10_000, 100_000)
 ANALYZE_MINUTES = 60
 TOPIC = "artimon-samples"
-
-
-def progress(message: str) -> None:
-    print(message, file=sys.stderr, flush=True)
 
 
 def rounds(samples: int) -> Iterator[list[tuple[bytes, int, str]]]:

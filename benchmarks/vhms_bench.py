@@ -38,7 +38,6 @@ import gc
 import multiprocessing
 import os
 import statistics
-import sys
 import tempfile
 import time
 from dataclasses import replace
@@ -48,7 +47,7 @@ from typing import Any
 import numpy as np
 import whisper
 from _coarse_baseline import compare
-from _report import report
+from _report import progress, report
 
 from bookkeeper.wire import IngestColumns
 from vhms import FetchResult, VhmsClient, merge_results, parse_selector
@@ -61,10 +60,6 @@ MINUTE = 60_000
 BATCH = 10_000
 ROUNDS = 5
 BASELINE_MAX = 200_000  # --baseline: a plain twin of the store beside it
-
-
-def progress(message: str) -> None:
-    print(message, file=sys.stderr, flush=True)
 
 
 def rss_bytes() -> int:
