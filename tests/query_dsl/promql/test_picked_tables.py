@@ -1,7 +1,7 @@
 """The query side's remembered tables (query_dsl/promql/selection.py, ``PickedTables``): a
 table is reused only for the very label columns it was derived from, and the memo stays
 within its bounds; and what a table derives (its order, its label texts, its name-less copy)
-is made once."""
+is made once, as are an aggregation's classes and answer table per grouping."""
 
 from __future__ import annotations
 
@@ -9,8 +9,10 @@ import numpy as np
 
 from bookkeeper.ground import LabelColumn
 from query_dsl.matrix import Matrix
+from query_dsl.promql.aggregation import aggregate
 from query_dsl.promql.ast import LabelMatcher
 from query_dsl.promql.labels import prometheus_order
+from query_dsl.promql.parser import parse
 from query_dsl.promql.selection import PickedTables, _Picked
 from query_dsl.promql.small_body import metric_texts
 from query_dsl.series_table import SeriesTable
@@ -63,3 +65,21 @@ def test_what_a_table_derives_is_made_once() -> None:
     assert metric_texts(table) is metric_texts(table)
     assert table.with_name("") is table.with_name("") and table.with_name("y") is not table.with_name("")
     assert table.with_name("").name_list() == [""] * 4
+
+
+def test_an_aggregations_classes_and_answer_table_are_made_once_per_grouping() -> None:
+    table = SeriesTable.from_lists(["x"] * 6, [{"i": str(i % 3), "j": str(i)} for i in range(6)])
+    m = Matrix.from_table(table, np.arange(2), np.arange(12, dtype=np.float64).reshape(6, 2), 1)
+    by_i = aggregate(parse("sum by (i) (x)"), m, None)
+    again = aggregate(parse("sum by (i) (x)"), m, None)
+    assert again.table is by_i.table and metric_texts(again.table) is metric_texts(by_i.table)
+    assert by_i.values.tolist() == [[6.0, 8.0], [10.0, 12.0], [14.0, 16.0]]
+    assert by_i.table.label_dicts() == [{"i": "0"}, {"i": "1"}, {"i": "2"}]
+    assert aggregate(parse("sum without (i) (x)"), m, None).table.label_dicts() == [
+        {"j": str(j)} for j in range(6)
+    ]
+    assert aggregate(parse("max(x)"), m, None).values.tolist() == [[10.0, 11.0]]
+    for labels in range(20):  # many groupings of one table: what it keeps stays bounded
+        aggregate(parse(f"count by (l{labels}) (x)"), m, None)
+    assert len(table.derived("reduce_groupings", dict)) <= 16
+    assert aggregate(parse("sum by (i) (x)"), m, None).values.tolist() == by_i.values.tolist()
