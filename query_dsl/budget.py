@@ -15,15 +15,12 @@ and ``--query.max-concurrency`` (for all queries) bound in its engine.
   ``Retry-After``). A query gives everything back when it ends (:meth:`QueryBudget.close`).
   A waiting query keeps what it holds: two that wait on each other's bytes give up after
   ``wait_s`` (a 503), they never hang.
-- When no query has held memory for ``RETURN_DELAY_S`` and those since the last time held at
-  least ``RETURN_AFTER_BYTES``, the process's freed memory goes back to the kernel
+- When no query has run for ``RETURN_DELAY_S`` and those since the last time held at least
+  ``RETURN_AFTER_BYTES``, the process's freed memory goes back to the kernel
   (:func:`bookkeeper.ground.release_freed_memory`, from a thread of the budget's own: a
   query's answer is still alive when its budget closes, so the return waits for it to be
   dropped): otherwise the allocators keep it, and the API's resident memory stays at its
-  largest working set ever (``returns`` counts it). A release wakes that thread only when it
-  makes a return due, and the queries waiting for bytes only when there are some: a wake per
-  release (several per query) cost a small query's thread a futex call and the waking
-  thread's turn with the GIL (docs/promql.md, "Small queries, one at a time").
+  largest working set ever (``returns`` counts it).
 
 The estimates bound what numpy allocates and what an answer's Python objects take
 (tests/query_dsl/test_budget.py measures them against ``tracemalloc``), so the API's
@@ -85,8 +82,6 @@ class MemoryBudget:
         self.returns = 0
         self._released = 0  # bytes given back since the last return to the kernel
         self._return_due = False
-        self._idle_since = time.monotonic()  # when ``in_use`` last fell to 0
-        self._waiting = 0  # charges waiting for bytes
         self._returner: threading.Thread | None = None
         self._changed = threading.Condition()
 
@@ -106,11 +101,7 @@ class MemoryBudget:
                         f"{size_text(nbytes)} more: try again when they are done",
                         retry_after_s=max(1, round(self.wait_s)),
                     )
-                self._waiting += 1
-                try:
-                    self._changed.wait(left)
-                finally:
-                    self._waiting -= 1
+                self._changed.wait(left)
             self.in_use += nbytes
             self.peak = max(self.peak, self.in_use)
 
@@ -129,37 +120,34 @@ class MemoryBudget:
         with self._changed:
             self.in_use -= nbytes
             self._released += nbytes
-            wake = self._waiting > 0
-            if self.in_use == 0:
-                self._idle_since = time.monotonic()
-                if self._released >= RETURN_AFTER_BYTES and not self._return_due:
-                    self._return_due = wake = True
-                    if self._returner is None:
-                        self._returner = threading.Thread(
-                            target=self._return_freed, name="memory-return", daemon=True
-                        )
-                        self._returner.start()
-            if wake:
-                self._changed.notify_all()
+            if self.in_use == 0 and self._released >= RETURN_AFTER_BYTES:
+                self._return_due = True
+                if self._returner is None:
+                    self._returner = threading.Thread(
+                        target=self._return_freed, name="memory-return", daemon=True
+                    )
+                    self._returner.start()
+            self._changed.notify_all()
 
     def _return_freed(self) -> None:
-        """The returner thread: once the queries that held much have ended and none held
-        memory for ``RETURN_DELAY_S`` (their answers sent and dropped: what they allocated is
-        free), the freed memory goes back to the kernel, outside the lock. It sleeps until
-        the quiet time would end, and looks again: the queries' releases do not wake it."""
+        """The returner thread: once the queries that held much have ended and none ran for
+        ``RETURN_DELAY_S`` (their answers sent and dropped: what they allocated is free),
+        the freed memory goes back to the kernel, outside the lock."""
         while True:
             with self._changed:
                 while not self._return_due:
                     self._changed.wait()
-                while self.in_use == 0 and (left := self._idle_since + RETURN_DELAY_S - time.monotonic()) > 0:
-                    self._changed.wait(left)
                 self._return_due = False
-                if self.in_use:  # a query runs: its end makes the return due again
+                quiet_until = time.monotonic() + RETURN_DELAY_S
+                while self.in_use == 0 and (left := quiet_until - time.monotonic()) > 0:
+                    self._changed.wait(left)
+                if self.in_use:  # a query runs: its end asks again
                     continue
                 self._released = 0
             release_freed_memory()
             with self._changed:
                 self.returns += 1
+                self._changed.notify_all()
 
     def query(self, max_bytes: int = DEFAULT_QUERY_BYTES, *, wait: bool = True) -> QueryBudget:
         """A query's budget drawing on this one (at most all of it); with ``wait`` false, its
