@@ -35,7 +35,7 @@ from query_dsl.windows import PREFIX_WINDOWS
 __all__ = ["FUSED_AGGREGATES", "reduce_blocks", "reduce_matrix", "reduce_windows"]
 
 _BLOCK_CELLS = 1 << 20  # cells of one block of a fused window and reduce: 8 MB of float64
-_GROUPINGS_KEPT = 16  # groupings remembered per table
+_GROUPINGS_KEPT = 8  # groupings remembered per table (a table of 65,536 series: 1 MiB each)
 
 
 @dataclass(frozen=True)

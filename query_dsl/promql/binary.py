@@ -28,7 +28,7 @@ from query_dsl.series_table import SeriesTable, joint_classes
 __all__ = ["scalar_op", "vector_op", "vector_scalar_op"]
 
 T = TypeVar("T")
-_MATCHINGS_KEPT = 16  # matchings remembered per left-hand table
+_MATCHINGS_KEPT = 8  # matchings remembered per left-hand table
 
 _OPERATORS: dict[str, Callable[[np.ndarray, np.ndarray], np.ndarray]] = {
     **ARITHMETIC,

@@ -9,7 +9,9 @@ from __future__ import annotations
 import numpy as np
 
 from bookkeeper.ground import LabelColumn
+from query_dsl import reduce
 from query_dsl.matrix import Matrix
+from query_dsl.promql import binary
 from query_dsl.promql.aggregation import aggregate
 from query_dsl.promql.ast import LabelMatcher, VectorMatching
 from query_dsl.promql.binary import vector_op
@@ -83,7 +85,7 @@ def test_an_aggregations_classes_and_answer_table_are_made_once_per_grouping() -
     assert aggregate(parse("max(x)"), m, None).values.tolist() == [[10.0, 11.0]]
     for labels in range(20):  # many groupings of one table: what it keeps stays bounded
         aggregate(parse(f"count by (l{labels}) (x)"), m, None)
-    assert len(table.derived("reduce_groupings", dict)) <= 16
+    assert len(table.derived("reduce_groupings", dict)) <= reduce._GROUPINGS_KEPT
     assert aggregate(parse("sum by (i) (x)"), m, None).values.tolist() == by_i.values.tolist()
 
 
@@ -104,4 +106,4 @@ def test_a_matchings_classes_and_answer_table_are_made_once_per_pair_of_tables()
     assert vector_op("+", a, other, on_j, as_bool=False).values.tolist() == a.values.tolist()
     for labels in range(20):  # many matchings of one table: what it keeps stays bounded
         vector_op("+", a, b, VectorMatching("many-to-one", ("j", f"l{labels}"), on=True), as_bool=False)
-    assert len(left.derived("promql_matchings", dict)) <= 16
+    assert len(left.derived("promql_matchings", dict)) <= binary._MATCHINGS_KEPT
