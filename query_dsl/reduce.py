@@ -22,6 +22,7 @@ more than the arithmetic).
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -34,17 +35,52 @@ from query_dsl.windows import PREFIX_WINDOWS
 __all__ = ["FUSED_AGGREGATES", "reduce_blocks", "reduce_matrix", "reduce_windows"]
 
 _BLOCK_CELLS = 1 << 20  # cells of one block of a fused window and reduce: 8 MB of float64
+_GROUPINGS_KEPT = 8  # groupings remembered per table (a table of 65,536 series: 1 MiB each)
 
 
-def _classes(table: SeriesTable, by: list[str] | None, without: list[str] | None) -> tuple[np.ndarray, int]:
+@dataclass(frozen=True)
+class _Grouping:
+    """How a table's series fall into classes for a ``by``/``without``: each series' class,
+    their count, the series in class order and where each class begins, and the table of
+    one row per class (:meth:`SeriesTable.shared`). Made once per table and grouping (a
+    selector's table is reused while it picks the same series: a dashboard's ``sum by``
+    finds its classes and its answer's rows, their order and label texts, made); shared, its
+    arrays read-only."""
+
+    classes: np.ndarray
+    count: int
+    order: np.ndarray
+    starts: np.ndarray
+    table: SeriesTable
+
+
+def _grouping(table: SeriesTable, by: list[str] | None, without: list[str] | None) -> _Grouping:
+    if by is not None and without is not None:
+        raise QueryTypeError("reduce takes by= or without=, not both")
+    kept: dict[tuple[object, ...], _Grouping] = table.derived("reduce_groupings", lambda _: {})
+    key = (None if by is None else tuple(by), None if without is None else tuple(without))
+    found = kept.get(key)
+    if found is None:
+        if len(kept) >= _GROUPINGS_KEPT:  # a bound on what one table holds (cleared whole: threads share it)
+            kept.clear()
+        found = kept[key] = _make_grouping(table, by, without)
+    return found
+
+
+def _make_grouping(table: SeriesTable, by: list[str] | None, without: list[str] | None) -> _Grouping:
     if by is not None:
-        labels = by
+        classes, first = table.groups(by)
     elif without is not None:
-        labels = [label for label in table.columns if label not in without]
+        classes, first = table.groups([label for label in table.columns if label not in without])
     else:
-        return np.zeros(len(table), dtype=np.int64), 1 if len(table) else 0
-    classes, first = table.groups(labels)
-    return classes, len(first)
+        classes, first = (
+            np.zeros(len(table), dtype=np.int64),
+            np.zeros(1 if len(table) else 0, dtype=np.int64),
+        )
+    order, starts = class_order(classes, len(first))
+    for array in (classes, order, starts):
+        array.setflags(write=False)
+    return _Grouping(classes, len(first), order, starts, table.shared(order, starts))
 
 
 def _by_runs(ufunc: np.ufunc, values: np.ndarray, classes: np.ndarray, count: int) -> np.ndarray:
@@ -102,12 +138,9 @@ def reduce_matrix(
 ) -> Matrix:
     """``m`` reduced by ``name`` per class; ``check`` is called between classes when they
     are aggregated one by one (the evaluator's deadline: whatever it raises stops them)."""
-    if by is not None and without is not None:
-        raise QueryTypeError("reduce takes by= or without=, not both")
     check_aggregate(name, params)
-    classes, count = _classes(m.table, by, without)
-    order, starts = class_order(classes, count)
-    table = m.table.shared(order, starts)
+    grouping = _grouping(m.table, by, without)
+    classes, count, order, starts = grouping.classes, grouping.count, grouping.order, grouping.starts
     if not count:
         values = np.zeros((0, len(m.timestamps)))
     elif name in _FAST and not params:
@@ -121,7 +154,7 @@ def reduce_matrix(
                 check()
             rows.append(aggregate(name, m.values[order[bounds[i] : bounds[i + 1]]], 0, params))
         values = np.vstack(rows)
-    return Matrix.from_table(table, m.timestamps, values, m.step_ms)
+    return Matrix.from_table(grouping.table, m.timestamps, values, m.step_ms)
 
 
 def _class_runs(ufunc: np.ufunc, values: np.ndarray, classes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -152,10 +185,8 @@ def reduce_blocks(
     reduced into per-class sums (minima, maxima) before the next is asked for, so its
     producer may reuse one buffer. The answer is :func:`reduce_matrix`'s, but for the order
     in which the members of a class spanning blocks are added (the last bits of a sum)."""
-    if by is not None and without is not None:
-        raise QueryTypeError("reduce takes by= or without=, not both")
-    classes, count = _classes(table, by, without)
-    order, starts = class_order(classes, count)
+    grouping = _grouping(table, by, without)
+    classes, count = grouping.classes, grouping.count
     extreme = np.fmin if name == "min" else np.fmax if name == "max" else None
     total = np.full((count, width), np.nan) if extreme is not None else np.zeros((count, width))
     seen = np.zeros((count, width))
@@ -181,7 +212,7 @@ def reduce_blocks(
             values = total if extreme is not None else seen
         else:
             values = np.where(seen > 0, total / seen if name == "mean" else total, np.nan)
-    return table.shared(order, starts), values
+    return grouping.table, values
 
 
 def reduce_windows(

@@ -53,6 +53,15 @@ def _grouping(node: Aggregation) -> tuple[list[str] | None, list[str] | None]:
 
 
 def _result_table(table: SeriesTable, node: Aggregation) -> SeriesTable:
+    """The answer's table of the reduce's ``table``: made once per table and grouping (the
+    reduce's table is remembered with its input's, so its answer's order and label texts
+    are made once too)."""
+    return table.derived(
+        f"promql_aggregation:{node.without}:{node.grouping}", lambda t: _make_result(t, node)
+    )
+
+
+def _make_result(table: SeriesTable, node: Aggregation) -> SeriesTable:
     if node.without:
         return table.restrict(drop=node.grouping).with_name("")
     kept = table.restrict(keep=node.grouping)

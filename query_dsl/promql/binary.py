@@ -12,6 +12,7 @@ series that changed labels.
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import TypeVar
 
 import numpy as np
 
@@ -25,6 +26,9 @@ from query_dsl.promql.values import Scalar, absent, present, settle
 from query_dsl.series_table import SeriesTable, joint_classes
 
 __all__ = ["scalar_op", "vector_op", "vector_scalar_op"]
+
+T = TypeVar("T")
+_MATCHINGS_KEPT = 8  # matchings remembered per left-hand table
 
 _OPERATORS: dict[str, Callable[[np.ndarray, np.ndarray], np.ndarray]] = {
     **ARITHMETIC,
@@ -98,11 +102,35 @@ def _merge_unique(
     return merged, first
 
 
+def _remembered(a: SeriesTable, b: SeriesTable, key: tuple[object, ...], make: Callable[[], T]) -> T:
+    """``make()`` for the tables ``a`` and ``b`` and ``key``, made once per pair of tables
+    and kept with ``a`` (at most ``_MATCHINGS_KEPT``; it holds ``b``): a selector's table is
+    reused while it picks the same series, so a dashboard's matching finds its classes and
+    its answer's table, with that table's order and label texts, made."""
+    kept: dict[tuple[object, ...], tuple[SeriesTable, T]] = a.derived("promql_matchings", lambda _: {})
+    full = (id(b), *key)
+    found = kept.get(full)
+    if found is not None and found[0] is b:
+        return found[1]
+    value = make()
+    if len(kept) >= _MATCHINGS_KEPT:  # cleared whole: threads share it
+        kept.clear()
+    kept[full] = (b, value)
+    return value
+
+
+def _classes(a: SeriesTable, b: SeriesTable, labels: list[str]) -> tuple[np.ndarray, np.ndarray]:
+    left, right = joint_classes(a, b, labels)
+    left.setflags(write=False)
+    right.setflags(write=False)
+    return left, right
+
+
 def vector_op(op: str, a: Matrix, b: Matrix, matching: VectorMatching, as_bool: bool) -> Matrix:
     if op in ("and", "or", "unless"):
         return _set_op(op, a, b, matching)
     labels = _signature_labels(a, b, matching)
-    left, right = joint_classes(a.table, b.table, labels)
+    left, right = _remembered(a.table, b.table, (tuple(labels),), lambda: _classes(a.table, b.table, labels))
     if matching.card == "one-to-many":
         many, one, many_m, one_m, many_side, one_side = right, left, b, a, "right", "left"
     else:
@@ -127,7 +155,43 @@ def vector_op(op: str, a: Matrix, b: Matrix, matching: VectorMatching, as_bool: 
     )
     result = _compute(op, left_cells, right_cells)
     missing = absent(left_cells) | absent(right_cells)
-    table = many_m.table.take(many_rows)
+    named = (
+        "bool" if as_bool else "filter" if op in COMPARISONS else "atan2" if op == "atan2" else "arithmetic"
+    )
+    include = many[many_rows] if matching.card != "one-to-one" else rows
+    table = _remembered(  # the rows matched follow from the classes alone
+        a.table,
+        b.table,
+        (matching, named),
+        lambda: _answer_table(many_m.table.take(many_rows), matching, one_m, one_first, include, named),
+    )
+    if op in COMPARISONS:
+        if as_bool:
+            values = np.where(missing, np.nan, result.astype(np.float64))
+        else:
+            values = np.where(result & ~missing, left_cells, np.nan)
+    else:
+        values = settle(result, missing)
+    out = Matrix.from_table(table, a.timestamps, values, a.step_ms)
+    keep = np.flatnonzero(present(values).any(axis=1))
+    out = out if len(keep) == len(out) else out.select(keep)
+    if matching.card != "one-to-one":
+        ensure_unique(out, "multiple matches for labels: grouping labels must ensure unique matches")
+    return out
+
+
+def _answer_table(
+    table: SeriesTable,
+    matching: VectorMatching,
+    one_m: Matrix,
+    one_first: np.ndarray,
+    classes: np.ndarray,
+    named: str,
+) -> SeriesTable:
+    """The labels of a matching's answer: the "many" side's matched rows (``table``), kept
+    on or less the matching labels (one-to-one), with the included labels of the "one"
+    side, named as ``named`` says: ``filter`` (a comparison) keeps the names, ``atan2``
+    too, ``bool`` and other arithmetic drop them."""
     if matching.card == "one-to-one":
         if matching.on:
             table = table.restrict(keep=matching.labels)
@@ -135,28 +199,8 @@ def vector_op(op: str, a: Matrix, b: Matrix, matching: VectorMatching, as_bool: 
         else:
             table = table.restrict(drop=matching.labels)
     if matching.include:
-        table = _include(
-            table,
-            one_m,
-            one_first,
-            many[many_rows] if matching.card != "one-to-one" else rows,
-            matching.include,
-        )
-    if op in COMPARISONS:
-        if as_bool:
-            values = np.where(missing, np.nan, result.astype(np.float64))
-            table = table.with_name("")
-        else:
-            values = np.where(result & ~missing, left_cells, np.nan)
-    else:
-        values = settle(result, missing)
-        table = _drop_name(table, op)
-    out = Matrix.from_table(table, a.timestamps, values, a.step_ms)
-    keep = np.flatnonzero(present(values).any(axis=1))
-    out = out if len(keep) == len(out) else out.select(keep)
-    if matching.card != "one-to-one":
-        ensure_unique(out, "multiple matches for labels: grouping labels must ensure unique matches")
-    return out
+        table = _include(table, one_m, one_first, classes, matching.include)
+    return table if named in ("filter", "atan2") else table.with_name("")
 
 
 def _include(

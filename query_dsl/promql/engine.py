@@ -27,7 +27,7 @@ from query_dsl.budget import QueryBudget
 from query_dsl.evaluator import Limits
 from query_dsl.exceptions import QueryLimitError, QueryTypeError
 from query_dsl.matrix import Matrix
-from query_dsl.promql import aggregation, binary
+from query_dsl.promql import aggregation, binary, folding
 from query_dsl.promql.ast import (
     Aggregation,
     BinaryOp,
@@ -177,6 +177,8 @@ class Engine:
         if isinstance(expr, Aggregation):
             return self._aggregate(expr, times)
         if isinstance(expr, BinaryOp):
+            if folding.constant(expr):
+                return folding.folded(expr, times, lambda: self._binary(expr, times))
             return self._binary(expr, times)
         raise QueryTypeError(f"cannot evaluate {expr!r}")
 

@@ -8,17 +8,16 @@ name, as in Prometheus. ``timestamp``, ``absent`` and ``absent_over_time`` are t
 
 from __future__ import annotations
 
-import calendar
 import math
 import re
 from collections.abc import Callable
-from datetime import UTC, datetime
 
 import numpy as np
 import re2
 
 from query_dsl.exceptions import QueryTypeError
 from query_dsl.matrix import Matrix
+from query_dsl.promql.dates import PARTS, part_values
 from query_dsl.promql.labels import with_label
 from query_dsl.promql.values import NAN_VALUE, Scalar, String, Value, absent, present, settle
 from query_dsl.series_table import SeriesTable
@@ -158,7 +157,7 @@ def _sort(descending: bool) -> InstantFunction:
     return run
 
 
-def _date(part: Callable[[datetime], float]) -> InstantFunction:
+def _date(name: str) -> InstantFunction:
     def run(args: list[Value], times: np.ndarray) -> Value:
         if args:
             m = _vector(args[0])
@@ -167,8 +166,7 @@ def _date(part: Callable[[datetime], float]) -> InstantFunction:
             source, table = (times / 1000.0)[None, :], SeriesTable.from_lists([""], [{}])
         out = np.where(present(source), NAN_VALUE, np.nan)
         finite = np.isfinite(source) & (np.abs(source) < 2.5e11)
-        for index in zip(*np.nonzero(finite), strict=True):
-            out[index] = part(datetime.fromtimestamp(float(source[index]), UTC))
+        out[finite] = part_values(name, source[finite])
         return Matrix.from_table(table, times, out, _step(times))
 
     return run
@@ -361,10 +359,6 @@ def _bucket_quantiles(q: np.ndarray, upper: np.ndarray, counts: np.ndarray) -> n
     return np.where(np.isnan(q), np.nan, out)
 
 
-def _days_in_month(moment: datetime) -> float:
-    return float(calendar.monthrange(moment.year, moment.month)[1])
-
-
 INSTANT_FUNCTIONS: dict[str, InstantFunction] = {
     **{name: _elementwise(function) for name, function in ELEMENTWISE.items()},
     "clamp": _clamp,
@@ -380,12 +374,5 @@ INSTANT_FUNCTIONS: dict[str, InstantFunction] = {
     "label_replace": _label_replace,
     "label_join": _label_join,
     "histogram_quantile": _histogram_quantile,
-    "day_of_month": _date(lambda d: float(d.day)),
-    "day_of_week": _date(lambda d: float((d.weekday() + 1) % 7)),
-    "day_of_year": _date(lambda d: float(d.timetuple().tm_yday)),
-    "days_in_month": _date(_days_in_month),
-    "hour": _date(lambda d: float(d.hour)),
-    "minute": _date(lambda d: float(d.minute)),
-    "month": _date(lambda d: float(d.month)),
-    "year": _date(lambda d: float(d.year)),
+    **{name: _date(name) for name in PARTS},
 }

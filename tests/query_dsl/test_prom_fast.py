@@ -1,7 +1,8 @@
 """Prometheus's routes served in pure ASGI (query_dsl/http/prom_fast.py) answer what FastAPI's
 routes answer, and where each request runs (query_dsl/http/placement.py): known small
 requests over an in-process store on the event loop, the rest in the thread pool, an inline
-run past its leash or short of memory given up and run again in the pool."""
+run past its leash or short of memory given up and run again in the pool; and the query
+string reads as Starlette reads it."""
 
 from __future__ import annotations
 
@@ -10,16 +11,20 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
+from urllib.parse import parse_qsl
 
 import httpx
 import numpy as np
 import pytest
 from fastapi import FastAPI
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from bookkeeper.ground import BackgroundServer
 from query_dsl import Limits, MemoryBudget, QueryBudget, QueryBusyError, QueryLimitError, create_app
 from query_dsl.http import MAX_BODY_BYTES, ApiContext
 from query_dsl.http.placement import INLINE_CPU_S, INLINE_LEASH_S
+from query_dsl.http.prom_params import query_params
 from vhms import FetchResult, LocalClient
 from vhms.server import Store
 
@@ -215,3 +220,13 @@ def test_an_inline_run_never_waits_for_memory() -> None:
         asyncio.run(placement.run(api, "key", work))
     pool.release(9_000)
     assert (placement.given_up, pool.waits, pool.refusals, pool.in_use) == (1, 1, 1, 0)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(st.sampled_from(["a", "=", "&", "+", "%", "%2", "%2B", "%28", "%e9", "%C3%A9", "é", "~", " "]))
+)
+def test_the_query_string_reads_as_parse_qsl_reads_it(parts: list[str]) -> None:
+    text = "".join(parts)
+    for raw in (text.encode("utf-8"), text.encode("latin-1", "replace")):
+        assert query_params(raw) == parse_qsl(raw.decode("latin-1"), keep_blank_values=True)

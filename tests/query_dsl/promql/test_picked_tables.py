@@ -1,16 +1,22 @@
 """The query side's remembered tables (query_dsl/promql/selection.py, ``PickedTables``): a
 table is reused only for the very label columns it was derived from, and the memo stays
 within its bounds; and what a table derives (its order, its label texts, its name-less copy)
-is made once."""
+is made once, as are an aggregation's classes and answer table per grouping and a matching's
+per pair of tables."""
 
 from __future__ import annotations
 
 import numpy as np
 
 from bookkeeper.ground import LabelColumn
+from query_dsl import reduce
 from query_dsl.matrix import Matrix
-from query_dsl.promql.ast import LabelMatcher
+from query_dsl.promql import binary
+from query_dsl.promql.aggregation import aggregate
+from query_dsl.promql.ast import LabelMatcher, VectorMatching
+from query_dsl.promql.binary import vector_op
 from query_dsl.promql.labels import prometheus_order
+from query_dsl.promql.parser import parse
 from query_dsl.promql.selection import PickedTables, _Picked
 from query_dsl.promql.small_body import metric_texts
 from query_dsl.series_table import SeriesTable
@@ -63,3 +69,41 @@ def test_what_a_table_derives_is_made_once() -> None:
     assert metric_texts(table) is metric_texts(table)
     assert table.with_name("") is table.with_name("") and table.with_name("y") is not table.with_name("")
     assert table.with_name("").name_list() == [""] * 4
+
+
+def test_an_aggregations_classes_and_answer_table_are_made_once_per_grouping() -> None:
+    table = SeriesTable.from_lists(["x"] * 6, [{"i": str(i % 3), "j": str(i)} for i in range(6)])
+    m = Matrix.from_table(table, np.arange(2), np.arange(12, dtype=np.float64).reshape(6, 2), 1)
+    by_i = aggregate(parse("sum by (i) (x)"), m, None)
+    again = aggregate(parse("sum by (i) (x)"), m, None)
+    assert again.table is by_i.table and metric_texts(again.table) is metric_texts(by_i.table)
+    assert by_i.values.tolist() == [[6.0, 8.0], [10.0, 12.0], [14.0, 16.0]]
+    assert by_i.table.label_dicts() == [{"i": "0"}, {"i": "1"}, {"i": "2"}]
+    assert aggregate(parse("sum without (i) (x)"), m, None).table.label_dicts() == [
+        {"j": str(j)} for j in range(6)
+    ]
+    assert aggregate(parse("max(x)"), m, None).values.tolist() == [[10.0, 11.0]]
+    for labels in range(20):  # many groupings of one table: what it keeps stays bounded
+        aggregate(parse(f"count by (l{labels}) (x)"), m, None)
+    assert len(table.derived("reduce_groupings", dict)) <= reduce._GROUPINGS_KEPT
+    assert aggregate(parse("sum by (i) (x)"), m, None).values.tolist() == by_i.values.tolist()
+
+
+def test_a_matchings_classes_and_answer_table_are_made_once_per_pair_of_tables() -> None:
+    left = SeriesTable.from_lists(["x"] * 4, [{"i": str(i), "j": str(i % 2)} for i in range(4)])
+    right = SeriesTable.from_lists(["y"] * 2, [{"j": str(j)} for j in range(2)])
+    a = Matrix.from_table(left, np.arange(2), np.arange(8, dtype=np.float64).reshape(4, 2), 1)
+    b = Matrix.from_table(right, np.arange(2), np.full((2, 2), 10.0), 1)
+    on_j = VectorMatching("many-to-one", ("j",), on=True)
+    sums = vector_op("+", a, b, on_j, as_bool=False)
+    assert vector_op("-", a, b, on_j, as_bool=False).table is sums.table  # arithmetic: one table
+    assert sums.values.tolist() == [[10.0, 11.0], [12.0, 13.0], [14.0, 15.0], [16.0, 17.0]]
+    assert sums.table.name_list() == [""] * 4
+    kept = vector_op(">", a, b, on_j, as_bool=False)  # a filter keeps the names: another table
+    assert kept.table is not sums.table and len(kept) == 0
+    assert vector_op("<", a, b, on_j, as_bool=False).table.name_list() == ["x"] * 4
+    other = Matrix.from_table(right.with_name("z"), np.arange(2), np.zeros((2, 2)), 1)
+    assert vector_op("+", a, other, on_j, as_bool=False).values.tolist() == a.values.tolist()
+    for labels in range(20):  # many matchings of one table: what it keeps stays bounded
+        vector_op("+", a, b, VectorMatching("many-to-one", ("j", f"l{labels}"), on=True), as_bool=False)
+    assert len(left.derived("promql_matchings", dict)) <= binary._MATCHINGS_KEPT
