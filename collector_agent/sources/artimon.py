@@ -31,8 +31,10 @@ never read by a round that did not ask for it.
 
 Discovery and group membership come from :class:`bookkeeper.ground.Membership` (endpoints
 under ``/contexts``, this agent's group under ``/agents``); what this module adds is the
-round scheduler. An agent cut off from ZooKeeper for its session timeout polls nothing until
-it reconnects (:mod:`collector_agent.sources.cut_off`). Payloads are checked
+round scheduler. Its registration, its watches and its round reads share one ZooKeeper session;
+an agent cut off from ZooKeeper polls nothing from the round that begins shortly before that
+session could expire until it has a live session and a view read in it
+(:mod:`collector_agent.sources.cut_off`; counted in ``CutOffRoundCount``). Payloads are checked
 (:meth:`bookkeeper.zk.EndpointInfo.from_znode`, which also requires an endpoint's payload to
 agree with its znode; :class:`bookkeeper.zk.AgentInfo`): a member whose payload is refused,
 or, with credentials, that is not an ephemeral znode of the platform's identity, is left out
@@ -85,7 +87,6 @@ from bookkeeper.zk import (
     Registration,
     ZkAuth,
     ZkLayout,
-    make_client,
     resolve_zk,
     resolve_zk_auth,
 )
@@ -93,13 +94,15 @@ from collector_agent.context import Context
 from collector_agent.event import Event
 from collector_agent.group import members_at, owner
 from collector_agent.sources.base import EventDrivenSource
-from collector_agent.sources.cut_off import SessionWatch
+from collector_agent.sources.cut_off import SessionState, SessionWatch
 from collector_agent.sources.rounds import emit_until, next_round_after
 from collector_agent.tls import client_ssl_context
 
 __all__ = ["ArtimonSource", "RoundState"]
 
 log = logging.getLogger(__name__)
+
+_READ_NOW_MAX = 3.0  # seconds a round waits at most for its read of the group after a sync
 
 
 class RoundState(enum.Enum):
@@ -114,9 +117,9 @@ class ArtimonSource(EventDrivenSource):
     # fmt: off
     counter_names = (
         *EventDrivenSource.counter_names,
-        "RoundCount", "RoundOverrunCount", "RoundSkippedCount",
-        "PollAttemptCount", "PollSuccessCount", "PollFailCount", "PollTimeoutCount",
-        "CatchupPollCount", "StartupPollCount", "StaleViewRoundCount", "EventDroppedCount",
+        "RoundCount", "RoundOverrunCount", "RoundSkippedCount", "PollAttemptCount",
+        "PollSuccessCount", "PollFailCount", "PollTimeoutCount", "CatchupPollCount",
+        "StartupPollCount", "StaleViewRoundCount", "CutOffRoundCount", "EventDroppedCount",
         "EndpointCount", "AssignedEndpointCount", "AgentCount", "RegistrationRefusedCount",
         "LastRoundTime", "RoundInterval",
     )
@@ -162,16 +165,16 @@ class ArtimonSource(EventDrivenSource):
 
     def start(self) -> None:
         connect, self.layout = resolve_zk(self.zk_hosts)
-        self._zk: KazooClient = make_client(connect, self.session_timeout, auth=self.zk_auth)
-        self._session = SessionWatch(connect, self.session_timeout)  # cut off: still a member?
-        self._zk.add_listener(self._session.on_state)
-        self._zk.start_async()
         me = AgentInfo(socket.gethostname(), int(time.time() * 1000), self.name)
         path = self.layout.agent(self.group, self.agent_id)
         known = self.layout.known_record(path)  # missing, not forgotten, once killed or cut off
         self._registration = Registration(
             connect, path, me.to_json(), session_timeout=self.session_timeout, auth=self.zk_auth, known=known
         )
+        self._zk: KazooClient = self._registration.client  # one session: the znode's is the one watched
+        horizon = min(self.interval / 4, _READ_NOW_MAX) + 1.0  # the others' round read, and slack
+        self._session = SessionWatch(connect, self.session_timeout, horizon)  # cut off: still a member?
+        self._zk.add_listener(self._session.on_state)
         self._registration.start()
         refresh = min(5.0, self.interval)
         self._endpoint_watch = Membership(
@@ -212,9 +215,7 @@ class ArtimonSource(EventDrivenSource):
         self._endpoint_watch.stop()
         self._agent_watch.stop()
         self._pool.shutdown(wait=True, cancel_futures=True)
-        self._registration.close()
-        self._zk.stop()
-        self._zk.close()
+        self._registration.close()  # its client is the watches' too
         with self._lock:
             idle, self._idle_clients = list(self._idle_clients.values()), {}
         for client in idle:
@@ -252,16 +253,20 @@ class ArtimonSource(EventDrivenSource):
         )
 
     def _members_at(self, round_ms: int, agents: dict[str, int], fallback: bool = True) -> list[str]:
-        gone = self._session.gone_before()  # our znodes older than this are not us (cut_off.py)
-        alive = {a: t for a, t in agents.items() if a != self.agent_id or t >= gone}
-        members = members_at(round_ms, alive, self.interval * 500)  # settled half an interval
+        members = members_at(round_ms, agents, self.interval * 500)  # settled half an interval
         if not members and fallback:  # ZooKeeper unknown or everyone brand new: poll what we see
             members = [self.agent_id]
         return members
 
     def _mine(self, round_ms: int) -> dict[str, EndpointInfo]:
-        if not self._agent_watch.read_now(timeout=min(self.interval / 4, 3.0)):
+        asked = time.monotonic()
+        fresh = self._agent_watch.read_now(timeout=min(self.interval / 4, _READ_NOW_MAX))
+        if not fresh:
             self.counters.add("StaleViewRoundCount")
+        answers = [w.answered_at for w in (self._agent_watch, self._endpoint_watch) if w.answered_at]
+        if not self._session.member(max(answers, default=None), asked if fresh else None):
+            self.counters.add("CutOffRoundCount")
+            return {}
         with self._lock:
             endpoints, agents = dict(self._endpoints), dict(self._agents)
         members = self._members_at(round_ms, agents)
@@ -312,6 +317,8 @@ class ArtimonSource(EventDrivenSource):
 
     def _catch_up(self, round_ms: int) -> None:
         """Poll, for ``round_ms``, the endpoints of agents that died since it began."""
+        if self._session.state is not SessionState.MEMBER:
+            return
         with self._lock:
             endpoints, agents = dict(self._endpoints), dict(self._agents)
         before = self._assigned_members
