@@ -172,7 +172,8 @@ class ArtimonSource(EventDrivenSource):
             connect, path, me.to_json(), session_timeout=self.session_timeout, auth=self.zk_auth, known=known
         )
         self._zk: KazooClient = self._registration.client  # one session: the znode's is the one watched
-        horizon = min(self.interval / 4, _READ_NOW_MAX) + 1.0  # the others' round read, and slack
+        # the others decide a round by their read (or catch-up) of it, plus a second of slack
+        horizon = max(min(self.interval / 4, _READ_NOW_MAX), self.catchup * self.interval) + 1.0
         self._session = SessionWatch(connect, self.session_timeout, horizon)  # cut off: still a member?
         self._zk.add_listener(self._session.on_state)
         self._registration.start()
@@ -291,9 +292,9 @@ class ArtimonSource(EventDrivenSource):
             )
             self._poll_round(round_ms, self._mine(round_ms), round_ms + int(interval_ms * 0.95))
             self.round_state = RoundState.CATCHING_UP
-            if self.catchup and not self._stop.is_set():
-                self._stop.wait(max(0.0, (round_ms + interval_ms * self.catchup) / 1000 - time.time()))
-                self._catch_up(round_ms)
+            catchup_at = (round_ms + interval_ms * self.catchup) / 1000
+            if self.catchup and not self._stop.wait(max(0.0, catchup_at - time.time())):
+                self._catch_up(round_ms)  # stopping: none early (members stopping too are no deaths)
             next_round = next_round_after(self, round_ms, interval_ms)
 
     def _startup_round(self, interval_ms: int) -> None:

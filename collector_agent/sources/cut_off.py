@@ -1,31 +1,32 @@
 """Whether an agent of a group may poll its share while it is cut off from ZooKeeper.
 
 ZooKeeper expires a session that the ensemble has not heard from for its timeout, and the
-group's other agents then take the member's endpoints over, each deciding at its round's
-start (a read after a ``sync``, that may take them ``horizon`` seconds); the member itself
-learns it only when it reconnects. Meanwhile it cannot know whether it still owns its share:
+group's other agents then take the member's endpoints over, each deciding within
+``horizon`` seconds of a round's start (its read after a ``sync``, and its catch-up look);
+the member itself learns it only when it reconnects. Meanwhile it cannot know whether it still owns its share:
 one that went on polling would, once its endpoints are reachable again (a healed partition,
 before its reconnection) or if they never were cut off from it (only ZooKeeper was), poll
 them for the same rounds as their new owners.
 
 So the agent counts from the last read ZooKeeper answered in its session (its group and its
 endpoints are read at every round's start and every few seconds besides): the server heard
-it then, so the session cannot expire before that plus ``sessionTimeout``. Once its client
-is not connected, a round that begins within ``horizon`` of that earliest expiry, with no
-server of the ensemble reachable (a partition of its host), finds it *presumed gone*: it
-polls nothing (ZooKeeper's rule for clients, Curator's ``LOST``, taken before the session
-could expire rather than after). A session that ZooKeeper says expired (kazoo ``LOST``)
-is gone for sure. The agent polls again once it has a live session and a view read in it:
-reconnected in the same session (a member all along: its share comes back at once), or,
-after an expiry, once a read after a ``sync`` in the new session answered (its new znode
-joins from a later round, as any new member's). While the ensemble itself is down or
+it then, so the session cannot expire before that plus ``sessionTimeout``. A round that
+begins within ``horizon`` of that earliest expiry, with no server of the ensemble reachable
+(a partition of its host, or of ZooKeeper's from it), finds it *presumed gone*: it polls
+nothing (ZooKeeper's rule for clients, Curator's ``LOST``, taken before the session could
+expire rather than after, whether or not kazoo noticed the cut yet). A session that
+ZooKeeper says expired (kazoo ``LOST``) is gone for sure. The agent polls again once it has
+a live session and a view read in it: its session answered again (reconnected in the same
+session: a member all along, its share comes back at once), or, after an expiry, once a read
+after a ``sync`` in the new session answered (its new znode joins from a later round, as
+any new member's). While the ensemble itself is down or
 without quorum, its servers refuse connections or accept them without serving: no session
 expires then, and the agents go on polling what they knew.
 
 States (``SessionWatch.state``)::
 
-    MEMBER --not connected, no answer for sessionTimeout - horizon, no server reachable--> PRESUMED_GONE
-    PRESUMED_GONE --reconnected in the same session--> MEMBER
+    MEMBER --no answer for sessionTimeout - horizon, no server reachable--> PRESUMED_GONE
+    PRESUMED_GONE --reconnected in the same session, or a read answered in it--> MEMBER
     MEMBER, PRESUMED_GONE --the session expired (kazoo LOST)--> EXPIRED
     EXPIRED --a read after a sync in the new session answered--> MEMBER
 """
@@ -75,14 +76,13 @@ class SessionWatch:
         self.horizon = horizon
         self.state = SessionState.MEMBER
         self._lock = threading.Lock()
-        self._connected = False
         self._started = time.monotonic()
         self._lost_at = 0.0  # monotonic: when ZooKeeper last said our session expired
+        self._presumed_at = 0.0  # monotonic: when we last presumed it gone
 
     def on_state(self, state: str) -> None:
         """Kazoo's event thread (no blocking call here)."""
         with self._lock:
-            self._connected = state == KazooState.CONNECTED
             if state == KazooState.LOST:
                 self._lost_at = time.monotonic()
                 self.state = SessionState.EXPIRED
@@ -99,14 +99,15 @@ class SessionWatch:
         with self._lock:
             if self.state is SessionState.EXPIRED and fresh_since is not None and fresh_since > self._lost_at:
                 self.state = SessionState.MEMBER  # a live session, and a view read in it
+            elif self.state is SessionState.PRESUMED_GONE and (answered_at or 0.0) > self._presumed_at:
+                self.state = SessionState.MEMBER  # the same session answered since: alive
             if self.state is not SessionState.MEMBER:
                 return False
-            quiet = now - (answered_at or self._started)
-            if self._connected or quiet + self.horizon < self.session_timeout:
+            if now - (answered_at or self._started) + self.horizon < self.session_timeout:
                 return True
         if not ensemble_unreachable(self.connect):
             return True
         with self._lock:
             if self.state is SessionState.MEMBER:
-                self.state = SessionState.PRESUMED_GONE
+                self.state, self._presumed_at = SessionState.PRESUMED_GONE, now
             return False
