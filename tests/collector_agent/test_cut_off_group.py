@@ -150,7 +150,10 @@ class Drain:
         while True:
             stopping = self._stop.wait(0.05)
             for agent in self.agents:
-                with agent.channels["ch"].transaction() as tx:
+                channel = agent.channels.get("ch")  # there once the agent started
+                if channel is None:
+                    continue
+                with channel.transaction() as tx:
                     got: list[Event] = tx.take_batch(1000)
                 with self._lock:
                     self.polled.update(
@@ -248,8 +251,8 @@ def test_an_agent_cut_off_from_zookeeper_never_polls_an_endpoint_its_group_took_
         relay.close()
     polled = {key: n for key, n in everything.items() if key[1] < end}
     agents: dict[tuple[str, int], set[str]] = {}
-    for endpoint, r, agent in polled:
-        agents.setdefault((endpoint, r), set()).add(agent)
+    for endpoint, r, polling in polled:
+        agents.setdefault((endpoint, r), set()).add(polling)
     shares = {
         r: Counter(w for (_, rr), who in agents.items() if rr == r for w in who)
         for r in range(shared, end, step)
