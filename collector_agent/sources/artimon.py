@@ -31,10 +31,9 @@ never read by a round that did not ask for it.
 
 Discovery and group membership come from :class:`bookkeeper.ground.Membership` (endpoints
 under ``/contexts``, this agent's group under ``/agents``); what this module adds is the
-round scheduler. Its registration, its watches and its round reads share one ZooKeeper session;
-an agent cut off from ZooKeeper polls nothing from the round that begins shortly before that
-session could expire until it has a live session and a view read in it
-(:mod:`collector_agent.sources.cut_off`; counted in ``CutOffRoundCount``). Payloads are checked
+round scheduler, on one ZooKeeper session with the agent's registration; an agent cut off polls
+nothing from shortly before that session could expire until it is back in a live one
+(:mod:`collector_agent.sources.cut_off`, ``CutOffRoundCount``). Payloads are checked
 (:meth:`bookkeeper.zk.EndpointInfo.from_znode`, which also requires an endpoint's payload to
 agree with its znode; :class:`bookkeeper.zk.AgentInfo`): a member whose payload is refused,
 or, with credentials, that is not an ephemeral znode of the platform's identity, is left out
@@ -102,8 +101,6 @@ __all__ = ["ArtimonSource", "RoundState"]
 
 log = logging.getLogger(__name__)
 
-_READ_NOW_MAX = 3.0  # seconds a round waits at most for its read of the group after a sync
-
 
 class RoundState(enum.Enum):
     STARTING = "starting"
@@ -150,6 +147,7 @@ class ArtimonSource(EventDrivenSource):
         self.catchup = context.get_float("catchup", 0.5, minimum=0.0)
         self.batch_size = context.get_int("batchSize", 100, minimum=1)
         self.session_timeout = context.get_float("sessionTimeout", 10.0, minimum=1.0)
+        self.round_read = min(self.interval / 4, 3.0)  # s a round waits for its read of the group
         self.ssl_context = client_ssl_context(context)
         self.endpoint_failures: Counter[str] = Counter()
         self._failing: set[str] = set()
@@ -172,8 +170,7 @@ class ArtimonSource(EventDrivenSource):
             connect, path, me.to_json(), session_timeout=self.session_timeout, auth=self.zk_auth, known=known
         )
         self._zk: KazooClient = self._registration.client  # one session: the znode's is the one watched
-        # the others decide a round by their read (or catch-up) of it, plus a second of slack
-        horizon = max(min(self.interval / 4, _READ_NOW_MAX), self.catchup * self.interval) + 1.0
+        horizon = max(self.round_read, self.catchup * self.interval) + 1.0  # the others decide by then
         self._session = SessionWatch(connect, self.session_timeout, horizon)  # cut off: still a member?
         self._zk.add_listener(self._session.on_state)
         self._registration.start()
@@ -255,17 +252,14 @@ class ArtimonSource(EventDrivenSource):
 
     def _members_at(self, round_ms: int, agents: dict[str, int], fallback: bool = True) -> list[str]:
         members = members_at(round_ms, agents, self.interval * 500)  # settled half an interval
-        if not members and fallback:  # ZooKeeper unknown or everyone brand new: poll what we see
-            members = [self.agent_id]
-        return members
+        # ZooKeeper unknown or everyone brand new: poll what we see
+        return members or ([self.agent_id] if fallback else [])
 
     def _mine(self, round_ms: int) -> dict[str, EndpointInfo]:
         asked = time.monotonic()
-        fresh = self._agent_watch.read_now(timeout=min(self.interval / 4, _READ_NOW_MAX))
-        if not fresh:
+        if not (fresh := self._agent_watch.read_now(timeout=self.round_read)):
             self.counters.add("StaleViewRoundCount")
-        answers = [w.answered_at for w in (self._agent_watch, self._endpoint_watch) if w.answered_at]
-        if not self._session.member(max(answers, default=None), asked if fresh else None):
+        if not self._session.member(self._agent_watch.answered_at, asked if fresh else None):
             self.counters.add("CutOffRoundCount")
             return {}
         with self._lock:
@@ -318,14 +312,12 @@ class ArtimonSource(EventDrivenSource):
 
     def _catch_up(self, round_ms: int) -> None:
         """Poll, for ``round_ms``, the endpoints of agents that died since it began."""
-        if self._session.state is not SessionState.MEMBER:
-            return
         with self._lock:
             endpoints, agents = dict(self._endpoints), dict(self._agents)
         before = self._assigned_members
         now_members = self._members_at(round_ms, agents)
         dead = [agent for agent in before if agent not in now_members]
-        if not dead:
+        if not dead or self._session.state is not SessionState.MEMBER:  # cut off: nothing
             return
         orphans = {
             k: v
