@@ -171,7 +171,7 @@ class ArtimonSource(EventDrivenSource):
         )
         self._zk: KazooClient = self._registration.client  # one session: the znode's is the one watched
         horizon = max(self.round_read, self.catchup * self.interval) + 1.0  # the others decide by then
-        self._session = SessionWatch(connect, self.session_timeout, horizon)  # cut off: still a member?
+        self._session = SessionWatch(connect, self.session_timeout, horizon, self.name)  # cut off: a member?
         self._zk.add_listener(self._session.on_state)
         self._registration.start()
         refresh = min(5.0, self.interval)
@@ -213,6 +213,7 @@ class ArtimonSource(EventDrivenSource):
         self._endpoint_watch.stop()
         self._agent_watch.stop()
         self._pool.shutdown(wait=True, cancel_futures=True)
+        self._zk.remove_listener(self._session.on_state)  # a stop is no expiry
         self._registration.close()  # its client is the watches' too
         with self._lock:
             idle, self._idle_clients = list(self._idle_clients.values()), {}
@@ -252,8 +253,7 @@ class ArtimonSource(EventDrivenSource):
 
     def _members_at(self, round_ms: int, agents: dict[str, int], fallback: bool = True) -> list[str]:
         members = members_at(round_ms, agents, self.interval * 500)  # settled half an interval
-        # ZooKeeper unknown or everyone brand new: poll what we see
-        return members or ([self.agent_id] if fallback else [])
+        return members or ([self.agent_id] if fallback else [])  # ZooKeeper unknown, or all new
 
     def _mine(self, round_ms: int) -> dict[str, EndpointInfo]:
         asked = time.monotonic()

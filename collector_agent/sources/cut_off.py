@@ -34,6 +34,7 @@ States (``SessionWatch.state``)::
 from __future__ import annotations
 
 import enum
+import logging
 import socket
 import threading
 import time
@@ -41,6 +42,8 @@ import time
 from kazoo.client import KazooState
 
 __all__ = ["SessionState", "SessionWatch", "ensemble_unreachable"]
+
+log = logging.getLogger(__name__)
 
 
 def ensemble_unreachable(connect: str, timeout: float = 0.5) -> bool:
@@ -68,9 +71,11 @@ class SessionState(enum.Enum):
 class SessionWatch:
     """Follows a kazoo client's connection (:meth:`on_state` is its listener) for an agent
     whose session times out after ``session_timeout`` seconds on the ensemble ``connect``, and
-    whose group decides a round within ``horizon`` seconds of its start (see the module doc)."""
+    whose group decides a round within ``horizon`` seconds of its start (see the module doc);
+    ``name`` (its source's) in what it logs."""
 
-    def __init__(self, connect: str, session_timeout: float, horizon: float) -> None:
+    def __init__(self, connect: str, session_timeout: float, horizon: float, name: str = "") -> None:
+        self.name = name
         self.connect = connect
         self.session_timeout = session_timeout
         self.horizon = horizon
@@ -85,9 +90,9 @@ class SessionWatch:
         with self._lock:
             if state == KazooState.LOST:
                 self._lost_at = time.monotonic()
-                self.state = SessionState.EXPIRED
+                self._move(SessionState.EXPIRED, "its ZooKeeper session expired: polling nothing")
             elif state == KazooState.CONNECTED and self.state is SessionState.PRESUMED_GONE:
-                self.state = SessionState.MEMBER  # the same session: a member all along
+                self._move(SessionState.MEMBER, "reconnected in the same session: polling its share again")
 
     def member(self, answered_at: float | None, fresh_since: float | None) -> bool:
         """Whether the agent may poll its share in the round beginning now: ``answered_at``
@@ -98,9 +103,9 @@ class SessionWatch:
         now = time.monotonic()
         with self._lock:
             if self.state is SessionState.EXPIRED and fresh_since is not None and fresh_since > self._lost_at:
-                self.state = SessionState.MEMBER  # a live session, and a view read in it
+                self._move(SessionState.MEMBER, "a view read in its new session: polling its share again")
             elif self.state is SessionState.PRESUMED_GONE and (answered_at or 0.0) > self._presumed_at:
-                self.state = SessionState.MEMBER  # the same session answered since: alive
+                self._move(SessionState.MEMBER, "its session answers again: polling its share again")
             if self.state is not SessionState.MEMBER:
                 return False
             if now - (answered_at or self._started) + self.horizon < self.session_timeout:
@@ -109,5 +114,14 @@ class SessionWatch:
             return True
         with self._lock:
             if self.state is SessionState.MEMBER:
-                self.state, self._presumed_at = SessionState.PRESUMED_GONE, now
+                self._presumed_at = now
+                quiet = now - (answered_at or self._started)
+                why = f"no ZooKeeper server reachable, none answered for {quiet:.1f} s: presumed gone"
+                self._move(SessionState.PRESUMED_GONE, why)
             return False
+
+    def _move(self, state: SessionState, why: str) -> None:
+        """Under the lock: the new state, logged (a warning when it stops the polling)."""
+        self.state = state
+        level = logging.INFO if state is SessionState.MEMBER else logging.WARNING
+        log.log(level, "source %s: %s", self.name, why)
