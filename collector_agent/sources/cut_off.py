@@ -3,25 +3,27 @@
 ZooKeeper expires a session that the ensemble has not heard from for its timeout, and the
 group's other agents then take the member's endpoints over, each deciding within
 ``horizon`` seconds of a round's start (its read after a ``sync``, and its catch-up look);
-the member itself learns it only when it reconnects. Meanwhile it cannot know whether it still owns its share:
-one that went on polling would, once its endpoints are reachable again (a healed partition,
-before its reconnection) or if they never were cut off from it (only ZooKeeper was), poll
-them for the same rounds as their new owners.
+the member itself learns it only when it reconnects. Meanwhile it cannot know whether it
+still owns its share: one that went on polling would, once its endpoints are reachable
+again (a healed partition, before its reconnection) or if they never were cut off from it
+(only ZooKeeper was), poll them for the same rounds as their new owners.
 
-So the agent counts from the last read ZooKeeper answered in its session (its group and its
-endpoints are read at every round's start and every few seconds besides): the server heard
-it then, so the session cannot expire before that plus ``sessionTimeout``. A round that
-begins within ``horizon`` of that earliest expiry, with no server of the ensemble reachable
-(a partition of its host, or of ZooKeeper's from it), finds it *presumed gone*: it polls
-nothing (ZooKeeper's rule for clients, Curator's ``LOST``, taken before the session could
-expire rather than after, whether or not kazoo noticed the cut yet). A session that
+So the agent counts from the last read ZooKeeper answered in its session (its group is read
+at every round's start and every few seconds besides): the server heard it then, so the
+session cannot expire before that plus ``sessionTimeout``. A round that begins within
+``horizon`` of that earliest expiry, with no server of the ensemble reachable (a partition
+of its host, or of ZooKeeper's hosts from it), finds it *presumed gone*: it polls nothing
+(ZooKeeper's rule for clients, Curator's ``LOST``, taken before the session could expire
+rather than after, whether or not kazoo noticed the cut yet). With a ``horizon`` as long as
+the session or longer (a catch-up later than ``sessionTimeout``), that is every round it is
+cut off in, and each round asks the ensemble whether it is reachable. A session that
 ZooKeeper says expired (kazoo ``LOST``) is gone for sure. The agent polls again once it has
 a live session and a view read in it: its session answered again (reconnected in the same
 session: a member all along, its share comes back at once), or, after an expiry, once a read
 after a ``sync`` in the new session answered (its new znode joins from a later round, as
-any new member's). While the ensemble itself is down or
-without quorum, its servers refuse connections or accept them without serving: no session
-expires then, and the agents go on polling what they knew.
+any new member's). While the ensemble itself is down or without quorum, its servers refuse
+connections or accept them without serving: no session expires then, and the agents go on
+polling what they knew.
 
 States (``SessionWatch.state``)::
 
