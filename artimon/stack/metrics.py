@@ -46,22 +46,35 @@ class LandingBacklog:
 
 class ZooKeeperMetrics:
     """ZooKeeper's ``mntr`` answer as gauges ``zookeeper_<name>`` (its numeric lines:
-    latencies, outstanding requests, znodes, watches, connections...), and ``zookeeper_up``
-    (0 when it does not answer within ``timeout``)."""
+    latencies, outstanding requests, znodes, watches, connections...), and ``zookeeper_up``:
+    1 when the answer carried at least one such figure, 0 when nothing readable came within
+    ``timeout`` (down, hung, reset mid-answer, not serving for want of a quorum, ``mntr`` not in
+    its whitelist, or a peer that is not ZooKeeper answering garbage), as Prometheus's own ``up``
+    is 0 for a scrape it could not parse."""
 
     def __init__(self, host: str, port: int, timeout: float = 2.0) -> None:
         self.host, self.port, self.timeout = host, port, timeout
 
     def collect(self) -> Iterator[Metric]:
-        answer = four_letter_word(self.host, self.port, "mntr", timeout=self.timeout)
-        yield GaugeMetricFamily("zookeeper_up", "ZooKeeper answered mntr", 1 if answer else 0)
-        for line in answer.splitlines():
-            key, _, value = line.partition("\t")
-            if not key.startswith("zk_"):
-                continue
-            try:
-                number = float(value)
-            except ValueError:  # zk_version, zk_server_state: text
-                continue
-            name = "zookeeper_" + re.sub(r"[^a-zA-Z0-9_]", "_", key[3:])
-            yield GaugeMetricFamily(name, f"ZooKeeper's mntr {key}", number)
+        figures = _mntr_figures(four_letter_word(self.host, self.port, "mntr", timeout=self.timeout))
+        yield GaugeMetricFamily(
+            "zookeeper_up", "ZooKeeper answered mntr with its figures", 1 if figures else 0
+        )
+        for key, number in figures.items():
+            yield GaugeMetricFamily("zookeeper_" + key, f"ZooKeeper's mntr zk_{key}", number)
+
+
+def _mntr_figures(answer: str) -> dict[str, float]:
+    """The numeric ``zk_<name>\t<value>`` lines of a ``mntr`` answer, by name made safe for
+    Prometheus (text lines such as ``zk_version`` and anything else are left out)."""
+    figures = {}
+    for line in answer.splitlines():
+        key, _, value = line.partition("\t")
+        if not key.startswith("zk_"):
+            continue
+        try:
+            number = float(value)
+        except ValueError:  # zk_version, zk_server_state: text
+            continue
+        figures[re.sub(r"[^a-zA-Z0-9_]", "_", key[3:])] = number
+    return figures

@@ -20,7 +20,8 @@ created again under its name meanwhile has a new creation time); it is also read
 after a ``sync`` (the server this client talks to catches up with the leader first) and waits
 for its view: a caller that must agree with other clients at a moment (the agents of a group
 at a round's start) reads what every other one would read then, not a view a slow watch left
-behind.
+behind. ``answered_at`` is when the last read that ZooKeeper answered began: the session was
+alive then, so it cannot expire before that plus its timeout.
 
 Watches only wake a worker thread; reads happen there, never on kazoo's event thread. A
 member's payload is read once (an ephemeral znode's data does not change) with the reads of
@@ -119,6 +120,7 @@ class Membership:
         self.state = MembershipState.STARTING
         self.ready = threading.Event()  # set after the first complete read
         self.version = 0  # incremented with each change of the view
+        self.answered_at: float | None = None  # monotonic: when the last read ZooKeeper answered began
         self._view: dict[str, tuple[Member, ...]] = {}
         self._members: dict[str, Member | None] = {}  # "<segment>/<child>" -> member (None: refused)
         self._empty_since: dict[str, float] = {}
@@ -196,6 +198,7 @@ class Membership:
             self._changed.clear()
             asked = self._asked
             read = False
+            began = time.monotonic()
             if self.client.connected:
                 if self._new_session:
                     self._new_session = False
@@ -211,6 +214,7 @@ class Membership:
                         self._refused_root = True
                         log.error("%s: %s", self.name, exc)
                 else:
+                    self.answered_at = began
                     self._publish(found)
                     self.state = MembershipState.WATCHING
                     self.ready.set()

@@ -31,8 +31,9 @@ never read by a round that did not ask for it.
 
 Discovery and group membership come from :class:`bookkeeper.ground.Membership` (endpoints
 under ``/contexts``, this agent's group under ``/agents``); what this module adds is the
-round scheduler. An agent cut off from ZooKeeper for its session timeout polls nothing until
-it reconnects (:mod:`collector_agent.sources.cut_off`). Payloads are checked
+round scheduler, on one ZooKeeper session with the agent's registration; an agent cut off polls
+nothing from shortly before that session could expire until it is back in a live one
+(:mod:`collector_agent.sources.cut_off`, ``CutOffRoundCount``). Payloads are checked
 (:meth:`bookkeeper.zk.EndpointInfo.from_znode`, which also requires an endpoint's payload to
 agree with its znode; :class:`bookkeeper.zk.AgentInfo`): a member whose payload is refused,
 or, with credentials, that is not an ephemeral znode of the platform's identity, is left out
@@ -85,7 +86,6 @@ from bookkeeper.zk import (
     Registration,
     ZkAuth,
     ZkLayout,
-    make_client,
     resolve_zk,
     resolve_zk_auth,
 )
@@ -93,7 +93,7 @@ from collector_agent.context import Context
 from collector_agent.event import Event
 from collector_agent.group import members_at, owner
 from collector_agent.sources.base import EventDrivenSource
-from collector_agent.sources.cut_off import SessionWatch
+from collector_agent.sources.cut_off import SessionState, SessionWatch
 from collector_agent.sources.rounds import emit_until, next_round_after
 from collector_agent.tls import client_ssl_context
 
@@ -114,9 +114,9 @@ class ArtimonSource(EventDrivenSource):
     # fmt: off
     counter_names = (
         *EventDrivenSource.counter_names,
-        "RoundCount", "RoundOverrunCount", "RoundSkippedCount",
-        "PollAttemptCount", "PollSuccessCount", "PollFailCount", "PollTimeoutCount",
-        "CatchupPollCount", "StartupPollCount", "StaleViewRoundCount", "EventDroppedCount",
+        "RoundCount", "RoundOverrunCount", "RoundSkippedCount", "PollAttemptCount",
+        "PollSuccessCount", "PollFailCount", "PollTimeoutCount", "CatchupPollCount",
+        "StartupPollCount", "StaleViewRoundCount", "CutOffRoundCount", "EventDroppedCount",
         "EndpointCount", "AssignedEndpointCount", "AgentCount", "RegistrationRefusedCount",
         "LastRoundTime", "RoundInterval",
     )
@@ -147,6 +147,7 @@ class ArtimonSource(EventDrivenSource):
         self.catchup = context.get_float("catchup", 0.5, minimum=0.0)
         self.batch_size = context.get_int("batchSize", 100, minimum=1)
         self.session_timeout = context.get_float("sessionTimeout", 10.0, minimum=1.0)
+        self.round_read = min(self.interval / 4, 3.0)  # s a round waits for its read of the group
         self.ssl_context = client_ssl_context(context)
         self.endpoint_failures: Counter[str] = Counter()
         self._failing: set[str] = set()
@@ -162,16 +163,16 @@ class ArtimonSource(EventDrivenSource):
 
     def start(self) -> None:
         connect, self.layout = resolve_zk(self.zk_hosts)
-        self._zk: KazooClient = make_client(connect, self.session_timeout, auth=self.zk_auth)
-        self._session = SessionWatch(connect, self.session_timeout)  # cut off: still a member?
-        self._zk.add_listener(self._session.on_state)
-        self._zk.start_async()
         me = AgentInfo(socket.gethostname(), int(time.time() * 1000), self.name)
         path = self.layout.agent(self.group, self.agent_id)
         known = self.layout.known_record(path)  # missing, not forgotten, once killed or cut off
         self._registration = Registration(
             connect, path, me.to_json(), session_timeout=self.session_timeout, auth=self.zk_auth, known=known
         )
+        self._zk: KazooClient = self._registration.client  # one session: the znode's is the one watched
+        horizon = max(self.round_read, self.catchup * self.interval) + 1.0  # the others decide by then
+        self._session = SessionWatch(connect, self.session_timeout, horizon, self.name)  # cut off: a member?
+        self._zk.add_listener(self._session.on_state)
         self._registration.start()
         refresh = min(5.0, self.interval)
         self._endpoint_watch = Membership(
@@ -212,9 +213,8 @@ class ArtimonSource(EventDrivenSource):
         self._endpoint_watch.stop()
         self._agent_watch.stop()
         self._pool.shutdown(wait=True, cancel_futures=True)
-        self._registration.close()
-        self._zk.stop()
-        self._zk.close()
+        self._zk.remove_listener(self._session.on_state)  # a stop is no expiry
+        self._registration.close()  # its client is the watches' too
         with self._lock:
             idle, self._idle_clients = list(self._idle_clients.values()), {}
         for client in idle:
@@ -252,16 +252,16 @@ class ArtimonSource(EventDrivenSource):
         )
 
     def _members_at(self, round_ms: int, agents: dict[str, int], fallback: bool = True) -> list[str]:
-        gone = self._session.gone_before()  # our znodes older than this are not us (cut_off.py)
-        alive = {a: t for a, t in agents.items() if a != self.agent_id or t >= gone}
-        members = members_at(round_ms, alive, self.interval * 500)  # settled half an interval
-        if not members and fallback:  # ZooKeeper unknown or everyone brand new: poll what we see
-            members = [self.agent_id]
-        return members
+        members = members_at(round_ms, agents, self.interval * 500)  # settled half an interval
+        return members or ([self.agent_id] if fallback else [])  # ZooKeeper unknown, or all new
 
     def _mine(self, round_ms: int) -> dict[str, EndpointInfo]:
-        if not self._agent_watch.read_now(timeout=min(self.interval / 4, 3.0)):
+        asked = time.monotonic()
+        if not (fresh := self._agent_watch.read_now(timeout=self.round_read)):
             self.counters.add("StaleViewRoundCount")
+        if not self._session.member(self._agent_watch.answered_at, asked if fresh else None):
+            self.counters.add("CutOffRoundCount")
+            return {}
         with self._lock:
             endpoints, agents = dict(self._endpoints), dict(self._agents)
         members = self._members_at(round_ms, agents)
@@ -286,9 +286,9 @@ class ArtimonSource(EventDrivenSource):
             )
             self._poll_round(round_ms, self._mine(round_ms), round_ms + int(interval_ms * 0.95))
             self.round_state = RoundState.CATCHING_UP
-            if self.catchup and not self._stop.is_set():
-                self._stop.wait(max(0.0, (round_ms + interval_ms * self.catchup) / 1000 - time.time()))
-                self._catch_up(round_ms)
+            catchup_at = (round_ms + interval_ms * self.catchup) / 1000
+            if self.catchup and not self._stop.wait(max(0.0, catchup_at - time.time())):
+                self._catch_up(round_ms)  # stopping: none early (members stopping too are no deaths)
             next_round = next_round_after(self, round_ms, interval_ms)
 
     def _startup_round(self, interval_ms: int) -> None:
@@ -317,7 +317,7 @@ class ArtimonSource(EventDrivenSource):
         before = self._assigned_members
         now_members = self._members_at(round_ms, agents)
         dead = [agent for agent in before if agent not in now_members]
-        if not dead:
+        if not dead or self._session.state is not SessionState.MEMBER:  # cut off: nothing
             return
         orphans = {
             k: v

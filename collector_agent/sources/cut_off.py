@@ -1,34 +1,51 @@
-"""Whether an agent of a group is still a member while it is cut off from ZooKeeper.
+"""Whether an agent of a group may poll its share while it is cut off from ZooKeeper.
 
 ZooKeeper expires a session that the ensemble has not heard from for its timeout, and the
-group's other agents then take the member's endpoints over; the member itself learns it only
-when it reconnects. An agent that went on polling its old share meanwhile would, once its
-endpoints are reachable again (a healed partition, before its reconnection), poll them for
-the same rounds as their new owners. So an agent cut off for a session timeout or longer,
-with no server of the ensemble reachable, presumes its session expired (ZooKeeper's rule for
-clients, Curator's ``LOST``): its znodes created before the cut are no longer it, until it
-reconnects in the same session (it was a member all along) or registers in a new one (a
-member from the round after). While the ensemble itself is down or without quorum, its
-servers refuse connections or accept them without serving: no session expires then, and the
-agents go on polling what they knew.
+group's other agents then take the member's endpoints over, each deciding within
+``horizon`` seconds of a round's start (its read after a ``sync``, and its catch-up look);
+the member itself learns it only when it reconnects. Meanwhile it cannot know whether it
+still owns its share: one that went on polling would, once its endpoints are reachable
+again (a healed partition, before its reconnection) or if they never were cut off from it
+(only ZooKeeper was), poll them for the same rounds as their new owners.
 
-States (``SessionWatch``)::
+So the agent counts from the last read ZooKeeper answered in its session (its group is read
+at every round's start and every few seconds besides): the server heard it then, so the
+session cannot expire before that plus ``sessionTimeout``. A round that begins within
+``horizon`` of that earliest expiry, with no server of the ensemble reachable (a partition
+of its host, or of ZooKeeper's hosts from it), finds it *presumed gone*: it polls nothing
+(ZooKeeper's rule for clients, Curator's ``LOST``, taken before the session could expire
+rather than after, whether or not kazoo noticed the cut yet). With a ``horizon`` as long as
+the session or longer (a catch-up later than ``sessionTimeout``), that is every round it is
+cut off in, and each round asks the ensemble whether it is reachable. A session that
+ZooKeeper says expired (kazoo ``LOST``) is gone for sure. The agent polls again once it has
+a live session and a view read in it: its session answered again (reconnected in the same
+session: a member all along, its share comes back at once), or, after an expiry, once a read
+after a ``sync`` in the new session answered (its new znode joins from a later round, as
+any new member's). While the ensemble itself is down or without quorum, its servers refuse
+connections or accept them without serving: no session expires then, and the agents go on
+polling what they knew.
 
-    CONNECTED --connection lost--> CUT (since t) --sessionTimeout, no server reachable--> GONE
-    CUT --reconnected, same session--> CONNECTED
-    GONE --reconnected, same session--> CONNECTED (a member again)
-    CUT, GONE --session expired (kazoo LOST), then a new session--> CONNECTED, the old znodes not us
+States (``SessionWatch.state``)::
+
+    MEMBER --no answer for sessionTimeout - horizon, no server reachable--> PRESUMED_GONE
+    PRESUMED_GONE --reconnected in the same session, or a read answered in it--> MEMBER
+    MEMBER, PRESUMED_GONE --the session expired (kazoo LOST)--> EXPIRED
+    EXPIRED --a read after a sync in the new session answered--> MEMBER
 """
 
 from __future__ import annotations
 
+import enum
+import logging
 import socket
 import threading
 import time
 
 from kazoo.client import KazooState
 
-__all__ = ["SessionWatch", "ensemble_unreachable"]
+__all__ = ["SessionState", "SessionWatch", "ensemble_unreachable"]
+
+log = logging.getLogger(__name__)
 
 
 def ensemble_unreachable(connect: str, timeout: float = 0.5) -> bool:
@@ -47,45 +64,66 @@ def ensemble_unreachable(connect: str, timeout: float = 0.5) -> bool:
     return True
 
 
+class SessionState(enum.Enum):
+    MEMBER = "member"
+    PRESUMED_GONE = "presumed gone"
+    EXPIRED = "expired"
+
+
 class SessionWatch:
     """Follows a kazoo client's connection (:meth:`on_state` is its listener) for an agent
-    whose session times out after ``session_timeout`` seconds on the ensemble ``connect``."""
+    whose session times out after ``session_timeout`` seconds on the ensemble ``connect``, and
+    whose group decides a round within ``horizon`` seconds of its start (see the module doc);
+    ``name`` (its source's) in what it logs."""
 
-    def __init__(self, connect: str, session_timeout: float) -> None:
+    def __init__(self, connect: str, session_timeout: float, horizon: float, name: str = "") -> None:
+        self.name = name
         self.connect = connect
         self.session_timeout = session_timeout
+        self.horizon = horizon
+        self.state = SessionState.MEMBER
         self._lock = threading.Lock()
-        self._cut: tuple[float, int] | None = None  # (monotonic, epoch ms) since the connection was lost
-        self._session_lost = False  # since the cut: the ensemble said our session expired
-        self._gone_before_ms = 0  # our znodes created before this (epoch ms) are no longer us
+        self._started = time.monotonic()
+        self._lost_at = 0.0  # monotonic: when ZooKeeper last said our session expired
+        self._presumed_at = 0.0  # monotonic: when we last presumed it gone
 
     def on_state(self, state: str) -> None:
         """Kazoo's event thread (no blocking call here)."""
         with self._lock:
-            if state == KazooState.SUSPENDED:
-                self._cut = self._cut or (time.monotonic(), int(time.time() * 1000))
-            elif state == KazooState.LOST:
-                self._session_lost = True
-                cut_at = self._cut[1] if self._cut else int(time.time() * 1000)
-                self._gone_before_ms = max(self._gone_before_ms, cut_at)
-            else:  # CONNECTED: a session that survived the cut keeps our membership
-                if self._cut is not None and not self._session_lost:
-                    self._gone_before_ms = 0
-                self._cut, self._session_lost = None, False
+            if state == KazooState.LOST:
+                self._lost_at = time.monotonic()
+                self._move(SessionState.EXPIRED, "its ZooKeeper session expired: polling nothing")
+            elif state == KazooState.CONNECTED and self.state is SessionState.PRESUMED_GONE:
+                self._move(SessionState.MEMBER, "reconnected in the same session: polling its share again")
 
-    def gone_before(self) -> int:
-        """The time (epoch ms) before which our znodes are no longer us; 0: none (see the
-        module doc). Asks the ensemble's servers (a connection each, 0.5 s at most) only once
-        cut off for a session timeout."""
+    def member(self, answered_at: float | None, fresh_since: float | None) -> bool:
+        """Whether the agent may poll its share in the round beginning now: ``answered_at``
+        the monotonic time the last read ZooKeeper answered began, ``fresh_since`` that of the
+        round's own read after a ``sync`` if it answered (``None`` if not). Asks the
+        ensemble's servers (a connection each, 0.5 s at most) only when the session could
+        expire within ``horizon``."""
+        now = time.monotonic()
         with self._lock:
-            cut, gone = self._cut, self._gone_before_ms
-        if (
-            cut is not None
-            and gone < cut[1]
-            and time.monotonic() - cut[0] >= self.session_timeout
-            and ensemble_unreachable(self.connect)
-        ):
-            with self._lock:
-                self._gone_before_ms = max(self._gone_before_ms, cut[1])
+            if self.state is SessionState.EXPIRED and fresh_since is not None and fresh_since > self._lost_at:
+                self._move(SessionState.MEMBER, "a view read in its new session: polling its share again")
+            elif self.state is SessionState.PRESUMED_GONE and (answered_at or 0.0) > self._presumed_at:
+                self._move(SessionState.MEMBER, "its session answers again: polling its share again")
+            if self.state is not SessionState.MEMBER:
+                return False
+            if now - (answered_at or self._started) + self.horizon < self.session_timeout:
+                return True
+        if not ensemble_unreachable(self.connect):
+            return True
         with self._lock:
-            return self._gone_before_ms
+            if self.state is SessionState.MEMBER:
+                self._presumed_at = now
+                quiet = now - (answered_at or self._started)
+                why = f"no ZooKeeper server reachable, none answered for {quiet:.1f} s: presumed gone"
+                self._move(SessionState.PRESUMED_GONE, why)
+            return False
+
+    def _move(self, state: SessionState, why: str) -> None:
+        """Under the lock: the new state, logged (a warning when it stops the polling)."""
+        self.state = state
+        level = logging.INFO if state is SessionState.MEMBER else logging.WARNING
+        log.log(level, "source %s: %s", self.name, why)
