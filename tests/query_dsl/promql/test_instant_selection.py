@@ -16,6 +16,7 @@ import pytest
 
 from query_dsl.promql import instant_query, parse, range_query
 from query_dsl.promql.ast import VectorSelector
+from query_dsl.promql.instant import _latest_dense
 from query_dsl.promql.ranges import VECTORIZED, evaluate_range
 from query_dsl.promql.selection import fetch_samples
 from query_dsl.promql.values import stored_nan_samples
@@ -183,3 +184,23 @@ def test_rate_and_its_kin_answer_the_same_over_untrimmed_samples(
         values = evaluate_range(name, samples, ends, range_s * 1000, np.zeros((0, len(ends))), lambda: None)
         answers.append(values.view(np.uint64))
     assert np.array_equal(answers[0], answers[1])
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_the_dense_reading_without_times_picks_what_the_reading_with_times_picks(seed: int) -> None:
+    """Series with a sample in every bucket: the rows gathered without comparing any cell
+    (no sample times asked) hold what the cell-by-cell reading holds, whether the first
+    evaluation time lies in the first bucket, before it, or later, own times anywhere in
+    their buckets or at their starts."""
+    rng = np.random.default_rng(seed)
+    buckets, series = 40, 7
+    axis = np.arange(buckets, dtype=np.int64) * STEP_MS + 1_000_000
+    values = rng.random((buckets, series))
+    own = axis[:, None] + (rng.integers(0, STEP_MS, size=(buckets, series)) if seed % 2 else 0)
+    for first in (axis[0] - STEP_MS, axis[0], axis[0] + STEP_MS // 2, axis[3] + 1):
+        for lookback in (LOOKBACK_MS, STEP_MS, STEP_MS // 2):
+            at = np.arange(first, axis[-1] + 2 * STEP_MS, int(rng.integers(STEP_MS // 3, 2 * STEP_MS)))
+            reading = own if seed % 2 else np.broadcast_to(axis[:, None], own.shape)
+            fast, _ = _latest_dense(values, reading, axis, at, lookback, with_times=False)
+            slow, _ = _latest_dense(values, reading, axis, at, lookback, with_times=True)
+            np.testing.assert_array_equal(fast, slow)
