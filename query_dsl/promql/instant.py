@@ -17,7 +17,9 @@ from query_dsl.promql.ranges import rows_at, times_at
 from query_dsl.promql.selection import Samples
 from query_dsl.promql.values import present
 
-__all__ = ["latest_at"]
+__all__ = ["LOOKBACK_MS", "latest_at"]
+
+LOOKBACK_MS = 300_000  # how far back an instant selector looks for a sample (Prometheus's default)
 
 
 def latest_at(

@@ -1,0 +1,113 @@
+"""Aggregations computed a block of series at a time: ``sum by (...) (rate(x[5m]))`` and its
+kin (a range function of ``ranges.VECTORIZED``), and ``avg by (...) (x)`` over an instant
+selector, for the operators of ``aggregation.FUSED_OPS`` without a parameter. Each block is
+reduced before the next is computed (``aggregation.aggregate_blocks``), and, from a store of
+this process, fetched before the next too (:func:`~query_dsl.promql.selection.fetch_blocks`):
+a query over a million series then holds a few tens of MB of samples at a time, not arrays
+of hundreds of MB that the C library maps afresh for each query (and the kernel faults in
+again, page by page: at a million series that, not the arithmetic, was most of the time).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from query_dsl.matrix import Matrix
+from query_dsl.promql import aggregation
+from query_dsl.promql.ast import Aggregation, Call, Expr, MatrixSelector, Paren, VectorSelector
+from query_dsl.promql.instant import LOOKBACK_MS, latest_at
+from query_dsl.promql.labels import ensure_unique
+from query_dsl.promql.ranges import VECTORIZED, evaluate_range, rate_blocks
+from query_dsl.promql.selection import Samples
+from query_dsl.promql.values import RangeValue, is_nan_value
+
+if TYPE_CHECKING:
+    from query_dsl.promql.engine import Engine
+
+__all__ = ["fused_aggregate"]
+
+
+class _NanSample(Exception):
+    """A block holds a NaN sample: a sum over it is NaN, which the block reduce cannot say."""
+
+
+def _bare(expr: Expr) -> Expr:
+    while isinstance(expr, Paren):
+        expr = expr.expr
+    return expr
+
+
+def fused_aggregate(engine: Engine, expr: Aggregation, times: np.ndarray) -> Matrix | None:
+    """``expr`` computed by blocks of series when it is one of the module doc's; else None
+    (the engine's general way). A range function's series must share one name (so that
+    dropping it leaves their label sets distinct, as Prometheus's check of a function's
+    answer requires)."""
+    if expr.param is not None or expr.op not in aggregation.FUSED_OPS:
+        return None
+    inner = _bare(expr.expr)
+    step = int(times[1] - times[0]) if len(times) > 1 else engine.step_ms
+    if isinstance(inner, VectorSelector):
+        return _instant(engine, expr, inner, times, step)
+    if not (isinstance(inner, Call) and inner.name in VECTORIZED):
+        return None
+    engine.check()
+    arg = _bare(inner.args[0])
+    if isinstance(arg, MatrixSelector):
+        ends = engine.moved(times, arg.vector.at, arg.vector.offset_ms)
+        found = engine.read_blocks(arg.vector, int(ends.min()) - arg.range_ms, int(ends.max()))
+        if found is not None and _one_name(found[0].names.codes):
+            table, width, blocks = found
+            engine.need_range_of(inner.name, len(table), width, len(times))
+            rates = (
+                (first + start, part)
+                for first, samples in blocks
+                for start, part in rate_blocks(inner.name, samples, ends, arg.range_ms, engine.check)
+            )
+            return aggregation.aggregate_blocks(expr, table.with_name(""), times, step, rates)
+    window = engine.window(inner.args[0], times, trim=False)
+    assert isinstance(window, RangeValue)  # the parser checked the types
+    samples = window.samples
+    engine.need_range(inner.name, samples, len(times))
+    table = samples.table.with_name("")
+    if not _one_name(samples.table.names.codes):  # label sets may clash: the two steps
+        values = evaluate_range(
+            inner.name, samples, window.ends, window.range_ms, np.zeros((0, len(times))), engine.check
+        )
+        value = Matrix.from_table(table, times, values, step)
+        ensure_unique(value)
+        return aggregation.aggregate(expr, value, None)
+    blocks = rate_blocks(inner.name, samples, window.ends, window.range_ms, engine.check)
+    return aggregation.aggregate_blocks(expr, table, times, step, blocks)
+
+
+def _one_name(codes: np.ndarray) -> bool:
+    return not len(codes) or bool((codes == codes[0]).all())
+
+
+def _instant(
+    engine: Engine, expr: Aggregation, selector: VectorSelector, times: np.ndarray, step: int
+) -> Matrix | None:
+    """An aggregation of an instant selector by blocks of series fetched one after another;
+    None where the selector's samples do not come by blocks, or a block holds a NaN sample."""
+    at = engine.moved(times, selector.at, selector.offset_ms)
+    found = engine.read_blocks(selector, int(at[0]) - LOOKBACK_MS, int(at[-1]))
+    if found is None:
+        return None
+    table, width, blocks = found
+
+    def values(blocks: Iterator[tuple[int, Samples]]) -> Iterator[tuple[int, np.ndarray]]:
+        for first, samples in blocks:
+            if not first:  # one block's reading at a time
+                engine.need_instant(len(samples.values), width, len(times))
+            out, _ = latest_at(samples, at, LOOKBACK_MS, False)
+            if is_nan_value(out).any():
+                raise _NanSample
+            yield first, out
+
+    try:
+        return aggregation.aggregate_blocks(expr, table, times, step, values(blocks))
+    except _NanSample:
+        return None
