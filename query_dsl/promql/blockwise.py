@@ -1,11 +1,14 @@
-"""Aggregations computed a block of series at a time: ``sum by (...) (rate(x[5m]))`` and its
-kin (a range function of ``ranges.VECTORIZED``), and ``avg by (...) (x)`` over an instant
-selector, for the operators of ``aggregation.FUSED_OPS`` without a parameter. Each block is
-reduced before the next is computed (``aggregation.aggregate_blocks``), and, from a store of
-this process, fetched before the next too (:func:`~query_dsl.promql.selection.fetch_blocks`):
-a query over a million series then holds a few tens of MB of samples at a time, not arrays
-of hundreds of MB that the C library maps afresh for each query (and the kernel faults in
-again, page by page: at a million series that, not the arithmetic, was most of the time).
+"""What the engine computes a block of series at a time. Aggregations: ``sum by (...)
+(rate(x[5m]))`` and its kin (a range function of ``ranges.VECTORIZED``), and ``avg by (...)
+(x)`` over an instant selector, for the operators of ``aggregation.FUSED_OPS`` without a
+parameter: each block reduced before the next is computed (``aggregation.aggregate_blocks``).
+Instant selectors: each block's reading written into the answer before the next is read.
+
+From a store of this process, each block is fetched before the next too
+(:func:`~query_dsl.promql.selection.fetch_blocks`): a query over a million series then holds
+a few tens of MB of samples at a time, not arrays of hundreds of MB that the C library maps
+afresh for each query and the kernel faults in again, page by page (at a million series
+that, not the arithmetic, was most of the time of these queries).
 """
 
 from __future__ import annotations
@@ -23,11 +26,12 @@ from query_dsl.promql.labels import ensure_unique
 from query_dsl.promql.ranges import VECTORIZED, evaluate_range, rate_blocks
 from query_dsl.promql.selection import Samples
 from query_dsl.promql.values import RangeValue, is_nan_value
+from query_dsl.series_table import SeriesTable
 
 if TYPE_CHECKING:
     from query_dsl.promql.engine import Engine
 
-__all__ = ["fused_aggregate"]
+__all__ = ["fused_aggregate", "instant_by_blocks"]
 
 
 class _NanSample(Exception):
@@ -57,7 +61,9 @@ def fused_aggregate(engine: Engine, expr: Aggregation, times: np.ndarray) -> Mat
     arg = _bare(inner.args[0])
     if isinstance(arg, MatrixSelector):
         ends = engine.moved(times, arg.vector.at, arg.vector.offset_ms)
-        found = engine.read_blocks(arg.vector, int(ends.min()) - arg.range_ms, int(ends.max()))
+        found = None
+        if not engine.shared(arg.vector):
+            found = engine.read_blocks(arg.vector, int(ends.min()) - arg.range_ms, int(ends.max()))
         if found is not None and _one_name(found[0].names.codes):
             table, width, blocks = found
             engine.need_range_of(inner.name, len(table), width, len(times))
@@ -92,6 +98,8 @@ def _instant(
 ) -> Matrix | None:
     """An aggregation of an instant selector by blocks of series fetched one after another;
     None where the selector's samples do not come by blocks, or a block holds a NaN sample."""
+    if engine.shared(selector):
+        return None
     at = engine.moved(times, selector.at, selector.offset_ms)
     found = engine.read_blocks(selector, int(at[0]) - LOOKBACK_MS, int(at[-1]))
     if found is None:
@@ -111,3 +119,26 @@ def _instant(
         return aggregation.aggregate_blocks(expr, table, times, step, values(blocks))
     except _NanSample:
         return None
+
+
+def instant_by_blocks(
+    engine: Engine, selector: VectorSelector, at: np.ndarray, with_times: bool
+) -> tuple[SeriesTable, np.ndarray, np.ndarray | None] | None:
+    """An instant selector's reading at ``at`` (``engine``'s ``_instant``: its table, values
+    ``[series, at]`` and, ``with_times``, its samples' times), a block of series at a time;
+    None where the samples do not come by blocks."""
+    found = engine.read_blocks(selector, int(at[0]) - LOOKBACK_MS, int(at[-1]))
+    if found is None:
+        return None
+    table, width, blocks = found
+    engine.need(len(table) * len(at), 1 + with_times, f"a selector's {len(table)} series at {len(at)} times")
+    out = np.empty((len(table), len(at)))
+    when = np.empty((len(table), len(at))) if with_times else None
+    for first, samples in blocks:
+        if not first:  # one block's reading at a time
+            engine.need_instant(len(samples.values), width, len(at))
+        part, part_when = latest_at(samples, at, LOOKBACK_MS, with_times)
+        out[first : first + len(part)] = part
+        if when is not None and part_when is not None:
+            when[first : first + len(part)] = part_when
+    return table, out, when

@@ -44,7 +44,7 @@ from query_dsl.promql.ast import (
     VectorSelector,
     selectors,
 )
-from query_dsl.promql.blockwise import fused_aggregate
+from query_dsl.promql.blockwise import fused_aggregate, instant_by_blocks
 from query_dsl.promql.functions import INSTANT_FUNCTIONS
 from query_dsl.promql.instant import LOOKBACK_MS, latest_at
 from query_dsl.promql.labels import ensure_unique
@@ -114,6 +114,10 @@ class Engine:
     # selectors written more than once and what each read: both sides of a share, one fetch
     _repeated: set[tuple[LabelMatcher, ...]] = field(default_factory=set)
     _fetched: dict[tuple[object, ...], Samples] = field(default_factory=dict)
+    # an instant selector's readings (its table, values, sample times), kept for another reader
+    _instants: dict[tuple[object, ...], tuple[SeriesTable, np.ndarray, np.ndarray | None]] = field(
+        default_factory=dict
+    )
     _held: int = 0  # the bytes of the fetches kept for another reader, charged until the end
 
     def __post_init__(self) -> None:
@@ -249,10 +253,7 @@ class Engine:
         """A selector's untrimmed samples a block of series at a time
         (:func:`~query_dsl.promql.selection.fetch_blocks`: the table, the buckets, the
         blocks), the limits checked and two blocks' samples charged (the one read and the
-        one reduced); None where the source answers every series at once, or the selector
-        is written more than once (one fetch, kept for every reader)."""
-        if selector.matchers in self._repeated:
-            return None
+        one reduced); None where the source answers every series at once."""
         found = fetch_blocks(self.source, selector, low_ms, high_ms, _FETCH_BLOCK_CELLS, trim=False)
         if found is None:
             return None
@@ -269,6 +270,10 @@ class Engine:
 
         return table, width, read()
 
+    def shared(self, selector: VectorSelector) -> bool:
+        """Whether ``selector`` is written more than once (one fetch, kept for every reader)."""
+        return selector.matchers in self._repeated
+
     def need_instant(self, series: int, width: int, steps: int) -> None:
         """Charge an instant selector's reading of ``series`` series of ``width`` buckets."""
         what = f"a selector's {series} series at {steps} evaluation times"
@@ -280,13 +285,25 @@ class Engine:
         """The selector's values at ``times`` and the time of each value's sample (ms; may be
         None without ``with_times``)."""
         at = self.moved(times, selector.at, selector.offset_ms)
-        # untrimmed: a sample before the lookback or after the time is never the one picked;
-        # the times ascend (or are one, pinned by @)
-        samples = self._fetch(selector, int(at[0]) - LOOKBACK_MS, int(at[-1]), trim=False)
-        self.need_instant(len(samples.values), samples.values.shape[1], len(times))
         step = int(times[1] - times[0]) if len(times) > 1 else self.step_ms
-        out, when = latest_at(samples, at, LOOKBACK_MS, with_times)
-        return Matrix.from_table(samples.table, times, out, step), when
+        low_ms, high_ms = int(at[0]) - LOOKBACK_MS, int(at[-1])
+        key = (selector.matchers, at.tobytes(), with_times)
+        found = self._instants.get(key)
+        if found is None and not any(
+            (selector.matchers, low_ms, high_ms, trim) in self._fetched for trim in (True, False)
+        ):
+            found = instant_by_blocks(self, selector, at, with_times)
+        if found is None:
+            # untrimmed: a sample before the lookback or after the time is never the one picked;
+            # the times ascend (or are one, pinned by @)
+            samples = self._fetch(selector, low_ms, high_ms, trim=False)
+            self.need_instant(len(samples.values), samples.values.shape[1], len(times))
+            out, when = latest_at(samples, at, LOOKBACK_MS, with_times)
+            found = samples.table, out, when
+        elif self.shared(selector) and key not in self._instants:
+            self._instants[key] = found
+            self._held += sum(part.nbytes for part in found[1:] if part is not None)
+        return Matrix.from_table(found[0], times, found[1], step), found[2]
 
     def window(self, expr: Expr, times: np.ndarray, trim: bool) -> Value:
         """A range function's argument; a range selector untrimmed for a function that reads

@@ -1,10 +1,11 @@
 """An instant selector reads, at each evaluation time ``t``, each series' latest sample with
 its own time in ``[t - 5m, t]``, none if that sample is a stale marker: held against a plain
 reading of the samples one by one, over random series (own times anywhere in their buckets,
-gaps, stale markers, NaN samples, every bucket filled), evaluation times on and off the
-buckets' starts, ``offset``, ``@`` and ``timestamp()``; and a selector asked again (its
-series remembered by the store and its table by the query side) answers the same as a first
-time, and sees a new series; rate and its kin answer the same over untrimmed samples."""
+gaps, stale markers, NaN samples, every bucket filled; read in one block or a series at a
+time), evaluation times on and off the buckets' starts, ``offset``, ``@`` and
+``timestamp()``; and a selector asked again (its series remembered by the store and its
+table by the query side) answers the same as a first time, and sees a new series; rate and
+its kin answer the same over untrimmed samples."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ import time
 import numpy as np
 import pytest
 
+from query_dsl.promql import engine as engine_module
 from query_dsl.promql import instant_query, parse, range_query
 from query_dsl.promql.ast import VectorSelector
 from query_dsl.promql.instant import _latest_dense
@@ -83,9 +85,11 @@ def _same(a: float, b: float) -> bool:
     ("first_s", "step_s", "offset_s"),
     [(400, 10, 0), (400.7, 10, 0), (650, 1, 0), (950, 10, 60), (905.3, 7, 300)],
 )
+@pytest.mark.parametrize("block_cells", [1 << 21, 150])  # every series in one block; a block each
 def test_an_instant_selector_reads_the_latest_sample_in_the_lookback(
-    seed: int, first_s: float, step_s: float, offset_s: int
+    seed: int, first_s: float, step_s: float, offset_s: int, block_cells: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    monkeypatch.setattr(engine_module, "_FETCH_BLOCK_CELLS", block_cells)
     base_ms = int(time.time()) // 3600 * 3_600_000 - 3_600_000
     series = _series(seed, base_ms)
     source = LocalClient(_store(series))
