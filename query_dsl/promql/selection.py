@@ -190,9 +190,11 @@ def fetch_blocks(
     """:func:`fetch_samples` a block of series at a time (about ``cells`` series x buckets),
     from a store of this process (None for another source: its fetch answers every series
     at once): the series' table, the number of buckets, and each block's first series and
-    samples (their ``table`` is every series'), read when asked for. No block's arrays grow
-    with the series, so a reader that reduces each block before the next holds a few tens
-    of MB whatever the selection."""
+    samples (their ``table`` is every series'), read when asked for, into the arrays of the
+    block before (a reader is done with a block when it asks for the next). No block's
+    arrays grow with the series, so a reader that reduces each block before the next holds
+    a few tens of MB whatever the selection, and touches memory the kernel hands out only for
+    the first block."""
     if not isinstance(source, LocalClient):
         return None
     low_ms = max(low_ms, 0)
@@ -205,7 +207,7 @@ def fetch_blocks(
     def blocks() -> Iterator[tuple[int, Samples]]:
         for start in range(0, len(table), block):
             places = slice(start, start + block) if rows is None else rows[start : start + block]
-            yield start, _samples(reading.read(places), table, None, (low_ms, high_ms), trim)
+            yield start, _samples(reading.read(places, reuse=True), table, None, (low_ms, high_ms), trim)
 
     return table, reading.buckets, blocks()
 

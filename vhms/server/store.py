@@ -491,7 +491,7 @@ class Store:
         return Reading(self, ids, labels, pieces, timed, step, coarse)
 
     def _read(
-        self, pieces: list[Piece], ids: np.ndarray, timed: bool
+        self, pieces: list[Piece], ids: np.ndarray, timed: bool, spare: _Spare | None = None
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
         """The bucket times, values ``[series, buckets]`` and (``timed``) sample times of
         ``pieces`` side by side (a coarser ring's sample at its bucket's start), each piece
@@ -500,9 +500,11 @@ class Store:
         no sample of the read has a time of its own (every one at its bucket's start, as the
         agents' rounds are), the sample times are the bucket starts broadcast (no memory);
         the offsets are copied like the values (only the ids' columns: a chunk's whole rows,
-        a few of them asked, would be megabytes) and looked at once."""
+        a few of them asked, would be megabytes) and looked at once. The arrays are
+        ``spare``'s when given (the answer is then good until its next read)."""
+        spare = spare if spare is not None else _Spare()
         total = sum(piece.last - piece.first + 1 for piece in pieces)
-        raw = np.empty((total, len(ids)), dtype=np.uint64)
+        raw = spare.take("values", (total, len(ids)), np.uint64)
         ranges = [np.arange(piece.first, piece.last + 1, dtype=np.int64) for piece in pieces]
         stamps = np.concatenate([b * self.rings[p.ring].step_ms for p, b in zip(pieces, ranges, strict=True)])
         row = 0
@@ -514,7 +516,8 @@ class Store:
             return stamps, values, None
         finest = self.rings[0]
         assert isinstance(finest, PlainRing)
-        offsets: np.ndarray = np.zeros((total, len(ids)), dtype=finest.time_dtype)  # 0: at the bucket's start
+        offsets = spare.take("offsets", (total, len(ids)), finest.time_dtype)
+        offsets[:] = 0  # at the bucket's start
         row = 0
         for piece, buckets in zip(pieces, ranges, strict=True):
             if piece.ring == 0:
@@ -522,7 +525,9 @@ class Store:
             row += len(buckets)
         if not offsets.any():
             return stamps, values, np.broadcast_to(stamps[None, :], values.shape)
-        return stamps, values, (stamps[:, None] + offsets).T
+        times = spare.take("times", (total, len(ids)), np.int64)
+        np.add(stamps[:, None], offsets, out=times)
+        return stamps, values, times.T
 
     def _ring(self, resolution: str | int, start_ms: int) -> Ring:
         if resolution == "auto":
@@ -580,14 +585,35 @@ class Reading:
         self._ids = ids
         self._pieces = pieces
         self._timed = timed
+        self._spare = _Spare()
 
     def __len__(self) -> int:
         return len(self._ids)
 
-    def read(self, series: slice | np.ndarray) -> FetchResult:
+    def read(self, series: slice | np.ndarray, *, reuse: bool = False) -> FetchResult:
         """The samples of the series at ``series`` (a slice, or ascending places) as a
-        fetch answers them; the answer's ``labels`` are every series' (the reading's)."""
+        fetch answers them; the answer's ``labels`` are every series' (the reading's). With
+        ``reuse``, in the arrays of the previous read with ``reuse`` (which then holds this
+        read's samples: a reader done with each block before the next touches no fresh
+        memory after the first)."""
         store = self._store
         with store._lock:
-            timestamps, values, times = store._read(self._pieces, self._ids[series], self._timed)
+            spare = self._spare if reuse else None
+            timestamps, values, times = store._read(self._pieces, self._ids[series], self._timed, spare)
         return FetchResult(self.labels, timestamps, values, self.step_ms, times, self.coarse_spans)
+
+
+class _Spare:
+    """Arrays that one read after another writes into (:meth:`Reading.read` with ``reuse``),
+    by name: each kept as flat memory, grown when a read needs more, a view of the shape
+    asked handed out."""
+
+    def __init__(self) -> None:
+        self._flat: dict[str, np.ndarray] = {}
+
+    def take(self, name: str, shape: tuple[int, int], dtype: type) -> np.ndarray:
+        size = shape[0] * shape[1]
+        flat = self._flat.get(name)
+        if flat is None or flat.dtype != dtype or len(flat) < size:
+            flat = self._flat[name] = np.empty(size, dtype=dtype)
+        return flat[:size].reshape(shape)
