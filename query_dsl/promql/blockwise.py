@@ -85,8 +85,8 @@ def fused_aggregate(engine: Engine, expr: Aggregation, times: np.ndarray) -> Mat
         value = Matrix.from_table(table, times, values, step)
         ensure_unique(value)
         return aggregation.aggregate(expr, value, None)
-    blocks = rate_blocks(inner.name, samples, window.ends, window.range_ms, engine.check)
-    return aggregation.aggregate_blocks(expr, table, times, step, blocks)
+    whole = rate_blocks(inner.name, samples, window.ends, window.range_ms, engine.check)
+    return aggregation.aggregate_blocks(expr, table, times, step, whole)
 
 
 def _one_name(codes: np.ndarray) -> bool:

@@ -116,11 +116,10 @@ def _latest_rows(
     a sample after the time in the first bucket (none before it) needs one, so None then."""
     if not len(at) or column[0] < 0 or (at - axis[np.maximum(column - 1, 0)]).max() > lookback_ms:
         return None
-    if own.strides[1] == 0:  # samples at their buckets' starts: none after the time
-        return values[column]
-    after = own[column] > at[:, None]
-    if not after.any():
-        return values[column]
+    after = None if own.strides[1] == 0 else own[column] > at[:, None]  # stride 0: at the buckets' starts
+    if after is None or not after.any():
+        rows: np.ndarray = values[column]
+        return rows
     if after[column == 0].any():
         return None
     return rows_at(values, column[:, None] - after)
