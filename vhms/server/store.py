@@ -516,8 +516,7 @@ class Store:
             return stamps, values, None
         finest = self.rings[0]
         assert isinstance(finest, PlainRing)
-        offsets = spare.take("offsets", (total, len(ids)), finest.time_dtype)
-        offsets[:] = 0  # at the bucket's start
+        offsets = spare.take("offsets", (total, len(ids)), finest.time_dtype, zeroed=True)  # 0: at the start
         row = 0
         for piece, buckets in zip(pieces, ranges, strict=True):
             if piece.ring == 0:
@@ -611,9 +610,12 @@ class _Spare:
     def __init__(self) -> None:
         self._flat: dict[str, np.ndarray] = {}
 
-    def take(self, name: str, shape: tuple[int, int], dtype: type) -> np.ndarray:
+    def take(self, name: str, shape: tuple[int, int], dtype: type, zeroed: bool = False) -> np.ndarray:
+        """An array of ``shape``, of zeros with ``zeroed`` (fresh ones: zeroed by the kernel)."""
         size = shape[0] * shape[1]
         flat = self._flat.get(name)
         if flat is None or flat.dtype != dtype or len(flat) < size:
-            flat = self._flat[name] = np.empty(size, dtype=dtype)
+            flat = self._flat[name] = (np.zeros if zeroed else np.empty)(size, dtype=dtype)
+        elif zeroed:
+            flat[:size] = 0
         return flat[:size].reshape(shape)
