@@ -24,7 +24,7 @@ from query_dsl.promql.ast import Aggregation, Call, Expr, MatrixSelector, Paren,
 from query_dsl.promql.instant import LOOKBACK_MS, latest_at
 from query_dsl.promql.labels import ensure_unique
 from query_dsl.promql.ranges import VECTORIZED, evaluate_range, rate_blocks
-from query_dsl.promql.selection import Samples
+from query_dsl.promql.selection import Samples, fetch_blocks
 from query_dsl.promql.values import RangeValue, is_nan_value
 from query_dsl.series_table import SeriesTable
 
@@ -32,6 +32,12 @@ if TYPE_CHECKING:
     from query_dsl.promql.engine import Engine
 
 __all__ = ["fused_aggregate", "instant_by_blocks"]
+
+
+# a block of a selector's series x buckets read at once: 16 MiB a float64 array, under glibc's
+# 32 MiB ceiling past which an allocation is a mapping of its own, unmapped when freed and
+# faulted in again by the next query
+_FETCH_BLOCK_CELLS = 1 << 21
 
 
 class _NanSample(Exception):
@@ -63,7 +69,7 @@ def fused_aggregate(engine: Engine, expr: Aggregation, times: np.ndarray) -> Mat
         ends = engine.moved(times, arg.vector.at, arg.vector.offset_ms)
         found = None
         if not engine.shared(arg.vector):
-            found = engine.read_blocks(arg.vector, int(ends.min()) - arg.range_ms, int(ends.max()))
+            found = read_blocks(engine, arg.vector, int(ends.min()) - arg.range_ms, int(ends.max()))
         if found is not None and _one_name(found[0].names.codes):
             table, width, blocks = found
             engine.need_range_of(inner.name, len(table), width, len(times))
@@ -101,7 +107,7 @@ def _instant(
     if engine.shared(selector):
         return None
     at = engine.moved(times, selector.at, selector.offset_ms)
-    found = engine.read_blocks(selector, int(at[0]) - LOOKBACK_MS, int(at[-1]))
+    found = read_blocks(engine, selector, int(at[0]) - LOOKBACK_MS, int(at[-1]))
     if found is None:
         return None
     table, width, blocks = found
@@ -127,7 +133,7 @@ def instant_by_blocks(
     """An instant selector's reading at ``at`` (``engine``'s ``_instant``: its table, values
     ``[series, at]`` and, ``with_times``, its samples' times), a block of series at a time;
     None where the samples do not come by blocks."""
-    found = engine.read_blocks(selector, int(at[0]) - LOOKBACK_MS, int(at[-1]))
+    found = read_blocks(engine, selector, int(at[0]) - LOOKBACK_MS, int(at[-1]))
     if found is None:
         return None
     table, width, blocks = found
@@ -142,3 +148,27 @@ def instant_by_blocks(
         if when is not None and part_when is not None:
             when[first : first + len(part)] = part_when
     return table, out, when
+
+
+def read_blocks(
+    engine: Engine, selector: VectorSelector, low_ms: int, high_ms: int
+) -> tuple[SeriesTable, int, Iterator[tuple[int, Samples]]] | None:
+    """A selector's untrimmed samples a block of series at a time
+    (:func:`~query_dsl.promql.selection.fetch_blocks`: the table, the buckets, the blocks),
+    the engine's limits checked and two blocks' samples charged (the one read and the one
+    reduced); None where the source answers every series at once."""
+    found = fetch_blocks(engine.source, selector, low_ms, high_ms, _FETCH_BLOCK_CELLS, trim=False)
+    if found is None:
+        return None
+    table, width, blocks = found
+    engine.within_limits(len(table), len(table) * width)
+    cells = min(len(table) * width, _FETCH_BLOCK_CELLS)
+    engine.need_samples(2 * cells, f"a block of the {len(table)} series a selector picks")
+
+    def read() -> Iterator[tuple[int, Samples]]:
+        for first, samples in blocks:
+            engine.check()
+            engine.take_in(samples)
+            yield first, samples
+
+    return table, width, read()

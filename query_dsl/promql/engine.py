@@ -19,7 +19,6 @@ allocates, and keeps only its value's bytes when it ends (:mod:`query_dsl.budget
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -47,7 +46,7 @@ from query_dsl.promql.ast import (
 from query_dsl.promql.blockwise import fused_aggregate, instant_by_blocks
 from query_dsl.promql.functions import INSTANT_FUNCTIONS
 from query_dsl.promql.instant import LOOKBACK_MS, latest_at
-from query_dsl.promql.labels import ensure_unique
+from query_dsl.promql.labels import absent_labels, ensure_unique
 from query_dsl.promql.ranges import (
     RANGE_NAMES,
     VECTORIZED,
@@ -58,7 +57,6 @@ from query_dsl.promql.ranges import (
 from query_dsl.promql.selection import (
     Samples,
     coarse_warning,
-    fetch_blocks,
     fetch_samples,
     reads_sample_times,
 )
@@ -79,10 +77,6 @@ _ELEMENTWISE_CELLS = 4  # an instant function or an operator: value, masks and t
 _AGGREGATE_CELLS = 4  # a reduce: sorted copies and the classes' sums (count_values charges its own)
 _TOPK_CELLS = 6  # topk/bottomk: keys, two argsorts, the mask and the answer
 _SAMPLE_CELLS = 3  # a fetch's samples: values, own times, stale marks
-# a block of a selector's series x buckets read at once where the block is reduced before the
-# next (blockwise.py): 16 MiB a float64 array, under glibc's 32 MiB ceiling past which an
-# allocation is a mapping of its own, unmapped when freed and faulted in again by the next
-_FETCH_BLOCK_CELLS = 1 << 21
 
 
 def _value_bytes(value: Value) -> int:
@@ -214,15 +208,19 @@ class Engine:
         if trimmed in self._fetched:  # what a range selector of the same span read serves an instant one too
             return self._fetched[trimmed]
         samples = fetch_samples(self.source, selector, low_ms, high_ms, trim=trim)
-        self.need(samples.values.size, _SAMPLE_CELLS, f"the {len(samples.table)} series a selector picks")
-        self._read(samples)
-        self._within_limits(len(samples.table), samples.values.size)
+        self.need_samples(samples.values.size, f"the {len(samples.table)} series a selector picks")
+        self.take_in(samples)
+        self.within_limits(len(samples.table), samples.values.size)
         if selector.matchers in self._repeated:
             self._fetched[key] = samples
             self._held += _value_bytes(RangeValue(samples, 0, self._times))
         return samples
 
-    def _read(self, samples: Samples) -> None:
+    def need_samples(self, cells: int, what: str) -> None:
+        """Charge a fetch of ``cells`` samples."""
+        self.need(cells, _SAMPLE_CELLS, what)
+
+    def take_in(self, samples: Samples) -> None:
         """What a fetch's samples say: NaN samples marked, warnings of coarser rings."""
         if not samples.full:
             samples.values = stored_nan_samples(samples.values)
@@ -235,7 +233,7 @@ class Engine:
             for span in samples.coarse:
                 self.warn(coarse_warning(span, samples.step_ms))
 
-    def _within_limits(self, series: int, points: int) -> None:
+    def within_limits(self, series: int, points: int) -> None:
         if series > self.limits.max_series:
             raise QueryLimitError(
                 f"the selector picks {series} series, more than max_series={self.limits.max_series}"
@@ -246,29 +244,6 @@ class Engine:
                 f"the selector reads {points} points for {steps} evaluation times, "
                 f"more than max_points={self.limits.max_points}"
             )
-
-    def read_blocks(
-        self, selector: VectorSelector, low_ms: int, high_ms: int
-    ) -> tuple[SeriesTable, int, Iterator[tuple[int, Samples]]] | None:
-        """A selector's untrimmed samples a block of series at a time
-        (:func:`~query_dsl.promql.selection.fetch_blocks`: the table, the buckets, the
-        blocks), the limits checked and two blocks' samples charged (the one read and the
-        one reduced); None where the source answers every series at once."""
-        found = fetch_blocks(self.source, selector, low_ms, high_ms, _FETCH_BLOCK_CELLS, trim=False)
-        if found is None:
-            return None
-        table, width, blocks = found
-        self._within_limits(len(table), len(table) * width)
-        cells = min(len(table) * width, _FETCH_BLOCK_CELLS)
-        self.need(2 * cells, _SAMPLE_CELLS, f"a block of the {len(table)} series a selector picks")
-
-        def read() -> Iterator[tuple[int, Samples]]:
-            for first, samples in blocks:
-                self.check()
-                self._read(samples)
-                yield first, samples
-
-        return table, width, read()
 
     def shared(self, selector: VectorSelector) -> bool:
         """Whether ``selector`` is written more than once (one fetch, kept for every reader)."""
@@ -411,21 +386,7 @@ class Engine:
         else:
             assert isinstance(value, Matrix)  # the parser checked the types
             found = present(value.values).any(axis=0)
-        arg = expr.args[0]
-        while isinstance(arg, Paren):
-            arg = arg.expr
-        selector = arg.vector if isinstance(arg, MatrixSelector) else arg
-        labels: dict[str, str] = {}
-        if isinstance(selector, VectorSelector):
-            seen: set[str] = set()
-            for matcher in selector.matchers:
-                if matcher.label == "__name__":
-                    continue
-                if matcher.op == "=" and matcher.label not in seen:
-                    labels[matcher.label] = matcher.value
-                elif matcher.label in labels:
-                    del labels[matcher.label]
-                seen.add(matcher.label)
+        labels = absent_labels(expr.args[0])
         step = int(times[1] - times[0]) if len(times) > 1 else self.step_ms
         return Matrix([""], [labels], times, np.where(found, np.nan, 1.0)[None, :], step)
 

@@ -16,8 +16,8 @@ from hypothesis import strategies as st
 
 from query_dsl.exceptions import MatchingError
 from query_dsl.matrix import Matrix
+from query_dsl.promql import blockwise, range_query
 from query_dsl.promql import engine as engine_module
-from query_dsl.promql import range_query
 from query_dsl.promql import ranges as ranges_module
 from query_dsl.promql.selection import Samples
 from query_dsl.series_table import SeriesTable
@@ -71,7 +71,7 @@ def test_an_aggregate_of_a_range_function_by_blocks_answers_what_the_two_steps_d
     inner = f"{function}(req_total[{window}])"
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(ranges_module, "_BLOCK", block)
-        patch.setattr(engine_module, "_FETCH_BLOCK_CELLS", cells)
+        patch.setattr(blockwise, "_FETCH_BLOCK_CELLS", cells)
         fused = range_query(source, f"{op} {grouping} ({inner})", start / 1000, end / 1000, 15)
     # "* 1" leaves every value as it is and the aggregate then reads a whole matrix
     whole = range_query(source, f"{op} {grouping} ({inner} * 1)", start / 1000, end / 1000, 15)
@@ -124,7 +124,7 @@ def test_an_aggregate_of_an_instant_selector_by_blocks_answers_what_the_whole_ma
     query = f"{op} {grouping} (temp)"
     end = base + buckets * STEP
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(engine_module, "_FETCH_BLOCK_CELLS", cells)
+        patch.setattr(blockwise, "_FETCH_BLOCK_CELLS", cells)
         fused = range_query(source, query, base / 1000, end / 1000, step)
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(engine_module, "fused_aggregate", lambda *args: None)

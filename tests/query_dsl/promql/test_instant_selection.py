@@ -15,8 +15,7 @@ import time
 import numpy as np
 import pytest
 
-from query_dsl.promql import engine as engine_module
-from query_dsl.promql import instant_query, parse, range_query
+from query_dsl.promql import blockwise, instant_query, parse, range_query
 from query_dsl.promql.ast import VectorSelector
 from query_dsl.promql.instant import _latest_dense
 from query_dsl.promql.ranges import VECTORIZED, evaluate_range
@@ -89,7 +88,7 @@ def _same(a: float, b: float) -> bool:
 def test_an_instant_selector_reads_the_latest_sample_in_the_lookback(
     seed: int, first_s: float, step_s: float, offset_s: int, block_cells: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(engine_module, "_FETCH_BLOCK_CELLS", block_cells)
+    monkeypatch.setattr(blockwise, "_FETCH_BLOCK_CELLS", block_cells)
     base_ms = int(time.time()) // 3600 * 3_600_000 - 3_600_000
     series = _series(seed, base_ms)
     source = LocalClient(_store(series))
