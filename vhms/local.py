@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 from vhms.results import FetchResult
 
 if TYPE_CHECKING:  # the client surface does not load the server's code; a caller holds a store
-    from vhms.server.store import Store
+    from vhms.server.store import Reading, Store
 
 __all__ = ["LocalClient"]
 
@@ -40,6 +40,12 @@ class LocalClient:
         ``sample_times``, samples with their own times, stitched from the rings
         (:meth:`Store.fetch`)."""
         return self.store.fetch(selector, start_ms, end_ms, resolution, sample_times=sample_times)
+
+    def reading(self, selector: str, start_ms: int, end_ms: int, *, sample_times: bool = False) -> Reading:
+        """:meth:`fetch`'s series chosen, their samples then read a block of series at a time
+        (:meth:`Store.reading`): what a reader that reduces over series asks of a store it
+        holds, so that no block's arrays grow with the series."""
+        return self.store.reading(selector, start_ms, end_ms, sample_times=sample_times)
 
     def series(self, selector: str) -> list[str]:
         """The canonical keys of the selected series, in the store's order."""

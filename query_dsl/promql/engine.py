@@ -43,25 +43,29 @@ from query_dsl.promql.ast import (
     VectorSelector,
     selectors,
 )
+from query_dsl.promql.blockwise import fused_aggregate, instant_by_blocks
 from query_dsl.promql.functions import INSTANT_FUNCTIONS
-from query_dsl.promql.instant import latest_at
-from query_dsl.promql.labels import ensure_unique
+from query_dsl.promql.instant import LOOKBACK_MS, latest_at
+from query_dsl.promql.labels import absent_labels, ensure_unique
 from query_dsl.promql.ranges import (
     RANGE_NAMES,
     VECTORIZED,
     block_series,
     evaluate_range,
     range_temporaries,
-    rate_blocks,
 )
-from query_dsl.promql.selection import Samples, coarse_warning, fetch_samples, reads_sample_times
+from query_dsl.promql.selection import (
+    Samples,
+    coarse_warning,
+    fetch_samples,
+    reads_sample_times,
+)
 from query_dsl.promql.values import RangeValue, Scalar, String, Value, absent, present, stored_nan_samples
 from query_dsl.series_table import SeriesTable
 from query_dsl.sources import DataSource
 
 __all__ = ["DEFAULT_SUBQUERY_STEP_MS", "LOOKBACK_MS", "Engine"]
 
-LOOKBACK_MS = 300_000
 DEFAULT_SUBQUERY_STEP_MS = 60_000
 
 # What a step allocates, in float64 cells of its input's [series, times] (measured against
@@ -104,6 +108,10 @@ class Engine:
     # selectors written more than once and what each read: both sides of a share, one fetch
     _repeated: set[tuple[LabelMatcher, ...]] = field(default_factory=set)
     _fetched: dict[tuple[object, ...], Samples] = field(default_factory=dict)
+    # an instant selector's readings (its table, values, sample times), kept for another reader
+    _instants: dict[tuple[object, ...], tuple[SeriesTable, np.ndarray, np.ndarray | None]] = field(
+        default_factory=dict
+    )
     _held: int = 0  # the bytes of the fetches kept for another reader, charged until the end
 
     def __post_init__(self) -> None:
@@ -164,7 +172,7 @@ class Engine:
         if isinstance(expr, VectorSelector):
             return self._instant(expr, times, with_times=False)[0]
         if isinstance(expr, MatrixSelector):
-            ends = self._moved(times, expr.vector.at, expr.vector.offset_ms)
+            ends = self.moved(times, expr.vector.at, expr.vector.offset_ms)
             samples = self._fetch(expr.vector, int(ends.min()) - expr.range_ms, int(ends.max()))
             return RangeValue(samples, expr.range_ms, ends)
         if isinstance(expr, Subquery):
@@ -182,7 +190,7 @@ class Engine:
             return self._binary(expr, times)
         raise QueryTypeError(f"cannot evaluate {expr!r}")
 
-    def _moved(self, times: np.ndarray, at: int | str | None, offset_ms: int) -> np.ndarray:
+    def moved(self, times: np.ndarray, at: int | str | None, offset_ms: int) -> np.ndarray:
         """The times a selector reads at: pinned by ``@``, moved back by ``offset``."""
         if at == "start":
             base = np.full(len(times), self.start_ms, dtype=np.int64)
@@ -202,7 +210,20 @@ class Engine:
         if trimmed in self._fetched:  # what a range selector of the same span read serves an instant one too
             return self._fetched[trimmed]
         samples = fetch_samples(self.source, selector, low_ms, high_ms, trim=trim)
-        self.need(samples.values.size, _SAMPLE_CELLS, f"the {len(samples.table)} series a selector picks")
+        self.need_samples(samples.values.size, f"the {len(samples.table)} series a selector picks")
+        self.take_in(samples)
+        self.within_limits(len(samples.table), samples.values.size)
+        if selector.matchers in self._repeated:
+            self._fetched[key] = samples
+            self._held += _value_bytes(RangeValue(samples, 0, self._times))
+        return samples
+
+    def need_samples(self, cells: int, what: str) -> None:
+        """Charge a fetch of ``cells`` samples."""
+        self.need(cells, _SAMPLE_CELLS, what)
+
+    def take_in(self, samples: Samples) -> None:
+        """What a fetch's samples say: NaN samples marked, warnings of coarser rings."""
         if not samples.full:
             samples.values = stored_nan_samples(samples.values)
         if samples.exact is None and reads_sample_times(self.source) and len(samples.table):
@@ -213,41 +234,55 @@ class Engine:
         if len(samples.table):
             for span in samples.coarse:
                 self.warn(coarse_warning(span, samples.step_ms))
-        if len(samples.table) > self.limits.max_series:
+
+    def within_limits(self, series: int, points: int) -> None:
+        if series > self.limits.max_series:
             raise QueryLimitError(
-                f"the selector picks {len(samples.table)} series, "
-                f"more than max_series={self.limits.max_series}"
+                f"the selector picks {series} series, more than max_series={self.limits.max_series}"
             )
         steps = len(self._times)
-        if max(samples.values.size, len(samples.table) * steps) > self.limits.max_points:
+        if max(points, series * steps) > self.limits.max_points:
             raise QueryLimitError(
-                f"the selector reads {samples.values.size} points for {steps} evaluation times, "
+                f"the selector reads {points} points for {steps} evaluation times, "
                 f"more than max_points={self.limits.max_points}"
             )
-        if selector.matchers in self._repeated:
-            self._fetched[key] = samples
-            self._held += _value_bytes(RangeValue(samples, 0, self._times))
-        return samples
+
+    def shared(self, selector: VectorSelector) -> bool:
+        """Whether ``selector`` is written more than once (one fetch, kept for every reader)."""
+        return selector.matchers in self._repeated
+
+    def need_instant(self, series: int, width: int, steps: int) -> None:
+        """Charge an instant selector's reading of ``series`` series of ``width`` buckets."""
+        what = f"a selector's {series} series at {steps} evaluation times"
+        self.need(series * (steps * _INSTANT_CELLS + width), 1, what)
 
     def _instant(
         self, selector: VectorSelector, times: np.ndarray, with_times: bool = True
     ) -> tuple[Matrix, np.ndarray | None]:
         """The selector's values at ``times`` and the time of each value's sample (ms; may be
         None without ``with_times``)."""
-        at = self._moved(times, selector.at, selector.offset_ms)
-        # untrimmed: a sample before the lookback or after the time is never the one picked;
-        # the times ascend (or are one, pinned by @)
-        samples = self._fetch(selector, int(at[0]) - LOOKBACK_MS, int(at[-1]), trim=False)
-        self.need(
-            len(samples.values) * (len(times) * _INSTANT_CELLS + samples.values.shape[1]),
-            1,
-            f"a selector's {len(samples.values)} series at {len(times)} evaluation times",
-        )
+        at = self.moved(times, selector.at, selector.offset_ms)
         step = int(times[1] - times[0]) if len(times) > 1 else self.step_ms
-        out, when = latest_at(samples, at, LOOKBACK_MS, with_times)
-        return Matrix.from_table(samples.table, times, out, step), when
+        low_ms, high_ms = int(at[0]) - LOOKBACK_MS, int(at[-1])
+        key = (selector.matchers, at.tobytes(), with_times)
+        found = self._instants.get(key)
+        if found is None and not any(
+            (selector.matchers, low_ms, high_ms, trim) in self._fetched for trim in (True, False)
+        ):
+            found = instant_by_blocks(self, selector, at, with_times)
+        if found is None:
+            # untrimmed: a sample before the lookback or after the time is never the one picked;
+            # the times ascend (or are one, pinned by @)
+            samples = self._fetch(selector, low_ms, high_ms, trim=False)
+            self.need_instant(len(samples.values), samples.values.shape[1], len(times))
+            out, when = latest_at(samples, at, LOOKBACK_MS, with_times)
+            found = samples.table, out, when
+        elif self.shared(selector) and key not in self._instants:
+            self._instants[key] = found
+            self._held += sum(part.nbytes for part in found[1:] if part is not None)
+        return Matrix.from_table(found[0], times, found[1], step), found[2]
 
-    def _window(self, expr: Expr, times: np.ndarray, trim: bool) -> Value:
+    def window(self, expr: Expr, times: np.ndarray, trim: bool) -> Value:
         """A range function's argument; a range selector untrimmed for a function that reads
         each window's edge rows by their samples' own times (``ranges.VECTORIZED``)."""
         inner = expr
@@ -255,12 +290,12 @@ class Engine:
             inner = inner.expr
         if trim or not isinstance(inner, MatrixSelector):
             return self._eval(expr, times)
-        ends = self._moved(times, inner.vector.at, inner.vector.offset_ms)
+        ends = self.moved(times, inner.vector.at, inner.vector.offset_ms)
         samples = self._fetch(inner.vector, int(ends.min()) - inner.range_ms, int(ends.max()), trim=False)
         return RangeValue(samples, inner.range_ms, ends)
 
     def _subquery(self, expr: Subquery, times: np.ndarray) -> RangeValue:
-        ends = self._moved(times, expr.at, expr.offset_ms)
+        ends = self.moved(times, expr.at, expr.offset_ms)
         step = expr.step_ms or DEFAULT_SUBQUERY_STEP_MS
         first = -(-(int(ends.min()) - expr.range_ms) // step) * step
         last = int(ends.max())
@@ -290,10 +325,10 @@ class Engine:
             params = np.array([s.values for s in scalars if isinstance(s, Scalar)]).reshape(
                 len(scalars), len(times)
             )
-            window = self._window(expr.args[matrix_index], times, trim=name not in VECTORIZED)
+            window = self.window(expr.args[matrix_index], times, trim=name not in VECTORIZED)
             assert isinstance(window, RangeValue)  # the parser checked the types
             samples = window.samples
-            self._need_range(name, samples, len(times))
+            self.need_range(name, samples, len(times))
             values = evaluate_range(name, samples, window.ends, window.range_ms, params, self.check)
             table = samples.table if name == "last_over_time" else samples.table.with_name("")
             step = int(times[1] - times[0]) if len(times) > 1 else self.step_ms
@@ -306,10 +341,15 @@ class Engine:
         self.need(cells, _ELEMENTWISE_CELLS, f"{name}() over {cells:,} points")
         return function(args, times)
 
-    def _need_range(self, name: str, samples: Samples, steps: int) -> None:
-        """Charge what ``name`` over ``samples`` at ``steps`` evaluation times makes: its
-        answer, and its temporaries (by blocks of series for rate & co, by windows else)."""
+    def need_range(self, name: str, samples: Samples, steps: int) -> None:
+        """:meth:`need_range_of` ``samples``."""
         series, width = samples.values.shape if samples.values.ndim == 2 else (0, 0)
+        self.need_range_of(name, series, width, steps)
+
+    def need_range_of(self, name: str, series: int, width: int, steps: int) -> None:
+        """Charge what ``name`` over ``series`` series of ``width`` buckets at ``steps``
+        evaluation times makes: its answer, and its temporaries (by blocks of series for
+        rate & co, by windows else)."""
         if name in VECTORIZED:
             block = min(series, block_series(steps))
             temporaries = block * (steps + width) * _RATE_CELLS
@@ -335,7 +375,7 @@ class Engine:
         value = self._eval(expr.args[0], times)
         if isinstance(value, RangeValue):
             samples = value.samples
-            self._need_range("count_over_time", samples, len(times))
+            self.need_range("count_over_time", samples, len(times))
             counts = evaluate_range(
                 "count_over_time",
                 samples,
@@ -348,26 +388,12 @@ class Engine:
         else:
             assert isinstance(value, Matrix)  # the parser checked the types
             found = present(value.values).any(axis=0)
-        arg = expr.args[0]
-        while isinstance(arg, Paren):
-            arg = arg.expr
-        selector = arg.vector if isinstance(arg, MatrixSelector) else arg
-        labels: dict[str, str] = {}
-        if isinstance(selector, VectorSelector):
-            seen: set[str] = set()
-            for matcher in selector.matchers:
-                if matcher.label == "__name__":
-                    continue
-                if matcher.op == "=" and matcher.label not in seen:
-                    labels[matcher.label] = matcher.value
-                elif matcher.label in labels:
-                    del labels[matcher.label]
-                seen.add(matcher.label)
+        labels = absent_labels(expr.args[0])
         step = int(times[1] - times[0]) if len(times) > 1 else self.step_ms
         return Matrix([""], [labels], times, np.where(found, np.nan, 1.0)[None, :], step)
 
     def _aggregate(self, expr: Aggregation, times: np.ndarray) -> Value:
-        fused = self._fused_aggregate(expr, times)
+        fused = fused_aggregate(self, expr, times)
         if fused is not None:
             return fused
         param: np.ndarray | str | None = None
@@ -381,37 +407,6 @@ class Engine:
         )
         self.need(value.values.size, per_cell, f"{expr.op} over {len(value):,} series x {len(times):,} times")
         return aggregation.aggregate(expr, value, param, self._spend.need)
-
-    def _fused_aggregate(self, expr: Aggregation, times: np.ndarray) -> Matrix | None:
-        """``sum by (...) (rate(x[5m]))`` and its kin computed a block of series at a time, each
-        block reduced before the next (``aggregation.aggregate_blocks``), when the range
-        function is one of ``ranges.VECTORIZED`` and its series share one name (so that
-        dropping it leaves their label sets distinct, as Prometheus's check of a function's
-        answer requires); else None."""
-        inner = expr.expr
-        while isinstance(inner, Paren):
-            inner = inner.expr
-        if expr.param is not None or expr.op not in aggregation.FUSED_OPS:
-            return None
-        if not (isinstance(inner, Call) and inner.name in VECTORIZED):
-            return None
-        self.check()
-        window = self._window(inner.args[0], times, trim=False)
-        assert isinstance(window, RangeValue)  # the parser checked the types
-        samples = window.samples
-        self._need_range(inner.name, samples, len(times))
-        step = int(times[1] - times[0]) if len(times) > 1 else self.step_ms
-        table = samples.table.with_name("")
-        codes = samples.table.names.codes
-        if len(codes) and not (codes == codes[0]).all():  # label sets may clash: the two steps
-            values = evaluate_range(
-                inner.name, samples, window.ends, window.range_ms, np.zeros((0, len(times))), self.check
-            )
-            value = Matrix.from_table(table, times, values, step)
-            ensure_unique(value)
-            return aggregation.aggregate(expr, value, None)
-        blocks = rate_blocks(inner.name, samples, window.ends, window.range_ms, self.check)
-        return aggregation.aggregate_blocks(expr, table, times, step, blocks)
 
     def _binary(self, expr: BinaryOp, times: np.ndarray) -> Value:
         left, right = self._eval(expr.lhs, times), self._eval(expr.rhs, times)

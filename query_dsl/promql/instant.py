@@ -17,7 +17,9 @@ from query_dsl.promql.ranges import rows_at, times_at
 from query_dsl.promql.selection import Samples
 from query_dsl.promql.values import present
 
-__all__ = ["latest_at"]
+__all__ = ["LOOKBACK_MS", "latest_at"]
+
+LOOKBACK_MS = 300_000  # how far back an instant selector looks for a sample (Prometheus's default)
 
 
 def latest_at(
@@ -82,15 +84,10 @@ def _latest_dense(
     time (float ms). The sample is the bucket's that holds the time, or the one before where
     its own time lies after it: whole rows gathered, not a running maximum over every bucket."""
     column = np.searchsorted(axis, at, side="right") - 1
-    if not with_times and len(at) and column[0] >= 1 and (at - axis[column - 1]).max() <= lookback_ms:
-        # every time's bucket and the one before lie within the lookback: each series' sample
-        # is one of those two, and none can be too old (nothing to compare per cell)
-        if own.strides[1] == 0:  # samples at their buckets' starts: none after the time
-            return values[column], None
-        after = own[column] > at[:, None]
-        if not after.any():
-            return values[column], None
-        return rows_at(values, column[:, None] - after), None
+    if not with_times:
+        fast = _latest_rows(values, own, axis, at, column, lookback_ms)
+        if fast is not None:
+            return fast, None
     rows = np.maximum(column, 0)[:, None]
     after = own[rows[:, 0]] > at[:, None]
     if after.any():
@@ -99,5 +96,30 @@ def _latest_dense(
     rows = np.maximum(rows, 0)
     when = times_at(own, rows)
     ok = ok & (when >= (at - lookback_ms)[:, None])
-    shape = (len(at), values.shape[1])
-    return np.where(ok, rows_at(values, rows), np.nan), np.broadcast_to(np.where(ok, when, np.nan), shape)
+    out = np.where(ok, rows_at(values, rows), np.nan)
+    if not with_times:
+        return out, None
+    return out, np.broadcast_to(np.where(ok, when, np.nan), out.shape)
+
+
+def _latest_rows(
+    values: np.ndarray,
+    own: np.ndarray,
+    axis: np.ndarray,
+    at: np.ndarray,
+    column: np.ndarray,
+    lookback_ms: int,
+) -> np.ndarray | None:
+    """:func:`_latest_dense`'s values when no cell needs a comparison: every time lies in a
+    bucket (``column``, the one that holds it) and that bucket's start and the one before's
+    lie within the lookback, so each series' sample is one of those two and none is too old;
+    a sample after the time in the first bucket (none before it) needs one, so None then."""
+    if not len(at) or column[0] < 0 or (at - axis[np.maximum(column - 1, 0)]).max() > lookback_ms:
+        return None
+    after = None if own.strides[1] == 0 else own[column] > at[:, None]  # stride 0: at the buckets' starts
+    if after is None or not after.any():
+        rows: np.ndarray = values[column]
+        return rows
+    if after[column == 0].any():
+        return None
+    return rows_at(values, column[:, None] - after)

@@ -7,9 +7,10 @@ import numpy as np
 
 from query_dsl.exceptions import MatchingError
 from query_dsl.matrix import Matrix
+from query_dsl.promql.ast import Expr, MatrixSelector, Paren, VectorSelector
 from query_dsl.series_table import SeriesTable
 
-__all__ = ["ensure_unique", "prometheus_order", "sort_key", "with_label"]
+__all__ = ["absent_labels", "ensure_unique", "prometheus_order", "sort_key", "with_label"]
 
 
 def with_label(labels: dict[str, str], label: str, value: str) -> dict[str, str]:
@@ -106,3 +107,23 @@ def _ordered(table: SeriesTable) -> np.ndarray:
             )
             keys.append(rank[codes])
     return np.lexsort(keys[::-1]) if keys else np.arange(count)
+
+
+def absent_labels(arg: Expr) -> dict[str, str]:
+    """The labels of ``absent(arg)``'s series: those of ``arg``'s selector that one ``=``
+    matcher alone sets (none but the name's for another expression)."""
+    while isinstance(arg, Paren):
+        arg = arg.expr
+    selector = arg.vector if isinstance(arg, MatrixSelector) else arg
+    labels: dict[str, str] = {}
+    if isinstance(selector, VectorSelector):
+        seen: set[str] = set()
+        for matcher in selector.matchers:
+            if matcher.label == "__name__":
+                continue
+            if matcher.op == "=" and matcher.label not in seen:
+                labels[matcher.label] = matcher.value
+            elif matcher.label in labels:
+                del labels[matcher.label]
+            seen.add(matcher.label)
+    return labels

@@ -20,6 +20,7 @@ import re
 import threading
 import time
 from collections import OrderedDict
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -35,6 +36,7 @@ __all__ = [
     "STALE_BITS",
     "Samples",
     "coarse_warning",
+    "fetch_blocks",
     "fetch_samples",
     "matches_empty",
     "reads_sample_times",
@@ -179,6 +181,42 @@ def fetch_samples(
     else:
         result = source.fetch(text, low_ms, high_ms + 1)
     table, rows = _picked(result, selector.matchers)
+    return _samples(result, table, rows, (low_ms, high_ms), trim)
+
+
+def fetch_blocks(
+    source: DataSource, selector: VectorSelector, low_ms: int, high_ms: int, cells: int, *, trim: bool = True
+) -> tuple[SeriesTable, int, Iterator[tuple[int, Samples]]] | None:
+    """:func:`fetch_samples` a block of series at a time (about ``cells`` series x buckets),
+    from a store of this process (None for another source: its fetch answers every series
+    at once): the series' table, the number of buckets, and each block's first series and
+    samples (their ``table`` is every series'), read when asked for, into the arrays of the
+    block before (a reader is done with a block when it asks for the next). No block's
+    arrays grow with the series, so a reader that reduces each block before the next holds
+    a few tens of MB whatever the selection, and touches memory the kernel hands out only for
+    the first block."""
+    if not isinstance(source, LocalClient):
+        return None
+    low_ms = max(low_ms, 0)
+    high_ms = max(high_ms, low_ms)
+    reading = source.reading(vhms_selector(selector), low_ms, high_ms + 1, sample_times=True)
+    chosen = FetchResult(reading.labels, np.zeros(0, dtype=np.int64), np.zeros((len(reading), 0)), 0)
+    table, rows = _picked(chosen, selector.matchers)
+    block = max(1, cells // max(reading.buckets, 1))
+
+    def blocks() -> Iterator[tuple[int, Samples]]:
+        for start in range(0, len(table), block):
+            places = slice(start, start + block) if rows is None else rows[start : start + block]
+            yield start, _samples(reading.read(places, reuse=True), table, None, (low_ms, high_ms), trim)
+
+    return table, reading.buckets, blocks()
+
+
+def _samples(
+    result: FetchResult, table: SeriesTable, rows: np.ndarray | None, span: tuple[int, int], trim: bool
+) -> Samples:
+    """The samples of ``result``'s series at ``rows`` (None: all), their own times outside
+    ``span`` left out with ``trim``, stale markers found."""
     times = np.asarray(result.timestamps, dtype=np.int64)
     values = np.asarray(result.values, dtype=np.float64)
     exact = result.sample_times
@@ -186,7 +224,7 @@ def fetch_samples(
         values = values[rows]
         exact = None if exact is None else exact[rows]
     if exact is not None and trim:  # samples outside [low, high] by their own time are not read
-        values = _inside(values, exact, times, (low_ms, high_ms), result.step_ms)
+        values = _inside(values, exact, times, span, result.step_ms)
     nan = np.isnan(values)
     if not nan.any():
         return Samples(table, times, values, result.step_ms, exact, None, result.coarse_spans, full=True)

@@ -50,7 +50,7 @@ from vhms.server.rings import (
 from vhms.server.selections import Selection, Selections
 from vhms.server.stitch import Piece, RingSpan, stitch
 
-__all__ = ["CHUNK", "Store", "decode_values", "encode_values"]
+__all__ = ["CHUNK", "Reading", "Store", "decode_values", "encode_values"]
 
 _NAN_AGGREGATES: dict[str, Callable[..., np.ndarray]] = {
     "min": np.nanmin,
@@ -439,6 +439,20 @@ class Store:
         from the finest ring each value's own time; ``auto`` then reads the finest ring where
         it reaches and coarser rings only before it (:mod:`vhms.server.stitch`; the answer's
         ``coarse_spans`` say where, its step is the finest ring's)."""
+        reading = self.reading(selector, start_ms, end_ms, resolution, sample_times=sample_times)
+        return reading.read(slice(None))
+
+    def reading(
+        self,
+        selector: str | Selector,
+        start_ms: int,
+        end_ms: int,
+        resolution: str | int = "auto",
+        *,
+        sample_times: bool = False,
+    ) -> Reading:
+        """:meth:`fetch`'s series and buckets chosen (and its limits checked) without reading
+        a value: :meth:`Reading.read` then reads any of those series, a block at a time."""
         if end_ms <= start_ms:
             raise ValueError(f"fetch needs start < end, got {start_ms} >= {end_ms}")
         ids, labels = self._selection(selector)
@@ -454,17 +468,16 @@ class Store:
                 ring = self._ring(resolution, start_ms)
                 first = start_ms // ring.step_ms if sample_times else -(-start_ms // ring.step_ms)
                 pieces = [Piece(self.rings.index(ring), first, (end_ms - 1) // ring.step_ms)]
-            # checked before the time axis exists: a range of centuries must not allocate it,
-            # even for no series at all
-            count = sum(piece.last - piece.first + 1 for piece in pieces)
-            points = max(len(ids), 1) * count
-            if points > self.max_points_per_query:
-                raise FetchLimitError(
-                    f"{len(ids)} series x {count} buckets = {points} points, more than "
-                    f"max_points_per_query={self.max_points_per_query}: narrow the selector or the range"
-                )
-            timed = stitched or (sample_times and pieces[0].ring == 0)
-            timestamps, values, times = self._read(pieces, ids, timed)
+        # checked before the time axis exists: a range of centuries must not allocate it,
+        # even for no series at all
+        count = sum(piece.last - piece.first + 1 for piece in pieces)
+        points = max(len(ids), 1) * count
+        if points > self.max_points_per_query:
+            raise FetchLimitError(
+                f"{len(ids)} series x {count} buckets = {points} points, more than "
+                f"max_points_per_query={self.max_points_per_query}: narrow the selector or the range"
+            )
+        timed = stitched or (sample_times and pieces[0].ring == 0)
         coarse = tuple(
             CoarseSpan(
                 self.rings[p.ring].step_ms,
@@ -475,10 +488,10 @@ class Store:
             if stitched and p.ring
         )
         step = self.rings[0 if stitched else pieces[0].ring].step_ms
-        return FetchResult(labels, timestamps, values, step, times, coarse)
+        return Reading(self, ids, labels, pieces, timed, step, coarse)
 
     def _read(
-        self, pieces: list[Piece], ids: np.ndarray, timed: bool
+        self, pieces: list[Piece], ids: np.ndarray, timed: bool, spare: _Spare | None = None
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
         """The bucket times, values ``[series, buckets]`` and (``timed``) sample times of
         ``pieces`` side by side (a coarser ring's sample at its bucket's start), each piece
@@ -487,9 +500,11 @@ class Store:
         no sample of the read has a time of its own (every one at its bucket's start, as the
         agents' rounds are), the sample times are the bucket starts broadcast (no memory);
         the offsets are copied like the values (only the ids' columns: a chunk's whole rows,
-        a few of them asked, would be megabytes) and looked at once."""
+        a few of them asked, would be megabytes) and looked at once. The arrays are
+        ``spare``'s when given (the answer is then good until its next read)."""
+        spare = spare if spare is not None else _Spare()
         total = sum(piece.last - piece.first + 1 for piece in pieces)
-        raw = np.empty((total, len(ids)), dtype=np.uint64)
+        raw = spare.take("values", (total, len(ids)), np.uint64)
         ranges = [np.arange(piece.first, piece.last + 1, dtype=np.int64) for piece in pieces]
         stamps = np.concatenate([b * self.rings[p.ring].step_ms for p, b in zip(pieces, ranges, strict=True)])
         row = 0
@@ -501,7 +516,7 @@ class Store:
             return stamps, values, None
         finest = self.rings[0]
         assert isinstance(finest, PlainRing)
-        offsets: np.ndarray = np.zeros((total, len(ids)), dtype=finest.time_dtype)  # 0: at the bucket's start
+        offsets = spare.take("offsets", (total, len(ids)), finest.time_dtype, zeroed=True)  # 0: at the start
         row = 0
         for piece, buckets in zip(pieces, ranges, strict=True):
             if piece.ring == 0:
@@ -509,7 +524,9 @@ class Store:
             row += len(buckets)
         if not offsets.any():
             return stamps, values, np.broadcast_to(stamps[None, :], values.shape)
-        return stamps, values, (stamps[:, None] + offsets).T
+        times = spare.take("times", (total, len(ids)), np.int64)
+        np.add(stamps[:, None], offsets, out=times)
+        return stamps, values, times.T
 
     def _ring(self, resolution: str | int, start_ms: int) -> Ring:
         if resolution == "auto":
@@ -537,3 +554,68 @@ class Store:
 
     def label_values(self, label: str) -> list[str]:
         return self.index.label_values(label)
+
+
+class Reading:
+    """A fetch's series (``labels``, the selection's, in its order) and buckets, chosen once
+    (:meth:`Store.reading`), read a block of series at a time: each block's arrays are
+    that block's only, so a query that reduces over series or writes per series never
+    holds every series' samples at once (what glibc would put in a mapping of its own,
+    handed back to the kernel when freed and faulted in again by the next query). Each
+    :meth:`read` takes the store's lock on its own: ingest goes on between blocks, and a
+    later block reads the buckets as they are then (the index only grows, so the series'
+    places do not change)."""
+
+    def __init__(
+        self,
+        store: Store,
+        ids: np.ndarray,
+        labels: LabelColumns,
+        pieces: list[Piece],
+        timed: bool,
+        step_ms: int,
+        coarse: tuple[CoarseSpan, ...],
+    ) -> None:
+        self.labels = labels
+        self.buckets = sum(piece.last - piece.first + 1 for piece in pieces)
+        self.step_ms = step_ms
+        self.coarse_spans = coarse
+        self._store = store
+        self._ids = ids
+        self._pieces = pieces
+        self._timed = timed
+        self._spare = _Spare()
+
+    def __len__(self) -> int:
+        return len(self._ids)
+
+    def read(self, series: slice | np.ndarray, *, reuse: bool = False) -> FetchResult:
+        """The samples of the series at ``series`` (a slice, or ascending places) as a
+        fetch answers them; the answer's ``labels`` are every series' (the reading's). With
+        ``reuse``, in the arrays of the previous read with ``reuse`` (which then holds this
+        read's samples: a reader done with each block before the next touches no fresh
+        memory after the first)."""
+        store = self._store
+        with store._lock:
+            spare = self._spare if reuse else None
+            timestamps, values, times = store._read(self._pieces, self._ids[series], self._timed, spare)
+        return FetchResult(self.labels, timestamps, values, self.step_ms, times, self.coarse_spans)
+
+
+class _Spare:
+    """Arrays that one read after another writes into (:meth:`Reading.read` with ``reuse``),
+    by name: each kept as flat memory, grown when a read needs more, a view of the shape
+    asked handed out."""
+
+    def __init__(self) -> None:
+        self._flat: dict[str, np.ndarray] = {}
+
+    def take(self, name: str, shape: tuple[int, int], dtype: type, zeroed: bool = False) -> np.ndarray:
+        """An array of ``shape``, of zeros with ``zeroed`` (fresh ones: zeroed by the kernel)."""
+        size = shape[0] * shape[1]
+        flat = self._flat.get(name)
+        if flat is None or flat.dtype != dtype or len(flat) < size:
+            flat = self._flat[name] = (np.zeros if zeroed else np.empty)(size, dtype=dtype)
+        elif zeroed:
+            flat[:size] = 0
+        return flat[:size].reshape(shape)

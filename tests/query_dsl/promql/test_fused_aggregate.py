@@ -1,7 +1,9 @@
-"""``sum by (...) (rate(x[w]))`` and its kin are computed a block of series at a time, each
-block reduced before the next (``Engine._fused_aggregate``): the same answer as the range
-function's whole matrix aggregated afterwards, on random counters with gaps, resets and
-scrape offsets, in blocks of a few series (a class's members spanning blocks)."""
+"""``sum by (...) (rate(x[w]))`` and its kin, and ``avg by (...) (x)`` over an instant
+selector, are computed a block of series at a time, each block fetched and reduced before the
+next (``query_dsl.promql.blockwise``): the same answer as the whole matrix aggregated
+afterwards, on random counters with gaps, resets and scrape offsets, and random gauges with
+gaps, NaN samples and stale markers, in blocks of a few series (a class's members spanning
+blocks)."""
 
 from __future__ import annotations
 
@@ -14,7 +16,8 @@ from hypothesis import strategies as st
 
 from query_dsl.exceptions import MatchingError
 from query_dsl.matrix import Matrix
-from query_dsl.promql import range_query
+from query_dsl.promql import blockwise, range_query
+from query_dsl.promql import engine as engine_module
 from query_dsl.promql import ranges as ranges_module
 from query_dsl.promql.selection import Samples
 from query_dsl.series_table import SeriesTable
@@ -58,18 +61,74 @@ def stores(draw: st.DrawFn) -> tuple[Store, int, int]:
     st.sampled_from(["by (c)", "without (r)", "by (r)", ""]),
     st.sampled_from(["45s", "1m", "2m30s"]),
     st.integers(1, 5),
+    st.integers(1, 200),
 )
 def test_an_aggregate_of_a_range_function_by_blocks_answers_what_the_two_steps_do(
-    data: tuple[Store, int, int], function: str, op: str, grouping: str, window: str, block: int
+    data: tuple[Store, int, int], function: str, op: str, grouping: str, window: str, block: int, cells: int
 ) -> None:
     store, start, end = data
     source = LocalClient(store)
     inner = f"{function}(req_total[{window}])"
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(ranges_module, "_BLOCK", block)
+        patch.setattr(blockwise, "_FETCH_BLOCK_CELLS", cells)
         fused = range_query(source, f"{op} {grouping} ({inner})", start / 1000, end / 1000, 15)
     # "* 1" leaves every value as it is and the aggregate then reads a whole matrix
     whole = range_query(source, f"{op} {grouping} ({inner} * 1)", start / 1000, end / 1000, 15)
+    assert isinstance(fused.value, Matrix) and isinstance(whole.value, Matrix)
+    assert fused.value.labels == whole.value.labels
+    np.testing.assert_allclose(fused.value.values, whole.value.values, rtol=1e-12, atol=1e-12, equal_nan=True)
+
+
+STALE, GO_NAN = np.array([0x7FF0_0000_0000_0002, 0x7FF8_0000_0000_0001], dtype=np.uint64).view(np.float64)
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    st.integers(1, 12),
+    st.integers(2, 40),
+    st.integers(0, 2**32 - 1),
+    st.sampled_from([0.0, 0.2]),
+    st.sampled_from([0.0, 0.05]),
+    st.sampled_from(["sum", "avg", "min", "max", "count", "group"]),
+    st.sampled_from(["by (c)", "without (r)", ""]),
+    st.sampled_from([15, 60]),
+    st.integers(1, 200),
+)
+def test_an_aggregate_of_an_instant_selector_by_blocks_answers_what_the_whole_matrix_does(
+    series: int,
+    buckets: int,
+    seed: int,
+    gap: float,
+    odd: float,
+    op: str,
+    grouping: str,
+    step: int,
+    cells: int,
+) -> None:
+    """Gauges with gaps, NaN samples and stale markers (``odd`` of the samples), at offsets
+    within their buckets; a block holding a NaN sample falls back to the whole matrix."""
+    rng = np.random.default_rng(seed)
+    base = (int(time.time() * 1000) // STEP - buckets - 4) * STEP
+    store = Store("15s:100,1m:60")
+    keys = [f"temp{{c=c{r % 3},r=r{r}}}" for r in range(series)]
+    offsets = rng.integers(0, STEP, series)
+    for bucket in range(buckets):
+        values = rng.random(series) * 50
+        values[rng.random(series) < odd] = GO_NAN  # a NaN sample (a NaN of numpy's is none)
+        values[rng.random(series) < odd] = STALE
+        present = rng.random(series) >= gap
+        kept = [key for key, keep in zip(keys, present.tolist(), strict=True) if keep]
+        store.ingest(kept, values[present], (base + bucket * STEP + offsets)[present])
+    source = LocalClient(store)
+    query = f"{op} {grouping} (temp)"
+    end = base + buckets * STEP
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(blockwise, "_FETCH_BLOCK_CELLS", cells)
+        fused = range_query(source, query, base / 1000, end / 1000, step)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(engine_module, "fused_aggregate", lambda *args: None)
+        whole = range_query(source, query, base / 1000, end / 1000, step)
     assert isinstance(fused.value, Matrix) and isinstance(whole.value, Matrix)
     assert fused.value.labels == whole.value.labels
     np.testing.assert_allclose(fused.value.values, whole.value.values, rtol=1e-12, atol=1e-12, equal_nan=True)

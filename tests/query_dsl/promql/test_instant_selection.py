@@ -1,10 +1,11 @@
 """An instant selector reads, at each evaluation time ``t``, each series' latest sample with
 its own time in ``[t - 5m, t]``, none if that sample is a stale marker: held against a plain
 reading of the samples one by one, over random series (own times anywhere in their buckets,
-gaps, stale markers, NaN samples, every bucket filled), evaluation times on and off the
-buckets' starts, ``offset``, ``@`` and ``timestamp()``; and a selector asked again (its
-series remembered by the store and its table by the query side) answers the same as a first
-time, and sees a new series; rate and its kin answer the same over untrimmed samples."""
+gaps, stale markers, NaN samples, every bucket filled; read in one block or a series at a
+time), evaluation times on and off the buckets' starts, ``offset``, ``@`` and
+``timestamp()``; and a selector asked again (its series remembered by the store and its
+table by the query side) answers the same as a first time, and sees a new series; rate and
+its kin answer the same over untrimmed samples."""
 
 from __future__ import annotations
 
@@ -14,8 +15,9 @@ import time
 import numpy as np
 import pytest
 
-from query_dsl.promql import instant_query, parse, range_query
+from query_dsl.promql import blockwise, instant_query, parse, range_query
 from query_dsl.promql.ast import VectorSelector
+from query_dsl.promql.instant import _latest_dense
 from query_dsl.promql.ranges import VECTORIZED, evaluate_range
 from query_dsl.promql.selection import fetch_samples
 from query_dsl.promql.values import stored_nan_samples
@@ -82,9 +84,11 @@ def _same(a: float, b: float) -> bool:
     ("first_s", "step_s", "offset_s"),
     [(400, 10, 0), (400.7, 10, 0), (650, 1, 0), (950, 10, 60), (905.3, 7, 300)],
 )
+@pytest.mark.parametrize("block_cells", [1 << 21, 150])  # every series in one block; a block each
 def test_an_instant_selector_reads_the_latest_sample_in_the_lookback(
-    seed: int, first_s: float, step_s: float, offset_s: int
+    seed: int, first_s: float, step_s: float, offset_s: int, block_cells: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    monkeypatch.setattr(blockwise, "_FETCH_BLOCK_CELLS", block_cells)
     base_ms = int(time.time()) // 3600 * 3_600_000 - 3_600_000
     series = _series(seed, base_ms)
     source = LocalClient(_store(series))
@@ -183,3 +187,23 @@ def test_rate_and_its_kin_answer_the_same_over_untrimmed_samples(
         values = evaluate_range(name, samples, ends, range_s * 1000, np.zeros((0, len(ends))), lambda: None)
         answers.append(values.view(np.uint64))
     assert np.array_equal(answers[0], answers[1])
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_the_dense_reading_without_times_picks_what_the_reading_with_times_picks(seed: int) -> None:
+    """Series with a sample in every bucket: the rows gathered without comparing any cell
+    (no sample times asked) hold what the cell-by-cell reading holds, whether the first
+    evaluation time lies in the first bucket, before it, or later, own times anywhere in
+    their buckets or at their starts."""
+    rng = np.random.default_rng(seed)
+    buckets, series = 40, 7
+    axis = np.arange(buckets, dtype=np.int64) * STEP_MS + 1_000_000
+    values = rng.random((buckets, series))
+    own = axis[:, None] + (rng.integers(0, STEP_MS, size=(buckets, series)) if seed % 2 else 0)
+    for first in (axis[0] - STEP_MS, axis[0], axis[0] + STEP_MS // 2, axis[3] + 1):
+        for lookback in (LOOKBACK_MS, STEP_MS, STEP_MS // 2):
+            at = np.arange(first, axis[-1] + 2 * STEP_MS, int(rng.integers(STEP_MS // 3, 2 * STEP_MS)))
+            reading = own if seed % 2 else np.broadcast_to(axis[:, None], own.shape)
+            fast, _ = _latest_dense(values, reading, axis, at, lookback, with_times=False)
+            slow, _ = _latest_dense(values, reading, axis, at, lookback, with_times=True)
+            np.testing.assert_array_equal(fast, slow)
