@@ -1,0 +1,106 @@
+"""The finest ring: its newest buckets plain (what ingest writes), its closed ones sealed a
+block at a time with their sample times (:mod:`vhms.server.sealed`).
+
+A finest bucket is **closed** once it is ``horizon`` buckets behind the head: the late-sample
+horizon, past which ingest rarely writes (a round's batch writes the head; a retried batch,
+a write-ahead log replay and a replica's catch-up may write any bucket of the retention: they
+still can, a sealed block's chunk decoded, changed and encoded again). The plain part is a
+ring of ``horizon + K + 2`` slots.
+
+Each cell keeps the later of the samples written to it (at a tie, the one written last), and
+its time as an offset from the bucket's start (:mod:`vhms.server.rings`).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from vhms.resolutions import Resolution
+from vhms.server.decoded import DecodedBlocks
+from vhms.server.rings import MASK, SHIFT, chunks_of
+from vhms.server.sealed import MAX_BLOCK, SealedRing, offsets_of, offsets_stored
+
+__all__ = ["DEFAULT_HORIZON_MS", "FinestRing"]
+
+DEFAULT_HORIZON_MS = 5 * 60_000
+
+
+class FinestRing(SealedRing):
+    """The finest resolution's buckets and sample times (see the module doc); buckets more
+    than ``horizon_ms`` behind the head are sealed (at least two buckets; a horizon of the
+    whole retention or more: none, the ring all plain)."""
+
+    def __init__(
+        self, resolution: Resolution, cache: DecodedBlocks, horizon_ms: int = DEFAULT_HORIZON_MS
+    ) -> None:
+        self.horizon = min(max(2, -(-horizon_ms // resolution.step_ms)), resolution.slots)
+        block = max(1, min(resolution.slots // 4, MAX_BLOCK))
+        super().__init__(resolution, self.horizon + block + 2, block, cache, timed=True)
+
+    def closed(self, newest: int) -> int:
+        return newest - self.horizon
+
+    def cells(self, buckets: np.ndarray, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The stored bits and sample times of ``(buckets[i], ids[i])`` (1-d, buckets held)."""
+        bits = np.zeros(len(ids), dtype=np.uint64)
+        offsets: np.ndarray = np.zeros(len(ids), dtype=self.time_dtype)
+        sealed = self._is_sealed(buckets)
+        plain = ~sealed
+        if plain.any():
+            slots, chunk_of = buckets[plain] % self.plain.slots, ids[plain] >> SHIFT
+            assert self.plain.times is not None
+            count = int(plain.sum())
+            got_bits = np.zeros(count, np.uint64)
+            got_offsets: np.ndarray = np.zeros(count, self.time_dtype)
+            for chunk in chunks_of(chunk_of):
+                where = chunk_of == chunk
+                local = ids[plain][where] & MASK
+                got_bits[where] = self.plain.values[chunk][slots[where], local]
+                got_offsets[where] = self.plain.times[chunk][slots[where], local]
+            bits[plain], offsets[plain] = got_bits, got_offsets
+        for number, chunk, where in self.groups(buckets, ids, sealed):
+            local, rows = ids[where] & MASK, buckets[where] - number * self.block
+            width = int(local.max()) + 1
+            bits[where] = self.decoded_chunk(number, chunk, width)[rows, local]
+            times = self.decoded_chunk(number, chunk, width, times=True)[rows, local]
+            offsets[where] = offsets_of(times, self.time_dtype)
+        return bits, offsets
+
+    def overwrite(
+        self, buckets: np.ndarray, ids: np.ndarray, stored: np.ndarray, offsets: np.ndarray
+    ) -> None:
+        """Write stored bits and sample times at ``(buckets[i], ids[i])`` (1-d, buckets held;
+        of cells written twice the last stays); a sealed block's chunk is decoded, changed and
+        encoded again."""
+        sealed = self._is_sealed(buckets)
+        plain = ~sealed
+        if plain.any():
+            slots, chunk_of = buckets[plain] % self.plain.slots, ids[plain] >> SHIFT
+            assert self.plain.times is not None
+            for chunk in chunks_of(chunk_of):
+                where = chunk_of == chunk
+                local, at = ids[plain][where] & MASK, slots[where]
+                self.plain.values[chunk][at, local] = stored[plain][where]
+                timed = offsets[plain][where] != 0
+                if timed.any():
+                    self.plain.times[chunk][at[timed], local[timed]] = offsets[plain][where][timed]
+                self.plain.written[chunk][at] = True
+        for number, chunk, where in self.groups(buckets, ids, sealed):
+            local, rows = ids[where] & MASK, buckets[where] - number * self.block
+            width = max(int(local.max()) + 1, self._width(number, chunk, times=True))
+            bits = self.decoded_chunk(number, chunk, width)
+            times = offsets_of(self.decoded_chunk(number, chunk, width, times=True), self.time_dtype)
+            bits[rows, local] = stored[where]
+            times[rows, local] = offsets[where]
+            self.keep_chunk(number, chunk, bits)
+            self.keep_chunk(number, chunk, offsets_stored(times), times=True)
+
+    def put_samples(
+        self, buckets: np.ndarray, ids: np.ndarray, stored: np.ndarray, offsets: np.ndarray
+    ) -> None:
+        """Write samples (in time order, buckets held) where they are not older than what the
+        cell holds: of two samples of a bucket the later stays (the one that came last, at a
+        tie). An empty cell's time is 0, the earliest a sample can have."""
+        newer = offsets >= self.cells(buckets, ids)[1]
+        if newer.any():
+            self.overwrite(buckets[newer], ids[newer], stored[newer], offsets[newer])

@@ -1,0 +1,348 @@
+"""A ring whose closed buckets are kept compressed a block at a time: the machinery the coarse
+rings (:mod:`vhms.server.coarse`) and the finest ring (:mod:`vhms.server.finest`) share.
+
+::
+
+      sealed blocks, K buckets each (vhms.server.codec)      | plain rows (vhms.server.rings)
+    ... | block B-2 | block B-1 |                            | closed ones of the block not yet
+                                                             | whole, and the open buckets
+    <---------------------- slots buckets (the retention) ---------------------------> head
+
+What is **closed** is the subclass's (:meth:`SealedRing.closed`): the newest bucket that
+ingest will rarely write again. Blocks are numbered ``b // K``; a block is sealed (encoded for
+each chunk of series, its plain rows given back to the kernel) as soon as its last bucket is
+closed, before the plain part recycles the slot of any of its buckets (the subclass sizes the
+plain part so that it holds the open buckets and a block not yet whole). A block leaves when
+its last bucket leaves the retention. A write into a sealed bucket decodes that block's
+chunk, changes it and encodes it again (and drops it from the cache). Reads take a sealed
+block of a chunk at a time through the store's cache of decoded blocks
+(:mod:`vhms.server.decoded`). A timed ring (the finest) seals its sample times too, as blocks
+of their own: an offset ``t`` (ms from the bucket's start) as the stored bits of the float
+``t``, an offset 0 as an empty bucket (so a block of samples at their buckets' starts, as the
+agents' rounds are, is no block at all).
+"""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+
+from vhms.resolutions import Resolution
+from vhms.server.codec import Block, encode_block
+from vhms.server.decoded import DecodedBlocks
+from vhms.server.rings import EMPTY_BITS, MASK, SHIFT, ChunkPart, PlainRing, decode_values, encode_values
+
+__all__ = ["SealedRing", "offsets_of", "offsets_stored"]
+
+MAX_BLOCK = 24
+Blocks = dict[int, list[Block | None]]  # block number -> per chunk (None: empty)
+
+
+def offsets_stored(offsets: np.ndarray) -> np.ndarray:
+    """Sample times (ms from the bucket's start) as the stored bits a block encodes (0: 0)."""
+    return np.where(offsets != 0, encode_values(offsets.astype(np.float64)), np.uint64(0))
+
+
+def offsets_of(stored: np.ndarray, dtype: type) -> np.ndarray:
+    """The sample times of :func:`offsets_stored`'s bits."""
+    values = decode_values(stored)
+    values[stored == 0] = 0
+    return values.astype(dtype)
+
+
+class SealedRing:
+    """``resolution``'s buckets, the last ``plain_slots`` of them plain at least and the closed
+    ones sealed in blocks of ``block`` (see the module doc); with ``timed``, sample times too."""
+
+    def __init__(
+        self, resolution: Resolution, plain_slots: int, block: int, cache: DecodedBlocks, timed: bool
+    ) -> None:
+        self.resolution = resolution
+        self.step_ms = resolution.step_ms
+        self.slots = resolution.slots
+        self.aggregate = resolution.aggregate
+        self.cache = cache
+        self.block = block
+        self.plain = PlainRing(Resolution(resolution.step_s, plain_slots, resolution.aggregate), timed=timed)
+        self.blocks: Blocks = {}
+        self.time_blocks: Blocks | None = {} if timed else None
+        self.sealed: int | None = None  # blocks below it are sealed (or gone); None: nothing yet
+
+    @property
+    def head(self) -> int:
+        return self.plain.head
+
+    @head.setter
+    def head(self, value: int) -> None:
+        self.plain.head = value
+
+    @property
+    def room(self) -> int:
+        return self.plain.room
+
+    @property
+    def time_dtype(self) -> type:
+        return self.plain.time_dtype
+
+    def grow(self, series: int) -> None:
+        self.plain.grow(series)
+
+    def covers(self, bucket: np.ndarray) -> np.ndarray:
+        return (bucket > self.head - self.slots) & (bucket <= self.head)
+
+    def closed(self, newest: int) -> int:
+        """The newest bucket that is closed once ``newest`` is the head."""
+        raise NotImplementedError
+
+    def advance(self, newest: int) -> None:
+        """Make ``newest`` the head: seal the blocks closed by then, then recycle plain slots
+        and forget blocks past the retention."""
+        if newest <= self.head:
+            return
+        oldest = newest - self.slots + 1
+        done = (self.closed(newest) + 1) // self.block
+        first = oldest // self.block if self.sealed is None else max(self.sealed, oldest // self.block)
+        for number in range(first, done):
+            self._seal(number)
+        self.sealed = max(done, first)
+        self.plain.advance(newest)
+        for number in [n for n in self.blocks if (n + 1) * self.block <= oldest]:
+            del self.blocks[number]
+            self.cache.forget(self.step_ms, number)
+        if self.time_blocks is not None:
+            for number in [n for n in self.time_blocks if (n + 1) * self.block <= oldest]:
+                del self.time_blocks[number]
+                self.cache.forget(-self.step_ms, number)
+
+    def _seal(self, number: int) -> None:
+        """Encode block ``number`` from the plain rows, chunk by chunk, and give the rows back."""
+        buckets = np.arange(number * self.block, (number + 1) * self.block, dtype=np.int64)
+        held = buckets[self.plain.covers(buckets)]
+        slots = held % self.plain.slots
+        encoded: list[Block | None] = []
+        timed: list[Block | None] = []
+        for index, chunk in enumerate(self.plain.values):
+            if not self.plain.written[index][slots].any():
+                encoded.append(None)
+                timed.append(None)
+                continue
+            stored = np.zeros((self.block, chunk.shape[1]), dtype=np.uint64)
+            stored[held - buckets[0]] = chunk[slots]
+            encoded.append(encode_block(stored))
+            if self.plain.times is not None:
+                offsets: np.ndarray = np.zeros((self.block, chunk.shape[1]), dtype=self.time_dtype)
+                offsets[held - buckets[0]] = self.plain.times[index][slots]
+                timed.append(encode_block(offsets_stored(offsets)) if offsets.any() else None)
+        if any(each is not None for each in encoded):
+            self.blocks[number] = encoded
+        if self.time_blocks is not None and any(each is not None for each in timed):
+            self.time_blocks[number] = timed
+        self.plain.release(slots)
+
+    def _is_sealed(self, buckets: np.ndarray) -> np.ndarray:
+        if self.sealed is None:
+            return np.zeros(buckets.shape, dtype=bool)
+        return buckets < self.sealed * self.block
+
+    def _source(self, times: bool) -> tuple[Blocks, int]:
+        """The blocks of values (or sample times) and their key in the cache."""
+        if times:
+            assert self.time_blocks is not None  # times are asked of a timed ring only
+            return self.time_blocks, -self.step_ms
+        return self.blocks, self.step_ms
+
+    def decoded_chunk(self, number: int, chunk: int, width: int, times: bool = False) -> np.ndarray:
+        """Block ``number``'s ``[K, width]`` stored bits (or offsets' bits) of ``chunk`` (wider
+        when the block has more columns)."""
+        blocks, _ = self._source(times)
+        chunks = blocks.get(number)
+        encoded = chunks[chunk] if chunks is not None and chunk < len(chunks) else None
+        out = np.zeros((self.block, max(width, encoded.series if encoded else 0)), dtype=np.uint64)
+        if encoded is not None:
+            out[:, : encoded.series] = encoded.decode(np.arange(encoded.series))
+        return out
+
+    def keep_chunk(self, number: int, chunk: int, stored: np.ndarray, times: bool = False) -> None:
+        """Seal ``stored`` ``[K, width]`` as block ``number`` of ``chunk`` (a rewrite)."""
+        blocks, key = self._source(times)
+        chunks = blocks.setdefault(number, [])
+        chunks.extend([None] * (chunk + 1 - len(chunks)))
+        chunks[chunk] = encode_block(stored) if stored.any() else None
+        self.cache.forget(key, number, chunk)
+
+    def gather(self, buckets: np.ndarray, ids: np.ndarray) -> np.ndarray:
+        """The values of ``(buckets[i], ids[i])`` (any shapes that broadcast; buckets held)."""
+        shape = np.broadcast(buckets, ids).shape
+        buckets, ids = (np.ascontiguousarray(a).reshape(-1) for a in np.broadcast_arrays(buckets, ids))
+        sealed = self._is_sealed(buckets)
+        out = np.zeros(len(ids), dtype=np.uint64)
+        if (~sealed).any():
+            out[~sealed] = encode_values(self.plain.gather(buckets[~sealed], ids[~sealed]))
+        for number, chunk, where in self.groups(buckets, ids, sealed):
+            chunks = self.blocks.get(number)
+            encoded = chunks[chunk] if chunks is not None and chunk < len(chunks) else None
+            if encoded is None:
+                continue
+            local, inverse = np.unique(ids[where] & MASK, return_inverse=True)
+            out[where] = encoded.decode(local)[buckets[where] - number * self.block, inverse]
+        return decode_values(out).reshape(shape)
+
+    def put_row(self, bucket: int, parts: list[ChunkPart], values: np.ndarray) -> None:
+        """Write ``values`` in an open ``bucket`` (never sealed: its rows are plain) for the
+        ids split by ``rings.by_chunk``."""
+        self.plain.put_row(bucket, parts, values)
+
+    def scatter(self, buckets: np.ndarray, ids: np.ndarray, values: np.ndarray) -> None:
+        """Write ``values`` at ``(buckets[i], ids[i])`` (1-d, buckets the ring covers); a sealed
+        block's chunk is decoded, changed and encoded again."""
+        stored = encode_values(values)
+        sealed = self._is_sealed(buckets)
+        if (~sealed).any():
+            self.plain.put(buckets[~sealed] % self.plain.slots, ids[~sealed], stored[~sealed])
+        for number, chunk, where in self.groups(buckets, ids, sealed):
+            local = ids[where] & MASK
+            block = self.decoded_chunk(number, chunk, max(int(local.max()) + 1, self._width(number, chunk)))
+            block[buckets[where] - number * self.block, local] = stored[where]
+            self.keep_chunk(number, chunk, block)
+
+    def _width(self, number: int, chunk: int, times: bool = False) -> int:
+        chunks = self._source(times)[0].get(number)
+        encoded = chunks[chunk] if chunks is not None and chunk < len(chunks) else None
+        return encoded.series if encoded is not None else 0
+
+    def groups(
+        self, buckets: np.ndarray, ids: np.ndarray, sealed: np.ndarray
+    ) -> list[tuple[int, int, np.ndarray]]:
+        """Per (block, chunk) of the sealed cells: the block's number, the chunk and where."""
+        if not sealed.any():
+            return []
+        numbers = np.where(sealed, buckets // self.block, 0)
+        chunk_of = ids >> SHIFT
+        pairs = np.unique(np.stack([numbers[sealed], chunk_of[sealed]]), axis=1).T.tolist()
+        return [(n, c, sealed & (numbers == n) & (chunk_of == c)) for n, c in pairs]
+
+    def fill(
+        self,
+        ids: np.ndarray,
+        buckets: np.ndarray,
+        out: np.ndarray,
+        times: bool = False,
+        decoded: bool = False,
+        cached: bool = True,
+    ) -> None:
+        """Copy into time-major ``out`` ``[buckets, ids]`` (zeros) the stored bits (or with
+        ``times`` the sample times) of sorted ``ids`` where the ring holds the bucket: the plain
+        rows as they are, the sealed blocks' a block of each chunk at a time, through the cache
+        of decoded blocks unless ``cached`` is false (a snapshot reads every block once: it
+        would only evict the blocks that fetches ask again). With ``decoded`` as
+        :meth:`PlainRing.fill`'s: every cell written, with its value's float64 bits."""
+        covered = self.covers(buckets)
+        sealed = covered & self._is_sealed(buckets)
+        plain = np.flatnonzero(covered & ~sealed)
+        rest = np.ones(len(buckets), dtype=bool)  # the rows not plain: sealed, or not held
+        if len(plain):
+            low, high = int(plain[0]), int(plain[-1]) + 1
+            rest[low:high] = False
+            self.plain.fill(ids, buckets[low:high], out[low:high], times=times, decoded=decoded)
+        if decoded and rest.any():
+            out[rest] = 0
+            self._fill_sealed(ids, buckets, out, sealed, cached, times)
+            out[rest] ^= EMPTY_BITS
+        else:
+            self._fill_sealed(ids, buckets, out, sealed, cached, times)
+
+    def _fill_sealed(
+        self,
+        ids: np.ndarray,
+        buckets: np.ndarray,
+        out: np.ndarray,
+        sealed: np.ndarray,
+        cached: bool,
+        times: bool,
+    ) -> None:
+        """:meth:`fill`'s rows of the ``sealed`` buckets, as the blocks hold them."""
+        if not len(ids) or not sealed.any():
+            return
+        blocks, key = self._source(times)
+        chunk_of = ids >> SHIFT
+        edges = [0, *(np.flatnonzero(np.diff(chunk_of)) + 1).tolist(), len(ids)]  # ids are sorted
+        runs = [
+            (start, stop, int(chunk_of[start]), ids[start:stop] & MASK)
+            for start, stop in itertools.pairwise(edges)
+        ]
+        held = np.flatnonzero(sealed)  # a run of rows: the sealed buckets are the oldest covered
+        first, last = int(buckets[held[0]]), int(buckets[held[-1]])
+        for number in range(first // self.block, last // self.block + 1):
+            chunks = blocks.get(number)
+            if chunks is None:
+                continue
+            low, high = max(first, number * self.block), min(last, (number + 1) * self.block - 1)
+            rows = slice(int(held[0]) + low - first, int(held[0]) + high - first + 1)
+            within = slice(low - number * self.block, high - number * self.block + 1)
+            for start, stop, chunk, local in runs:
+                encoded = chunks[chunk] if chunk < len(chunks) else None
+                if encoded is None:
+                    continue
+                if cached:
+                    bits = self.cache.read((key, number, chunk), encoded, local)[within]
+                else:
+                    bits = encoded.decode(local)[within]
+                out[rows, start:stop] = offsets_of(bits, self.time_dtype) if times else bits
+
+    def export(self, first: int, stop: int, times: bool = False) -> np.ndarray:
+        """The ``[slots, stop - first]`` stored bits (or sample times) of the series ``[first,
+        stop)``, bucket ``b`` at ``b % slots`` (a snapshot's layout)."""
+        dtype = self.time_dtype if times else np.uint64
+        out: np.ndarray = np.zeros((self.slots, stop - first), dtype=dtype)
+        if self.head < 0 or stop <= first:
+            return out
+        buckets = np.arange(self.head - self.slots + 1, self.head + 1, dtype=np.int64)
+        rows: np.ndarray = np.zeros((len(buckets), stop - first), dtype=dtype)
+        for low in range(first, stop, 1 << SHIFT):  # bounded temporaries
+            high = min(low + (1 << SHIFT), stop)
+            ids = np.arange(low, high, dtype=np.int64)
+            self.fill(ids, buckets, rows[:, low - first : high - first], times=times, cached=False)
+        out[buckets % self.slots] = rows
+        return out
+
+    def load(self, columns: np.ndarray, times: bool = False) -> None:
+        """Fill the first ``columns.shape[1]`` series from ``[slots, count]`` in a snapshot's
+        layout (the head set and the ring grown; a coarse ring after the finest)."""
+        blocks, key = self._source(times)
+        blocks.clear()
+        self.cache.forget(key)
+        if self.head < 0:
+            return
+        buckets = np.arange(self.head - self.slots + 1, self.head + 1, dtype=np.int64)
+        self.sealed = (self.closed(self.head) + 1) // self.block
+        sealed = self._is_sealed(buckets)
+        for number in np.unique(buckets[sealed] // self.block).tolist():
+            held = buckets[sealed & (buckets // self.block == number)]
+            block = np.zeros((self.block, columns.shape[1]), dtype=np.uint64)
+            rows = columns[held % self.slots]
+            block[held - number * self.block] = offsets_stored(rows) if times else rows
+            parts = [
+                block[:, first : first + (1 << SHIFT)] for first in range(0, columns.shape[1], 1 << SHIFT)
+            ]
+            blocks[number] = [encode_block(part) if part.any() else None for part in parts]
+        source = self.plain.times if times else self.plain.values
+        assert source is not None
+        for bucket in buckets[~sealed].tolist():
+            row = columns[bucket % self.slots]
+            slot = bucket % self.plain.slots
+            for index, chunk in enumerate(source):
+                part = row[index << SHIFT : (index + 1) << SHIFT]
+                if part.any() or not times:
+                    chunk[slot, : len(part)] = part
+                self.plain.written[index][slot] = True
+
+    def nbytes(self) -> tuple[int, int]:
+        """Bytes of the plain rows written (all series' room) and of the sealed blocks."""
+        plain = sum(
+            int(w.sum()) * chunk.shape[1] * 8
+            for w, chunk in zip(self.plain.written, self.plain.values, strict=True)
+        )
+        every = [*self.blocks.values(), *(self.time_blocks or {}).values()]
+        sealed = sum(b.nbytes for chunks in every for b in chunks if b is not None)
+        return plain, sealed
