@@ -21,8 +21,6 @@ __all__ = ["CoarseRing"]
 class CoarseRing(SealedRing):
     """A coarse resolution's buckets (see the module doc), rolled up from ``finest``."""
 
-    times = None  # only the finest ring keeps sample times
-
     def __init__(self, resolution: Resolution, finest: FinestRing, cache: DecodedBlocks) -> None:
         self.finest = finest
         self.ratio = resolution.step_ms // finest.step_ms
