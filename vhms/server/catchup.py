@@ -226,6 +226,9 @@ def pull(
                     store.stats["catchup_bytes"] += len(data)
                     store.stats["catchup_chunks"] += 1
                     if following >= total:
+                        with store._lock:  # the sealed blocks decoded to take the peer's cells
+                            for ring in store.rings:
+                                ring.seal_open()
                         return address
                     first = following
             return None

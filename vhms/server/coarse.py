@@ -26,7 +26,7 @@ class CoarseRing(SealedRing):
         self.ratio = resolution.step_ms // finest.step_ms
         block = max(1, min(resolution.slots // 4, MAX_BLOCK))
         plain_slots = -(-finest.slots // self.ratio) + block + 2
-        super().__init__(resolution, plain_slots, block, cache, timed=False)
+        super().__init__(resolution, plain_slots, block, cache, timed=False, name="coarse")
 
     def closed(self, newest: int) -> int:
         """The newest bucket none of whose finest buckets the finest ring still holds (the

@@ -4,7 +4,7 @@ block at a time with their sample times (:mod:`vhms.server.sealed`).
 A finest bucket is **closed** once it is ``horizon`` buckets behind the head: the late-sample
 horizon, past which ingest rarely writes (a round's batch writes the head; a retried batch,
 a write-ahead log replay and a replica's catch-up may write any bucket of the retention: they
-still can, a sealed block's chunk decoded, changed and encoded again). The plain part is a
+still can, into a sealed block of a chunk decoded to take writes and encoded again later). The plain part is a
 ring of ``horizon + K + 2`` slots.
 
 Each cell keeps the later of the samples written to it (at a tie, the one written last), and
@@ -18,7 +18,7 @@ import numpy as np
 from vhms.resolutions import Resolution
 from vhms.server.decoded import DecodedBlocks
 from vhms.server.rings import MASK, SHIFT, chunks_of
-from vhms.server.sealed import MAX_BLOCK, SealedRing, offsets_of, offsets_stored
+from vhms.server.sealed import MAX_BLOCK, SealedRing, offsets_of
 
 __all__ = ["DEFAULT_HORIZON_MS", "FinestRing"]
 
@@ -35,7 +35,7 @@ class FinestRing(SealedRing):
     ) -> None:
         self.horizon = min(max(2, -(-horizon_ms // resolution.step_ms)), resolution.slots)
         block = max(1, min(resolution.slots // 4, MAX_BLOCK))
-        super().__init__(resolution, self.horizon + block + 2, block, cache, timed=True)
+        super().__init__(resolution, self.horizon + block + 2, block, cache, timed=True, name="finest")
 
     def closed(self, newest: int) -> int:
         return newest - self.horizon
@@ -44,7 +44,7 @@ class FinestRing(SealedRing):
         """The stored bits and sample times of ``(buckets[i], ids[i])`` (1-d, buckets held)."""
         bits = np.zeros(len(ids), dtype=np.uint64)
         offsets: np.ndarray = np.zeros(len(ids), dtype=self.time_dtype)
-        sealed = self._is_sealed(buckets)
+        sealed = self.is_sealed(buckets)
         plain = ~sealed
         if plain.any():
             slots, chunk_of = buckets[plain] % self.plain.slots, ids[plain] >> SHIFT
@@ -60,19 +60,23 @@ class FinestRing(SealedRing):
             bits[plain], offsets[plain] = got_bits, got_offsets
         for number, chunk, where in self.groups(buckets, ids, sealed):
             local, rows = ids[where] & MASK, buckets[where] - number * self.block
-            width = int(local.max()) + 1
-            bits[where] = self.decoded_chunk(number, chunk, width)[rows, local]
-            times = self.decoded_chunk(number, chunk, width, times=True)[rows, local]
-            offsets[where] = offsets_of(times, self.time_dtype)
+            sources = [(self.stored(number, chunk), bits), (self.stored(number, chunk, True), offsets)]
+            for source, out in sources:
+                if isinstance(source, np.ndarray):
+                    out[where] = source[rows, local]
+                elif source is not None:
+                    unique, inverse = np.unique(local, return_inverse=True)
+                    got = source.decode(unique)[rows, inverse]
+                    out[where] = got if out is bits else offsets_of(got, self.time_dtype)
         return bits, offsets
 
     def overwrite(
         self, buckets: np.ndarray, ids: np.ndarray, stored: np.ndarray, offsets: np.ndarray
     ) -> None:
         """Write stored bits and sample times at ``(buckets[i], ids[i])`` (1-d, buckets held;
-        of cells written twice the last stays); a sealed block's chunk is decoded, changed and
-        encoded again."""
-        sealed = self._is_sealed(buckets)
+        of cells written twice the last stays); a sealed block of a chunk is decoded to take
+        them (:meth:`SealedRing.opened`)."""
+        sealed = self.is_sealed(buckets)
         plain = ~sealed
         if plain.any():
             slots, chunk_of = buckets[plain] % self.plain.slots, ids[plain] >> SHIFT
@@ -86,14 +90,11 @@ class FinestRing(SealedRing):
                     self.plain.times[chunk][at[timed], local[timed]] = offsets[plain][where][timed]
                 self.plain.written[chunk][at] = True
         for number, chunk, where in self.groups(buckets, ids, sealed):
-            local, rows = ids[where] & MASK, buckets[where] - number * self.block
-            width = max(int(local.max()) + 1, self._width(number, chunk, times=True))
-            bits = self.decoded_chunk(number, chunk, width)
-            times = offsets_of(self.decoded_chunk(number, chunk, width, times=True), self.time_dtype)
-            bits[rows, local] = stored[where]
-            times[rows, local] = offsets[where]
-            self.keep_chunk(number, chunk, bits)
-            self.keep_chunk(number, chunk, offsets_stored(times), times=True)
+            rows = buckets[where] - number * self.block
+            values, times = self.opened(number, chunk, rows)
+            assert times is not None  # the finest ring's blocks have times
+            values[rows, ids[where] & MASK] = stored[where]
+            times[rows, ids[where] & MASK] = offsets[where]
 
     def put_samples(
         self, buckets: np.ndarray, ids: np.ndarray, stored: np.ndarray, offsets: np.ndarray

@@ -191,10 +191,13 @@ class PlainRing:
         self.release(np.arange(first, newest + 1, dtype=np.int64) % self.slots, give_back=False)
         self.head = newest
 
-    def release(self, slots: np.ndarray, give_back: bool = True) -> None:
-        """Empty ``slots`` of every chunk (those written since their last clear); with
-        ``give_back`` their memory returns to the kernel (rows kept elsewhere, compressed)."""
+    def release(self, slots: np.ndarray, give_back: bool = True, chunk: int | None = None) -> None:
+        """Empty ``slots`` of every chunk (or of ``chunk``; those written since their last
+        clear); with ``give_back`` their memory returns to the kernel (rows kept elsewhere,
+        compressed)."""
         for index, written in enumerate(self.written):
+            if chunk is not None and index != chunk:
+                continue
             rows = slots[written[slots]]
             if not len(rows):
                 continue

@@ -25,18 +25,30 @@ agents' rounds are, is no block at all).
 from __future__ import annotations
 
 import itertools
+from collections import OrderedDict
+from typing import NamedTuple
 
 import numpy as np
 
 from vhms.resolutions import Resolution
 from vhms.server.codec import Block, encode_block
-from vhms.server.decoded import DecodedBlocks
-from vhms.server.rings import EMPTY_BITS, MASK, SHIFT, ChunkPart, PlainRing, decode_values, encode_values
+from vhms.server.decoded import WHOLE_FRACTION, DecodedBlocks
+from vhms.server.rings import (
+    CHUNK,
+    EMPTY_BITS,
+    MASK,
+    SHIFT,
+    ChunkPart,
+    PlainRing,
+    decode_values,
+    encode_values,
+)
 
 __all__ = ["SealedRing", "offsets_of", "offsets_stored"]
 
 MAX_BLOCK = 24
 Blocks = dict[int, list[Block | None]]  # block number -> per chunk (None: empty)
+Key = tuple[int, int]  # (block number, chunk)
 
 
 def offsets_stored(offsets: np.ndarray) -> np.ndarray:
@@ -51,23 +63,44 @@ def offsets_of(stored: np.ndarray, dtype: type) -> np.ndarray:
     return values.astype(dtype)
 
 
+class _Open(NamedTuple):
+    """A sealed block of a chunk decoded to take writes: ``[K, CHUNK]`` stored bits and (a
+    timed ring) sample times."""
+
+    bits: np.ndarray
+    times: np.ndarray | None
+
+
 class SealedRing:
     """``resolution``'s buckets, the last ``plain_slots`` of them plain at least and the closed
-    ones sealed in blocks of ``block`` (see the module doc); with ``timed``, sample times too."""
+    ones sealed in blocks of ``block`` (see the module doc); with ``timed``, sample times too.
+    ``name`` prefixes its counters in the cache's ``stats`` (the store's)."""
 
     def __init__(
-        self, resolution: Resolution, plain_slots: int, block: int, cache: DecodedBlocks, timed: bool
+        self,
+        resolution: Resolution,
+        plain_slots: int,
+        block: int,
+        cache: DecodedBlocks,
+        timed: bool,
+        name: str,
     ) -> None:
         self.resolution = resolution
         self.step_ms = resolution.step_ms
         self.slots = resolution.slots
         self.aggregate = resolution.aggregate
         self.cache = cache
+        self.stats = cache.stats
+        self.name = name
         self.block = block
+        plain_slots = -(-plain_slots // block) * block  # a block's rows are a run of slots
         self.plain = PlainRing(Resolution(resolution.step_s, plain_slots, resolution.aggregate), timed=timed)
         self.blocks: Blocks = {}
         self.time_blocks: Blocks | None = {} if timed else None
-        self.sealed: int | None = None  # blocks below it are sealed (or gone); None: nothing yet
+        self.sealed: int | None = None  # blocks below it are closed (or gone); None: nothing yet
+        # closed blocks of a chunk not encoded (yet, or again): None, its rows still in the
+        # plain part; else decoded, to take writes. Oldest first (the decoded ones by use).
+        self.open: OrderedDict[Key, _Open | None] = OrderedDict()
 
     @property
     def head(self) -> int:
@@ -96,51 +129,127 @@ class SealedRing:
         raise NotImplementedError
 
     def advance(self, newest: int) -> None:
-        """Make ``newest`` the head: seal the blocks closed by then, then recycle plain slots
-        and forget blocks past the retention."""
+        """Make ``newest`` the head: close the blocks closed by then (encoding those whose plain
+        rows it recycles), recycle plain slots, forget blocks past the retention, and encode
+        a share of the open blocks (see the module doc)."""
         if newest <= self.head:
             return
         oldest = newest - self.slots + 1
         done = (self.closed(newest) + 1) // self.block
         first = oldest // self.block if self.sealed is None else max(self.sealed, oldest // self.block)
         for number in range(first, done):
-            self._seal(number)
+            # its buckets past the head were never written: their slots hold older buckets,
+            # those still wanted encoded first (by block), the others (past the retention) cleared
+            self._seal_due(min(newest, (number + 1) * self.block - 1))
+            fresh = np.arange(max(number * self.block, self.head + 1), (number + 1) * self.block)
+            self.plain.release(fresh % self.plain.slots, give_back=False)
+            start = number * self.block % self.plain.slots
+            for chunk, written in enumerate(self.plain.written):
+                if written[start : start + self.block].any():
+                    self.open[(number, chunk)] = None
         self.sealed = max(done, first)
+        self._seal_due(newest)
         self.plain.advance(newest)
-        for number in [n for n in self.blocks if (n + 1) * self.block <= oldest]:
-            del self.blocks[number]
-            self.cache.forget(self.step_ms, number)
+        gone = oldest // self.block  # blocks below it have left the retention
+        for key in [key for key in self.open if key[0] < gone]:
+            del self.open[key]  # rows in the plain part: recycled with their slots
+        for blocks, key in [(self.blocks, self.step_ms), (self.time_blocks, -self.step_ms)]:
+            for number in [n for n in blocks or {} if n < gone]:
+                del blocks[number]
+                self.cache.forget(key, number)
+        if self.open:
+            spare = min(self._due(key) - newest for key in self.open)
+            for key in self._order()[: -(-len(self.open) // max(spare, 1))]:
+                self._seal(key)
+
+    def _due(self, key: Key) -> int:
+        """The head by which an open block of a chunk is encoded: one in the plain part before
+        its slots are recycled; a decoded one within ``K`` buckets."""
+        if self.open[key] is None:
+            return key[0] * self.block + self.plain.slots
+        return self.head + self.block
+
+    def _order(self) -> list[Key]:
+        """The open blocks of chunks in the order they are encoded: those in the plain part by
+        block, then the decoded ones least recently written first."""
+        plain = sorted(key for key, entry in self.open.items() if entry is None)
+        return [*plain, *(key for key, entry in self.open.items() if entry is not None)]
+
+    def _seal_due(self, newest: int) -> None:
+        """Encode the open blocks of chunks whose plain rows an advance to ``newest`` recycles
+        (by block: a block's slots may hold an older block's rows)."""
+        for key in sorted(key for key, entry in self.open.items() if entry is None):
+            if key[0] * self.block + self.plain.slots <= newest:
+                self._seal(key)
+
+    def seal_open(self) -> None:
+        """Encode every open block of a chunk (a bulk writer done: a catch-up)."""
+        for key in self._order():
+            self._seal(key)
+
+    def _seal(self, key: Key) -> None:
+        """Encode an open block of a chunk and give its plain rows back (if it had any)."""
+        number, chunk = key
+        bits, times = self._arrays(key)
+        width = self.plain.values[chunk].shape[1]
+        _keep(self.blocks, key, bits[:, :width])
         if self.time_blocks is not None:
-            for number in [n for n in self.time_blocks if (n + 1) * self.block <= oldest]:
-                del self.time_blocks[number]
-                self.cache.forget(-self.step_ms, number)
+            assert times is not None  # a timed ring's open blocks have times
+            _keep(self.time_blocks, key, offsets_stored(times[:, :width]))
+        if self.open.pop(key) is None:
+            start = number * self.block % self.plain.slots
+            self.plain.release(np.arange(start, start + self.block), chunk=chunk)
+        self.stats[f"{self.name}_blocks_encoded"] += 1
 
-    def _seal(self, number: int) -> None:
-        """Encode block ``number`` from the plain rows, chunk by chunk, and give the rows back."""
-        buckets = np.arange(number * self.block, (number + 1) * self.block, dtype=np.int64)
-        held = buckets[self.plain.covers(buckets)]
-        slots = held % self.plain.slots
-        encoded: list[Block | None] = []
-        timed: list[Block | None] = []
-        for index, chunk in enumerate(self.plain.values):
-            if not self.plain.written[index][slots].any():
-                encoded.append(None)
-                timed.append(None)
-                continue
-            stored = np.zeros((self.block, chunk.shape[1]), dtype=np.uint64)
-            stored[held - buckets[0]] = chunk[slots]
-            encoded.append(encode_block(stored))
-            if self.plain.times is not None:
-                offsets: np.ndarray = np.zeros((self.block, chunk.shape[1]), dtype=self.time_dtype)
-                offsets[held - buckets[0]] = self.plain.times[index][slots]
-                timed.append(encode_block(offsets_stored(offsets)) if offsets.any() else None)
-        if any(each is not None for each in encoded):
-            self.blocks[number] = encoded
-        if self.time_blocks is not None and any(each is not None for each in timed):
-            self.time_blocks[number] = timed
-        self.plain.release(slots)
+    def _arrays(self, key: Key) -> tuple[np.ndarray, np.ndarray | None]:
+        """An open block of a chunk's ``[K, m]`` stored bits and sample times (a timed ring)."""
+        entry = self.open[key]
+        if entry is not None:
+            return entry.bits, entry.times
+        number, chunk = key
+        start = number * self.block % self.plain.slots
+        rows = slice(start, start + self.block)
+        times = self.plain.times[chunk][rows] if self.plain.times is not None else None
+        return self.plain.values[chunk][rows], times
 
-    def _is_sealed(self, buckets: np.ndarray) -> np.ndarray:
+    def opened(self, number: int, chunk: int, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
+        """:meth:`_arrays` of block ``number`` of ``chunk``, to write ``rows`` of it (a sealed
+        one decoded first; the least recently written decoded ones encoded past a bound)."""
+        key = (number, chunk)
+        if key not in self.open:
+            bits = np.zeros((self.block, CHUNK), dtype=np.uint64)
+            _decode_into(self.blocks, key, bits)
+            times = None
+            if self.time_blocks is not None:
+                stored = np.zeros((self.block, CHUNK), dtype=np.uint64)
+                _decode_into(self.time_blocks, key, stored)
+                times = offsets_of(stored, self.time_dtype)
+                self.cache.forget(-self.step_ms, number, chunk)
+            self.cache.forget(self.step_ms, number, chunk)
+            self.open[key] = _Open(bits, times)
+            self.stats[f"{self.name}_blocks_reopened"] += 1
+            bound = len(self.plain.values) + 2 * (self.slots // self.block + 1)
+            for other in [other for other in self._order() if other != key][: len(self.open) - bound]:
+                self._seal(other)
+        elif self.open[key] is not None:
+            self.open.move_to_end(key)
+        else:
+            self.plain.written[chunk][number * self.block % self.plain.slots + rows] = True
+        self.stats[f"{self.name}_sealed_cells_written"] += len(rows)
+        return self._arrays(key)
+
+    def stored(self, number: int, chunk: int, times: bool = False) -> np.ndarray | Block | None:
+        """What holds block ``number`` of ``chunk``'s stored bits (or sample times): its open
+        ``[K, m]`` array, its sealed block, or None (empty)."""
+        key = (number, chunk)
+        if key in self.open:
+            bits, offsets = self._arrays(key)
+            return offsets if times else bits
+        blocks = self._source(times)[0]
+        chunks = blocks.get(number)
+        return chunks[chunk] if chunks is not None and chunk < len(chunks) else None
+
+    def is_sealed(self, buckets: np.ndarray) -> np.ndarray:
         if self.sealed is None:
             return np.zeros(buckets.shape, dtype=bool)
         return buckets < self.sealed * self.block
@@ -152,40 +261,22 @@ class SealedRing:
             return self.time_blocks, -self.step_ms
         return self.blocks, self.step_ms
 
-    def decoded_chunk(self, number: int, chunk: int, width: int, times: bool = False) -> np.ndarray:
-        """Block ``number``'s ``[K, width]`` stored bits (or offsets' bits) of ``chunk`` (wider
-        when the block has more columns)."""
-        blocks, _ = self._source(times)
-        chunks = blocks.get(number)
-        encoded = chunks[chunk] if chunks is not None and chunk < len(chunks) else None
-        out = np.zeros((self.block, max(width, encoded.series if encoded else 0)), dtype=np.uint64)
-        if encoded is not None:
-            out[:, : encoded.series] = encoded.decode(np.arange(encoded.series))
-        return out
-
-    def keep_chunk(self, number: int, chunk: int, stored: np.ndarray, times: bool = False) -> None:
-        """Seal ``stored`` ``[K, width]`` as block ``number`` of ``chunk`` (a rewrite)."""
-        blocks, key = self._source(times)
-        chunks = blocks.setdefault(number, [])
-        chunks.extend([None] * (chunk + 1 - len(chunks)))
-        chunks[chunk] = encode_block(stored) if stored.any() else None
-        self.cache.forget(key, number, chunk)
-
     def gather(self, buckets: np.ndarray, ids: np.ndarray) -> np.ndarray:
         """The values of ``(buckets[i], ids[i])`` (any shapes that broadcast; buckets held)."""
         shape = np.broadcast(buckets, ids).shape
         buckets, ids = (np.ascontiguousarray(a).reshape(-1) for a in np.broadcast_arrays(buckets, ids))
-        sealed = self._is_sealed(buckets)
+        sealed = self.is_sealed(buckets)
         out = np.zeros(len(ids), dtype=np.uint64)
         if (~sealed).any():
             out[~sealed] = encode_values(self.plain.gather(buckets[~sealed], ids[~sealed]))
         for number, chunk, where in self.groups(buckets, ids, sealed):
-            chunks = self.blocks.get(number)
-            encoded = chunks[chunk] if chunks is not None and chunk < len(chunks) else None
-            if encoded is None:
-                continue
-            local, inverse = np.unique(ids[where] & MASK, return_inverse=True)
-            out[where] = encoded.decode(local)[buckets[where] - number * self.block, inverse]
+            source = self.stored(number, chunk)
+            rows = buckets[where] - number * self.block
+            if isinstance(source, np.ndarray):
+                out[where] = source[rows, ids[where] & MASK]
+            elif source is not None:
+                local, inverse = np.unique(ids[where] & MASK, return_inverse=True)
+                out[where] = source.decode(local)[rows, inverse]
         return decode_values(out).reshape(shape)
 
     def put_row(self, bucket: int, parts: list[ChunkPart], values: np.ndarray) -> None:
@@ -197,19 +288,13 @@ class SealedRing:
         """Write ``values`` at ``(buckets[i], ids[i])`` (1-d, buckets the ring covers); a sealed
         block's chunk is decoded, changed and encoded again."""
         stored = encode_values(values)
-        sealed = self._is_sealed(buckets)
+        sealed = self.is_sealed(buckets)
         if (~sealed).any():
             self.plain.put(buckets[~sealed] % self.plain.slots, ids[~sealed], stored[~sealed])
         for number, chunk, where in self.groups(buckets, ids, sealed):
-            local = ids[where] & MASK
-            block = self.decoded_chunk(number, chunk, max(int(local.max()) + 1, self._width(number, chunk)))
-            block[buckets[where] - number * self.block, local] = stored[where]
-            self.keep_chunk(number, chunk, block)
-
-    def _width(self, number: int, chunk: int, times: bool = False) -> int:
-        chunks = self._source(times)[0].get(number)
-        encoded = chunks[chunk] if chunks is not None and chunk < len(chunks) else None
-        return encoded.series if encoded is not None else 0
+            rows = buckets[where] - number * self.block
+            bits, _ = self.opened(number, chunk, rows)
+            bits[rows, ids[where] & MASK] = stored[where]
 
     def groups(
         self, buckets: np.ndarray, ids: np.ndarray, sealed: np.ndarray
@@ -238,7 +323,7 @@ class SealedRing:
         would only evict the blocks that fetches ask again). With ``decoded`` as
         :meth:`PlainRing.fill`'s: every cell written, with its value's float64 bits."""
         covered = self.covers(buckets)
-        sealed = covered & self._is_sealed(buckets)
+        sealed = covered & self.is_sealed(buckets)
         plain = np.flatnonzero(covered & ~sealed)
         rest = np.ones(len(buckets), dtype=bool)  # the rows not plain: sealed, or not held
         if len(plain):
@@ -264,7 +349,7 @@ class SealedRing:
         """:meth:`fill`'s rows of the ``sealed`` buckets, as the blocks hold them."""
         if not len(ids) or not sealed.any():
             return
-        blocks, key = self._source(times)
+        key = self._source(times)[1]
         chunk_of = ids >> SHIFT
         edges = [0, *(np.flatnonzero(np.diff(chunk_of)) + 1).tolist(), len(ids)]  # ids are sorted
         runs = [
@@ -273,21 +358,25 @@ class SealedRing:
         ]
         held = np.flatnonzero(sealed)  # a run of rows: the sealed buckets are the oldest covered
         first, last = int(buckets[held[0]]), int(buckets[held[-1]])
-        for number in range(first // self.block, last // self.block + 1):
-            chunks = blocks.get(number)
-            if chunks is None:
-                continue
+        numbers = range(first // self.block, last // self.block + 1)
+        if cached:  # a read that would evict more than the cache holds reads around it
+            columns = sum(CHUNK if WHOLE_FRACTION * len(local) >= CHUNK else len(local) for *_, local in runs)
+            cached = len(numbers) * columns * self.block * 8 <= self.cache.budget
+        for number in numbers:
             low, high = max(first, number * self.block), min(last, (number + 1) * self.block - 1)
             rows = slice(int(held[0]) + low - first, int(held[0]) + high - first + 1)
             within = slice(low - number * self.block, high - number * self.block + 1)
             for start, stop, chunk, local in runs:
-                encoded = chunks[chunk] if chunk < len(chunks) else None
-                if encoded is None:
+                source = self.stored(number, chunk, times)
+                if isinstance(source, np.ndarray):  # open: bits, or sample times as they are
+                    out[rows, start:stop] = source[within][:, local]
+                    continue
+                if source is None:
                     continue
                 if cached:
-                    bits = self.cache.read((key, number, chunk), encoded, local)[within]
+                    bits = self.cache.read((key, number, chunk), source, local)[within]
                 else:
-                    bits = encoded.decode(local)[within]
+                    bits = source.decode(local)[within]
                 out[rows, start:stop] = offsets_of(bits, self.time_dtype) if times else bits
 
     def export(self, first: int, stop: int, times: bool = False) -> np.ndarray:
@@ -311,21 +400,20 @@ class SealedRing:
         layout (the head set and the ring grown; a coarse ring after the finest)."""
         blocks, key = self._source(times)
         blocks.clear()
+        self.open.clear()
         self.cache.forget(key)
         if self.head < 0:
             return
         buckets = np.arange(self.head - self.slots + 1, self.head + 1, dtype=np.int64)
         self.sealed = (self.closed(self.head) + 1) // self.block
-        sealed = self._is_sealed(buckets)
+        sealed = self.is_sealed(buckets)
         for number in np.unique(buckets[sealed] // self.block).tolist():
             held = buckets[sealed & (buckets // self.block == number)]
             block = np.zeros((self.block, columns.shape[1]), dtype=np.uint64)
             rows = columns[held % self.slots]
             block[held - number * self.block] = offsets_stored(rows) if times else rows
-            parts = [
-                block[:, first : first + (1 << SHIFT)] for first in range(0, columns.shape[1], 1 << SHIFT)
-            ]
-            blocks[number] = [encode_block(part) if part.any() else None for part in parts]
+            for chunk, start in enumerate(range(0, columns.shape[1], CHUNK)):
+                _keep(blocks, (number, chunk), block[:, start : start + CHUNK])
         source = self.plain.times if times else self.plain.values
         assert source is not None
         for bucket in buckets[~sealed].tolist():
@@ -338,11 +426,33 @@ class SealedRing:
                 self.plain.written[index][slot] = True
 
     def nbytes(self) -> tuple[int, int]:
-        """Bytes of the plain rows written (all series' room) and of the sealed blocks."""
+        """Bytes of the plain rows written (all series' room; blocks decoded to take writes
+        counted as plain) and of the sealed blocks."""
         plain = sum(
             int(w.sum()) * chunk.shape[1] * 8
             for w, chunk in zip(self.plain.written, self.plain.values, strict=True)
         )
+        plain += sum(
+            self.block * self.plain.values[chunk].shape[1] * 8
+            for (_, chunk), entry in self.open.items()
+            if entry is not None
+        )
         every = [*self.blocks.values(), *(self.time_blocks or {}).values()]
         sealed = sum(b.nbytes for chunks in every for b in chunks if b is not None)
         return plain, sealed
+
+
+def _keep(blocks: Blocks, key: Key, stored: np.ndarray) -> None:
+    """Seal ``stored`` ``[K, width]`` as block ``key[0]`` of chunk ``key[1]`` (None if empty)."""
+    number, chunk = key
+    chunks = blocks.setdefault(number, [])
+    chunks.extend([None] * (chunk + 1 - len(chunks)))
+    chunks[chunk] = encode_block(stored) if stored.any() else None
+
+
+def _decode_into(blocks: Blocks, key: Key, out: np.ndarray) -> None:
+    """Block ``key[0]`` of chunk ``key[1]``'s stored bits into ``out`` ``[K, CHUNK]`` (zeros)."""
+    chunks = blocks.get(key[0])
+    encoded = chunks[key[1]] if chunks is not None and key[1] < len(chunks) else None
+    if encoded is not None:
+        out[:, : encoded.series] = encoded.decode(np.arange(encoded.series))

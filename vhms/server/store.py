@@ -233,7 +233,7 @@ class Store:
         assert isinstance(ring, FinestRing)
         step = ring.step_ms
         newest = int(timestamps[-1]) // step  # apply() puts the samples in time order
-        if int(timestamps[0]) // step == newest and not ring._is_sealed(np.array([newest])).all():
+        if int(timestamps[0]) // step == newest and not ring.is_sealed(np.array([newest])).all():
             return self._ingest_finest_bucket(newest, parts, values, timestamps)
         bucket = timestamps // step
         ring.advance(int(bucket.max()))
