@@ -31,7 +31,7 @@ from typing import NamedTuple
 import numpy as np
 
 from vhms.resolutions import Resolution
-from vhms.server.codec import Block, encode_block
+from vhms.server.codec import Block, encode_block, join_blocks
 from vhms.server.decoded import WHOLE_FRACTION, DecodedBlocks
 from vhms.server.rings import (
     CHUNK,
@@ -47,6 +47,7 @@ from vhms.server.rings import (
 __all__ = ["SealedRing", "offsets_of", "offsets_stored"]
 
 MAX_BLOCK = 24
+SLICE = 2048  # columns of an open block encoded at a time (a round's share of the work)
 Blocks = dict[int, list[Block | None]]  # block number -> per chunk (None: empty)
 Key = tuple[int, int]  # (block number, chunk)
 
@@ -101,6 +102,7 @@ class SealedRing:
         # closed blocks of a chunk not encoded (yet, or again): None, its rows still in the
         # plain part; else decoded, to take writes. Oldest first (the decoded ones by use).
         self.open: OrderedDict[Key, _Open | None] = OrderedDict()
+        self.partial: dict[Key, list[tuple[Block | None, Block | None]]] = {}  # slices encoded
 
     @property
     def head(self) -> int:
@@ -153,13 +155,21 @@ class SealedRing:
         gone = oldest // self.block  # blocks below it have left the retention
         for key in [key for key in self.open if key[0] < gone]:
             del self.open[key]  # rows in the plain part: recycled with their slots
+            self.partial.pop(key, None)
         for blocks, key in [(self.blocks, self.step_ms), (self.time_blocks, -self.step_ms)]:
             for number in [n for n in blocks or {} if n < gone]:
                 del blocks[number]
                 self.cache.forget(key, number)
-        if self.open:
-            spare = min(self._due(key) - newest for key in self.open)
-            for key in self._order()[: -(-len(self.open) // max(spare, 1))]:
+        if self.open:  # a share of the slices left, so that each is encoded by its deadline
+            spare = max(min(self._due(key) - newest for key in self.open), 1)
+            work = -(-sum(self._slices(key) - len(self.partial.get(key, [])) for key in self.open) // spare)
+            for key in self._order():
+                done = self.partial.setdefault(key, [])
+                for _ in range(min(work, self._slices(key) - len(done))):
+                    self._encode_slice(key)
+                    work -= 1
+                if len(done) < self._slices(key):
+                    break
                 self._seal(key)
 
     def _due(self, key: Key) -> int:
@@ -187,15 +197,32 @@ class SealedRing:
         for key in self._order():
             self._seal(key)
 
-    def _seal(self, key: Key) -> None:
-        """Encode an open block of a chunk and give its plain rows back (if it had any)."""
-        number, chunk = key
+    def _slices(self, key: Key) -> int:
+        """The slices of ``SLICE`` columns an open block of a chunk is encoded in."""
+        return -(-self.plain.values[key[1]].shape[1] // SLICE)
+
+    def _encode_slice(self, key: Key) -> None:
+        """Encode the next slice of columns of an open block of a chunk (values, times)."""
         bits, times = self._arrays(key)
+        done = self.partial.setdefault(key, [])
+        columns = slice(len(done) * SLICE, min((len(done) + 1) * SLICE, self.plain.values[key[1]].shape[1]))
+        encoded = [bits[:, columns], None if times is None else offsets_stored(times[:, columns])]
+        done.append(
+            tuple(encode_block(part) if part is not None and part.any() else None for part in encoded)
+        )
+
+    def _seal(self, key: Key) -> None:
+        """Encode an open block of a chunk (the slices not encoded yet) and give its plain
+        rows back (if it had any)."""
+        number, chunk = key
+        while len(self.partial.get(key, [])) < self._slices(key):
+            self._encode_slice(key)
+        done = self.partial.pop(key)
         width = self.plain.values[chunk].shape[1]
-        _keep(self.blocks, key, bits[:, :width])
-        if self.time_blocks is not None:
-            assert times is not None  # a timed ring's open blocks have times
-            _keep(self.time_blocks, key, offsets_stored(times[:, :width]))
+        for index, blocks in enumerate([self.blocks, self.time_blocks]):
+            if blocks is not None:
+                parts = [(i * SLICE, part[index]) for i, part in enumerate(done) if part[index] is not None]
+                _put(blocks, key, join_blocks(parts, width) if parts else None)
         if self.open.pop(key) is None:
             start = number * self.block % self.plain.slots
             self.plain.release(np.arange(start, start + self.block), chunk=chunk)
@@ -233,7 +260,9 @@ class SealedRing:
                 self._seal(other)
         elif self.open[key] is not None:
             self.open.move_to_end(key)
+            self.partial.pop(key, None)
         else:
+            self.partial.pop(key, None)
             self.plain.written[chunk][number * self.block % self.plain.slots + rows] = True
         self.stats[f"{self.name}_sealed_cells_written"] += len(rows)
         return self._arrays(key)
@@ -401,6 +430,7 @@ class SealedRing:
         blocks, key = self._source(times)
         blocks.clear()
         self.open.clear()
+        self.partial.clear()
         self.cache.forget(key)
         if self.head < 0:
             return
@@ -442,12 +472,20 @@ class SealedRing:
         return plain, sealed
 
 
+def _encoded(stored: np.ndarray) -> Block | None:
+    return encode_block(stored) if stored.any() else None
+
+
 def _keep(blocks: Blocks, key: Key, stored: np.ndarray) -> None:
     """Seal ``stored`` ``[K, width]`` as block ``key[0]`` of chunk ``key[1]`` (None if empty)."""
+    _put(blocks, key, _encoded(stored))
+
+
+def _put(blocks: Blocks, key: Key, block: Block | None) -> None:
     number, chunk = key
     chunks = blocks.setdefault(number, [])
     chunks.extend([None] * (chunk + 1 - len(chunks)))
-    chunks[chunk] = encode_block(stored) if stored.any() else None
+    chunks[chunk] = block
 
 
 def _decode_into(blocks: Blocks, key: Key, out: np.ndarray) -> None:
