@@ -328,13 +328,16 @@ class SealedRing:
     def groups(
         self, buckets: np.ndarray, ids: np.ndarray, sealed: np.ndarray
     ) -> list[tuple[int, int, np.ndarray]]:
-        """Per (block, chunk) of the sealed cells: the block's number, the chunk and where."""
-        if not sealed.any():
+        """Per (block, chunk) of the sealed cells (1-d): the block's number, the chunk and the
+        cells' indices."""
+        cells = np.flatnonzero(sealed)
+        if not len(cells):
             return []
-        numbers = np.where(sealed, buckets // self.block, 0)
-        chunk_of = ids >> SHIFT
-        pairs = np.unique(np.stack([numbers[sealed], chunk_of[sealed]]), axis=1).T.tolist()
-        return [(n, c, sealed & (numbers == n) & (chunk_of == c)) for n, c in pairs]
+        numbers, chunk_of = buckets[cells] // self.block, ids[cells] >> SHIFT
+        key = (numbers - numbers.min()) * (int(chunk_of.max()) + 1) + chunk_of
+        order = np.argsort(key, kind="stable")
+        parts = np.split(cells[order], np.flatnonzero(np.diff(key[order])) + 1)
+        return [(int(buckets[part[0]]) // self.block, int(ids[part[0]]) >> SHIFT, part) for part in parts]
 
     def fill(
         self,
