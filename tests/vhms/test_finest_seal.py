@@ -10,8 +10,8 @@ import numpy as np
 from vhms.server import Store
 from vhms.server.codec import encode_block, join_blocks
 from vhms.server.finest import FinestRing
+from vhms.server.open_blocks import SLICE
 from vhms.server.rings import CHUNK, encode_values
-from vhms.server.sealed import SLICE
 
 MINUTE = 60_000
 
@@ -44,15 +44,15 @@ def test_a_closed_block_is_encoded_a_share_per_round_by_its_deadline() -> None:
     start = (int(time.time() * 1000) // MINUTE - 120) * MINUTE
     seen_open = False
     for number in range(100):
-        before = {key: len(finest.partial.get(key, [])) for key in finest.open}
+        before = {key: len(finest.open.partial.get(key, [])) for key in finest.open.open}
         _round(store, ids, start + number * MINUTE)
         slices = {key: -(-finest.plain.values[key[1]].shape[1] // SLICE) for key in before}
         encoded = sum(  # slices encoded in this round: those of the blocks left open, the rest of the others
-            len(finest.partial.get(key, [])) - done if key in finest.open else slices[key] - done
+            len(finest.open.partial.get(key, [])) - done if key in finest.open else slices[key] - done
             for key, done in before.items()
-        ) + sum(len(finest.partial.get(key, [])) for key in finest.open if key not in before)
+        ) + sum(len(finest.open.partial.get(key, [])) for key in finest.open.open if key not in before)
         assert encoded <= 1  # 9 slices over the 11 rounds before the deadline: one a round
-        for number_, _ in finest.open:  # an open block is encoded before its plain rows are recycled
+        for number_, _ in finest.open.open:  # an open block is encoded before its plain rows are recycled
             assert number_ * finest.block + finest.plain.slots > finest.head
         seen_open |= bool(finest.open)
     assert seen_open and store.stats["finest_blocks_encoded"] > 0

@@ -17,8 +17,9 @@ import numpy as np
 
 from vhms.resolutions import Resolution
 from vhms.server.decoded import DecodedBlocks
+from vhms.server.open_blocks import offsets_of
 from vhms.server.rings import MASK, SHIFT, chunks_of
-from vhms.server.sealed import MAX_BLOCK, SealedRing, offsets_of
+from vhms.server.sealed import MAX_BLOCK, SealedRing
 
 __all__ = ["DEFAULT_HORIZON_MS", "FinestRing"]
 
@@ -91,7 +92,7 @@ class FinestRing(SealedRing):
                 self.plain.written[chunk][at] = True
         for number, chunk, where in self.groups(buckets, ids, sealed):
             rows = buckets[where] - number * self.block
-            values, times = self.opened(number, chunk, rows)
+            values, times = self.open.opened((number, chunk), rows)
             assert times is not None  # the finest ring's blocks have times
             values[rows, ids[where] & MASK] = stored[where]
             times[rows, ids[where] & MASK] = offsets[where]

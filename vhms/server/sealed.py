@@ -25,14 +25,13 @@ agents' rounds are, is no block at all).
 from __future__ import annotations
 
 import itertools
-from collections import OrderedDict
-from typing import NamedTuple
 
 import numpy as np
 
 from vhms.resolutions import Resolution
-from vhms.server.codec import Block, encode_block, join_blocks
+from vhms.server.codec import Block
 from vhms.server.decoded import WHOLE_FRACTION, DecodedBlocks
+from vhms.server.open_blocks import Blocks, OpenBlocks, encoded, offsets_of, offsets_stored, put
 from vhms.server.rings import (
     CHUNK,
     EMPTY_BITS,
@@ -44,32 +43,9 @@ from vhms.server.rings import (
     encode_values,
 )
 
-__all__ = ["SealedRing", "offsets_of", "offsets_stored"]
+__all__ = ["MAX_BLOCK", "SealedRing"]
 
 MAX_BLOCK = 24
-SLICE = 2048  # columns of an open block encoded at a time (a round's share of the work)
-Blocks = dict[int, list[Block | None]]  # block number -> per chunk (None: empty)
-Key = tuple[int, int]  # (block number, chunk)
-
-
-def offsets_stored(offsets: np.ndarray) -> np.ndarray:
-    """Sample times (ms from the bucket's start) as the stored bits a block encodes (0: 0)."""
-    return np.where(offsets != 0, encode_values(offsets.astype(np.float64)), np.uint64(0))
-
-
-def offsets_of(stored: np.ndarray, dtype: type) -> np.ndarray:
-    """The sample times of :func:`offsets_stored`'s bits."""
-    values = decode_values(stored)
-    values[stored == 0] = 0
-    return values.astype(dtype)
-
-
-class _Open(NamedTuple):
-    """A sealed block of a chunk decoded to take writes: ``[K, CHUNK]`` stored bits and (a
-    timed ring) sample times."""
-
-    bits: np.ndarray
-    times: np.ndarray | None
 
 
 class SealedRing:
@@ -99,10 +75,14 @@ class SealedRing:
         self.blocks: Blocks = {}
         self.time_blocks: Blocks | None = {} if timed else None
         self.sealed: int | None = None  # blocks below it are closed (or gone); None: nothing yet
-        # closed blocks of a chunk not encoded (yet, or again): None, its rows still in the
-        # plain part; else decoded, to take writes. Oldest first (the decoded ones by use).
-        self.open: OrderedDict[Key, _Open | None] = OrderedDict()
-        self.partial: dict[Key, list[tuple[Block | None, Block | None]]] = {}  # slices encoded
+        self.open = OpenBlocks(
+            self.plain,
+            block,
+            (self.blocks, self.time_blocks),
+            (cache, self.step_ms),
+            (cache.stats, name),
+            bound=2 * (self.slots // block + 1),  # decoded: the retention of two chunks of series
+        )
 
     @property
     def head(self) -> int:
@@ -140,139 +120,28 @@ class SealedRing:
         done = (self.closed(newest) + 1) // self.block
         first = oldest // self.block if self.sealed is None else max(self.sealed, oldest // self.block)
         for number in range(first, done):
-            # its buckets past the head were never written: their slots hold older buckets,
-            # those still wanted encoded first (by block), the others (past the retention) cleared
-            self._seal_due(min(newest, (number + 1) * self.block - 1))
-            fresh = np.arange(max(number * self.block, self.head + 1), (number + 1) * self.block)
-            self.plain.release(fresh % self.plain.slots, give_back=False)
-            start = number * self.block % self.plain.slots
-            for chunk, written in enumerate(self.plain.written):
-                if written[start : start + self.block].any():
-                    self.open[(number, chunk)] = None
+            self.open.close(number)
         self.sealed = max(done, first)
-        self._seal_due(newest)
+        self.open.seal_due(newest)
         self.plain.advance(newest)
         gone = oldest // self.block  # blocks below it have left the retention
-        for key in [key for key in self.open if key[0] < gone]:
-            del self.open[key]  # rows in the plain part: recycled with their slots
-            self.partial.pop(key, None)
+        self.open.forget_before(gone)
         for blocks, key in [(self.blocks, self.step_ms), (self.time_blocks, -self.step_ms)]:
             for number in [n for n in blocks or {} if n < gone]:
                 del blocks[number]
                 self.cache.forget(key, number)
-        if self.open:  # a share of the slices left, so that each is encoded by its deadline
-            spare = max(min(self._due(key) - newest for key in self.open), 1)
-            work = -(-sum(self._slices(key) - len(self.partial.get(key, [])) for key in self.open) // spare)
-            for key in self._order():
-                done = self.partial.setdefault(key, [])
-                for _ in range(min(work, self._slices(key) - len(done))):
-                    self._encode_slice(key)
-                    work -= 1
-                if len(done) < self._slices(key):
-                    break
-                self._seal(key)
-
-    def _due(self, key: Key) -> int:
-        """The head by which an open block of a chunk is encoded: one in the plain part before
-        its slots are recycled; a decoded one within ``K`` buckets."""
-        if self.open[key] is None:
-            return key[0] * self.block + self.plain.slots
-        return self.head + self.block
-
-    def _order(self) -> list[Key]:
-        """The open blocks of chunks in the order they are encoded: those in the plain part by
-        block, then the decoded ones least recently written first."""
-        plain = sorted(key for key, entry in self.open.items() if entry is None)
-        return [*plain, *(key for key, entry in self.open.items() if entry is not None)]
-
-    def _seal_due(self, newest: int) -> None:
-        """Encode the open blocks of chunks whose plain rows an advance to ``newest`` recycles
-        (by block: a block's slots may hold an older block's rows)."""
-        for key in sorted(key for key, entry in self.open.items() if entry is None):
-            if key[0] * self.block + self.plain.slots <= newest:
-                self._seal(key)
+        self.open.share(newest)
 
     def seal_open(self) -> None:
-        """Encode every open block of a chunk (a bulk writer done: a catch-up)."""
-        for key in self._order():
-            self._seal(key)
-
-    def _slices(self, key: Key) -> int:
-        """The slices of ``SLICE`` columns an open block of a chunk is encoded in."""
-        return -(-self.plain.values[key[1]].shape[1] // SLICE)
-
-    def _encode_slice(self, key: Key) -> None:
-        """Encode the next slice of columns of an open block of a chunk (values, times)."""
-        bits, times = self._arrays(key)
-        done = self.partial.setdefault(key, [])
-        columns = slice(len(done) * SLICE, min((len(done) + 1) * SLICE, self.plain.values[key[1]].shape[1]))
-        encoded = [bits[:, columns], None if times is None else offsets_stored(times[:, columns])]
-        done.append(
-            tuple(encode_block(part) if part is not None and part.any() else None for part in encoded)
-        )
-
-    def _seal(self, key: Key) -> None:
-        """Encode an open block of a chunk (the slices not encoded yet) and give its plain
-        rows back (if it had any)."""
-        number, chunk = key
-        while len(self.partial.get(key, [])) < self._slices(key):
-            self._encode_slice(key)
-        done = self.partial.pop(key)
-        width = self.plain.values[chunk].shape[1]
-        for index, blocks in enumerate([self.blocks, self.time_blocks]):
-            if blocks is not None:
-                parts = [(i * SLICE, part[index]) for i, part in enumerate(done) if part[index] is not None]
-                _put(blocks, key, join_blocks(parts, width) if parts else None)
-        if self.open.pop(key) is None:
-            start = number * self.block % self.plain.slots
-            self.plain.release(np.arange(start, start + self.block), chunk=chunk)
-        self.stats[f"{self.name}_blocks_encoded"] += 1
-
-    def _arrays(self, key: Key) -> tuple[np.ndarray, np.ndarray | None]:
-        """An open block of a chunk's ``[K, m]`` stored bits and sample times (a timed ring)."""
-        entry = self.open[key]
-        if entry is not None:
-            return entry.bits, entry.times
-        number, chunk = key
-        start = number * self.block % self.plain.slots
-        rows = slice(start, start + self.block)
-        times = self.plain.times[chunk][rows] if self.plain.times is not None else None
-        return self.plain.values[chunk][rows], times
-
-    def opened(self, number: int, chunk: int, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
-        """:meth:`_arrays` of block ``number`` of ``chunk``, to write ``rows`` of it (a sealed
-        one decoded first; the least recently written decoded ones encoded past a bound)."""
-        key = (number, chunk)
-        if key not in self.open:
-            bits = np.zeros((self.block, CHUNK), dtype=np.uint64)
-            _decode_into(self.blocks, key, bits)
-            times = None
-            if self.time_blocks is not None:
-                stored = np.zeros((self.block, CHUNK), dtype=np.uint64)
-                _decode_into(self.time_blocks, key, stored)
-                times = offsets_of(stored, self.time_dtype)
-                self.cache.forget(-self.step_ms, number, chunk)
-            self.cache.forget(self.step_ms, number, chunk)
-            self.open[key] = _Open(bits, times)
-            self.stats[f"{self.name}_blocks_reopened"] += 1
-            bound = len(self.plain.values) + 2 * (self.slots // self.block + 1)
-            for other in [other for other in self._order() if other != key][: len(self.open) - bound]:
-                self._seal(other)
-        elif self.open[key] is not None:
-            self.open.move_to_end(key)
-            self.partial.pop(key, None)
-        else:
-            self.partial.pop(key, None)
-            self.plain.written[chunk][number * self.block % self.plain.slots + rows] = True
-        self.stats[f"{self.name}_sealed_cells_written"] += len(rows)
-        return self._arrays(key)
+        """Encode every open block (a bulk writer done: a catch-up)."""
+        self.open.seal_all()
 
     def stored(self, number: int, chunk: int, times: bool = False) -> np.ndarray | Block | None:
         """What holds block ``number`` of ``chunk``'s stored bits (or sample times): its open
         ``[K, m]`` array, its sealed block, or None (empty)."""
         key = (number, chunk)
         if key in self.open:
-            bits, offsets = self._arrays(key)
+            bits, offsets = self.open.arrays(key)
             return offsets if times else bits
         blocks = self._source(times)[0]
         chunks = blocks.get(number)
@@ -322,7 +191,7 @@ class SealedRing:
             self.plain.put(buckets[~sealed] % self.plain.slots, ids[~sealed], stored[~sealed])
         for number, chunk, where in self.groups(buckets, ids, sealed):
             rows = buckets[where] - number * self.block
-            bits, _ = self.opened(number, chunk, rows)
+            bits, _ = self.open.opened((number, chunk), rows)
             bits[rows, ids[where] & MASK] = stored[where]
 
     def groups(
@@ -433,7 +302,6 @@ class SealedRing:
         blocks, key = self._source(times)
         blocks.clear()
         self.open.clear()
-        self.partial.clear()
         self.cache.forget(key)
         if self.head < 0:
             return
@@ -446,7 +314,7 @@ class SealedRing:
             rows = columns[held % self.slots]
             block[held - number * self.block] = offsets_stored(rows) if times else rows
             for chunk, start in enumerate(range(0, columns.shape[1], CHUNK)):
-                _keep(blocks, (number, chunk), block[:, start : start + CHUNK])
+                put(blocks, (number, chunk), encoded(block[:, start : start + CHUNK]))
         source = self.plain.times if times else self.plain.values
         assert source is not None
         for bucket in buckets[~sealed].tolist():
@@ -465,35 +333,7 @@ class SealedRing:
             int(w.sum()) * chunk.shape[1] * 8
             for w, chunk in zip(self.plain.written, self.plain.values, strict=True)
         )
-        plain += sum(
-            self.block * self.plain.values[chunk].shape[1] * 8
-            for (_, chunk), entry in self.open.items()
-            if entry is not None
-        )
+        plain += self.open.decoded_bytes()
         every = [*self.blocks.values(), *(self.time_blocks or {}).values()]
         sealed = sum(b.nbytes for chunks in every for b in chunks if b is not None)
         return plain, sealed
-
-
-def _encoded(stored: np.ndarray) -> Block | None:
-    return encode_block(stored) if stored.any() else None
-
-
-def _keep(blocks: Blocks, key: Key, stored: np.ndarray) -> None:
-    """Seal ``stored`` ``[K, width]`` as block ``key[0]`` of chunk ``key[1]`` (None if empty)."""
-    _put(blocks, key, _encoded(stored))
-
-
-def _put(blocks: Blocks, key: Key, block: Block | None) -> None:
-    number, chunk = key
-    chunks = blocks.setdefault(number, [])
-    chunks.extend([None] * (chunk + 1 - len(chunks)))
-    chunks[chunk] = block
-
-
-def _decode_into(blocks: Blocks, key: Key, out: np.ndarray) -> None:
-    """Block ``key[0]`` of chunk ``key[1]``'s stored bits into ``out`` ``[K, CHUNK]`` (zeros)."""
-    chunks = blocks.get(key[0])
-    encoded = chunks[key[1]] if chunks is not None and key[1] < len(chunks) else None
-    if encoded is not None:
-        out[:, : encoded.series] = encoded.decode(np.arange(encoded.series))

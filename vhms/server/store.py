@@ -80,7 +80,7 @@ class Store:
         max_points_per_query: int = 50_000_000,
         max_select_s: float = 5.0,
         max_future_s: float = 600.0,
-        decoded_cache_bytes: int = 64 << 20,
+        decoded_cache_bytes: int = 32 << 20,
         finest_horizon_ms: int = DEFAULT_HORIZON_MS,
     ) -> None:
         if resolutions is None:
