@@ -4,8 +4,12 @@ block at a time with their sample times (:mod:`vhms.server.sealed`).
 A finest bucket is **closed** once it is ``horizon`` buckets behind the head: the late-sample
 horizon, past which ingest rarely writes (a round's batch writes the head; a retried batch,
 a write-ahead log replay and a replica's catch-up may write any bucket of the retention: they
-still can, into a sealed block of a chunk decoded to take writes and encoded again later). The plain part is a
-ring of ``horizon + K + 2`` slots.
+still can, into a closed block of a chunk, decoded to take writes and encoded again later).
+The default horizon, 5 minutes, is past what ordinary writers lag by: the agents' sinks
+retry a failed batch within seconds (the runner's backoff, ``maxBackoffSleep`` 5 s),
+recording rules write at their evaluation's time; a shard down for longer, or a Kafka
+consumer behind, writes into closed blocks, counted (``finest_sealed_cells_written``). The
+plain part is a ring of ``horizon + K + 2`` slots and more (a whole number of blocks).
 
 Each cell keeps the later of the samples written to it (at a tie, the one written last), and
 its time as an offset from the bucket's start (:mod:`vhms.server.rings`).
@@ -76,7 +80,7 @@ class FinestRing(SealedRing):
     ) -> None:
         """Write stored bits and sample times at ``(buckets[i], ids[i])`` (1-d, buckets held;
         of cells written twice the last stays); a sealed block of a chunk is decoded to take
-        them (:meth:`SealedRing.opened`)."""
+        them (:meth:`vhms.server.open_blocks.OpenBlocks.opened`)."""
         sealed = self.is_sealed(buckets)
         plain = ~sealed
         if plain.any():

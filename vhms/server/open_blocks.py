@@ -146,7 +146,7 @@ class OpenBlocks:
         self.partial.clear()
 
     def _slices(self, key: Key) -> int:
-        return -(-self.plain.values[key[1]].shape[1] // SLICE)
+        return -(-int(self.plain.values[key[1]].shape[1]) // SLICE)
 
     def _encode_slice(self, key: Key) -> None:
         """Encode the next slice of columns of an open block (values, times)."""
@@ -165,7 +165,9 @@ class OpenBlocks:
         width = self.plain.values[chunk].shape[1]
         for index, blocks in enumerate([self.blocks, self.time_blocks]):
             if blocks is not None:
-                parts = [(i * SLICE, part[index]) for i, part in enumerate(done) if part[index] is not None]
+                parts = [
+                    (i * SLICE, block) for i, part in enumerate(done) if (block := part[index]) is not None
+                ]
                 put(blocks, key, join_blocks(parts, width) if parts else None)
         if self.open.pop(key) is None:
             start = number * self.block % self.plain.slots

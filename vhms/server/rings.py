@@ -1,4 +1,5 @@
-"""A ring of buckets in plain numpy: the finest ring, and the open part of a coarse one.
+"""A ring of buckets in plain numpy: the plain part of every ring (the finest ring's newest
+buckets and a coarse ring's open ones, :mod:`vhms.server.sealed`).
 
 Per ring, chunks of 16,384 series, each a ``[slots, 16384]`` array, time-major: the buckets
 of one instant for every series are contiguous, so a time window is a contiguous block of

@@ -3,23 +3,26 @@ rings (:mod:`vhms.server.coarse`) and the finest ring (:mod:`vhms.server.finest`
 
 ::
 
-      sealed blocks, K buckets each (vhms.server.codec)      | plain rows (vhms.server.rings)
-    ... | block B-2 | block B-1 |                            | closed ones of the block not yet
-                                                             | whole, and the open buckets
+      sealed blocks, K buckets each (vhms.server.codec)  | plain rows (vhms.server.rings): a block
+    ... | block B-2 | block B-1 |                        | being encoded, the closed ones of the
+                                                         | block not yet whole, the open buckets
     <---------------------- slots buckets (the retention) ---------------------------> head
 
 What is **closed** is the subclass's (:meth:`SealedRing.closed`): the newest bucket that
-ingest will rarely write again. Blocks are numbered ``b // K``; a block is sealed (encoded for
-each chunk of series, its plain rows given back to the kernel) as soon as its last bucket is
-closed, before the plain part recycles the slot of any of its buckets (the subclass sizes the
-plain part so that it holds the open buckets and a block not yet whole). A block leaves when
-its last bucket leaves the retention. A write into a sealed bucket decodes that block's
-chunk, changes it and encodes it again (and drops it from the cache). Reads take a sealed
-block of a chunk at a time through the store's cache of decoded blocks
-(:mod:`vhms.server.decoded`). A timed ring (the finest) seals its sample times too, as blocks
-of their own: an offset ``t`` (ms from the bucket's start) as the stored bits of the float
-``t``, an offset 0 as an empty bucket (so a block of samples at their buckets' starts, as the
-agents' rounds are, is no block at all).
+ingest will rarely write again. Blocks are numbered ``b // K``; a block closes as soon as its
+last bucket is closed, and is then encoded for each chunk of series (its plain rows given
+back to the kernel) a slice of columns per advance, by the time the plain part recycles its
+slots (:mod:`vhms.server.open_blocks`: the plain part is a whole number of blocks, sized by
+the subclass to hold the open buckets, a block not yet whole and one being encoded). A
+block leaves when its last bucket leaves the retention. A write into a closed bucket goes to
+its block of the chunk, decoded once to take writes and encoded again later. Reads take an
+open block's rows as they are, and a sealed block of a chunk at a time through the store's
+cache of decoded blocks (:mod:`vhms.server.decoded`), or around it when the read would
+decode more than the cache holds (a whole store's hours would only evict what dashboards
+ask again). A timed ring (the finest) seals its sample times too, as blocks of their own: an
+offset ``t`` (ms from the bucket's start) as the stored bits of the float ``t``, an offset 0
+as an empty bucket (so a block of samples at their buckets' starts, as the agents' rounds
+are, is no block at all).
 """
 
 from __future__ import annotations
@@ -126,8 +129,8 @@ class SealedRing:
         self.plain.advance(newest)
         gone = oldest // self.block  # blocks below it have left the retention
         self.open.forget_before(gone)
-        for blocks, key in [(self.blocks, self.step_ms), (self.time_blocks, -self.step_ms)]:
-            for number in [n for n in blocks or {} if n < gone]:
+        for blocks, key in [(self.blocks, self.step_ms), (self.time_blocks or {}, -self.step_ms)]:
+            for number in [n for n in blocks if n < gone]:
                 del blocks[number]
                 self.cache.forget(key, number)
         self.open.share(newest)
@@ -313,8 +316,8 @@ class SealedRing:
             block = np.zeros((self.block, columns.shape[1]), dtype=np.uint64)
             rows = columns[held % self.slots]
             block[held - number * self.block] = offsets_stored(rows) if times else rows
-            for chunk, start in enumerate(range(0, columns.shape[1], CHUNK)):
-                put(blocks, (number, chunk), encoded(block[:, start : start + CHUNK]))
+            for index, first in enumerate(range(0, columns.shape[1], CHUNK)):
+                put(blocks, (number, index), encoded(block[:, first : first + CHUNK]))
         source = self.plain.times if times else self.plain.values
         assert source is not None
         for bucket in buckets[~sealed].tolist():

@@ -1,13 +1,15 @@
 """The bucket store: rings of buckets per resolution, for every series, in numpy.
 
-The finest ring is plain (:mod:`vhms.server.rings`: time-major chunks of 16,384 series, an
-empty bucket zero bits in memory the kernel hands out on first write, each cell's sample
-time to the millisecond): what leaves the newest sample in place when a replay or an
-out-of-order sample comes, and what PromQL's lookback, ``rate`` extrapolation and
-``timestamp()`` read. Coarser rings aggregate the finest ring's buckets
-(:mod:`vhms.resolutions`); their buckets that ingest can no longer recompute are kept
-compressed a block at a time (:mod:`vhms.server.coarse`, :mod:`vhms.server.codec`). See
-docs/vhms.md for the arithmetic.
+The finest ring (:mod:`vhms.server.finest`) keeps its newest buckets plain
+(:mod:`vhms.server.rings`: time-major chunks of 16,384 series, an empty bucket zero bits in
+memory the kernel hands out on first write, each cell's sample time to the millisecond):
+what a round's batch writes along a row, what leaves the newest sample in place when a
+replay or an out-of-order sample comes, and what PromQL's lookback, ``rate`` extrapolation
+and ``timestamp()`` read. Its buckets past the late-sample horizon (5 minutes) are sealed a
+block at a time, values and sample times, with the codec of the coarse rings
+(:mod:`vhms.server.sealed`, :mod:`vhms.server.codec`). Coarser rings aggregate the finest
+ring's buckets (:mod:`vhms.resolutions`); their buckets that ingest can no longer recompute
+are sealed the same way (:mod:`vhms.server.coarse`). See docs/vhms.md for the arithmetic.
 
 Thread safety: one lock (``_lock``, reentrant) around ingest and the reading of buckets;
 the service holds it from admission to application, so that its write-ahead log records
