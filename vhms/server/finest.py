@@ -40,7 +40,9 @@ class FinestRing(SealedRing):
     ) -> None:
         self.horizon = min(max(2, -(-horizon_ms // resolution.step_ms)), resolution.slots)
         block = max(1, min(resolution.slots // 4, MAX_BLOCK))
-        super().__init__(resolution, self.horizon + block + 2, block, cache, timed=True, name="finest")
+        super().__init__(
+            resolution, self.horizon + block + 2, block, cache, timed=True, name="finest", spread=True
+        )
 
     def closed(self, newest: int) -> int:
         return newest - self.horizon

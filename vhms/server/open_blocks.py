@@ -5,7 +5,9 @@ yet, or decoded again to take writes, one per (block, chunk of series).
   plain part's slots are a whole number of blocks, so a block's rows are a run of them) and
   is encoded a slice of ``SLICE`` columns at a time, a share of what is left at each advance
   of the ring, so that every open block is encoded before its deadline: the advance that
-  recycles its slots (then it is encoded whole, as a jump of the head needs). Its slices are
+  recycles its slots (then it is encoded whole, as a jump of the head needs). The finest
+  ring spreads them so (a round every minute closes a bucket); a coarse ring, whose
+  advances are minutes to an hour apart, encodes its blocks as they close. Its slices are
   joined into one block (:func:`vhms.server.codec.join_blocks`) and its rows given back to the
   kernel. Sealing no longer stops ingest for ``K`` buckets of every series at once.
 - **Decoded**: a write into a sealed block of a chunk (a late sample past the finest ring's
@@ -59,7 +61,8 @@ class _Decoded(NamedTuple):
 class OpenBlocks:
     """The open blocks of a ring (see the module doc): its ``plain`` part, blocks of ``block``
     buckets, its sealed ``blocks`` and ``time_blocks`` (a timed ring), ``cache`` keys
-    ``(±step_ms, number, chunk)``, at most ``bound`` decoded ones."""
+    ``(±step_ms, number, chunk)``, at most ``bound`` decoded ones; with ``spread`` encoded a
+    share per advance, else all at the advance after they open."""
 
     def __init__(
         self,
@@ -69,6 +72,7 @@ class OpenBlocks:
         cache: tuple[DecodedBlocks, int],
         stats: tuple[Counter[str], str],
         bound: int,
+        spread: bool,
     ) -> None:
         self.plain = plain
         self.block = block
@@ -76,6 +80,7 @@ class OpenBlocks:
         self.cache, self.step_ms = cache
         self.stats, self.name = stats
         self.bound = bound
+        self.spread = spread
         self.open: OrderedDict[Key, _Decoded | None] = OrderedDict()  # None: rows in the plain part
         self.partial: dict[Key, list[tuple[Block | None, Block | None]]] = {}  # slices encoded
 
@@ -119,7 +124,7 @@ class OpenBlocks:
         if not self.open:
             return
         dues = [key[0] * self.block + self.plain.slots - newest for key, e in self.open.items() if e is None]
-        spare = max(min([*dues, self.block] if len(dues) < len(self.open) else dues), 1)
+        spare = max(min([*dues, self.block] if len(dues) < len(self.open) else dues), 1) if self.spread else 1
         work = -(-sum(self._slices(key) - len(self.partial.get(key, [])) for key in self.open) // spare)
         for key in self._order():
             done = self.partial.setdefault(key, [])

@@ -54,7 +54,8 @@ MAX_BLOCK = 24
 class SealedRing:
     """``resolution``'s buckets, the last ``plain_slots`` of them plain at least and the closed
     ones sealed in blocks of ``block`` (see the module doc); with ``timed``, sample times too.
-    ``name`` prefixes its counters in the cache's ``stats`` (the store's)."""
+    ``name`` prefixes its counters in the cache's ``stats`` (the store's); with ``spread``, a
+    closed block is encoded over the advances before its deadline, else at once."""
 
     def __init__(
         self,
@@ -64,6 +65,7 @@ class SealedRing:
         cache: DecodedBlocks,
         timed: bool,
         name: str,
+        spread: bool = False,
     ) -> None:
         self.resolution = resolution
         self.step_ms = resolution.step_ms
@@ -85,6 +87,7 @@ class SealedRing:
             (cache, self.step_ms),
             (cache.stats, name),
             bound=2 * (self.slots // block + 1),  # decoded: the retention of two chunks of series
+            spread=spread,
         )
 
     @property
