@@ -5,11 +5,13 @@ A finest bucket is **closed** once it is ``horizon`` buckets behind the head: th
 horizon, past which ingest rarely writes (a round's batch writes the head; a retried batch,
 a write-ahead log replay and a replica's catch-up may write any bucket of the retention: they
 still can, into a closed block of a chunk, decoded to take writes and encoded again later).
-The default horizon, 5 minutes, is past what ordinary writers lag by: the agents' sinks
-retry a failed batch within seconds (the runner's backoff, ``maxBackoffSleep`` 5 s),
-recording rules write at their evaluation's time; a shard down for longer, or a Kafka
-consumer behind, writes into closed blocks, counted (``finest_sealed_cells_written``). The
-plain part is a ring of ``horizon + K + 2`` slots and more (a whole number of blocks).
+The default horizon, 10 minutes, is past what ordinary writers lag by (the agents' sinks
+retry a failed batch within seconds: the runner's backoff, ``maxBackoffSleep`` 5 s;
+recording rules write at their evaluation's time) and keeps what dashboards ask most
+(``rate[5m]``, ``increase[10m]``, the lookback) in plain rows: a closed block's read costs
+a decode. A shard down for longer, or a Kafka consumer behind, writes into closed blocks,
+counted (``finest_sealed_cells_written``). The plain part is a ring of ``horizon + K + 2``
+slots and more (a whole number of blocks).
 
 Each cell keeps the later of the samples written to it (at a tie, the one written last), and
 its time as an offset from the bucket's start (:mod:`vhms.server.rings`).
@@ -27,7 +29,7 @@ from vhms.server.sealed import MAX_BLOCK, SealedRing
 
 __all__ = ["DEFAULT_HORIZON_MS", "FinestRing"]
 
-DEFAULT_HORIZON_MS = 5 * 60_000
+DEFAULT_HORIZON_MS = 10 * 60_000
 
 
 class FinestRing(SealedRing):

@@ -5,7 +5,7 @@ The finest ring (:mod:`vhms.server.finest`) keeps its newest buckets plain
 memory the kernel hands out on first write, each cell's sample time to the millisecond):
 what a round's batch writes along a row, what leaves the newest sample in place when a
 replay or an out-of-order sample comes, and what PromQL's lookback, ``rate`` extrapolation
-and ``timestamp()`` read. Its buckets past the late-sample horizon (5 minutes) are sealed a
+and ``timestamp()`` read. Its buckets past the late-sample horizon (10 minutes) are sealed a
 block at a time, values and sample times, with the codec of the coarse rings
 (:mod:`vhms.server.sealed`, :mod:`vhms.server.codec`). Coarser rings aggregate the finest
 ring's buckets (:mod:`vhms.resolutions`); their buckets that ingest can no longer recompute
