@@ -232,17 +232,12 @@ class SealedRing:
         covered = self.covers(buckets)
         sealed = covered & self.is_sealed(buckets)
         plain = np.flatnonzero(covered & ~sealed)
-        rest = np.ones(len(buckets), dtype=bool)  # the rows not plain: sealed, or not held
         if len(plain):
             low, high = int(plain[0]), int(plain[-1]) + 1
-            rest[low:high] = False
             self.plain.fill(ids, buckets[low:high], out[low:high], times=times, decoded=decoded)
-        if decoded and rest.any():
-            out[rest] = 0
-            self._fill_sealed(ids, buckets, out, sealed, cached, times)
-            out[rest] ^= EMPTY_BITS
-        else:
-            self._fill_sealed(ids, buckets, out, sealed, cached, times)
+        if decoded and not covered.all():
+            out[~covered] = EMPTY_BITS
+        self._fill_sealed(ids, buckets, out, sealed, (cached, times, decoded))
 
     def _fill_sealed(
         self,
@@ -250,41 +245,59 @@ class SealedRing:
         buckets: np.ndarray,
         out: np.ndarray,
         sealed: np.ndarray,
-        cached: bool,
-        times: bool,
+        how: tuple[bool, bool, bool],
     ) -> None:
-        """:meth:`fill`'s rows of the ``sealed`` buckets, as the blocks hold them."""
+        """:meth:`fill`'s rows of the ``sealed`` buckets, as the blocks hold them (``how``:
+        cached, times, decoded): every cell written with ``decoded``."""
+        cached, times, decoded = how
         if not len(ids) or not sealed.any():
             return
         key = self._source(times)[1]
         chunk_of = ids >> SHIFT
         edges = [0, *(np.flatnonzero(np.diff(chunk_of)) + 1).tolist(), len(ids)]  # ids are sorted
-        runs = [
-            (start, stop, int(chunk_of[start]), ids[start:stop] & MASK)
-            for start, stop in itertools.pairwise(edges)
-        ]
+        runs = []
+        for start, stop in itertools.pairwise(edges):
+            local = ids[start:stop] & MASK
+            contiguous = int(local[-1]) - int(local[0]) == stop - start - 1
+            runs.append(
+                (
+                    start,
+                    stop,
+                    int(chunk_of[start]),
+                    local,
+                    slice(int(local[0]), int(local[-1]) + 1) if contiguous else local,
+                )
+            )
         held = np.flatnonzero(sealed)  # a run of rows: the sealed buckets are the oldest covered
         first, last = int(buckets[held[0]]), int(buckets[held[-1]])
         numbers = range(first // self.block, last // self.block + 1)
         if cached:  # a read that would evict more than the cache holds reads around it
-            columns = sum(CHUNK if WHOLE_FRACTION * len(local) >= CHUNK else len(local) for *_, local in runs)
+            columns = sum(CHUNK if WHOLE_FRACTION * len(run[3]) >= CHUNK else len(run[3]) for run in runs)
             cached = len(numbers) * columns * self.block * 8 <= self.cache.budget
         for number in numbers:
             low, high = max(first, number * self.block), min(last, (number + 1) * self.block - 1)
             rows = slice(int(held[0]) + low - first, int(held[0]) + high - first + 1)
             within = slice(low - number * self.block, high - number * self.block + 1)
-            for start, stop, chunk, local in runs:
+            for start, stop, chunk, local, columns in runs:
                 source = self.stored(number, chunk, times)
-                if isinstance(source, np.ndarray):  # open: bits, or sample times as they are
-                    out[rows, start:stop] = source[within][:, local]
-                    continue
                 if source is None:
+                    if decoded:
+                        out[rows, start:stop] = EMPTY_BITS
                     continue
-                if cached:
+                if isinstance(source, np.ndarray):  # open: bits, or sample times as they are
+                    bits = (
+                        source[within, columns] if isinstance(columns, slice) else source[within][:, columns]
+                    )
+                elif cached:
                     bits = self.cache.read((key, number, chunk), source, local)[within]
                 else:
                     bits = source.decode(local)[within]
-                out[rows, start:stop] = offsets_of(bits, self.time_dtype) if times else bits
+                if decoded:
+                    np.bitwise_xor(bits, EMPTY_BITS, out=out[rows, start:stop])
+                elif times and not isinstance(source, np.ndarray):
+                    out[rows, start:stop] = offsets_of(bits, self.time_dtype)
+                else:
+                    out[rows, start:stop] = bits
 
     def export(self, first: int, stop: int, times: bool = False) -> np.ndarray:
         """The ``[slots, stop - first]`` stored bits (or sample times) of the series ``[first,
