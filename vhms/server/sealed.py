@@ -272,8 +272,8 @@ class SealedRing:
         first, last = int(buckets[held[0]]), int(buckets[held[-1]])
         numbers = range(first // self.block, last // self.block + 1)
         if cached:  # a read that would evict more than the cache holds reads around it
-            columns = sum(CHUNK if WHOLE_FRACTION * len(run[3]) >= CHUNK else len(run[3]) for run in runs)
-            cached = len(numbers) * columns * self.block * 8 <= self.cache.budget
+            width = sum(CHUNK if WHOLE_FRACTION * len(run[3]) >= CHUNK else len(run[3]) for run in runs)
+            cached = len(numbers) * width * self.block * 8 <= self.cache.budget
         for number in numbers:
             low, high = max(first, number * self.block), min(last, (number + 1) * self.block - 1)
             rows = slice(int(held[0]) + low - first, int(held[0]) + high - first + 1)
