@@ -209,9 +209,11 @@ def bench_store(count: int, rows: list[dict[str, object]], baseline: bool = Fals
     coarse = [ring.nbytes() for ring in store.rings[1:] if isinstance(ring, CoarseRing)]
     plain_coarse = sum(p for p, _ in coarse) / count
     sealed = sum(s for _, s in coarse) / count
+    finest_plain, finest_sealed = (n / count for n in store.rings[0].nbytes())
     progress(
         f"{count:,} series: {per_series_now:,.0f} B per series after the rounds, {per_series:,.0f} B full "
-        f"(coarse rings: {plain_coarse:,.0f} B plain, {sealed:,.0f} B sealed"
+        f"(finest ring: {finest_plain:,.0f} B plain, {finest_sealed:,.0f} B sealed; "
+        f"coarse rings: {plain_coarse:,.0f} B plain, {sealed:,.0f} B sealed"
         f"); fill {fill_rate:,.0f} samples/s"
     )
     memory_target = 1500 if count >= 1_000_000 else 2500

@@ -1,10 +1,11 @@
-"""The compressed coarse rings answer exactly as plain ones: the same batches (random series,
-counters with resets, decimals, full floats, flat runs, gaps, stale markers, -0.0 and
-infinities, late samples into sealed blocks, jumps over every ring boundary) ingested into a
-store and into its twin whose coarse rings are plain (``PlainRing``, the layout before
-compression) give the same bits at every resolution, in stitched sample reads, after a
-snapshot, and in replicas that caught up from the compressed store (holding a later part of
-the batches themselves)."""
+"""The compressed rings (the coarse ones and the finest one's sealed blocks, sample times
+too) answer exactly as plain ones: the same batches (random series, counters with resets,
+decimals, full floats, flat runs, gaps, stale markers, -0.0 and infinities, late samples into
+sealed blocks, jumps over every ring boundary) ingested into a store and into its twin whose
+rings are plain (``PlainRing``, the layout before compression; the finest ring with a horizon
+of its whole retention) give the same bits at every resolution, in stitched sample reads,
+after a snapshot, and in replicas that caught up from the compressed store (holding a later
+part of the batches themselves)."""
 
 from __future__ import annotations
 
@@ -31,10 +32,13 @@ RESOLUTIONS = [
     "60s:60,5m:48,15m:96,1h:72",
 ]
 SELECTORS = ["m{i=3}", "m{i~3|7|11|16400}", ""]
+_FOREVER = 10**12  # a horizon past any retention
 
 
 def _plain_twin(resolutions: str, series: int) -> Store:
-    store = Store(resolutions, max_series=series, max_series_per_query=series)
+    """A store whose rings are all plain: the coarse ones ``PlainRing``s, the finest one a
+    horizon of its whole retention (nothing sealed)."""
+    store = Store(resolutions, max_series=series, max_series_per_query=series, finest_horizon_ms=_FOREVER)
     store.rings[1:] = [PlainRing(r, timed=False) for r in store.resolutions[1:]]
     return store
 
@@ -87,16 +91,28 @@ def _caught_up(peer: Store, replicas: tuple[Store, Store], end_ms: int) -> None:
     _same(*replicas, end_ms)
 
 
-def _run(resolutions: str, seed: int, series: int, rounds: int, tmp: Path, cache: int) -> None:
+def _run(resolutions: str, seed: int, series: int, rounds: int, tmp: Path, cache: int, horizon: int) -> None:
     rng = np.random.default_rng(seed)
-    compressed = Store(resolutions, max_series=series, max_series_per_query=series, decoded_cache_bytes=cache)
+    compressed = Store(
+        resolutions,
+        max_series=series,
+        max_series_per_query=series,
+        decoded_cache_bytes=cache,
+        finest_horizon_ms=horizon,
+    )
     plain = _plain_twin(resolutions, series)
     assert all(isinstance(ring, CoarseRing) for ring in compressed.rings[1:])
     keys = [f"m{{i={i}}}" for i in range(series)]
     kinds = rng.integers(0, 4, series)
     state = rng.integers(0, 10**6, series)
     replicas = (
-        Store(resolutions, max_series=series, max_series_per_query=series, decoded_cache_bytes=cache),
+        Store(
+            resolutions,
+            max_series=series,
+            max_series_per_query=series,
+            decoded_cache_bytes=cache,
+            finest_horizon_ms=horizon,
+        ),
         _plain_twin(resolutions, series),
     )
     retention = compressed.resolutions[-1].span_s * 1000
@@ -118,7 +134,7 @@ def _run(resolutions: str, seed: int, series: int, rounds: int, tmp: Path, cache
     _same(compressed, plain, now + MINUTE)
     _caught_up(compressed, replicas, now + MINUTE)
     save_snapshot(compressed, tmp)
-    restored = Store(resolutions, max_series=series, max_series_per_query=series)
+    restored = Store(resolutions, max_series=series, max_series_per_query=series, finest_horizon_ms=horizon)
     assert load_snapshot(restored, tmp)
     _same(restored, plain, now + MINUTE)
     late = ([keys[0], keys[-1]], np.array([1.5, 2.5]), np.array([now - retention // 2, now - retention // 3]))
@@ -131,13 +147,23 @@ def _run(resolutions: str, seed: int, series: int, rounds: int, tmp: Path, cache
     resolutions=st.sampled_from(RESOLUTIONS),
     seed=st.integers(0, 2**32 - 1),
     cache=st.sampled_from([0, 4096, 64 << 20]),  # none; entries evicted, some too big to keep; all kept
+    horizon=st.sampled_from([MINUTE, 5 * MINUTE]),  # the finest ring's: two buckets (the least), five
 )
-def test_compressed_coarse_rings_answer_as_plain_ones(
-    tmp_path_factory: pytest.TempPathFactory, resolutions: str, seed: int, cache: int
+def test_compressed_rings_answer_as_plain_ones(
+    tmp_path_factory: pytest.TempPathFactory, resolutions: str, seed: int, cache: int, horizon: int
 ) -> None:
-    _run(resolutions, seed, series=37, rounds=120, tmp=tmp_path_factory.mktemp("snapshot"), cache=cache)
+    tmp = tmp_path_factory.mktemp("snapshot")
+    _run(resolutions, seed, series=37, rounds=120, tmp=tmp, cache=cache, horizon=horizon)
 
 
 def test_across_chunks(tmp_path: Path) -> None:
     """Series past the first chunk of 16,384 have blocks of their own chunk."""
-    _run("60s:10,5m:8,15m:12,1h:6", seed=5, series=CHUNK + 40, rounds=40, tmp=tmp_path, cache=1 << 20)
+    _run(
+        "60s:10,5m:8,15m:12,1h:6",
+        seed=5,
+        series=CHUNK + 40,
+        rounds=40,
+        tmp=tmp_path,
+        cache=1 << 20,
+        horizon=MINUTE,
+    )

@@ -98,7 +98,7 @@ def anonymous() -> int:
 offset, series = int(sys.argv[1]), 1 << 16
 keys = [f"m{{i={i}}}" for i in range(series)]
 start = (1_700_000_000_000 // 60_000) * 60_000
-store = Store("60s:60", max_series=series)
+store = Store("60s:60", max_series=series, finest_horizon_ms=3_600_000)  # all plain: nothing sealed
 store.ingest(keys, np.zeros(series), np.full(series, start + offset))
 before = anonymous()
 for minute in range(1, 60):

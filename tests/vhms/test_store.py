@@ -219,7 +219,7 @@ def test_a_small_store_pays_for_its_series_not_for_a_whole_chunk() -> None:
     store = Store("1s:3600,5m:48", max_series=CHUNK + 10, max_series_per_query=CHUNK + 10)
     first = [f"m{{i={i}}}" for i in range(150)]
     store.ingest(first, np.arange(150.0), np.full(150, NOW))
-    plain = [store.rings[0], *(ring.plain for ring in store.rings[1:])]  # type: ignore[union-attr]
+    plain = [ring.plain for ring in store.rings]
     assert sum(chunk.nbytes for ring in plain for chunk in ring.values) < 40 * 2**20
     more = [f"m{{i={i}}}" for i in range(150, CHUNK + 5)]  # past the first chunk
     store.ingest(more, np.arange(150.0, CHUNK + 5), np.full(len(more), NOW))

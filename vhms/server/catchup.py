@@ -38,7 +38,8 @@ from bookkeeper.zk import ZkAuth
 from vhms.client import ShardedClient, VhmsClient
 from vhms.exceptions import SnapshotError, VhmsError
 from vhms.server.coarse import CoarseRing
-from vhms.server.rings import MASK, SHIFT, PlainRing, chunks_of, decode_values, encode_values
+from vhms.server.finest import FinestRing
+from vhms.server.rings import decode_values, encode_values
 from vhms.server.snapshot import series_arrays, unpack_strings
 from vhms.server.store import Store
 
@@ -65,7 +66,7 @@ class CatchUp:
 
 def _bytes_per_series(store: Store) -> int:
     return sum(
-        ring.slots * (8 + (np.dtype(ring.time_dtype).itemsize if ring.times is not None else 0))
+        ring.slots * (8 + (np.dtype(ring.time_dtype).itemsize if isinstance(ring, FinestRing) else 0))
         for ring in store.rings
     )
 
@@ -95,12 +96,12 @@ def _load(store: Store, data: bytes) -> tuple[list[str], dict[str, np.ndarray]]:
         for i, ring in enumerate(store.rings):
             arrays[f"ring{i}.head"] = arrays[f"ring{i}.head"].astype(np.int64)
             arrays[f"ring{i}.values"] = arrays[f"ring{i}.values"].astype(np.float64)
-            if ring.times is not None:
+            if isinstance(ring, FinestRing):
                 arrays[f"ring{i}.times"] = arrays[f"ring{i}.times"].astype(ring.time_dtype)
             shape = arrays[f"ring{i}.values"].shape
             if shape != (ring.slots, len(keys)) or arrays[f"ring{i}.head"].shape != (1,):
                 raise ValueError(f"ring {i}: values of shape {shape} for {len(keys)} series")
-            if ring.times is not None and arrays[f"ring{i}.times"].shape != shape:
+            if isinstance(ring, FinestRing) and arrays[f"ring{i}.times"].shape != shape:
                 raise ValueError(f"ring {i}: times of shape {arrays[f'ring{i}.times'].shape}")
         texts = unpack_strings(arrays["strings.blob"], arrays["strings.offsets"])
         arrays["strings.ids"] = arrays["strings.ids"].astype(np.int64)
@@ -153,25 +154,20 @@ def _merge_ring(
         _merge_coarse(ring, bucket[live], peer[live], local_ids)
         _recompute_covered(store, ring, local_ids)
         return
-    assert isinstance(ring, PlainRing) and ring.times is not None  # the finest ring keeps times
-    peer_times = arrays[f"ring{i}.times"][:, kept]
-    chunk_of = local_ids >> SHIFT
-    for chunk in chunks_of(chunk_of):
-        where = chunk_of == chunk
-        cols = local_ids[where] & MASK
-        values = ring.values[chunk][:, cols]
-        times = ring.times[chunk][:, cols]
-        take = (peer[:, where] != 0) & live[:, None]
-        take &= (values == 0) | (peer_times[:, where] > times)
-        times[take] = peer_times[:, where][take]
-        ring.times[chunk][:, cols] = times
-        values[take] = peer[:, where][take]
-        ring.values[chunk][:, cols] = values
-        ring.written[chunk][take.any(axis=1)] = True
+    assert isinstance(ring, FinestRing)  # the finest ring keeps times
+    peer_times = arrays[f"ring{i}.times"][:, kept][live]
+    grid_buckets = np.repeat(bucket[live], len(local_ids))
+    grid_ids = np.tile(local_ids, int(live.sum()))
+    values, times = ring.cells(grid_buckets, grid_ids)
+    peer_bits = peer[live].reshape(-1)
+    peer_times = peer_times.reshape(-1)
+    take = (peer_bits != 0) & ((values == 0) | (peer_times > times))
+    if take.any():
+        ring.overwrite(grid_buckets[take], grid_ids[take], peer_bits[take], peer_times[take])
 
 
 def _merge_coarse(
-    ring: PlainRing | CoarseRing, buckets: np.ndarray, peer: np.ndarray, ids: np.ndarray
+    ring: FinestRing | CoarseRing, buckets: np.ndarray, peer: np.ndarray, ids: np.ndarray
 ) -> None:
     """The peer's ``[buckets, ids]`` stored bits where the local bucket is empty, through the
     ring's ``gather`` and ``scatter`` (a sealed block's chunk that takes any is decoded and
@@ -184,7 +180,7 @@ def _merge_coarse(
         ring.scatter(grid_buckets[take], grid_ids[take], decode_values(peer.reshape(-1)[take]))
 
 
-def _recompute_covered(store: Store, ring: PlainRing | CoarseRing, ids: np.ndarray) -> None:
+def _recompute_covered(store: Store, ring: FinestRing | CoarseRing, ids: np.ndarray) -> None:
     """A coarse ring's buckets the finest ring covers whole (or up to its head) and holds a
     sample of, recomputed from it (an empty one stays as it is: ``count`` would make it 0)."""
     finest = store.rings[0]
@@ -230,6 +226,9 @@ def pull(
                     store.stats["catchup_bytes"] += len(data)
                     store.stats["catchup_chunks"] += 1
                     if following >= total:
+                        with store._lock:  # the sealed blocks decoded to take the peer's cells
+                            for ring in store.rings:
+                                ring.seal_open()
                         return address
                     first = following
             return None

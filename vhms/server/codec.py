@@ -37,7 +37,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["Block", "encode_block"]
+__all__ = ["Block", "encode_block", "join_blocks"]
 
 _EMPTY_BITS = np.float64(np.nan).view(np.uint64)
 _MAX_SCALE = 12
@@ -317,3 +317,22 @@ def _group_bytes(code: int, fields: np.ndarray, mask: np.ndarray, k: int) -> np.
     joined = np.concatenate(parts)
     out[: len(joined)] = joined
     return out
+
+
+def join_blocks(parts: list[tuple[int, Block]], series: int) -> Block:
+    """One block of ``series`` columns from blocks of some of them (each with the first
+    column it holds, in order): their groups side by side (a layout may then have several
+    groups, each decoded on its own), so a block is encoded a slice of columns at a time."""
+    columns = [part.columns.astype(np.int64) + first for first, part in parts]
+    tables, stored, offset = [], 0, 0
+    for _, part in parts:
+        tables.append(part.groups + np.array([0, stored, offset], dtype=np.int64))
+        stored, offset = stored + len(part.columns), offset + len(part.data)
+    k = parts[0][1].buckets
+    return Block(
+        k,
+        series,
+        _mapped(np.concatenate(columns).astype(np.uint16)),
+        np.concatenate(tables).reshape(-1, 3),
+        _mapped(np.concatenate([part.data for _, part in parts])),
+    )

@@ -25,9 +25,9 @@ import numpy as np
 
 from vhms.server.codec import Block
 
-__all__ = ["DecodedBlocks"]
+__all__ = ["WHOLE_FRACTION", "DecodedBlocks"]
 
-_WHOLE_FRACTION = 4  # a fetch asking for 1/4 of a chunk's columns or more decodes all of them
+WHOLE_FRACTION = 4  # a fetch asking for 1/4 of a chunk's columns or more decodes all of them
 
 Key = tuple[int, int, int]  # (the ring's step in ms, block number, chunk)
 
@@ -85,7 +85,7 @@ class DecodedBlocks:
     def _decoded(self, entry: _Entry | None, block: Block, want: np.ndarray) -> _Entry:
         """``entry`` (or a new one) grown by the columns of ``want`` it lacks."""
         held = np.zeros(0, dtype=np.int64) if entry is None or entry.columns is None else entry.columns
-        if len(held) + len(want) >= block.series // _WHOLE_FRACTION:
+        if len(held) + len(want) >= block.series // WHOLE_FRACTION:
             return _Entry(None, block.decode(np.arange(block.series)))
         missing = want[~np.isin(want, held, assume_unique=True, kind="sort")] if len(held) else want
         columns = np.sort(np.concatenate([held, missing])) if len(held) else want

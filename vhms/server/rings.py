@@ -1,4 +1,5 @@
-"""A ring of buckets in plain numpy: the finest ring, and the open part of a coarse one.
+"""A ring of buckets in plain numpy: the plain part of every ring (the finest ring's newest
+buckets and a coarse ring's open ones, :mod:`vhms.server.sealed`).
 
 Per ring, chunks of 16,384 series, each a ``[slots, 16384]`` array, time-major: the buckets
 of one instant for every series are contiguous, so a time window is a contiguous block of
@@ -191,10 +192,13 @@ class PlainRing:
         self.release(np.arange(first, newest + 1, dtype=np.int64) % self.slots, give_back=False)
         self.head = newest
 
-    def release(self, slots: np.ndarray, give_back: bool = True) -> None:
-        """Empty ``slots`` of every chunk (those written since their last clear); with
-        ``give_back`` their memory returns to the kernel (rows kept elsewhere, compressed)."""
+    def release(self, slots: np.ndarray, give_back: bool = True, chunk: int | None = None) -> None:
+        """Empty ``slots`` of every chunk (or of ``chunk``; those written since their last
+        clear); with ``give_back`` their memory returns to the kernel (rows kept elsewhere,
+        compressed)."""
         for index, written in enumerate(self.written):
+            if chunk is not None and index != chunk:
+                continue
             rows = slots[written[slots]]
             if not len(rows):
                 continue

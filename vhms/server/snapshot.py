@@ -37,7 +37,8 @@ import numpy as np
 
 from bookkeeper.ground import fsync_path
 from vhms.exceptions import SnapshotError
-from vhms.server.rings import PlainRing, decode_values, encode_values
+from vhms.server.finest import FinestRing
+from vhms.server.rings import decode_values, encode_values
 from vhms.server.store import Store
 
 __all__ = [
@@ -139,7 +140,7 @@ def series_arrays(store: Store, first: int, stop: int) -> dict[str, np.ndarray]:
     for i, ring in enumerate(store.rings):
         arrays[f"ring{i}.head"] = np.array([ring.head], dtype=np.int64)
         arrays[f"ring{i}.values"] = decode_values(ring.export(first, stop))
-        if isinstance(ring, PlainRing) and ring.times is not None:
+        if isinstance(ring, FinestRing):
             arrays[f"ring{i}.times"] = ring.export(first, stop, times=True)
     arrays["keys.blob"], arrays["keys.offsets"] = pack_strings(store.index.keys_of(np.arange(first, stop)))
     string_ids = sorted(i for i in store.strings if first <= i < stop)
@@ -216,7 +217,7 @@ def load_snapshot(store: Store, directory: str | os.PathLike[str]) -> bool:
                     ring.grow(count)
                     values = _checked(arrays[f"ring{i}.values"], ring.slots, count)
                     ring.load(encode_values(values))
-                    if isinstance(ring, PlainRing) and ring.times is not None:
+                    if isinstance(ring, FinestRing):
                         times = _sample_times(arrays, i, ring.step_ms, ring.time_dtype)
                         ring.load(_checked(times, ring.slots, count), times=True)
                 texts = unpack_strings(arrays["strings.blob"], arrays["strings.offsets"])

@@ -1,13 +1,15 @@
 """The bucket store: rings of buckets per resolution, for every series, in numpy.
 
-The finest ring is plain (:mod:`vhms.server.rings`: time-major chunks of 16,384 series, an
-empty bucket zero bits in memory the kernel hands out on first write, each cell's sample
-time to the millisecond): what leaves the newest sample in place when a replay or an
-out-of-order sample comes, and what PromQL's lookback, ``rate`` extrapolation and
-``timestamp()`` read. Coarser rings aggregate the finest ring's buckets
-(:mod:`vhms.resolutions`); their buckets that ingest can no longer recompute are kept
-compressed a block at a time (:mod:`vhms.server.coarse`, :mod:`vhms.server.codec`). See
-docs/vhms.md for the arithmetic.
+The finest ring (:mod:`vhms.server.finest`) keeps its newest buckets plain
+(:mod:`vhms.server.rings`: time-major chunks of 16,384 series, an empty bucket zero bits in
+memory the kernel hands out on first write, each cell's sample time to the millisecond):
+what a round's batch writes along a row, what leaves the newest sample in place when a
+replay or an out-of-order sample comes, and what PromQL's lookback, ``rate`` extrapolation
+and ``timestamp()`` read. Its buckets past the late-sample horizon (10 minutes) are sealed a
+block at a time, values and sample times, with the codec of the coarse rings
+(:mod:`vhms.server.sealed`, :mod:`vhms.server.codec`). Coarser rings aggregate the finest
+ring's buckets (:mod:`vhms.resolutions`); their buckets that ingest can no longer recompute
+are sealed the same way (:mod:`vhms.server.coarse`). See docs/vhms.md for the arithmetic.
 
 Thread safety: one lock (``_lock``, reentrant) around ingest and the reading of buckets;
 the service holds it from admission to application, so that its write-ahead log records
@@ -34,16 +36,13 @@ from vhms.results import NAME, CoarseSpan, FetchResult
 from vhms.selector import Selector, parse_selector
 from vhms.server.coarse import CoarseRing
 from vhms.server.decoded import DecodedBlocks
+from vhms.server.finest import DEFAULT_HORIZON_MS, FinestRing
 from vhms.server.index import SeriesIndex
 from vhms.server.rings import (
     CHUNK,
     EMPTY_BITS,
-    MASK,
-    SHIFT,
     ChunkPart,
-    PlainRing,
     by_chunk,
-    chunks_of,
     decode_values,
     encode_values,
 )
@@ -58,7 +57,7 @@ _NAN_AGGREGATES: dict[str, Callable[..., np.ndarray]] = {
     "sum": np.nansum,
     "mean": np.nanmean,
 }
-Ring = PlainRing | CoarseRing
+Ring = FinestRing | CoarseRing
 
 
 class Store:
@@ -69,7 +68,9 @@ class Store:
     against every value of a label); samples more than ``max_future_s`` ahead of this
     machine's clock are refused (a wild clock would otherwise push every ring forward and
     clear it). ``decoded_cache_bytes`` bounds the cache of decoded sealed blocks that
-    fetches from the coarse rings read through (:mod:`vhms.server.decoded`; 0: none).
+    fetches from the sealed blocks read through (:mod:`vhms.server.decoded`; 0: none);
+    ``finest_horizon_ms`` how far behind its head the finest ring keeps buckets plain
+    (:mod:`vhms.server.finest`).
     """
 
     def __init__(
@@ -81,7 +82,8 @@ class Store:
         max_points_per_query: int = 50_000_000,
         max_select_s: float = 5.0,
         max_future_s: float = 600.0,
-        decoded_cache_bytes: int = 64 << 20,
+        decoded_cache_bytes: int = 32 << 20,
+        finest_horizon_ms: int = DEFAULT_HORIZON_MS,
     ) -> None:
         if resolutions is None:
             parsed = parse_resolutions()
@@ -94,7 +96,7 @@ class Store:
         self.stats: Counter[str] = Counter()
         self.decoded = DecodedBlocks(decoded_cache_bytes, self.stats)
         self.selections = Selections(self.stats)
-        finest = PlainRing(parsed[0], timed=True)
+        finest = FinestRing(parsed[0], self.decoded, finest_horizon_ms)
         self.rings: list[Ring] = [finest, *(CoarseRing(r, finest, self.decoded) for r in parsed[1:])]
         self.max_series_per_query = max_series_per_query
         self.max_points_per_query = max_points_per_query
@@ -230,34 +232,17 @@ class Store:
         self, ids: np.ndarray, values: np.ndarray, timestamps: np.ndarray, parts: list[ChunkPart]
     ) -> np.ndarray:
         ring = self.rings[0]
-        assert isinstance(ring, PlainRing)
+        assert isinstance(ring, FinestRing)
         step = ring.step_ms
         newest = int(timestamps[-1]) // step  # apply() puts the samples in time order
-        if int(timestamps[0]) // step == newest:
+        if int(timestamps[0]) // step == newest and not ring.is_sealed(np.array([newest])).all():
             return self._ingest_finest_bucket(newest, parts, values, timestamps)
         bucket = timestamps // step
         ring.advance(int(bucket.max()))
         ok = ring.covers(bucket)
-        if not ok.any():
-            return ok
-        ids_ok, bucket_ok = ids[ok], bucket[ok]
-        slot = bucket_ok % ring.slots
-        chunk_of = ids_ok >> SHIFT
-        assert ring.times is not None  # the finest ring keeps its samples' times
-        stored = encode_values(values[ok])
-        # an empty cell's time is 0, the earliest a sample can have: any sample takes it, and
-        # of two samples of a bucket the later stays (the one that came last, at a tie)
-        within = (timestamps[ok] - bucket_ok * step).astype(ring.time_dtype)
-        for chunk in chunks_of(chunk_of):
-            where = chunk_of == chunk
-            local = ids_ok[where] & MASK
-            slots = slot[where]
-            times = ring.times[chunk]
-            newer = within[where] >= times[slots, local]
-            timed = newer & (within[where] != 0)  # a 0 is what the cell holds already: unwritten
-            times[slots[timed], local[timed]] = within[where][timed]
-            ring.values[chunk][slots[newer], local[newer]] = stored[where][newer]
-            ring.written[chunk][slots[newer]] = True
+        if ok.any():
+            within = (timestamps[ok] - bucket[ok] * step).astype(ring.time_dtype)
+            ring.put_samples(bucket[ok], ids[ok], encode_values(values[ok]), within)
         return ok
 
     def _ingest_finest_bucket(
@@ -265,11 +250,12 @@ class Store:
     ) -> np.ndarray:
         """:meth:`_ingest_finest` of samples all in one bucket (a round's batch; ``parts``:
         their ids by chunk): along a row of each chunk, the bucket's slot."""
-        ring = self.rings[0]
-        assert isinstance(ring, PlainRing)
-        ring.advance(bucket)
-        if bucket <= ring.head - ring.slots:
+        finest = self.rings[0]
+        assert isinstance(finest, FinestRing)
+        finest.advance(bucket)
+        if bucket <= finest.head - finest.slots:
             return np.zeros(len(values), dtype=bool)
+        ring = finest.plain  # the bucket is open: its row is plain
         assert ring.times is not None  # the finest ring keeps its samples' times
         slot = bucket % ring.slots
         stored = encode_values(values)
@@ -299,8 +285,8 @@ class Store:
             coarse = newest // ring.step_ms
             ring.advance(coarse)
             if coarse > ring.head - ring.slots:
-                assert isinstance(finest, PlainRing)
-                ring.put_row(coarse, parts, finest.take_row(fine, parts, len(ids)))
+                assert isinstance(finest, FinestRing)
+                ring.put_row(coarse, parts, finest.plain.take_row(fine, parts, len(ids)))
                 return np.ones(len(ids), dtype=bool)
         bucket = timestamps // ring.step_ms
         ring.advance(int(bucket.max()))
@@ -515,7 +501,7 @@ class Store:
         if not timed:
             return stamps, values, None
         finest = self.rings[0]
-        assert isinstance(finest, PlainRing)
+        assert isinstance(finest, FinestRing)
         offsets = spare.take("offsets", (total, len(ids)), finest.time_dtype, zeroed=True)  # 0: at the start
         row = 0
         for piece, buckets in zip(pieces, ranges, strict=True):
