@@ -34,12 +34,14 @@ Fair by construction:
   measures the cache, not the query (Prometheus and Artimon keep no such cache);
   ``--vm-cache`` keeps it on;
 - interleaved rounds: each of ``--repeat`` rounds asks each server once, in a rotating
-  order, and each side's best round counts; a round is timed from the request to the
-  decoded JSON answer (the HTTP body read in full, then parsed), with the client's garbage
-  collector off while timing (as ``timeit`` does: decoding 100,000 series would otherwise
-  set off collections of this process's heap, hundreds of ms of noise that lands on
-  whichever answer triggers them). The JSON results also hold the best decoding time alone
-  (``*_decode_ms``: the client's work, the floor of a wide answer).
+  order, and each side's best round counts; a round is timed from the request to the HTTP
+  body read in full (what a server's latency is; until 2026-11-27 it also counted the
+  client decoding the JSON, which is this Python client's work, the same on every side,
+  and at a million series most of an answer's time: up to a second of a 1M-series answer).
+  The answer is then decoded, untimed but for the JSON results' best decoding time
+  (``*_decode_ms``), with the client's garbage collector off (as ``timeit`` does: decoding
+  100,000 series would otherwise set off collections of this process's heap, hundreds of
+  ms of noise that would land on whichever answer comes next).
 
 Targets (issue 27): every aggregation, instant or range, at least 5x faster than the faster
 peer; the raw matrix and the 3-hour gauge span at least 2x.
@@ -113,8 +115,8 @@ MINUTES = 180  # of history: the gauge mean reads all of it, the range queries 7
 
 
 def timed(call: Callable[[], httpx.Response]) -> tuple[float, float, bytes]:
-    """One round trip: request, the answer's body read in full and its JSON decoded (ms),
-    the decoding alone (ms) and the body (the decoded answer is dropped: a million series
+    """One round trip: request to the answer's body read in full (ms), then its JSON
+    decoding alone (ms), and the body (the decoded answer is dropped: a million series
     decoded are about a GB, one side's at a time)."""
     gc.disable()  # as timeit does: a collection set off by this client's heap is noise
     try:
@@ -126,7 +128,7 @@ def timed(call: Callable[[], httpx.Response]) -> tuple[float, float, bytes]:
     finally:
         gc.enable()
     response.raise_for_status()
-    return (done - started) * 1000, (done - received) * 1000, response.content
+    return (received - started) * 1000, (done - received) * 1000, response.content
 
 
 @dataclass
