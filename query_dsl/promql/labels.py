@@ -96,7 +96,8 @@ def _ordered(table: SeriesTable) -> np.ndarray:
     ranked.update({label: (column.values, column.codes) for label, column in columns.items()})
     if count <= _FEW:
         return _few_in_order(ranked, count)
-    keys = []
+    digits: list[tuple[np.ndarray, int]] = []
+    span = 1
     for label in sorted(ranked):
         values, codes = ranked[label]
         used = np.flatnonzero(np.bincount(codes, minlength=len(values)))  # a fetch's may hold more
@@ -105,8 +106,18 @@ def _ordered(table: SeriesTable) -> np.ndarray:
             rank[used[np.argsort(np.asarray([values[code] for code in used.tolist()], dtype=object))]] = (
                 np.arange(len(used))
             )
-            keys.append(rank[codes])
-    return np.lexsort(keys[::-1]) if keys else np.arange(count)
+            digits.append((rank[codes], len(used)))
+            span *= len(used)
+    if not digits:
+        return np.arange(count)
+    if span >= 1 << 63:
+        return np.lexsort([key for key, _ in digits[::-1]])
+    # the ranks as the digits of one number, sorted stably: lexsort's order, a third of its time at 1M rows
+    combined = np.zeros(count, dtype=np.int64)
+    for key, size in digits:
+        combined *= size
+        combined += key
+    return np.argsort(combined, kind="stable")
 
 
 def absent_labels(arg: Expr) -> dict[str, str]:

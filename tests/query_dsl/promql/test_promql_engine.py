@@ -105,3 +105,14 @@ def test_a_tie_at_the_kth_place_goes_to_the_series_first_in_label_order(now_s: i
     answer = instant_query(LocalClient(store), f"{op} without(instance) ({k}, mem)", now_s)
     kept = sorted(item["metric"]["instance"] for item in answer.to_prometheus_json()["result"])
     assert kept == (["a"] if op == "bottomk" else ["a", "b"])
+
+
+@pytest.mark.parametrize("labels", [3, 16])  # 16 labels of 20 values each: more orders than an int64 holds
+def test_many_series_are_in_prometheus_order_of_label_sets(labels: int) -> None:
+    rng = np.random.default_rng(labels)
+    values = [str(v) for v in range(20)]
+    sets = [{f"l{k}": values[(row + k * 7) % 20] for k in range(labels)} for row in range(100)]
+    sets += [{f"l{k}": str(rng.choice(values)) for k in range(labels)} for _ in range(200)]
+    m = Matrix(["up"] * len(sets), sets, [0], np.zeros((len(sets), 1)), 1)
+    keys = [sort_key({"__name__": "up", **label_set}) for label_set in sets]
+    assert [keys[i] for i in prometheus_order(m)] == sorted(keys)
