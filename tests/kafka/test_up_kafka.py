@@ -25,11 +25,13 @@ def test_up_with_kafka_stores_every_round_and_spark_reads_the_topic(tmp_path: Pa
     assert re.search(
         r"\[ready\] spark      raw_ingest kafka topic artimon-samples of 127\.0\.0\.1:\d+", out
     ), out
-    stored = [int(n) for n in re.findall(r"(\d+) samples stored", out)]
-    assert len(stored) == 3 and sum(stored) > 0, out
+    # a round's line is printed at 80 % of the round: under load the store agent's share of
+    # it (through Kafka) may come after the three lines, so what was stored is checked at the stop
+    assert len(re.findall(r"\d+ samples stored", out)) == 3, out
     assert "stopped." in out
     # the stop waits for the store agent to take what was published: nothing left in Kafka
-    assert re.search(r"kafka: the store agent took all \d+ published events", out), out
+    took = re.search(r"kafka: the store agent took all (\d+) published events", out)
+    assert took and int(took[1]) > 0, out
     assert "spark raw_ingest: history up to date" in out, out
     config = (tmp_path / "agents-kafka.properties").read_text()
     assert "up.sinks.publish.type = kafka" in config and "store.sources.landing" not in config
