@@ -82,8 +82,12 @@ class MemoryBudget:
         self.returns = 0
         self._released = 0  # bytes given back since the last return to the kernel
         self._return_due = False
+        self._last_release = 0.0  # monotonic time of the last release
+        self._waiting = 0  # charges waiting for bytes
         self._returner: threading.Thread | None = None
-        self._changed = threading.Condition()
+        lock = threading.Lock()
+        self._changed = threading.Condition(lock)  # bytes given back, for the charges that wait
+        self._due = threading.Condition(lock)  # a return fell due, for the returner thread
 
     def acquire(self, nbytes: int, what: str) -> None:
         """Take ``nbytes`` (waiting up to ``wait_s`` for them), or :class:`QueryBusyError`."""
@@ -101,7 +105,11 @@ class MemoryBudget:
                         f"{size_text(nbytes)} more: try again when they are done",
                         retry_after_s=max(1, round(self.wait_s)),
                     )
-                self._changed.wait(left)
+                self._waiting += 1
+                try:
+                    self._changed.wait(left)
+                finally:
+                    self._waiting -= 1
             self.in_use += nbytes
             self.peak = max(self.peak, self.in_use)
 
@@ -120,34 +128,35 @@ class MemoryBudget:
         with self._changed:
             self.in_use -= nbytes
             self._released += nbytes
-            if self.in_use == 0 and self._released >= RETURN_AFTER_BYTES:
+            self._last_release = time.monotonic()
+            if self._waiting:
+                self._changed.notify_all()
+            if self.in_use == 0 and self._released >= RETURN_AFTER_BYTES and not self._return_due:
                 self._return_due = True
                 if self._returner is None:
                     self._returner = threading.Thread(
                         target=self._return_freed, name="memory-return", daemon=True
                     )
                     self._returner.start()
-            self._changed.notify_all()
+                self._due.notify()
 
     def _return_freed(self) -> None:
         """The returner thread: once the queries that held much have ended and none ran for
         ``RETURN_DELAY_S`` (their answers sent and dropped: what they allocated is free),
-        the freed memory goes back to the kernel, outside the lock."""
+        the freed memory goes back to the kernel, outside the lock. Woken once when a return
+        falls due, then by its own timeouts: never by the releases of the queries that run
+        meanwhile (a wake per release cost every small query a thread switch)."""
         while True:
-            with self._changed:
+            with self._due:
                 while not self._return_due:
-                    self._changed.wait()
+                    self._due.wait()
+                while (left := self._last_release + RETURN_DELAY_S - time.monotonic()) > 0 or self.in_use:
+                    self._due.wait(left if left > 0 else RETURN_DELAY_S)
                 self._return_due = False
-                quiet_until = time.monotonic() + RETURN_DELAY_S
-                while self.in_use == 0 and (left := quiet_until - time.monotonic()) > 0:
-                    self._changed.wait(left)
-                if self.in_use:  # a query runs: its end asks again
-                    continue
                 self._released = 0
             release_freed_memory()
-            with self._changed:
+            with self._due:
                 self.returns += 1
-                self._changed.notify_all()
 
     def query(self, max_bytes: int = DEFAULT_QUERY_BYTES, *, wait: bool = True) -> QueryBudget:
         """A query's budget drawing on this one (at most all of it); with ``wait`` false, its
