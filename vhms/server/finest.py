@@ -30,6 +30,10 @@ from vhms.server.sealed import MAX_BLOCK, SealedRing
 __all__ = ["DEFAULT_HORIZON_MS", "FinestRing"]
 
 DEFAULT_HORIZON_MS = 10 * 60_000
+BLOCK_MS = (
+    10 * 60_000
+)  # a block spans this at least (MAX_BLOCK buckets at least): a fine step's read of an hour
+# crosses a few blocks, not dozens (each a numpy call or more)
 
 
 class FinestRing(SealedRing):
@@ -41,7 +45,7 @@ class FinestRing(SealedRing):
         self, resolution: Resolution, cache: DecodedBlocks, horizon_ms: int = DEFAULT_HORIZON_MS
     ) -> None:
         self.horizon = min(max(2, -(-horizon_ms // resolution.step_ms)), resolution.slots)
-        block = max(1, min(resolution.slots // 4, MAX_BLOCK))
+        block = max(1, min(resolution.slots // 4, max(MAX_BLOCK, -(-BLOCK_MS // resolution.step_ms))))
         super().__init__(
             resolution, self.horizon + block + 2, block, cache, timed=True, name="finest", spread=True
         )

@@ -248,56 +248,64 @@ class SealedRing:
         how: tuple[bool, bool, bool],
     ) -> None:
         """:meth:`fill`'s rows of the ``sealed`` buckets, as the blocks hold them (``how``:
-        cached, times, decoded): every cell written with ``decoded``."""
+        cached, times, decoded): every cell written with ``decoded``. The blocks of a run of
+        columns are gathered as views and written with one copy (and one conversion) per run
+        of blocks alike: a small read spans dozens of blocks of a few columns, and a numpy call
+        per block was most of its time."""
         cached, times, decoded = how
         if not len(ids) or not sealed.any():
             return
-        key = self._source(times)[1]
-        chunk_of = ids >> SHIFT
-        edges = [0, *(np.flatnonzero(np.diff(chunk_of)) + 1).tolist(), len(ids)]  # ids are sorted
-        runs = []
-        for start, stop in itertools.pairwise(edges):
-            local = ids[start:stop] & MASK
-            contiguous = int(local[-1]) - int(local[0]) == stop - start - 1
-            runs.append(
-                (
-                    start,
-                    stop,
-                    int(chunk_of[start]),
-                    local,
-                    slice(int(local[0]), int(local[-1]) + 1) if contiguous else local,
-                )
-            )
+        runs = _runs(ids)
         held = np.flatnonzero(sealed)  # a run of rows: the sealed buckets are the oldest covered
         first, last = int(buckets[held[0]]), int(buckets[held[-1]])
-        numbers = range(first // self.block, last // self.block + 1)
+        rows = slice(int(held[0]), int(held[0]) + last - first + 1)
+        block = self.block
+        spans = [
+            (number, slice(max(first - number * block, 0), min(last - number * block, block - 1) + 1))
+            for number in range(first // block, last // block + 1)
+        ]
         if cached:  # a read that would evict more than the cache holds reads around it
             width = sum(CHUNK if WHOLE_FRACTION * len(run[3]) >= CHUNK else len(run[3]) for run in runs)
-            cached = len(numbers) * width * self.block * 8 <= self.cache.budget
-        for number in numbers:
-            low, high = max(first, number * self.block), min(last, (number + 1) * self.block - 1)
-            rows = slice(int(held[0]) + low - first, int(held[0]) + high - first + 1)
-            within = slice(low - number * self.block, high - number * self.block + 1)
-            for start, stop, chunk, local, columns in runs:
-                source = self.stored(number, chunk, times)
-                if source is None:
-                    if decoded:
-                        out[rows, start:stop] = EMPTY_BITS
-                    continue
-                if isinstance(source, np.ndarray):  # open: bits, or sample times as they are
-                    bits = (
-                        source[within, columns] if isinstance(columns, slice) else source[within][:, columns]
-                    )
-                elif cached:
-                    bits = self.cache.read((key, number, chunk), source, local)[within]
+            cached = len(spans) * width * block * 8 <= self.cache.budget
+        for start, stop, chunk, local, columns in runs:
+            parts = [
+                self._part(number, chunk, within, (local, columns), (cached, times))
+                for number, within in spans
+            ]
+            target = out[rows, start:stop]
+            row = 0
+            for is_open, group in itertools.groupby(parts, key=lambda part: part[0] and times):
+                arrays = [array for _, array in group]
+                region = target[row : row + sum(len(array) for array in arrays)]
+                row += len(region)
+                if times and not is_open:
+                    region[...] = offsets_of(np.concatenate(arrays), self.time_dtype)
                 else:
-                    bits = source.decode(local)[within]
+                    np.concatenate(arrays, out=region)
                 if decoded:
-                    np.bitwise_xor(bits, EMPTY_BITS, out=out[rows, start:stop])
-                elif times and not isinstance(source, np.ndarray):
-                    out[rows, start:stop] = offsets_of(bits, self.time_dtype)
-                else:
-                    out[rows, start:stop] = bits
+                    np.bitwise_xor(region, EMPTY_BITS, out=region)
+
+    def _part(
+        self,
+        number: int,
+        chunk: int,
+        within: slice,
+        columns: tuple[np.ndarray, slice | np.ndarray],
+        how: tuple[bool, bool],
+    ) -> tuple[bool, np.ndarray]:
+        """Whether block ``number`` of ``chunk`` is open, and its ``within`` rows of the
+        columns (local ids, and a slice of them where they are a run) as it holds them:
+        an open block's bits or sample times, a sealed one's stored bits (zeros: empty)."""
+        cached, times = how
+        local, picked = columns
+        source = self.stored(number, chunk, times)
+        if source is None:
+            return False, np.zeros((within.stop - within.start, len(local)), dtype=np.uint64)
+        if isinstance(source, np.ndarray):
+            return True, source[within, picked] if isinstance(picked, slice) else source[within][:, picked]
+        if cached:
+            return False, self.cache.read((self._source(times)[1], number, chunk), source, local)[within]
+        return False, source.decode(local)[within]
 
     def export(self, first: int, stop: int, times: bool = False) -> np.ndarray:
         """The ``[slots, stop - first]`` stored bits (or sample times) of the series ``[first,
@@ -356,3 +364,17 @@ class SealedRing:
         every = [*self.blocks.values(), *(self.time_blocks or {}).values()]
         sealed = sum(b.nbytes for chunks in every for b in chunks if b is not None)
         return plain, sealed
+
+
+def _runs(ids: np.ndarray) -> list[tuple[int, int, int, np.ndarray, slice | np.ndarray]]:
+    """Sorted ``ids`` by chunk: each run's positions ``[start, stop)``, its chunk, its local
+    ids, and those as a slice where they are contiguous."""
+    chunk_of = ids >> SHIFT
+    edges = [0, *(np.flatnonzero(np.diff(chunk_of)) + 1).tolist(), len(ids)]
+    runs = []
+    for start, stop in itertools.pairwise(edges):
+        local = ids[start:stop] & MASK
+        contiguous = int(local[-1]) - int(local[0]) == stop - start - 1
+        columns = slice(int(local[0]), int(local[-1]) + 1) if contiguous else local
+        runs.append((start, stop, int(chunk_of[start]), local, columns))
+    return runs
