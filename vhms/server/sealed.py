@@ -228,37 +228,33 @@ class SealedRing:
         rows as they are, the sealed blocks' a block of each chunk at a time, through the cache
         of decoded blocks unless ``cached`` is false (a snapshot reads every block once: it
         would only evict the blocks that fetches ask again). With ``decoded`` as
-        :meth:`PlainRing.fill`'s: every cell written, with its value's float64 bits."""
-        covered = self.covers(buckets)
-        sealed = covered & self.is_sealed(buckets)
-        plain = np.flatnonzero(covered & ~sealed)
-        if len(plain):
-            low, high = int(plain[0]), int(plain[-1]) + 1
-            self.plain.fill(ids, buckets[low:high], out[low:high], times=times, decoded=decoded)
-        if decoded and not covered.all():
-            out[~covered] = EMPTY_BITS
-        self._fill_sealed(ids, buckets, out, sealed, (cached, times, decoded))
+        :meth:`PlainRing.fill`'s: every cell written, with its value's float64 bits.
+        ``buckets`` are consecutive (a run of bucket numbers), as :meth:`PlainRing.fill`'s:
+        which rows are held, sealed or plain is arithmetic on the first."""
+        first = int(buckets[0]) if len(buckets) else 0
+        low = min(max(self.head - self.slots + 1 - first, 0), len(buckets))  # the rows the ring holds
+        high = max(min(self.head + 1 - first, len(buckets)), low)
+        # the sealed buckets are the oldest held
+        plain = low if self.sealed is None else min(max(self.sealed * self.block - first, low), high)
+        if plain < high:
+            self.plain.fill(ids, buckets[plain:high], out[plain:high], times=times, decoded=decoded)
+        if decoded:
+            out[:low] = EMPTY_BITS
+            out[high:] = EMPTY_BITS
+        if low < plain and len(ids):
+            self._fill_sealed(ids, (first + low, first + plain - 1), out[low:plain], (cached, times, decoded))
 
     def _fill_sealed(
-        self,
-        ids: np.ndarray,
-        buckets: np.ndarray,
-        out: np.ndarray,
-        sealed: np.ndarray,
-        how: tuple[bool, bool, bool],
+        self, ids: np.ndarray, span: tuple[int, int], out: np.ndarray, how: tuple[bool, bool, bool]
     ) -> None:
-        """:meth:`fill`'s rows of the ``sealed`` buckets, as the blocks hold them (``how``:
-        cached, times, decoded): every cell written with ``decoded``. The blocks of a run of
-        columns are gathered as views and written with one copy (and one conversion) per run
-        of blocks alike: a small read spans dozens of blocks of a few columns, and a numpy call
-        per block was most of its time."""
+        """:meth:`fill`'s rows of the sealed buckets ``span`` (first and last), ``out``'s rows,
+        as the blocks hold them (``how``: cached, times, decoded): every cell written with
+        ``decoded``. The blocks of a run of columns are gathered as views and written with
+        one copy (and one conversion) per run of blocks alike: a small read spans dozens of
+        blocks of a few columns, and a numpy call per block was most of its time."""
         cached, times, decoded = how
-        if not len(ids) or not sealed.any():
-            return
         runs = _runs(ids)
-        held = np.flatnonzero(sealed)  # a run of rows: the sealed buckets are the oldest covered
-        first, last = int(buckets[held[0]]), int(buckets[held[-1]])
-        rows = slice(int(held[0]), int(held[0]) + last - first + 1)
+        first, last = span
         block = self.block
         spans = [
             (number, slice(max(first - number * block, 0), min(last - number * block, block - 1) + 1))
@@ -272,7 +268,7 @@ class SealedRing:
                 self._part(number, chunk, within, (local, columns), (cached, times))
                 for number, within in spans
             ]
-            target = out[rows, start:stop]
+            target = out[:, start:stop]
             row = 0
             for is_open, group in itertools.groupby(parts, key=lambda part: part[0] and times):
                 arrays = [array for _, array in group]
@@ -370,7 +366,10 @@ def _runs(ids: np.ndarray) -> list[tuple[int, int, int, np.ndarray, slice | np.n
     """Sorted ``ids`` by chunk: each run's positions ``[start, stop)``, its chunk, its local
     ids, and those as a slice where they are contiguous."""
     chunk_of = ids >> SHIFT
-    edges = [0, *(np.flatnonzero(np.diff(chunk_of)) + 1).tolist(), len(ids)]
+    if chunk_of[0] == chunk_of[-1]:  # one chunk
+        edges = [0, len(ids)]
+    else:
+        edges = [0, *(np.flatnonzero(np.diff(chunk_of)) + 1).tolist(), len(ids)]
     runs = []
     for start, stop in itertools.pairwise(edges):
         local = ids[start:stop] & MASK
