@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Callable
+from functools import lru_cache
 
 import numpy as np
 import re2
@@ -240,6 +241,7 @@ class _Pattern:
         return "$".join(_TEMPLATE.sub(fill, piece) for piece in pieces)
 
 
+@lru_cache(maxsize=256)  # compiled once for the queries that repeat it (a dashboard's)
 def _compiled(pattern: str) -> _Pattern:
     try:
         return _Pattern(pattern)

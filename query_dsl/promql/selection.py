@@ -22,6 +22,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Iterator
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import NamedTuple
 
 import numpy as np
@@ -56,6 +57,7 @@ def _quoted(value: str) -> str:
     return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
+@lru_cache(maxsize=256)  # compiled once for the queries that repeat it (a dashboard's)
 def _vhms_matcher(matcher: LabelMatcher) -> Matcher:
     """The store's matcher for one PromQL matcher (its RE2 regex compiled with the store's
     limits): what the exact filter applies."""
@@ -63,6 +65,7 @@ def _vhms_matcher(matcher: LabelMatcher) -> Matcher:
     return parse_selector("{" + f"{label}{_OPS[matcher.op]}{_quoted(matcher.value or 'x')}" + "}").matchers[0]
 
 
+@lru_cache(maxsize=4096)  # a regex matched per query and matcher was most of a small selection's time
 def matches_empty(matcher: LabelMatcher) -> bool:
     """Whether the matcher keeps a series that lacks its label (the empty string)."""
     if matcher.op in ("=", "!="):
