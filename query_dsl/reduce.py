@@ -29,13 +29,14 @@ import numpy as np
 from query_dsl.aggregates import aggregate, check_aggregate
 from query_dsl.exceptions import QueryTypeError
 from query_dsl.matrix import Matrix
-from query_dsl.series_table import SeriesTable, class_order
+from query_dsl.series_table import SeriesTable, class_order, kept_for
 from query_dsl.windows import PREFIX_WINDOWS
 
 __all__ = ["FUSED_AGGREGATES", "reduce_blocks", "reduce_matrix", "reduce_windows"]
 
 _BLOCK_CELLS = 1 << 20  # cells of one block of a fused window and reduce: 8 MB of float64
-_GROUPINGS_KEPT = 8  # groupings remembered per table (a table of 65,536 series: 1 MiB each)
+_GROUPINGS_SERIES = 1 << 19  # groupings remembered per table: this many series' worth (a table of
+# 65,536 series: 8 of them, 1 MiB each), at most 256 (a small table's: a dashboard's every ``by``)
 
 
 @dataclass(frozen=True)
@@ -61,7 +62,7 @@ def _grouping(table: SeriesTable, by: list[str] | None, without: list[str] | Non
     key = (None if by is None else tuple(by), None if without is None else tuple(without))
     found = kept.get(key)
     if found is None:
-        if len(kept) >= _GROUPINGS_KEPT:  # a bound on what one table holds (cleared whole: threads share it)
+        if len(kept) >= kept_for(table, _GROUPINGS_SERIES):  # cleared whole: threads share it
             kept.clear()
         found = kept[key] = _make_grouping(table, by, without)
     return found

@@ -25,7 +25,7 @@ import numpy as np
 from bookkeeper.ground import LabelColumn, dense_classes, row_keys, translate
 from vhms import NAME, FetchResult
 
-__all__ = ["SeriesTable", "class_order", "joint_classes"]
+__all__ = ["SeriesTable", "class_order", "joint_classes", "kept_for"]
 
 T = TypeVar("T")
 
@@ -38,6 +38,17 @@ def _encode(values: Iterable[str]) -> LabelColumn:
     index: dict[str, int] = {}
     codes = [index.setdefault(value, len(index)) for value in values]
     return LabelColumn(list(index), np.array(codes, dtype=np.int32))
+
+
+MEMO_MAX = 256  # what one table remembers of a kind (its groupings, its matchings), at most
+
+
+def kept_for(table: SeriesTable, series: int, other: int = 0) -> int:
+    """How many of a kind a table remembers (:meth:`SeriesTable.derived` dicts): ``series``
+    series' worth of entries the size of the table (and ``other`` series more), 8 at least,
+    :data:`MEMO_MAX` at most: a dashboard's every grouping of a small table, a few of a large
+    one's."""
+    return min(MEMO_MAX, max(8, series // max(len(table) + other, 1)))
 
 
 class SeriesTable:

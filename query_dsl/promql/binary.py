@@ -23,12 +23,12 @@ from query_dsl.matrix import Matrix
 from query_dsl.promql.ast import VectorMatching
 from query_dsl.promql.labels import ensure_unique
 from query_dsl.promql.values import Scalar, absent, present, settle
-from query_dsl.series_table import SeriesTable, joint_classes
+from query_dsl.series_table import SeriesTable, joint_classes, kept_for
 
 __all__ = ["scalar_op", "vector_op", "vector_scalar_op"]
 
 T = TypeVar("T")
-_MATCHINGS_KEPT = 8  # matchings remembered per left-hand table
+_MATCHINGS_SERIES = 1 << 19  # matchings remembered per left-hand table: this many series' worth, at most 256
 
 _OPERATORS: dict[str, Callable[[np.ndarray, np.ndarray], np.ndarray]] = {
     **ARITHMETIC,
@@ -104,16 +104,16 @@ def _merge_unique(
 
 def _remembered(a: SeriesTable, b: SeriesTable, key: tuple[object, ...], make: Callable[[], T]) -> T:
     """``make()`` for the tables ``a`` and ``b`` and ``key``, made once per pair of tables
-    and kept with ``a`` (at most ``_MATCHINGS_KEPT``; it holds ``b``): a selector's table is
-    reused while it picks the same series, so a dashboard's matching finds its classes and
-    its answer's table, with that table's order and label texts, made."""
+    and kept with ``a`` (``_MATCHINGS_SERIES`` series' worth of them; it holds ``b``): a
+    selector's table is reused while it picks the same series, so a dashboard's matching
+    finds its classes and its answer's table, with that table's order and label texts, made."""
     kept: dict[tuple[object, ...], tuple[SeriesTable, T]] = a.derived("promql_matchings", lambda _: {})
     full = (id(b), *key)
     found = kept.get(full)
     if found is not None and found[0] is b:
         return found[1]
     value = make()
-    if len(kept) >= _MATCHINGS_KEPT:  # cleared whole: threads share it
+    if len(kept) >= kept_for(a, _MATCHINGS_SERIES, len(b)):  # cleared whole: threads share it
         kept.clear()
     kept[full] = (b, value)
     return value

@@ -19,7 +19,7 @@ from query_dsl.promql.labels import prometheus_order
 from query_dsl.promql.parser import parse
 from query_dsl.promql.selection import PickedTables, _Picked
 from query_dsl.promql.small_body import metric_texts
-from query_dsl.series_table import SeriesTable
+from query_dsl.series_table import MEMO_MAX, SeriesTable, kept_for
 
 
 def _picked(count: int) -> _Picked:
@@ -83,9 +83,10 @@ def test_an_aggregations_classes_and_answer_table_are_made_once_per_grouping() -
         {"j": str(j)} for j in range(6)
     ]
     assert aggregate(parse("max(x)"), m, None).values.tolist() == [[10.0, 11.0]]
-    for labels in range(20):  # many groupings of one table: what it keeps stays bounded
+    for labels in range(MEMO_MAX + 20):  # many groupings of one table: what it keeps stays bounded
         aggregate(parse(f"count by (l{labels}) (x)"), m, None)
-    assert len(table.derived("reduce_groupings", dict)) <= reduce._GROUPINGS_KEPT
+    assert kept_for(table, reduce._GROUPINGS_SERIES) == MEMO_MAX
+    assert 0 < len(table.derived("reduce_groupings", dict)) <= MEMO_MAX
     assert aggregate(parse("sum by (i) (x)"), m, None).values.tolist() == by_i.values.tolist()
 
 
@@ -104,6 +105,13 @@ def test_a_matchings_classes_and_answer_table_are_made_once_per_pair_of_tables()
     assert vector_op("<", a, b, on_j, as_bool=False).table.name_list() == ["x"] * 4
     other = Matrix.from_table(right.with_name("z"), np.arange(2), np.zeros((2, 2)), 1)
     assert vector_op("+", a, other, on_j, as_bool=False).values.tolist() == a.values.tolist()
-    for labels in range(20):  # many matchings of one table: what it keeps stays bounded
+    for labels in range(MEMO_MAX + 20):  # many matchings of one table: what it keeps stays bounded
         vector_op("+", a, b, VectorMatching("many-to-one", ("j", f"l{labels}"), on=True), as_bool=False)
-    assert len(left.derived("promql_matchings", dict)) <= binary._MATCHINGS_KEPT
+    assert kept_for(left, binary._MATCHINGS_SERIES) == MEMO_MAX
+    assert 0 < len(left.derived("promql_matchings", dict)) <= MEMO_MAX
+
+
+def test_a_large_table_remembers_a_few_of_a_kind() -> None:
+    large = SeriesTable.from_lists(["x"] * 70_000, [{}] * 70_000)
+    assert kept_for(large, reduce._GROUPINGS_SERIES) == 8
+    assert kept_for(large, binary._MATCHINGS_SERIES) == 8
