@@ -30,6 +30,7 @@ RESOLUTIONS = [
     "60s:7,5m:9:max,15m:5:min,30m:8:sum",
     "60s:6,3m:10:mean,9m:7:count,27m:9",
     "60s:60,5m:48,15m:96,1h:72",
+    "5s:480,5m:8,15m:12,1h:6",  # a fine step: the finest ring's blocks of 10 minutes (120 buckets)
 ]
 SELECTORS = ["m{i=3}", "m{i~3|7|11|16400}", ""]
 _FOREVER = 10**12  # a horizon past any retention
@@ -154,6 +155,14 @@ def test_compressed_rings_answer_as_plain_ones(
 ) -> None:
     tmp = tmp_path_factory.mktemp("snapshot")
     _run(resolutions, seed, series=37, rounds=120, tmp=tmp, cache=cache, horizon=horizon)
+
+
+def test_a_fine_step_seals_blocks_of_ten_minutes(tmp_path: Path) -> None:
+    """A 5 s finest ring seals blocks of 120 buckets (ten minutes), past MAX_BLOCK's 24."""
+    assert Store("5s:480,5m:8,15m:12,1h:6").rings[0].block == 120
+    _run(
+        "5s:480,5m:8,15m:12,1h:6", seed=11, series=37, rounds=80, tmp=tmp_path, cache=1 << 20, horizon=MINUTE
+    )
 
 
 def test_across_chunks(tmp_path: Path) -> None:
