@@ -30,10 +30,9 @@ from vhms.server.sealed import MAX_BLOCK, SealedRing
 __all__ = ["DEFAULT_HORIZON_MS", "FinestRing"]
 
 DEFAULT_HORIZON_MS = 10 * 60_000
-BLOCK_MS = (
-    10 * 60_000
-)  # a block spans this at least (MAX_BLOCK buckets at least): a fine step's read of an hour
-# crosses a few blocks, not dozens (each a numpy call or more)
+# a block spans this at least (and MAX_BLOCK buckets): a fine step's read of an hour crosses a
+# few blocks, not dozens (each a few numpy calls)
+BLOCK_MS = 10 * 60_000
 
 
 class FinestRing(SealedRing):
