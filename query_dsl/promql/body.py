@@ -107,9 +107,10 @@ class _Rows:
         return self.ids.reshape(-1) if self._has is None else self.ids[self._has]
 
 
-def _by_blocks(size: int, width: int, pieces: _Pieces, fill: Callable[[_Rows], None]) -> bytes:
+def _by_blocks(size: int, width: int, pieces: _Pieces, fill: Callable[[_Rows], None]) -> bytes | memoryview:
     """The answer's text: the rows of ``size`` series of ``width`` piece ids, made by ``fill``
-    a block of series at a time, each block gathered before the next is made."""
+    a block of series at a time, each block gathered before the next is made (one block's
+    text as the view of its taken buffer, not copied)."""
     dictionary = pieces.dictionary()
     step = max(1, _BLOCK_CELLS // width)
     texts = []
@@ -117,7 +118,7 @@ def _by_blocks(size: int, width: int, pieces: _Pieces, fill: Callable[[_Rows], N
         rows = _Rows(slice(start, min(start + step, size)), width)
         fill(rows)
         texts.append(_gather(dictionary, rows.flat()))
-    return b"".join(texts)
+    return texts[0] if len(texts) == 1 else b"".join(texts)
 
 
 def _firsts(has: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
