@@ -221,7 +221,12 @@ def class_order(classes: np.ndarray, count: int) -> tuple[np.ndarray, np.ndarray
 
 def joint_classes(a: SeriesTable, b: SeriesTable, labels: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
     """Class numbers of the series of two tables, by ``labels``, in one numbering: equal
-    exactly when the series agree on those labels (first appearance in ``a`` then ``b``)."""
+    exactly when the series agree on those labels (first appearance in ``a`` then ``b``).
+    Of one table with itself (both sides of ``x / on(...) x``), its own classes on each side:
+    what the two tables' rows one after the other would number, at half the sort."""
+    if a is b:
+        classes = a.groups(labels)[0]
+        return classes, classes
     columns = []
     for label in labels:
         left = a.columns.get(label, LabelColumn.absent(len(a)))

@@ -81,6 +81,8 @@ def _merge_unique(
     representative row; ``MatchingError`` when two series of a class have a value at the
     same time."""
     count = int(classes.max(initial=-1)) + 1
+    if count == len(classes) and (classes == np.arange(count)).all():  # a series per class, in order
+        return m.values, np.arange(count)
     merged = np.full((count, m.values.shape[1]), np.nan)
     if np.bincount(classes, minlength=count).max(initial=0) <= 1:  # a series per class: as it is
         merged[classes] = m.values
@@ -163,7 +165,7 @@ def vector_op(op: str, a: Matrix, b: Matrix, matching: VectorMatching, as_bool: 
         a.table,
         b.table,
         (matching, named),
-        lambda: _answer_table(many_m.table.take(many_rows), matching, one_m, one_first, include, named),
+        lambda: _answer_table(_taken(many_m.table, many_rows), matching, one_m, one_first, include, named),
     )
     if op in COMPARISONS:
         if as_bool:
@@ -178,6 +180,13 @@ def vector_op(op: str, a: Matrix, b: Matrix, matching: VectorMatching, as_bool: 
     if matching.card != "one-to-one":
         ensure_unique(out, "multiple matches for labels: grouping labels must ensure unique matches")
     return out
+
+
+def _taken(table: SeriesTable, rows: np.ndarray) -> SeriesTable:
+    """``table``'s ``rows``, the table itself when they are its every row in order (a
+    division of a selector by itself: no copy of a million series' codes)."""
+    whole = len(rows) == len(table) and (rows == np.arange(len(rows))).all()
+    return table if whole else table.take(rows)
 
 
 def _answer_table(

@@ -270,6 +270,20 @@ def test_joint_classes_of_two_tables_are_the_classes_of_label_dicts(
         assert (got[i] == got[j]) == (keys[i] == keys[j])
 
 
+@given(
+    st.lists(label_sets, max_size=8),
+    st.one_of(st.none(), st.lists(st.sampled_from([*LABELS, "z"]), max_size=3)),
+)
+def test_a_table_with_itself_numbers_as_with_a_copy_of_itself(
+    labels: list[dict[str, str]], on: list[str] | None
+) -> None:
+    a = SeriesTable.from_lists(["x"] * len(labels), labels)
+    chosen = sorted(set(on)) if on is not None else sorted(a.columns)
+    itself = joint_classes(a, a, chosen)
+    copy = joint_classes(a, a.take(np.arange(len(a))), chosen)
+    assert [side.tolist() for side in itself] == [side.tolist() for side in copy]
+
+
 def test_many_values_renumber_instead_of_overflowing() -> None:
     count = 3000
     labels = [{f"l{k}": str(i % (k + 2000)) for k in range(6)} for i in range(count)]

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from query_dsl.promql import format_value, small_body
+from query_dsl.promql import body, format_value, small_body
 from query_dsl.promql.body import matrix_body, vector_body
 from query_dsl.promql.small_body import metric_texts, small_matrix_body, small_vector_body
 from query_dsl.promql.texts import value_strs, value_texts
@@ -63,6 +63,33 @@ def test_the_small_writer_writes_the_columnar_bytes(series: int, times: int, see
     assert small_vector_body(metric_texts(empty), at, last[:0], value_strs) == vector_body(
         empty, at, last[:0]
     )
+
+
+@pytest.mark.parametrize("full", [False, True])
+def test_the_columnar_writer_writes_the_same_bytes_whatever_its_blocks(
+    full: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    rng = np.random.default_rng(7)
+    series, times = 40, 9
+    table = _full_table(series) if full else _table(series)
+    axis = np.arange(times) * 10_000 + 1_700_000_000_123
+    values = np.round(rng.normal(size=(series, times)) * 1e3, 2)
+    kept = np.ones((series, times), dtype=bool) if full else rng.random((series, times)) < 0.8
+    kept[np.arange(series), rng.integers(0, times, series)] = True
+    own = axis[None, :] + rng.integers(0, 1000, (series, times))
+    nameless = table.with_name("")  # the name an operator dropped: a column no series has
+
+    def answers() -> list[bytes]:
+        out = [
+            bytes(matrix_body(t, stamps, values, kept)) for t in (table, nameless) for stamps in (axis, own)
+        ]
+        return out + [bytes(vector_body(t, 1_700_000_000_500, values[:, -1])) for t in (table, nameless)]
+
+    whole = answers()
+    assert whole[2] == small_matrix_body(metric_texts(nameless), axis, values, kept, value_strs)
+    for cells in (1, 64, 500):  # a series a block, a few, most
+        monkeypatch.setattr(body, "_BLOCK_CELLS", cells)
+        assert answers() == whole
 
 
 def test_value_texts_are_go_s() -> None:
