@@ -83,7 +83,7 @@ class PromQLResult:
             if self.order == "labels" or self.result_type == "matrix":  # the table's order (made
                 # once per table), those held picked: the order of a part is the whole's
                 everyone = prometheus_order(m)
-                rows = everyone[held[everyone]]
+                rows = everyone[np.asarray(held)[everyone]]
         if self.order in ("descending", "ascending"):
             last = m.values[rows, -1]
             rows = rows[np.argsort(-last if self.order == "descending" else last, kind="stable")]
