@@ -191,14 +191,23 @@ class TextRows:
         self._fields: list[_Field] = []
 
     def constant(self, text: bytes) -> None:
-        """The same ``text`` in every row."""
+        """The same ``text`` in every row (one field with a constant before it)."""
+        last = self._fields[-1] if self._fields else None
+        if last is not None and last.codes is None:
+            text = last.texts.data.tobytes() + text
+            self._fields.pop()
         self._fields.append(_Field.of(dictionary([text]), None, None))
 
     def pick(self, texts: Dictionary, codes: np.ndarray, at: np.ndarray | None = None) -> None:
         """Text ``codes[i]`` of ``texts`` in each row (in row ``at[i]`` when ``at`` names the
         rows that have the field, ascending), none where the code is -1."""
-        if len(texts.sizes):  # else every code is -1
-            self._fields.append(_Field.of(texts, codes, at))
+        if not len(texts.sizes):  # every code is -1
+            return
+        field = _Field.of(texts, codes, at)
+        if len(texts.sizes) == 1 and at is None and not field.absent:  # the same text in every row
+            self.constant(texts.data[texts.starts[0] : texts.starts[0] + texts.sizes[0]].tobytes())
+        else:
+            self._fields.append(field)
 
     def join(self, head: bytes, between: bytes, tail: bytes) -> tuple[memoryview, np.ndarray]:
         """``head``, the rows with ``between`` between two, ``tail``: the text, and where each

@@ -77,6 +77,11 @@ def vector_body(table: SeriesTable, time_ms: int, values: np.ndarray) -> bytes |
     return rows.join(b'{"resultType":"vector","result":[', b",", b"]}")[0]
 
 
+# points a series up to which a matrix of shared times, every point kept, is written a row per
+# series (a constant and a value a point: a few fields), beyond, a row per point (fewer calls)
+_NARROW = 16
+
+
 def _head(table: SeriesTable, rows: TextRows) -> None:
     """A series' ``{"metric":{...},"values":[``."""
     rows.constant(b'{"metric":{')
@@ -87,8 +92,6 @@ def _head(table: SeriesTable, rows: TextRows) -> None:
 def _stamps(times: np.ndarray, kept: np.ndarray) -> tuple[Dictionary, np.ndarray]:
     """The dictionary of the points' ``[t,"`` then ``"],[t,"`` texts, and each kept cell's text
     among them (``[series, points]``, -1 where not kept): ``"],[t,"`` but at a series' first."""
-    if times.ndim == 2 and (times == times[:1]).all():  # own times, the same for every series
-        times = times[0]
     if times.ndim == 1:
         texts, index = second_texts(times)
         cells = np.broadcast_to(index, kept.shape)
@@ -129,6 +132,21 @@ def _by_point(
     return rows
 
 
+def _by_series(table: SeriesTable, times: np.ndarray, values: Dictionary, points: np.ndarray) -> TextRows:
+    """A row per series, every point kept at shared ``times``: its head, each point's ``[t,"``
+    (``"],[t,"`` after the first, a constant) and value's text, its end."""
+    texts, index = second_texts(times)
+    rows = TextRows(len(table))
+    _head(table, rows)
+    columns = points.T.copy()  # a point's codes, contiguous
+    for column, stamp in enumerate(index.tolist()):
+        text = texts.data[texts.offsets[stamp] : texts.offsets[stamp + 1]].tobytes()
+        rows.constant((b'"],[' if column else b"[") + text + b',"')
+        rows.pick(values, columns[column])
+    rows.constant(b'"]]}')
+    return rows
+
+
 def matrix_body(
     table: SeriesTable, times: np.ndarray, values: np.ndarray, kept: np.ndarray
 ) -> bytes | memoryview:
@@ -144,5 +162,9 @@ def matrix_body(
     else:
         points = np.full(kept.shape, -1, dtype=np.int64)
         points[kept] = index
-    rows = _by_point(table, _stamps(times, kept), Dictionary.of(texts.data, texts.offsets), points)
-    return rows.join(b'{"resultType":"matrix","result":[', b"", b"]}")[0]
+    if times.ndim == 2 and (times == times[:1]).all():  # own times, the same for every series
+        times = times[0]
+    head, words = b'{"resultType":"matrix","result":[', Dictionary.of(texts.data, texts.offsets)
+    if everywhere and times.ndim == 1 and kept.shape[1] <= _NARROW:
+        return _by_series(table, times, words, points).join(head, b",", b"]}")[0]
+    return _by_point(table, _stamps(times, kept), words, points).join(head, b"", b"]}")[0]
