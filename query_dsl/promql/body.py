@@ -89,46 +89,46 @@ def _head(table: SeriesTable, rows: TextRows) -> None:
     rows.constant(b'},"values":[')
 
 
-def _stamps(times: np.ndarray, kept: np.ndarray) -> tuple[Dictionary, np.ndarray]:
-    """The dictionary of the points' ``[t,"`` then ``"],[t,"`` texts, and each kept cell's text
-    among them (``[series, points]``, -1 where not kept): ``"],[t,"`` but at a series' first."""
+def _stamps(times: np.ndarray, kept: np.ndarray) -> tuple[Dictionary, Dictionary, np.ndarray]:
+    """The points' ``[t,"`` texts (a series' first), their ``"],[t,"`` texts (the others), and
+    each kept point's time among them (in row order)."""
     if times.ndim == 1:
         texts, index = second_texts(times)
-        cells = np.broadcast_to(index, kept.shape)
+        cells = np.broadcast_to(index, kept.shape)[kept]
     else:  # each distinct time written once (a time is shared by the series of a scrape)
         distinct, inverse = np.unique(times, return_inverse=True)
         texts, index = second_texts(distinct)
-        cells = index[inverse.reshape(kept.shape)]
-    rows = TextRows(2 * len(texts))
-    rows.pick(dictionary([b"[", b'"],[']), np.repeat([0, 1], len(texts)))
-    rows.pick(Dictionary.of(texts.data, texts.offsets), np.tile(np.arange(len(texts)), 2))
-    rows.constant(b',"')
-    codes = np.where(kept, cells + len(texts), -1)
-    codes[np.arange(len(kept)), np.argmax(kept, axis=1)] -= len(texts)
-    return _dictionary(rows), codes
+        cells = index[inverse.reshape(kept.shape)[kept]]
+    return _wrapped(texts, b"[", b',"'), _wrapped(texts, b'"],[', b',"'), cells
 
 
 def _by_point(
-    table: SeriesTable, stamps: tuple[Dictionary, np.ndarray], values: Dictionary, points: np.ndarray
+    table: SeriesTable,
+    stamps: tuple[Dictionary, Dictionary, np.ndarray],
+    values: Dictionary,
+    points: np.ndarray,
 ) -> TextRows:
-    """A row per kept point: its series' head before its first, its ``[t,"`` or ``"],[t,"``,
-    its value's text, its series' end after its last."""
-    times, codes = stamps
+    """A row per kept point: its series' head and ``[t,"`` at its first, ``"],[t,"`` at the
+    others, its value's text, its series' end after its last (fields of the rows that have
+    them: each of one length, mostly)."""
+    firsts, laters, cells = stamps
     kept = points >= 0
-    series = np.nonzero(kept)[0]
-    first = np.ones(len(series), dtype=bool)
-    first[1:] = series[1:] != series[:-1]
-    last = np.ones(len(series), dtype=bool)
-    last[:-1] = first[1:]
+    ends = np.cumsum(np.count_nonzero(kept, axis=1))  # each series' points end there (every series has one)
+    later = np.ones(int(ends[-1]), dtype=bool)
+    at_first = ends - ends[0]
+    at_first[1:] = ends[:-1]
+    later[at_first] = False
+    at_later = np.flatnonzero(later)
     heads = TextRows(len(table))
     _head(table, heads)
-    rows = TextRows(len(series))
-    rows.pick(_dictionary(heads), np.arange(len(table)), at=np.flatnonzero(first))
-    rows.pick(times, codes[kept])
+    rows = TextRows(len(later))
+    rows.pick(_dictionary(heads), np.arange(len(table)), at=at_first)
+    rows.pick(firsts, cells[at_first], at=at_first)
+    rows.pick(laters, cells[at_later], at=at_later)
     rows.pick(values, points[kept])
-    ends = np.zeros(len(table), dtype=np.int64)
-    ends[-1] = 1  # the last series' end closes the list
-    rows.pick(dictionary([b'"]]},', b'"]]}']), ends, at=np.flatnonzero(last))
+    closing = np.zeros(len(table), dtype=np.int64)
+    closing[-1] = 1  # the last series' end closes the list
+    rows.pick(dictionary([b'"]]},', b'"]]}']), closing, at=ends - 1)
     return rows
 
 
