@@ -99,18 +99,16 @@ def _sets(
 ) -> tuple[np.ndarray, np.ndarray, dict[int, np.ndarray]]:
     """Per label-set text: its shape and its row among its shape's; per shape, the codes of
     its sets (``[sets, labels]``). The texts are cut at their commas (:func:`_tokens`) and only
-    the distinct ``k=v`` tokens parsed (``vocabulary.pair_refs``, remembered across batches);
+    the distinct ``k=v`` tokens parsed (``vocabulary.pair_refs``, remembered across batches,
+    asked once a batch by :class:`_Refs`);
     the tokens of a set whose labels are not in order (not canonical) are put in order by numpy."""
     shapes = np.zeros(len(texts), dtype=np.int64)
     ranks = np.zeros(len(texts), dtype=np.int64)
     if not len(texts):
         return shapes, ranks, {}
     tokens, offsets = _tokens(texts)
-    distinct = list(dict.fromkeys(tokens))  # in order of first appearance: the order codes are given
-    distinct_refs = vocabulary.pair_refs(distinct)
-    ref_of = dict(zip(distinct, distinct_refs, strict=True)).__getitem__
-    refs = np.fromiter(map(ref_of, tokens), dtype=np.int64, count=len(tokens))
-    if min(distinct_refs) < 0:
+    refs = np.fromiter(map(_Refs(vocabulary).__getitem__, tokens), dtype=np.int64, count=len(tokens))
+    if (refs < 0).any():
         refs, offsets = _without_empty_sets(refs, offsets, texts)
     names = vocabulary.labels_by_number()
     refs, offsets = _in_label_order(refs, offsets, names)
@@ -139,6 +137,19 @@ def _sets(
             blocks.setdefault(number, []).append(set_codes if alike.all() else set_codes[alike])
             members, label_numbers, set_codes = members[~alike], label_numbers[~alike], set_codes[~alike]
     return shapes, ranks, {number: np.concatenate(block) for number, block in blocks.items()}
+
+
+class _Refs(dict[str, int]):
+    """A batch's tokens' references: a token met for the first time asks the vocabulary (so
+    tokens get their codes in order of first appearance), the others are one lookup in C."""
+
+    def __init__(self, vocabulary: Vocabulary) -> None:
+        super().__init__()
+        self._vocabulary = vocabulary
+
+    def __missing__(self, token: str) -> int:
+        ref = self[token] = self._vocabulary.pair_refs([token])[0]
+        return ref
 
 
 def _tokens(texts: Sequence[str]) -> tuple[list[str], np.ndarray]:
