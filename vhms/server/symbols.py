@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from operator import methodcaller
+from itertools import repeat
 from typing import Protocol
 
 import numpy as np
@@ -29,7 +29,6 @@ from bookkeeper.wire import validate_name
 __all__ = ["Resolved", "Vocabulary", "resolve", "row_hashes"]
 
 NAME = "__name__"
-_COMMAS = methodcaller("count", ",")
 
 
 @dataclass(frozen=True)
@@ -157,7 +156,9 @@ def _tokens(texts: Sequence[str]) -> tuple[list[str], np.ndarray]:
     percent-encoded), and where each set's tokens begin (a text without a comma is one
     token, ``""`` an empty one): two C loops of ``str``'s, no Python code per token."""
     offsets = np.zeros(len(texts) + 1, dtype=np.int64)
-    np.cumsum(np.fromiter(map(_COMMAS, texts), dtype=np.int64, count=len(texts)) + 1, out=offsets[1:])
+    np.cumsum(
+        np.fromiter(map(str.count, texts, repeat(",")), dtype=np.int64, count=len(texts)) + 1, out=offsets[1:]
+    )
     return ",".join(texts).split(","), offsets
 
 
