@@ -31,7 +31,8 @@ from vhms.server import Store
 RESOLUTIONS = "60s:240,5m:48,15m:96,1h:72"
 SETTLED_CPU = 0.05  # a server is settled below 5% of a core over a second
 SETTLE_TIMEOUT_S = 900
-# what the serving commands call first, in their order
+# what the serving commands call first, in their order (the first, a baseline's: a checkout
+# from before issue 27 took pyarrow out of the serving processes)
 SERVING_SETTINGS = ("keep_pandas_out_of_pyarrow", "keep_freed_memory_returnable")
 
 
@@ -93,9 +94,9 @@ def serve_artimon(data: Data, port: int) -> None:
 
 
 def serve_artimon_lean(data: Data, port: int) -> None:
-    """:func:`serve_artimon` as ``artimon api`` and ``artimon vhms`` serve: pyarrow kept from
-    pandas, the allocators set so that freed memory can go back (docs/promql.md § Memory);
-    in a ``--baseline`` child, those of the settings its checkout has."""
+    """:func:`serve_artimon` as ``artimon api`` and ``artimon vhms`` serve: the allocators set
+    so that freed memory can go back (docs/promql.md § Memory); in a ``--baseline`` child,
+    those of the settings its checkout has."""
     import bookkeeper.ground as ground  # the checkout's: a baseline may have fewer settings
 
     for setting in SERVING_SETTINGS:

@@ -87,14 +87,14 @@ class Lines:
 
 
 # Python source that defines ``allocators()``, for a test's child process: how many malloc
-# arenas glibc's ``malloc_info`` lists (one more per thread that allocates, unless capped:
-# pyarrow's import starts one) and the backend of pyarrow's default memory pool, after
-# importing pyarrow (``bookkeeper.ground.keep_freed_memory_returnable``)
+# arenas glibc's ``malloc_info`` lists (one more per thread that allocates, unless capped) and
+# the backend of pyarrow's default memory pool where pyarrow is loaded (None where it is not:
+# ``bookkeeper.ground.keep_freed_memory_returnable``)
 ALLOCATORS_PROBE = """
-import ctypes
+import ctypes, sys
 
 def allocators() -> dict:
-    import pyarrow
+    pyarrow = sys.modules.get("pyarrow")
     libc = ctypes.CDLL(None)
     libc.open_memstream.restype = ctypes.c_void_p
     text, size = ctypes.c_char_p(), ctypes.c_size_t()
@@ -102,7 +102,8 @@ def allocators() -> dict:
     libc.malloc_info(0, stream)
     libc.fclose(stream)
     arenas = ctypes.string_at(text, size.value).decode().count("<heap nr=")
-    return {"arenas": arenas, "arrow_pool": pyarrow.default_memory_pool().backend_name}
+    pool = None if pyarrow is None else pyarrow.default_memory_pool().backend_name
+    return {"arenas": arenas, "arrow_pool": pool}
 """
 
 

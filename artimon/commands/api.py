@@ -14,7 +14,7 @@ from artimon.commands._signals import stop_event
 from artimon.commands._web import web_config_of
 from artimon.status import add_status_routes, register_service
 from bookkeeper import TlsConfigError
-from bookkeeper.ground import BackgroundServer, keep_freed_memory_returnable, keep_pandas_out_of_pyarrow
+from bookkeeper.ground import BackgroundServer, keep_freed_memory_returnable
 from bookkeeper.wire import client_context
 from query_dsl import Limits, MemoryBudget, ShardedSource, create_app
 
@@ -53,7 +53,6 @@ def run(args: argparse.Namespace) -> int:
     elif args.vhms_cert is not None or args.vhms_key is not None:
         print("artimon api: --vhms-cert and --vhms-key need --vhms-ca", file=sys.stderr)
         return 2
-    keep_pandas_out_of_pyarrow()  # the answers' first pyarrow call would import pandas to no use
     keep_freed_memory_returnable()  # before the server's threads: large answers' memory goes back
     servers = [(h, int(p)) for h, _, p in (s.rpartition(":") for s in args.vhms)] or None
     source = ShardedSource(args.zk, servers, ssl_context=ssl_context)

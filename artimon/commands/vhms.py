@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 from artimon.commands._signals import stop_event
 from artimon.commands._web import web_config_of
 from bookkeeper import TlsConfigError
-from bookkeeper.ground import keep_freed_memory_returnable, keep_pandas_out_of_pyarrow
+from bookkeeper.ground import keep_freed_memory_returnable
 from bookkeeper.wire import client_context, server_context
 from vhms import DEFAULT_RESOLUTIONS, DataDirInUseError, VhmsError
 from vhms.server import DEFAULT_SERVER_LIMITS, CatchUp, Store, VhmsService
@@ -31,7 +31,6 @@ def wal_options(args: argparse.Namespace) -> WalOptions:
 
 
 def run(args: argparse.Namespace) -> int:
-    keep_pandas_out_of_pyarrow()  # the index's first pyarrow call would import pandas to no use
     keep_freed_memory_returnable()  # before the service's threads: large fetches' memory goes back
     try:
         store = Store(args.resolutions or DEFAULT_RESOLUTIONS, max_series=args.max_series)

@@ -12,8 +12,7 @@
 - processes: :func:`spawn` (a child that dies with its parent), :func:`terminate`,
   :class:`DirectoryLock` (one live process per data directory), :func:`fsync_path`,
   :func:`release_freed_memory` (the C heap's and pyarrow's free pages back to the kernel),
-  :func:`keep_freed_memory_returnable` (a serving process's allocators, set so that it can),
-  :func:`keep_pandas_out_of_pyarrow` (a serving process's pyarrow never imports pandas);
+  :func:`keep_freed_memory_returnable` (a serving process's allocators, set so that it can);
 - :func:`parse_duration`, Prometheus's duration syntax (``1h30m``, ``500ms``);
 - series identity by columns (``columns.py``): :class:`LabelColumn` and :class:`LabelColumns`
   (translate, concat, row keys), and the one series hash (:func:`series_hashes`) that
@@ -22,7 +21,7 @@
 The ground may import the app library (``bookkeeper``, ``bookkeeper.wire``,
 ``bookkeeper.zk``); the app library never imports the ground, so ``import bookkeeper``
 stays free of fastavro and uvicorn (``tests/test_imports.py``). The names whose modules need
-fastavro, kazoo, pyarrow, uvicorn or yaml load when first used, so a process imports only
+fastavro, kazoo, uvicorn or yaml load when first used, so a process imports only
 what it uses of the ground (``tests/artimon/test_serving_imports.py``).
 """
 
@@ -51,7 +50,6 @@ from bookkeeper.ground.files import fsync_path
 from bookkeeper.ground.memory import keep_freed_memory_returnable, release_freed_memory
 
 if typing.TYPE_CHECKING:
-    from bookkeeper.ground.arrow import keep_pandas_out_of_pyarrow
     from bookkeeper.ground.avro import SAMPLE_BATCH_SCHEMA, decode_sample_batch, encode_sample_batch
     from bookkeeper.ground.discovery import list_endpoints
     from bookkeeper.ground.httpserver import BackgroundServer
@@ -95,7 +93,6 @@ __all__ = [
     "fsync_path",
     "is_loopback",
     "keep_freed_memory_returnable",
-    "keep_pandas_out_of_pyarrow",
     "key_hashes",
     "list_endpoints",
     "load_web_config",
@@ -110,10 +107,9 @@ __all__ = [
     "translate",
 ]
 
-# loaded when first used (PEP 562), each with what it needs: fastavro, kazoo, pyarrow, uvicorn and
-# yaml stay out of a process that serves without them (tests/artimon/test_serving_imports.py)
+# loaded when first used (PEP 562), each with what it needs: fastavro, kazoo, uvicorn and yaml
+# stay out of a process that serves without them (tests/artimon/test_serving_imports.py)
 _LAZY = {
-    "arrow": ("keep_pandas_out_of_pyarrow",),
     "avro": ("SAMPLE_BATCH_SCHEMA", "decode_sample_batch", "encode_sample_batch"),
     "discovery": ("list_endpoints",),
     "httpserver": ("BackgroundServer",),

@@ -23,10 +23,12 @@ before they start threads):
   each kept such a top. Threads started after the call share the arenas there are (the main
   one, and one that a thread pyarrow starts at import made). The threads of a Python process
   take turns on the GIL, so they hardly contend for an arena's lock;
-- **pyarrow on the C heap** (its system pool): pyarrow's default pool, mimalloc, keeps the
-  pages a thread freed in that thread's heap, which ``release_unused()`` from another thread
-  (the budget's returner) does not reach: 60-90 MiB stayed resident after issue 27's queries
-  at 100K series. On glibc's heap, the same buffers are freed there and trimmed.
+- **pyarrow on the C heap** (its system pool), in a process that has loaded pyarrow: its
+  default pool, mimalloc, keeps the pages a thread freed in that thread's heap, which
+  ``release_unused()`` from another thread (the budget's returner) does not reach: 60-90 MiB
+  stayed resident after issue 27's queries at 100K series when the query API used pyarrow.
+  On glibc's heap, the same buffers are freed there and trimmed. The serving processes no
+  longer load pyarrow (issue 27: docs/vhms.md § Start-up), so this never imports it.
 
 glibc's threshold for giving large blocks mappings of their own (``M_MMAP_THRESHOLD``) is
 left to grow as it does: fixed at 4 MiB it gave back 4-11 MiB more after those queries (17
@@ -62,12 +64,13 @@ _MALLOPT = _glibc("mallopt", [ctypes.c_int, ctypes.c_int])
 
 def keep_freed_memory_returnable() -> bool:
     """Set this process's allocators so that :func:`release_freed_memory` reaches what its
-    threads free (the module doc): no more malloc arenas, pyarrow on the C heap (this imports
-    pyarrow). Call it before the process starts threads: one that already has an arena keeps
-    it. Whether glibc took the setting (False where the C library is not glibc)."""
-    import pyarrow  # a serving process has it loaded already (keep_pandas_out_of_pyarrow)
-
-    pyarrow.set_memory_pool(pyarrow.system_memory_pool())
+    threads free (the module doc): no more malloc arenas, pyarrow on the C heap where it is
+    loaded (this never imports it). Call it before the process starts threads: one that
+    already has an arena keeps it. Whether glibc took the setting (False where the C library
+    is not glibc)."""
+    pyarrow = sys.modules.get("pyarrow")
+    if pyarrow is not None:
+        pyarrow.set_memory_pool(pyarrow.system_memory_pool())
     return _MALLOPT is not None and _MALLOPT(M_ARENA_MAX, 1) == 1
 
 

@@ -7,10 +7,9 @@ Shape (docs/dsl.md)::
     {"scalar": float|null, "took_ms": float}
 
 NaN and ±Inf are ``null`` (JSON has neither); label keys come sorted. No Python object is
-made per series: every distinct name and label value is encoded once (orjson), the label
-objects are joined per series by pyarrow's element-wise string kernels, the values of all
-series are one orjson call over the matrix, split per series, and the records are one
-buffer.
+made per series: every distinct name and label value is encoded once (orjson), the values
+of all series are one orjson call over the matrix, and the records are rows of text
+(:class:`query_dsl.text_rows.TextRows`) picking a series' name, labels and values' row.
 """
 
 from __future__ import annotations
@@ -19,48 +18,40 @@ from typing import Any
 
 import numpy as np
 import orjson
-import pyarrow as pa
-import pyarrow.compute as pc
 
-from bookkeeper.ground import LabelColumn
 from bookkeeper.wire import parse_series
 from query_dsl.matrix import Matrix
+from query_dsl.text_rows import Dictionary, TextRows, dictionary
 
 __all__ = ["encode_answer", "strings_answer"]
 
-_TEXT = pa.large_binary()
 
-
-def _scalar(text: bytes) -> pa.Scalar:
-    return pa.scalar(text, _TEXT)
-
-
-def _per_series(column: LabelColumn, encode: list[bytes]) -> pa.Array:
-    """The encoded value of each series (null where absent)."""
-    codes = column.codes
-    return pa.array(encode, _TEXT).take(pa.array(codes, mask=codes < 0))
-
-
-def _labels(m: Matrix) -> pa.Array:
-    """``"k":"v",...`` per series."""
-    parts = []
+def _labels(m: Matrix, rows: TextRows) -> None:
+    """``"k":"v",...`` per series: a field per label, with a leading comma but the first a
+    series has."""
+    seen = np.zeros(len(m), dtype=bool)  # the series that have a label already
     for label, column in m.table.columns.items():
         key = orjson.dumps(label) + b":"
-        parts.append(_per_series(column, [key + orjson.dumps(value) + b"," for value in column.values]))
-    if not parts:
-        return pa.array([b""] * len(m), _TEXT)
-    # "replace" and not "skip": skip drops the rows where every part is null (pyarrow 26)
-    joined = pc.binary_join_element_wise(*parts, _scalar(b""), null_handling="replace", null_replacement="")
-    return pc.binary_slice(joined, 0, -1)  # the last comma
+        texts = [key + orjson.dumps(value) for value in column.values]
+        present = column.codes >= 0
+        picks = np.where(present, column.codes, -1)
+        picks[seen & present] += len(texts)
+        seen |= present
+        rows.pick(dictionary(texts + [b"," + text for text in texts]), picks)
 
 
-def _values(m: Matrix) -> pa.Array:
-    """The values of each series as JSON array contents, ``1.5,null,...``."""
-    text = orjson.dumps(np.ascontiguousarray(m.values), option=orjson.OPT_SERIALIZE_NUMPY)
-    rows = pc.list_flatten(pc.split_pattern(pa.array([text[2:-2]], _TEXT), b"],["))  # [[a,b],[c]]
-    if len(rows) != len(m):
-        raise RuntimeError(f"split {len(rows)} value rows for {len(m)} series")
-    return rows
+def _values(m: Matrix) -> Dictionary:
+    """The values of each series as JSON array contents, ``1.5,null,...``: one orjson text
+    of the matrix (``[[a,b],[c,d]]``), its rows picked where they lie."""
+    text = np.frombuffer(
+        orjson.dumps(np.ascontiguousarray(m.values), option=orjson.OPT_SERIALIZE_NUMPY), dtype=np.uint8
+    )
+    ends = np.flatnonzero(text == ord("]"))[:-1]  # a row's end (no value holds a "]"), then the text's
+    if len(ends) != len(m):
+        raise RuntimeError(f"split {len(ends)} value rows for {len(m)} series")
+    starts = np.empty(len(ends), dtype=np.int64)
+    starts[0], starts[1:] = 2, ends[:-1] + 3  # after "[[", then after "],["
+    return Dictionary(text, starts, ends - starts)
 
 
 def strings_answer(strings: dict[str, tuple[int, str]]) -> list[dict[str, Any]]:
@@ -93,17 +84,12 @@ def encode_answer(
         return b'{"series":[' + tail
     timestamps = orjson.dumps(np.ascontiguousarray(result.timestamps), option=orjson.OPT_SERIALIZE_NUMPY)
     names = result.table.names
-    records = pc.binary_join_element_wise(
-        _scalar(b'{"name":'),
-        _per_series(names, [orjson.dumps(name) for name in names.values]),
-        _scalar(b',"labels":{'),
-        _labels(result),
-        _scalar(b'},"timestamps":' + timestamps + b',"values":['),
-        _values(result),
-        _scalar(b"]},"),
-        _scalar(b""),
-    )
-    offsets = np.frombuffer(records.buffers()[1], dtype=np.int64)
-    data = memoryview(records.buffers()[2])
-    body = data[offsets[records.offset] : offsets[records.offset + len(records)] - 1]  # the last comma
-    return b"".join([b'{"series":[', body, tail])
+    rows = TextRows(len(result))
+    rows.constant(b'{"name":')
+    rows.pick(dictionary([orjson.dumps(name) for name in names.values]), names.codes)
+    rows.constant(b',"labels":{')
+    _labels(result, rows)
+    rows.constant(b'},"timestamps":' + timestamps + b',"values":[')
+    rows.pick(_values(result), np.arange(len(result)))
+    rows.constant(b"]}")
+    return bytes(rows.join(b'{"series":[', b",", tail)[0])

@@ -56,7 +56,7 @@ from vhms import LimitExceededError, LocalClient, VhmsError
 
 __all__ = ["QueryRequest", "create_app", "query_router", "to_csv"]
 
-JSON_POINT_BYTES = 48  # an answered point: its JSON text and orjson's and pyarrow's buffers
+JSON_POINT_BYTES = 48  # an answered point: its JSON text, orjson's and the text rows' buffers
 CSV_POINT_BYTES = 400  # a CSV row: the csv writer's Python strings and the text
 
 

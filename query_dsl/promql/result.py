@@ -133,7 +133,7 @@ class PromQLResult:
         m, rows, kept, in_order = self._answer_rows()
         values = m.values if in_order else m.values[rows]
         times = m.timestamps if self.point_times is None else self.point_times[rows]
-        if values.size > SMALL_CELLS:  # the columnar writer: pyarrow's kernels cost less there
+        if values.size > SMALL_CELLS:  # the columnar writer: its fixed costs are paid off there
             table = m.table if in_order else m.table.take(rows)
             if self.result_type == "vector":
                 return vector_body(table, int(m.timestamps[-1]), values[:, -1])

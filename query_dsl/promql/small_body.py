@@ -1,11 +1,12 @@
 """The JSON text of a small answer (:data:`SMALL_CELLS` cells at most), byte for byte what
-:mod:`query_dsl.promql.body` writes, by plain joins: pyarrow's kernels, a dozen calls of
-fixed cost each, took 0.2 ms for the 61 points of ``42`` and 0.7 ms for 12 series x 61
-points, more than evaluating them. Here the answer is one ``str.join`` of its values' texts
-interleaved with the texts between them (a series' opening and its first time, ``"],[t,"``
-between two points, its closing), all in ``str`` (a value's text is made as ``str``:
-encoding each to bytes cost a third of the writing), encoded once at the end; the texts
-between the points at shared times are remembered with the time grid and picked by column.
+:mod:`query_dsl.promql.body` writes, by plain joins: the columnar writer's calls have a
+fixed cost each (pyarrow's kernels, as it was written then, took 0.2 ms for the 61 points of
+``42`` and 0.7 ms for 12 series x 61 points, more than evaluating them). Here the answer is
+one ``str.join`` of its values' texts interleaved with the texts between them (a series'
+opening and its first time, ``"],[t,"`` between two points, its closing), all in ``str`` (a
+value's text is made as ``str``: encoding each to bytes cost a third of the writing),
+encoded once at the end; the texts between the points at shared times are remembered with
+the time grid and picked by column.
 12 series x 61 points with their values' texts: a concatenation per point took 140 us, a
 ``str %`` of a template per series 53, the join 36 (``str %`` parses its template and
 converts each argument again).

@@ -17,11 +17,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from itertools import repeat
 from typing import Protocol
 
 import numpy as np
-import pyarrow as pa
-import pyarrow.compute as pc
 
 from bookkeeper import InvalidLabelError
 from bookkeeper.ground import combine_hashes
@@ -98,20 +97,17 @@ def _sets(
     vocabulary: Vocabulary, texts: Sequence[str]
 ) -> tuple[np.ndarray, np.ndarray, dict[int, np.ndarray]]:
     """Per label-set text: its shape and its row among its shape's; per shape, the codes of
-    its sets (``[sets, labels]``). The texts are cut at their commas by pyarrow and only the
-    distinct ``k=v`` tokens parsed (``vocabulary.pair_refs``, remembered across batches); the
-    tokens of a set whose labels are not in order (not canonical) are put in order by numpy."""
+    its sets (``[sets, labels]``). The texts are cut at their commas (:func:`_tokens`) and only
+    the distinct ``k=v`` tokens parsed (``vocabulary.pair_refs``, remembered across batches,
+    asked once a batch by :class:`_Refs`);
+    the tokens of a set whose labels are not in order (not canonical) are put in order by numpy."""
     shapes = np.zeros(len(texts), dtype=np.int64)
     ranks = np.zeros(len(texts), dtype=np.int64)
     if not len(texts):
         return shapes, ranks, {}
     tokens, offsets = _tokens(texts)
-    encoded = pc.dictionary_encode(tokens)
-    # a token but the last of its set ends with its comma (a value's own commas are escaped)
-    distinct = [t[:-1] if t.endswith(",") else t for t in encoded.dictionary.to_pylist()]
-    token_refs = np.array(vocabulary.pair_refs(distinct), dtype=np.int64)
-    refs = token_refs[_int_buffer(encoded.indices, np.int32, len(encoded))]
-    if (token_refs < 0).any():
+    refs = np.fromiter(map(_Refs(vocabulary).__getitem__, tokens), dtype=np.int64, count=len(tokens))
+    if (refs < 0).any():
         refs, offsets = _without_empty_sets(refs, offsets, texts)
     names = vocabulary.labels_by_number()
     refs, offsets = _in_label_order(refs, offsets, names)
@@ -142,24 +138,28 @@ def _sets(
     return shapes, ranks, {number: np.concatenate(block) for number, block in blocks.items()}
 
 
-def _tokens(texts: Sequence[str]) -> tuple[pa.LargeStringArray, np.ndarray]:
-    """The ``k=v`` tokens of label-set texts, each with the comma that ends it (none after a
-    set's last), as views into one pyarrow copy of the texts; and where each set's tokens
-    begin (a text without a comma is one token, ``""`` an empty one)."""
-    column = pa.array(texts, pa.large_string())
-    _, offset_buffer, data = column.buffers()
-    data = data if data is not None else pa.py_buffer(b"")  # every text empty
-    offsets = np.frombuffer(offset_buffer, dtype=np.int64)[: len(texts) + 1]
-    text = np.frombuffer(data, dtype=np.uint8)
-    commas = np.flatnonzero(text[: offsets[-1]] == ord(","))
-    first = np.arange(len(texts) + 1) + np.searchsorted(commas, offsets)  # each set's first token
-    last = np.zeros(first[-1], dtype=bool)
-    last[first[1:] - 1] = True
-    ends = np.empty(first[-1] + 1, dtype=np.int64)
-    ends[0] = offsets[0]
-    ends[1:][last] = offsets[1:]
-    ends[1:][~last] = commas + 1
-    return pa.LargeStringArray.from_buffers(first[-1], pa.py_buffer(ends), data), first
+class _Refs(dict[str, int]):
+    """A batch's tokens' references: a token met for the first time asks the vocabulary (so
+    tokens get their codes in order of first appearance), the others are one lookup in C."""
+
+    def __init__(self, vocabulary: Vocabulary) -> None:
+        super().__init__()
+        self._vocabulary = vocabulary
+
+    def __missing__(self, token: str) -> int:
+        ref = self[token] = self._vocabulary.pair_refs([token])[0]
+        return ref
+
+
+def _tokens(texts: Sequence[str]) -> tuple[list[str], np.ndarray]:
+    """The ``k=v`` tokens of label-set texts, cut at every comma (a value's own commas are
+    percent-encoded), and where each set's tokens begin (a text without a comma is one
+    token, ``""`` an empty one): two C loops of ``str``'s, no Python code per token."""
+    offsets = np.zeros(len(texts) + 1, dtype=np.int64)
+    np.cumsum(
+        np.fromiter(map(str.count, texts, repeat(",")), dtype=np.int64, count=len(texts)) + 1, out=offsets[1:]
+    )
+    return ",".join(texts).split(","), offsets
 
 
 def _without_empty_sets(
@@ -201,11 +201,6 @@ def _in_label_order(refs: np.ndarray, offsets: np.ndarray, names: list[str]) -> 
     offsets = np.zeros(len(offsets), dtype=np.int64)
     np.cumsum(np.bincount(set_of_token, minlength=len(offsets) - 1), out=offsets[1:])
     return refs, offsets
-
-
-def _int_buffer(array: pa.Array, dtype: type, count: int) -> np.ndarray:
-    """The values of a pyarrow integer array without nulls (its buffer, read by numpy)."""
-    return np.frombuffer(array.buffers()[1], dtype=dtype)[array.offset : array.offset + count]
 
 
 def row_hashes(shape: int, rows: np.ndarray) -> np.ndarray:

@@ -6,7 +6,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from query_dsl.promql import body, format_value, small_body
+from query_dsl import text_rows
+from query_dsl.promql import format_value, small_body
 from query_dsl.promql.body import matrix_body, vector_body
 from query_dsl.promql.small_body import metric_texts, small_matrix_body, small_vector_body
 from query_dsl.promql.texts import value_strs, value_texts
@@ -87,8 +88,8 @@ def test_the_columnar_writer_writes_the_same_bytes_whatever_its_blocks(
 
     whole = answers()
     assert whole[2] == small_matrix_body(metric_texts(nameless), axis, values, kept, value_strs)
-    for cells in (1, 64, 500):  # a series a block, a few, most
-        monkeypatch.setattr(body, "_BLOCK_CELLS", cells)
+    for block_bytes in (1, 256, 2000):  # a row a block, a few, most
+        monkeypatch.setattr(text_rows, "BLOCK_BYTES", block_bytes)
         assert answers() == whole
 
 
