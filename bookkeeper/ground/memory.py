@@ -28,7 +28,11 @@ before they start threads):
   ``release_unused()`` from another thread (the budget's returner) does not reach: 60-90 MiB
   stayed resident after issue 27's queries at 100K series when the query API used pyarrow.
   On glibc's heap, the same buffers are freed there and trimmed. The serving processes no
-  longer load pyarrow (issue 27: docs/vhms.md § Start-up), so this never imports it.
+  longer load pyarrow (issue 27: docs/vhms.md § Start-up), so this never imports it;
+- **numpy's large arrays on ordinary pages**: numpy asks for transparent huge pages for
+  arrays of 4 MiB and more, and after a trim the next large query faults its temporaries in
+  again, each 2 MiB fault compacting memory first where the kernel defragments on madvise
+  (issue 27: a 1M-series answer 541-777 ms after a pause, 320-333 on 4 KiB pages).
 
 glibc's threshold for giving large blocks mappings of their own (``M_MMAP_THRESHOLD``) is
 left to grow as it does: fixed at 4 MiB it gave back 4-11 MiB more after those queries (17
@@ -40,6 +44,7 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import importlib
 import sys
 from collections.abc import Callable
 
@@ -65,9 +70,15 @@ _MALLOPT = _glibc("mallopt", [ctypes.c_int, ctypes.c_int])
 def keep_freed_memory_returnable() -> bool:
     """Set this process's allocators so that :func:`release_freed_memory` reaches what its
     threads free (the module doc): no more malloc arenas, pyarrow on the C heap where it is
-    loaded (this never imports it). Call it before the process starts threads: one that
-    already has an arena keeps it. Whether glibc took the setting (False where the C library
-    is not glibc)."""
+    loaded (this never imports it), and numpy's large arrays on ordinary pages. Call it
+    before the process starts threads: one that already has an arena keeps it. Whether glibc
+    took the setting (False where the C library is not glibc)."""
+    # numpy asks for transparent huge pages for arrays of 4 MiB and more; after a trim, the
+    # next large query faults its temporaries in again, and with the kernel's defrag on
+    # madvise each 2 MiB fault compacts memory first: a 1M-series answer (issue 27's matched
+    # division) took 541-777 ms after a pause against 320-333 on 4 KiB pages (210 with
+    # nothing returned)
+    importlib.import_module("numpy._core.multiarray")._set_madvise_hugepage(False)  # numpy 2's switch
     pyarrow = sys.modules.get("pyarrow")
     if pyarrow is not None:
         pyarrow.set_memory_pool(pyarrow.system_memory_pool())

@@ -47,6 +47,7 @@ from bookkeeper.ground import keep_freed_memory_returnable
 
 imported = allocators()["arenas"]  # pyarrow's import started a thread that made one
 assert keep_freed_memory_returnable()
+assert np._core.multiarray._set_madvise_hugepage(False) is False  # numpy's arrays on ordinary pages
 answered = threading.Event()
 
 def work() -> None:  # a thread of a query pool: it lives on, its memory is the arena's it took
