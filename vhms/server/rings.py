@@ -34,6 +34,7 @@ __all__ = [
     "chunks_of",
     "decode_values",
     "encode_values",
+    "held_rows",
     "time_dtype",
     "timed_rows",
 ]
@@ -54,6 +55,14 @@ def encode_values(values: np.ndarray) -> np.ndarray:
 def decode_values(stored: np.ndarray) -> np.ndarray:
     """The float64 values of stored bits (a new array)."""
     return (stored ^ EMPTY_BITS).view(np.float64)
+
+
+def held_rows(head: int, slots: int, buckets: np.ndarray) -> tuple[int, int, int]:
+    """For consecutive ``buckets`` (a run of bucket numbers), the first bucket and the rows
+    ``[low, high)`` of them that a ring of ``slots`` buckets up to ``head`` holds."""
+    first = int(buckets[0]) if len(buckets) else 0
+    low = min(max(head - slots + 1 - first, 0), len(buckets))
+    return first, low, max(min(head + 1 - first, len(buckets)), low)
 
 
 def _zeroed(slots: int, room: int, dtype: type) -> np.ndarray:
@@ -274,9 +283,7 @@ class PlainRing:
         pass over the answer."""
         source = self.times if times else self.values
         assert source is not None  # times are asked of the finest ring only
-        first = int(buckets[0]) if len(buckets) else 0
-        low = min(max(self.head - self.slots + 1 - first, 0), len(buckets))  # the rows the ring holds
-        high = max(min(self.head + 1 - first, len(buckets)), low)
+        first, low, high = held_rows(self.head, self.slots, buckets)
         if decoded:
             out[:low] = EMPTY_BITS
             out[high:] = EMPTY_BITS

@@ -44,6 +44,7 @@ from vhms.server.rings import (
     PlainRing,
     decode_values,
     encode_values,
+    held_rows,
 )
 
 __all__ = ["MAX_BLOCK", "SealedRing"]
@@ -231,9 +232,7 @@ class SealedRing:
         :meth:`PlainRing.fill`'s: every cell written, with its value's float64 bits.
         ``buckets`` are consecutive (a run of bucket numbers), as :meth:`PlainRing.fill`'s:
         which rows are held, sealed or plain is arithmetic on the first."""
-        first = int(buckets[0]) if len(buckets) else 0
-        low = min(max(self.head - self.slots + 1 - first, 0), len(buckets))  # the rows the ring holds
-        high = max(min(self.head + 1 - first, len(buckets)), low)
+        first, low, high = held_rows(self.head, self.slots, buckets)
         # the sealed buckets are the oldest held
         plain = low if self.sealed is None else min(max(self.sealed * self.block - first, low), high)
         if plain < high:
