@@ -47,7 +47,7 @@ from vhms.server.rings import (
     held_rows,
 )
 
-__all__ = ["MAX_BLOCK", "SealedRing"]
+__all__ = ["MAX_BLOCK", "SealedRing", "column_runs"]
 
 MAX_BLOCK = 24
 
@@ -252,7 +252,7 @@ class SealedRing:
         one copy (and one conversion) per run of blocks alike: a small read spans dozens of
         blocks of a few columns, and a numpy call per block was most of its time."""
         cached, times, decoded = how
-        runs = _runs(ids)
+        runs = column_runs(ids)
         first, last = span
         block = self.block
         spans = [
@@ -361,7 +361,7 @@ class SealedRing:
         return plain, sealed
 
 
-def _runs(ids: np.ndarray) -> list[tuple[int, int, int, np.ndarray, slice | np.ndarray]]:
+def column_runs(ids: np.ndarray) -> list[tuple[int, int, int, np.ndarray, slice | np.ndarray]]:
     """Sorted ``ids`` by chunk: each run's positions ``[start, stop)``, its chunk, its local
     ids, and those as a slice where they are contiguous."""
     chunk_of = ids >> SHIFT

@@ -46,6 +46,7 @@ from vhms.server.rings import (
     decode_values,
     encode_values,
 )
+from vhms.server.sample_reads import fill_samples
 from vhms.server.selections import Selection, Selections
 from vhms.server.stitch import Piece, RingSpan, stitch
 
@@ -491,23 +492,25 @@ class Store:
         spare = spare if spare is not None else _Spare()
         total = sum(piece.last - piece.first + 1 for piece in pieces)
         raw = spare.take("values", (total, len(ids)), np.uint64)
-        ranges = [np.arange(piece.first, piece.last + 1, dtype=np.int64) for piece in pieces]
-        stamps = np.concatenate([b * self.rings[p.ring].step_ms for p, b in zip(pieces, ranges, strict=True)])
-        row = 0
-        for piece, buckets in zip(pieces, ranges, strict=True):
-            self.rings[piece.ring].fill(ids, buckets, raw[row : row + len(buckets)], decoded=True)
-            row += len(buckets)
-        values = raw.view(np.float64).T
-        if not timed:
-            return stamps, values, None
         finest = self.rings[0]
         assert isinstance(finest, FinestRing)
-        offsets = spare.take("offsets", (total, len(ids)), finest.time_dtype, zeroed=True)  # 0: at the start
+        # 0: at the bucket's start
+        offsets = spare.take("offsets", (total, len(ids)), finest.time_dtype, zeroed=True) if timed else None
+        stamps = np.empty(total, dtype=np.int64)
         row = 0
-        for piece, buckets in zip(pieces, ranges, strict=True):
-            if piece.ring == 0:
-                finest.fill(ids, buckets, offsets[row : row + len(buckets)], times=True)
-            row += len(buckets)
+        for piece in pieces:
+            rows = slice(row, row + piece.last - piece.first + 1)
+            ring = self.rings[piece.ring]
+            buckets = np.arange(piece.first, piece.last + 1, dtype=np.int64)
+            np.multiply(buckets, ring.step_ms, out=stamps[rows])
+            if offsets is not None and piece.ring == 0 and len(ids):  # values and times in one pass
+                fill_samples(finest, ids, buckets, (raw[rows], offsets[rows]))
+            else:
+                ring.fill(ids, buckets, raw[rows], decoded=True)
+            row = rows.stop
+        values = raw.view(np.float64).T
+        if offsets is None:
+            return stamps, values, None
         if not offsets.any():
             return stamps, values, np.broadcast_to(stamps[None, :], values.shape)
         times = spare.take("times", (total, len(ids)), np.int64)
