@@ -233,8 +233,11 @@ def second_texts(times_ms: np.ndarray) -> tuple[Texts, np.ndarray]:
 
 def value_strs(values: np.ndarray) -> list[str]:
     """:func:`format_value` of each of ``values`` (1-D), a ``str`` each."""
-    if _all_whole(values):
+    kind = _one_class(values)
+    if kind == "whole":
         return _integer_strs(values)
+    if kind == "fraction":
+        return _fraction_strs(values)
     whole, fraction = _classes(values)
     if whole.all():
         return _integer_strs(values)
@@ -266,16 +269,23 @@ def _positional_text(text: str) -> str:
     return sign + "0." + "0" * (-power - 1) + whole[len(sign) :] + fraction
 
 
-def _all_whole(values: np.ndarray) -> bool:
-    """Whether every one of ``values`` is written as an integer (:func:`_classes`' ``whole``),
-    told by a few reductions where none is NaN, infinite, -0 or past 10^16 (gauges of bytes,
-    counters): what the many masks of ``_classes`` would say."""
+def _one_class(values: np.ndarray) -> str | None:
+    """``whole`` where every one of ``values`` is written as an integer, ``fraction`` where
+    every one by ``repr`` (:func:`_classes`' two classes), told by a few reductions where
+    none is NaN, infinite, -0 or past 10^16 and (fractions) all have one sign and 10^-4 or
+    more (gauges of bytes, counters, rates): what the many masks of ``_classes`` would say;
+    else None (ask them)."""
     if not len(values):
-        return False
-    low, high = float(values.min()), float(values.max())  # NaN if any is: not whole
-    if not (low > -1e16 and high < 1e16) or not (values == np.trunc(values)).all():
-        return False
-    return low > 0 or high < 0 or not np.signbit(values[values == 0]).any()
+        return None
+    low, high = float(values.min()), float(values.max())  # NaN if any is: neither
+    if not (low > -1e16 and high < 1e16):
+        return None
+    whole = values == np.trunc(values)
+    if whole.all():
+        return "whole" if low > 0 or high < 0 or not np.signbit(values[values == 0]).any() else None
+    if (low >= 1e-4 or high <= -1e-4) and not whole.any():
+        return "fraction"
+    return None
 
 
 def _integer_strs(values: np.ndarray) -> list[str]:

@@ -74,3 +74,14 @@ def test_many_of_one_kind() -> None:
 def test_any_floats_are_numpy_s(values: list[float]) -> None:
     _check(np.array(values, dtype=np.float64))
     _check(np.resize(np.array(values, dtype=np.float64), MANY))
+
+
+def test_arrays_of_one_class_and_their_edges() -> None:
+    """What the few reductions tell (every value whole, or every one a fraction of one
+    sign and 10^-4 or more) and the arrays just outside it."""
+    rng = np.random.default_rng(5)
+    fractions = rng.uniform(1e-4, 1e9, MANY) + 0.5
+    for values in (fractions, -fractions, np.round(fractions), -np.round(fractions)):
+        _check(values)
+        for edge in (1e-4, np.nextafter(1e-4, 0), 0.0, -0.0, 3.0, -2.5, 1e16, np.nextafter(1e16, 0), np.nan):
+            _check(np.append(values, edge))
