@@ -28,7 +28,7 @@ def _compare(finest: FinestRing, rng: np.random.Generator, ids: np.ndarray, read
         finest.fill(picked, buckets, times, times=True)
         got = rng.integers(0, 1 << 63, size=values.shape, dtype=np.uint64)  # anything: every cell written
         got_times = np.zeros_like(times)
-        fill_samples(finest, picked, buckets, (got, got_times))
+        fill_samples(finest, picked, (first, len(buckets)), (got, got_times))
         assert (got == values).all()
         assert (got_times == times).all()
 

@@ -14,40 +14,34 @@ answers are :meth:`vhms.server.sealed.SealedRing.fill`'s, bit for bit
 
 from __future__ import annotations
 
-from typing import NamedTuple
-
 import numpy as np
 
 from vhms.server.decoded import WHOLE_FRACTION
 from vhms.server.open_blocks import offsets_of
-from vhms.server.rings import CHUNK, EMPTY_BITS, held_rows
+from vhms.server.rings import CHUNK, EMPTY_BITS
 from vhms.server.sealed import SealedRing, column_runs
 
 __all__ = ["fill_samples"]
 
 
-class _Rows(NamedTuple):
-    """``height`` rows of the answer from ``row`` on: ``values``' and ``times``' rows from
-    ``slot`` on (every column of a chunk: picked by the copy), or with ``slot`` None the
-    rows themselves, their columns picked already (a sealed block's stored bits and
-    stored sample times: None where empty)."""
-
-    row: int
-    height: int
-    values: np.ndarray | None
-    times: np.ndarray | None
-    slot: int | None
+# ``height`` rows of the answer from ``row`` on: ``values``' and ``times``' rows from ``slot``
+# on (every column of a chunk: picked by the copy), or with ``slot`` None the rows themselves,
+# their columns picked already (a sealed block's stored bits and stored sample times: None
+# where empty)
+_Rows = tuple[int, int, np.ndarray | None, np.ndarray | None, int | None]  # row, height, values, times, slot
 
 
 def fill_samples(
-    ring: SealedRing, ids: np.ndarray, buckets: np.ndarray, out: tuple[np.ndarray, np.ndarray]
+    ring: SealedRing, ids: np.ndarray, span: tuple[int, int], out: tuple[np.ndarray, np.ndarray]
 ) -> None:
     """Into time-major ``out``'s arrays ``[buckets, ids]`` (values: anything; sample times:
     zeros) the float64 bits of the values and the sample times of sorted ``ids`` (not empty)
-    for consecutive ``buckets``, as :meth:`SealedRing.fill` writes them with ``decoded`` and
-    with ``times``."""
+    for the consecutive buckets ``span`` (the first and how many), as :meth:`SealedRing.fill`
+    writes them with ``decoded`` and with ``times``."""
     values, offsets = out
-    first, low, high = held_rows(ring.head, ring.slots, buckets)
+    first, count = span
+    low = min(max(ring.head - ring.slots + 1 - first, 0), count)  # the rows held: rings.held_rows
+    high = max(min(ring.head + 1 - first, count), low)
     plain = low if ring.sealed is None else min(max(ring.sealed * ring.block - first, low), high)
     values[:low] = 0
     values[high:] = 0
@@ -59,19 +53,19 @@ def fill_samples(
         cached = blocks * width * ring.block * 8 <= ring.cache.budget
     for start, stop, chunk, local, columns in runs:
         rows = _sealed_rows(ring, chunk, (first + low, first + plain - 1), (low, local, cached))
-        rows += _plain_rows(ring, chunk, buckets[plain:high], plain)
-        for part in _joined(rows):
-            cells = slice(part.row, part.row + part.height), slice(start, stop)
-            if part.slot is None:
-                values[cells] = 0 if part.values is None else part.values
-                if part.times is not None:
-                    offsets[cells] = offsets_of(part.times, ring.time_dtype)
+        rows += _plain_rows(ring, chunk, first + plain, (plain, high))
+        for row, height, source_values, source_times, slot in _joined(rows):
+            cells = slice(row, row + height), slice(start, stop)
+            if slot is None:
+                values[cells] = 0 if source_values is None else source_values
+                if source_times is not None:
+                    offsets[cells] = offsets_of(source_times, ring.time_dtype)
                 continue
-            for source, target in ((part.values, values), (part.times, offsets)):
+            for source, target in ((source_values, values), (source_times, offsets)):
                 if source is not None:
-                    rows_of = source[part.slot : part.slot + part.height]
+                    picked = source[slot : slot + height]
                     target[cells] = (
-                        rows_of[:, columns] if isinstance(columns, slice) else rows_of.take(local, axis=1)
+                        picked[:, columns] if isinstance(columns, slice) else picked.take(local, axis=1)
                     )
     np.bitwise_xor(values, EMPTY_BITS, out=values)
 
@@ -85,7 +79,7 @@ def _sealed_rows(
     row, local, cached = how
     first, last = span
     block = ring.block
-    found = []
+    found: list[_Rows] = []
     for number in range(first // block, last // block + 1) if first <= last else ():
         low, high = max(first - number * block, 0), min(last - number * block, block - 1) + 1
         at = row + number * block + low - first
@@ -93,9 +87,9 @@ def _sealed_rows(
             entry = ring.open.open[(number, chunk)]
             if entry is None:  # its rows are in the plain part
                 slot = number * block % ring.plain.slots + low
-                found.append(_Rows(at, high - low, ring.plain.values[chunk], _times(ring, chunk), slot))
+                found.append((at, high - low, ring.plain.values[chunk], _times(ring, chunk), slot))
             else:
-                found.append(_Rows(at, high - low, entry.bits, entry.times, low))
+                found.append((at, high - low, entry.bits, entry.times, low))
             continue
         picked: list[np.ndarray | None] = []
         for times, key in ((False, ring.step_ms), (True, -ring.step_ms)):
@@ -108,22 +102,27 @@ def _sealed_rows(
                     ring.cache.read((key, number, chunk), stored, local) if cached else stored.decode(local)
                 )
                 picked.append(decoded[low:high])
-        found.append(_Rows(at, high - low, picked[0], picked[1], None))
+        found.append((at, high - low, picked[0], picked[1], None))
     return found
 
 
-def _plain_rows(ring: SealedRing, chunk: int, buckets: np.ndarray, low: int) -> list[_Rows]:
-    """The rows of ``chunk``'s consecutive ``buckets`` in the plain part, the first at row
-    ``low``: up to two runs of its slots (it wraps), the rows it does not hold empty."""
+def _plain_rows(ring: SealedRing, chunk: int, first: int, rows: tuple[int, int]) -> list[_Rows]:
+    """The answer's rows ``[low, high)`` of ``chunk`` in the plain part, the first of them
+    bucket ``first``: up to two runs of its slots (it wraps), the rows it does not hold
+    empty."""
+    low, high = rows
     plain = ring.plain
-    first, held, end = held_rows(plain.head, plain.slots, buckets)
-    found = [_Rows(low, held, None, None, None), _Rows(low + end, len(buckets) - end, None, None, None)]
+    held = min(max(plain.head - plain.slots + 1 - first, 0), high - low)  # as rings.held_rows
+    end = max(min(plain.head + 1 - first, high - low), held)
     slot = (first + held) % plain.slots
     wrap = min(end - held, plain.slots - slot)
     values, times = plain.values[chunk], _times(ring, chunk)
-    found.append(_Rows(low + held, wrap, values, times, slot))
-    found.append(_Rows(low + held + wrap, end - held - wrap, values, times, 0))
-    return found
+    return [
+        (low, held, None, None, None),
+        (low + held, wrap, values, times, slot),
+        (low + held + wrap, end - held - wrap, values, times, 0),
+        (low + end, high - low - end, None, None, None),
+    ]
 
 
 def _times(ring: SealedRing, chunk: int) -> np.ndarray | None:
@@ -134,18 +133,19 @@ def _joined(rows: list[_Rows]) -> list[_Rows]:
     """``rows`` without empty runs, those of the same arrays that follow each other joined."""
     joined: list[_Rows] = []
     for part in rows:
-        if not part.height:
+        row, height, values, _, slot = part
+        if not height:
             continue
-        last = joined[-1] if joined else None
-        if (
-            last is not None
-            and part.slot is not None
-            and last.slot is not None
-            and last.values is part.values
-            and last.row + last.height == part.row
-            and last.slot + last.height == part.slot
-        ):
-            joined[-1] = last._replace(height=last.height + part.height)
-        else:
-            joined.append(part)
+        if joined:
+            last_row, last_height, last_values, last_times, last_slot = joined[-1]
+            if (
+                slot is not None
+                and last_slot is not None
+                and last_values is values
+                and last_row + last_height == row
+                and last_slot + last_height == slot
+            ):
+                joined[-1] = (last_row, last_height + height, last_values, last_times, last_slot)
+                continue
+        joined.append(part)
     return joined

@@ -364,15 +364,15 @@ class SealedRing:
 def column_runs(ids: np.ndarray) -> list[tuple[int, int, int, np.ndarray, slice | np.ndarray]]:
     """Sorted ``ids`` by chunk: each run's positions ``[start, stop)``, its chunk, its local
     ids, and those as a slice where they are contiguous."""
-    chunk_of = ids >> SHIFT
-    if chunk_of[0] == chunk_of[-1]:  # one chunk
+    low, high = int(ids[0]) >> SHIFT, int(ids[-1]) >> SHIFT
+    if low == high:  # one chunk
         edges = [0, len(ids)]
     else:
-        edges = [0, *(np.flatnonzero(np.diff(chunk_of)) + 1).tolist(), len(ids)]
+        edges = [0, *(np.flatnonzero(np.diff(ids >> SHIFT)) + 1).tolist(), len(ids)]
     runs = []
     for start, stop in itertools.pairwise(edges):
         local = ids[start:stop] & MASK
-        contiguous = int(local[-1]) - int(local[0]) == stop - start - 1
-        columns = slice(int(local[0]), int(local[-1]) + 1) if contiguous else local
-        runs.append((start, stop, int(chunk_of[start]), local, columns))
+        left, right = int(local[0]), int(local[-1])
+        columns = slice(left, right + 1) if right - left == stop - start - 1 else local
+        runs.append((start, stop, (int(ids[start]) >> SHIFT), local, columns))
     return runs

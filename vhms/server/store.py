@@ -496,18 +496,22 @@ class Store:
         assert isinstance(finest, FinestRing)
         # 0: at the bucket's start
         offsets = spare.take("offsets", (total, len(ids)), finest.time_dtype, zeroed=True) if timed else None
-        stamps = np.empty(total, dtype=np.int64)
         row = 0
+        starts = []
         for piece in pieces:
-            rows = slice(row, row + piece.last - piece.first + 1)
+            count = piece.last - piece.first + 1
+            rows = slice(row, row + count)
             ring = self.rings[piece.ring]
-            buckets = np.arange(piece.first, piece.last + 1, dtype=np.int64)
-            np.multiply(buckets, ring.step_ms, out=stamps[rows])
+            step = ring.step_ms
+            starts.append(np.arange(piece.first * step, (piece.last + 1) * step, step, dtype=np.int64))
             if offsets is not None and piece.ring == 0 and len(ids):  # values and times in one pass
-                fill_samples(finest, ids, buckets, (raw[rows], offsets[rows]))
+                fill_samples(finest, ids, (piece.first, count), (raw[rows], offsets[rows]))
             else:
-                ring.fill(ids, buckets, raw[rows], decoded=True)
+                ring.fill(
+                    ids, np.arange(piece.first, piece.last + 1, dtype=np.int64), raw[rows], decoded=True
+                )
             row = rows.stop
+        stamps = starts[0] if len(starts) == 1 else np.concatenate(starts)
         values = raw.view(np.float64).T
         if offsets is None:
             return stamps, values, None
