@@ -114,12 +114,20 @@ def _latest_rows(
     bucket (``column``, the one that holds it) and that bucket's start and the one before's
     lie within the lookback, so each series' sample is one of those two and none is too old;
     a sample after the time in the first bucket (none before it) needs one, so None then."""
-    if not len(at) or column[0] < 0 or (at - axis[np.maximum(column - 1, 0)]).max() > lookback_ms:
+    if not len(at) or column[0] < 0:
         return None
-    after = None if own.strides[1] == 0 else own[column] > at[:, None]  # stride 0: at the buckets' starts
-    if after is None or not after.any():
-        rows: np.ndarray = values[column]
+    # ``at`` ascends, so does ``column``: where it is 0 is a prefix, and past it none is
+    before = axis.take(column - 1) if column[0] else axis.take(np.maximum(column - 1, 0))
+    if (at - before).max() > lookback_ms:
+        return None
+    if own.strides[1] == 0:  # stride 0: at the buckets' starts
+        rows: np.ndarray = values.take(column, axis=0)
         return rows
-    if after[column == 0].any():
+    after = own.take(column, axis=0) > at[:, None]
+    if not after.any():
+        rows = values.take(column, axis=0)
+        return rows
+    if not column[0] and after[: int(np.searchsorted(column, 1))].any():
         return None
-    return rows_at(values, column[:, None] - after)
+    # the bucket before where the sample lies after the time (column 0 never: checked)
+    return np.where(after, values.take(column - 1, axis=0), values.take(column, axis=0))
