@@ -238,6 +238,9 @@ def value_strs(values: np.ndarray) -> list[str]:
         return _integer_strs(values)
     if kind == "fraction":
         return _fraction_strs(values)
+    mixed = _mixed_strs(values) if kind == "mixed" else None
+    if mixed is not None:
+        return mixed
     whole, fraction = _classes(values)
     if whole.all():
         return _integer_strs(values)
@@ -271,10 +274,10 @@ def _positional_text(text: str) -> str:
 
 def _one_class(values: np.ndarray) -> str | None:
     """``whole`` where every one of ``values`` is written as an integer, ``fraction`` where
-    every one by ``repr`` (:func:`_classes`' two classes), told by a few reductions where
-    none is NaN, infinite, -0 or past 10^16 and (fractions) all have one sign and 10^-4 or
-    more (gauges of bytes, counters, rates): what the many masks of ``_classes`` would say;
-    else None (ask them)."""
+    every one by ``repr`` (:func:`_classes`' two classes), ``mixed`` where each is one or the
+    other; told by a few reductions where none is NaN, infinite, -0, past 10^16 or under
+    10^-4 but 0 (gauges of bytes, counters, rates): what the many masks of ``_classes``
+    would say; else None (ask them)."""
     if not len(values):
         return None
     low, high = float(values.min()), float(values.max())  # NaN if any is: neither
@@ -283,9 +286,22 @@ def _one_class(values: np.ndarray) -> str | None:
     whole = values == np.trunc(values)
     if whole.all():
         return "whole" if low > 0 or high < 0 or not np.signbit(values[values == 0]).any() else None
-    if (low >= 1e-4 or high <= -1e-4) and not whole.any():
-        return "fraction"
-    return None
+    if not (low >= 1e-4 or high <= -1e-4):  # some may lie under 10^-4: only +0 may
+        tiny = np.abs(values) < 1e-4
+        if tiny.any() and ((values[tiny] != 0).any() or np.signbit(values[tiny]).any()):
+            return None
+    return "mixed" if whole.any() else "fraction"
+
+
+def _mixed_strs(values: np.ndarray) -> list[str] | None:
+    """The texts of whole values and fractions (:func:`_one_class`'s ``mixed``): orjson's
+    text of every one as a float, the whole ones' ``.0`` dropped (the shortest digits of a
+    float under 10^16 that is whole are its integer's); None where orjson writes an
+    exponent."""
+    text = _numbers(values)
+    if b"e" in text:
+        return None
+    return text[1:-1].replace(b".0,", b",").removesuffix(b".0").decode().split(",")
 
 
 def _integer_strs(values: np.ndarray) -> list[str]:

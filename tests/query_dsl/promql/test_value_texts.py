@@ -85,3 +85,18 @@ def test_arrays_of_one_class_and_their_edges() -> None:
         _check(values)
         for edge in (1e-4, np.nextafter(1e-4, 0), 0.0, -0.0, 3.0, -2.5, 1e16, np.nextafter(1e16, 0), np.nan):
             _check(np.append(values, edge))
+
+
+def test_whole_values_among_fractions() -> None:
+    """Whole values and fractions together (a product of gauges, a rate with zeros): the
+    floats' texts with the whole ones' ``.0`` dropped, up to 10^16 and from 10^-4."""
+    rng = np.random.default_rng(9)
+    fractions = rng.uniform(1e-4, 1e6, MANY) + 0.25
+    wholes = np.array([0.0, 1.0, 2.0**53, 2.0**53 + 2, 9999999999999998.0, 1e15, 123456789012345.0, 7.0])
+    for values in (fractions, -fractions):
+        for picked in (wholes, -wholes[1:], wholes[:1], np.array([1e-4, 1e16, -0.0, 5e-5, np.nan, np.inf])):
+            for edge in picked:
+                _check(np.append(values, edge))
+                _check(np.insert(values, 7, edge))
+        _check(np.concatenate([values, wholes]))
+        _check(np.concatenate([wholes, values, wholes]))
