@@ -138,16 +138,20 @@ def instant_by_blocks(
         return None
     table, width, blocks = found
     engine.need(len(table) * len(at), 1 + with_times, f"a selector's {len(table)} series at {len(at)} times")
-    out = np.empty((len(table), len(at)))
+    out: np.ndarray | None = None
     when = np.empty((len(table), len(at))) if with_times else None
     for first, samples in blocks:
         if not first:  # one block's reading at a time
             engine.need_instant(len(samples.values), width, len(at))
         part, part_when = latest_at(samples, at, LOOKBACK_MS, with_times)
+        if when is None and len(part) == len(table):  # one block: its answer (new) is the whole
+            return table, part, None
+        if out is None:
+            out = np.empty((len(table), len(at)))
         out[first : first + len(part)] = part
         if when is not None and part_when is not None:
             when[first : first + len(part)] = part_when
-    return table, out, when
+    return table, np.empty((0, len(at))) if out is None else out, when
 
 
 def read_blocks(

@@ -78,9 +78,14 @@ def matches_empty(matcher: LabelMatcher) -> bool:
 
 def vhms_selector(selector: VectorSelector) -> str:
     """A VHMS selector picking at least the series ``selector`` picks."""
+    return _vhms_text(selector.matchers)
+
+
+@lru_cache(maxsize=4096)  # made once for the queries that repeat it
+def _vhms_text(matchers: tuple[LabelMatcher, ...]) -> str:
     head = ""
     parts: list[str] = []
-    for matcher in selector.matchers:
+    for matcher in matchers:
         if matcher.label == "__name__":
             if matcher.op == "=" and _VHMS_NAME.match(matcher.value) and not head:
                 head = matcher.value
@@ -203,8 +208,12 @@ def fetch_blocks(
     low_ms = max(low_ms, 0)
     high_ms = max(high_ms, low_ms)
     reading = source.reading(vhms_selector(selector), low_ms, high_ms + 1, sample_times=True)
-    chosen = FetchResult(reading.labels, np.zeros(0, dtype=np.int64), np.zeros((len(reading), 0)), 0)
-    table, rows = _picked(chosen, selector.matchers)
+    found = PICKED.get(selector.matchers, reading.labels)  # no columns to make then
+    if found is not None:
+        table, rows = found.table, found.rows
+    else:
+        chosen = FetchResult(reading.labels, np.zeros(0, dtype=np.int64), np.zeros((len(reading), 0)), 0)
+        table, rows = _picked(chosen, selector.matchers)
     block = max(1, cells // max(reading.buckets, 1))
 
     def blocks() -> Iterator[tuple[int, Samples]]:
