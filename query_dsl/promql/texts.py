@@ -241,6 +241,8 @@ def value_strs(values: np.ndarray) -> list[str]:
     mixed = _mixed_strs(values) if kind == "mixed" else None
     if mixed is not None:
         return mixed
+    if kind is None and np.isnan(values).all():  # NaN samples only (ln or sqrt of negatives)
+        return ["NaN"] * len(values)
     whole, fraction = _classes(values)
     if whole.all():
         return _integer_strs(values)
