@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 
@@ -35,6 +36,9 @@ from query_dsl.windows import PREFIX_WINDOWS
 __all__ = ["FUSED_AGGREGATES", "reduce_blocks", "reduce_matrix", "reduce_windows"]
 
 _BLOCK_CELLS = 1 << 20  # cells of one block of a fused window and reduce: 8 MB of float64
+# a grouping of this many series or fewer keeps its table's runs (what a small query's
+# reduction would find each time); a larger table's block is one of many: found per block
+_RUNS_KEPT = 1 << 12
 _GROUPINGS_SERIES = 1 << 19  # groupings remembered per table: this many series' worth (a table of
 # 65,536 series: 8 of them, 1 MiB each), at most 256 (a small table's: a dashboard's every ``by``)
 
@@ -53,6 +57,19 @@ class _Grouping:
     order: np.ndarray
     starts: np.ndarray
     table: SeriesTable
+    runs: _Runs | None  # the whole table's runs of its classes (None: not kept, _RUNS_KEPT)
+
+
+class _Runs(NamedTuple):
+    """How a block's rows fall into runs of one class (:func:`_class_runs`): where each run
+    starts, the runs in class order, the classes present (ascending), where each of them
+    begins among the ordered runs (None: a run each) and their sizes in rows."""
+
+    starts: np.ndarray
+    order: np.ndarray
+    present: np.ndarray
+    first: np.ndarray | None
+    sizes: np.ndarray
 
 
 def _grouping(table: SeriesTable, by: list[str] | None, without: list[str] | None) -> _Grouping:
@@ -81,7 +98,11 @@ def _make_grouping(table: SeriesTable, by: list[str] | None, without: list[str] 
     order, starts = class_order(classes, len(first))
     for array in (classes, order, starts):
         array.setflags(write=False)
-    return _Grouping(classes, len(first), order, starts, table.shared(order, starts))
+    runs = _runs_of(classes, len(first)) if 0 < len(classes) <= _RUNS_KEPT else None
+    for kept in runs or ():
+        if kept is not None:
+            kept.setflags(write=False)
+    return _Grouping(classes, len(first), order, starts, table.shared(order, starts), runs)
 
 
 def _by_runs(ufunc: np.ufunc, values: np.ndarray, classes: np.ndarray, count: int) -> np.ndarray:
@@ -158,18 +179,24 @@ def reduce_matrix(
     return Matrix.from_table(grouping.table, m.timestamps, values, m.step_ms)
 
 
-def _class_runs(ufunc: np.ufunc, values: np.ndarray, classes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """``ufunc`` over the rows of each class present in ``classes``: those classes, and a row
-    each (runs of consecutive rows of one class first, then each class's runs)."""
+def _runs_of(classes: np.ndarray, count: int) -> _Runs:
+    """The runs of ``classes`` (a block's rows' classes, not empty) among ``count``."""
     starts = np.flatnonzero(np.concatenate([[True], classes[1:] != classes[:-1]]))
-    partial = ufunc.reduceat(values, starts, axis=0)
     run_class = classes[starts]
     order = np.argsort(run_class, kind="stable")
     ordered = run_class[order]
     first = np.flatnonzero(np.concatenate([[True], ordered[1:] != ordered[:-1]]))
-    if len(first) == len(starts):
-        return ordered, partial[order]
-    return ordered[first], ufunc.reduceat(partial[order], first, axis=0)
+    present = ordered if len(first) == len(starts) else ordered[first]
+    sizes = np.bincount(classes, minlength=count)[present].astype(np.float64)
+    return _Runs(starts, order, present, None if len(first) == len(starts) else first, sizes)
+
+
+def _class_runs(ufunc: np.ufunc, values: np.ndarray, runs: _Runs) -> np.ndarray:
+    """``ufunc`` over the rows of each class present in a block (``runs``): a row each, in
+    the order of ``runs.present`` (runs of consecutive rows of one class first, then each
+    class's runs)."""
+    partial = ufunc.reduceat(values, runs.starts, axis=0)[runs.order]
+    return partial if runs.first is None else ufunc.reduceat(partial, runs.first, axis=0)
 
 
 def reduce_blocks(
@@ -193,20 +220,24 @@ def reduce_blocks(
     seen = np.zeros((count, width))
     with np.errstate(all="ignore"):
         for start, block in blocks:
-            members = classes[start : start + len(block)]
+            whole = start == 0 and len(block) == len(classes)
+            runs = (
+                grouping.runs
+                if whole and grouping.runs is not None
+                else _runs_of(classes[start : start + len(block)], count)
+            )
+            present = runs.present
             if extreme is not None:
-                present, part = _class_runs(extreme, block, members)
-                total[present] = extreme(total[present], part)
+                total[present] = extreme(total[present], _class_runs(extreme, block, runs))
                 continue
-            present, part = _class_runs(np.add, block, members)
-            sizes = np.bincount(members, minlength=count)[present].astype(np.float64)
-            counted = np.repeat(sizes[:, None], width, axis=1)
+            part = _class_runs(np.add, block, runs)
+            counted = np.repeat(runs.sizes[:, None], width, axis=1)
             gappy = np.flatnonzero(np.isnan(part).any(axis=0))
             if len(gappy):
                 cells = block[:, gappy]
                 missing = np.isnan(cells)
-                counted[:, gappy] = _class_runs(np.add, (~missing).astype(np.float64), members)[1]
-                part[:, gappy] = _class_runs(np.add, np.where(missing, 0.0, cells), members)[1]
+                counted[:, gappy] = _class_runs(np.add, (~missing).astype(np.float64), runs)
+                part[:, gappy] = _class_runs(np.add, np.where(missing, 0.0, cells), runs)
             total[present] += part
             seen[present] += counted
         if extreme is not None or name == "count":
