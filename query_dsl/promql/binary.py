@@ -12,7 +12,7 @@ series that changed labels.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TypeVar
+from typing import NamedTuple, TypeVar
 
 import numpy as np
 
@@ -28,6 +28,7 @@ from query_dsl.series_table import SeriesTable, joint_classes, kept_for
 __all__ = ["scalar_op", "vector_op", "vector_scalar_op"]
 
 T = TypeVar("T")
+_LAYOUTS_KEPT = 1 << 12  # series of both sides up to which a matching keeps their layouts
 _MATCHINGS_SERIES = 1 << 19  # matchings remembered per left-hand table: this many series' worth, at most 256
 
 _OPERATORS: dict[str, Callable[[np.ndarray, np.ndarray], np.ndarray]] = {
@@ -74,17 +75,39 @@ def _signature_labels(a: Matrix, b: Matrix, matching: VectorMatching) -> list[st
     return sorted((set(a.table.columns) | set(b.table.columns)) - set(matching.labels))
 
 
+class _Layout(NamedTuple):
+    """How a side's series fall into the classes of a matching (derived from the classes
+    alone, remembered with them): the number of classes, whether each series is its own
+    class in order, whether each class has one series at most, and a representative row of
+    each class (-1: none)."""
+
+    classes: int
+    identity: bool
+    unique: bool
+    first: np.ndarray
+
+
+def _layout(classes: np.ndarray) -> _Layout:
+    count = int(classes.max(initial=-1)) + 1
+    identity = count == len(classes) and bool((classes == np.arange(count)).all())
+    unique = identity or int(np.bincount(classes, minlength=count).max(initial=0)) <= 1
+    first = np.full(count, -1, dtype=np.int64)
+    first[classes[::-1]] = np.arange(len(classes))[::-1]
+    first.setflags(write=False)
+    return _Layout(count, identity, unique, first)
+
+
 def _merge_unique(
-    m: Matrix, classes: np.ndarray, side: str, table: SeriesTable, labels: list[str]
+    m: Matrix, classes: np.ndarray, layout: _Layout, side: str, table: SeriesTable, labels: list[str]
 ) -> tuple[np.ndarray, np.ndarray]:
     """Per class, the row values (``[class, times]``) of a side that must be unique, and a
     representative row; ``MatchingError`` when two series of a class have a value at the
     same time."""
-    count = int(classes.max(initial=-1)) + 1
-    if count == len(classes) and (classes == np.arange(count)).all():  # a series per class, in order
-        return m.values, np.arange(count)
+    count = layout.classes
+    if layout.identity:  # a series per class, in order
+        return m.values, layout.first
     merged = np.full((count, m.values.shape[1]), np.nan)
-    if np.bincount(classes, minlength=count).max(initial=0) <= 1:  # a series per class: as it is
+    if layout.unique:  # a series per class: as it is
         merged[classes] = m.values
     else:
         found = present(m.values)
@@ -99,9 +122,7 @@ def _merge_unique(
             )
         rows, columns = np.nonzero(found)  # at most one of a class's series at each time
         merged[classes[rows], columns] = m.values[rows, columns]
-    first = np.full(count, -1, dtype=np.int64)
-    first[classes[::-1]] = np.arange(len(classes))[::-1]
-    return merged, first
+    return merged, layout.first
 
 
 def _remembered(a: SeriesTable, b: SeriesTable, key: tuple[object, ...], make: Callable[[], T]) -> T:
@@ -121,25 +142,37 @@ def _remembered(a: SeriesTable, b: SeriesTable, key: tuple[object, ...], make: C
     return value
 
 
-def _classes(a: SeriesTable, b: SeriesTable, labels: list[str]) -> tuple[np.ndarray, np.ndarray]:
+def _classes(
+    a: SeriesTable, b: SeriesTable, labels: list[str]
+) -> tuple[np.ndarray, np.ndarray, _Layout | None, _Layout | None]:
+    """Each side's classes, and for small tables their layouts (kept with them: what a small
+    query's matching would find each time; a large table's are found per query)."""
     left, right = joint_classes(a, b, labels)
     left.setflags(write=False)
     right.setflags(write=False)
-    return left, right
+    if len(left) + len(right) > _LAYOUTS_KEPT:
+        return left, right, None, None
+    return left, right, _layout(left), _layout(right)
 
 
 def vector_op(op: str, a: Matrix, b: Matrix, matching: VectorMatching, as_bool: bool) -> Matrix:
     if op in ("and", "or", "unless"):
         return _set_op(op, a, b, matching)
     labels = _signature_labels(a, b, matching)
-    left, right = _remembered(a.table, b.table, (tuple(labels),), lambda: _classes(a.table, b.table, labels))
+    left, right, left_layout, right_layout = _remembered(
+        a.table, b.table, (tuple(labels),), lambda: _classes(a.table, b.table, labels)
+    )
     if matching.card == "one-to-many":
         many, one, many_m, one_m, many_side, one_side = right, left, b, a, "right", "left"
+        many_layout, one_layout = right_layout, left_layout
     else:
         many, one, many_m, one_m, many_side, one_side = left, right, a, b, "left", "right"
-    one_values, one_first = _merge_unique(one_m, one, one_side, one_m.table, labels)
+        many_layout, one_layout = left_layout, right_layout
+    one_layout = one_layout or _layout(one)
+    one_values, one_first = _merge_unique(one_m, one, one_layout, one_side, one_m.table, labels)
     if matching.card == "one-to-one":
-        many_values, many_first = _merge_unique(many_m, many, many_side, many_m.table, labels)
+        many_layout = many_layout or _layout(many)
+        many_values, many_first = _merge_unique(many_m, many, many_layout, many_side, many_m.table, labels)
         rows = np.flatnonzero(many_first >= 0)
         rows = rows[rows < len(one_first)]
         rows = rows[one_first[rows] >= 0]
