@@ -249,7 +249,7 @@ class Engine:
 
     def shared(self, selector: VectorSelector) -> bool:
         """Whether ``selector`` is written more than once (one fetch, kept for every reader)."""
-        return selector.matchers in self._repeated
+        return bool(self._repeated) and selector.matchers in self._repeated
 
     def need_instant(self, series: int, width: int, steps: int) -> None:
         """Charge an instant selector's reading of ``series`` series of ``width`` buckets."""
@@ -265,9 +265,11 @@ class Engine:
         step = int(times[1] - times[0]) if len(times) > 1 else self.step_ms
         low_ms, high_ms = int(at[0]) - LOOKBACK_MS, int(at[-1])
         key = (selector.matchers, at.tobytes(), with_times)
-        found = self._instants.get(key)
-        if found is None and not any(
-            (selector.matchers, low_ms, high_ms, trim) in self._fetched for trim in (True, False)
+        # a query that reads each selector once keeps nothing: no lookup (a key's hash) then
+        found = self._instants.get(key) if self._instants else None
+        if found is None and not (
+            self._fetched
+            and any((selector.matchers, low_ms, high_ms, trim) in self._fetched for trim in (True, False))
         ):
             found = instant_by_blocks(self, selector, at, with_times)
         if found is None:
