@@ -48,7 +48,7 @@ def rows_at(array: np.ndarray, rows: np.ndarray) -> np.ndarray:
     whole rows, the cheapest there is)."""
     gathered: np.ndarray
     if rows.shape[1] == 1:
-        gathered = array[rows[:, 0]]
+        gathered = array.take(rows[:, 0], axis=0)
     elif array.flags.c_contiguous:  # a 1-D take: the cheapest gather numpy has
         gathered = array.reshape(-1).take(rows * array.shape[1] + np.arange(array.shape[1]))
     else:
@@ -98,10 +98,10 @@ def _dense_bounds(
     width = len(own)
     first, last = np.minimum(low, width)[:, None], (high - 1)[:, None]
     if exact:
-        early = (first < width) & (own[np.minimum(low, width - 1)] < (ends - range_ms)[:, None])
+        early = (first < width) & (own.take(np.minimum(low, width - 1), axis=0) < (ends - range_ms)[:, None])
         if early.any():
             first = first + early
-        late = (last >= 0) & (own[np.maximum(high - 1, 0)] > ends[:, None])
+        late = (last >= 0) & (own.take(np.maximum(high - 1, 0), axis=0) > ends[:, None])
         if late.any():
             last = last - late
     valid = (first < width) & (last >= 0) & (first <= last)
