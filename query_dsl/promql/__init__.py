@@ -6,13 +6,15 @@ See README beside ``query_dsl`` and docs/promql.md.
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 import numpy as np
 
 from query_dsl.budget import QueryBudget
 from query_dsl.evaluator import Limits
 from query_dsl.exceptions import PromQLSyntaxError, QueryLimitError, QueryTypeError
 from query_dsl.matrix import Matrix
-from query_dsl.promql.ast import Aggregation, Call, Expr, Paren
+from query_dsl.promql.ast import Aggregation, Call, Expr, LabelMatcher, Paren, repeated_selectors
 from query_dsl.promql.engine import LOOKBACK_MS, Engine
 from query_dsl.promql.parser import parse, value_type
 from query_dsl.promql.result import PromQLResult, format_value
@@ -64,6 +66,14 @@ def _order(expr: Expr) -> str:
     return "labels"
 
 
+@lru_cache(maxsize=1024)  # as parse's: a dashboard's queries are asked again and again
+def _walked(text: str) -> tuple[Expr, str, str, frozenset[tuple[LabelMatcher, ...]]]:
+    """``text`` parsed, and what walks of its expression tell (its type, its answer's order,
+    the selectors it writes more than once): the same for every evaluation."""
+    expr = parse(text)
+    return expr, value_type(expr), _order(expr), repeated_selectors(expr)
+
+
 def _run(
     source: DataSource,
     text: str,
@@ -74,10 +84,10 @@ def _run(
     kind: str,
     budget: QueryBudget | None,
 ) -> PromQLResult:
-    expr = parse(text)
+    expr, found, order, repeated = _walked(text)
     engine = Engine(source, start_ms, end_ms, step_ms, limits or Limits(), budget=budget)
     try:
-        value = engine.evaluate(expr)
+        value = engine.evaluate(expr, repeated)
     except LimitExceededError as exc:
         raise QueryLimitError(str(exc)) from exc
     except VhmsError as exc:
@@ -86,7 +96,6 @@ def _run(
         raise QueryLimitError("the query nests too deeply to evaluate") from None
     times = np.arange(start_ms, end_ms + 1, max(step_ms, 1), dtype=np.int64)
     point_times: np.ndarray | None = None
-    found = value_type(expr)
     if kind == "range" and found not in (SCALAR, VECTOR):
         raise PromQLSyntaxError(
             f"invalid expression type {_NAMES[found]!r} for range query, must be Scalar or instant Vector",
@@ -103,9 +112,7 @@ def _run(
         if isinstance(value, RangeValue):
             value, point_times = _window(value)
     if isinstance(value, String | Scalar | Matrix):
-        return PromQLResult(
-            result_type, value, times, engine.warnings, point_times=point_times, order=_order(expr)
-        )
+        return PromQLResult(result_type, value, times, engine.warnings, point_times=point_times, order=order)
     raise QueryTypeError(f"the query gives {type(value).__name__}, not an answer")
 
 

@@ -23,6 +23,7 @@ __all__ = [
     "Unary",
     "VectorMatching",
     "VectorSelector",
+    "repeated_selectors",
     "selectors",
 ]
 
@@ -155,3 +156,13 @@ def selectors(expr: Expr) -> Iterator[VectorSelector]:
     elif isinstance(expr, BinaryOp):
         yield from selectors(expr.lhs)
         yield from selectors(expr.rhs)
+
+
+def repeated_selectors(expr: Expr) -> frozenset[tuple[LabelMatcher, ...]]:
+    """The matchers of the selectors ``expr`` writes more than once (read once, kept for
+    every reader)."""
+    seen: set[tuple[LabelMatcher, ...]] = set()
+    repeated: set[tuple[LabelMatcher, ...]] = set()
+    for selector in selectors(expr):
+        (repeated if selector.matchers in seen else seen).add(selector.matchers)
+    return frozenset(repeated)

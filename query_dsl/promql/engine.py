@@ -41,7 +41,7 @@ from query_dsl.promql.ast import (
     Subquery,
     Unary,
     VectorSelector,
-    selectors,
+    repeated_selectors,
 )
 from query_dsl.promql.blockwise import fused_aggregate, instant_by_blocks
 from query_dsl.promql.functions import INSTANT_FUNCTIONS
@@ -121,13 +121,12 @@ class Engine:
         """Charge the budget for ``cells`` cells of ``per_cell`` float64s each, before they are made."""
         self._spend.need(int(cells * per_cell * _CELL), what)
 
-    def evaluate(self, expr: Expr) -> Value:
+    def evaluate(self, expr: Expr, repeated: frozenset[tuple[LabelMatcher, ...]] | None = None) -> Value:
+        """``expr``'s value; ``repeated`` is :func:`repeated_selectors` of it, when known."""
         self._deadline = time.monotonic() + self.limits.timeout_s
         times = np.arange(self.start_ms, self.end_ms + 1, max(self.step_ms, 1), dtype=np.int64)
         self._times = times
-        seen: set[tuple[LabelMatcher, ...]] = set()
-        for selector in selectors(expr):
-            (self._repeated if selector.matchers in seen else seen).add(selector.matchers)
+        self._repeated.update(repeated_selectors(expr) if repeated is None else repeated)
         return self._eval(expr, times)
 
     def warn(self, message: str) -> None:
