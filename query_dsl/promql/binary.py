@@ -125,6 +125,47 @@ def _merge_unique(
     return merged, layout.first
 
 
+class _Pairs(NamedTuple):
+    """A one-to-one matching's classes that both sides hold (ascending), and the row of each
+    on either side."""
+
+    classes: np.ndarray
+    many_rows: np.ndarray
+    one_rows: np.ndarray
+
+
+def _pairs(many: _Layout, one: _Layout) -> _Pairs:
+    rows = np.flatnonzero(many.first >= 0)
+    rows = rows[rows < len(one.first)]
+    rows = rows[one.first[rows] >= 0]
+    found = _Pairs(rows, many.first[rows], one.first[rows])
+    for array in found:
+        array.setflags(write=False)
+    return found
+
+
+_Side = tuple[Matrix, np.ndarray, _Layout, str]  # a side's matrix, classes, their layout, its name
+
+
+def _one_to_one(
+    many: _Side, one: _Side, labels: list[str], pairs: _Pairs | None
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """A one-to-one matching's classes matched, the left-hand rows and the cells of either
+    side; with ``pairs`` (each class one series at most on both sides: nothing to merge) by
+    two gathers of rows."""
+    if pairs is not None:
+        many_cells = many[0].values.take(pairs.many_rows, axis=0)
+        return pairs.classes, pairs.many_rows, one[0].values.take(pairs.one_rows, axis=0), many_cells
+    one_m, one_classes, one_layout, one_side = one
+    one_values, one_first = _merge_unique(one_m, one_classes, one_layout, one_side, one_m.table, labels)
+    many_m, many_classes, many_layout, many_side = many
+    many_values, many_first = _merge_unique(
+        many_m, many_classes, many_layout, many_side, many_m.table, labels
+    )
+    found = _pairs(many_layout._replace(first=many_first), one_layout._replace(first=one_first))
+    return found.classes, found.many_rows, one_values[found.classes], many_values[found.classes]
+
+
 def _remembered(a: SeriesTable, b: SeriesTable, key: tuple[object, ...], make: Callable[[], T]) -> T:
     """``make()`` for the tables ``a`` and ``b`` and ``key``, made once per pair of tables
     and kept with ``a`` (``_MATCHINGS_SERIES`` series' worth of them; it holds ``b``): a
@@ -168,16 +209,21 @@ def vector_op(op: str, a: Matrix, b: Matrix, matching: VectorMatching, as_bool: 
     else:
         many, one, many_m, one_m, many_side, one_side = left, right, a, b, "left", "right"
         many_layout, one_layout = left_layout, right_layout
+    kept = one_layout is not None  # a small matching's layouts, and so its pairs, are kept
     one_layout = one_layout or _layout(one)
-    one_values, one_first = _merge_unique(one_m, one, one_layout, one_side, one_m.table, labels)
+    one_first = one_layout.first  # a representative row of each class (the answer's labels)
     if matching.card == "one-to-one":
         many_layout = many_layout or _layout(many)
-        many_values, many_first = _merge_unique(many_m, many, many_layout, many_side, many_m.table, labels)
-        rows = np.flatnonzero(many_first >= 0)
-        rows = rows[rows < len(one_first)]
-        rows = rows[one_first[rows] >= 0]
-        many_rows, one_cells, many_cells = many_first[rows], one_values[rows], many_values[rows]
+        rows, many_rows, one_cells, many_cells = _one_to_one(
+            (many_m, many, many_layout, many_side),
+            (one_m, one, one_layout, one_side),
+            labels,
+            _remembered(a.table, b.table, (tuple(labels), "pairs"), lambda: _pairs(many_layout, one_layout))
+            if kept and many_layout.unique and one_layout.unique
+            else None,
+        )
     else:
+        one_values, one_first = _merge_unique(one_m, one, one_layout, one_side, one_m.table, labels)
         in_range = many < len(one_first)
         many_rows = (
             np.flatnonzero(in_range & (one_first[np.minimum(many, len(one_first) - 1)] >= 0))
