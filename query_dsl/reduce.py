@@ -226,7 +226,8 @@ def reduce_blocks(
                 if whole and grouping.runs is not None
                 else _runs_of(classes[start : start + len(block)], count)
             )
-            present = runs.present
+            # the whole table's runs hold every class, in order: no picking of their rows
+            present = slice(None) if runs is grouping.runs else runs.present
             if extreme is not None:
                 total[present] = extreme(total[present], _class_runs(extreme, block, runs))
                 continue
