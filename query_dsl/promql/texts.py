@@ -233,9 +233,9 @@ def second_texts(times_ms: np.ndarray) -> tuple[Texts, np.ndarray]:
 
 def value_strs(values: np.ndarray) -> list[str]:
     """:func:`format_value` of each of ``values`` (1-D), a ``str`` each."""
-    kind = _one_class(values)
+    kind, ints = _one_class(values)
     if kind == "whole":
-        return _integer_strs(values)
+        return _numbers(ints).decode()[1:-1].split(",")
     if kind == "fraction":
         return _fraction_strs(values)
     mixed = _mixed_strs(values) if kind == "mixed" else None
@@ -274,25 +274,28 @@ def _positional_text(text: str) -> str:
     return sign + "0." + "0" * (-power - 1) + whole[len(sign) :] + fraction
 
 
-def _one_class(values: np.ndarray) -> str | None:
+def _one_class(values: np.ndarray) -> tuple[str | None, np.ndarray]:
     """``whole`` where every one of ``values`` is written as an integer, ``fraction`` where
     every one by ``repr`` (:func:`_classes`' two classes), ``mixed`` where each is one or the
     other; told by a few reductions where none is NaN, infinite, -0, past 10^16 or under
     10^-4 but 0 (gauges of bytes, counters, rates): what the many masks of ``_classes``
-    would say; else None (ask them)."""
+    would say; else None (ask them). With it, ``values`` as int64 where that is exact (whole,
+    under 10^16; truncated else)."""
     if not len(values):
-        return None
+        return None, values
     low, high = float(values.min()), float(values.max())  # NaN if any is: neither
     if not (low > -1e16 and high < 1e16):
-        return None
-    whole = values == np.trunc(values)
+        return None, values
+    ints = values.astype(np.int64)
+    whole = ints == values  # exact under 10^16: a whole value's integer, a fraction's truncated
     if whole.all():
-        return "whole" if low > 0 or high < 0 or not np.signbit(values[values == 0]).any() else None
+        plus = low > 0 or high < 0 or not np.signbit(values[values == 0]).any()
+        return ("whole" if plus else None), ints
     if not (low >= 1e-4 or high <= -1e-4):  # some may lie under 10^-4: only +0 may
         tiny = np.abs(values) < 1e-4
         if tiny.any() and ((values[tiny] != 0).any() or np.signbit(values[tiny]).any()):
-            return None
-    return "mixed" if whole.any() else "fraction"
+            return None, ints
+    return ("mixed" if whole.any() else "fraction"), ints
 
 
 def _mixed_strs(values: np.ndarray) -> list[str] | None:
