@@ -14,6 +14,7 @@ import httpx
 import numpy as np
 import pytest
 from fastapi import FastAPI
+from starlette.types import Receive
 
 from bookkeeper.ground import BackgroundServer
 from query_dsl import MemoryBudget, create_app
@@ -25,7 +26,7 @@ from vhms.server import Store
 
 NOW_S = int(time.time()) // 60 * 60
 SERIES = 6000  # past the small writer's cells: the answers are laid out, 290 and 760 KB
-QUERY = {"query": 'wide / on(i) wide', "time": str(NOW_S)}
+QUERY = {"query": "wide / on(i) wide", "time": str(NOW_S)}
 RANGE = {"query": "wide", "start": str(NOW_S - 120), "end": str(NOW_S), "step": "60"}
 
 
@@ -34,7 +35,9 @@ def store() -> Store:
     store = Store("60s:10")
     keys = [f"wide{{i={i},host=h{i % 7}}}" for i in range(SERIES)]
     for minute in range(4):
-        store.ingest(keys, np.arange(SERIES) * 0.5 + minute, np.full(SERIES, (NOW_S - 180 + minute * 60) * 1000))
+        store.ingest(
+            keys, np.arange(SERIES) * 0.5 + minute, np.full(SERIES, (NOW_S - 180 + minute * 60) * 1000)
+        )
     return store
 
 
@@ -93,7 +96,7 @@ def test_a_client_that_goes_away_stops_the_writing(store: Store, monkeypatch: py
 
     disconnect = prom_fast._disconnect
 
-    async def watched(receive: prom_fast.Receive) -> None:
+    async def watched(receive: Receive) -> None:
         await disconnect(receive)
         noticed.set()
 
