@@ -32,20 +32,28 @@ def _labels(table: SeriesTable, rows: TextRows) -> None:
     columns = [(b'"__name__"', names.values, names.codes)]
     columns += [(orjson.dumps(label), column.values, column.codes) for label, column in table.columns.items()]
     seen: np.ndarray | None = None  # the series that have a label already
+    everyone = False  # every series has one already
     for index, (key, values, codes) in enumerate(columns):
-        present = codes >= 0
-        if index == 0:
-            present = np.array([value != "" for value in values], dtype=bool)[codes]
-        used = np.flatnonzero(np.bincount(codes[present], minlength=len(values)))  # a fetch's may hold more
+        present = np.array([value != "" for value in values], dtype=bool)[codes] if index == 0 else codes >= 0
+        every = bool(present.all())  # the usual label: no mask to apply (a million series: ~5 ms a mask)
+        if not every and not present.any():
+            continue
+        used = np.flatnonzero(np.bincount(codes if every else codes[present], minlength=len(values)))
         texts = [key + b":" + orjson.dumps(values[code]) for code in used.tolist()]
-        number = np.zeros(len(values), dtype=np.int64)
-        number[used] = np.arange(len(used))
-        picks = np.where(present, number[codes], -1)
-        if seen is None:
-            seen = present
+        if len(used) == len(values):  # a fetch's column may hold more values than its series use
+            picks = codes.astype(np.int64)
         else:
-            picks[seen & present] += len(used)
-            seen = seen | present
+            number = np.zeros(len(values), dtype=np.int64)
+            number[used] = np.arange(len(used))
+            picks = number[codes]
+        if not every:
+            picks[~present] = -1
+        if everyone and every:
+            picks += len(used)
+        elif everyone or seen is not None:
+            picks[present if everyone else seen & present] += len(used)
+        everyone = everyone or every
+        seen = None if everyone else present if seen is None else seen | present
         rows.pick(dictionary(texts + [b"," + text for text in texts]), picks)
 
 
