@@ -11,6 +11,8 @@ Answers are ``{"status": "success", "data": ..., "warnings": [...]}``; errors
 422 ``execution`` (the query failed while it ran, a limit was hit: its memory budget's is
 Prometheus's ``--query.max-samples`` message), 503 ``timeout``, 503 ``unavailable`` with
 ``Retry-After`` (the queries running hold the process's memory budget).
+A wide answer (past ``STREAM_BYTES``) is sent a block at a time as it is written, its
+Content-Length known first (:func:`blocks`; FastAPI's routes as a ``StreamingResponse``).
 Bodies are bounded by the query API's own middleware, queries by its length limit. The query
 API serves the routes of ``ROUTES`` through :mod:`query_dsl.http.prom_fast` (pure ASGI), each
 request on the event loop or in the thread pool as :mod:`query_dsl.http.placement` places it.

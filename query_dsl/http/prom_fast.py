@@ -11,7 +11,11 @@ before it is read), and an unexpected error leaves the request to uvicorn, which
 answers 500 ``Internal Server Error`` as Starlette's error middleware did. It answers what
 FastAPI's route would: the same parameters (the query string, then a URL-encoded form body of
 a POST), the same handler, the same answer and error bodies
-(:func:`query_dsl.http.prom_api.respond`), written as two ASGI messages. A request it does not
+(:func:`query_dsl.http.prom_api.respond`), written as two ASGI messages; a wide answer (past
+``prom_api.STREAM_BYTES``: a million series' is 86 MB) as its blocks, each written in the
+thread pool while the one before is sent, with its Content-Length known before any is written
+(:class:`query_dsl.text_rows.RowsText`), so that it never exists whole and its first bytes leave
+while the rest is written; a client that goes away stops the writing. A request it does not
 serve goes on to FastAPI unchanged: another path or method, and a missing or wrong bearer
 token (FastAPI's dependency answers the 401). FastAPI keeps the routes for the OpenAPI
 document.
