@@ -60,9 +60,10 @@ DEFAULT_WAIT_S = 5.0  # how long a query waits for the others' bytes before its 
 RETURN_AFTER_BYTES = 16 * MIB  # queries' charges between two returns of freed memory, at least
 RETURN_DELAY_S = 0.2  # no query running for this long: the answers are sent and dropped
 # freed memory kept while the resident memory is at most this share above its size after the last
-# return: a 1M-series store's process (~0.8 GiB after a return) keeps a division's ~0.2 GiB of
-# temporaries, a 100K one's (~0.21 GiB) at most ~50 MiB
-RESERVE_SHARE = 0.25
+# return: a 1M-series store's process (~0.83 GiB after a return) keeps a division's ~0.2 GiB of
+# temporaries (a quarter was not always enough: every other query faulted them in again), a
+# 100K one's (~0.21 GiB) kept 40 MiB after query_bench's queries
+RESERVE_SHARE = 0.5
 
 
 def resident_bytes() -> int:
