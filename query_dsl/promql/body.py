@@ -50,8 +50,10 @@ def _labels(table: SeriesTable, rows: TextRows) -> None:
             picks[~present] = -1
         if everyone and every:
             picks += len(used)
-        elif everyone or seen is not None:
-            picks[present if everyone else seen & present] += len(used)
+        elif everyone:
+            picks[present] += len(used)
+        elif seen is not None:
+            picks[seen & present] += len(used)
         everyone = everyone or every
         seen = None if everyone else present if seen is None else seen | present
         rows.pick(dictionary(texts + [b"," + text for text in texts]), picks)
