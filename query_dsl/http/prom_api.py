@@ -76,6 +76,7 @@ VERSION = "2.42.0"  # the Prometheus whose API and semantics these answers follo
 
 
 STREAM_BYTES = 4 << 20  # an answer's JSON beyond this is sent a block of about this size at a time
+_HEAD = b'{"status":"success","data":'
 
 
 def _envelope(data: Any, warnings: list[str]) -> bytes | memoryview | RowsText:
@@ -88,9 +89,6 @@ def _envelope(data: Any, warnings: list[str]) -> bytes | memoryview | RowsText:
         text = data.wrapped(_HEAD, tail)
         return text if text.size > STREAM_BYTES else text.whole()
     return b"".join((_HEAD, data if isinstance(data, bytes | memoryview) else orjson.dumps(data), tail))
-
-
-_HEAD = b'{"status":"success","data":'
 
 
 @dataclass
