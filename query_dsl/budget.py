@@ -20,7 +20,11 @@ and ``--query.max-concurrency`` (for all queries) bound in its engine.
   (:func:`bookkeeper.ground.release_freed_memory`, from a thread of the budget's own: a
   query's answer is still alive when its budget closes, so the return waits for it to be
   dropped): otherwise the allocators keep it, and the API's resident memory stays at its
-  largest working set ever (``returns`` counts it).
+  largest working set ever (``returns`` counts it). Unless the process's resident memory is
+  at most ``reserve_share`` above what it was right after the last return: then the freed
+  pages are kept as a working reserve (``kept`` counts it), which the next large query reuses
+  instead of faulting its temporaries in again (issue 27: after a pause, a 1M-series
+  division faulted ~38K pages anew, about a quarter of its time).
 
 The estimates bound what numpy allocates and what an answer's Python objects take
 (tests/query_dsl/test_budget.py measures them against ``tracemalloc``), so the API's
@@ -31,8 +35,10 @@ it arrives: before it, VHMS's own ``max_points_per_query`` bounds it.
 
 from __future__ import annotations
 
+import os
 import threading
 import time
+from pathlib import Path
 from types import TracebackType
 
 from bookkeeper.ground import release_freed_memory
@@ -53,6 +59,19 @@ DEFAULT_PROCESS_BYTES = 4096 * MIB  # every query of the process: a sixth of a 2
 DEFAULT_WAIT_S = 5.0  # how long a query waits for the others' bytes before its 503
 RETURN_AFTER_BYTES = 16 * MIB  # queries' charges between two returns of freed memory, at least
 RETURN_DELAY_S = 0.2  # no query running for this long: the answers are sent and dropped
+# freed memory kept while the resident memory is at most this share above its size after the last
+# return: a 1M-series store's process (~0.83 GiB after a return) keeps a division's ~0.2 GiB of
+# temporaries (a quarter was not always enough: every other query faulted them in again), a
+# 100K one's (~0.21 GiB) kept 40 MiB after query_bench's queries
+RESERVE_SHARE = 0.5
+
+
+def resident_bytes() -> int:
+    """This process's resident memory (0 where ``/proc`` does not say)."""
+    try:
+        return int(Path("/proc/self/statm").read_text().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError):
+        return 0
 
 
 def size_text(nbytes: int) -> str:
@@ -66,15 +85,25 @@ class MemoryBudget:
     """The bytes every query of a process may hold at once (a semaphore counted in bytes).
     ``in_use`` is what the running queries hold, ``peak`` its highest; ``waits`` and
     ``refusals`` count the charges that waited and those that gave up (503), ``returns`` the
-    times freed memory went back to the kernel (see the module doc)."""
+    times freed memory went back to the kernel, ``kept`` those it was kept as the reserve
+    (see the module doc)."""
 
-    def __init__(self, max_bytes: int = DEFAULT_PROCESS_BYTES, wait_s: float = DEFAULT_WAIT_S) -> None:
-        if max_bytes <= 0 or wait_s < 0:
+    def __init__(
+        self,
+        max_bytes: int = DEFAULT_PROCESS_BYTES,
+        wait_s: float = DEFAULT_WAIT_S,
+        reserve_share: float = RESERVE_SHARE,
+    ) -> None:
+        if max_bytes <= 0 or wait_s < 0 or reserve_share < 0:
             raise ValueError(
-                f"a memory budget needs max_bytes > 0 and wait_s >= 0, got {max_bytes}, {wait_s}"
+                "a memory budget needs max_bytes > 0, wait_s >= 0 and reserve_share >= 0, "
+                f"got {max_bytes}, {wait_s}, {reserve_share}"
             )
         self.max_bytes = max_bytes
         self.wait_s = wait_s
+        self.reserve_share = reserve_share
+        self.kept = 0
+        self._returned_to = 0  # resident bytes right after the last return (0: none yet)
         self.in_use = 0
         self.peak = 0
         self.waits = 0
@@ -143,9 +172,10 @@ class MemoryBudget:
     def _return_freed(self) -> None:
         """The returner thread: once the queries that held much have ended and none ran for
         ``RETURN_DELAY_S`` (their answers sent and dropped: what they allocated is free),
-        the freed memory goes back to the kernel, outside the lock. Woken once when a return
-        falls due, then by its own timeouts: never by the releases of the queries that run
-        meanwhile (a wake per release cost every small query a thread switch)."""
+        the freed memory goes back to the kernel, outside the lock, or is kept as the reserve
+        (the module doc). Woken once when a return falls due, then by its own timeouts: never
+        by the releases of the queries that run meanwhile (a wake per release cost every small
+        query a thread switch)."""
         while True:
             with self._due:
                 while not self._return_due:
@@ -154,7 +184,12 @@ class MemoryBudget:
                     self._due.wait(left if left > 0 else RETURN_DELAY_S)
                 self._return_due = False
                 self._released = 0
+            if 0 < resident_bytes() <= self._returned_to * (1 + self.reserve_share):
+                with self._due:
+                    self.kept += 1
+                continue
             release_freed_memory()
+            self._returned_to = resident_bytes()
             with self._due:
                 self.returns += 1
 

@@ -23,11 +23,12 @@ does not matter.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["Dictionary", "TextRows", "dictionary"]
+__all__ = ["Dictionary", "RowsText", "TextRows", "dictionary"]
 
 BLOCK_BYTES = 1 << 21  # text written per block of rows (a few MiB: the cache's)
 _FEW_LENGTHS = 12  # up to this many lengths in a field's block: a pass each, else one sort
@@ -212,6 +213,12 @@ class TextRows:
     def join(self, head: bytes, between: bytes, tail: bytes) -> tuple[memoryview, np.ndarray]:
         """``head``, the rows with ``between`` between two, ``tail``: the text, and where each
         row begins in it (its ``between`` first) and the last ends (``rows + 1`` offsets)."""
+        text = self.laid_out(head, between, tail)
+        return text.whole(), text.starts
+
+    def laid_out(self, head: bytes, between: bytes, tail: bytes) -> RowsText:
+        """The text :meth:`join` writes, laid out (each row's place and the size known) and
+        not yet written."""
         ends = np.full(self._rows, len(between), dtype=np.int64)
         ends[:1] = 0
         every = slice(0, self._rows)
@@ -220,27 +227,73 @@ class TextRows:
             ends[where] += lengths  # an ``at`` is ascending: no row twice
         np.cumsum(ends, out=ends)
         starts = np.concatenate([np.zeros(1, dtype=np.int64), ends]) + len(head)
-        size = int(starts[-1]) + len(tail)
-        out = np.empty(size + _WIDEST, dtype=np.uint8)  # room for the last padded piece
-        out[: len(head)] = np.frombuffer(head, dtype=np.uint8)
-        gaps = _Field.of(dictionary([between]), None, None)
-        step = max(1, BLOCK_BYTES // max(1, int(starts[-1] - starts[0]) // max(1, self._rows)))
-        for low in range(0, self._rows, step):
-            rows = slice(low, min(self._rows, low + step))
-            places = starts[rows].copy()
-            later = slice(1 if low == 0 else 0, None)  # no ``between`` before the first row
-            plans: list[_Plan] = [(gaps, places[later].copy(), len(between), 0)]
-            places[later] += len(between)
-            for field in self._fields:
-                where, lengths, begins = field.pieces(rows)
-                plans.append((field, places[where].copy(), lengths, begins))
-                places[where] += lengths
-            padded = _padded_fields(plans)
-            for number in padded:
-                field, at, _, begins = plans[number]
-                field.write_padded(out, at, begins)
-            for number, (field, at, lengths, begins) in enumerate(plans):
-                if number not in padded:
-                    field.write(out, at, lengths, begins)
-        out[size - len(tail) : size] = np.frombuffer(tail, dtype=np.uint8)
-        return out.data[:size], starts
+        return RowsText(self._fields, starts, head, between, tail)
+
+
+class RowsText:
+    """The text of :meth:`TextRows.join` laid out: ``size`` bytes, row ``i`` (its ``between``
+    first) from ``starts[i]`` to ``starts[i + 1]``, between ``head`` and ``tail``. Written
+    whole (:meth:`whole`), or a block of rows at a time into buffers of their own
+    (:meth:`blocks`: a wide answer sent as it is written, never whole)."""
+
+    __slots__ = ("_fields", "_gaps", "between", "head", "size", "starts", "tail")
+
+    def __init__(
+        self, fields: list[_Field], starts: np.ndarray, head: bytes, between: bytes, tail: bytes
+    ) -> None:
+        self._fields = fields
+        self._gaps = _Field.of(dictionary([between]), None, None)
+        self.starts = starts
+        self.head, self.between, self.tail = head, between, tail
+        self.size = int(starts[-1]) + len(tail)
+
+    def wrapped(self, prefix: bytes, suffix: bytes) -> RowsText:
+        """This text with ``prefix`` before it and ``suffix`` after it (an envelope)."""
+        head, tail = prefix + self.head, self.tail + suffix
+        return RowsText(self._fields, self.starts + len(prefix), head, self.between, tail)
+
+    def whole(self) -> memoryview:
+        """The text, written in one buffer."""
+        return self._written(0, len(self.starts) - 1)
+
+    def blocks(self, block_bytes: int) -> Iterator[memoryview]:
+        """The text in pieces of about ``block_bytes`` (whole rows; the first with ``head``,
+        the last with ``tail``), each written when it is asked for, in a buffer of its own."""
+        rows = len(self.starts) - 1
+        step = max(1, block_bytes // max(1, int(self.starts[-1] - self.starts[0]) // max(1, rows)))
+        for low in range(0, max(rows, 1), step):
+            yield self._written(low, min(rows, low + step))
+
+    def _written(self, low: int, high: int) -> memoryview:
+        """Rows ``low`` to ``high`` written (``head`` before row 0, ``tail`` after the last)."""
+        rows = len(self.starts) - 1
+        begin = int(self.starts[low]) if low else 0
+        end = int(self.starts[high]) if high < rows else self.size
+        out = np.empty(end - begin + _WIDEST, dtype=np.uint8)  # room for the last padded piece
+        if not low:
+            out[: len(self.head)] = np.frombuffer(self.head, dtype=np.uint8)
+        width = max(1, int(self.starts[-1] - self.starts[0]) // max(1, rows))
+        step = max(1, BLOCK_BYTES // width)
+        for first in range(low, high, step):
+            self._write(out, begin, slice(first, min(high, first + step)))
+        if high == rows:  # after the rows: the last padded piece may run over its place
+            out[end - begin - len(self.tail) : end - begin] = np.frombuffer(self.tail, dtype=np.uint8)
+        return out.data[: end - begin]
+
+    def _write(self, out: np.ndarray, origin: int, rows: slice) -> None:
+        """``rows`` (a block: a few MiB of text) into ``out``, which begins at ``origin``."""
+        places = self.starts[rows] - origin
+        later = slice(1 if rows.start == 0 else 0, None)  # no ``between`` before the first row
+        plans: list[_Plan] = [(self._gaps, places[later].copy(), len(self.between), 0)]
+        places[later] += len(self.between)
+        for field in self._fields:
+            where, lengths, begins = field.pieces(rows)
+            plans.append((field, places[where].copy(), lengths, begins))
+            places[where] += lengths
+        padded = _padded_fields(plans)
+        for number in padded:
+            field, at, _, begins = plans[number]
+            field.write_padded(out, at, begins)
+        for number, (field, at, lengths, begins) in enumerate(plans):
+            if number not in padded:
+                field.write(out, at, lengths, begins)

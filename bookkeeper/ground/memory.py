@@ -9,8 +9,11 @@ what it holds. :func:`release_freed_memory` asks both to return their free pages
 (``malloc_trim(0)``, ``MemoryPool.release_unused()``): a few milliseconds for a heap of
 hundreds of MB, so callers do it after large work ends, not after every small call
 (``query_dsl.MemoryBudget``: when the last query running ends, having held at least
-``RETURN_AFTER_BYTES`` since the last time). Where the C library is not glibc it returns
-only pyarrow's.
+``RETURN_AFTER_BYTES`` since the last time, and the process has grown past a working reserve
+above its size after the last return). Where the C library is not glibc it returns only
+pyarrow's. A reserve cannot be kept by ``malloc_trim``'s own argument: it spares only the
+heap's top, and a query's freed arrays lie in its free lists (a 1M-series division faulted
+as many pages anew after ``malloc_trim(1 << 30)`` as after ``malloc_trim(0)``: 49K).
 
 A trim reaches only what the allocators let it reach, so a process that serves large
 queries first calls :func:`keep_freed_memory_returnable` (``artimon vhms``, ``artimon api``,

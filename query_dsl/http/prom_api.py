@@ -11,6 +11,8 @@ Answers are ``{"status": "success", "data": ..., "warnings": [...]}``; errors
 422 ``execution`` (the query failed while it ran, a limit was hit: its memory budget's is
 Prometheus's ``--query.max-samples`` message), 503 ``timeout``, 503 ``unavailable`` with
 ``Retry-After`` (the queries running hold the process's memory budget).
+A wide answer (past ``STREAM_BYTES``) is sent a block at a time as it is written, its
+Content-Length known first (:func:`blocks`; FastAPI's routes as a ``StreamingResponse``).
 Bodies are bounded by the query API's own middleware, queries by its length limit. The query
 API serves the routes of ``ROUTES`` through :mod:`query_dsl.http.prom_fast` (pure ASGI), each
 request on the event loop or in the thread pool as :mod:`query_dsl.http.placement` places it.
@@ -20,14 +22,14 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Hashable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import numpy as np
 import orjson
 from fastapi import APIRouter, Request
-from fastapi.responses import Response
+from fastapi.responses import Response, StreamingResponse
 from pydantic import BaseModel
 from starlette.background import BackgroundTask
 
@@ -53,13 +55,16 @@ from query_dsl.promql import instant_query, parse, range_query
 from query_dsl.promql.ast import VectorSelector
 from query_dsl.promql.format import format_expr
 from query_dsl.promql.selection import fetch_samples
+from query_dsl.text_rows import RowsText
 from vhms import VhmsError
 
 __all__ = [
     "BASE_PATH",
     "ROUTES",
+    "STREAM_BYTES",
     "Answer",
     "Handler",
+    "blocks",
     "error_answer",
     "prometheus_router",
     "request_key",
@@ -70,27 +75,41 @@ BASE_PATH = "/prometheus"
 VERSION = "2.42.0"  # the Prometheus whose API and semantics these answers follow
 
 
-def _envelope(data: Any, warnings: list[str]) -> bytes:
-    """The success envelope around ``data``: a value, or a query's ``data`` as JSON text
-    (joined once: a wide answer's text is megabytes)."""
-    text = data if isinstance(data, bytes | memoryview) else orjson.dumps(data)
+STREAM_BYTES = 4 << 20  # an answer's JSON beyond this is sent a block of about this size at a time
+_HEAD = b'{"status":"success","data":'
+
+
+def _envelope(data: Any, warnings: list[str]) -> bytes | memoryview | RowsText:
+    """The success envelope around ``data``: a value, a query's ``data`` as JSON text, or a
+    wide one laid out (written in one buffer with the envelope, or, past ``STREAM_BYTES``, left
+    laid out, to be sent a block at a time as it is written: an answer of a million series is
+    86 MB)."""
     tail = b',"warnings":' + orjson.dumps(warnings) + b"}" if warnings else b"}"
-    return b"".join((b'{"status":"success","data":', text, tail))
+    if isinstance(data, RowsText):
+        text = data.wrapped(_HEAD, tail)
+        return text if text.size > STREAM_BYTES else text.whole()
+    return b"".join((_HEAD, data if isinstance(data, bytes | memoryview) else orjson.dumps(data), tail))
 
 
 @dataclass
 class Answer:
-    """An answer of Prometheus's API: its code, its JSON text and its extra headers; the
-    query's ``budget`` is held until the answer is sent (:meth:`close`)."""
+    """An answer of Prometheus's API: its code, its JSON text (a wide one laid out, written as
+    it is sent: :func:`blocks`) and its extra headers; the query's ``budget`` is held until the
+    answer is sent (:meth:`close`)."""
 
     status: int
-    body: bytes
+    body: bytes | memoryview | RowsText
     headers: dict[str, str] = field(default_factory=dict)
     budget: QueryBudget | None = None
 
     def close(self) -> None:
         if self.budget is not None:
             self.budget.close()
+
+
+def blocks(body: RowsText) -> Iterator[memoryview]:
+    """A laid-out answer's blocks, each written when it is asked for (``STREAM_BYTES`` each)."""
+    return body.blocks(STREAM_BYTES)
 
 
 def error_answer(error: ApiError) -> Answer:
@@ -155,11 +174,13 @@ async def respond(api: ApiContext, route: str, pairs: list[tuple[str, str]], han
 
 
 def _response(answer: Answer) -> Response:
-    response = Response(
-        answer.body, status_code=answer.status, media_type="application/json", headers=answer.headers
-    )
-    response.background = BackgroundTask(answer.close)  # the budget held until the answer is sent
-    return response
+    background = BackgroundTask(answer.close)  # the budget held until the answer is sent
+    if not isinstance(answer.body, RowsText):
+        response = Response(answer.body, answer.status, answer.headers, "application/json")
+        response.background = background
+        return response
+    headers = {**answer.headers, "Content-Length": str(answer.body.size)}  # known before it is written
+    return StreamingResponse(blocks(answer.body), answer.status, headers, "application/json", background)
 
 
 async def _serve(request: Request, route: str, handler: Handler) -> Response:
@@ -208,7 +229,7 @@ def _query(api: ApiContext, pairs: list[tuple[str, str]], budget: QueryBudget) -
     at = time_param(first(pairs, "time"), time.time(), "time")
     result = instant_query(api.source, text, at, limits=limits_param(_base_limits(api), pairs), budget=budget)
     budget.need(result.answer_bytes(), "the answer")
-    return result.to_prometheus_body(), result.warnings
+    return result.prometheus_text(), result.warnings
 
 
 def _query_range(api: ApiContext, pairs: list[tuple[str, str]], budget: QueryBudget) -> tuple[Any, list[str]]:
@@ -237,7 +258,7 @@ def _query_range(api: ApiContext, pairs: list[tuple[str, str]], budget: QueryBud
     limits = limits_param(_base_limits(api), pairs)
     result = range_query(api.source, text, start, end, step, limits=limits, budget=budget)
     budget.need(result.answer_bytes(), "the answer")
-    return result.to_prometheus_body(), result.warnings
+    return result.prometheus_text(), result.warnings
 
 
 def _selectors(pairs: list[tuple[str, str]], required: bool) -> list[VectorSelector]:

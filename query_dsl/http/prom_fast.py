@@ -11,7 +11,11 @@ before it is read), and an unexpected error leaves the request to uvicorn, which
 answers 500 ``Internal Server Error`` as Starlette's error middleware did. It answers what
 FastAPI's route would: the same parameters (the query string, then a URL-encoded form body of
 a POST), the same handler, the same answer and error bodies
-(:func:`query_dsl.http.prom_api.respond`), written as two ASGI messages. A request it does not
+(:func:`query_dsl.http.prom_api.respond`), written as two ASGI messages; a wide answer (past
+``prom_api.STREAM_BYTES``: a million series' is 86 MB) as its blocks, each written in the
+thread pool while the one before is sent, with its Content-Length known before any is written
+(:class:`query_dsl.text_rows.RowsText`), so that it never exists whole and its first bytes leave
+while the rest is written; a client that goes away stops the writing. A request it does not
 serve goes on to FastAPI unchanged: another path or method, and a missing or wrong bearer
 token (FastAPI's dependency answers the 401). FastAPI keeps the routes for the OpenAPI
 document.
@@ -19,14 +23,19 @@ document.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import secrets
+from collections.abc import Generator, Iterator
 
+from starlette.concurrency import run_in_threadpool
 from starlette.types import Receive, Scope, Send
 
 from query_dsl.http.body_limit import MAX_BODY_BYTES, declared_length, refuse
 from query_dsl.http.context import ApiContext
-from query_dsl.http.prom_api import BASE_PATH, ROUTES, Answer, Handler, error_answer, respond
+from query_dsl.http.prom_api import BASE_PATH, ROUTES, Answer, Handler, blocks, error_answer, respond
 from query_dsl.http.prom_params import FORM, ApiError, form_params, query_params
+from query_dsl.text_rows import RowsText
 
 __all__ = ["PrometheusFastPath"]
 
@@ -88,12 +97,12 @@ class PrometheusFastPath:
             try:
                 pairs += form_params(body)
             except ApiError as exc:
-                await _send(send, error_answer(exc))
+                await _send(send, receive, error_answer(exc))
                 return
         path, handler = route
         answer = await respond(self.api, path, pairs, handler)
         try:
-            await _send(send, answer)
+            await _send(send, receive, answer)
         finally:
             answer.close()
 
@@ -120,9 +129,41 @@ class PrometheusFastPath:
                 return b"".join(chunks)
 
 
-async def _send(send: Send, answer: Answer) -> None:
-    headers = [(b"content-length", b"%d" % len(answer.body)), _JSON]
+async def _send(send: Send, receive: Receive, answer: Answer) -> None:
+    body = answer.body
+    size = body.size if isinstance(body, RowsText) else len(body)
+    headers = [(b"content-length", b"%d" % size), _JSON]
     for name, text in answer.headers.items():
         headers.append((name.lower().encode("latin-1"), text.encode("latin-1")))
     await send({"type": "http.response.start", "status": answer.status, "headers": headers})
-    await send({"type": "http.response.body", "body": answer.body})
+    if isinstance(body, RowsText):
+        await _stream(send, receive, blocks(body))
+    else:
+        await send({"type": "http.response.body", "body": body})
+
+
+async def _stream(send: Send, receive: Receive, pieces: Iterator[memoryview]) -> None:
+    """``pieces`` sent one by one, each written in the thread pool while the one before is
+    sent (one ahead: with the transport's own limit, at most a few blocks exist at once);
+    a client that goes away stops the writing at the next block."""
+    gone = asyncio.ensure_future(_disconnect(receive))
+    ahead = asyncio.ensure_future(run_in_threadpool(next, pieces, None))
+    try:
+        while (piece := await ahead) is not None and not gone.done():
+            ahead = asyncio.ensure_future(run_in_threadpool(next, pieces, None))
+            await send({"type": "http.response.body", "body": piece, "more_body": True})
+        if piece is not None:
+            return
+        await send({"type": "http.response.body", "body": b""})
+    finally:
+        gone.cancel()
+        with contextlib.suppress(BaseException):  # a block still being written: its thread ends it
+            await ahead
+        if isinstance(pieces, Generator):
+            pieces.close()
+
+
+async def _disconnect(receive: Receive) -> None:
+    """Returns when the client has gone away."""
+    while (await receive())["type"] != "http.disconnect":
+        pass

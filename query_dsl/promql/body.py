@@ -8,7 +8,9 @@ each label value written once as ``"k":"v"`` (and ``,"k":"v"`` after a label) an
 the series' code; a matrix's row is a point (``[t,"`` or ``"],[t,"`` after a point, then its
 value's text), the first point of a series preceded by the series' head (its opening and
 labels, themselves rows of text made first) and the last followed by its end. The values'
-texts are one buffer (:func:`query_dsl.promql.texts.value_texts`).
+texts are one buffer (:func:`query_dsl.promql.texts.value_texts`). A wide answer is returned
+laid out (:class:`query_dsl.text_rows.RowsText`): the query API sends it a block at a time as
+the blocks are written, so that it never exists whole (issue 27).
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ import orjson
 
 from query_dsl.promql.texts import Texts, second_texts, value_texts
 from query_dsl.series_table import SeriesTable
-from query_dsl.text_rows import Dictionary, TextRows, dictionary
+from query_dsl.text_rows import Dictionary, RowsText, TextRows, dictionary
 
 __all__ = ["matrix_body", "vector_body"]
 
@@ -30,20 +32,30 @@ def _labels(table: SeriesTable, rows: TextRows) -> None:
     columns = [(b'"__name__"', names.values, names.codes)]
     columns += [(orjson.dumps(label), column.values, column.codes) for label, column in table.columns.items()]
     seen: np.ndarray | None = None  # the series that have a label already
+    everyone = False  # every series has one already
     for index, (key, values, codes) in enumerate(columns):
-        present = codes >= 0
-        if index == 0:
-            present = np.array([value != "" for value in values], dtype=bool)[codes]
-        used = np.flatnonzero(np.bincount(codes[present], minlength=len(values)))  # a fetch's may hold more
+        present = np.array([value != "" for value in values], dtype=bool)[codes] if index == 0 else codes >= 0
+        every = bool(present.all())  # the usual label: no mask to apply (a million series: ~5 ms a mask)
+        if not every and not present.any():
+            continue
+        used = np.flatnonzero(np.bincount(codes if every else codes[present], minlength=len(values)))
         texts = [key + b":" + orjson.dumps(values[code]) for code in used.tolist()]
-        number = np.zeros(len(values), dtype=np.int64)
-        number[used] = np.arange(len(used))
-        picks = np.where(present, number[codes], -1)
-        if seen is None:
-            seen = present
+        if len(used) == len(values):  # a fetch's column may hold more values than its series use
+            picks = codes.astype(np.int64)
         else:
+            number = np.zeros(len(values), dtype=np.int64)
+            number[used] = np.arange(len(used))
+            picks = number[codes]
+        if not every:
+            picks[~present] = -1
+        if everyone and every:
+            picks += len(used)
+        elif everyone:
+            picks[present] += len(used)
+        elif seen is not None:
             picks[seen & present] += len(used)
-            seen = seen | present
+        everyone = everyone or every
+        seen = None if everyone else present if seen is None else seen | present
         rows.pick(dictionary(texts + [b"," + text for text in texts]), picks)
 
 
@@ -62,8 +74,9 @@ def _wrapped(texts: Texts, prefix: bytes, suffix: bytes) -> Dictionary:
     return _dictionary(rows)
 
 
-def vector_body(table: SeriesTable, time_ms: int, values: np.ndarray) -> bytes | memoryview:
-    """``{"resultType":"vector","result":[...]}`` of a value per series at ``time_ms``."""
+def vector_body(table: SeriesTable, time_ms: int, values: np.ndarray) -> bytes | RowsText:
+    """``{"resultType":"vector","result":[...]}`` of a value per series at ``time_ms``
+    (laid out, to be written whole or by blocks)."""
     if not len(table):
         return b'{"resultType":"vector","result":[]}'
     stamp = bytes(second_texts(np.array([time_ms], dtype=np.int64))[0].data)
@@ -74,7 +87,7 @@ def vector_body(table: SeriesTable, time_ms: int, values: np.ndarray) -> bytes |
     texts, index = value_texts(values)
     rows.pick(Dictionary.of(texts.data, texts.offsets), index)
     rows.constant(b'"]}')
-    return rows.join(b'{"resultType":"vector","result":[', b",", b"]}")[0]
+    return rows.laid_out(b'{"resultType":"vector","result":[', b",", b"]}")
 
 
 # points a series up to which a matrix of shared times, every point kept, is written a row per
@@ -149,10 +162,10 @@ def _by_series(table: SeriesTable, times: np.ndarray, values: Dictionary, points
 
 def matrix_body(
     table: SeriesTable, times: np.ndarray, values: np.ndarray, kept: np.ndarray
-) -> bytes | memoryview:
+) -> bytes | RowsText:
     """``{"resultType":"matrix","result":[...]}``: each series' points where ``kept``
     (``[series, points]``), at ``times`` (``[points]`` shared, or ``[series, points]`` each
-    its own, ms). Every series has a point."""
+    its own, ms), laid out. Every series has a point."""
     if not len(table):
         return b'{"resultType":"matrix","result":[]}'
     everywhere = bool(kept.all())
@@ -166,5 +179,5 @@ def matrix_body(
         times = times[0]
     head, words = b'{"resultType":"matrix","result":[', Dictionary.of(texts.data, texts.offsets)
     if everywhere and times.ndim == 1 and kept.shape[1] <= _NARROW:
-        return _by_series(table, times, words, points).join(head, b",", b"]}")[0]
-    return _by_point(table, _stamps(times, kept), words, points).join(head, b"", b"]}")[0]
+        return _by_series(table, times, words, points).laid_out(head, b",", b"]}")
+    return _by_point(table, _stamps(times, kept), words, points).laid_out(head, b"", b"]}")

@@ -23,6 +23,7 @@ from query_dsl.promql.labels import prometheus_order
 from query_dsl.promql.small_body import SMALL_CELLS, metric_texts, small_matrix_body, small_vector_body
 from query_dsl.promql.texts import format_value, value_strs
 from query_dsl.promql.values import Scalar, String, present
+from query_dsl.text_rows import RowsText
 
 __all__ = ["PromQLResult", "format_value"]
 
@@ -122,7 +123,14 @@ class PromQLResult:
     def to_prometheus_body(self) -> bytes | memoryview:
         """The JSON text of the ``data`` object of Prometheus's query API, written by
         columns (:mod:`query_dsl.promql.body`; a wide one as a view of the buffer it was
-        gathered in)."""
+        written in)."""
+        text = self.prometheus_text()
+        return text if isinstance(text, bytes) else text.whole()
+
+    def prometheus_text(self) -> bytes | RowsText:
+        """:meth:`to_prometheus_body`'s text, a wide one laid out and not yet written (to be
+        written whole or a block at a time: the query API sends a wide answer as it writes
+        it)."""
         if isinstance(self.value, String):
             return orjson.dumps(
                 {"resultType": "string", "result": [_seconds(int(self.times[-1])), self.value.value]}

@@ -364,3 +364,16 @@ def test_freed_memory_is_returned_once_the_queries_that_held_much_have_ended() -
     with pool.query() as another:
         another.need(MIB, "a small query alone")
     assert not returned(pool, 2, timeout=3 * RETURN_DELAY_S)  # too little held since to be worth one
+
+
+def test_freed_memory_is_kept_as_a_reserve_while_the_process_stays_near_its_size_at_the_last_return() -> None:
+    pool = MemoryBudget(1 << 30, reserve_share=100.0)  # any size this test process reaches is near
+    for returns, kept in ((1, 0), (1, 1), (1, 2)):  # the first return gives back: none came before it
+        with pool.query() as large:
+            large.need(RETURN_AFTER_BYTES, "a large fetch")
+        deadline = time.monotonic() + 30
+        while pool.returns + pool.kept < returns + kept and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert (pool.returns, pool.kept) == (returns, kept)
+    with pytest.raises(ValueError, match="reserve_share"):
+        MemoryBudget(reserve_share=-1)

@@ -1,5 +1,6 @@
 """The small-answer writer (query_dsl/promql/small_body.py) writes the columnar writer's bytes
-(query_dsl/promql/body.py), and values' texts are Go's (``format_value``)."""
+(query_dsl/promql/body.py), which are the same written whole or a block at a time, and values'
+texts are Go's (``format_value``)."""
 
 from __future__ import annotations
 
@@ -7,11 +8,29 @@ import numpy as np
 import pytest
 
 from query_dsl import text_rows
-from query_dsl.promql import format_value, small_body
-from query_dsl.promql.body import matrix_body, vector_body
+from query_dsl.promql import body, format_value, small_body
 from query_dsl.promql.small_body import metric_texts, small_matrix_body, small_vector_body
 from query_dsl.promql.texts import value_strs, value_texts
 from query_dsl.series_table import SeriesTable
+from query_dsl.text_rows import RowsText
+
+
+def _written(text: bytes | RowsText) -> bytes:
+    """A body's text written whole, checked against the same text written a block at a time."""
+    if isinstance(text, bytes):
+        return text
+    whole = bytes(text.whole())
+    for block_bytes in (1, 300, 1 << 20):  # a row a block, a few rows, all
+        assert b"".join(bytes(piece) for piece in text.blocks(block_bytes)) == whole
+    return whole
+
+
+def matrix_body(table: SeriesTable, times: np.ndarray, values: np.ndarray, kept: np.ndarray) -> bytes:
+    return _written(body.matrix_body(table, times, values, kept))
+
+
+def vector_body(table: SeriesTable, time_ms: int, values: np.ndarray) -> bytes:
+    return _written(body.vector_body(table, time_ms, values))
 
 
 def _table(count: int) -> SeriesTable:
