@@ -5,7 +5,9 @@
   (``landing_batch.avsc``: :class:`LandingWriter`, :func:`encode_trailer` (:func:`encode_identity`
   and :func:`encode_checksum`, on Avro's zig-zag varint :func:`encode_avro_long`), :func:`recover`);
 - :class:`BackgroundServer`, an ASGI app served by uvicorn from a thread, behind Prometheus's
-  web configuration file when given one (:func:`load_web_config`: TLS, basic auth, headers);
+  web configuration file when given one (:func:`load_web_config`: TLS, basic auth, headers),
+  asking an app that has ``answer_now`` (:class:`AnswersNow`) for an :class:`Immediate`
+  answer to a small ``GET`` before the ASGI round (``immediate.py``);
 - ZooKeeper membership (:class:`Membership`: watched groups of members with their payloads,
   a grace period, re-read after session loss) and discovery (:func:`list_endpoints`, a
   one-shot listing for tools);
@@ -53,6 +55,7 @@ if typing.TYPE_CHECKING:
     from bookkeeper.ground.avro import SAMPLE_BATCH_SCHEMA, decode_sample_batch, encode_sample_batch
     from bookkeeper.ground.discovery import list_endpoints
     from bookkeeper.ground.httpserver import BackgroundServer
+    from bookkeeper.ground.immediate import AnswersNow, Immediate
     from bookkeeper.ground.landing import (
         LANDING_SCHEMA,
         LandingWriter,
@@ -70,8 +73,10 @@ __all__ = [
     "LANDING_SCHEMA",
     "LOCK_FILE",
     "SAMPLE_BATCH_SCHEMA",
+    "AnswersNow",
     "BackgroundServer",
     "DirectoryLock",
+    "Immediate",
     "LabelColumn",
     "LabelColumns",
     "LandingWriter",
@@ -113,6 +118,7 @@ _LAZY = {
     "avro": ("SAMPLE_BATCH_SCHEMA", "decode_sample_batch", "encode_sample_batch"),
     "discovery": ("list_endpoints",),
     "httpserver": ("BackgroundServer",),
+    "immediate": ("AnswersNow", "Immediate"),
     "landing": (
         "LANDING_SCHEMA",
         "LandingWriter",

@@ -10,7 +10,8 @@ What a request costs the server is kept small, as a dashboard fires many small q
 client could forge it), no ``server`` header (Prometheus sends none; ``date``,
 ``content-type`` and ``content-length`` remain, as in Prometheus's answers), no access log
 (it is off at the ``warning`` level, but its arguments were still formatted per request),
-and an answer's head sent with its body (:class:`_HeadWithBody`)."""
+an answer's head sent with its body (:class:`_HeadWithBody`), and an app that can answer a
+small request at once asked to, without the ASGI round (:mod:`bookkeeper.ground.immediate`)."""
 
 from __future__ import annotations
 
@@ -22,7 +23,8 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 import uvicorn
-from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+
+from bookkeeper.ground.immediate import ImmediateProtocol
 
 if TYPE_CHECKING:  # the web configuration's parts (yaml, bcrypt) load only for a server given one
     from bookkeeper.ground.webconfig import WebConfig
@@ -109,8 +111,9 @@ class _HeadWithBody(asyncio.Transport):
         self._transport.set_write_buffer_limits(high, low)
 
 
-class _Protocol(HttpToolsProtocol):
-    """uvicorn's httptools protocol, on a :class:`_HeadWithBody` transport."""
+class _Protocol(ImmediateProtocol):
+    """uvicorn's httptools protocol (asking an app that answers at once first), on a
+    :class:`_HeadWithBody` transport."""
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(_HeadWithBody(transport, self.loop))

@@ -35,6 +35,7 @@ from starlette.background import BackgroundTask
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import Receive, Scope, Send
 
+from bookkeeper.ground import Immediate
 from query_dsl.budget import MemoryBudget, QueryBudget
 from query_dsl.dashboards import DashboardDirectory
 from query_dsl.evaluator import Evaluator, Limits
@@ -260,6 +261,10 @@ class QueryApi(FastAPI):
         super().__init__(**options)
         self.state.api = api
         self.fast_path = PrometheusFastPath(api)
+
+    def answer_now(self, scope: Scope) -> Immediate | None:
+        """A small answer of Prometheus's routes at once (:mod:`bookkeeper.ground.immediate`)."""
+        return self.fast_path.answer_now(scope)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         route = self.fast_path.route(scope)

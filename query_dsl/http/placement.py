@@ -74,15 +74,21 @@ class Placement:
     async def run(self, api: ApiContext, key: Hashable, work: Work[T]) -> tuple[T, QueryBudget]:
         """``work``'s result and the budget it charged (the caller closes it once the answer
         is sent); ``work``'s exceptions are raised, its budget closed."""
-        known = self._costs.get(key)
-        if self.inline and known is not None and known < INLINE_CPU_S:
-            done = self._inline(api, key, work)
-            if done is not None:
-                return done
+        done = self.run_now(api, key, work)
+        if done is not None:
+            return done
         result, budget, cpu_s = await run_in_threadpool(_measured, api, work)
         self.pool_runs += 1
         self._remember(key, cpu_s)
         return result, budget
+
+    def run_now(self, api: ApiContext, key: Hashable, work: Work[T]) -> tuple[T, QueryBudget] | None:
+        """:meth:`run`'s answer when it runs inline (on the caller's thread, the event loop's),
+        else None: not known to be small, or given up on the leash (then remembered as large)."""
+        known = self._costs.get(key)
+        if self.inline and known is not None and known < INLINE_CPU_S:
+            return self._inline(api, key, work)
+        return None
 
     def _leash(self, api: ApiContext) -> ApiContext:
         """``api`` with its timeout no longer than the leash (made once per context)."""

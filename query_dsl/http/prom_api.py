@@ -69,6 +69,7 @@ __all__ = [
     "prometheus_router",
     "request_key",
     "respond",
+    "respond_now",
 ]
 
 BASE_PATH = "/prometheus"
@@ -161,16 +162,33 @@ def request_key(route: str, pairs: list[tuple[str, str]]) -> Hashable:
     return (route, texts, round(span / step) if step > 0 else None)
 
 
+def _work(
+    handler: Handler, pairs: list[tuple[str, str]]
+) -> Callable[[ApiContext, QueryBudget], bytes | memoryview | RowsText]:
+    return lambda context, spend: _envelope(*handler(context, pairs, spend))
+
+
+_REFUSALS = (ApiError, QueryError, VhmsError, ValueError)  # answered as Prometheus's errors
+
+
 async def respond(api: ApiContext, route: str, pairs: list[tuple[str, str]], handler: Handler) -> Answer:
     """``handler``'s answer to ``pairs``, or Prometheus's error; run on the event loop or in
     the thread pool as ``api.placement`` places it (a wide answer takes a while)."""
     try:
-        body, budget = await api.placement.run(
-            api, request_key(route, pairs), lambda context, spend: _envelope(*handler(context, pairs, spend))
-        )
-    except (ApiError, QueryError, VhmsError, ValueError) as exc:
+        body, budget = await api.placement.run(api, request_key(route, pairs), _work(handler, pairs))
+    except _REFUSALS as exc:
         return error_answer(classify(exc))
     return Answer(200, body, budget=budget)
+
+
+def respond_now(api: ApiContext, route: str, pairs: list[tuple[str, str]], handler: Handler) -> Answer | None:
+    """:func:`respond`'s answer when ``api.placement`` runs it on the event loop (it is
+    known to be small), computed now on the caller's thread; else None."""
+    try:
+        done = api.placement.run_now(api, request_key(route, pairs), _work(handler, pairs))
+    except _REFUSALS as exc:
+        return error_answer(classify(exc))
+    return None if done is None else Answer(200, done[0], budget=done[1])
 
 
 def _response(answer: Answer) -> Response:

@@ -19,6 +19,11 @@ while the rest is written; a client that goes away stops the writing. A request 
 serve goes on to FastAPI unchanged: another path or method, and a missing or wrong bearer
 token (FastAPI's dependency answers the 401). FastAPI keeps the routes for the OpenAPI
 document.
+
+A ``GET`` that the API's placement runs on the event loop (its cost known small) is answered
+before even that, by :meth:`PrometheusFastPath.answer_now` as its last byte arrives
+(:mod:`bookkeeper.ground.immediate`: no ASGI scope, cycle, task or messages), with the same
+bytes and headers.
 """
 
 from __future__ import annotations
@@ -31,9 +36,19 @@ from collections.abc import Generator, Iterator
 from starlette.concurrency import run_in_threadpool
 from starlette.types import Receive, Scope, Send
 
+from bookkeeper.ground import Immediate
 from query_dsl.http.body_limit import MAX_BODY_BYTES, declared_length, refuse
 from query_dsl.http.context import ApiContext
-from query_dsl.http.prom_api import BASE_PATH, ROUTES, Answer, Handler, blocks, error_answer, respond
+from query_dsl.http.prom_api import (
+    BASE_PATH,
+    ROUTES,
+    Answer,
+    Handler,
+    blocks,
+    error_answer,
+    respond,
+    respond_now,
+)
 from query_dsl.http.prom_params import FORM, ApiError, form_params, query_params
 from query_dsl.text_rows import RowsText
 
@@ -106,6 +121,17 @@ class PrometheusFastPath:
         finally:
             answer.close()
 
+    def answer_now(self, scope: Scope) -> Immediate | None:
+        """The answer to a ``GET`` without a body, computed now on the event loop when
+        :meth:`route` serves it and the API's placement runs it there (it is known to be
+        small), else None (:mod:`bookkeeper.ground.immediate`: it then goes the ASGI way)."""
+        route = self.route(scope)
+        if route is None:
+            return None
+        path, handler = route
+        answer = respond_now(self.api, path, query_params(scope["query_string"]), handler)
+        return None if answer is None else _immediate(answer)
+
     async def _form(self, scope: Scope, receive: Receive, send: Send) -> bytes | None:
         """The request's body, or None: refused past ``max_body_bytes`` (the 413 sent) or the
         client went away first."""
@@ -129,12 +155,21 @@ class PrometheusFastPath:
                 return b"".join(chunks)
 
 
-async def _send(send: Send, receive: Receive, answer: Answer) -> None:
-    body = answer.body
-    size = body.size if isinstance(body, RowsText) else len(body)
+def _headers(answer: Answer, size: int) -> list[tuple[bytes, bytes]]:
     headers = [(b"content-length", b"%d" % size), _JSON]
     for name, text in answer.headers.items():
         headers.append((name.lower().encode("latin-1"), text.encode("latin-1")))
+    return headers
+
+
+def _immediate(answer: Answer) -> Immediate:
+    body = answer.body.whole() if isinstance(answer.body, RowsText) else answer.body
+    return Immediate(answer.status, _headers(answer, len(body)), body, answer.close)
+
+
+async def _send(send: Send, receive: Receive, answer: Answer) -> None:
+    body = answer.body
+    headers = _headers(answer, body.size if isinstance(body, RowsText) else len(body))
     await send({"type": "http.response.start", "status": answer.status, "headers": headers})
     if isinstance(body, RowsText):
         await _stream(send, receive, blocks(body))

@@ -144,6 +144,28 @@ def test_a_known_small_request_runs_on_the_loop(client: _Client) -> None:
     assert f"artimon_query_inline_runs_total {float(placement.inline_runs)}" in metrics
 
 
+def test_a_known_small_get_is_answered_as_it_arrives_with_the_same_bytes() -> None:
+    app = create_app(LocalClient(_store()))
+    answered_now: list[bool] = []  # the protocol's answers at once (bookkeeper/ground/immediate.py)
+    answer_now = app.answer_now  # type: ignore[attr-defined]
+
+    def counted(scope: dict[str, Any]) -> Any:
+        answer = answer_now(scope)
+        answered_now.append(answer is not None)
+        return answer
+
+    app.answer_now = counted  # type: ignore[attr-defined]
+    with _served(app) as served:
+        answers = []
+        while len(answers) < 5 and True not in answered_now:  # the first runs cold (the pool)
+            answers.append(served.get("/prometheus/api/v1/query_range", params=RANGE))
+        answers += [served.get("/prometheus/api/v1/query_range", params=RANGE) for _ in range(2)]
+    assert answered_now[0] is False and answered_now[-3:] == [True] * 3
+    assert len({a.content for a in answers}) == 1 and answers[0].json()["status"] == "success"
+    heads = [{k: v for k, v in a.headers.items() if k != "date"} for a in answers]
+    assert heads == [heads[0]] * len(answers) and all("date" in a.headers for a in answers)
+
+
 class _Remote:
     """A source that is not in this process's memory (as a sharded client's)."""
 
