@@ -41,7 +41,11 @@ def _heads(times_ms: np.ndarray) -> list[str]:
 _GRIDS: dict[tuple[str, bytes], tuple[list[str], np.ndarray]] = {}
 _GRIDS_KEPT = 64
 _GRIDS_LOCK = threading.Lock()
-_TABLE_GRIDS_KEPT = 4  # a table's answers' texts kept for this many grids
+# a table's answers' texts (:func:`_kept_parts`) kept for this many grids, for answers of this
+# many cells at most: a list of 16 KB at most each (its texts are the grid's, shared), 32 KB a
+# table (the 512 selectors' tables ``selection.PICKED`` keeps: 17 MB at most)
+_TABLE_GRIDS_KEPT = 2
+_KEPT_CELLS = 1024
 
 
 def _before(heads: list[str]) -> list[str]:
@@ -127,7 +131,7 @@ def small_matrix_body(
         return b'{"resultType":"matrix","result":[]}'
     if kept is None:
         texts = value_texts(np.ascontiguousarray(values).reshape(-1))
-        if table is not None and times.ndim == 1:
+        if table is not None and times.ndim == 1 and values.size <= _KEPT_CELLS:
             parts = _kept_parts(table, metrics, times).copy()
             parts[1::2] = texts
             return "".join(parts).encode()
