@@ -153,7 +153,7 @@ class PromQLResult:
             metrics = [metrics[row] for row in rows.tolist()]
         if self.result_type == "vector":
             return small_vector_body(metrics, int(m.timestamps[-1]), values[:, -1], value_strs)
-        return small_matrix_body(metrics, times, values, kept, value_strs)
+        return small_matrix_body(metrics, times, values, kept, value_strs, m.table if in_order else None)
 
     def to_prometheus_json(self) -> dict[str, Any]:
         """The ``data`` object of Prometheus's query API (:meth:`to_prometheus_body` decoded)."""

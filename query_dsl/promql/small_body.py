@@ -41,6 +41,11 @@ def _heads(times_ms: np.ndarray) -> list[str]:
 _GRIDS: dict[tuple[str, bytes], tuple[list[str], np.ndarray]] = {}
 _GRIDS_KEPT = 64
 _GRIDS_LOCK = threading.Lock()
+# a table's answers' texts (:func:`_kept_parts`) kept for this many grids, for answers of this
+# many cells at most: a list of 16 KB at most each (its texts are the grid's, shared), 32 KB a
+# table (the 512 selectors' tables ``selection.PICKED`` keeps: 17 MB at most)
+_TABLE_GRIDS_KEPT = 2
+_KEPT_CELLS = 1024
 
 
 def _before(heads: list[str]) -> list[str]:
@@ -115,14 +120,21 @@ def small_matrix_body(
     values: np.ndarray,
     kept: np.ndarray | None,
     value_texts: Callable[[np.ndarray], list[str]],
+    table: SeriesTable | None = None,
 ) -> bytes:
     """``body.matrix_body``'s text (``value_texts`` as ``str``) of the series whose
     :func:`metric_texts` are ``metrics``: each series' points where ``kept`` (None: every
-    cell), at ``times`` (shared ``[points]`` or each series' own ``[series, points]``, ms)."""
+    cell), at ``times`` (shared ``[points]`` or each series' own ``[series, points]``, ms).
+    With ``table`` (``metrics`` are its texts, in its order), an answer of every cell at shared
+    times takes the texts between its values as made once per table and grid."""
     if not len(metrics):
         return b'{"resultType":"matrix","result":[]}'
     if kept is None:
         texts = value_texts(np.ascontiguousarray(values).reshape(-1))
+        if table is not None and times.ndim == 1 and values.size <= _KEPT_CELLS:
+            parts = _kept_parts(table, metrics, times).copy()
+            parts[1::2] = texts
+            return "".join(parts).encode()
         counts = [values.shape[1]] * len(metrics)
     else:
         texts = value_texts(np.ascontiguousarray(values)[kept])
@@ -136,6 +148,15 @@ def small_matrix_body(
         pieces = _grid(times)[0] * len(metrics)
     else:
         pieces = _grid(times)[1][np.nonzero(kept)[1]].tolist()
+    parts = _parts(metrics, counts, pieces)
+    parts[1::2] = texts
+    return "".join(parts).encode()
+
+
+def _parts(metrics: Sequence[str], counts: list[int], pieces: list[str]) -> list[str]:
+    """The answer's texts, a value's place (every other one) left empty: ``pieces`` (the
+    text before each value as if it were not its series' first) with each series' first
+    given its opening (its series has ``counts`` points), and the closing."""
     pending = '{"resultType":"matrix","result":['
     start = 0
     for metric, count in zip(metrics, counts, strict=True):
@@ -147,7 +168,24 @@ def small_matrix_body(
         else:
             pending = opening + "]},"
     pieces.append(pending[:-1] + "]}")
-    parts: list[str] = [""] * (2 * len(texts) + 1)
+    parts: list[str] = [""] * (2 * len(pieces) - 1)
     parts[0::2] = pieces
-    parts[1::2] = texts
-    return "".join(parts).encode()
+    return parts
+
+
+def _kept_parts(table: SeriesTable, metrics: Sequence[str], times: np.ndarray) -> list[str]:
+    """:func:`_parts` of every cell of ``table``'s series (``metrics``) at shared ``times``,
+    made once per table and grid (the last few grids asked of it): the answer's texts but
+    its values' (12 series x 61 points: a copy and a slice's assignment where making them
+    was a list of 732 pieces, their openings and an interleaving list)."""
+    kept: dict[bytes, list[str]] = table.derived("prometheus_matrix_parts", lambda _: {})
+    key = times.astype(np.int64, copy=False).tobytes()
+    with _GRIDS_LOCK:
+        found = kept.get(key)
+    if found is None:
+        found = _parts(metrics, [len(times)] * len(metrics), _grid(times)[0] * len(metrics))
+        with _GRIDS_LOCK:
+            if len(kept) >= _TABLE_GRIDS_KEPT:
+                del kept[next(iter(kept))]
+            kept[key] = found
+    return found

@@ -43,8 +43,10 @@ def fill_samples(
     low = min(max(ring.head - ring.slots + 1 - first, 0), count)  # the rows held: rings.held_rows
     high = max(min(ring.head + 1 - first, count), low)
     plain = low if ring.sealed is None else min(max(ring.sealed * ring.block - first, low), high)
-    values[:low] = 0
-    values[high:] = 0
+    if low:
+        values[:low] = 0
+    if high < count:
+        values[high:] = 0
     runs = column_runs(ids)
     cached = True
     if low < plain:  # a read that would evict more than the cache holds reads around it
@@ -62,11 +64,13 @@ def fill_samples(
                     offsets[cells] = offsets_of(source_times, ring.time_dtype)
                 continue
             for source, target in ((source_values, values), (source_times, offsets)):
-                if source is not None:
-                    picked = source[slot : slot + height]
-                    target[cells] = (
-                        picked[:, columns] if isinstance(columns, slice) else picked.take(local, axis=1)
-                    )
+                if source is None:
+                    continue
+                picked = source[slot : slot + height]
+                if isinstance(columns, slice):
+                    target[cells] = picked[:, columns]
+                else:  # gathered straight into the answer (the ids are in range: clip checks none)
+                    picked.take(local, axis=1, out=target[cells], mode="clip")
     np.bitwise_xor(values, EMPTY_BITS, out=values)
 
 

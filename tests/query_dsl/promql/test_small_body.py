@@ -76,6 +76,8 @@ def test_the_small_writer_writes_the_columnar_bytes(series: int, times: int, see
         expected = matrix_body(table, stamps, values, kept)
         for cells in (kept, None) if full else (kept,):  # None: every cell, as kept all true
             assert small_matrix_body(metrics, stamps, values, cells, value_strs) == expected
+            for _ in range(2):  # the texts between the values made for the table, then kept
+                assert small_matrix_body(metrics, stamps, values, cells, value_strs, table) == expected
     at = 1_700_000_000_500
     last = values[:, -1]
     assert small_vector_body(metrics, at, last, value_strs) == vector_body(table, at, last)
@@ -146,7 +148,9 @@ def test_value_texts_are_go_s() -> None:
     exponents = 10.0 ** rng.uniform(-323, 308, 3000) * rng.choice([-1.0, 1.0], 3000)
     beyond = exponents[(np.abs(exponents) >= 1e16) | (np.abs(exponents) < 1e-4)]
     odd = np.array([np.nan, -0.0, np.inf, -np.inf, 5e-324, 1e16, 1e-5])
-    parts = (values, values[values == np.trunc(values)], values[:0], np.array([0.5, 0.25]), *wholes)
+    # whole values among fractions: a few (cut one at a time) and many (in the whole text)
+    mixed = [np.array([2.5, 3.0, 0.125, 1e15]), np.where(np.arange(200) % 2, 1.5, 8.0) * np.arange(200)]
+    parts = (values, values[values == np.trunc(values)], values[:0], np.array([0.5, 0.25]), *wholes, *mixed)
     for part in (*parts, exponents, beyond, odd, odd[:4]):
         expected = [format_value(v) for v in part.tolist()]
         assert value_strs(part) == expected
@@ -165,3 +169,7 @@ def test_the_grids_remembered_are_bounded_and_answer_as_made_anew() -> None:
         for _ in range(2):  # made, then remembered
             assert small_matrix_body(metric_texts(table), axis, values, None, value_strs) == expected
         assert len(small_body._GRIDS) <= small_body._GRIDS_KEPT
+        for _ in range(2):
+            assert small_matrix_body(metric_texts(table), axis, values, None, value_strs, table) == expected
+        kept_parts = table.derived("prometheus_matrix_parts", dict)
+        assert len(kept_parts) <= small_body._TABLE_GRIDS_KEPT
