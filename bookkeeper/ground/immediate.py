@@ -26,14 +26,13 @@ ASGI app's.
 
 from __future__ import annotations
 
-import http
 import urllib.parse
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 import httptools
-from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+from uvicorn.protocols.http.httptools_impl import STATUS_LINE, HttpToolsProtocol
 
 __all__ = ["AnswersNow", "Immediate", "ImmediateProtocol"]
 
@@ -141,8 +140,7 @@ class ImmediateProtocol(HttpToolsProtocol):
 
     def _write(self, answer: Immediate, keep_alive: bool) -> None:
         """``answer`` as uvicorn writes an ASGI answer, then the connection's next step."""
-        phrase = http.HTTPStatus(answer.status).phrase.encode()
-        head = [b"HTTP/1.1 %d %s\r\n" % (answer.status, phrase)]
+        head = [STATUS_LINE[answer.status]]  # the status lines uvicorn writes
         for name, value in (*self.server_state.default_headers, *answer.headers):
             head += (name, b": ", value, b"\r\n")
         if not keep_alive:

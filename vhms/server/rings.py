@@ -57,12 +57,11 @@ def decode_values(stored: np.ndarray) -> np.ndarray:
     return (stored ^ EMPTY_BITS).view(np.float64)
 
 
-def held_rows(head: int, slots: int, buckets: np.ndarray) -> tuple[int, int, int]:
-    """For consecutive ``buckets`` (a run of bucket numbers), the first bucket and the rows
-    ``[low, high)`` of them that a ring of ``slots`` buckets up to ``head`` holds."""
-    first = int(buckets[0]) if len(buckets) else 0
-    low = min(max(head - slots + 1 - first, 0), len(buckets))
-    return first, low, max(min(head + 1 - first, len(buckets)), low)
+def held_rows(head: int, slots: int, first: int, count: int) -> tuple[int, int]:
+    """For ``count`` consecutive buckets from ``first``, the rows ``[low, high)`` of them that
+    a ring of ``slots`` buckets up to ``head`` holds."""
+    low = min(max(head - slots + 1 - first, 0), count)
+    return low, max(min(head + 1 - first, count), low)
 
 
 def _zeroed(slots: int, room: int, dtype: type) -> np.ndarray:
@@ -283,7 +282,8 @@ class PlainRing:
         pass over the answer."""
         source = self.times if times else self.values
         assert source is not None  # times are asked of the finest ring only
-        first, low, high = held_rows(self.head, self.slots, buckets)
+        first = int(buckets[0]) if len(buckets) else 0
+        low, high = held_rows(self.head, self.slots, first, len(buckets))
         if decoded:
             out[:low] = EMPTY_BITS
             out[high:] = EMPTY_BITS

@@ -16,9 +16,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from vhms.server.decoded import WHOLE_FRACTION
 from vhms.server.open_blocks import offsets_of
-from vhms.server.rings import CHUNK, EMPTY_BITS
+from vhms.server.rings import EMPTY_BITS, held_rows
 from vhms.server.sealed import SealedRing, column_runs
 
 __all__ = ["fill_samples"]
@@ -40,19 +39,15 @@ def fill_samples(
     writes them with ``decoded`` and with ``times``."""
     values, offsets = out
     first, count = span
-    low = min(max(ring.head - ring.slots + 1 - first, 0), count)  # the rows held: rings.held_rows
-    high = max(min(ring.head + 1 - first, count), low)
-    plain = low if ring.sealed is None else min(max(ring.sealed * ring.block - first, low), high)
+    low, high = held_rows(ring.head, ring.slots, first, count)
+    plain = ring.first_plain_row(first, low, high)
     if low:
         values[:low] = 0
     if high < count:
         values[high:] = 0
     runs = column_runs(ids)
-    cached = True
-    if low < plain:  # a read that would evict more than the cache holds reads around it
-        width = sum(CHUNK if WHOLE_FRACTION * len(run[3]) >= CHUNK else len(run[3]) for run in runs)
-        blocks = (first + plain - 1) // ring.block - (first + low) // ring.block + 1
-        cached = blocks * width * ring.block * 8 <= ring.cache.budget
+    blocks = (first + plain - 1) // ring.block - (first + low) // ring.block + 1
+    cached = low >= plain or ring.reads_through_cache(runs, blocks)
     for start, stop, chunk, local, columns in runs:
         rows = _sealed_rows(ring, chunk, (first + low, first + plain - 1), (low, local, cached))
         rows += _plain_rows(ring, chunk, first + plain, (plain, high))
@@ -116,8 +111,7 @@ def _plain_rows(ring: SealedRing, chunk: int, first: int, rows: tuple[int, int])
     empty."""
     low, high = rows
     plain = ring.plain
-    held = min(max(plain.head - plain.slots + 1 - first, 0), high - low)  # as rings.held_rows
-    end = max(min(plain.head + 1 - first, high - low), held)
+    held, end = held_rows(plain.head, plain.slots, first, high - low)
     slot = (first + held) % plain.slots
     wrap = min(end - held, plain.slots - slot)
     values, times = plain.values[chunk], _times(ring, chunk)

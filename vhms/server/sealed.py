@@ -232,9 +232,9 @@ class SealedRing:
         :meth:`PlainRing.fill`'s: every cell written, with its value's float64 bits.
         ``buckets`` are consecutive (a run of bucket numbers), as :meth:`PlainRing.fill`'s:
         which rows are held, sealed or plain is arithmetic on the first."""
-        first, low, high = held_rows(self.head, self.slots, buckets)
-        # the sealed buckets are the oldest held
-        plain = low if self.sealed is None else min(max(self.sealed * self.block - first, low), high)
+        first = int(buckets[0]) if len(buckets) else 0
+        low, high = held_rows(self.head, self.slots, first, len(buckets))
+        plain = self.first_plain_row(first, low, high)
         if plain < high:
             self.plain.fill(ids, buckets[plain:high], out[plain:high], times=times, decoded=decoded)
         if decoded:
@@ -242,6 +242,18 @@ class SealedRing:
             out[high:] = EMPTY_BITS
         if low < plain and len(ids):
             self._fill_sealed(ids, (first + low, first + plain - 1), out[low:plain], (cached, times, decoded))
+
+    def first_plain_row(self, first: int, low: int, high: int) -> int:
+        """Of the held rows ``[low, high)`` of buckets from ``first``, the first one not sealed
+        (the sealed buckets are the oldest held)."""
+        return low if self.sealed is None else min(max(self.sealed * self.block - first, low), high)
+
+    def reads_through_cache(self, runs: list[ColumnRun], blocks: int) -> bool:
+        """Whether a read of ``blocks`` sealed blocks of the columns ``runs``
+        (:func:`column_runs`) goes through the cache of decoded blocks: not when it would
+        decode more than the cache holds (it would only evict what dashboards ask again)."""
+        width = sum(CHUNK if WHOLE_FRACTION * len(run[3]) >= CHUNK else len(run[3]) for run in runs)
+        return blocks * width * self.block * 8 <= self.cache.budget
 
     def _fill_sealed(
         self, ids: np.ndarray, span: tuple[int, int], out: np.ndarray, how: tuple[bool, bool, bool]
@@ -259,9 +271,7 @@ class SealedRing:
             (number, slice(max(first - number * block, 0), min(last - number * block, block - 1) + 1))
             for number in range(first // block, last // block + 1)
         ]
-        if cached:  # a read that would evict more than the cache holds reads around it
-            width = sum(CHUNK if WHOLE_FRACTION * len(run[3]) >= CHUNK else len(run[3]) for run in runs)
-            cached = len(spans) * width * block * 8 <= self.cache.budget
+        cached = cached and self.reads_through_cache(runs, len(spans))
         for start, stop, chunk, local, columns in runs:
             parts = [
                 self._part(number, chunk, within, (local, columns), (cached, times))
@@ -361,7 +371,12 @@ class SealedRing:
         return plain, sealed
 
 
-def column_runs(ids: np.ndarray) -> list[tuple[int, int, int, np.ndarray, slice | np.ndarray]]:
+# a run of sorted ids in one chunk: its positions [start, stop), its chunk, its local ids, and
+# those as a slice where they are contiguous
+ColumnRun = tuple[int, int, int, np.ndarray, slice | np.ndarray]
+
+
+def column_runs(ids: np.ndarray) -> list[ColumnRun]:
     """Sorted ``ids`` by chunk: each run's positions ``[start, stop)``, its chunk, its local
     ids, and those as a slice where they are contiguous."""
     low, high = int(ids[0]) >> SHIFT, int(ids[-1]) >> SHIFT
