@@ -13,9 +13,9 @@ query to every side in turn (their order goes through all its permutations, so t
 always follows the same other); a query's time is its median over the rounds, the body read
 inside the timed interval. Printed: the median and p95 per side with their ratio to
 Prometheus's, the load average, and the 20 slowest queries of Artimon's beside the other
-sides'. ``--floor N`` times instead what a request costs at least: ``GET
-/api/v1/status/buildinfo`` and the range query ``1`` (61 steps), N times per side, the sides
-in turn (median and p90, µs).
+sides' (every query's times: results/promql_small_queries.json). ``--floor N`` times
+instead what a request costs at least: ``GET /api/v1/status/buildinfo`` and the range query
+``1`` (61 steps), N times per side, the sides in turn (median and p90, µs).
 
 Every side is asked alike: one ``http.client`` connection each, kept alive; the same request
 headers (``Host``, ``Accept-Encoding: identity``: no side compresses); the same parameters,
@@ -31,6 +31,7 @@ from __future__ import annotations
 import argparse
 import http.client
 import itertools
+import json
 import os
 import re
 import socket
@@ -47,7 +48,7 @@ from pathlib import Path
 
 import numpy as np
 import yaml
-from _report import report
+from _report import RESULTS, report
 
 from artimon.servers import PrometheusServer, create_blocks
 from bookkeeper.ground import BackgroundServer
@@ -314,6 +315,9 @@ def run(queries: list[str], rounds: int, baseline: Path | None, floor: int | Non
         for q, times in slowest
     ]
     report("promql_small_bench", rows, ["query", *(f"{name} ms" for name in names), "ratio"])
+    every = RESULTS / "promql_small_queries.json"  # each query's median ms per side, to study
+    every.write_text(json.dumps(per_query, indent=1))
+    print(f"wrote {every}")
 
 
 def main() -> None:
