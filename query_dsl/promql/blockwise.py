@@ -117,7 +117,7 @@ def _instant(
             if not first:  # one block's reading at a time
                 engine.need_instant(len(samples.values), width, len(times))
             out, _ = latest_at(samples, at, LOOKBACK_MS, False)
-            if is_nan_value(out).any():
+            if _holds_nan_sample(samples, out):
                 raise _NanSample
             yield first, out
 
@@ -125,6 +125,17 @@ def _instant(
         return aggregation.aggregate_blocks(expr, table, times, step, values(blocks))
     except _NanSample:
         return None
+
+
+def _holds_nan_sample(samples: Samples, out: np.ndarray) -> bool:
+    """Whether ``out``, read from ``samples``, may hold a NaN sample: looked for among the
+    samples' NaN cells where they are known (a few columns: the buckets before the data),
+    else in ``out``."""
+    if samples.full:
+        return False
+    if samples.gaps is not None:
+        return bool(is_nan_value(samples.values[:, samples.gaps]).any())
+    return bool(is_nan_value(out).any())
 
 
 def instant_by_blocks(

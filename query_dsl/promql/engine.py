@@ -224,7 +224,7 @@ class Engine:
     def take_in(self, samples: Samples) -> None:
         """What a fetch's samples say: NaN samples marked, warnings of coarser rings."""
         if not samples.full:
-            samples.values = stored_nan_samples(samples.values)
+            samples.values = stored_nan_samples(samples.values, samples.gaps)
         if samples.exact is None and reads_sample_times(self.source) and len(samples.table):
             self.warn(
                 f"read VHMS's {samples.step_ms // 1000} s ring (the shards' finest rings differ): "

@@ -35,7 +35,7 @@ def latest_at(
         return empty, empty.copy()
     own = samples.sample_times()
     stale = samples.stale
-    lead = 0 if samples.full else _dense_from(values) if stale is None else None
+    lead = 0 if samples.full else _dense_from(values, samples.gaps) if stale is None else None
     if lead is not None:  # a sample in every bucket from the first that has any
         out, when = _latest_dense(
             values[:, lead:].T, own[:, lead:].T, axis[lead:], at, lookback_ms, with_times
@@ -58,11 +58,16 @@ def latest_at(
     return np.where(ok, values[rows, np.maximum(picked, 0)], np.nan), np.where(ok, when, np.nan)
 
 
-def _dense_from(values: np.ndarray) -> int | None:
-    """The first bucket of ``values`` (``[series, buckets]``) where any series has a sample
-    if from there on every series has one in every bucket, else None. The buckets before
-    are empty for every series (a query reaching before the data), so they hold nothing to
-    read."""
+def _dense_from(values: np.ndarray, gaps: np.ndarray | None) -> int | None:
+    """The first bucket of ``values`` (``[series, buckets]``, NaN in the columns ``gaps``
+    only, when known) where any series has a sample if from there on every series has one
+    in every bucket, else None. The buckets before are empty for every series (a query
+    reaching before the data), so they hold nothing to read."""
+    if gaps is not None:  # then they must be the first buckets, each empty in every series
+        lead = len(gaps)
+        if not lead or (gaps[-1] == lead - 1 and lead < values.shape[1] and np.isnan(values[:, :lead]).all()):
+            return lead
+        return None
     nan = np.isnan(values)
     if not nan.any():
         return 0

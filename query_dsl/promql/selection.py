@@ -29,6 +29,7 @@ import numpy as np
 
 from bookkeeper.ground import LabelColumns
 from query_dsl.promql.ast import LabelMatcher, VectorSelector
+from query_dsl.read_ahead import read_ahead
 from query_dsl.series_table import SeriesTable
 from query_dsl.sources import DataSource
 from vhms import CoarseSpan, FetchResult, LocalClient, Matcher, ShardedClient, VhmsClient, parse_selector
@@ -138,7 +139,9 @@ class Samples:
     ends there). ``coarse``: the spans VHMS read from rings coarser than the finest (the
     time axis is then not evenly spaced there). ``full``: every cell holds a sample and
     none is NaN (what a fetch of series scraped throughout its span reads: nothing to
-    look for)."""
+    look for). ``gaps``, when known: the columns where a cell is NaN (none elsewhere), so
+    that what looks for NaN (stale markers, NaN samples, the first bucket from which every
+    series has a sample) reads only them, not every cell."""
 
     table: SeriesTable
     times: np.ndarray
@@ -148,6 +151,7 @@ class Samples:
     stale: np.ndarray | None = None
     coarse: tuple[CoarseSpan, ...] = ()
     full: bool = False
+    gaps: np.ndarray | None = None
 
     def sample_times(self) -> np.ndarray:
         """Each sample's time, ``[series, times]``: its own, else its bucket's start."""
@@ -198,8 +202,9 @@ def fetch_blocks(
     """:func:`fetch_samples` a block of series at a time (about ``cells`` series x buckets),
     from a store of this process (None for another source: its fetch answers every series
     at once): the series' table, the number of buckets, and each block's first series and
-    samples (their ``table`` is every series'), read when asked for, into the arrays of the
-    block before (a reader is done with a block when it asks for the next). No block's
+    samples (their ``table`` is every series'), each read while the reader works on the one
+    before, into the arrays of the block before that (a reader is done with a block when it
+    asks for the next: :func:`~query_dsl.read_ahead.read_ahead`). No block's
     arrays grow with the series, so a reader that reduces each block before the next holds
     a few tens of MB whatever the selection, and touches memory the kernel hands out only for
     the first block."""
@@ -216,12 +221,11 @@ def fetch_blocks(
         table, rows = _picked(chosen, selector.matchers)
     block = max(1, cells // max(reading.buckets, 1))
 
-    def blocks() -> Iterator[tuple[int, Samples]]:
-        for start in range(0, len(table), block):
-            places = slice(start, start + block) if rows is None else rows[start : start + block]
-            yield start, _samples(reading.read(places, reuse=True), table, None, (low_ms, high_ms), trim)
+    def read(start: int, buffer: int) -> Samples:
+        places = slice(start, start + block) if rows is None else rows[start : start + block]
+        return _samples(reading.read(places, reuse=True, buffer=buffer), table, None, (low_ms, high_ms), trim)
 
-    return table, reading.buckets, blocks()
+    return table, reading.buckets, read_ahead(read, range(0, len(table), block))
 
 
 def _samples(
@@ -238,12 +242,13 @@ def _samples(
     if exact is not None and trim:  # samples outside [low, high] by their own time are not read
         values = _inside(values, exact, times, span, result.step_ms)
     nan = np.isnan(values)
-    if not nan.any():
+    gaps = np.flatnonzero(nan.any(axis=0))
+    if not len(gaps):
         return Samples(table, times, values, result.step_ms, exact, None, result.coarse_spans, full=True)
-    stale = _stale_markers(values, nan)
+    stale = _stale_markers(values, nan, gaps)
     if stale is not None:
         values = np.where(stale, np.nan, values)
-    return Samples(table, times, values, result.step_ms, exact, stale, result.coarse_spans)
+    return Samples(table, times, values, result.step_ms, exact, stale, result.coarse_spans, gaps=gaps)
 
 
 class _Picked(NamedTuple):
@@ -331,8 +336,15 @@ def _inside(
     return values
 
 
-def _stale_markers(values: np.ndarray, nan: np.ndarray) -> np.ndarray | None:
-    """Where ``values`` (NaN where ``nan``) hold Prometheus's stale marker (its bits, a NaN),
-    or None if nowhere."""
-    stale: np.ndarray = nan & (values.view(np.uint64) == np.uint64(STALE_BITS))
-    return stale if stale.any() else None
+def _stale_markers(values: np.ndarray, nan: np.ndarray, gaps: np.ndarray) -> np.ndarray | None:
+    """Where ``values`` (NaN where ``nan``, in the columns ``gaps`` only) hold Prometheus's
+    stale marker (its bits, a NaN), or None if nowhere."""
+    if len(gaps) == values.shape[1]:
+        stale: np.ndarray = nan & (values.view(np.uint64) == np.uint64(STALE_BITS))
+        return stale if stale.any() else None
+    found = nan[:, gaps] & (values[:, gaps].view(np.uint64) == np.uint64(STALE_BITS))
+    if not found.any():
+        return None
+    stale = np.zeros(values.shape, dtype=bool)
+    stale[:, gaps] = found
+    return stale

@@ -57,9 +57,18 @@ def present(values: np.ndarray) -> np.ndarray:
     return ~absent(values)
 
 
-def stored_nan_samples(values: np.ndarray) -> np.ndarray:
+def stored_nan_samples(values: np.ndarray, gaps: np.ndarray | None = None) -> np.ndarray:
     """Stored values with each NaN sample (a NaN of other bits than NaN itself, which marks
-    an empty bucket: Go's ``math.NaN()`` that remote write carries, say) as :data:`NAN_VALUE`."""
+    an empty bucket: Go's ``math.NaN()`` that remote write carries, say) as :data:`NAN_VALUE`;
+    ``gaps``, when known, the only columns that hold a NaN."""
+    if gaps is not None and len(gaps) < values.shape[1]:
+        part = values[:, gaps]
+        marked = stored_nan_samples(part)
+        if marked is part:
+            return values
+        values = values.copy(order="K")
+        values[:, gaps] = marked
+        return values
     nan = np.isnan(values)
     if not nan.any():
         return values
