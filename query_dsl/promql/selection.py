@@ -29,7 +29,6 @@ import numpy as np
 
 from bookkeeper.ground import LabelColumns
 from query_dsl.promql.ast import LabelMatcher, VectorSelector
-from query_dsl.read_ahead import read_ahead
 from query_dsl.series_table import SeriesTable
 from query_dsl.sources import DataSource
 from vhms import CoarseSpan, FetchResult, LocalClient, Matcher, ShardedClient, VhmsClient, parse_selector
@@ -202,9 +201,8 @@ def fetch_blocks(
     """:func:`fetch_samples` a block of series at a time (about ``cells`` series x buckets),
     from a store of this process (None for another source: its fetch answers every series
     at once): the series' table, the number of buckets, and each block's first series and
-    samples (their ``table`` is every series'), each read while the reader works on the one
-    before, into the arrays of the block before that (a reader is done with a block when it
-    asks for the next: :func:`~query_dsl.read_ahead.read_ahead`). No block's
+    samples (their ``table`` is every series'), read when asked for, into the arrays of the
+    block before (a reader is done with a block when it asks for the next). No block's
     arrays grow with the series, so a reader that reduces each block before the next holds
     a few tens of MB whatever the selection, and touches memory the kernel hands out only for
     the first block."""
@@ -221,11 +219,12 @@ def fetch_blocks(
         table, rows = _picked(chosen, selector.matchers)
     block = max(1, cells // max(reading.buckets, 1))
 
-    def read(start: int, buffer: int) -> Samples:
-        places = slice(start, start + block) if rows is None else rows[start : start + block]
-        return _samples(reading.read(places, reuse=True, buffer=buffer), table, None, (low_ms, high_ms), trim)
+    def blocks() -> Iterator[tuple[int, Samples]]:
+        for start in range(0, len(table), block):
+            places = slice(start, start + block) if rows is None else rows[start : start + block]
+            yield start, _samples(reading.read(places, reuse=True), table, None, (low_ms, high_ms), trim)
 
-    return table, reading.buckets, read_ahead(read, range(0, len(table), block))
+    return table, reading.buckets, blocks()
 
 
 def _samples(

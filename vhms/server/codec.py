@@ -41,7 +41,7 @@ __all__ = ["Block", "encode_block", "join_blocks"]
 
 _EMPTY_BITS = np.float64(np.nan).view(np.uint64)
 _MAX_SCALE = 12
-_MAX_EXACT = float(1 << 51)  # a block's sums in float64 stay exact (see _group_values)
+_MAX_EXACT = float(1 << 51)  # a block's sums in float64 stay exact (see _group_rows)
 _EMPTY, _DECIMAL, _RAW = 0, 1, 2
 _POWERS = 10.0 ** np.arange(_MAX_SCALE + 1)
 _NUMPY_WIDTH = np.array([0, 1, 2, 4, 4, 8, 8, 8, 8], dtype=np.uint8)
@@ -96,21 +96,27 @@ class Block:
         asked = np.zeros(stored + 1, dtype=bool)
         asked[wanted] = True
         if asked[:stored].all():  # every stored series: each group decoded whole
-            decoded = np.zeros((k, stored + 1), dtype=np.uint64)  # the last column: empty
-            for (code, start, offset), stop in zip(self.groups.tolist(), stops, strict=True):
-                _group_values(self.data, code, offset, stop - start, None, decoded[:, start:stop])
+            decoded = np.empty((k, stored + 1), dtype=np.uint64)
+            decoded[:, stored] = 0  # the last column: empty
+            parts: list[_Part] = [
+                (code, offset, stop - start, start, stop, None)
+                for (code, start, offset), stop in zip(self.groups.tolist(), stops, strict=True)
+            ]
+            _decode_groups(self.data, parts, decoded)
             whole: np.ndarray = decoded.take(wanted, axis=1)
             return whole
         held = np.flatnonzero(asked[:stored])
         before = np.zeros(stored + 1, dtype=np.int64)  # stored series asked before each (all: stored)
         np.cumsum(asked[:stored], out=before[1:])
-        decoded = np.zeros((k, len(held) + 1), dtype=np.uint64)  # the last column: empty
+        decoded = np.empty((k, len(held) + 1), dtype=np.uint64)
+        decoded[:, len(held)] = 0  # the last column: empty
         bounds = before[[*self.groups[:, 1].tolist(), stored]].tolist()
-        for g, ((code, start, offset), stop) in enumerate(zip(self.groups.tolist(), stops, strict=True)):
-            low, high = bounds[g], bounds[g + 1]
-            if low < high:
-                rows = held[low:high] - start
-                _group_values(self.data, code, offset, stop - start, rows, decoded[:, low:high])
+        some: list[_Part] = [
+            (code, offset, stop - start, bounds[g], bounds[g + 1], held[bounds[g] : bounds[g + 1]] - start)
+            for g, ((code, start, offset), stop) in enumerate(zip(self.groups.tolist(), stops, strict=True))
+            if bounds[g] < bounds[g + 1]
+        ]
+        _decode_groups(self.data, some, decoded)
         picked: np.ndarray = decoded.take(before[wanted], axis=1)
         return picked
 
@@ -144,12 +150,57 @@ def _words(part: np.ndarray, rows: np.ndarray | None, width: int) -> np.ndarray:
     return words.view(np.uint64).reshape(-1)
 
 
-def _group_values(
+# a group to decode: its layout code, byte offset and count of series, the columns
+# ``[low, high)`` of the answer it fills, and its series to decode (None: all)
+_Part = tuple[int, int, int, int, int, np.ndarray | None]
+
+
+def _decode_groups(data: np.ndarray, parts: list[_Part], decoded: np.ndarray) -> None:
+    """The stored bits of ``parts`` into their columns of ``decoded`` ``[K, columns]``: each
+    group's first values and deltas written, then the running sums (or XORs) taken over
+    runs of neighbouring columns of one kind at once (a numpy call per bucket for the run,
+    not one per bucket and group: a block holds a group a layout and a slice of 2,048
+    series), then each group's scale, the stored bits of the decimal runs and each gappy
+    group's empty buckets."""
+    runs: list[list[int]] = []  # kind, low, high
+    for code, offset, count, low, high, rows in parts:
+        _group_rows(data, code, offset, count, rows, decoded[:, low:high])
+        kind = code & 3
+        if runs and runs[-1][0] == kind and runs[-1][2] == low:
+            runs[-1][2] = high
+        else:
+            runs.append([kind, low, high])
+    for kind, low, high in runs:
+        if kind == _DECIMAL:
+            _accumulate(np.add, decoded[:, low:high].view(np.float64))
+        else:
+            _accumulate(np.bitwise_xor, decoded[:, low:high])
+    for code, _, _, low, high, _ in parts:
+        scale = code >> 3 & 15
+        if code & 3 == _DECIMAL and scale:
+            floats = decoded[:, low:high].view(np.float64)
+            np.divide(floats, _POWERS[scale], out=floats)
+    for kind, low, high in runs:
+        if kind == _DECIMAL:
+            decoded[:, low:high] ^= _EMPTY_BITS
+    k = len(decoded)
+    for code, offset, count, low, high, rows in parts:
+        _, gappy, _, first_width, least_width, _, width = _fields(code)
+        if gappy:
+            mask_bytes = (k + 7) // 8
+            at = offset + count * ((k - 1) * width + first_width + least_width)
+            masks = data[at : at + count * mask_bytes].reshape(count, mask_bytes)
+            bits = np.unpackbits(masks if rows is None else masks[rows], axis=1, count=k, bitorder="little")
+            decoded[:, low:high] *= bits.T
+
+
+def _group_rows(
     data: np.ndarray, code: int, offset: int, count: int, rows: np.ndarray | None, values: np.ndarray
 ) -> None:
-    """Write the stored bits ``[K, len(rows)]`` (``rows`` None: all ``count``) of a group's
-    series into ``values`` (zeros)."""
-    kind, gappy, scale, first_width, least_width, trailing, width = _fields(code)
+    """A group's series (``rows``, None: all ``count``) as they are before their running
+    sums (XORs) into ``values`` ``[K, len(rows)]``: decimal, the first ``m`` and each delta
+    (the smallest added back) as float64; raw, the first bits and each XOR."""
+    kind, _, _, first_width, least_width, trailing, width = _fields(code)
     k = len(values)
     at = offset
     deltas = data[at : at + (k - 1) * count * width].view(_DTYPES.get(width, np.uint8))
@@ -158,9 +209,8 @@ def _group_values(
     at += (k - 1) * count * width
     first = _words(data[at : at + count * first_width].reshape(count, first_width), rows, first_width)
     at += count * first_width
-    least = _words(data[at : at + count * least_width].reshape(count, least_width), rows, least_width)
-    at += count * least_width
     if kind == _DECIMAL:
+        least = _words(data[at : at + count * least_width].reshape(count, least_width), rows, least_width)
         # in float64 from the start: every partial sum is an m of the block, |m| <= 2**51, and
         # each delta is exact too, so each step is exact; the bits are the integer path's
         floats = values.view(np.float64)
@@ -169,22 +219,14 @@ def _group_values(
         else:
             floats[1:] = _unzigzag(least).astype(np.float64)
         floats[0] = _unzigzag(first)
-        _accumulate(np.add, floats)
-        if scale:
-            np.divide(floats, _POWERS[scale], out=floats)
-        values ^= _EMPTY_BITS
-    else:
-        if width:
-            values[1:] = deltas
+        return
+    if width:
+        values[1:] = deltas
         if trailing:
             values[1:] <<= np.uint64(8 * trailing)
-        values[0] = first
-        _accumulate(np.bitwise_xor, values)
-    if gappy:
-        mask_bytes = (k + 7) // 8
-        masks = data[at : at + count * mask_bytes].reshape(count, mask_bytes)
-        bits = np.unpackbits(masks if rows is None else masks[rows], axis=1, count=k, bitorder="little")
-        values *= bits.T
+    else:
+        values[1:] = 0
+    values[0] = first
 
 
 def _accumulate(ufunc: np.ufunc, values: np.ndarray) -> None:

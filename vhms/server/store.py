@@ -577,21 +577,20 @@ class Reading:
         self._ids = ids
         self._pieces = pieces
         self._timed = timed
-        self._spares = (_Spare(), _Spare())
+        self._spare = _Spare()
 
     def __len__(self) -> int:
         return len(self._ids)
 
-    def read(self, series: slice | np.ndarray, *, reuse: bool = False, buffer: int = 0) -> FetchResult:
+    def read(self, series: slice | np.ndarray, *, reuse: bool = False) -> FetchResult:
         """The samples of the series at ``series`` (a slice, or ascending places) as a
         fetch answers them; the answer's ``labels`` are every series' (the reading's). With
-        ``reuse``, in the arrays of the previous read with ``reuse`` and the same ``buffer``
-        (0 or 1; that read's answer then holds this one's samples: a reader done with each
-        block before the next touches no fresh memory after the first, and one that reads a
-        block while it works on the one before alternates the two)."""
+        ``reuse``, in the arrays of the previous read with ``reuse`` (which then holds this
+        read's samples: a reader done with each block before the next touches no fresh
+        memory after the first)."""
         store = self._store
         with store._lock:
-            spare = self._spares[buffer] if reuse else None
+            spare = self._spare if reuse else None
             timestamps, values, times = store._read(self._pieces, self._ids[series], self._timed, spare)
         return FetchResult(self.labels, timestamps, values, self.step_ms, times, self.coarse_spans)
 
