@@ -116,7 +116,7 @@ def _instant(
         for first, samples in blocks:
             if not first:  # one block's reading at a time
                 engine.need_instant(len(samples.values), width, len(times))
-            out, _ = latest_at(samples, at, LOOKBACK_MS, False)
+            out, _ = latest_at(samples, at, LOOKBACK_MS, False, view=True)  # reduced, not kept
             if _holds_nan_sample(samples, out):
                 raise _NanSample
             yield first, out

@@ -23,11 +23,13 @@ LOOKBACK_MS = 300_000  # how far back an instant selector looks for a sample (Pr
 
 
 def latest_at(
-    samples: Samples, at: np.ndarray, lookback_ms: int, with_times: bool
+    samples: Samples, at: np.ndarray, lookback_ms: int, with_times: bool, *, view: bool = False
 ) -> tuple[np.ndarray, np.ndarray | None]:
     """Each series' latest sample at each time of ``at`` (ascending) within ``lookback_ms``,
     ``[series, at]`` (NaN: none), and with ``with_times`` (else maybe None) that sample's
-    time (ms, float)."""
+    time (ms, float). With ``view``, the values may be a view of ``samples``' (consecutive
+    whole buckets, as a range query at the buckets' step reads them): for a caller that only
+    reads them."""
     values, axis = samples.values, samples.times
     if not len(values) or not len(axis):
         empty = np.zeros((len(values), len(at)))
@@ -38,7 +40,7 @@ def latest_at(
     lead = 0 if samples.full else _dense_from(values, samples.gaps) if stale is None else None
     if lead is not None:  # a sample in every bucket from the first that has any
         out, when = _latest_dense(
-            values[:, lead:].T, own[:, lead:].T, axis[lead:], at, lookback_ms, with_times
+            values[:, lead:].T, own[:, lead:].T, axis[lead:], at, lookback_ms, with_times, view
         )
         return out.T, None if when is None else when.T
     sampled = present(values) if stale is None else present(values) | stale
@@ -82,6 +84,7 @@ def _latest_dense(
     at: np.ndarray,
     lookback_ms: int,
     with_times: bool = True,
+    view: bool = False,
 ) -> tuple[np.ndarray, np.ndarray | None]:
     """An instant selector over time-major series with a sample in every bucket and no stale
     marker: at each time of ``at`` (ascending), each series' latest sample at or before it
@@ -90,7 +93,7 @@ def _latest_dense(
     its own time lies after it: whole rows gathered, not a running maximum over every bucket."""
     column = np.searchsorted(axis, at, side="right") - 1
     if not with_times:
-        fast = _latest_rows(values, own, axis, at, column, lookback_ms)
+        fast = _latest_rows(values, own, axis, at, column, lookback_ms, view)
         if fast is not None:
             return fast, None
     rows = np.maximum(column, 0)[:, None]
@@ -114,6 +117,7 @@ def _latest_rows(
     at: np.ndarray,
     column: np.ndarray,
     lookback_ms: int,
+    view: bool,
 ) -> np.ndarray | None:
     """:func:`_latest_dense`'s values when no cell needs a comparison: every time lies in a
     bucket (``column``, the one that holds it) and that bucket's start and the one before's
@@ -126,13 +130,20 @@ def _latest_rows(
     if (at - before).max() > lookback_ms:
         return None
     if own.strides[1] == 0:  # stride 0: at the buckets' starts
-        rows: np.ndarray = values.take(column, axis=0)
-        return rows
+        return _rows(values, column, view)
     after = own.take(column, axis=0) > at[:, None]
     if not after.any():
-        rows = values.take(column, axis=0)
-        return rows
+        return _rows(values, column, view)
     if not column[0] and after[: int(np.searchsorted(column, 1))].any():
         return None
     # the bucket before where the sample lies after the time (column 0 never: checked)
     return np.where(after, values.take(column - 1, axis=0), values.take(column, axis=0))
+
+
+def _rows(values: np.ndarray, column: np.ndarray, view: bool) -> np.ndarray:
+    """The rows ``column`` (ascending) of ``values``: with ``view``, a view where they
+    follow each other (no copy of a block's every sample), else a copy."""
+    if view and column[-1] - column[0] == len(column) - 1:  # ascending, so consecutive
+        return values[column[0] : column[-1] + 1]
+    rows: np.ndarray = values.take(column, axis=0)
+    return rows

@@ -216,7 +216,7 @@ def fetch_blocks(
         table, rows = found.table, found.rows
     else:
         chosen = FetchResult(reading.labels, np.zeros(0, dtype=np.int64), np.zeros((len(reading), 0)), 0)
-        table, rows = _picked(chosen, selector.matchers)
+        table, rows = _picked(chosen, selector.matchers, reading.remembered)
     block = max(1, cells // max(reading.buckets, 1))
 
     def blocks() -> Iterator[tuple[int, Samples]]:
@@ -259,10 +259,14 @@ class _Picked(NamedTuple):
 class PickedTables:
     """The tables of the series selectors picked, by their matchers, each with the label
     columns it was derived from (see :func:`fetch_samples`): at most ``max_entries`` of
-    them and ``max_series`` series in all (a table of more than a quarter of that is not
-    kept: its fetch costs far more than its table), the least recently used out first."""
+    them and ``max_series`` series in all, the least recently used out first. A table of
+    more than an eighth of that (65,536 series) is kept only when the store remembers its
+    selection (its label columns then come back while no series is new: else the table
+    would never be found again), up to a quarter: a store of a million series answers its
+    hundred thousand gauges from a kept table as one of a hundred thousand answers its ten
+    thousand (:mod:`vhms.server.selections` bounds what a store remembers by its size)."""
 
-    def __init__(self, max_entries: int = 512, max_series: int = 1 << 18) -> None:
+    def __init__(self, max_entries: int = 512, max_series: int = 1 << 19) -> None:
         self.max_entries = max_entries
         self.max_series = max_series
         self.series = 0
@@ -281,9 +285,11 @@ class PickedTables:
             self._entries.move_to_end(matchers)
             return found
 
-    def keep(self, matchers: tuple[LabelMatcher, ...], picked: _Picked) -> None:
+    def keep(self, matchers: tuple[LabelMatcher, ...], picked: _Picked, remembered: bool = False) -> None:
+        """Keep ``picked`` for ``matchers`` within the bounds (``remembered``: the store
+        remembers the selection its label columns came from)."""
         size = len(picked.table)
-        if size > self.max_series // 4:
+        if size > self.max_series // (4 if remembered else 8):
             return
         with self._lock:
             previous = self._entries.pop(matchers, None)
@@ -296,12 +302,15 @@ class PickedTables:
 PICKED = PickedTables()
 
 
-def _picked(result: FetchResult, matchers: tuple[LabelMatcher, ...]) -> tuple[SeriesTable, np.ndarray | None]:
+def _picked(
+    result: FetchResult, matchers: tuple[LabelMatcher, ...], remembered: bool = False
+) -> tuple[SeriesTable, np.ndarray | None]:
     """The series of ``result`` that ``matchers`` keep: their table and their rows (None: all).
     Remembered per matchers while a fetch answers the same label columns object (a store of
     this process answers the one it remembered for the selector while no series is new:
-    :class:`vhms.LocalClient`), so a dashboard's selector asked again reuses its table and
-    what was derived from it (its answer's label texts, its order): :data:`PICKED`."""
+    :class:`vhms.LocalClient`; ``remembered``: it does for this one), so a dashboard's
+    selector asked again reuses its table and what was derived from it (its answer's label
+    texts, its order, its classes): :data:`PICKED`."""
     found = PICKED.get(matchers, result.labels)
     if found is not None:
         return found.table, found.rows
@@ -311,7 +320,7 @@ def _picked(result: FetchResult, matchers: tuple[LabelMatcher, ...]) -> tuple[Se
     if not keep.all():
         rows = np.flatnonzero(keep)
         table = table.take(rows)
-    PICKED.keep(matchers, _Picked(result.labels, table, rows))
+    PICKED.keep(matchers, _Picked(result.labels, table, rows), remembered)
     return table, rows
 
 

@@ -76,6 +76,19 @@ def test_the_cache_is_bounded_in_entries_and_in_series() -> None:
     assert cache.series == sum(len(e.ids) for e in cache._entries.values())
 
 
+def test_the_bound_grows_with_the_store() -> None:
+    """A store of more series than the bound keeps as large a share of them: a selection
+    of up to a quarter of its series, up to as many ids in all as it has series."""
+    cache = Selections(Counter(), max_series=40)
+    assert not cache.keep("small store", _selection(11, generation=30))  # a quarter of 40 is 10
+    assert cache.keep("large store", _selection(11, generation=100))
+    assert cache.get("large store", 100) is not None
+    assert not cache.keep("larger still", _selection(26, generation=100))
+    for n in range(4):
+        assert cache.keep(f"s{n}", _selection(25, generation=100))
+    assert cache.series <= 100
+
+
 def test_an_entry_of_another_generation_is_a_miss() -> None:
     cache = Selections(Counter())
     cache.keep("cpu", _selection(2, generation=5))

@@ -9,9 +9,14 @@ another one is a miss, and is made again. A hit skips parsing the selector, matc
 against the postings (its regexes too) and reading the label columns: 10-15 us of a small
 fetch's 80.
 
-Bounded: at most ``max_entries`` entries and ``max_series`` ids in all (an answer of more
-than a quarter of those is never kept: such a fetch costs far more than its selection),
-the least recently used evicted first. Thread-safe (one lock around the table).
+Bounded: at most ``max_entries`` entries, and ids in all up to ``max_series`` or the
+number of series the store holds, whichever is more (an answer of more than a quarter of
+that is never kept: such a fetch costs far more than its selection), the least recently
+used evicted first. The bound grows with the store, so that what is kept is the same share
+of it at any size (a store of a million series keeps a selection of its hundred thousand
+gauges as one of a hundred thousand keeps that of its ten thousand), in memory a few
+percent of the store's own (a kept series costs its id and its label codes, 20-40 bytes).
+Thread-safe (one lock around the table).
 Counted in the store's ``stats``: ``selection_cache_hits``, ``selection_cache_misses``,
 ``selection_cache_evictions``.
 """
@@ -69,18 +74,21 @@ class Selections:
         self.stats["selection_cache_misses"] += 1
         return None
 
-    def keep(self, selector: str | Selector, selection: Selection) -> None:
-        """Remember ``selection`` for ``selector`` (replacing an older one), within the bounds."""
+    def keep(self, selector: str | Selector, selection: Selection) -> bool:
+        """Remember ``selection`` for ``selector`` (replacing an older one), within the bounds
+        (its ``generation``: the store's series then); whether it is kept."""
+        bound = max(self.max_series, selection.generation)
         size = len(selection.ids)
-        if size > self.max_series // 4:
-            return
+        if size > bound // 4:
+            return False
         with self._lock:
             previous = self._entries.pop(selector, None)
             if previous is not None:
                 self.series -= len(previous.ids)
             self._entries[selector] = selection
             self.series += size
-            while len(self._entries) > self.max_entries or self.series > self.max_series:
+            while len(self._entries) > self.max_entries or self.series > bound:
                 _, evicted = self._entries.popitem(last=False)
                 self.series -= len(evicted.ids)
                 self.stats["selection_cache_evictions"] += 1
+        return True

@@ -383,12 +383,14 @@ class Store:
             )
         return ids
 
-    def _selection(self, selector: str | Selector) -> tuple[np.ndarray, LabelColumns]:
+    def _selection(self, selector: str | Selector) -> tuple[np.ndarray, LabelColumns, bool]:
         """The ids a selector picks and their label columns as a fetch answers them (shared:
         read, never change), remembered while the index holds the same series
-        (:mod:`vhms.server.selections`)."""
+        (:mod:`vhms.server.selections`), and whether they are (a fetch of the same selector
+        then answers the same label columns object)."""
         generation = self.index.generation()
         found = self.selections.get(selector, generation)
+        remembered = found is not None
         if found is None:
             ids = self.select(selector)
             labels = {label: column.compact() for label, column in self.index.columns(ids).items()}
@@ -397,8 +399,8 @@ class Store:
             for column in labels.values():  # shared by the fetches that follow: a change would raise
                 column.codes.flags.writeable = False
             found = Selection(generation, ids, labels)
-            self.selections.keep(selector, found)
-        return found.ids, found.labels
+            remembered = self.selections.keep(selector, found)
+        return found.ids, found.labels, remembered
 
     def pick_resolution(self, start_ms: int) -> Ring:
         """The finest ring that holds the first bucket a fetch from ``start_ms`` returns (the
@@ -442,7 +444,7 @@ class Store:
         a value: :meth:`Reading.read` then reads any of those series, a block at a time."""
         if end_ms <= start_ms:
             raise ValueError(f"fetch needs start < end, got {start_ms} >= {end_ms}")
-        ids, labels = self._selection(selector)
+        ids, labels, remembered = self._selection(selector)
         stitched = sample_times and resolution == "auto"
         with self._lock:
             # a series the index created after ingest last grew the rings has no column yet
@@ -475,7 +477,7 @@ class Store:
             if stitched and p.ring
         )
         step = self.rings[0 if stitched else pieces[0].ring].step_ms
-        return Reading(self, ids, labels, pieces, timed, step, coarse)
+        return Reading(self, ids, labels, pieces, timed, step, coarse, remembered)
 
     def _read(
         self, pieces: list[Piece], ids: np.ndarray, timed: bool, spare: _Spare | None = None
@@ -557,7 +559,9 @@ class Reading:
     handed back to the kernel when freed and faulted in again by the next query). Each
     :meth:`read` takes the store's lock on its own: ingest goes on between blocks, and a
     later block reads the buckets as they are then (the index only grows, so the series'
-    places do not change)."""
+    places do not change). ``remembered``: the store keeps the selection, so a reading of
+    the same selector answers the same ``labels`` object while no series is new (what a
+    reader may key what it derives from them by)."""
 
     def __init__(
         self,
@@ -568,8 +572,10 @@ class Reading:
         timed: bool,
         step_ms: int,
         coarse: tuple[CoarseSpan, ...],
+        remembered: bool = False,
     ) -> None:
         self.labels = labels
+        self.remembered = remembered
         self.buckets = sum(piece.last - piece.first + 1 for piece in pieces)
         self.step_ms = step_ms
         self.coarse_spans = coarse

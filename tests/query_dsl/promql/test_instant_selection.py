@@ -207,3 +207,23 @@ def test_the_dense_reading_without_times_picks_what_the_reading_with_times_picks
             fast, _ = _latest_dense(values, reading, axis, at, lookback, with_times=False)
             slow, _ = _latest_dense(values, reading, axis, at, lookback, with_times=True)
             np.testing.assert_array_equal(fast, slow)
+            viewed, _ = _latest_dense(values, reading, axis, at, lookback, with_times=False, view=True)
+            np.testing.assert_array_equal(viewed, slow)
+
+
+def test_a_reading_at_the_buckets_step_is_a_view_of_the_samples_when_asked() -> None:
+    """Times at consecutive buckets' starts read whole rows that follow each other: with
+    ``view`` (a reduction that only reads them) no copy of the samples is made."""
+    axis = np.arange(20, dtype=np.int64) * STEP_MS + 1_000_000
+    values = np.random.default_rng(0).random((20, 5))
+    own = np.broadcast_to(axis[:, None], values.shape)
+    at = axis[4:15]
+    viewed, _ = _latest_dense(values, own, axis, at, LOOKBACK_MS, with_times=False, view=True)
+    copied, _ = _latest_dense(values, own, axis, at, LOOKBACK_MS, with_times=False)
+    np.testing.assert_array_equal(viewed, values[4:15])
+    np.testing.assert_array_equal(copied, values[4:15])
+    assert np.shares_memory(viewed, values) and not np.shares_memory(copied, values)
+    every_other = axis[4:15:2]  # not consecutive: gathered
+    gathered, _ = _latest_dense(values, own, axis, every_other, LOOKBACK_MS, with_times=False, view=True)
+    np.testing.assert_array_equal(gathered, values[4:15:2])
+    assert not np.shares_memory(gathered, values)

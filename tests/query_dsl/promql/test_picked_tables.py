@@ -42,7 +42,7 @@ def test_a_table_is_reused_only_for_the_columns_it_came_from() -> None:
 
 
 def test_the_memo_is_bounded_in_entries_and_series() -> None:
-    memo = PickedTables(max_entries=3, max_series=40)
+    memo = PickedTables(max_entries=3, max_series=80)
     kept = {name: _picked(2) for name in "abcde"}
     for name, picked in kept.items():
         memo.keep(_matchers(name), picked)
@@ -53,9 +53,14 @@ def test_the_memo_is_bounded_in_entries_and_series() -> None:
     assert memo.get(_matchers("c"), kept["c"].labels) is not None
     for name in "ghi":
         memo.keep(_matchers(name), _picked(10))
-    assert memo.series <= 40 and len(memo) <= 3
-    huge = _picked(11)  # over a quarter of the bound: never kept
-    memo.keep(_matchers("huge"), huge)
+    assert memo.series <= 80 and len(memo) <= 3
+    large = _picked(11)  # over an eighth of the bound: kept only if the store remembers it
+    memo.keep(_matchers("large"), large)
+    assert memo.get(_matchers("large"), large.labels) is None
+    memo.keep(_matchers("large"), large, remembered=True)
+    assert memo.get(_matchers("large"), large.labels) is large
+    huge = _picked(21)  # over a quarter of the bound: never kept
+    memo.keep(_matchers("huge"), huge, remembered=True)
     assert memo.get(_matchers("huge"), huge.labels) is None
     assert memo.series == sum(len(entry.table) for entry in memo._entries.values())
 
