@@ -241,9 +241,9 @@ def _samples(
     if exact is not None and trim:  # samples outside [low, high] by their own time are not read
         values = _inside(values, exact, times, span, result.step_ms)
     nan = np.isnan(values)
-    gaps = np.flatnonzero(nan.any(axis=0))
-    if not len(gaps):
+    if not nan.any():
         return Samples(table, times, values, result.step_ms, exact, None, result.coarse_spans, full=True)
+    gaps = np.flatnonzero(nan.any(axis=0))
     stale = _stale_markers(values, nan, gaps)
     if stale is not None:
         values = np.where(stale, np.nan, values)
