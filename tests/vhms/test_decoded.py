@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from vhms.server import Store, load_snapshot, save_snapshot
+from vhms.server import store as store_module
 from vhms.server.codec import encode_block
 from vhms.server.decoded import DecodedBlocks
 from vhms.server.rings import encode_values
@@ -114,3 +115,41 @@ def test_a_snapshot_reads_past_the_cache(tmp_path: Path) -> None:
     assert load_snapshot(restored, tmp_path)
     ours, theirs = (s.fetch("", now - 40 * minute, now, resolution=300) for s in (store, restored))
     assert (ours.values.view(np.uint64) == theirs.values.view(np.uint64)).all()
+
+
+def _hour_of(series: int, store: Store) -> tuple[int, int]:
+    """``series`` series over 40 minutes into ``store``; the span to read."""
+    minute = 60_000
+    now = int(time.time() * 1000) // (60 * minute) * (60 * minute)
+    keys = [f"s{{i={i}}}" for i in range(series)]
+    for m in range(40):
+        store.ingest(keys, np.full(series, float(m)), np.full(series, now - (40 - m) * minute))
+    return now - 40 * minute, now
+
+
+def test_the_budget_grows_with_the_store(monkeypatch: pytest.MonkeyPatch) -> None:
+    """By default the cache may hold a share of what the store holds (past a floor), as
+    the store grows; a budget given stays."""
+    monkeypatch.setattr(store_module, "DECODED_PER_SERIES", 1 << 20)  # past the floor at 33 series
+    grows, fixed = Store("60s:10,5m:8"), Store("60s:10,5m:8", decoded_cache_bytes=1 << 20)
+    for store in (grows, fixed):
+        start, end = _hour_of(40, store)
+        store.fetch("s", start, end, resolution=300)
+    assert grows.decoded.budget == 40 << 20
+    assert fixed.decoded.budget == 1 << 20
+
+
+def test_a_reading_larger_than_the_cache_reads_past_it() -> None:
+    """A reading read a block of series at a time whose blocks each fit in the cache but
+    not all together decodes past it (block after block, it would evict what the blocks
+    before it decoded and what dashboards ask again); one that fits reads through it."""
+    for budget, cached in ((4_000, False), (1 << 20, True)):
+        store = Store("60s:10,5m:8", decoded_cache_bytes=budget)
+        start, end = _hour_of(100, store)
+        reading = store.reading("s", start, end, resolution=300)
+        assert reading.cached is cached
+        whole = reading.read(slice(None)).values
+        blocks = [reading.read(slice(low, low + 10), reuse=True).values.copy() for low in range(0, 100, 10)]
+        assert np.array_equal(np.concatenate(blocks).view(np.uint64), whole.view(np.uint64))
+        assert (store.decoded.bytes > 0) is cached
+        assert (store.stats["decoded_cache_misses"] > 0) is cached

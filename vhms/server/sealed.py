@@ -252,8 +252,13 @@ class SealedRing:
         """Whether a read of ``blocks`` sealed blocks of the columns ``runs``
         (:func:`column_runs`) goes through the cache of decoded blocks: not when it would
         decode more than the cache holds (it would only evict what dashboards ask again)."""
+        return self.decoded_bytes(runs, blocks) <= self.cache.budget
+
+    def decoded_bytes(self, runs: list[ColumnRun], blocks: int) -> int:
+        """What ``blocks`` sealed blocks of the columns ``runs`` take decoded in the cache
+        (a chunk decoded whole where a quarter of it or more is asked)."""
         width = sum(CHUNK if WHOLE_FRACTION * len(run[3]) >= CHUNK else len(run[3]) for run in runs)
-        return blocks * width * self.block * 8 <= self.cache.budget
+        return blocks * width * self.block * 8
 
     def _fill_sealed(
         self, ids: np.ndarray, span: tuple[int, int], out: np.ndarray, how: tuple[bool, bool, bool]

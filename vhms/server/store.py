@@ -47,10 +47,19 @@ from vhms.server.rings import (
     encode_values,
 )
 from vhms.server.sample_reads import fill_samples
+from vhms.server.sealed import SealedRing, column_runs
 from vhms.server.selections import Selection, Selections
 from vhms.server.stitch import Piece, RingSpan, stitch
 
-__all__ = ["CHUNK", "Reading", "Store", "decode_values", "encode_values"]
+__all__ = [
+    "CHUNK",
+    "DECODED_FLOOR",
+    "DECODED_PER_SERIES",
+    "Reading",
+    "Store",
+    "decode_values",
+    "encode_values",
+]
 
 _NAN_AGGREGATES: dict[str, Callable[..., np.ndarray]] = {
     "min": np.nanmin,
@@ -61,6 +70,10 @@ _NAN_AGGREGATES: dict[str, Callable[..., np.ndarray]] = {
 Ring = FinestRing | CoarseRing
 
 
+DECODED_FLOOR = 32 << 20  # the cache of decoded blocks: at least this many bytes ...
+DECODED_PER_SERIES = 128  # ... or this many a series held (a sixth of a series' rings, ~800 B)
+
+
 class Store:
     """Multi-resolution buckets for up to ``max_series`` series (see the module doc).
 
@@ -69,7 +82,9 @@ class Store:
     against every value of a label); samples more than ``max_future_s`` ahead of this
     machine's clock are refused (a wild clock would otherwise push every ring forward and
     clear it). ``decoded_cache_bytes`` bounds the cache of decoded sealed blocks that
-    fetches from the sealed blocks read through (:mod:`vhms.server.decoded`; 0: none);
+    fetches from the sealed blocks read through (:mod:`vhms.server.decoded`; 0: none; None:
+    :data:`DECODED_FLOOR` or :data:`DECODED_PER_SERIES` bytes a series the store holds,
+    whichever is more, so that a store keeps the same share of its blocks decoded at any size);
     ``finest_horizon_ms`` how far behind its head the finest ring keeps buckets plain
     (:mod:`vhms.server.finest`).
     """
@@ -83,7 +98,7 @@ class Store:
         max_points_per_query: int = 50_000_000,
         max_select_s: float = 5.0,
         max_future_s: float = 600.0,
-        decoded_cache_bytes: int = 32 << 20,
+        decoded_cache_bytes: int | None = None,
         finest_horizon_ms: int = DEFAULT_HORIZON_MS,
     ) -> None:
         if resolutions is None:
@@ -95,7 +110,9 @@ class Store:
         self.resolutions = parsed
         self.index = SeriesIndex(max_series)
         self.stats: Counter[str] = Counter()
-        self.decoded = DecodedBlocks(decoded_cache_bytes, self.stats)
+        self._decoded_grows = decoded_cache_bytes is None
+        budget = DECODED_FLOOR if decoded_cache_bytes is None else decoded_cache_bytes
+        self.decoded = DecodedBlocks(budget, self.stats)
         self.selections = Selections(self.stats)
         finest = FinestRing(parsed[0], self.decoded, finest_horizon_ms)
         self.rings: list[Ring] = [finest, *(CoarseRing(r, finest, self.decoded) for r in parsed[1:])]
@@ -446,6 +463,8 @@ class Store:
             raise ValueError(f"fetch needs start < end, got {start_ms} >= {end_ms}")
         ids, labels, remembered = self._selection(selector)
         stitched = sample_times and resolution == "auto"
+        if self._decoded_grows:  # the index only grows: so does the budget
+            self.decoded.budget = max(DECODED_FLOOR, DECODED_PER_SERIES * len(self.index))
         with self._lock:
             # a series the index created after ingest last grew the rings has no column yet
             for each in self.rings:
@@ -477,10 +496,32 @@ class Store:
             if stitched and p.ring
         )
         step = self.rings[0 if stitched else pieces[0].ring].step_ms
-        return Reading(self, ids, labels, pieces, timed, step, coarse, remembered)
+        reading = Reading(self, ids, labels, pieces, timed, step, coarse, remembered)
+        reading.cached = self._through_cache(ids, pieces)
+        return reading
+
+    def _through_cache(self, ids: np.ndarray, pieces: list[Piece]) -> bool:
+        """Whether a reading of ``ids`` over ``pieces`` goes through the cache of decoded
+        blocks: not when the whole reading would decode more than the cache holds (read a
+        block of series at a time, each block would fit, and evict what the blocks before
+        it decoded and what dashboards ask again)."""
+        if not len(ids):
+            return True
+        runs = column_runs(ids)
+        need = 0
+        for piece in pieces:
+            ring = self.rings[piece.ring]
+            if isinstance(ring, SealedRing):  # not a plain ring (a horizon of the whole retention)
+                need += ring.decoded_bytes(runs, piece.last // ring.block - piece.first // ring.block + 1)
+        return need <= self.decoded.budget
 
     def _read(
-        self, pieces: list[Piece], ids: np.ndarray, timed: bool, spare: _Spare | None = None
+        self,
+        pieces: list[Piece],
+        ids: np.ndarray,
+        timed: bool,
+        spare: _Spare | None = None,
+        cached: bool = True,
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
         """The bucket times, values ``[series, buckets]`` and (``timed``) sample times of
         ``pieces`` side by side (a coarser ring's sample at its bucket's start), each piece
@@ -490,7 +531,8 @@ class Store:
         agents' rounds are), the sample times are the bucket starts broadcast (no memory);
         the offsets are copied like the values (only the ids' columns: a chunk's whole rows,
         a few of them asked, would be megabytes) and looked at once. The arrays are
-        ``spare``'s when given (the answer is then good until its next read)."""
+        ``spare``'s when given (the answer is then good until its next read). The sealed
+        blocks are read through the cache of decoded blocks with ``cached``."""
         spare = spare if spare is not None else _Spare()
         total = sum(piece.last - piece.first + 1 for piece in pieces)
         raw = spare.take("values", (total, len(ids)), np.uint64)
@@ -507,11 +549,13 @@ class Store:
             step = ring.step_ms
             starts.append(np.arange(piece.first * step, (piece.last + 1) * step, step, dtype=np.int64))
             if offsets is not None and piece.ring == 0 and len(ids):  # values and times in one pass
-                fill_samples(finest, ids, (piece.first, count), (raw[rows], offsets[rows]))
+                fill_samples(finest, ids, (piece.first, count), (raw[rows], offsets[rows]), cached)
             else:
-                ring.fill(
-                    ids, np.arange(piece.first, piece.last + 1, dtype=np.int64), raw[rows], decoded=True
-                )
+                buckets = np.arange(piece.first, piece.last + 1, dtype=np.int64)
+                if isinstance(ring, SealedRing):
+                    ring.fill(ids, buckets, raw[rows], decoded=True, cached=cached)
+                else:
+                    ring.fill(ids, buckets, raw[rows], decoded=True)
             row = rows.stop
         stamps = starts[0] if len(starts) == 1 else np.concatenate(starts)
         values = raw.view(np.float64).T
@@ -584,6 +628,7 @@ class Reading:
         self._pieces = pieces
         self._timed = timed
         self._spare = _Spare()
+        self.cached = True  # through the cache of decoded blocks (Store._through_cache)
 
     def __len__(self) -> int:
         return len(self._ids)
@@ -597,7 +642,9 @@ class Reading:
         store = self._store
         with store._lock:
             spare = self._spare if reuse else None
-            timestamps, values, times = store._read(self._pieces, self._ids[series], self._timed, spare)
+            timestamps, values, times = store._read(
+                self._pieces, self._ids[series], self._timed, spare, self.cached
+            )
         return FetchResult(self.labels, timestamps, values, self.step_ms, times, self.coarse_spans)
 
 
