@@ -28,8 +28,9 @@ _ZERO = ord("0")
 # what :func:`_positional` copies the "0." and zeros around the digits from (5e-324: 323 zeros)
 _ZEROS = b"0." + b"0" * 330
 # fewer values than this outside 10^-4 <= |v| < 10^16 are written one at a time (the point
-# moved in a Python str, about 0.5 us each; the arrays' fixed cost is about 45)
-_FEW = 48
+# moved in a Python str, about 0.47 us each; the arrays' way costs 43 us for 48 values, 49 for
+# 100, 64 for 200: one at a time is cheaper up to about 100, a range query's 61 steps among them)
+_FEW = 96
 # and more than this by parts (the arrays of a part stay in the cache: twice as fast at 20,000)
 _CHUNK = 1024
 # mixed whole values and fractions: at most this many whole ones are cut one at a time
