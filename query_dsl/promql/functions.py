@@ -125,9 +125,14 @@ def _scalar_of(args: list[Value], times: np.ndarray) -> Value:
     return Scalar(np.where(single, values, np.nan))
 
 
+# the one series without a name or labels of vector() and of a date function of the time:
+# shared, so that its order and label texts are made once
+_NAMELESS = SeriesTable.from_lists([""], [{}])
+
+
 def _vector_of(args: list[Value], times: np.ndarray) -> Value:
     values = np.where(np.isnan(_scalar(args[0])), NAN_VALUE, _scalar(args[0]))
-    return Matrix([""], [{}], times, values[None, :], _step(times))
+    return Matrix.from_table(_NAMELESS, times, values[None, :], _step(times))
 
 
 def _step(times: np.ndarray) -> int:
@@ -164,7 +169,7 @@ def _date(name: str) -> InstantFunction:
             m = _vector(args[0])
             source, table = m.values, m.table.with_name("")
         else:
-            source, table = (times / 1000.0)[None, :], SeriesTable.from_lists([""], [{}])
+            source, table = (times / 1000.0)[None, :], _NAMELESS
         out = np.where(present(source), NAN_VALUE, np.nan)
         finite = np.isfinite(source) & (np.abs(source) < 2.5e11)
         out[finite] = part_values(name, source[finite])
