@@ -12,7 +12,8 @@ request runs on the loop ("inline") when
   the caller's ``key``) took less than ``INLINE_CPU_S`` of CPU the last time it ran. The cost
   of the last ``REMEMBERED`` requests is kept (least recently used first out).
 
-A request not remembered runs in the pool, which measures it. An inline run is held on a
+A request not remembered runs in the pool, which measures it, whether it answers or fails (an
+error is as cheap to answer again). An inline run is held on a
 leash: its deadline is ``INLINE_LEASH_S`` (the query's own when that is shorter) and its memory
 charges never wait for the process's budget (:meth:`query_dsl.MemoryBudget.take_now`); past
 either it is given up, runs again in the pool, and is remembered as large. Costs are read and
@@ -77,10 +78,14 @@ class Placement:
         done = self.run_now(api, key, work)
         if done is not None:
             return done
-        result, budget, cpu_s = await run_in_threadpool(_measured, api, work)
-        self.pool_runs += 1
-        self._remember(key, cpu_s)
-        return result, budget
+        spent: list[float] = []
+        try:
+            return await run_in_threadpool(_measured, api, work, spent)
+        finally:
+            self.pool_runs += 1
+            if spent:  # a request that failed is remembered too: its error (a query that does not
+                # parse, a bad regular expression) is answered as cheaply the next time
+                self._remember(key, spent[0])
 
     def run_now(self, api: ApiContext, key: Hashable, work: Work[T]) -> tuple[T, QueryBudget] | None:
         """:meth:`run`'s answer when it runs inline (on the caller's thread, the event loop's),
@@ -122,8 +127,9 @@ class Placement:
         return result, budget
 
 
-def _measured(api: ApiContext, work: Work[T]) -> tuple[T, QueryBudget, float]:
-    """``work`` in a worker thread, with the CPU it took there."""
+def _measured(api: ApiContext, work: Work[T], spent: list[float]) -> tuple[T, QueryBudget]:
+    """``work`` in a worker thread, the CPU it took there added to ``spent`` (whether it
+    answers or raises)."""
     budget = api.query_budget()
     cpu = time.thread_time()
     try:
@@ -131,4 +137,6 @@ def _measured(api: ApiContext, work: Work[T]) -> tuple[T, QueryBudget, float]:
     except BaseException:
         budget.close()
         raise
-    return result, budget, time.thread_time() - cpu
+    finally:
+        spent.append(time.thread_time() - cpu)
+    return result, budget

@@ -252,12 +252,13 @@ def _query(api: ApiContext, pairs: list[tuple[str, str]], budget: QueryBudget) -
 
 def _query_range(api: ApiContext, pairs: list[tuple[str, str]], budget: QueryBudget) -> tuple[Any, list[str]]:
     text = query_text(pairs)
-    for required in ("start", "end", "step"):
-        if first(pairs, required) is None:
+    given = {name: first(pairs, name) for name in ("start", "end", "step")}
+    for required, value in given.items():
+        if value is None:
             raise ApiError("bad_data", f'invalid parameter "{required}": missing', 400)
-    start = time_param(first(pairs, "start"), 0, "start")
-    end = time_param(first(pairs, "end"), 0, "end")
-    step = duration_param(first(pairs, "step") or "", "step")
+    start = time_param(given["start"], 0, "start")
+    end = time_param(given["end"], 0, "end")
+    step = duration_param(given["step"] or "", "step")
     _ordered(start, end)
     if step <= 0:
         raise ApiError(

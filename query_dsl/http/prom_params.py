@@ -10,6 +10,7 @@ import math
 import re
 from dataclasses import replace
 from datetime import datetime
+from functools import lru_cache
 from typing import Any
 from urllib.parse import parse_qsl, unquote_to_bytes
 
@@ -56,18 +57,26 @@ def time_param(value: str | None, default: float, name: str) -> float:
     """Epoch seconds or RFC 3339, as Prometheus reads a time parameter."""
     if value is None or value == "":
         return default
+    seconds = _time_seconds(value)
+    if seconds is None:
+        raise ApiError(
+            "bad_data", f'invalid parameter "{name}": cannot parse "{value[:100]}" to a valid timestamp', 400
+        )
+    return seconds
+
+
+# a request's times and step are read twice (its placement's key, then its handler), and a
+# dashboard's step again and again: each text's reading is kept (a few hundred, short texts)
+@lru_cache(maxsize=256)
+def _time_seconds(value: str) -> float | None:
+    """:func:`time_param`'s reading of ``value`` (not empty), None where it reads none."""
     if _FLOAT.match(value):
         seconds = float(value)
-        if -_MAX_TIME <= seconds <= _MAX_TIME:
-            return seconds
-    else:
-        try:
-            return _bounded(datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp())
-        except (ValueError, OverflowError, OSError):
-            pass
-    raise ApiError(
-        "bad_data", f'invalid parameter "{name}": cannot parse "{value[:100]}" to a valid timestamp', 400
-    )
+        return seconds if -_MAX_TIME <= seconds <= _MAX_TIME else None
+    try:
+        return _bounded(datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp())
+    except (ValueError, OverflowError, OSError):
+        return None
 
 
 def _bounded(seconds: float) -> float:
@@ -78,18 +87,24 @@ def _bounded(seconds: float) -> float:
 
 def duration_param(value: str, name: str) -> float:
     """Seconds, or a duration like ``5m``, as Prometheus reads ``step`` and ``timeout``."""
+    seconds = _duration_seconds(value)
+    if seconds is None:
+        raise ApiError(
+            "bad_data", f'invalid parameter "{name}": cannot parse "{value[:100]}" to a valid duration', 400
+        )
+    return seconds
+
+
+@lru_cache(maxsize=256)
+def _duration_seconds(value: str) -> float | None:
+    """:func:`duration_param`'s reading of ``value``, None where it reads none."""
     if _FLOAT.match(value):
         seconds = float(value)
-        if math.isfinite(seconds) and abs(seconds) < 2**62 / 1e9:
-            return seconds
-    else:
-        try:
-            return parse_duration(value) / 1000
-        except ValueError:
-            pass
-    raise ApiError(
-        "bad_data", f'invalid parameter "{name}": cannot parse "{value[:100]}" to a valid duration', 400
-    )
+        return seconds if math.isfinite(seconds) and abs(seconds) < 2**62 / 1e9 else None
+    try:
+        return parse_duration(value) / 1000
+    except ValueError:
+        return None
 
 
 FORM = "application/x-www-form-urlencoded"

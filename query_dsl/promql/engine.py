@@ -46,7 +46,7 @@ from query_dsl.promql.ast import (
 from query_dsl.promql.blockwise import fused_aggregate, instant_by_blocks
 from query_dsl.promql.functions import INSTANT_FUNCTIONS
 from query_dsl.promql.instant import LOOKBACK_MS, latest_at
-from query_dsl.promql.labels import absent_labels, ensure_unique
+from query_dsl.promql.labels import absent_table, ensure_unique
 from query_dsl.promql.ranges import (
     RANGE_NAMES,
     VECTORIZED,
@@ -389,9 +389,10 @@ class Engine:
         else:
             assert isinstance(value, Matrix)  # the parser checked the types
             found = present(value.values).any(axis=0)
-        labels = absent_labels(expr.args[0])
         step = int(times[1] - times[0]) if len(times) > 1 else self.step_ms
-        return Matrix([""], [labels], times, np.where(found, np.nan, 1.0)[None, :], step)
+        return Matrix.from_table(
+            absent_table(expr.args[0]), times, np.where(found, np.nan, 1.0)[None, :], step
+        )
 
     def _aggregate(self, expr: Aggregation, times: np.ndarray) -> Value:
         fused = fused_aggregate(self, expr, times)

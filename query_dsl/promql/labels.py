@@ -3,6 +3,8 @@ series (by their sorted label pairs, the name among them)."""
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 import numpy as np
 
 from query_dsl.exceptions import MatchingError
@@ -10,7 +12,7 @@ from query_dsl.matrix import Matrix
 from query_dsl.promql.ast import Expr, MatrixSelector, Paren, VectorSelector
 from query_dsl.series_table import SeriesTable
 
-__all__ = ["absent_labels", "ensure_unique", "prometheus_order", "sort_key", "with_label"]
+__all__ = ["absent_labels", "absent_table", "ensure_unique", "prometheus_order", "sort_key", "with_label"]
 
 
 def with_label(labels: dict[str, str], label: str, value: str) -> dict[str, str]:
@@ -118,6 +120,12 @@ def _ordered(table: SeriesTable) -> np.ndarray:
         combined *= size
         combined += key
     return np.argsort(combined, kind="stable")
+
+
+@lru_cache(maxsize=256)  # one table per argument: a dashboard's absent() finds its texts made
+def absent_table(arg: Expr) -> SeriesTable:
+    """The one series of ``absent(arg)``, without a name (:func:`absent_labels`)."""
+    return SeriesTable.from_lists([""], [absent_labels(arg)])
 
 
 def absent_labels(arg: Expr) -> dict[str, str]:

@@ -62,7 +62,7 @@ class PromQLResult:
         if self._cells is None:
             assert isinstance(self.value, Matrix)  # callers checked
             values = self.value.values
-            self._cells = (present(values),) if np.isnan(values).any() else (None,)
+            self._cells = (present(values),) if np.count_nonzero(np.isnan(values)) else (None,)
         return self._cells[0]
 
     def _answer_rows(self) -> tuple[Matrix, np.ndarray, np.ndarray | None, bool]:

@@ -47,7 +47,7 @@ def is_nan_value(values: np.ndarray) -> np.ndarray:
 def absent(values: np.ndarray) -> np.ndarray:
     """Where ``values`` hold no sample: a NaN that is not :data:`NAN_VALUE`."""
     missing: np.ndarray = np.isnan(values)
-    if missing.any():
+    if np.count_nonzero(missing):  # a C count: ``any()`` costs a small query's arrays 3x as much
         missing &= ~is_nan_value(values)
     return missing
 
@@ -80,8 +80,8 @@ def settle(values: np.ndarray, missing: np.ndarray) -> np.ndarray:
     """A computation's answer with ``missing`` cells NaN (no sample) and every other NaN
     :data:`NAN_VALUE` (a sample whose value is NaN)."""
     nan = np.isnan(values)
-    if not nan.any():
-        return np.where(missing, np.nan, values) if missing.any() else values
+    if not np.count_nonzero(nan):
+        return np.where(missing, np.nan, values) if np.count_nonzero(missing) else values
     return np.where(missing, np.nan, np.where(nan, NAN_VALUE, values))
 
 

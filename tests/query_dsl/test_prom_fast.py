@@ -144,6 +144,18 @@ def test_a_known_small_request_runs_on_the_loop(client: _Client) -> None:
     assert f"artimon_query_inline_runs_total {float(placement.inline_runs)}" in metrics
 
 
+def test_a_request_that_failed_in_the_pool_runs_on_the_loop_next_time(client: _Client) -> None:
+    placement = _api(client).placement
+    params = {**RANGE, "query": 'label_replace(up, "job", "$1", "instance", "(.*")'}  # a bad regex
+    answers, runs = [], []
+    for _ in range(3):  # the first run's cost holds the parse and the regex's: the third is cheap
+        before = placement.pool_runs
+        answers.append(client.get("/prometheus/api/v1/query_range", params=params))
+        runs.append(placement.pool_runs - before)
+    assert runs[0] == 1 and runs[-1] == 0  # the pool (unknown), then on the loop (known cheap)
+    assert {a.status_code for a in answers} == {422} and len({a.content for a in answers}) == 1
+
+
 def test_a_known_small_get_is_answered_as_it_arrives_with_the_same_bytes() -> None:
     app = create_app(LocalClient(_store()))
     answered_now: list[bool] = []  # the protocol's answers at once (bookkeeper/ground/immediate.py)

@@ -1,8 +1,8 @@
 """The query side's remembered tables (query_dsl/promql/selection.py, ``PickedTables``): a
 table is reused only for the very label columns it was derived from, and the memo stays
 within its bounds; and what a table derives (its order, its label texts, its name-less copy)
-is made once, as are an aggregation's classes and answer table per grouping and a matching's
-per pair of tables."""
+is made once, as are an aggregation's classes and answer table per grouping, a matching's
+per pair of tables and a label function's per arguments."""
 
 from __future__ import annotations
 
@@ -15,10 +15,12 @@ from query_dsl.promql import binary
 from query_dsl.promql.aggregation import aggregate
 from query_dsl.promql.ast import LabelMatcher, VectorMatching
 from query_dsl.promql.binary import vector_op
+from query_dsl.promql.functions import INSTANT_FUNCTIONS
 from query_dsl.promql.labels import prometheus_order
 from query_dsl.promql.parser import parse
 from query_dsl.promql.selection import PickedTables, _Picked
 from query_dsl.promql.small_body import metric_texts
+from query_dsl.promql.values import String
 from query_dsl.series_table import MEMO_MAX, SeriesTable, kept_for
 
 
@@ -114,6 +116,28 @@ def test_a_matchings_classes_and_answer_table_are_made_once_per_pair_of_tables()
         vector_op("+", a, b, VectorMatching("many-to-one", ("j", f"l{labels}"), on=True), as_bool=False)
     assert kept_for(left, binary._MATCHINGS_SERIES) == MEMO_MAX
     assert 0 < len(left.derived("promql_matchings", dict)) <= MEMO_MAX
+
+
+def test_a_label_functions_answer_table_is_made_once_per_table_and_arguments() -> None:
+    table = SeriesTable.from_lists(["x"] * 3, [{"i": str(i), "j": "a"} for i in range(3)])
+    m = Matrix.from_table(table, np.arange(2), np.arange(6, dtype=np.float64).reshape(3, 2), 1)
+
+    def call(name: str, *texts: str) -> Matrix:
+        found = INSTANT_FUNCTIONS[name]([m, *(String(text) for text in texts)], np.arange(2))
+        assert isinstance(found, Matrix)
+        return found
+
+    joined = call("label_join", "k", "-", "i", "j")
+    assert call("label_join", "k", "-", "i", "j").table is joined.table  # asked again: found
+    assert joined.labels == [{"i": str(i), "j": "a", "k": f"{i}-a"} for i in range(3)]
+    assert joined.names == ["x"] * 3 and joined.values.tolist() == m.values.tolist()
+    assert call("label_join", "k", "+", "i", "j").labels[0]["k"] == "0+a"  # other arguments
+    replaced = call("label_replace", "__name__", "y$1", "i", "(1)")
+    assert call("label_replace", "__name__", "y$1", "i", "(1)").table is replaced.table
+    assert replaced.names == ["x", "y1", "x"] and replaced.labels[1] == {"i": "1", "j": "a"}
+    for number in range(MEMO_MAX + 20):  # many arguments over one table: what it keeps stays bounded
+        call("label_join", "k", str(number), "i")
+    assert 0 < len(table.derived("promql_relabeled", dict)) <= MEMO_MAX
 
 
 def test_a_large_table_remembers_a_few_of_a_kind() -> None:
