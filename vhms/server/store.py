@@ -35,7 +35,7 @@ from vhms.resolutions import Resolution, parse_resolutions
 from vhms.results import NAME, CoarseSpan, FetchResult
 from vhms.selector import Selector, parse_selector
 from vhms.server.coarse import CoarseRing
-from vhms.server.decoded import DecodedBlocks
+from vhms.server.decoded import WHOLE_FRACTION, DecodedBlocks
 from vhms.server.finest import DEFAULT_HORIZON_MS, FinestRing
 from vhms.server.index import SeriesIndex
 from vhms.server.rings import (
@@ -47,7 +47,7 @@ from vhms.server.rings import (
     encode_values,
 )
 from vhms.server.sample_reads import fill_samples
-from vhms.server.sealed import SealedRing, column_runs
+from vhms.server.sealed import SealedRing, column_runs, decoded_width
 from vhms.server.selections import Selection, Selections
 from vhms.server.stitch import Piece, RingSpan, stitch
 
@@ -505,14 +505,14 @@ class Store:
         blocks: not when the whole reading would decode more than the cache holds (read a
         block of series at a time, each block would fit, and evict what the blocks before
         it decoded and what dashboards ask again)."""
-        if not len(ids):
-            return True
-        runs = column_runs(ids)
+        # fewer than a quarter of a chunk: no chunk decoded whole, each id a column
+        width = len(ids) if len(ids) * WHOLE_FRACTION < CHUNK else decoded_width(column_runs(ids))
         need = 0
         for piece in pieces:
             ring = self.rings[piece.ring]
             if isinstance(ring, SealedRing):  # not a plain ring (a horizon of the whole retention)
-                need += ring.decoded_bytes(runs, piece.last // ring.block - piece.first // ring.block + 1)
+                blocks = piece.last // ring.block - piece.first // ring.block + 1
+                need += blocks * width * ring.block * 8
         return need <= self.decoded.budget
 
     def _read(
