@@ -137,19 +137,3 @@ def test_the_budget_grows_with_the_store(monkeypatch: pytest.MonkeyPatch) -> Non
         store.fetch("s", start, end, resolution=300)
     assert grows.decoded.budget == 40 << 20
     assert fixed.decoded.budget == 1 << 20
-
-
-def test_a_reading_larger_than_the_cache_reads_past_it() -> None:
-    """A reading read a block of series at a time whose blocks each fit in the cache but
-    not all together decodes past it (block after block, it would evict what the blocks
-    before it decoded and what dashboards ask again); one that fits reads through it."""
-    for budget, cached in ((4_000, False), (1 << 20, True)):
-        store = Store("60s:10,5m:8", decoded_cache_bytes=budget)
-        start, end = _hour_of(100, store)
-        reading = store.reading("s", start, end, resolution=300)
-        assert reading.cached is cached
-        whole = reading.read(slice(None)).values
-        blocks = [reading.read(slice(low, low + 10), reuse=True).values.copy() for low in range(0, 100, 10)]
-        assert np.array_equal(np.concatenate(blocks).view(np.uint64), whole.view(np.uint64))
-        assert (store.decoded.bytes > 0) is cached
-        assert (store.stats["decoded_cache_misses"] > 0) is cached

@@ -31,16 +31,12 @@ _Rows = tuple[int, int, np.ndarray | None, np.ndarray | None, int | None]  # row
 
 
 def fill_samples(
-    ring: SealedRing,
-    ids: np.ndarray,
-    span: tuple[int, int],
-    out: tuple[np.ndarray, np.ndarray],
-    cached: bool = True,
+    ring: SealedRing, ids: np.ndarray, span: tuple[int, int], out: tuple[np.ndarray, np.ndarray]
 ) -> None:
     """Into time-major ``out``'s arrays ``[buckets, ids]`` (values: anything; sample times:
     zeros) the float64 bits of the values and the sample times of sorted ``ids`` (not empty)
     for the consecutive buckets ``span`` (the first and how many), as :meth:`SealedRing.fill`
-    writes them with ``decoded`` and with ``times`` (and ``cached``)."""
+    writes them with ``decoded`` and with ``times``."""
     values, offsets = out
     first, count = span
     low, high = held_rows(ring.head, ring.slots, first, count)
@@ -51,7 +47,7 @@ def fill_samples(
         values[high:] = 0
     runs = column_runs(ids)
     blocks = (first + plain - 1) // ring.block - (first + low) // ring.block + 1
-    cached = low >= plain or (cached and ring.reads_through_cache(runs, blocks))
+    cached = low >= plain or ring.reads_through_cache(runs, blocks)
     for start, stop, chunk, local, columns in runs:
         rows = _sealed_rows(ring, chunk, (first + low, first + plain - 1), (low, local, cached))
         rows += _plain_rows(ring, chunk, first + plain, (plain, high))

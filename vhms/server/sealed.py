@@ -47,7 +47,7 @@ from vhms.server.rings import (
     held_rows,
 )
 
-__all__ = ["MAX_BLOCK", "SealedRing", "column_runs", "decoded_width"]
+__all__ = ["MAX_BLOCK", "SealedRing", "column_runs"]
 
 MAX_BLOCK = 24
 
@@ -252,7 +252,8 @@ class SealedRing:
         """Whether a read of ``blocks`` sealed blocks of the columns ``runs``
         (:func:`column_runs`) goes through the cache of decoded blocks: not when it would
         decode more than the cache holds (it would only evict what dashboards ask again)."""
-        return blocks * decoded_width(runs) * self.block * 8 <= self.cache.budget
+        width = sum(CHUNK if WHOLE_FRACTION * len(run[3]) >= CHUNK else len(run[3]) for run in runs)
+        return blocks * width * self.block * 8 <= self.cache.budget
 
     def _fill_sealed(
         self, ids: np.ndarray, span: tuple[int, int], out: np.ndarray, how: tuple[bool, bool, bool]
@@ -373,12 +374,6 @@ class SealedRing:
 # a run of sorted ids in one chunk: its positions [start, stop), its chunk, its local ids, and
 # those as a slice where they are contiguous
 ColumnRun = tuple[int, int, int, np.ndarray, slice | np.ndarray]
-
-
-def decoded_width(runs: list[ColumnRun]) -> int:
-    """The columns a read of ``runs`` (:func:`column_runs`) decodes a block (a chunk whole
-    where a quarter of it or more is asked)."""
-    return sum(CHUNK if WHOLE_FRACTION * len(run[3]) >= CHUNK else len(run[3]) for run in runs)
 
 
 def column_runs(ids: np.ndarray) -> list[ColumnRun]:

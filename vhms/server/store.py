@@ -35,7 +35,7 @@ from vhms.resolutions import Resolution, parse_resolutions
 from vhms.results import NAME, CoarseSpan, FetchResult
 from vhms.selector import Selector, parse_selector
 from vhms.server.coarse import CoarseRing
-from vhms.server.decoded import WHOLE_FRACTION, DecodedBlocks
+from vhms.server.decoded import DecodedBlocks
 from vhms.server.finest import DEFAULT_HORIZON_MS, FinestRing
 from vhms.server.index import SeriesIndex
 from vhms.server.rings import (
@@ -47,7 +47,6 @@ from vhms.server.rings import (
     encode_values,
 )
 from vhms.server.sample_reads import fill_samples
-from vhms.server.sealed import SealedRing, column_runs, decoded_width
 from vhms.server.selections import Selection, Selections
 from vhms.server.stitch import Piece, RingSpan, stitch
 
@@ -496,32 +495,10 @@ class Store:
             if stitched and p.ring
         )
         step = self.rings[0 if stitched else pieces[0].ring].step_ms
-        reading = Reading(self, ids, labels, pieces, timed, step, coarse, remembered)
-        reading.cached = self._through_cache(ids, pieces)
-        return reading
-
-    def _through_cache(self, ids: np.ndarray, pieces: list[Piece]) -> bool:
-        """Whether a reading of ``ids`` over ``pieces`` goes through the cache of decoded
-        blocks: not when the whole reading would decode more than the cache holds (read a
-        block of series at a time, each block would fit, and evict what the blocks before
-        it decoded and what dashboards ask again)."""
-        # fewer than a quarter of a chunk: no chunk decoded whole, each id a column
-        width = len(ids) if len(ids) * WHOLE_FRACTION < CHUNK else decoded_width(column_runs(ids))
-        need = 0
-        for piece in pieces:
-            ring = self.rings[piece.ring]
-            if isinstance(ring, SealedRing):  # not a plain ring (a horizon of the whole retention)
-                blocks = piece.last // ring.block - piece.first // ring.block + 1
-                need += blocks * width * ring.block * 8
-        return need <= self.decoded.budget
+        return Reading(self, ids, labels, pieces, timed, step, coarse, remembered)
 
     def _read(
-        self,
-        pieces: list[Piece],
-        ids: np.ndarray,
-        timed: bool,
-        spare: _Spare | None = None,
-        cached: bool = True,
+        self, pieces: list[Piece], ids: np.ndarray, timed: bool, spare: _Spare | None = None
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
         """The bucket times, values ``[series, buckets]`` and (``timed``) sample times of
         ``pieces`` side by side (a coarser ring's sample at its bucket's start), each piece
@@ -531,8 +508,7 @@ class Store:
         agents' rounds are), the sample times are the bucket starts broadcast (no memory);
         the offsets are copied like the values (only the ids' columns: a chunk's whole rows,
         a few of them asked, would be megabytes) and looked at once. The arrays are
-        ``spare``'s when given (the answer is then good until its next read). The sealed
-        blocks are read through the cache of decoded blocks with ``cached``."""
+        ``spare``'s when given (the answer is then good until its next read)."""
         spare = spare if spare is not None else _Spare()
         total = sum(piece.last - piece.first + 1 for piece in pieces)
         raw = spare.take("values", (total, len(ids)), np.uint64)
@@ -549,13 +525,11 @@ class Store:
             step = ring.step_ms
             starts.append(np.arange(piece.first * step, (piece.last + 1) * step, step, dtype=np.int64))
             if offsets is not None and piece.ring == 0 and len(ids):  # values and times in one pass
-                fill_samples(finest, ids, (piece.first, count), (raw[rows], offsets[rows]), cached)
+                fill_samples(finest, ids, (piece.first, count), (raw[rows], offsets[rows]))
             else:
-                buckets = np.arange(piece.first, piece.last + 1, dtype=np.int64)
-                if isinstance(ring, SealedRing):
-                    ring.fill(ids, buckets, raw[rows], decoded=True, cached=cached)
-                else:
-                    ring.fill(ids, buckets, raw[rows], decoded=True)
+                ring.fill(
+                    ids, np.arange(piece.first, piece.last + 1, dtype=np.int64), raw[rows], decoded=True
+                )
             row = rows.stop
         stamps = starts[0] if len(starts) == 1 else np.concatenate(starts)
         values = raw.view(np.float64).T
@@ -628,7 +602,6 @@ class Reading:
         self._pieces = pieces
         self._timed = timed
         self._spare = _Spare()
-        self.cached = True  # through the cache of decoded blocks (Store._through_cache)
 
     def __len__(self) -> int:
         return len(self._ids)
@@ -642,9 +615,7 @@ class Reading:
         store = self._store
         with store._lock:
             spare = self._spare if reuse else None
-            timestamps, values, times = store._read(
-                self._pieces, self._ids[series], self._timed, spare, self.cached
-            )
+            timestamps, values, times = store._read(self._pieces, self._ids[series], self._timed, spare)
         return FetchResult(self.labels, timestamps, values, self.step_ms, times, self.coarse_spans)
 
 
