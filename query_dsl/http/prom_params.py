@@ -57,10 +57,14 @@ def time_param(value: str | None, default: float, name: str) -> float:
     """Epoch seconds or RFC 3339, as Prometheus reads a time parameter."""
     if value is None or value == "":
         return default
-    seconds = _time_seconds(value)
+    return _read(_time_seconds(value), value, name, "timestamp")
+
+
+def _read(seconds: float | None, value: str, name: str, what: str) -> float:
+    """A parameter's reading, or Prometheus's answer to one it cannot read."""
     if seconds is None:
         raise ApiError(
-            "bad_data", f'invalid parameter "{name}": cannot parse "{value[:100]}" to a valid timestamp', 400
+            "bad_data", f'invalid parameter "{name}": cannot parse "{value[:100]}" to a valid {what}', 400
         )
     return seconds
 
@@ -87,12 +91,7 @@ def _bounded(seconds: float) -> float:
 
 def duration_param(value: str, name: str) -> float:
     """Seconds, or a duration like ``5m``, as Prometheus reads ``step`` and ``timeout``."""
-    seconds = _duration_seconds(value)
-    if seconds is None:
-        raise ApiError(
-            "bad_data", f'invalid parameter "{name}": cannot parse "{value[:100]}" to a valid duration', 400
-        )
-    return seconds
+    return _read(_duration_seconds(value), value, name, "duration")
 
 
 @lru_cache(maxsize=256)
