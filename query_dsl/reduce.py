@@ -30,7 +30,7 @@ import numpy as np
 from query_dsl.aggregates import aggregate, check_aggregate
 from query_dsl.exceptions import QueryTypeError
 from query_dsl.matrix import Matrix
-from query_dsl.series_table import SeriesTable, class_order, kept_for
+from query_dsl.series_table import SeriesTable, class_order, remembered
 from query_dsl.windows import PREFIX_WINDOWS
 
 __all__ = ["FUSED_AGGREGATES", "reduce_blocks", "reduce_matrix", "reduce_windows"]
@@ -75,14 +75,10 @@ class _Runs(NamedTuple):
 def _grouping(table: SeriesTable, by: list[str] | None, without: list[str] | None) -> _Grouping:
     if by is not None and without is not None:
         raise QueryTypeError("reduce takes by= or without=, not both")
-    kept: dict[tuple[object, ...], _Grouping] = table.derived("reduce_groupings", lambda _: {})
     key = (None if by is None else tuple(by), None if without is None else tuple(without))
-    found = kept.get(key)
-    if found is None:
-        if len(kept) >= kept_for(table, _GROUPINGS_SERIES):  # cleared whole: threads share it
-            kept.clear()
-        found = kept[key] = _make_grouping(table, by, without)
-    return found
+    return remembered(
+        table, "reduce_groupings", key, _GROUPINGS_SERIES, lambda: _make_grouping(table, by, without)
+    )
 
 
 def _make_grouping(table: SeriesTable, by: list[str] | None, without: list[str] | None) -> _Grouping:

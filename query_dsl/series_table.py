@@ -17,7 +17,7 @@ from Python lists.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from typing import Any, TypeVar
 
 import numpy as np
@@ -25,7 +25,7 @@ import numpy as np
 from bookkeeper.ground import LabelColumn, dense_classes, row_keys, translate
 from vhms import NAME, FetchResult
 
-__all__ = ["SeriesTable", "class_order", "joint_classes", "kept_for"]
+__all__ = ["SeriesTable", "class_order", "joint_classes", "kept_for", "remembered"]
 
 T = TypeVar("T")
 
@@ -49,6 +49,19 @@ def kept_for(table: SeriesTable, series: int, other: int = 0) -> int:
     :data:`MEMO_MAX` at most: a dashboard's every grouping of a small table, a few of a large
     one's."""
     return min(MEMO_MAX, max(8, series // max(len(table) + other, 1)))
+
+
+def remembered(table: SeriesTable, what: str, key: Hashable, series: int, make: Callable[[], T]) -> T:
+    """``make()`` for ``key``, made once and kept with ``table`` among its ``what``
+    (:meth:`SeriesTable.derived`), :func:`kept_for` ``series`` of them: past that they are
+    cleared whole (threads share them), and the newest kept."""
+    kept: dict[Hashable, T] = table.derived(what, lambda _: {})
+    found = kept.get(key)
+    if found is None:
+        if len(kept) >= kept_for(table, series):
+            kept.clear()
+        found = kept[key] = make()
+    return found
 
 
 class SeriesTable:

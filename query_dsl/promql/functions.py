@@ -21,7 +21,7 @@ from query_dsl.matrix import Matrix
 from query_dsl.promql.dates import PARTS, part_values
 from query_dsl.promql.labels import with_label
 from query_dsl.promql.values import NAN_VALUE, Scalar, String, Value, absent, present, settle
-from query_dsl.series_table import SeriesTable, kept_for
+from query_dsl.series_table import SeriesTable, remembered
 from vhms import VhmsError, parse_selector
 
 __all__ = ["ELEMENTWISE", "INSTANT_FUNCTIONS", "InstantFunction"]
@@ -226,15 +226,13 @@ def _relabeled(m: Matrix, key: tuple[str, ...], labels: Callable[[], list[dict[s
     arguments) and kept with it: a dashboard asks the same label_replace again over a
     selector's table, which is reused, and finds the answer's table with its order and label
     texts made (215 us a query of 3 series made them anew, 100 us finds them)."""
-    kept: dict[tuple[str, ...], SeriesTable] = m.table.derived("promql_relabeled", lambda _: {})
-    table = kept.get(key)
-    if table is None:
+
+    def made() -> SeriesTable:
         full = labels()
         names = [label_set.pop("__name__", "") for label_set in full]
-        table = SeriesTable.from_lists(names, full)
-        if len(kept) >= kept_for(m.table, _RELABELED_SERIES):  # cleared whole: threads share it
-            kept.clear()
-        kept[key] = table
+        return SeriesTable.from_lists(names, full)
+
+    table = remembered(m.table, "promql_relabeled", key, _RELABELED_SERIES, made)
     return Matrix.from_table(table, m.timestamps, m.values, m.step_ms)
 
 
